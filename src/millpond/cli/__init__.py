@@ -1,0 +1,1 @@
+"""The ``millpond`` command: thin — parses, calls the library, prints."""

@@ -1,0 +1,128 @@
+"""What the ``millpond`` commands do, kept apart from their argument declarations."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from millpond.cli.progress import RunProgress
+from millpond.cli.render import (
+    experiment_json,
+    print_json,
+    run_json,
+    runs_table,
+    stderr_console,
+    styled,
+    tasks_table,
+)
+from millpond.settings import load_settings
+from millpond.store.runs import RunStore
+
+
+def open_store() -> RunStore:
+    return RunStore(load_settings().database_url)
+
+
+def run_pipeline_command(
+    pipeline: Path,
+    params: list[str],
+    params_file: Path | None,
+    pipeline_name: str | None,
+    pipeline_root: str | None,
+    experiment: str | None,
+    run_name: str | None,
+    output: str,
+) -> int:
+    from millpond.pipelines.arguments import parse_assignments, read_params_file
+    from millpond.pipelines.loader import load_pipeline
+    from millpond.pipelines.submit import RunRequest, execute_run, prepare_run
+
+    settings = load_settings()
+    texts = parse_assignments(params)
+    values = read_params_file(params_file) if params_file else {}
+    loaded = load_pipeline(pipeline, pipeline_name)
+    request = RunRequest(
+        pipeline=loaded, texts=texts, values=values, params_file=str(params_file) if params_file else None,
+        pipeline_root=pipeline_root, experiment=experiment, run_name=run_name,
+    )
+    store = RunStore(settings.database_url)
+    run = prepare_run(store, settings, request)
+    console = stderr_console()
+    with RunProgress(console, f"{run.name} ({run.id})") as progress:
+        result = execute_run(store, settings, run, listener=progress)
+    run = store.get_run(run.id)
+    tasks = store.list_tasks(run.id)
+    if output == "json":
+        data = run_json(run, tasks)
+        print_json({key: data[key] for key in ("run_id", "state", "error", "tasks", "outputs")} | {"name": run.name})
+    else:
+        console.print(f"run {run.id} {styled(result.state)}" + (f": {result.error}" if result.error else ""))
+        _print_outputs(console, run, tasks)
+    return 0 if result.state == "SUCCEEDED" else 1
+
+
+def _print_outputs(console, run, tasks) -> None:  # type: ignore[no-untyped-def]
+    from millpond.cli.render import flat_outputs, run_outputs
+
+    for task in tasks:
+        for name, value in flat_outputs(task.outputs or {}).items():
+            if name in (task.outputs or {}).get("artifacts", {}):
+                console.print(f"  {task.path}.{name}: {value}", highlight=False, markup=False)
+    outputs = run_outputs(run)
+    if outputs:
+        console.print("pipeline outputs: " + json.dumps(outputs), highlight=False, markup=False)
+
+
+def list_runs_command(experiment: str | None, limit: int | None, output: str) -> None:
+    store = open_store()
+    rows = store.list_runs(experiment=experiment, limit=limit)
+    if output == "json":
+        print_json([run_json(run, [], exp, brief=True) for run, exp in rows])
+    else:
+        _stdout_print(runs_table(rows))
+
+
+def get_run_command(run_id: str, output: str) -> None:
+    store = open_store()
+    run = store.get_run(run_id)
+    tasks = store.list_tasks(run.id)
+    experiment = store.experiment_name(run.experiment_id)
+    if output == "json":
+        print_json(run_json(run, tasks, experiment))
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(f"[bold]{run.name}[/]  {run.id}")
+    console.print(f"state: {styled(run.state)}  experiment: {experiment}  pipeline: {run.pipeline_name}")
+    if run.error:
+        console.print(f"error: {run.error}", markup=False, highlight=False)
+    console.print(f"parameters: {json.dumps(run.parameters)}", markup=False, highlight=False)
+    console.print(tasks_table(tasks))
+    if run.outputs:
+        from millpond.cli.render import run_outputs
+
+        console.print(f"outputs: {json.dumps(run_outputs(run))}", markup=False, highlight=False)
+
+
+def list_experiments_command(output: str) -> None:
+    store = open_store()
+    experiments = store.list_experiments()
+    if output == "json":
+        print_json([experiment_json(e) for e in experiments])
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for column in ("ID", "NAME", "CREATED"):
+        table.add_column(column)
+    for e in experiments:
+        table.add_row(e.id, e.name, e.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+    _stdout_print(table)
+
+
+def _stdout_print(renderable) -> None:  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    Console().print(renderable)
+

@@ -1,0 +1,81 @@
+"""Live progress of a run on the terminal: a table of tasks that redraws, or one line per change."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from millpond.cli.render import STATE_STYLE
+
+
+class RunProgress:
+    """An engine Listener that shows each task's state while the run goes on (on stderr)."""
+
+    def __init__(self, console: Console, title: str) -> None:
+        self.console = console
+        self.title = title
+        self.tasks: dict[str, tuple[str, str, float, float | None, str | None]] = {}
+        self.run_state = "PENDING"
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+        self._live: Live | None = None
+
+    def __enter__(self) -> "RunProgress":
+        if self.console.is_terminal:
+            self._live = Live(get_renderable=self._render, console=self.console, refresh_per_second=8)
+            self._live.__enter__()
+        else:
+            self.console.print(f"run {self.title}")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._live is not None:
+            self._live.__exit__(kind, exc, tb)
+
+    def task_changed(self, path: str, name: str, state: str, error: str | None) -> None:
+        now = time.monotonic()
+        with self._lock:
+            previous = self.tasks.get(path)
+            started = previous[2] if previous else now
+            finished = now if state not in ("RUNNING", "PENDING") else None
+            self.tasks[path] = (name, state, started, finished, error)
+        if self._live is None:
+            suffix = f": {error}" if error else ""
+            self.console.print(f"  {path}: {state}{suffix}", markup=False, highlight=False)
+
+    def run_changed(self, state: str, error: str | None) -> None:
+        self.run_state = state
+
+    def _render(self) -> Group:
+        table = Table(box=None, show_header=False, padding=(0, 1))
+        table.add_column(width=2)
+        table.add_column()
+        table.add_column()
+        table.add_column(justify="right")
+        now = time.monotonic()
+        with self._lock:
+            rows = list(self.tasks.items())
+        for path, (_name, state, started, finished, error) in rows:
+            icon: Spinner | Text
+            if state == "RUNNING":
+                icon = Spinner("dots", style="cyan")
+            else:
+                icon = Text({"SUCCEEDED": "✔", "FAILED": "✘", "SKIPPED": "↷"}.get(state, "·"), style=STATE_STYLE.get(state, ""))
+            seconds = (finished or now) - started
+            label = Text(state, style=STATE_STYLE.get(state, ""))
+            if error and state == "FAILED":
+                label.append(f"  {error[:100]}", style="dim")
+            table.add_row(icon, Text(path), label, f"{seconds:.1f}s")
+        done = sum(1 for _, (_, s, *_rest) in rows if s not in ("RUNNING", "PENDING"))
+        header = Text.assemble(
+            ("run ", "bold"), (self.title, "bold"), f"  {done}/{len(rows)} tasks final  ",
+            (f"{now - self.started:.1f}s", "dim"),
+        )
+        return Group(header, table)

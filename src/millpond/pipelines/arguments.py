@@ -1,0 +1,76 @@
+"""Bind the user's run arguments (``-p`` text and a JSON params file) to a pipeline's inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from millpond.errors import UserError
+from millpond.pipelines import ir
+from millpond.pipelines.values import check_json, parse_text
+
+
+def parse_assignments(assignments: list[str]) -> dict[str, str]:
+    """``["a=1", "b=x=y"]`` → ``{"a": "1", "b": "x=y"}``; a word without '=' is an error."""
+    parsed: dict[str, str] = {}
+    for item in assignments:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"-p {item!r}: expected NAME=VALUE")
+        parsed[name.strip()] = value
+    return parsed
+
+
+def read_params_file(path: str | Path) -> dict[str, Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"{file}: no such params file")
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{file}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{file}: expected a JSON object of parameter names to values")
+    return data
+
+
+def bind_arguments(
+    spec: dict[str, Any],
+    texts: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+    params_file: str | None = None,
+) -> dict[str, Any]:
+    """Typed values for every root input that has one; defaults fill the gaps.
+
+    ``texts`` are command-line strings (parsed by type), ``values`` already-typed JSON (a
+    params file or an API call). A command-line value overrides the same name in a file.
+    """
+    definitions = ir.input_parameters(spec["root"])
+    artifact_inputs = ir.input_artifacts(spec["root"])
+    bound: dict[str, Any] = {}
+    source = params_file or "parameter"
+    for name, value in (values or {}).items():
+        if name not in definitions:
+            raise UserError(f"{source}: unknown parameter {name!r} ({_known(definitions)})")
+        bound[name] = check_json(value, ir.parameter_type(definitions[name]), f"parameter {name!r}")
+    for name, text in (texts or {}).items():
+        if name not in definitions:
+            raise UserError(f"-p {name}: unknown parameter ({_known(definitions)})")
+        bound[name] = parse_text(text, ir.parameter_type(definitions[name]), f"-p {name}")
+    for name, definition in definitions.items():
+        if name in bound:
+            continue
+        if "defaultValue" in definition:
+            bound[name] = check_json(definition["defaultValue"], ir.parameter_type(definition), f"default of {name!r}")
+        elif not definition.get("isOptional"):
+            kind = ir.parameter_type(definition).lower()
+            raise UserError(f"missing required parameter {name!r} ({kind}); pass -p {name}=VALUE")
+    for name, definition in artifact_inputs.items():
+        if not definition.get("isOptional"):
+            raise UserError(f"pipeline input artifact {name!r} cannot be passed from the command line; wrap the pipeline or use an importer")
+    return bound
+
+
+def _known(definitions: dict[str, Any]) -> str:
+    return "known: " + ", ".join(sorted(definitions)) if definitions else "the pipeline takes no parameters"

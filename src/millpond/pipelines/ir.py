@@ -1,0 +1,139 @@
+"""Validation of, and small typed accessors over, KFP IR (PipelineSpec) dictionaries.
+
+The IR stays a plain dict (it is stored as JSON and sent over the API as such); this module
+is the one place that knows its field names, so the engine reads like the KFP driver.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from millpond.errors import UserError
+
+_PARSE_PREFIX = re.compile(r"^(Failed to parse \w+ field: )+")
+
+
+def _proto_error(exc: Exception) -> str:
+    """Shorten protobuf's nested ParseError to its innermost sentence."""
+    first = str(exc).splitlines()[0]
+    first = _PARSE_PREFIX.sub("", first).rstrip(".")
+    unknown = re.search(r'has no field named "([^"]+)" at "([^"]+)"', first)
+    if unknown:
+        field, where = unknown.groups()
+        where = where.split(".", 1)[1] if "." in where else where
+        return f"unknown field {field!r} at {where}"
+    return first
+
+
+def validate_pipeline_spec(spec: Any, source: str) -> None:
+    """Reject what the KFP backend would reject: not IR, unknown fields, dangling references."""
+    if not isinstance(spec, dict):
+        raise UserError(f"{source}: not a KFP pipeline spec (expected a mapping, got {type(spec).__name__})")
+    missing = [key for key in ("root", "pipelineInfo") if key not in spec]
+    if missing:
+        raise UserError(f"{source}: not a KFP pipeline spec (missing {', '.join(missing)})")
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    try:
+        json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+    except json_format.ParseError as exc:
+        raise UserError(f"{source}: invalid pipeline spec: {_proto_error(exc)}") from None
+    components = spec.get("components", {})
+    executors = spec.get("deploymentSpec", {}).get("executors", {})
+    root = spec["root"]
+    if "dag" not in root:
+        raise UserError(f"{source}: root has no dag")
+    _check_dag("root", root, components, source)
+    for name, component in components.items():
+        label = component.get("executorLabel")
+        if label and label not in executors:
+            raise UserError(f"{source}: component {name!r} names executor {label!r}, which deploymentSpec.executors lacks")
+        if "dag" in component:
+            _check_dag(name, component, components, source)
+        if not label and "dag" not in component:
+            raise UserError(f"{source}: component {name!r} has neither an executorLabel nor a dag")
+
+
+def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any], source: str) -> None:
+    tasks = component["dag"].get("tasks", {})
+    for task_name, task in tasks.items():
+        where = f"{owner}.dag.tasks[{task_name}]"
+        ref = task.get("componentRef", {}).get("name")
+        if not ref:
+            raise UserError(f"{source}: {where} has no componentRef")
+        if ref not in components:
+            raise UserError(f"{source}: {where} references component {ref!r}, which is not defined")
+        for dep in task.get("dependentTasks", []):
+            if dep not in tasks:
+                raise UserError(f"{source}: {where} depends on task {dep!r}, which {owner} does not have")
+        inputs = task.get("inputs", {})
+        for kind in ("parameters", "artifacts"):
+            for input_name, binding in inputs.get(kind, {}).items():
+                producer = (binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or {}).get("producerTask")
+                if producer and producer not in tasks:
+                    raise UserError(f"{source}: {where} input {input_name!r} comes from task {producer!r}, which {owner} does not have")
+
+
+def validate_platform_spec(platform: dict[str, Any], spec: dict[str, Any], source: str) -> None:
+    """Check the kfp-kubernetes document: known fields, and only executors the IR has."""
+    kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
+    executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
+    known = spec.get("deploymentSpec", {}).get("executors", {})
+    from google.protobuf import json_format
+    from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
+
+    for label, config in executors.items():
+        if label not in known:
+            raise UserError(f"{source}: platform spec configures executor {label!r}, which the pipeline does not have")
+        try:
+            json_format.ParseDict(config, k8s.KubernetesExecutorConfig())
+        except json_format.ParseError as exc:
+            raise UserError(f"{source}: invalid kubernetes config of {label}: {_proto_error(exc)}") from None
+
+
+# --- accessors -----------------------------------------------------------------------------
+
+
+def component(spec: dict[str, Any], name: str) -> dict[str, Any]:
+    return spec.get("components", {})[name]
+
+
+def executor(spec: dict[str, Any], label: str) -> dict[str, Any]:
+    return spec["deploymentSpec"]["executors"][label]
+
+
+def input_parameters(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return component_spec.get("inputDefinitions", {}).get("parameters", {})
+
+
+def input_artifacts(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return component_spec.get("inputDefinitions", {}).get("artifacts", {})
+
+
+def output_parameters(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return component_spec.get("outputDefinitions", {}).get("parameters", {})
+
+
+def output_artifacts(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return component_spec.get("outputDefinitions", {}).get("artifacts", {})
+
+
+def parameter_type(definition: dict[str, Any]) -> str:
+    return str(definition.get("parameterType", "STRING"))
+
+
+def artifact_type(definition: dict[str, Any]) -> dict[str, str]:
+    type_ = definition.get("artifactType", {})
+    return {
+        "schemaTitle": type_.get("schemaTitle", "system.Artifact"),
+        "schemaVersion": type_.get("schemaVersion", "0.0.1"),
+    }
+
+
+def kubernetes_config(platform: dict[str, Any] | None, executor_label: str) -> dict[str, Any]:
+    if not platform:
+        return {}
+    executors = platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
+    return executors.get(executor_label) or {}

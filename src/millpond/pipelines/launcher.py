@@ -1,0 +1,281 @@
+"""Run one container task exactly as the KFP launcher does.
+
+Build ``--executor_input``, resolve placeholders, stage input artifacts, run the command
+(through a Runner), read output parameter files and ``executor_output.json``, and publish
+output artifacts atomically. Retries, caching and platform config wrap this; they are not in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from millpond.errors import UserError
+from millpond.pipelines import ir
+from millpond.pipelines.placeholders import REMOTE_MOUNTS, PlaceholderContext, PlaceholderError, local_path
+from millpond.pipelines.values import from_output_file
+from millpond.runners.base import Bind, ProcessSpec, Runner
+from millpond.runners.python_env import EnvironmentError_, python_bin_dir, split_prelude
+from millpond.runners.sandbox import sandbox_problem
+from millpond.store import artifacts as store
+
+
+@dataclass
+class TaskRequest:
+    """Everything the launcher needs to run one container task once."""
+
+    run_id: str
+    run_name: str
+    pipeline_name: str
+    pipeline_root: str
+    task_id: str
+    task_name: str
+    task_path: str
+    component_spec: dict[str, Any]
+    container: dict[str, Any]
+    parameters: dict[str, Any]
+    artifacts: dict[str, list[dict[str, Any]]]
+    log_path: Path
+    staging_dir: Path
+    venvs_dir: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    extra_binds: list[Bind] = field(default_factory=list)
+
+
+@dataclass
+class TaskOutcome:
+    succeeded: bool
+    parameters: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    exit_code: int | None = None
+    error: str | None = None
+
+
+class TaskError(Exception):
+    """The task cannot run or its outputs are unusable; the message goes on the task."""
+
+
+def output_uri(request: TaskRequest, key: str) -> str:
+    return f"{task_prefix(request)}/{key}"
+
+
+def task_prefix(request: TaskRequest) -> str:
+    return f"{request.pipeline_root}/{request.pipeline_name}/{request.run_id}/{request.task_path}"
+
+
+def _log(request: TaskRequest, line: str) -> None:
+    request.log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(request.log_path, "a", encoding="utf-8") as log:
+        log.write(f"[millpond] {line}\n")
+
+
+class ContainerLauncher:
+    """Turns a TaskRequest into a process, and the process's files back into outputs."""
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def launch(self, request: TaskRequest, cancel: threading.Event) -> TaskOutcome:
+        attempt_dir = request.staging_dir / f"{request.task_id}-{uuid.uuid4().hex[:8]}"
+        try:
+            return self._launch(request, attempt_dir, cancel)
+        except (TaskError, PlaceholderError, EnvironmentError_, UserError) as exc:
+            _log(request, f"error: {exc}")
+            return TaskOutcome(succeeded=False, error=str(exc))
+        finally:
+            shutil.rmtree(attempt_dir, ignore_errors=True)
+
+    def _launch(self, request: TaskRequest, attempt_dir: Path, cancel: threading.Event) -> TaskOutcome:
+        outputs_dir = attempt_dir / "outputs"
+        (outputs_dir / "parameters").mkdir(parents=True)
+        workdir = attempt_dir / "work"
+        workdir.mkdir()
+        executor_input = self._executor_input(request, outputs_dir)
+        binds, publish = self._artifact_binds(request, attempt_dir, executor_input)
+        context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
+
+        command = list(request.container.get("command") or [])
+        args = list(request.container.get("args") or [])
+        if not command and not args:
+            raise TaskError("the container has neither command nor args (an image's entrypoint cannot run without its image)")
+        prelude = split_prelude(command)
+        python_bin = Path(sys.executable).parent
+        if prelude is not None:
+            if prelude.requirements:
+                _log(request, f"installing packages_to_install into a cached venv: {' '.join(prelude.requirements)}")
+            python_bin = python_bin_dir(prelude, request.venvs_dir)
+            command = prelude.program
+        argv = context.command_line(command + args)
+
+        env = dict(os.environ)
+        env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("VIRTUAL_ENV", None)
+        for item in request.container.get("env") or []:
+            env[item["name"]] = context.substitute(str(item.get("value", "")))
+        env.update(request.extra_env)
+
+        spec = ProcessSpec(
+            argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=binds + request.extra_binds
+        )
+        result = self.runner.run(spec, cancel)
+        if result.error:
+            _log(request, result.error)
+        if result.exit_code != 0 or result.error:
+            if publish.direct_outputs:
+                for uri in publish.direct_outputs:
+                    store.remove_uri(uri)
+            reason = result.error or f"the command exited with status {result.exit_code}"
+            return TaskOutcome(succeeded=False, exit_code=result.exit_code, error=reason)
+        parameters, artifacts = self._read_outputs(request, executor_input, outputs_dir)
+        publish.commit()
+        return TaskOutcome(succeeded=True, parameters=parameters, artifacts=artifacts, exit_code=0)
+
+    # --- executor input -----------------------------------------------------------------
+    def _executor_input(self, request: TaskRequest, outputs_dir: Path) -> dict[str, Any]:
+        spec = request.component_spec
+        outputs: dict[str, Any] = {
+            "parameters": {
+                name: {"outputFile": str(outputs_dir / "parameters" / name)} for name in ir.output_parameters(spec)
+            },
+            "artifacts": {
+                name: {
+                    "artifacts": [
+                        {
+                            "name": name,
+                            "type": ir.artifact_type(definition),
+                            "uri": output_uri(request, name),
+                            "metadata": {},
+                        }
+                    ]
+                }
+                for name, definition in ir.output_artifacts(spec).items()
+            },
+            "outputFile": str(outputs_dir / "executor_output.json"),
+        }
+        inputs: dict[str, Any] = {"parameterValues": dict(request.parameters)}
+        if request.artifacts:
+            inputs["artifacts"] = {name: {"artifacts": list(items)} for name, items in request.artifacts.items()}
+        return {"inputs": inputs, "outputs": outputs}
+
+    def _job_placeholders(self, request: TaskRequest) -> dict[str, str]:
+        return {
+            "pipeline_job_name": request.run_name,
+            "pipeline_job_resource_name": request.run_name,
+            "pipeline_job_uuid": request.run_id,
+            "pipeline_task_name": request.task_name,
+            "pipeline_task_uuid": request.task_id,
+            "pipeline_root": request.pipeline_root,
+        }
+
+    # --- artifacts ----------------------------------------------------------------------
+    def _artifact_binds(
+        self, request: TaskRequest, attempt_dir: Path, executor_input: dict[str, Any]
+    ) -> tuple[list[Bind], "_Publisher"]:
+        """Mounts that make staged outputs and downloaded remote inputs appear where kfp looks."""
+        binds: list[Bind] = []
+        output_items = [
+            (name, entry["artifacts"][0]) for name, entry in executor_input["outputs"]["artifacts"].items()
+        ]
+        publisher = _Publisher()
+        remote_root = attempt_dir / "remote"
+        used_mounts: set[str] = set()
+
+        for items in executor_input["inputs"].get("artifacts", {}).values():
+            for artifact in items["artifacts"]:
+                uri = str(artifact.get("uri", ""))
+                if store.is_remote(uri):
+                    store.download(uri, remote_root / local_path(uri).lstrip("/"))
+                    used_mounts.add(local_path(uri).split("/")[1])
+
+        if store.is_remote(request.pipeline_root):
+            for name, artifact in output_items:
+                staged = remote_root / local_path(artifact["uri"]).lstrip("/")
+                staged.parent.mkdir(parents=True, exist_ok=True)
+                publisher.uploads.append((staged, artifact["uri"]))
+                used_mounts.add(local_path(artifact["uri"]).split("/")[1])
+        elif output_items:
+            final_dir = Path(task_prefix(request))
+            if sandbox_problem() is None:
+                staged_dir = attempt_dir / "artifacts"
+                staged_dir.mkdir()
+                final_dir.mkdir(parents=True, exist_ok=True)
+                binds.append(Bind(staged_dir, str(final_dir)))
+                publisher.moves = [(staged_dir / name, final_dir / name) for name, _ in output_items]
+            else:
+                # No mount namespace here: the task writes in place and a failure removes it.
+                final_dir.mkdir(parents=True, exist_ok=True)
+                for name, artifact in output_items:
+                    store.remove_uri(artifact["uri"])
+                    publisher.direct_outputs.append(artifact["uri"])
+
+        for mount in sorted(used_mounts):
+            folder = remote_root / mount
+            folder.mkdir(parents=True, exist_ok=True)
+            binds.append(Bind(folder, f"/{mount}"))
+        if used_mounts and sandbox_problem():
+            raise TaskError(f"remote artifacts ({', '.join(REMOTE_MOUNTS)}) need a private mount namespace: {sandbox_problem()}")
+        return binds, publisher
+
+    def _read_outputs(
+        self, request: TaskRequest, executor_input: dict[str, Any], outputs_dir: Path
+    ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+        spec = request.component_spec
+        executor_output: dict[str, Any] = {}
+        output_file = Path(executor_input["outputs"]["outputFile"])
+        if output_file.exists() and output_file.stat().st_size:
+            try:
+                executor_output = json.loads(output_file.read_text())
+            except json.JSONDecodeError as exc:
+                raise TaskError(f"executor_output.json is not valid JSON: {exc.msg}") from None
+        parameters: dict[str, Any] = {}
+        written = executor_output.get("parameterValues", {})
+        for name, definition in ir.output_parameters(spec).items():
+            type_ = ir.parameter_type(definition)
+            where = f"output parameter {name!r}"
+            if name in written:
+                value = written[name]
+                if type_ != "STRING" and isinstance(value, str) and type_ not in ("LIST", "STRUCT"):
+                    value = from_output_file(value, type_, where)
+                parameters[name] = value
+                continue
+            path = Path(executor_input["outputs"]["parameters"][name]["outputFile"])
+            if not path.exists():
+                raise TaskError(f"the task did not write its {where} (expected the file the placeholder named)")
+            try:
+                parameters[name] = from_output_file(path.read_text(), type_, where)
+            except (UserError, ValueError) as exc:
+                raise TaskError(f"{where}: {exc}") from None
+        artifacts: dict[str, list[dict[str, Any]]] = {}
+        reported = executor_output.get("artifacts", {})
+        for name, entry in executor_input["outputs"]["artifacts"].items():
+            items = [dict(item) for item in entry["artifacts"]]
+            updates = reported.get(name, {}).get("artifacts", [])
+            for item, update in zip(items, updates):
+                item["metadata"] = {**item.get("metadata", {}), **(update.get("metadata") or {})}
+            artifacts[name] = items
+        return parameters, artifacts
+
+
+@dataclass
+class _Publisher:
+    """What to do with a successful task's staged outputs."""
+
+    moves: list[tuple[Path, Path]] = field(default_factory=list)
+    uploads: list[tuple[Path, str]] = field(default_factory=list)
+    direct_outputs: list[str] = field(default_factory=list)
+
+    def commit(self) -> None:
+        for source, target in self.moves:
+            if source.exists() or source.is_symlink():
+                store.move_into_place(source, target)
+        for source, uri in self.uploads:
+            if source.exists():
+                store.upload(source, uri)

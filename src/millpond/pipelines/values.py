@@ -1,0 +1,122 @@
+"""The one place that converts KFP parameter values between text, JSON and Python.
+
+KFP's IR types every parameter (NUMBER_INTEGER, NUMBER_DOUBLE, STRING, BOOLEAN, LIST,
+STRUCT, TASK_FINAL_STATUS); users hand values in as command-line text or JSON, and
+container components hand them back as the text of an output file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from millpond.errors import UserError
+
+PARAMETER_TYPES = ("NUMBER_INTEGER", "NUMBER_DOUBLE", "STRING", "BOOLEAN", "LIST", "STRUCT", "TASK_FINAL_STATUS")
+
+_TYPE_WORDS = {
+    "NUMBER_INTEGER": "an integer",
+    "NUMBER_DOUBLE": "a number",
+    "STRING": "a string",
+    "BOOLEAN": "a boolean (true or false)",
+    "LIST": "a JSON list",
+    "STRUCT": "a JSON object",
+    "TASK_FINAL_STATUS": "a JSON object",
+}
+
+
+def describe_type(parameter_type: str) -> str:
+    return _TYPE_WORDS.get(parameter_type, parameter_type)
+
+
+def _bad(where: str, parameter_type: str, shown: str) -> UserError:
+    return UserError(f"{where}: expected {describe_type(parameter_type)}, got {shown}")
+
+
+def parse_text(text: str, parameter_type: str, where: str) -> Any:
+    """Parse a value typed on a command line (``-p NAME=VALUE``) into its typed form."""
+    shown = repr(text)
+    if parameter_type == "STRING":
+        return text
+    if parameter_type == "NUMBER_INTEGER":
+        try:
+            return int(text.strip())
+        except ValueError:
+            raise _bad(where, parameter_type, shown) from None
+    if parameter_type == "NUMBER_DOUBLE":
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise _bad(where, parameter_type, shown) from None
+        if not math.isfinite(value):
+            raise _bad(where, parameter_type, shown)
+        return value
+    if parameter_type == "BOOLEAN":
+        lowered = text.strip().lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise _bad(where, parameter_type, shown)
+    if parameter_type in ("LIST", "STRUCT", "TASK_FINAL_STATUS"):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: expected {describe_type(parameter_type)}, got invalid JSON ({exc.msg})") from None
+        return check_json(value, parameter_type, where)
+    raise UserError(f"{where}: unknown parameter type {parameter_type!r}")
+
+
+def check_json(value: Any, parameter_type: str, where: str) -> Any:
+    """Check a JSON value (from a params file or the IR) against its type; ints widen to doubles."""
+    shown = f"{json.dumps(value)[:60]} ({type(value).__name__})"
+    if parameter_type == "STRING":
+        if isinstance(value, str):
+            return value
+        raise _bad(where, parameter_type, shown)
+    if parameter_type == "NUMBER_INTEGER":
+        if isinstance(value, bool):
+            raise _bad(where, parameter_type, shown)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise _bad(where, parameter_type, shown)
+    if parameter_type == "NUMBER_DOUBLE":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise _bad(where, parameter_type, shown)
+    if parameter_type == "BOOLEAN":
+        if isinstance(value, bool):
+            return value
+        raise _bad(where, parameter_type, shown)
+    if parameter_type == "LIST":
+        if isinstance(value, list):
+            return value
+        raise _bad(where, parameter_type, shown)
+    if parameter_type in ("STRUCT", "TASK_FINAL_STATUS"):
+        if isinstance(value, dict):
+            return value
+        raise _bad(where, parameter_type, shown)
+    raise UserError(f"{where}: unknown parameter type {parameter_type!r}")
+
+
+def from_output_file(text: str, parameter_type: str, where: str) -> Any:
+    """Read an output parameter file written by a container component (the KFP launcher's rule).
+
+    Strings are taken verbatim; other types are parsed, and a value that does not parse
+    is an error of the task, not of the user.
+    """
+    if parameter_type == "STRING":
+        return text
+    if parameter_type in ("LIST", "STRUCT", "TASK_FINAL_STATUS"):
+        return check_json(json.loads(text), parameter_type, where)
+    return parse_text(text, parameter_type, where)
+
+
+def to_placeholder_text(value: Any) -> str:
+    """How a parameter value is spliced into a command line: strings raw, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)

@@ -1,0 +1,45 @@
+"""The contract between the engine and whatever starts a task's process.
+
+The engine describes one process (argv, environment, folder, log, mounts) and waits for
+its exit code; a runner decides how it starts — a plain fork/exec today, a warm pool or a
+Ray worker later — without the engine changing.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Show ``source`` at ``target`` inside the task's private mount namespace."""
+
+    source: Path
+    target: str
+    read_only: bool = False
+
+
+@dataclass
+class ProcessSpec:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    log_path: Path
+    binds: list[Bind] = field(default_factory=list)
+    timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    exit_code: int
+    seconds: float
+    error: str | None = None  # why it could not start or was stopped, when not the program's own exit
+
+
+class Runner(Protocol):
+    def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
+        """Run the process to its end (or until ``cancel`` is set), appending its output to the log."""
+        ...

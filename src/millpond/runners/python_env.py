@@ -1,0 +1,134 @@
+"""Lightweight Python components: skip kfp's ``pip install`` prelude, cache their packages.
+
+A component compiled by kfp starts ``sh -c "<pip install kfp==… [packages]> && "$0" "$@""``.
+When kfp is importable here the prelude is dropped and the program runs with this
+interpreter; ``packages_to_install`` go into a virtual environment cached per
+requirement set (built with uv), never into millpond's own environment. That venv
+sees millpond's site-packages after its own, so kfp imports from there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+_KFP_OWN = ("kfp", "typing-extensions", "typing_extensions")
+# pip options that take a value; the ones uv understands are passed on, --trusted-host is not.
+_OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host", "-f", "--find-links"}
+_PASSED_ON = {"--index-url", "-i", "--extra-index-url", "-f", "--find-links"}
+
+
+class EnvironmentError_(Exception):
+    """Building a task's Python environment failed: the task fails with this message."""
+
+
+@dataclass(frozen=True)
+class Prelude:
+    """What kfp's prelude asked for, and the command that follows it."""
+
+    requirements: tuple[str, ...]
+    index_options: tuple[str, ...]
+    program: list[str]
+
+
+def _requirement_name(req: str) -> str:
+    name = req.split(";")[0]
+    for sep in "=<>!~[ ":
+        name = name.split(sep)[0]
+    return name.strip().lower()
+
+
+def split_prelude(command: list[str]) -> Prelude | None:
+    """Recognise kfp's install prelude; None when the command is not a kfp lightweight one."""
+    if len(command) < 4 or command[:2] != ["sh", "-c"]:
+        return None
+    script = command[2]
+    if "pip install" not in script or not script.rstrip().endswith('"$0" "$@"'):
+        return None
+    requirements: list[str] = []
+    options: list[tuple[str, str]] = []
+    for chunk in script.split("pip install")[1:]:
+        words = shlex.split(chunk.split("&&")[0].replace("\\\n", " "))
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word in _OPTIONS_WITH_VALUE and i + 1 < len(words):
+                if word in _PASSED_ON and (word, words[i + 1]) not in options:
+                    options.append((word, words[i + 1]))
+                i += 2
+                continue
+            if word.startswith("-") or word.startswith("$"):
+                i += 1
+                continue
+            if _requirement_name(word) not in _KFP_OWN and word not in requirements:
+                requirements.append(word)
+            i += 1
+    flat = tuple(part for pair in options for part in pair)
+    return Prelude(tuple(requirements), flat, command[3:])
+
+
+def _own_site_packages() -> list[str]:
+    paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    return sorted(p for p in paths if os.path.isdir(p))
+
+
+def python_bin_dir(prelude: Prelude, venvs_dir: Path) -> Path:
+    """The bin folder whose ``python3`` runs the component: ours, or a cached venv's."""
+    if not prelude.requirements:
+        return Path(sys.executable).parent
+    key_material = json.dumps(
+        {"req": sorted(prelude.requirements), "opt": list(prelude.index_options), "py": sys.version, "exe": sys.executable}
+    )
+    key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
+    venv = venvs_dir / key
+    ready = venv / ".millpond-ready"
+    if ready.exists():
+        return venv / "bin"
+    venvs_dir.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(venv) + ".lock"):
+        if ready.exists():
+            return venv / "bin"
+        _build_venv(venv, prelude)
+        ready.write_text("\n".join(prelude.requirements) + "\n")
+    return venv / "bin"
+
+
+def _uv() -> str:
+    found = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if found:
+        return found
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except Exception as exc:  # uv is a dependency; this only fires in a broken install
+        raise EnvironmentError_(f"uv is not available to build a task environment: {exc}") from None
+
+
+def _build_venv(venv: Path, prelude: Prelude) -> None:
+    if venv.exists():
+        shutil.rmtree(venv)  # a half-built one from a killed run
+    uv = _uv()
+    steps = [
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+        [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *prelude.index_options, *prelude.requirements],
+    ]
+    for step in steps:
+        proc = subprocess.run(step, capture_output=True, text=True)
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()
+            shutil.rmtree(venv, ignore_errors=True)
+            reqs = " ".join(prelude.requirements)
+            raise EnvironmentError_(f"could not install packages_to_install ({reqs}): {detail[-1] if detail else 'uv failed'}")
+    site = next((venv / "lib").glob("python*/site-packages"))
+    (site / "_millpond_parent.pth").write_text("\n".join(_own_site_packages()) + "\n")

@@ -1,0 +1,1 @@
+"""Persistence: the metadata database, artifact storage. Imports nothing above it."""

@@ -1,0 +1,99 @@
+"""The metadata schema: experiments, runs, tasks and artifacts.
+
+Every state change of a run is a committed row, so a killed engine can resume where it stopped.
+Structured values (parameters, outputs) are JSON columns: they are read back whole, never queried.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Experiment(Base):
+    __tablename__ = "experiments"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (Index("ix_runs_experiment_created", "experiment_id", "created_at"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(255))
+    experiment_id: Mapped[str] = mapped_column(ForeignKey("experiments.id"))
+    pipeline_name: Mapped[str] = mapped_column(String(255))
+    pipeline_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    platform_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    pipeline_root: Mapped[str] = mapped_column(Text)
+    state: Mapped[str] = mapped_column(String(32), default="PENDING")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Task(Base):
+    """One node of a run's DAG: a container execution, an importer or a sub-DAG."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (Index("ix_tasks_run_path", "run_id", "path", unique=True),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # A stable address inside the run, e.g. "root/condition-1/train": the key for resume.
+    path: Mapped[str] = mapped_column(Text)
+    name: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(16))  # container | importer | dag
+    component: Mapped[str] = mapped_column(String(255))
+    image: Mapped[str | None] = mapped_column(Text, nullable=True)
+    state: Mapped[str] = mapped_column(String(32), default="PENDING")
+    cached: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    inputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class Artifact(Base):
+    """An output artifact a task produced, by its final URI."""
+
+    __tablename__ = "artifacts"
+    __table_args__ = (Index("ix_artifacts_run", "run_id"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(255))
+    uri: Mapped[str] = mapped_column(Text)
+    artifact_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
