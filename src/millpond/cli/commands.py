@@ -54,23 +54,26 @@ def run_pipeline_command(
     tasks = store.list_tasks(run.id)
     if output == "json":
         data = run_json(run, tasks)
-        print_json({key: data[key] for key in ("run_id", "state", "error", "tasks", "outputs")} | {"name": run.name})
+        print_json({key: data[key] for key in ("run_id", "name", "state", "error", "tasks", "outputs")})
     else:
-        console.print(f"run {run.id} {styled(result.state)}" + (f": {result.error}" if result.error else ""))
+        console.print(f"run {run.id} {styled(result.state)}" + (f": {result.error}" if result.error else ""), soft_wrap=True)
         _print_outputs(console, run, tasks)
     return 0 if result.state == "SUCCEEDED" else 1
 
 
 def _print_outputs(console, run, tasks) -> None:  # type: ignore[no-untyped-def]
-    from millpond.cli.render import flat_outputs, run_outputs
+    from millpond.cli.render import run_outputs
 
     for task in tasks:
-        for name, value in flat_outputs(task.outputs or {}).items():
-            if name in (task.outputs or {}).get("artifacts", {}):
-                console.print(f"  {task.path}.{name}: {value}", highlight=False, markup=False)
+        for name, items in (task.outputs or {}).get("artifacts", {}).items():
+            for item in items:
+                line = f"  {task.path}.{name} ({item['type']['schemaTitle']}): {item['uri']}"
+                if item["type"]["schemaTitle"] == "system.Metrics" and item.get("metadata"):
+                    line += "  " + json.dumps(item["metadata"])
+                console.print(line, highlight=False, markup=False, soft_wrap=True)
     outputs = run_outputs(run)
     if outputs:
-        console.print("pipeline outputs: " + json.dumps(outputs), highlight=False, markup=False)
+        console.print("pipeline outputs: " + json.dumps(outputs), highlight=False, markup=False, soft_wrap=True)
 
 
 def list_runs_command(experiment: str | None, limit: int | None, output: str) -> None:

@@ -97,6 +97,8 @@ class ContainerLauncher:
         (outputs_dir / "parameters").mkdir(parents=True)
         workdir = attempt_dir / "work"
         workdir.mkdir()
+        tmpdir = attempt_dir / "tmp"  # kfp's program does mktemp -d: keep that inside the attempt
+        tmpdir.mkdir()
         executor_input = self._executor_input(request, outputs_dir)
         binds, publish = self._artifact_binds(request, attempt_dir, executor_input)
         context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
@@ -117,6 +119,7 @@ class ContainerLauncher:
         env = dict(os.environ)
         env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
         env["PYTHONUNBUFFERED"] = "1"
+        env["TMPDIR"] = str(tmpdir)
         env.pop("VIRTUAL_ENV", None)
         for item in request.container.get("env") or []:
             env[item["name"]] = context.substitute(str(item.get("value", "")))
