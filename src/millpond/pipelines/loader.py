@@ -103,6 +103,18 @@ def _user_line(exc: BaseException, file: Path) -> str:
     return f":{frames[-1].lineno}" if frames else ""
 
 
+def _outermost(pipelines: dict[str, Any]) -> dict[str, Any]:
+    """The pipelines that no other pipeline of the file uses as a component."""
+    from kfp.dsl.utils import sanitize_component_name
+
+    def used_by(inner: Any, outer: Any) -> bool:
+        return outer is not inner and sanitize_component_name(inner.name) in outer.pipeline_spec.components
+
+    return {
+        name: p for name, p in pipelines.items() if not any(used_by(p, other) for other in pipelines.values())
+    }
+
+
 def _load_python(file: Path, pipeline_name: str | None) -> LoadedPipeline:
     from kfp import compiler
     from kfp.dsl.graph_component import GraphComponent
@@ -119,6 +131,8 @@ def _load_python(file: Path, pipeline_name: str | None) -> LoadedPipeline:
             raise UserError(f"{file}: no pipeline named {pipeline_name!r} (found: {names})")
     elif not pipelines:
         raise UserError(f"{file}: no @dsl.pipeline function found")
+    elif len(_outermost(pipelines)) == 1:
+        chosen = next(iter(_outermost(pipelines).values()))
     elif len(pipelines) > 1:
         raise UserError(f"{file}: {len(pipelines)} pipelines found ({', '.join(sorted(pipelines))}); pick one with --pipeline NAME")
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -19,6 +20,8 @@ class LocalRunner:
 
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
         argv = spec.argv
+        if os.sep not in argv[0] and shutil.which(argv[0], path=spec.env.get("PATH")) is None:
+            return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
         if spec.binds:
             try:
                 argv = wrap(argv, spec.binds, spec.cwd)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set millpond up in .venv/ (creating it if needed), then run the demo or the tests.
+#   bash scripts/setup.sh demo          # install, then run examples/digits_pipeline.py
+#   bash scripts/setup.sh test [ARGS]   # install with test extras, then pytest [ARGS]
+# Debian packages millpond uses (bubblewrap for task sandboxes) are installed when running
+# as root with apt-get; otherwise the one command that would install them is printed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode="${1:-demo}"
+shift || true
+python="${PYTHON:-python3}"
+
+missing=()
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+if ((${#missing[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "installing Debian packages: ${missing[*]}" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  else
+    echo "millpond: missing Debian packages: ${missing[*]} — install them with: sudo apt-get install -y ${missing[*]}" >&2
+  fi
+fi
+
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+case "$mode" in
+  demo)
+    .venv/bin/python -m pip install -q -e '.[examples,s3]'
+    exec .venv/bin/millpond run examples/digits_pipeline.py "$@"
+    ;;
+  test)
+    .venv/bin/python -m pip install -q -e '.[test]'
+    exec .venv/bin/python -m pytest "$@"
+    ;;
+  *)
+    echo "usage: bash scripts/setup.sh demo|test [ARGS]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,67 @@
+"""Shared fixtures: an isolated MILLPOND_HOME per test and the real CLI, in-process or as a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from millpond.cli.main import main
+
+PIPELINES = Path(__file__).parent / "pipelines"
+MILLPOND_BIN = Path(sys.executable).parent / "millpond"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "home"
+    monkeypatch.setenv("MILLPOND_HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def cli(home: Path, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``millpond ARGS`` in this process and capture what it prints."""
+
+    def invoke(*args: Any) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return invoke
+
+
+def spawn_cli(home: Path, *args: Any, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start ``millpond ARGS`` as its own process (for concurrency tests)."""
+    full_env = {**os.environ, "MILLPOND_HOME": str(home), **(env or {})}
+    return subprocess.Popen(
+        [str(MILLPOND_BIN), *[str(a) for a in args]],
+        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def task(result: dict[str, Any], name: str) -> dict[str, Any]:
+    matches = [t for t in result["tasks"] if t["name"] == name or t["path"] == name]
+    assert matches, f"no task {name!r} in {[t['path'] for t in result['tasks']]}"
+    return matches[0]
