@@ -12,6 +12,7 @@ from millpond.cli.render import (
     run_json,
     runs_table,
     stderr_console,
+    stdout_console,
     styled,
     tasks_table,
 )
@@ -93,9 +94,7 @@ def get_run_command(run_id: str, output: str) -> None:
     if output == "json":
         print_json(run_json(run, tasks, experiment))
         return
-    from rich.console import Console
-
-    console = Console()
+    console = stdout_console()
     console.print(f"[bold]{run.name}[/]  {run.id}")
     console.print(f"state: {styled(run.state)}  experiment: {experiment}  pipeline: {run.pipeline_name}")
     if run.error:
@@ -125,7 +124,5 @@ def list_experiments_command(output: str) -> None:
 
 
 def _stdout_print(renderable) -> None:  # type: ignore[no-untyped-def]
-    from rich.console import Console
-
-    Console().print(renderable)
+    stdout_console().print(renderable)
 

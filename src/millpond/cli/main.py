@@ -6,7 +6,9 @@ exits 0 when it SUCCEEDED and 1 when it FAILED.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -97,7 +99,13 @@ def experiments_list(output: OutputOption = OutputFormat.table) -> None:
     list_experiments_command(output.value)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # let a run record itself CANCELED and stop its tasks
+
+
 def main(argv: list[str] | None = None) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     command = typer.main.get_command(app)
     try:
         code = command.main(args=argv, prog_name="millpond", standalone_mode=False)

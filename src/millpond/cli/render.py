@@ -98,7 +98,8 @@ def styled(state: str) -> str:
 
 def runs_table(rows: list[tuple[Run, str]]) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("RUN ID", "NAME", "EXPERIMENT", "STATE", "CREATED", "DURATION"):
+    table.add_column("RUN ID", no_wrap=True)
+    for column in ("NAME", "EXPERIMENT", "STATE", "CREATED", "DURATION"):
         table.add_column(column)
     for run, experiment in rows:
         table.add_row(run.id, run.name, experiment, styled(run.state), _when(run.created_at), _duration(run))
@@ -131,4 +132,16 @@ def _duration(item: Run | Task) -> str:
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True)
+    return _console(stderr=True)
+
+
+def stdout_console() -> Console:
+    return _console(stderr=False)
+
+
+def _console(stderr: bool) -> Console:
+    """A terminal keeps its width; a pipe or file gets whole lines instead of 80 columns."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=240)
+    return console

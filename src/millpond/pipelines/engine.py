@@ -142,8 +142,8 @@ class Engine:
                     for future in done:
                         node = self._futures.pop(future)
                         self._container_finished(node, future.result())
-            except BaseException:
-                self.cancel.set()
+            except BaseException as exc:
+                self._abandon(exc)
                 raise
         state = FAILED if self._failed or not root.done() else SUCCEEDED
         error = self._failed[0] if self._failed else None
@@ -152,6 +152,21 @@ class Engine:
         self.store.update_run(run.id, state=state, error=error, outputs=run_outputs, finished_at=utcnow())
         self.listener.run_changed(state, error)
         return RunResult(state=state, error=error, outputs=run_outputs)
+
+    def _abandon(self, exc: BaseException) -> None:
+        """Stop the tasks in flight and record the run as CANCELED (Ctrl-C, SIGTERM) or FAILED."""
+        self.cancel.set()
+        interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
+        state = CANCELED if interrupted else FAILED
+        reason = "interrupted" if interrupted else f"engine error: {type(exc).__name__}: {exc}"
+        for future, node in list(self._futures.items()):
+            future.result()  # the runner saw the cancel flag and stopped the process
+            if node.record_id:
+                self.store.finish_task(node.record_id, state=CANCELED, error=reason)
+            self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
+        self._futures.clear()
+        self.store.update_run(self.run.id, state=state, error=reason, finished_at=utcnow())
+        self.listener.run_changed(state, reason)
 
     def _new_scope(
         self, path: str, component: dict[str, Any], parameters: dict[str, Any],
