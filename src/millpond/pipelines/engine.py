@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from millpond.pipelines import ir
+from millpond.pipelines.values import coerce
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
 from millpond.runners.base import Runner
 from millpond.runners.local import LocalRunner
@@ -281,6 +282,8 @@ class Engine:
                     parameters[name] = definition["defaultValue"]
                 elif not definition.get("isOptional"):
                     raise TaskError(f"input parameter {name!r} has no value")
+            if name in parameters:
+                parameters[name] = coerce(parameters[name], ir.parameter_type(definition))
         for name, definition in ir.input_artifacts(component).items():
             if name not in artifacts and not definition.get("isOptional"):
                 raise TaskError(f"input artifact {name!r} has no value")

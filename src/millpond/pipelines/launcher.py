@@ -195,7 +195,12 @@ class ContainerLauncher:
             for artifact in items["artifacts"]:
                 uri = str(artifact.get("uri", ""))
                 if store.is_remote(uri):
-                    store.download(uri, remote_root / local_path(uri).lstrip("/"))
+                    try:
+                        store.download(uri, remote_root / local_path(uri).lstrip("/"))
+                    except UserError:
+                        raise
+                    except Exception as exc:  # s3fs/botocore: denied, unreachable, no such bucket
+                        raise TaskError(f"could not download input artifact {uri}: {_describe(exc)}") from None
                     used_mounts.add(local_path(uri).split("/")[1])
 
         if store.is_remote(request.pipeline_root):
@@ -279,6 +284,26 @@ class _Publisher:
         for source, target in self.moves:
             if source.exists() or source.is_symlink():
                 store.move_into_place(source, target)
+        uploaded: list[str] = []
         for source, uri in self.uploads:
-            if source.exists():
+            if not source.exists():
+                continue
+            uploaded.append(uri)
+            try:
                 store.upload(source, uri)
+            except Exception as exc:  # s3fs/botocore: denied, unreachable, no such bucket
+                # The task fails: take back what this attempt published, as far as the store lets us.
+                for published in uploaded:
+                    try:
+                        store.remove_uri(published)
+                    except Exception:  # noqa: BLE001 - the upload error is the one to report
+                        pass
+                if isinstance(exc, UserError):
+                    raise
+                raise TaskError(f"could not upload output artifact {uri}: {_describe(exc)}") from None
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for a storage error: its message, or its type when it has none."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

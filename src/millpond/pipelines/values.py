@@ -102,6 +102,19 @@ def check_json(value: Any, parameter_type: str, where: str) -> Any:
     raise UserError(f"{where}: unknown parameter type {parameter_type!r}")
 
 
+def coerce(value: Any, parameter_type: str) -> Any:
+    """Bring a value already in flight to its declared type, as the KFP backend's protobuf does.
+
+    IR constants and defaults carry numbers as doubles (``2.0`` for an int input); the
+    backend hands ``2`` to an integer input. Values that do not fit are passed unchanged.
+    """
+    if parameter_type == "NUMBER_INTEGER" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if parameter_type == "NUMBER_DOUBLE" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
 def from_output_file(text: str, parameter_type: str, where: str) -> Any:
     """Read an output parameter file written by a container component (the KFP launcher's rule).
 
