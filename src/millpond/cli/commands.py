@@ -8,6 +8,7 @@ from pathlib import Path
 from millpond.cli.progress import RunProgress
 from millpond.cli.render import (
     experiment_json,
+    flat_outputs,
     print_json,
     run_json,
     runs_table,
@@ -63,8 +64,6 @@ def run_pipeline_command(
 
 
 def _print_outputs(console, run, tasks) -> None:  # type: ignore[no-untyped-def]
-    from millpond.cli.render import run_outputs
-
     for task in tasks:
         for name, items in (task.outputs or {}).get("artifacts", {}).items():
             for item in items:
@@ -72,7 +71,7 @@ def _print_outputs(console, run, tasks) -> None:  # type: ignore[no-untyped-def]
                 if item["type"]["schemaTitle"] == "system.Metrics" and item.get("metadata"):
                     line += "  " + json.dumps(item["metadata"])
                 console.print(line, highlight=False, markup=False, soft_wrap=True)
-    outputs = run_outputs(run)
+    outputs = flat_outputs(run.outputs or {})
     if outputs:
         console.print("pipeline outputs: " + json.dumps(outputs), highlight=False, markup=False, soft_wrap=True)
 
@@ -102,9 +101,7 @@ def get_run_command(run_id: str, output: str) -> None:
     console.print(f"parameters: {json.dumps(run.parameters)}", markup=False, highlight=False)
     console.print(tasks_table(tasks))
     if run.outputs:
-        from millpond.cli.render import run_outputs
-
-        console.print(f"outputs: {json.dumps(run_outputs(run))}", markup=False, highlight=False)
+        console.print(f"outputs: {json.dumps(flat_outputs(run.outputs))}", markup=False, highlight=False)
 
 
 def list_experiments_command(output: str) -> None:

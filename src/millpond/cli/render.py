@@ -27,17 +27,6 @@ def flat_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def run_outputs(run: Run) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for name, value in (run.outputs or {}).items():
-        if isinstance(value, list) and value and isinstance(value[0], dict) and "uri" in value[0]:
-            uris = [item["uri"] for item in value]
-            flat[name] = uris[0] if len(uris) == 1 else uris
-        else:
-            flat[name] = value
-    return flat
-
-
 def task_json(task: Task) -> dict[str, Any]:
     return {
         "id": task.id,
@@ -71,10 +60,8 @@ def run_json(run: Run, tasks: list[Task], experiment: str | None = None, brief: 
     }
     if not brief:
         data["parameters"] = run.parameters
-        data["tasks"] = [
-            {key: value for key, value in task_json(t).items()} for t in tasks
-        ]
-    data["outputs"] = run_outputs(run)
+        data["tasks"] = [task_json(t) for t in tasks]
+    data["outputs"] = flat_outputs(run.outputs or {})
     return data
 
 

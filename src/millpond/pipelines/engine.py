@@ -30,6 +30,13 @@ SUCCEEDED, FAILED, SKIPPED, RUNNING, PENDING, CANCELED = (
 FINAL = (SUCCEEDED, FAILED, SKIPPED, CANCELED)
 
 
+# For parameters and artifacts: the binding from the DAG's inputs, from a task, and its output key.
+_BINDING_KEYS = {
+    "parameters": ("componentInputParameter", "taskOutputParameter", "outputParameterKey"),
+    "artifacts": ("componentInputArtifact", "taskOutputArtifact", "outputArtifactKey"),
+}
+
+
 class Listener(Protocol):
     """Told about every state change, for progress displays; must be quick."""
 
@@ -104,7 +111,7 @@ class Scope:
 class RunResult:
     state: str
     error: str | None
-    outputs: dict[str, Any]
+    outputs: Outputs
 
 
 class Engine:
@@ -149,10 +156,9 @@ class Engine:
         state = FAILED if self._failed or not root.done() else SUCCEEDED
         error = self._failed[0] if self._failed else None
         outputs = self._dag_outputs(root) if state == SUCCEEDED else Outputs()
-        run_outputs = {**outputs.parameters, **outputs.artifacts}
-        self.store.update_run(run.id, state=state, error=error, outputs=run_outputs, finished_at=utcnow())
+        self.store.update_run(run.id, state=state, error=error, outputs=outputs.to_json(), finished_at=utcnow())
         self.listener.run_changed(state, error)
-        return RunResult(state=state, error=error, outputs=run_outputs)
+        return RunResult(state=state, error=error, outputs=outputs)
 
     def _abandon(self, exc: BaseException) -> None:
         """Stop the tasks in flight and record the run as CANCELED (Ctrl-C, SIGTERM) or FAILED."""
@@ -246,36 +252,9 @@ class Engine:
     def _resolve_inputs(
         self, node: Node, component: dict[str, Any]
     ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-        scope = node.scope
         bindings = node.spec.get("inputs", {})
-        parameters: dict[str, Any] = {}
-        for name, binding in bindings.get("parameters", {}).items():
-            if "componentInputParameter" in binding:
-                key = binding["componentInputParameter"]
-                if key in scope.parameters:
-                    parameters[name] = scope.parameters[key]
-            elif "taskOutputParameter" in binding:
-                ref = binding["taskOutputParameter"]
-                produced = scope.nodes[ref["producerTask"]].outputs.parameters
-                if ref["outputParameterKey"] in produced:
-                    parameters[name] = produced[ref["outputParameterKey"]]
-            elif "runtimeValue" in binding:
-                parameters[name] = binding["runtimeValue"].get("constant")
-            else:
-                raise TaskError(f"input {name!r}: binding {sorted(binding)} is not supported yet")
-        artifacts: dict[str, list[dict[str, Any]]] = {}
-        for name, binding in bindings.get("artifacts", {}).items():
-            if "componentInputArtifact" in binding:
-                key = binding["componentInputArtifact"]
-                if key in scope.artifacts:
-                    artifacts[name] = scope.artifacts[key]
-            elif "taskOutputArtifact" in binding:
-                ref = binding["taskOutputArtifact"]
-                produced = scope.nodes[ref["producerTask"]].outputs.artifacts
-                if ref["outputArtifactKey"] in produced:
-                    artifacts[name] = produced[ref["outputArtifactKey"]]
-            else:
-                raise TaskError(f"input artifact {name!r}: binding {sorted(binding)} is not supported yet")
+        parameters = self._bound_values(node.scope, bindings.get("parameters", {}), "parameters")
+        artifacts = self._bound_values(node.scope, bindings.get("artifacts", {}), "artifacts")
         for name, definition in ir.input_parameters(component).items():
             if name not in parameters:
                 if "defaultValue" in definition:
@@ -288,6 +267,30 @@ class Engine:
             if name not in artifacts and not definition.get("isOptional"):
                 raise TaskError(f"input artifact {name!r} has no value")
         return parameters, artifacts
+
+    def _bound_values(self, scope: Scope, bindings: dict[str, Any], kind: str) -> dict[str, Any]:
+        """Values of a task's inputs from its DAG's inputs, upstream outputs or constants.
+
+        An input whose source has no value (an optional input left out, a skipped producer)
+        is absent, so the component's default or optionality decides.
+        """
+        from_input, from_task, output_key = _BINDING_KEYS[kind]
+        values: dict[str, Any] = {}
+        for name, binding in bindings.items():
+            if from_input in binding:
+                source = scope.parameters if kind == "parameters" else scope.artifacts
+                if binding[from_input] in source:
+                    values[name] = source[binding[from_input]]
+            elif from_task in binding:
+                ref = binding[from_task]
+                produced = getattr(scope.nodes[ref["producerTask"]].outputs, kind)
+                if ref[output_key] in produced:
+                    values[name] = produced[ref[output_key]]
+            elif kind == "parameters" and "runtimeValue" in binding:
+                values[name] = binding["runtimeValue"].get("constant")
+            else:
+                raise TaskError(f"input {name!r}: binding {sorted(binding)} is not supported yet")
+        return values
 
     def _dag_outputs(self, scope: Scope) -> Outputs:
         outputs = Outputs()
