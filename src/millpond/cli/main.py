@@ -16,6 +16,7 @@ from typing import Annotated, Optional
 import click
 import typer
 
+from millpond.cli.config_maps import configmap_app, secret_app
 from millpond.errors import UserError
 
 app = typer.Typer(
@@ -29,6 +30,8 @@ runs_app = typer.Typer(help="Inspect runs: list, get, logs.", no_args_is_help=Tr
 experiments_app = typer.Typer(help="Inspect experiments.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 app.add_typer(experiments_app, name="experiments")
+app.add_typer(secret_app, name="secret")
+app.add_typer(configmap_app, name="configmap")
 
 
 class OutputFormat(str, Enum):
@@ -97,6 +100,18 @@ def experiments_list(output: OutputOption = OutputFormat.table) -> None:
     from millpond.cli.commands import list_experiments_command
 
     list_experiments_command(output.value)
+
+
+@app.command("conformance")
+def conformance_command(
+    folder: Annotated[Path, typer.Argument(help="A folder of compiled KFP pipelines (searched recursively).")],
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one pipeline may run.")] = 600.0,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for the protocol's random parameter values.")] = None,
+) -> None:
+    """Run every pipeline of FOLDER under the KFP conformance protocol; exit 1 when any fails."""
+    from millpond.cli.conformance import conformance
+
+    raise typer.Exit(conformance(folder, timeout, seed))
 
 
 def _terminate(signum: int, frame: object) -> None:

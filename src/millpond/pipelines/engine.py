@@ -2,39 +2,46 @@
 
 One thread owns the walk and all database writes; task processes run on a pool of worker
 threads (one per parallel slot) and hand their outcome back. A task is ready when the
-tasks it depends on are final; sub-DAGs (nested pipelines) are walked as scopes of their
-own and finish when their last task does. After a failure no new task starts, the ones in
-flight run to their end, and the run ends FAILED — as the KFP backend does.
+tasks it depends on are final; its trigger condition (CEL) decides whether it runs.
+Sub-DAGs (nested pipelines, condition branches, exit-handler bodies) and loop iterations
+are scopes of their own, finished when their last task is. After a failure no new task
+starts except exit handlers and ``ignore_upstream_failure`` tasks; the tasks in flight
+run to their end, and the run ends FAILED — as the KFP backend does.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
-from millpond.pipelines import ir
-from millpond.pipelines.values import coerce
+from millpond.pipelines import bindings, ir
+from millpond.pipelines.conditions import ConditionError, condition_holds
+from millpond.pipelines.graph import (
+    CANCELED,
+    FAILED,
+    FINAL,
+    PENDING,
+    RUNNING,
+    SKIPPED,
+    SUCCEEDED,
+    Artifacts,
+    Node,
+    Outputs,
+    Scope,
+)
+from millpond.pipelines.importer import run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
+from millpond.pipelines.retries import RetryPolicy
+from millpond.pipelines.values import coerce
 from millpond.runners.base import Runner
 from millpond.runners.local import LocalRunner
 from millpond.settings import Settings
-from millpond.store.models import Run, utcnow
+from millpond.store.models import Run, Task, utcnow
 from millpond.store.runs import RunStore
-
-SUCCEEDED, FAILED, SKIPPED, RUNNING, PENDING, CANCELED = (
-    "SUCCEEDED", "FAILED", "SKIPPED", "RUNNING", "PENDING", "CANCELED",
-)
-FINAL = (SUCCEEDED, FAILED, SKIPPED, CANCELED)
-
-
-# For parameters and artifacts: the binding from the DAG's inputs, from a task, and its output key.
-_BINDING_KEYS = {
-    "parameters": ("componentInputParameter", "taskOutputParameter", "outputParameterKey"),
-    "artifacts": ("componentInputArtifact", "taskOutputArtifact", "outputArtifactKey"),
-}
 
 
 class Listener(Protocol):
@@ -51,60 +58,6 @@ class _Silent:
 
     def run_changed(self, state: str, error: str | None) -> None:
         pass
-
-
-@dataclass
-class Outputs:
-    parameters: dict[str, Any] = field(default_factory=dict)
-    artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"parameters": self.parameters, "artifacts": self.artifacts}
-
-
-@dataclass
-class Node:
-    """One task of one DAG instance."""
-
-    name: str
-    spec: dict[str, Any]
-    scope: "Scope"
-    state: str = PENDING
-    record_id: str | None = None
-    outputs: Outputs = field(default_factory=Outputs)
-    child: "Scope | None" = None
-
-    @property
-    def path(self) -> str:
-        return f"{self.scope.path}/{self.name}" if self.scope.path else self.name
-
-    @property
-    def display_name(self) -> str:
-        return str(self.spec.get("taskInfo", {}).get("name") or self.name)
-
-    def dependencies(self) -> set[str]:
-        deps = set(self.spec.get("dependentTasks", []))
-        for kind in ("parameters", "artifacts"):
-            for binding in self.spec.get("inputs", {}).get(kind, {}).values():
-                ref = binding.get("taskOutputParameter") or binding.get("taskOutputArtifact")
-                if ref:
-                    deps.add(ref["producerTask"])
-        return deps
-
-
-@dataclass
-class Scope:
-    """One instance of a DAG: the root pipeline, or a nested pipeline's body."""
-
-    path: str
-    component: dict[str, Any]
-    parameters: dict[str, Any]
-    artifacts: dict[str, list[dict[str, Any]]]
-    parent: Node | None
-    nodes: dict[str, Node] = field(default_factory=dict)
-
-    def done(self) -> bool:
-        return all(node.state in FINAL for node in self.nodes.values())
 
 
 @dataclass
@@ -133,14 +86,24 @@ class Engine:
         self.cancel = threading.Event()
         self._failed: list[str] = []
         self._futures: dict[Future[TaskOutcome], Node] = {}
+        self._previous: dict[str, Task] = {}
 
     # --- the walk -------------------------------------------------------------------------
-    def execute(self, run: Run) -> RunResult:
+    def execute(self, run: Run, resume: bool = False) -> RunResult:
+        """Run ``run`` to its end; with ``resume``, tasks that already SUCCEEDED are not run again."""
         self.run = run
         self.spec = run.pipeline_spec
-        self.store.update_run(run.id, state=RUNNING, started_at=utcnow())
+        self.context = {
+            "pipeline_job_name": run.name,
+            "pipeline_job_resource_name": run.name,
+            "pipeline_job_uuid": run.id,
+            "pipeline_root": run.pipeline_root,
+        }
+        if resume:
+            self._previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED}
+        self.store.update_run(run.id, state=RUNNING, error=None, started_at=run.started_at or utcnow(), finished_at=None)
         self.listener.run_changed(RUNNING, None)
-        root = self._new_scope("", self.spec["root"], dict(run.parameters), {}, parent=None)
+        root = self._new_scope("", self.spec["root"], dict(run.parameters), {}, owner=None)
         with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="millpond-task") as pool:
             self.pool = pool
             try:
@@ -149,13 +112,13 @@ class Engine:
                     done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
                     for future in done:
                         node = self._futures.pop(future)
-                        self._container_finished(node, future.result())
+                        self._task_finished(node, future.result())
             except BaseException as exc:
                 self._abandon(exc)
                 raise
         state = FAILED if self._failed or not root.done() else SUCCEEDED
         error = self._failed[0] if self._failed else None
-        outputs = self._dag_outputs(root) if state == SUCCEEDED else Outputs()
+        outputs = bindings.dag_outputs(root) if state == SUCCEEDED else Outputs()
         self.store.update_run(run.id, state=state, error=error, outputs=outputs.to_json(), finished_at=utcnow())
         self.listener.run_changed(state, error)
         return RunResult(state=state, error=error, outputs=outputs)
@@ -176,10 +139,9 @@ class Engine:
         self.listener.run_changed(state, reason)
 
     def _new_scope(
-        self, path: str, component: dict[str, Any], parameters: dict[str, Any],
-        artifacts: dict[str, list[dict[str, Any]]], parent: Node | None,
+        self, path: str, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts, owner: Node | None
     ) -> Scope:
-        scope = Scope(path, component, parameters, artifacts, parent)
+        scope = Scope(path, component, parameters, artifacts, owner)
         for name, task in component["dag"].get("tasks", {}).items():
             scope.nodes[name] = Node(name=name, spec=task, scope=scope)
         return scope
@@ -196,39 +158,139 @@ class Engine:
                 if any(dep.state not in FINAL for dep in deps):
                     continue
                 progressed = True
-                failed_dep = next((d for d in deps if d.state in (FAILED, CANCELED)), None)
-                if self._failed or failed_dep:
-                    why = f"upstream task {failed_dep.display_name!r} failed" if failed_dep else "the run failed"
-                    self._decide(node, SKIPPED, f"not run: {why}")
-                    continue
-                self._start(node)
-        if scope.done() and scope.parent is not None and scope.parent.state == RUNNING:
-            self._dag_finished(scope)
+                reason = self._blocked(node, deps)
+                if reason:
+                    self._decide(node, SKIPPED, f"not run: {reason}")
+                else:
+                    self._start(node)
+        if scope.done() and not scope.finished:
+            self._scope_finished(scope)
+
+    def _blocked(self, node: Node, deps: list[Node]) -> str | None:
+        """Why a task whose upstream is final must not run, or None."""
+        if node.runs_after_failures:
+            return None
+        failed = next((d for d in deps if d.state in (FAILED, CANCELED)), None)
+        if failed:
+            return f"upstream task {failed.display_name!r} failed"
+        if self._failed:
+            return "the run failed"
+        skipped = next((d for d in deps if d.state == SKIPPED), None)
+        if skipped:
+            return f"upstream task {skipped.display_name!r} was skipped"
+        return None
 
     def _start(self, node: Node) -> None:
-        component_name = node.spec["componentRef"]["name"]
-        component = ir.component(self.spec, component_name)
+        component = ir.component(self.spec, node.component_name)
+        kind = "loop" if node.is_loop else "dag" if "dag" in component else "container"
         try:
-            parameters, artifacts = self._resolve_inputs(node, component)
-        except TaskError as exc:
-            self._record_start(node, "dag" if "dag" in component else "container", component_name, None, {})
+            parameters, artifacts = bindings.task_inputs(node, component, self.context)
+            condition = node.spec.get("triggerPolicy", {}).get("condition")
+            if condition and not condition_holds(condition, parameters):
+                self._decide(node, SKIPPED, "condition is false")
+                return
+        except (TaskError, ConditionError) as exc:
+            self._record_start(node, kind, None, {})
             self._fail(node, str(exc))
             return
         inputs = {"parameters": parameters, "artifacts": artifacts}
-        if "dag" in component:
-            self._record_start(node, "dag", component_name, None, inputs)
-            node.child = self._new_scope(node.path, component, parameters, artifacts, parent=node)
-            self._advance(node.child)
+        if kind == "loop":
+            self._start_loop(node, component, parameters, artifacts)
+        elif kind == "dag":
+            self._record_start(node, "dag", None, inputs)
+            child = self._new_scope(node.path, component, parameters, artifacts, owner=node)
+            self._advance(child)
+        else:
+            self._start_executor(node, component, parameters, artifacts)
+
+    # --- loops ----------------------------------------------------------------------------
+    def _start_loop(self, node: Node, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts) -> None:
+        self._record_start(node, "loop", None, {"parameters": parameters, "artifacts": artifacts})
+        try:
+            item_input, items = bindings.loop_items(node, parameters, artifacts)
+        except TaskError as exc:
+            self._fail(node, str(exc))
             return
-        executor = ir.executor(self.spec, component["executorLabel"])
+        item_type = ir.parameter_type(ir.input_parameters(component).get(item_input, {}))
+        for index, item in enumerate(items):
+            scope_parameters, scope_artifacts = dict(parameters), dict(artifacts)
+            if "artifactIterator" in node.spec:
+                scope_artifacts[item_input] = item
+            else:
+                scope_parameters[item_input] = coerce(item, item_type)
+            scope = self._new_scope(f"{node.path}/iteration-{index}", component, scope_parameters, scope_artifacts, owner=node)
+            node.pending_iterations.append((index, scope))
+        if not items:
+            self._succeed(node, bindings.collect_iterations(node))
+            return
+        self._start_iterations(node)
+
+    def _start_iterations(self, node: Node) -> None:
+        """Start iterations while the loop's parallelism limit allows (0 = no limit)."""
+        if self._failed:
+            node.pending_iterations.clear()
+            return
+        limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
+        active = sum(1 for scope in node.iterations.values() if not scope.finished)
+        while node.pending_iterations and (not limit or active < limit):
+            index, scope = node.pending_iterations.pop(0)
+            node.iterations[index] = scope
+            scope.record_id = self.store.start_task(
+                run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}", kind="iteration",
+                component=node.component_name, parent_id=node.record_id,
+                inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
+            )
+            active += 1
+            self._advance(scope)
+
+    def _scope_finished(self, scope: Scope) -> None:
+        scope.finished = True
+        owner = scope.owner
+        failed = scope.first_failure()
+        if scope.record_id:  # a loop iteration has a row of its own
+            self.store.finish_task(
+                scope.record_id, state=FAILED if failed else SUCCEEDED,
+                error=f"task {failed.display_name!r} failed" if failed else None,
+                outputs=None if failed else bindings.dag_outputs(scope).to_json(),
+            )
+        if owner is None or owner.state != RUNNING:
+            return
+        if owner.is_loop:
+            self._start_iterations(owner)
+            if owner.pending_iterations or not all(s.finished for s in owner.iterations.values()):
+                return
+            failed_iteration = next((s for s in owner.iterations.values() if s.first_failure()), None)
+            if failed_iteration:
+                self._dag_failed(owner, failed_iteration.first_failure())
+            else:
+                self._succeed(owner, bindings.collect_iterations(owner))
+        elif failed:
+            self._dag_failed(owner, failed)
+        else:
+            self._succeed(owner, bindings.dag_outputs(scope))
+
+    # --- executors ------------------------------------------------------------------------
+    def _start_executor(self, node: Node, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts) -> None:
+        label = component["executorLabel"]
+        executor = ir.executor(self.spec, label)
+        inputs = {"parameters": parameters, "artifacts": artifacts}
+        previous = self._previous.get(node.path)
+        if previous is not None:
+            self._reuse(node, previous)
+            return
+        if "importer" in executor:
+            self._record_start(node, "importer", None, inputs)
+            workspace = self._workspace()
+            self._submit(node, lambda: self._import(executor["importer"], component, parameters, workspace))
+            return
         if "container" not in executor:
-            kind = next(iter(executor), "unknown")
-            self._record_start(node, kind, component_name, None, inputs)
-            self._fail(node, f"executor kind {kind!r} is not supported yet")
+            self._record_start(node, next(iter(executor), "unknown"), None, inputs)
+            self._fail(node, f"executor kind {next(iter(executor), 'unknown')!r} is not supported")
             return
         container = executor["container"]
         log_path = self.settings.logs_dir / self.run.id / f"{node.path.replace('/', '.')}.log"
-        self._record_start(node, "container", component_name, container.get("image"), inputs, log_path)
+        self._record_start(node, "container", container.get("image"), inputs, log_path)
+        workspace = self._workspace()
         request = TaskRequest(
             run_id=self.run.id,
             run_name=self.run.name,
@@ -245,131 +307,123 @@ class Engine:
             staging_dir=self.settings.staging_dir,
             venvs_dir=self.settings.venvs_dir,
         )
-        future = self.pool.submit(self.launcher.launch, request, self.cancel)
-        self._futures[future] = node
+        if workspace is not None:
+            from millpond.runners.base import Bind
 
-    # --- inputs and outputs -------------------------------------------------------------
-    def _resolve_inputs(
-        self, node: Node, component: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-        bindings = node.spec.get("inputs", {})
-        parameters = self._bound_values(node.scope, bindings.get("parameters", {}), "parameters")
-        artifacts = self._bound_values(node.scope, bindings.get("artifacts", {}), "artifacts")
-        for name, definition in ir.input_parameters(component).items():
-            if name not in parameters:
-                if "defaultValue" in definition:
-                    parameters[name] = definition["defaultValue"]
-                elif not definition.get("isOptional"):
-                    raise TaskError(f"input parameter {name!r} has no value")
-            if name in parameters:
-                parameters[name] = coerce(parameters[name], ir.parameter_type(definition))
-        for name, definition in ir.input_artifacts(component).items():
-            if name not in artifacts and not definition.get("isOptional"):
-                raise TaskError(f"input artifact {name!r} has no value")
-        return parameters, artifacts
+            request.extra_binds.append(Bind(workspace, bindings.WORKSPACE_PATH))
+        policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
+        self._submit(node, lambda: self._attempts(request, policy))
 
-    def _bound_values(self, scope: Scope, bindings: dict[str, Any], kind: str) -> dict[str, Any]:
-        """Values of a task's inputs from its DAG's inputs, upstream outputs or constants.
+    def _submit(self, node: Node, work: Callable[[], TaskOutcome]) -> None:
+        self._futures[self.pool.submit(work)] = node
 
-        An input whose source has no value (an optional input left out, a skipped producer)
-        is absent, so the component's default or optionality decides.
-        """
-        from_input, from_task, output_key = _BINDING_KEYS[kind]
-        values: dict[str, Any] = {}
-        for name, binding in bindings.items():
-            if from_input in binding:
-                source = scope.parameters if kind == "parameters" else scope.artifacts
-                if binding[from_input] in source:
-                    values[name] = source[binding[from_input]]
-            elif from_task in binding:
-                ref = binding[from_task]
-                produced = getattr(scope.nodes[ref["producerTask"]].outputs, kind)
-                if ref[output_key] in produced:
-                    values[name] = produced[ref[output_key]]
-            elif kind == "parameters" and "runtimeValue" in binding:
-                values[name] = binding["runtimeValue"].get("constant")
-            else:
-                raise TaskError(f"input {name!r}: binding {sorted(binding)} is not supported yet")
-        return values
+    def _attempts(self, request: TaskRequest, policy: RetryPolicy) -> TaskOutcome:
+        """Run a container task, retrying per its retryPolicy (in a worker thread)."""
+        first = time.monotonic()
+        attempt = 1
+        while True:
+            outcome = self.launcher.launch(request, self.cancel)
+            outcome.attempts = attempt
+            if outcome.succeeded or self.cancel.is_set():
+                return outcome
+            delay = policy.delay_before(attempt, time.monotonic() - first)
+            if delay is None:
+                return outcome
+            with open(request.log_path, "a", encoding="utf-8") as log:
+                log.write(f"[millpond] attempt {attempt} failed ({outcome.error}); retrying in {delay:g}s\n")
+            if self.cancel.wait(delay):
+                return outcome
+            attempt += 1
+            self.store.update_task(request.task_id, attempts=attempt)
 
-    def _dag_outputs(self, scope: Scope) -> Outputs:
-        outputs = Outputs()
-        spec = scope.component["dag"].get("outputs", {})
-        for name, selector in spec.get("parameters", {}).items():
-            ref = selector.get("valueFromParameter")
-            if ref:
-                produced = scope.nodes[ref["producerSubtask"]].outputs.parameters
-                if ref["outputParameterKey"] in produced:
-                    outputs.parameters[name] = produced[ref["outputParameterKey"]]
-        for name, selector in spec.get("artifacts", {}).items():
-            for ref in selector.get("artifactSelectors", []):
-                produced = scope.nodes[ref["producerSubtask"]].outputs.artifacts
-                if ref["outputArtifactKey"] in produced:
-                    outputs.artifacts[name] = produced[ref["outputArtifactKey"]]
-        return outputs
+    def _import(self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None) -> TaskOutcome:
+        try:
+            outputs = run_importer(importer, component, parameters, workspace)
+        except TaskError as exc:
+            return TaskOutcome(succeeded=False, error=str(exc))
+        return TaskOutcome(succeeded=True, parameters=outputs.parameters, artifacts=outputs.artifacts)
+
+    def _workspace(self) -> Path | None:
+        """The run's workspace folder, when the pipeline declares one (kfp's PipelineConfig)."""
+        platform = self.run.platform_spec or {}
+        config = platform.get("platforms", {}).get("kubernetes", {}).get("pipelineConfig", {})
+        if "workspace" not in config:
+            return None
+        folder = self.settings.home / "workspaces" / self.run.id
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def _reuse(self, node: Node, previous: Task) -> None:
+        """On resume: a task that already succeeded keeps its outputs and does not run again."""
+        node.record_id = previous.id
+        node.state = SUCCEEDED
+        node.outputs = Outputs.from_json(previous.outputs)
+        self.listener.task_changed(node.path, node.display_name, SUCCEEDED, None)
+        self._advance(node.scope)
 
     # --- state changes ------------------------------------------------------------------
+    def _parent_record(self, node: Node) -> str | None:
+        scope = node.scope
+        if scope.record_id:
+            return scope.record_id
+        return scope.owner.record_id if scope.owner else None
+
     def _record_start(
-        self, node: Node, kind: str, component: str, image: str | None,
-        inputs: dict[str, Any], log_path: Path | None = None,
+        self, node: Node, kind: str, image: str | None, inputs: dict[str, Any], log_path: Path | None = None
     ) -> None:
-        parent = node.scope.parent
         node.record_id = self.store.start_task(
-            run_id=self.run.id, path=node.path, name=node.display_name, kind=kind, component=component,
-            parent_id=parent.record_id if parent else None, image=image, inputs=inputs,
+            run_id=self.run.id, path=node.path, name=node.display_name, kind=kind, component=node.component_name,
+            parent_id=self._parent_record(node), image=image, inputs=inputs,
             log_path=str(log_path) if log_path else None,
         )
-        node.state = RUNNING
+        node.state, node.kind = RUNNING, kind
         self.listener.task_changed(node.path, node.display_name, RUNNING, None)
 
     def _decide(self, node: Node, state: str, reason: str | None) -> None:
         """Record a task that will not run (skipped)."""
-        component = node.spec["componentRef"]["name"]
-        parent = node.scope.parent
         node.record_id = self.store.start_task(
-            run_id=self.run.id, path=node.path, name=node.display_name, kind="dag" if "dag" in ir.component(self.spec, component) else "container",
-            component=component, parent_id=parent.record_id if parent else None, state=state,
+            run_id=self.run.id, path=node.path, name=node.display_name,
+            kind="loop" if node.is_loop else "dag" if "dag" in ir.component(self.spec, node.component_name) else "container",
+            component=node.component_name, parent_id=self._parent_record(node), state=state,
         )
         self.store.update_task(node.record_id, error=reason)
-        node.state = state
+        node.state, node.error = state, reason
         self.listener.task_changed(node.path, node.display_name, state, reason)
 
-    def _fail(self, node: Node, error: str, exit_code: int | None = None) -> None:
-        node.state = FAILED
-        message = f"task {node.display_name!r} failed: {error}"
-        self._failed.append(message)
+    def _fail(self, node: Node, error: str, exit_code: int | None = None, attempts: int | None = None) -> None:
+        node.state, node.error = FAILED, error
+        self._failed.append(f"task {node.display_name!r} failed: {error}")
         if node.record_id:
-            self.store.finish_task(node.record_id, state=FAILED, error=error, exit_code=exit_code)
+            self.store.finish_task(node.record_id, state=FAILED, error=error, exit_code=exit_code, attempts=attempts)
         self.listener.task_changed(node.path, node.display_name, FAILED, error)
         self._advance(node.scope)
 
-    def _succeed(self, node: Node, outputs: Outputs, exit_code: int | None = None) -> None:
+    def _dag_failed(self, node: Node, failed: Node | None) -> None:
+        """A sub-DAG or loop whose task failed: fails too, without counting the failure twice."""
+        node.state = FAILED
+        node.error = f"task {failed.display_name!r} failed: {failed.error}" if failed else "failed"
+        if node.record_id:
+            self.store.finish_task(node.record_id, state=FAILED, error=node.error)
+        self.listener.task_changed(node.path, node.display_name, FAILED, None)
+        self._advance(node.scope)
+
+    def _succeed(
+        self, node: Node, outputs: Outputs, exit_code: int | None = None, attempts: int | None = None
+    ) -> None:
         node.state = SUCCEEDED
         node.outputs = outputs
-        artifacts = [item for items in outputs.artifacts.values() for item in items] if node.child is None else []
+        produced_here = node.kind in ("container", "importer")  # a DAG's outputs are its tasks' artifacts
+        artifacts = [item for items in outputs.artifacts.values() for item in items] if produced_here else []
         if node.record_id:
             self.store.finish_task(
                 node.record_id, state=SUCCEEDED, outputs=outputs.to_json(), exit_code=exit_code,
-                artifacts=artifacts, run_id=self.run.id,
+                artifacts=artifacts, run_id=self.run.id, attempts=attempts,
             )
         self.listener.task_changed(node.path, node.display_name, SUCCEEDED, None)
         self._advance(node.scope)
 
-    def _container_finished(self, node: Node, outcome: TaskOutcome) -> None:
+    def _task_finished(self, node: Node, outcome: TaskOutcome) -> None:
         if outcome.succeeded:
-            self._succeed(node, Outputs(outcome.parameters, outcome.artifacts), outcome.exit_code)
+            self._succeed(node, Outputs(outcome.parameters, outcome.artifacts), outcome.exit_code, outcome.attempts)
         else:
-            self._fail(node, outcome.error or "failed", outcome.exit_code)
-
-    def _dag_finished(self, scope: Scope) -> None:
-        node = scope.parent
-        assert node is not None
-        failed = next((n for n in scope.nodes.values() if n.state in (FAILED, CANCELED)), None)
-        if failed:
-            node.state = FAILED
-            if node.record_id:
-                self.store.finish_task(node.record_id, state=FAILED, error=f"task {failed.display_name!r} failed")
-            self.listener.task_changed(node.path, node.display_name, FAILED, None)
-            self._advance(node.scope)
-        else:
-            self._succeed(node, self._dag_outputs(scope))
+            self._fail(node, outcome.error or "failed", outcome.exit_code, outcome.attempts)

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from millpond.errors import UserError
+from millpond.pipelines.conditions import check_expression
 
 _PARSE_PREFIX = re.compile(r"^(Failed to parse \w+ field: )+")
 
@@ -65,6 +66,13 @@ def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any]
             raise UserError(f"{source}: {where} has no componentRef")
         if ref not in components:
             raise UserError(f"{source}: {where} references component {ref!r}, which is not defined")
+        condition = task.get("triggerPolicy", {}).get("condition")
+        if condition:
+            check_expression(condition, f"{source}: {where}.triggerPolicy.condition")
+        for kind in ("parameters",):
+            for input_name, binding in task.get("inputs", {}).get(kind, {}).items():
+                if binding.get("parameterExpressionSelector"):
+                    check_expression(binding["parameterExpressionSelector"], f"{source}: {where} input {input_name!r}")
         for dep in task.get("dependentTasks", []):
             if dep not in tasks:
                 raise UserError(f"{source}: {where} depends on task {dep!r}, which {owner} does not have")

@@ -56,6 +56,7 @@ class TaskOutcome:
     artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     exit_code: int | None = None
     error: str | None = None
+    attempts: int = 1
 
 
 class TaskError(Exception):

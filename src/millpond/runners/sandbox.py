@@ -4,7 +4,8 @@ The task sees the host's filesystem as it is, plus bind mounts at absolute paths
 artifact staging folder over its final place, ``/s3`` for remote artifacts, later the
 volumes of kfp-kubernetes) — without the host's filesystem changing. The root is a fresh
 tmpfs into which every top-level entry of the host's ``/`` is bound, so new top-level
-mount points (``/s3``, ``/data``) never touch the host.
+mount points (``/s3``, ``/data``) never touch the host; a deeper new one (``/mnt/x``) gets
+a private tmpfs over its parent that re-shows the parent's host entries.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -47,16 +49,50 @@ def wrap(argv: list[str], binds: list[Bind], cwd: Path) -> list[str]:
     top_targets = {Path(b.target).parts[1] for b in binds if len(Path(b.target).parts) == 2}
     words = [shutil.which("bwrap") or "bwrap", "--unshare-user-try", "--die-with-parent", "--tmpfs", "/"]
     for entry in sorted(os.listdir("/")):
-        host = Path("/") / entry
-        if entry in top_targets:
-            continue
-        if host.is_symlink():
-            words += ["--symlink", os.readlink(host), str(host)]
-        elif host.is_dir():
-            words += ["--dev-bind", str(host), str(host)]
-        elif host.is_file():
-            words += ["--ro-bind", str(host), str(host)]
+        if entry not in top_targets:
+            words += _show_host_entry(Path("/") / entry)
+    for folder in _folders_to_shadow(binds):
+        words += ["--perms", f"{stat.S_IMODE(folder.stat().st_mode):04o}", "--tmpfs", str(folder)]
+        for entry in sorted(os.listdir(folder)):
+            words += _show_host_entry(folder / entry)
     for bind in sorted(binds, key=lambda b: len(Path(b.target).parts)):
         words += ["--ro-bind" if bind.read_only else "--bind", str(bind.source), bind.target]
     words += ["--chdir", str(cwd), "--"]
     return words + argv
+
+
+def _show_host_entry(host: Path) -> list[str]:
+    """bwrap words that show one host entry at the same path (symlinks recreated, not bound)."""
+    if host.is_symlink():
+        return ["--symlink", os.readlink(host), str(host)]
+    if host.is_dir():
+        return ["--dev-bind", str(host), str(host)]
+    if host.parent == Path("/"):  # top-level files stay read-only, as before; sockets and such are left out
+        return ["--ro-bind", str(host), str(host)] if host.is_file() else []
+    return ["--dev-bind", str(host), str(host)] if host.exists() else []
+
+
+def _folders_to_shadow(binds: list[Bind]) -> list[Path]:
+    """Host folders that must become private before the binds, so no mount point lands on the host.
+
+    bwrap creates a missing mount point (``/mnt/new``) inside whatever shows its parent; when
+    that is a bound host folder the new entry would appear on the host. Such a parent (the
+    deepest existing ancestor) is covered with a tmpfs that re-shows the host's entries, so
+    the task still sees and writes through to everything that was there. A mount point inside
+    another bind's target is left alone: it lands in that bind's source, as in Kubernetes.
+    """
+    targets = [Path(os.path.normpath(b.target)) for b in binds]
+    shadow: set[Path] = set()
+    for target in targets:
+        if len(target.parts) <= 2 or os.path.lexists(target):
+            continue
+        parent = target.parent
+        while not os.path.lexists(parent):
+            parent = parent.parent
+        folder = Path(os.path.realpath(parent))
+        if folder == Path("/") or not folder.is_dir():
+            continue
+        if any(folder == other or other in folder.parents for other in targets):
+            continue
+        shadow.add(folder)
+    return sorted(shadow, key=lambda p: len(p.parts))

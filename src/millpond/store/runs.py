@@ -166,6 +166,7 @@ class RunStore:
         exit_code: int | None = None,
         artifacts: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
+        attempts: int | None = None,
     ) -> None:
         """Record a task's end and its artifacts in one transaction."""
         with self._sessions() as session:
@@ -173,6 +174,8 @@ class RunStore:
             if task is None:
                 return
             task.state, task.error, task.exit_code = state, error, exit_code
+            if attempts is not None:
+                task.attempts = attempts
             task.outputs = outputs or {}
             task.finished_at = utcnow()
             for artifact in artifacts or []:

@@ -1,0 +1,42 @@
+"""``millpond conformance DIR``: a table of file, expected, got, seconds and first error line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from millpond.cli.render import stdout_console, styled
+from millpond.pipelines.conformance import ConformanceRunner, Verdict
+
+
+def conformance(folder: Path, timeout: float, seed: int | None) -> int:
+    console = stdout_console()
+    runner = ConformanceRunner(timeout_s=timeout, seed=seed)
+
+    def report(verdict: Verdict) -> None:
+        mark = "skip" if verdict.skipped else "ok" if verdict.ok else "FAIL"
+        console.print(f"{mark:4} {_name(verdict, folder)}  {verdict.got}  {verdict.seconds:.1f}s", highlight=False, markup=False)
+
+    verdicts = runner.run_all(folder, report)
+    table = Table(box=None, header_style="bold")
+    for column in ("FILE", "EXPECTED", "GOT", "SECONDS", "FIRST ERROR LINE"):
+        table.add_column(column)
+    for v in verdicts:
+        first_line = (v.reason or "").strip().splitlines()[0][:140] if v.reason else ""
+        got = v.got if v.skipped else styled(v.got) if v.ok else f"[red]{v.got}[/]"
+        table.add_row(_name(v, folder), v.expected, got, f"{v.seconds:.1f}", first_line)
+    console.print(table)
+    judged = [v for v in verdicts if not v.skipped]
+    passed = sum(1 for v in judged if v.ok)
+    failed = len(judged) - passed
+    skipped = len(verdicts) - len(judged)
+    console.print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""), highlight=False, markup=False)
+    return 1 if failed else 0
+
+
+def _name(verdict: Verdict, folder: Path) -> str:
+    try:
+        return str(verdict.file.relative_to(folder))
+    except ValueError:
+        return str(verdict.file)

@@ -1,0 +1,95 @@
+"""The in-memory shape of a run being walked: DAG instances (scopes) and their tasks (nodes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SUCCEEDED, FAILED, SKIPPED, RUNNING, PENDING, CANCELED = (
+    "SUCCEEDED", "FAILED", "SKIPPED", "RUNNING", "PENDING", "CANCELED",
+)
+FINAL = (SUCCEEDED, FAILED, SKIPPED, CANCELED)
+ALL_COMPLETED = "ALL_UPSTREAM_TASKS_COMPLETED"
+
+Artifacts = dict[str, list[dict[str, Any]]]
+
+
+@dataclass
+class Outputs:
+    parameters: dict[str, Any] = field(default_factory=dict)
+    artifacts: Artifacts = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"parameters": self.parameters, "artifacts": self.artifacts}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Outputs":
+        data = data or {}
+        return cls(dict(data.get("parameters", {})), dict(data.get("artifacts", {})))
+
+
+@dataclass
+class Node:
+    """One task of one DAG instance: a container, an importer, a sub-DAG or a loop."""
+
+    name: str
+    spec: dict[str, Any]
+    scope: "Scope"
+    state: str = PENDING
+    kind: str = ""  # container | importer | dag | loop, once started
+    record_id: str | None = None
+    outputs: Outputs = field(default_factory=Outputs)
+    error: str | None = None
+    # Loops: the iterations still to start, and the scopes started so far (by index).
+    pending_iterations: list[tuple[int, "Scope"]] = field(default_factory=list)
+    iterations: dict[int, "Scope"] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return f"{self.scope.path}/{self.name}" if self.scope.path else self.name
+
+    @property
+    def display_name(self) -> str:
+        return str(self.spec.get("taskInfo", {}).get("name") or self.name)
+
+    @property
+    def component_name(self) -> str:
+        return str(self.spec["componentRef"]["name"])
+
+    @property
+    def is_loop(self) -> bool:
+        return "parameterIterator" in self.spec or "artifactIterator" in self.spec
+
+    @property
+    def runs_after_failures(self) -> bool:
+        """Exit handlers and ignore_upstream_failure() tasks run once their upstream is final, whatever it became."""
+        return self.spec.get("triggerPolicy", {}).get("strategy") == ALL_COMPLETED
+
+    def dependencies(self) -> set[str]:
+        deps = set(self.spec.get("dependentTasks", []))
+        for kind in ("parameters", "artifacts"):
+            for binding in self.spec.get("inputs", {}).get(kind, {}).values():
+                ref = binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or binding.get("taskFinalStatus")
+                if ref:
+                    deps.add(ref["producerTask"])
+        return deps
+
+
+@dataclass
+class Scope:
+    """One instance of a DAG component: the root, a nested pipeline, a branch, a loop iteration."""
+
+    path: str
+    component: dict[str, Any]
+    parameters: dict[str, Any]
+    artifacts: Artifacts
+    owner: Node | None
+    record_id: str | None = None
+    nodes: dict[str, Node] = field(default_factory=dict)
+    finished: bool = False
+
+    def done(self) -> bool:
+        return all(node.state in FINAL for node in self.nodes.values())
+
+    def first_failure(self) -> Node | None:
+        return next((n for n in self.nodes.values() if n.state in (FAILED, CANCELED)), None)

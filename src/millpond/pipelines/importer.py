@@ -1,0 +1,82 @@
+"""dsl.importer: make an existing URI an artifact of the run, optionally copied into the workspace."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from millpond.pipelines import ir
+from millpond.pipelines.graph import Outputs
+from millpond.pipelines.launcher import TaskError
+from millpond.pipelines.placeholders import PlaceholderContext, local_path
+from millpond.store import artifacts as store
+
+# Sources this machine cannot fetch from; importing them fails the task with their name.
+UNREACHABLE = {"oci": "an OCI registry", "hf": "the Hugging Face hub"}
+
+
+def run_importer(
+    importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None
+) -> Outputs:
+    source = importer.get("artifactUri", {})
+    if "constant" in source:
+        uri = str(source["constant"])
+    elif "runtimeParameter" in source:
+        name = source["runtimeParameter"]
+        if name not in parameters:
+            raise TaskError(f"importer: input parameter {name!r} (the URI) has no value")
+        uri = str(parameters[name])
+    else:
+        raise TaskError("importer: no artifactUri")
+    scheme = uri.split("://", 1)[0] if "://" in uri else ""
+    if scheme in UNREACHABLE:
+        raise TaskError(f"importer: cannot import {uri}: {UNREACHABLE[scheme]} is not reachable from this machine")
+    context = PlaceholderContext({"inputs": {"parameterValues": parameters}})
+    metadata = _substitute(importer.get("metadata") or {}, context)
+    if importer.get("downloadToWorkspace"):
+        if workspace is None:
+            raise TaskError("importer: download_to_workspace needs the pipeline to declare a workspace")
+        _copy_into_workspace(uri, workspace)
+        metadata["_kfp_workspace"] = True
+    outputs = ir.output_artifacts(component)
+    key = next(iter(outputs), "artifact")
+    type_schema = importer.get("typeSchema") or {}
+    artifact = {
+        "name": key,
+        "uri": uri,
+        "type": {
+            "schemaTitle": type_schema.get("schemaTitle", "system.Artifact"),
+            "schemaVersion": type_schema.get("schemaVersion", "0.0.1"),
+        },
+        "metadata": metadata,
+    }
+    return Outputs(artifacts={key: [artifact]})
+
+
+def _substitute(value: Any, context: PlaceholderContext) -> Any:
+    if isinstance(value, str):
+        return context.substitute(value)
+    if isinstance(value, dict):
+        return {context.substitute(str(k)): _substitute(v, context) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute(v, context) for v in value]
+    return value
+
+
+def _copy_into_workspace(uri: str, workspace: Path) -> None:
+    """Where kfp's Artifact.path looks for an artifact marked _kfp_workspace."""
+    target = workspace / ".artifacts" / local_path(uri).lstrip("/")
+    if store.is_remote(uri):
+        store.download(uri, target)
+        if not target.exists():
+            raise TaskError(f"importer: {uri} does not exist")
+        return
+    source = Path(uri)
+    if not source.exists():
+        raise TaskError(f"importer: {uri} does not exist")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True)
+    else:
+        shutil.copy2(source, target)

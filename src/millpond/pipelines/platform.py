@@ -1,0 +1,371 @@
+"""The kfp-kubernetes platform spec, emulated on one machine.
+
+A task's ``KubernetesExecutorConfig`` (the second YAML document of a compiled pipeline)
+asks for what a pod would get on a cluster: secrets and config maps as environment
+variables or files, PVCs and emptyDirs at mount paths, downward-API fields, pod labels,
+a deadline. ``prepare_platform`` turns it into what a local process gets: environment
+variables, bind mounts for the task's private mount namespace, a timeout, and one note
+for each setting that means nothing on one machine (node selectors, tolerations, …).
+``builtin_task`` runs kfp-kubernetes' CreatePVC / DeletePVC components, which have no
+command of their own, as local volume folders.
+
+Secret values only ever go into ``TaskPlatform.env`` and 0600 files; no message here
+contains one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable
+
+from millpond.errors import MillpondError, UserError
+from millpond.runners.base import Bind
+from millpond.store.secrets import ConfigStore, MissingConfig, check_name
+
+CREATE_PVC_IMAGE = "argostub/createpvc"
+DELETE_PVC_IMAGE = "argostub/deletepvc"
+LOCAL_IP = "127.0.0.1"
+
+_FIELD = {"secret": "secret", "configmap": "configMap"}  # as the spec's field names spell them
+
+_LABEL_FIELD = re.compile(r"""metadata\.(labels|annotations)\[\s*['"]([^'"]+)['"]\s*\]""")
+
+_IGNORED = {
+    "nodeSelector": "nodeSelector is ignored: every task runs on this machine",
+    "tolerations": "tolerations are ignored: every task runs on this machine",
+    "nodeAffinity": "nodeAffinity is ignored: every task runs on this machine",
+    "podAffinity": "podAffinity is ignored: every task runs on this machine",
+    "imagePullSecret": "imagePullSecret is ignored: images are not pulled, the command runs on this machine",
+    "imagePullPolicy": "imagePullPolicy is ignored: images are not pulled, the command runs on this machine",
+    "securityContext": "securityContext is ignored: the task runs as millpond's own user",
+    "enabledSharedMemory": "enabledSharedMemory is ignored: the task uses this machine's /dev/shm",
+}
+
+
+class PlatformError(MillpondError):
+    """The task's kubernetes config cannot be honoured here; the task fails with this one line."""
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """What the downward API (fieldPathAsEnv) tells a task about the pod it would run in."""
+
+    name: str
+    namespace: str = "default"
+    node: str = field(default_factory=socket.gethostname)
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+
+@dataclass
+class TaskPlatform:
+    """What a task gets from its kubernetes config: feed env/binds/timeout_s to the launcher.
+
+    ``env`` may hold secret values: it is left out of repr, and must never be logged or stored.
+    Call ``cleanup()`` when the task has ended: it removes the folders made for it.
+    """
+
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+    binds: list[Bind] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    timeout_s: float | None = None
+    scratch: list[Path] = field(default_factory=list)
+
+    def cleanup(self) -> None:
+        for folder in self.scratch:
+            shutil.rmtree(folder, ignore_errors=True)
+        self.scratch.clear()
+
+
+Resolve = Callable[[dict[str, Any]], Any]
+
+
+def prepare_platform(
+    config: dict[str, Any],
+    *,
+    resolve: Resolve,
+    configs: ConfigStore,
+    volumes_dir: Path,
+    scratch_dir: Path,
+    pod: PodInfo,
+) -> TaskPlatform:
+    """Turn one executor's KubernetesExecutorConfig into env, binds, metadata, timeout and notes.
+
+    ``resolve(binding)`` gives the value of an IR parameter binding in the task's scope (None
+    when its source has no value). Folders for volumes are made under ``scratch_dir``.
+    """
+    platform = TaskPlatform()
+    try:
+        _Builder(config or {}, resolve, configs, Path(volumes_dir), Path(scratch_dir), pod, platform).build()
+    except BaseException:
+        platform.cleanup()
+        raise
+    return platform
+
+
+@dataclass
+class _Builder:
+    config: dict[str, Any]
+    resolve: Resolve
+    configs: ConfigStore
+    volumes_dir: Path
+    scratch_dir: Path
+    pod: PodInfo
+    out: TaskPlatform
+
+    def build(self) -> None:
+        metadata = self.config.get("podMetadata") or {}
+        self.out.labels.update({str(k): str(v) for k, v in (metadata.get("labels") or {}).items()})
+        self.out.annotations.update({str(k): str(v) for k, v in (metadata.get("annotations") or {}).items()})
+        deadline = self.config.get("activeDeadlineSeconds")
+        if deadline is not None and int(deadline) > 0:
+            self.out.timeout_s = float(int(deadline))
+        for key, note in _IGNORED.items():
+            if self.config.get(key):
+                self.out.notes.append(note)
+        for entry in self.config.get("secretAsEnv") or []:
+            self._as_env("secret", entry, "secretName", "secretNameParameter", "secretKey")
+        for entry in self.config.get("configMapAsEnv") or []:
+            self._as_env("configmap", entry, "configMapName", "configMapNameParameter", "configMapKey")
+        for entry in self.config.get("secretAsVolume") or []:
+            self._as_volume("secret", entry, "secretName", "secretNameParameter")
+        for entry in self.config.get("configMapAsVolume") or []:
+            self._as_volume("configmap", entry, "configMapName", "configMapNameParameter")
+        for entry in self.config.get("pvcMount") or []:
+            self._pvc(entry)
+        for entry in self.config.get("emptyDirMounts") or []:
+            self._empty_dir(entry)
+        for entry in self.config.get("genericEphemeralVolume") or []:
+            self._ephemeral(entry)
+        for entry in self.config.get("fieldPathAsEnv") or []:
+            self.out.env[str(entry["name"])] = self._field_path(str(entry.get("fieldPath", "")))
+
+    # --- names from constants or parameters ----------------------------------------------
+    def _value(self, binding: dict[str, Any], where: str) -> Any:
+        try:
+            return self.resolve(binding)
+        except LookupError:
+            return None  # the binding's source has no value (an optional input left out)
+        except MillpondError:
+            raise
+        except Exception as exc:  # the engine's own error for a binding it cannot read
+            raise PlatformError(f"{where}: {exc}") from None
+
+    def _name(self, entry: dict[str, Any], constant_key: str, parameter_key: str, where: str) -> str | None:
+        """The object's name: its parameter binding when there is one, else the constant."""
+        if entry.get(parameter_key):
+            value = self._value(entry[parameter_key], where)
+        else:
+            value = entry.get(constant_key)
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            raise PlatformError(f"{where}: the name must be a string, got {type(value).__name__}")
+        return value
+
+    def _lookup(
+        self, kind: str, entry: dict[str, Any], constant_key: str, parameter_key: str, where: str
+    ) -> tuple[str, dict[str, str]] | None:
+        """The object's name and data; None when it is optional and absent."""
+        optional = bool(entry.get("optional", False))
+        name = self._name(entry, constant_key, parameter_key, where)
+        if name is None:
+            if optional:
+                return None
+            raise PlatformError(f"{where}: the {kind} name has no value")
+        try:
+            return name, self.configs.get(kind, name)
+        except MissingConfig:
+            if optional:
+                return None
+            raise PlatformError(
+                f"{kind} {name!r} not found (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
+            ) from None
+        except UserError as exc:
+            raise PlatformError(f"{where}: {exc}") from None
+
+    # --- environment --------------------------------------------------------------------
+    def _as_env(self, kind: str, entry: dict[str, Any], constant_key: str, parameter_key: str, key_field: str) -> None:
+        found = self._lookup(kind, entry, constant_key, parameter_key, f"{_FIELD[kind]}AsEnv")
+        if found is None:
+            return
+        name, data = found
+        for mapping in entry.get("keyToEnv") or []:
+            key, variable = str(mapping.get(key_field, "")), str(mapping.get("envVar", ""))
+            if not variable or "=" in variable or "\0" in variable:
+                raise PlatformError(f"{_FIELD[kind]}AsEnv: invalid environment variable name {variable!r}")
+            if key in data:
+                self.out.env[variable] = data[key]
+            elif not entry.get("optional", False):
+                keys = ", ".join(sorted(data)) or "none"
+                raise PlatformError(
+                    f"{kind} {name!r} has no key {key!r} (its keys: {keys}; "
+                    f"recreate it with: millpond {kind} create {name} --replace --from-literal {key}=VALUE …)"
+                )
+
+    def _field_path(self, path: str) -> str:
+        simple = {
+            "metadata.name": self.pod.name,
+            "metadata.namespace": self.pod.namespace,
+            "metadata.uid": self.pod.uid,
+            "spec.nodeName": self.pod.node,
+            "spec.serviceAccountName": "default",
+            "status.podIP": LOCAL_IP,
+            "status.podIPs": LOCAL_IP,
+            "status.hostIP": LOCAL_IP,
+            "status.hostIPs": LOCAL_IP,
+        }
+        if path in simple:
+            return simple[path]
+        match = _LABEL_FIELD.fullmatch(path.strip())
+        if match:
+            source = self.out.labels if match.group(1) == "labels" else self.out.annotations
+            return source.get(match.group(2), "")  # Kubernetes gives "" for a missing key
+        raise PlatformError(f"fieldPathAsEnv: field path {path!r} is not supported (supported: {', '.join(simple)}, "
+                            "metadata.labels['KEY'], metadata.annotations['KEY'])")
+
+    # --- volumes ------------------------------------------------------------------------
+    def _as_volume(self, kind: str, entry: dict[str, Any], constant_key: str, parameter_key: str) -> None:
+        target = self._mount_path(entry, f"{_FIELD[kind]}AsVolume")
+        found = self._lookup(kind, entry, constant_key, parameter_key, f"{_FIELD[kind]}AsVolume")
+        if found is None:
+            return
+        _, data = found
+        folder = self._fresh(kind)
+        file_mode = 0o600 if kind == "secret" else 0o644
+        for key, value in data.items():
+            path = folder / key
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode)
+            with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+                handle.write(value)
+        if kind != "secret":
+            folder.chmod(0o755)
+        self._bind(folder, target, read_only=True)
+
+    def _pvc(self, entry: dict[str, Any]) -> None:
+        target = self._mount_path(entry, "pvcMount")
+        if entry.get("pvcNameParameter"):
+            value = self._value(entry["pvcNameParameter"], "pvcMount")
+        elif "constant" in entry:
+            value = entry["constant"]
+        elif "componentInputParameter" in entry:
+            value = self._value({"componentInputParameter": entry["componentInputParameter"]}, "pvcMount")
+        elif "taskOutputParameter" in entry:
+            value = self._value({"taskOutputParameter": entry["taskOutputParameter"]}, "pvcMount")
+        else:
+            raise PlatformError(f"pvcMount at {target}: no PVC name")
+        if not isinstance(value, str) or not value:
+            raise PlatformError(f"pvcMount at {target}: the PVC name has no value")
+        volume = _volume_folder(volumes_dir=self.volumes_dir, name=value)
+        if not volume.is_dir():
+            raise PlatformError(
+                f"volume {value!r} not found (a kubernetes.CreatePVC task makes it, or create it with: mkdir -p {volume})"
+            )
+        source = volume
+        sub_path = str(entry.get("subPath") or "")
+        if sub_path:
+            relative = PurePosixPath(sub_path)
+            if relative.is_absolute() or ".." in relative.parts:
+                raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
+            source = volume / relative
+            source.mkdir(parents=True, exist_ok=True)  # Kubernetes creates a missing subPath too
+        self._bind(source, target, read_only=False)
+
+    def _empty_dir(self, entry: dict[str, Any]) -> None:
+        target = self._mount_path(entry, "emptyDirMounts")
+        name = str(entry.get("volumeName") or "empty-dir")
+        in_memory = str(entry.get("medium") or "") == "Memory"
+        shm = Path("/dev/shm")
+        if in_memory and shm.is_dir() and os.access(shm, os.W_OK):
+            folder = Path(tempfile.mkdtemp(prefix="millpond-emptydir-", dir=shm))
+            self.out.scratch.append(folder)
+        else:
+            folder = self._fresh("emptydir")
+        if entry.get("sizeLimit"):
+            self.out.notes.append(f"emptyDir {name!r}: sizeLimit {entry['sizeLimit']} is not enforced")
+        self._bind(folder, target, read_only=False)
+
+    def _ephemeral(self, entry: dict[str, Any]) -> None:
+        target = self._mount_path(entry, "genericEphemeralVolume")
+        name = str(entry.get("volumeName") or "ephemeral")
+        self.out.notes.append(f"ephemeral volume {name!r} is a fresh local folder (size and storage class do not apply)")
+        self._bind(self._fresh("ephemeral"), target, read_only=False)
+
+    def _mount_path(self, entry: dict[str, Any], where: str) -> str:
+        raw = str(entry.get("mountPath") or "")
+        path = PurePosixPath(raw)
+        if not path.is_absolute() or ".." in path.parts or str(path) == "/":
+            raise PlatformError(f"{where}: mountPath {raw!r} must be an absolute path other than '/' without '..'")
+        return os.path.normpath(raw)
+
+    def _bind(self, source: Path, target: str, read_only: bool) -> None:
+        if any(bind.target == target for bind in self.out.binds):
+            raise PlatformError(f"two volumes mount at {target}")
+        self.out.binds.append(Bind(source=source, target=target, read_only=read_only))
+
+    def _fresh(self, what: str) -> Path:
+        """A new private folder for one volume of this task."""
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=f"{what}-", dir=self.scratch_dir))  # mode 0700
+        self.out.scratch.append(folder)
+        return folder
+
+
+# --- CreatePVC / DeletePVC ------------------------------------------------------------------
+
+
+def _volume_folder(volumes_dir: Path, name: str) -> Path:
+    try:
+        check_name("PVC", name)
+    except UserError as exc:
+        raise PlatformError(str(exc)) from None
+    return Path(volumes_dir) / name
+
+
+def _dns_prefix(text: str) -> str:
+    """A run name made fit to start a Kubernetes object name."""
+    cleaned = re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-.")
+    return cleaned[:200] or "run"
+
+
+def builtin_task(image: str, parameters: dict[str, Any], volumes_dir: Path, run_name: str) -> dict[str, Any] | None:
+    """Run a kfp-kubernetes CreatePVC/DeletePVC task here; its output parameters, or None for any other image.
+
+    A PVC is a folder ``volumes_dir/NAME`` that outlives the run until a DeletePVC (or the
+    user) removes it. CreatePVC names it ``pvc_name``, or ``RUN_NAME-SUFFIX`` for
+    ``pvc_name_suffix``, or a fresh UUID when neither is given — as the KFP driver does.
+    """
+    base = re.sub(r"(@.*|:[^/]*)$", "", image.strip())  # without tag or digest
+    if base == CREATE_PVC_IMAGE:
+        name = str(parameters.get("pvc_name") or "")
+        suffix = str(parameters.get("pvc_name_suffix") or "")
+        if name and suffix:
+            raise PlatformError("CreatePVC: give pvc_name or pvc_name_suffix, not both")
+        if suffix:
+            name = f"{_dns_prefix(run_name)}-{suffix.lstrip('-')}"
+        elif not name:
+            name = str(uuid.uuid4())
+        folder = _volume_folder(volumes_dir, name)
+        folder.mkdir(parents=True, exist_ok=True)
+        return {"name": name}
+    if base == DELETE_PVC_IMAGE:
+        name = str(parameters.get("pvc_name") or "")
+        if not name:
+            raise PlatformError("DeletePVC: pvc_name has no value")
+        folder = _volume_folder(volumes_dir, name)
+        if folder.is_symlink():
+            folder.unlink()  # a volume the user linked in by hand: keep what it points to
+        elif folder.is_dir():
+            shutil.rmtree(folder)
+        else:
+            raise PlatformError(f"DeletePVC: volume {name!r} not found")
+        return {}
+    return None
