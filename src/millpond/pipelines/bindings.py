@@ -12,11 +12,13 @@ from typing import Any
 
 from millpond.pipelines import ir
 from millpond.pipelines.conditions import select
-from millpond.pipelines.graph import FINAL, Artifacts, Node, Outputs, Scope
+from millpond.pipelines.graph import Artifacts, Node, Outputs, Scope
 from millpond.pipelines.launcher import TaskError
 from millpond.pipelines.values import coerce
 
 WORKSPACE_PATH = "/kfp-workspace"  # kfp.dsl.constants.WORKSPACE_MOUNT_PATH
+# The KFP backend reports a task's final state in ML Metadata's words.
+_STATUS_STATES = {"SUCCEEDED": "COMPLETE", "FAILED": "FAILED", "CANCELED": "CANCELED", "SKIPPED": "CANCELED"}
 
 
 def resolve_parameter(scope: Scope, binding: dict[str, Any], context: dict[str, str]) -> tuple[bool, Any]:
@@ -49,7 +51,7 @@ def resolve_parameter(scope: Scope, binding: dict[str, Any], context: dict[str, 
 def final_status(producer: Node, job_name: str) -> dict[str, Any]:
     """The PipelineTaskFinalStatus an exit handler receives."""
     status: dict[str, Any] = {
-        "state": producer.state if producer.state in FINAL else "FAILED",
+        "state": _STATUS_STATES.get(producer.state, "FAILED"),
         "pipelineJobResourceName": job_name,
         "pipelineTaskName": producer.display_name,
     }

@@ -40,7 +40,7 @@ from millpond.pipelines.values import coerce
 from millpond.runners.base import Runner
 from millpond.runners.local import LocalRunner
 from millpond.settings import Settings
-from millpond.store.models import Run, Task, utcnow
+from millpond.store.models import Run, Task, new_id, utcnow
 from millpond.store.runs import RunStore
 
 
@@ -95,7 +95,7 @@ class Engine:
         self.spec = run.pipeline_spec
         self.context = {
             "pipeline_job_name": run.name,
-            "pipeline_job_resource_name": run.name,
+            "pipeline_job_resource_name": f"{run.pipeline_name}-{run.id[:8]}",  # as an Argo workflow name
             "pipeline_job_uuid": run.id,
             "pipeline_root": run.pipeline_root,
         }
@@ -183,8 +183,10 @@ class Engine:
     def _start(self, node: Node) -> None:
         component = ir.component(self.spec, node.component_name)
         kind = "loop" if node.is_loop else "dag" if "dag" in component else "container"
+        node.record_id = node.record_id or new_id()
+        context = {**self.context, "pipeline_task_name": node.display_name, "pipeline_task_uuid": node.record_id}
         try:
-            parameters, artifacts = bindings.task_inputs(node, component, self.context)
+            parameters, artifacts = bindings.task_inputs(node, component, context)
             condition = node.spec.get("triggerPolicy", {}).get("condition")
             if condition and not condition_holds(condition, parameters):
                 self._decide(node, SKIPPED, "condition is false")
@@ -236,6 +238,7 @@ class Engine:
             index, scope = node.pending_iterations.pop(0)
             node.iterations[index] = scope
             scope.record_id = self.store.start_task(
+                task_id=new_id(),
                 run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}", kind="iteration",
                 component=node.component_name, parent_id=node.record_id,
                 inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
@@ -293,7 +296,7 @@ class Engine:
         workspace = self._workspace()
         request = TaskRequest(
             run_id=self.run.id,
-            run_name=self.run.name,
+            run_name=self.context["pipeline_job_resource_name"],
             pipeline_name=self.run.pipeline_name,
             pipeline_root=self.run.pipeline_root,
             task_id=node.record_id or "",
@@ -374,7 +377,7 @@ class Engine:
         node.record_id = self.store.start_task(
             run_id=self.run.id, path=node.path, name=node.display_name, kind=kind, component=node.component_name,
             parent_id=self._parent_record(node), image=image, inputs=inputs,
-            log_path=str(log_path) if log_path else None,
+            log_path=str(log_path) if log_path else None, task_id=node.record_id,
         )
         node.state, node.kind = RUNNING, kind
         self.listener.task_changed(node.path, node.display_name, RUNNING, None)
@@ -384,7 +387,7 @@ class Engine:
         node.record_id = self.store.start_task(
             run_id=self.run.id, path=node.path, name=node.display_name,
             kind="loop" if node.is_loop else "dag" if "dag" in ir.component(self.spec, node.component_name) else "container",
-            component=node.component_name, parent_id=self._parent_record(node), state=state,
+            component=node.component_name, parent_id=self._parent_record(node), state=state, task_id=node.record_id,
         )
         self.store.update_task(node.record_id, error=reason)
         node.state, node.error = state, reason

@@ -77,6 +77,21 @@ def _log(request: TaskRequest, line: str) -> None:
         log.write(f"[millpond] {line}\n")
 
 
+def _last_log_line(log_path: Path, limit: int = 300) -> str:
+    """The task's own last words (usually the exception), to name why it failed."""
+    try:
+        with open(log_path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 8192))
+            lines = log.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.strip() and not line.startswith("[millpond]"):
+            return line.strip()[:limit]
+    return ""
+
+
 class ContainerLauncher:
     """Turns a TaskRequest into a process, and the process's files back into outputs."""
 
@@ -137,6 +152,9 @@ class ContainerLauncher:
                 for uri in publish.direct_outputs:
                     store.remove_uri(uri)
             reason = result.error or f"the command exited with status {result.exit_code}"
+            last = _last_log_line(request.log_path)
+            if last and not result.error:
+                reason += f": {last}"
             return TaskOutcome(succeeded=False, exit_code=result.exit_code, error=reason)
         parameters, artifacts = self._read_outputs(request, executor_input, outputs_dir)
         publish.commit()

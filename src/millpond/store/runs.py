@@ -129,6 +129,7 @@ class RunStore:
         inputs: dict[str, Any] | None = None,
         log_path: str | None = None,
         state: str = "RUNNING",
+        task_id: str | None = None,
     ) -> str:
         """Record a task as started (or decided, e.g. SKIPPED); a resumed run reuses the row of a path."""
         now = utcnow()
@@ -136,6 +137,8 @@ class RunStore:
             task = session.scalar(select(Task).where(Task.run_id == run_id, Task.path == path))
             if task is None:
                 task = Task(run_id=run_id, path=path, attempts=0, cached=False, outputs={})
+                if task_id:
+                    task.id = task_id
                 session.add(task)
             task.name, task.kind, task.component, task.parent_id = name, kind, component, parent_id
             task.image, task.inputs, task.log_path, task.state = image, inputs or {}, log_path, state
