@@ -35,6 +35,7 @@ from millpond.pipelines.graph import (
 )
 from millpond.pipelines.importer import run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
+from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
 from millpond.pipelines.retries import RetryPolicy
 from millpond.pipelines.values import coerce
 from millpond.runners.base import Runner
@@ -86,7 +87,10 @@ class Engine:
         self.cancel = threading.Event()
         self._failed: list[str] = []
         self._futures: dict[Future[TaskOutcome], Node] = {}
+        self._holding: dict[Future[TaskOutcome], tuple[ResourceRequest, list[int]]] = {}
+        self._waiting: list[tuple[Node, Callable[[list[int]], TaskOutcome], ResourceRequest]] = []
         self._previous: dict[str, Task] = {}
+        self.budget = Budget()
 
     # --- the walk -------------------------------------------------------------------------
     def execute(self, run: Run, resume: bool = False) -> RunResult:
@@ -103,6 +107,12 @@ class Engine:
             self._previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED}
         self.store.update_run(run.id, state=RUNNING, error=None, started_at=run.started_at or utcnow(), finished_at=None)
         self.listener.run_changed(RUNNING, None)
+        problems = static_accelerator_problems(self.spec, self.budget)
+        if problems:
+            error = "cannot run on this machine: task " + "; task ".join(problems)
+            self.store.update_run(run.id, state=FAILED, error=error, finished_at=utcnow())
+            self.listener.run_changed(FAILED, error)
+            return RunResult(state=FAILED, error=error, outputs=Outputs())
         root = self._new_scope("", self.spec["root"], dict(run.parameters), {}, owner=None)
         with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="millpond-task") as pool:
             self.pool = pool
@@ -112,7 +122,10 @@ class Engine:
                     done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
                     for future in done:
                         node = self._futures.pop(future)
+                        request, gpus = self._holding.pop(future)
+                        self.budget.release(request, gpus)
                         self._task_finished(node, future.result())
+                        self._start_waiting()
             except BaseException as exc:
                 self._abandon(exc)
                 raise
@@ -135,6 +148,7 @@ class Engine:
                 self.store.finish_task(node.record_id, state=CANCELED, error=reason)
             self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self._futures.clear()
+        self._waiting.clear()
         self.store.update_run(self.run.id, state=state, error=reason, finished_at=utcnow())
         self.listener.run_changed(state, reason)
 
@@ -284,7 +298,7 @@ class Engine:
         if "importer" in executor:
             self._record_start(node, "importer", None, inputs)
             workspace = self._workspace()
-            self._submit(node, lambda: self._import(executor["importer"], component, parameters, workspace))
+            self._submit(node, lambda _gpus: self._import(executor["importer"], component, parameters, workspace))
             return
         if "container" not in executor:
             self._record_start(node, next(iter(executor), "unknown"), None, inputs)
@@ -293,6 +307,15 @@ class Engine:
         container = executor["container"]
         log_path = self.settings.logs_dir / self.run.id / f"{node.path.replace('/', '.')}.log"
         self._record_start(node, "container", container.get("image"), inputs, log_path)
+        try:
+            resources = task_request(container)
+        except ValueError as exc:
+            self._fail(node, f"invalid resources: {exc}")
+            return
+        impossible = self.budget.impossible(resources)
+        if impossible:
+            self._fail(node, impossible)
+            return
         workspace = self._workspace()
         request = TaskRequest(
             run_id=self.run.id,
@@ -315,13 +338,32 @@ class Engine:
 
             request.extra_binds.append(Bind(workspace, bindings.WORKSPACE_PATH))
         policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
-        self._submit(node, lambda: self._attempts(request, policy))
+        self._submit(node, lambda gpus: self._attempts(request, policy, gpus), resources)
 
-    def _submit(self, node: Node, work: Callable[[], TaskOutcome]) -> None:
-        self._futures[self.pool.submit(work)] = node
+    def _submit(
+        self, node: Node, work: Callable[[list[int]], TaskOutcome], resources: ResourceRequest = ResourceRequest()
+    ) -> None:
+        """Hand ``work`` to a worker once ``resources`` fit what the running tasks leave free."""
+        gpus = self.budget.acquire(resources)
+        if gpus is None:
+            self._waiting.append((node, work, resources))
+            return
+        future = self.pool.submit(work, gpus)
+        self._futures[future] = node
+        self._holding[future] = (resources, gpus)
 
-    def _attempts(self, request: TaskRequest, policy: RetryPolicy) -> TaskOutcome:
+    def _start_waiting(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        for node, work, resources in waiting:
+            if self.cancel.is_set():
+                break
+            self._submit(node, work, resources)
+
+    def _attempts(self, request: TaskRequest, policy: RetryPolicy, gpus: list[int]) -> TaskOutcome:
         """Run a container task, retrying per its retryPolicy (in a worker thread)."""
+        if gpus or self.budget.gpus:
+            visible = ",".join(str(g) for g in gpus)
+            request.extra_env.update({"CUDA_VISIBLE_DEVICES": visible, "NVIDIA_VISIBLE_DEVICES": visible or "void"})
         first = time.monotonic()
         attempt = 1
         while True:
