@@ -34,6 +34,7 @@ def run_pipeline_command(
     experiment: str | None,
     run_name: str | None,
     output: str,
+    use_cache: bool = True,
 ) -> int:
     from millpond.pipelines.arguments import parse_assignments, read_params_file
     from millpond.pipelines.loader import load_pipeline
@@ -51,7 +52,7 @@ def run_pipeline_command(
     run = prepare_run(store, settings, request)
     console = stderr_console()
     with RunProgress(console, f"{run.name} ({run.id})") as progress:
-        result = execute_run(store, settings, run, listener=progress)
+        result = execute_run(store, settings, run, listener=progress, use_cache=use_cache)
     run = store.get_run(run.id)
     tasks = store.list_tasks(run.id)
     if output == "json":

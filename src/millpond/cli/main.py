@@ -51,13 +51,15 @@ def run_command(
     pipeline_root: Annotated[Optional[str], typer.Option("--pipeline-root", help="Where artifacts go: a folder or s3://BUCKET/PREFIX.")] = None,
     experiment: Annotated[Optional[str], typer.Option("--experiment", help="Experiment to file the run under.")] = None,
     run_name: Annotated[Optional[str], typer.Option("--run-name", help="A name for the run.")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every task, reusing no cached result.")] = False,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Run a pipeline to its end, showing each task's progress."""
     from millpond.cli.commands import run_pipeline_command
 
     code = run_pipeline_command(
-        pipeline, param or [], params_file, pipeline_name, pipeline_root, experiment, run_name, output.value
+        pipeline, param or [], params_file, pipeline_name, pipeline_root, experiment, run_name, output.value,
+        use_cache=not no_cache,
     )
     raise typer.Exit(code)
 

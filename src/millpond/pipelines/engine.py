@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from millpond.pipelines import bindings, ir
+from millpond.pipelines.caching import cache_key, caching_enabled, lookup, remember
 from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
     CANCELED,
@@ -42,6 +43,7 @@ from millpond.runners.base import Runner
 from millpond.runners.local import LocalRunner
 from millpond.settings import Settings
 from millpond.store.models import Run, Task, new_id, utcnow
+from millpond.store.cache import CacheStore
 from millpond.store.runs import RunStore
 
 
@@ -78,8 +80,11 @@ class Engine:
         runner: Runner | None = None,
         listener: Listener | None = None,
         max_parallel: int | None = None,
+        use_cache: bool = True,
     ) -> None:
         self.store = store
+        self.use_cache = use_cache
+        self.cache = CacheStore(settings.database_url)
         self.settings = settings
         self.launcher = ContainerLauncher(runner or LocalRunner())
         self.listener = listener or _Silent()
@@ -316,6 +321,17 @@ class Engine:
         if impossible:
             self._fail(node, impossible)
             return
+        if caching_enabled(node.spec):
+            platform = ir.kubernetes_config(self.run.platform_spec, label)
+            node.cache_key = cache_key(component, container, platform, parameters, artifacts)
+            hit = lookup(self.cache, node.cache_key) if self.use_cache else None
+            if hit is not None:
+                outputs, source = hit
+                log_path.parent.mkdir(parents=True, exist_ok=True)
+                log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")
+                self.store.update_task(node.record_id or "", cached=True)
+                self._succeed(node, outputs, record_artifacts=False)
+                return
         workspace = self._workspace()
         request = TaskRequest(
             run_id=self.run.id,
@@ -453,11 +469,13 @@ class Engine:
         self._advance(node.scope)
 
     def _succeed(
-        self, node: Node, outputs: Outputs, exit_code: int | None = None, attempts: int | None = None
+        self, node: Node, outputs: Outputs, exit_code: int | None = None, attempts: int | None = None,
+        record_artifacts: bool = True,
     ) -> None:
         node.state = SUCCEEDED
         node.outputs = outputs
-        produced_here = node.kind in ("container", "importer")  # a DAG's outputs are its tasks' artifacts
+        # A DAG's outputs are its tasks' artifacts, and a cache hit's belong to the task that made them.
+        produced_here = record_artifacts and node.kind in ("container", "importer")
         artifacts = [item for items in outputs.artifacts.values() for item in items] if produced_here else []
         if node.record_id:
             self.store.finish_task(
@@ -469,6 +487,9 @@ class Engine:
 
     def _task_finished(self, node: Node, outcome: TaskOutcome) -> None:
         if outcome.succeeded:
-            self._succeed(node, Outputs(outcome.parameters, outcome.artifacts), outcome.exit_code, outcome.attempts)
+            outputs = Outputs(outcome.parameters, outcome.artifacts)
+            if node.cache_key:
+                remember(self.cache, node.cache_key, self.run.id, node.record_id or "", outputs)
+            self._succeed(node, outputs, outcome.exit_code, outcome.attempts)
         else:
             self._fail(node, outcome.error or "failed", outcome.exit_code, outcome.attempts)

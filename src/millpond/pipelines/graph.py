@@ -40,6 +40,7 @@ class Node:
     record_id: str | None = None
     outputs: Outputs = field(default_factory=Outputs)
     error: str | None = None
+    cache_key: str | None = None
     # Loops: the iterations still to start, and the scopes started so far (by index).
     pending_iterations: list[tuple[int, "Scope"]] = field(default_factory=list)
     iterations: dict[int, "Scope"] = field(default_factory=dict)

@@ -53,5 +53,6 @@ def execute_run(
     run: Run,
     listener: Listener | None = None,
     runner: Runner | None = None,
+    use_cache: bool = True,
 ) -> RunResult:
-    return Engine(store, settings, runner=runner, listener=listener).execute(run)
+    return Engine(store, settings, runner=runner, listener=listener, use_cache=use_cache).execute(run)

@@ -53,6 +53,9 @@ class Run(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The engine process driving the run, so that resume can tell a live run from a killed one.
+    engine_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    engine_start: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
 
 class Task(Base):
@@ -81,6 +84,21 @@ class Task(Base):
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # The task's process while it runs (its process group leader), to stop leftovers on resume.
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pid_start: Mapped[str | None] = mapped_column(String(32), nullable=True)
+
+
+class CacheEntry(Base):
+    """A task execution whose outputs another task with the same cache key may reuse."""
+
+    __tablename__ = "cache_entries"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String(36))
+    task_id: Mapped[str] = mapped_column(String(36))
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Artifact(Base):

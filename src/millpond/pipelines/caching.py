@@ -1,0 +1,110 @@
+"""Cache keys for task executions, as KFP computes them — with input artifacts by content.
+
+The key covers the component's interface, the container (image, command, args, env), the
+task's platform config and resolved input parameters, and each input artifact's content
+digest — so identical data produced by another run still hits. A hit reuses the earlier
+execution's outputs (and their artifact URIs), provided those artifacts still exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from millpond.pipelines.graph import Artifacts, Outputs
+from millpond.store import artifacts as store
+from millpond.store.cache import CacheStore
+
+_CHUNK = 1 << 20
+_memo: dict[tuple[str, int, int], str] = {}
+_memo_lock = threading.Lock()
+
+
+def caching_enabled(task_spec: dict[str, Any]) -> bool:
+    """KFP compiles caching on as ``cachingOptions: {enableCache: true}``; ``{}`` means off."""
+    return bool(task_spec.get("cachingOptions", {}).get("enableCache"))
+
+
+def _file_digest(path: Path, digest: Any) -> None:
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+
+
+def artifact_digest(uri: str) -> str:
+    """sha256 of an artifact's content (a folder: of its files' relative paths and contents)."""
+    if store.is_remote(uri):
+        fs = store.filesystem(uri)
+        key = store.remote_key(uri)
+        if not fs.exists(key):
+            return "missing"
+        parts = []
+        for name, info in sorted(fs.find(key, detail=True).items()) if fs.isdir(key) else [(key, fs.info(key))]:
+            tag = info.get("ETag") or info.get("etag") or info.get("md5") or info.get("size")
+            parts.append(f"{name[len(key):]}:{tag}")
+        return "remote:" + hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    path = Path(uri)
+    if not path.exists():
+        return "missing"
+    stat = path.stat()
+    memo_key = (uri, stat.st_size, stat.st_mtime_ns)
+    with _memo_lock:
+        if memo_key in _memo:
+            return _memo[memo_key]
+    digest = hashlib.sha256()
+    if path.is_dir():
+        for root, dirs, files in os.walk(path):
+            dirs.sort()
+            for name in sorted(files):
+                file = Path(root) / name
+                digest.update(str(file.relative_to(path)).encode() + b"\0")
+                _file_digest(file, digest)
+    else:
+        _file_digest(path, digest)
+    value = digest.hexdigest()
+    with _memo_lock:
+        _memo[memo_key] = value
+    return value
+
+
+def cache_key(
+    component: dict[str, Any],
+    container: dict[str, Any],
+    platform: dict[str, Any],
+    parameters: dict[str, Any],
+    artifacts: Artifacts,
+) -> str:
+    material = {
+        "inputs": component.get("inputDefinitions", {}),
+        "outputs": component.get("outputDefinitions", {}),
+        "container": {k: container.get(k) for k in ("image", "command", "args", "env", "resources")},
+        "platform": platform,
+        "parameters": parameters,
+        "artifacts": {
+            name: [{"digest": artifact_digest(str(a.get("uri", ""))), "metadata": a.get("metadata", {})} for a in items]
+            for name, items in artifacts.items()
+        },
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def lookup(cache: CacheStore, key: str) -> tuple[Outputs, str] | None:
+    """The outputs and task id of a cached execution whose artifacts are all still there."""
+    entry = cache.get(key)
+    if entry is None:
+        return None
+    if any(artifact_digest(uri) == "missing" for uri in entry.outputs.get("present", [])):
+        cache.forget(key)  # someone removed what it produced
+        return None
+    return Outputs.from_json(entry.outputs), entry.task_id
+
+
+def remember(cache: CacheStore, key: str, run_id: str, task_id: str, outputs: Outputs) -> None:
+    """Store an execution's outputs, noting which artifacts had content (a Metrics artifact may have none)."""
+    uris = [str(a.get("uri", "")) for items in outputs.artifacts.values() for a in items]
+    present = [uri for uri in uris if artifact_digest(uri) != "missing"]
+    cache.put(key, run_id, task_id, {**outputs.to_json(), "present": present})
