@@ -53,15 +53,31 @@ def run_pipeline_command(
     console = stderr_console()
     with RunProgress(console, f"{run.name} ({run.id})") as progress:
         result = execute_run(store, settings, run, listener=progress, use_cache=use_cache)
-    run = store.get_run(run.id)
+    return _report(store, store.get_run(run.id), result.state, result.error, output)
+
+
+def resume_command(run_id: str, output: str, only_finished: bool) -> int:
+    from millpond.pipelines.submit import resume_run
+
+    settings = load_settings()
+    store = RunStore(settings.database_url)
+    run = store.get_run(run_id)
+    with RunProgress(stderr_console(), f"{run.name} ({run.id}), resumed") as progress:
+        run, result = resume_run(store, settings, run.id, listener=progress, only_finished=only_finished)
+    return _report(store, run, result.state, result.error, output)
+
+
+def _report(store: RunStore, run, state: str, error: str | None, output: str) -> int:  # type: ignore[no-untyped-def]
+    """Print a finished run (a table on stderr, or one JSON object on stdout) and give its exit status."""
+    console = stderr_console()
     tasks = store.list_tasks(run.id)
     if output == "json":
         data = run_json(run, tasks)
         print_json({key: data[key] for key in ("run_id", "name", "state", "error", "tasks", "outputs")})
     else:
-        console.print(f"run {run.id} {styled(result.state)}" + (f": {result.error}" if result.error else ""), soft_wrap=True)
+        console.print(f"run {run.id} {styled(state)}" + (f": {error}" if error else ""), soft_wrap=True)
         _print_outputs(console, run, tasks)
-    return 0 if result.state == "SUCCEEDED" else 1
+    return 0 if state == "SUCCEEDED" else 1
 
 
 def _print_outputs(console, run, tasks) -> None:  # type: ignore[no-untyped-def]

@@ -84,6 +84,22 @@ def runs_get(run_id: str, output: OutputOption = OutputFormat.table) -> None:
     get_run_command(run_id, output.value)
 
 
+@runs_app.command("resume")
+def runs_resume(run_id: str, output: OutputOption = OutputFormat.table) -> None:
+    """Continue a run whose engine was killed (or that failed) without re-running succeeded tasks."""
+    from millpond.cli.commands import resume_command
+
+    raise typer.Exit(resume_command(run_id, output.value, only_finished=False))
+
+
+@runs_app.command("retry")
+def runs_retry(run_id: str, output: OutputOption = OutputFormat.table) -> None:
+    """Re-run the failed tasks of a finished run (and what depends on them)."""
+    from millpond.cli.commands import resume_command
+
+    raise typer.Exit(resume_command(run_id, output.value, only_finished=True))
+
+
 @runs_app.command("logs")
 def runs_logs(
     run_id: str,

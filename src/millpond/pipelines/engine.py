@@ -39,8 +39,9 @@ from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcom
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
 from millpond.pipelines.retries import RetryPolicy
 from millpond.pipelines.values import coerce
-from millpond.runners.base import Runner
+from millpond.runners.base import Bind, Runner
 from millpond.runners.local import LocalRunner
+from millpond.runners.processes import own_identity, start_ticks
 from millpond.settings import Settings
 from millpond.store.models import Run, Task, new_id, utcnow
 from millpond.store.cache import CacheStore
@@ -110,7 +111,11 @@ class Engine:
         }
         if resume:
             self._previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED}
-        self.store.update_run(run.id, state=RUNNING, error=None, started_at=run.started_at or utcnow(), finished_at=None)
+        pid, ticks = own_identity()
+        self.store.update_run(
+            run.id, state=RUNNING, error=None, started_at=run.started_at or utcnow(), finished_at=None,
+            engine_pid=pid, engine_start=ticks,
+        )
         self.listener.run_changed(RUNNING, None)
         problems = static_accelerator_problems(self.spec, self.budget)
         if problems:
@@ -350,9 +355,9 @@ class Engine:
             venvs_dir=self.settings.venvs_dir,
         )
         if workspace is not None:
-            from millpond.runners.base import Bind
-
             request.extra_binds.append(Bind(workspace, bindings.WORKSPACE_PATH))
+        task_id = node.record_id or ""
+        request.on_start = lambda pid: self.store.update_task(task_id, pid=pid, pid_start=start_ticks(pid))
         policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
         self._submit(node, lambda gpus: self._attempts(request, policy, gpus), resources)
 

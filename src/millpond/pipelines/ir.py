@@ -6,6 +6,7 @@ is the one place that knows its field names, so the engine reads like the KFP dr
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -66,6 +67,14 @@ def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any]
             raise UserError(f"{source}: {where} has no componentRef")
         if ref not in components:
             raise UserError(f"{source}: {where} references component {ref!r}, which is not defined")
+        raw = task.get("parameterIterator", {}).get("items", {}).get("raw")
+        if raw is not None:
+            try:
+                items = json.loads(raw)
+            except json.JSONDecodeError:
+                items = None
+            if not isinstance(items, list):
+                raise UserError(f"{source}: {where} loops over {raw!r}, which is not a JSON list")
         condition = task.get("triggerPolicy", {}).get("condition")
         if condition:
             check_expression(condition, f"{source}: {where}.triggerPolicy.condition")

@@ -15,7 +15,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from millpond.errors import UserError
 from millpond.pipelines import ir
@@ -47,6 +47,8 @@ class TaskRequest:
     venvs_dir: Path
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_binds: list[Bind] = field(default_factory=list)
+    timeout_s: float | None = None
+    on_start: Callable[[int], None] | None = None
 
 
 @dataclass
@@ -142,7 +144,8 @@ class ContainerLauncher:
         env.update(request.extra_env)
 
         spec = ProcessSpec(
-            argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=binds + request.extra_binds
+            argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=binds + request.extra_binds,
+            timeout_s=request.timeout_s, on_start=request.on_start,
         )
         result = self.runner.run(spec, cancel)
         if result.error:

@@ -154,10 +154,11 @@ class _Builder:
             return self.resolve(binding)
         except LookupError:
             return None  # the binding's source has no value (an optional input left out)
-        except MillpondError:
+        except PlatformError:
             raise
         except Exception as exc:  # the engine's own error for a binding it cannot read
-            raise PlatformError(f"{where}: {exc}") from None
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise PlatformError(f"{where}: {reason}") from None
 
     def _name(self, entry: dict[str, Any], constant_key: str, parameter_key: str, where: str) -> str | None:
         """The object's name: its parameter binding when there is one, else the constant."""
@@ -262,8 +263,10 @@ class _Builder:
             value = self._value({"taskOutputParameter": entry["taskOutputParameter"]}, "pvcMount")
         else:
             raise PlatformError(f"pvcMount at {target}: no PVC name")
-        if not isinstance(value, str) or not value:
+        if value is None or value == "":
             raise PlatformError(f"pvcMount at {target}: the PVC name has no value")
+        if not isinstance(value, str):
+            raise PlatformError(f"pvcMount at {target}: the PVC name must be a string, got {type(value).__name__}")
         volume = _volume_folder(volumes_dir=self.volumes_dir, name=value)
         if not volume.is_dir():
             raise PlatformError(

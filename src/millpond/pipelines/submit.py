@@ -10,10 +10,14 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
+import shutil
+
+from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments
 from millpond.pipelines.engine import Engine, Listener, RunResult
 from millpond.pipelines.loader import LoadedPipeline
 from millpond.runners.base import Runner
+from millpond.runners.processes import is_alive, kill_group
 from millpond.settings import Settings
 from millpond.store.artifacts import normalize_root
 from millpond.store.models import Run
@@ -45,6 +49,35 @@ def prepare_run(store: RunStore, settings: Settings, request: RunRequest) -> Run
         parameters=arguments,
         pipeline_root=root,
     )
+
+
+def resume_run(
+    store: RunStore,
+    settings: Settings,
+    run_id: str,
+    listener: Listener | None = None,
+    only_finished: bool = False,
+) -> tuple[Run, RunResult]:
+    """Continue a run whose engine died, or re-run the failed part of a finished run.
+
+    Tasks that SUCCEEDED keep their outputs and do not run again; tasks that were in flight
+    when the engine died are stopped if their processes linger, and run again.
+    """
+    run = store.get_run(run_id)
+    if run.state == "SUCCEEDED":
+        raise UserError(f"run {run.id} already SUCCEEDED; nothing to resume")
+    if run.state in ("RUNNING", "PENDING"):
+        if only_finished:
+            raise UserError(f"run {run.id} is {run.state}; retry takes a finished run (use 'runs resume' for a killed one)")
+        if is_alive(run.engine_pid, run.engine_start):
+            raise UserError(f"run {run.id} is still running (engine process {run.engine_pid})")
+    for task in store.list_tasks(run.id):
+        if task.state == "RUNNING":
+            kill_group(task.pid, task.pid_start)
+            for leftover in settings.staging_dir.glob(f"{task.id}-*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+    result = Engine(store, settings, listener=listener).execute(run, resume=True)
+    return store.get_run(run.id), result
 
 
 def execute_run(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class ProcessSpec:
     log_path: Path
     binds: list[Bind] = field(default_factory=list)
     timeout_s: float | None = None
+    on_start: Callable[[int], None] | None = None  # told the pid once the process runs
 
 
 @dataclass(frozen=True)

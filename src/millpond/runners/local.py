@@ -44,6 +44,8 @@ class LocalRunner:
                 return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
             except PermissionError:
                 return ProcessResult(exit_code=126, seconds=0.0, error=f"command is not executable: {argv[0]!r}")
+            if spec.on_start is not None:
+                spec.on_start(proc.pid)
             error = None
             while True:
                 try:

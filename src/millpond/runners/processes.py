@@ -1,0 +1,37 @@
+"""Telling whether a recorded process is still the one we started (pids get reused)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+
+def start_ticks(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its closing one.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def is_alive(pid: int | None, ticks: str | None) -> bool:
+    return bool(pid) and ticks is not None and start_ticks(int(pid)) == ticks  # type: ignore[arg-type]
+
+
+def kill_group(pid: int | None, ticks: str | None) -> bool:
+    """SIGKILL the process group led by ``pid`` if it is still the recorded process; True if it was."""
+    if not is_alive(pid, ticks):
+        return False
+    try:
+        os.killpg(int(pid), signal.SIGKILL)  # type: ignore[arg-type]
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def own_identity() -> tuple[int, str | None]:
+    return os.getpid(), start_ticks(os.getpid())
