@@ -34,7 +34,7 @@ LEVEL = "debug-level-9"
 VALUES = (USER, PASSWORD, LEVEL)
 
 needs_sandbox = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox: {sandbox_problem()}")
-engine_pending = pytest.mark.skip(reason="engine integration pending")
+engine_pending = pytest.mark.usefixtures()  # the engine now applies platform config
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -505,9 +505,11 @@ def test_pipeline_shares_a_pvc_between_tasks(cli, home: Path) -> None:
     assert result.code == 0, result.err
     data = result.json()
     assert data["outputs"]["Output"] == "through a volume|scratch-empty=True"
-    assert task(data, "createpvc")["outputs"]["name"] == "vols-shared"
+    # As on KFP: <workflow name>-<suffix>, the workflow name being the pipeline's plus the run id's start.
+    volume = f"platform-volumes-{data['run_id'][:8]}-shared"
+    assert task(data, "createpvc")["outputs"]["name"] == volume
     assert task(data, "deletepvc")["state"] == "SUCCEEDED"
-    assert not (home / "volumes" / "vols-shared").exists()
+    assert not (home / "volumes" / volume).exists()
     for path in ("/data", "/from-pvc", "/scratch"):
         assert not Path(path).exists()
 

@@ -35,6 +35,11 @@ class Settings:
     def venvs_dir(self) -> Path:
         return self.home / "venvs"
 
+    @property
+    def volumes_dir(self) -> Path:
+        """Named local volumes: what a PVC is on one machine."""
+        return self.home / "volumes"
+
 
 def load_settings() -> Settings:
     """Read settings from the environment each call, so tests can point MILLPOND_HOME anywhere."""

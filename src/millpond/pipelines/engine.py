@@ -36,6 +36,7 @@ from millpond.pipelines.graph import (
 )
 from millpond.pipelines.importer import run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
+from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, builtin_task, prepare_platform
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
 from millpond.pipelines.retries import RetryPolicy
 from millpond.pipelines.values import coerce
@@ -46,6 +47,7 @@ from millpond.settings import Settings
 from millpond.store.models import Run, Task, new_id, utcnow
 from millpond.store.cache import CacheStore
 from millpond.store.runs import RunStore
+from millpond.store.secrets import ConfigStore
 
 
 class Listener(Protocol):
@@ -86,6 +88,7 @@ class Engine:
         self.store = store
         self.use_cache = use_cache
         self.cache = CacheStore(settings.database_url)
+        self.configs = ConfigStore(settings.home)
         self.settings = settings
         self.launcher = ContainerLauncher(runner or LocalRunner())
         self.listener = listener or _Silent()
@@ -318,6 +321,14 @@ class Engine:
         log_path = self.settings.logs_dir / self.run.id / f"{node.path.replace('/', '.')}.log"
         self._record_start(node, "container", container.get("image"), inputs, log_path)
         try:
+            produced = builtin_task(container.get("image", ""), parameters, self.settings.volumes_dir, self.context["pipeline_job_resource_name"])
+        except PlatformError as exc:
+            self._fail(node, str(exc))
+            return
+        if produced is not None:  # kfp-kubernetes CreatePVC / DeletePVC
+            self._succeed(node, Outputs(parameters=produced))
+            return
+        try:
             resources = task_request(container)
         except ValueError as exc:
             self._fail(node, f"invalid resources: {exc}")
@@ -356,10 +367,47 @@ class Engine:
         )
         if workspace is not None:
             request.extra_binds.append(Bind(workspace, bindings.WORKSPACE_PATH))
+        try:
+            platform = self._platform(node, label)
+        except PlatformError as exc:
+            self._fail(node, str(exc))
+            return
+        request.extra_env.update(platform.env)
+        request.extra_binds.extend(platform.binds)
+        request.timeout_s = platform.timeout_s
+        if platform.notes:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.writelines(f"[millpond] {note}\n" for note in platform.notes)
+        if platform.labels or platform.annotations:
+            self.store.update_task(node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations})
         task_id = node.record_id or ""
         request.on_start = lambda pid: self.store.update_task(task_id, pid=pid, pid_start=start_ticks(pid))
         policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
-        self._submit(node, lambda gpus: self._attempts(request, policy, gpus), resources)
+
+        def work(gpus: list[int]) -> TaskOutcome:
+            try:
+                return self._attempts(request, policy, gpus)
+            finally:
+                platform.cleanup()  # secret files live only while the task runs
+
+        self._submit(node, work, resources)
+
+    def _platform(self, node: Node, label: str) -> TaskPlatform:
+        """Environment, mounts and settings from the task's kfp-kubernetes config."""
+
+        def resolve(binding: dict[str, Any]) -> Any:
+            found, value = bindings.resolve_parameter(node.scope, binding, self.context)
+            return value if found else None
+
+        return prepare_platform(
+            ir.kubernetes_config(self.run.platform_spec, label),
+            resolve=resolve,
+            configs=self.configs,
+            volumes_dir=self.settings.volumes_dir,
+            scratch_dir=self.settings.staging_dir / f"{node.record_id}-platform",
+            pod=PodInfo(name=f"{self.context['pipeline_job_resource_name']}-{node.name}"[:63], uid=node.record_id or ""),
+        )
 
     def _submit(
         self, node: Node, work: Callable[[list[int]], TaskOutcome], resources: ResourceRequest = ResourceRequest()

@@ -87,6 +87,8 @@ class Task(Base):
     # The task's process while it runs (its process group leader), to stop leftovers on resume.
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     pid_start: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    # kfp-kubernetes podMetadata: the labels and annotations the task's pod would carry.
+    pod_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class CacheEntry(Base):

@@ -1,4 +1,4 @@
-"""The execution cache, and which processes run an engine or a task (for resume).
+"""The execution cache, which processes run an engine or a task (for resume), pod metadata.
 
 Revision ID: 0002
 Revises: 0001
@@ -30,10 +30,12 @@ def upgrade() -> None:
     with op.batch_alter_table("tasks") as batch:
         batch.add_column(sa.Column("pid", sa.Integer, nullable=True))
         batch.add_column(sa.Column("pid_start", sa.String(32), nullable=True))
+        batch.add_column(sa.Column("pod_metadata", sa.JSON, nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("tasks") as batch:
+        batch.drop_column("pod_metadata")
         batch.drop_column("pid_start")
         batch.drop_column("pid")
     with op.batch_alter_table("runs") as batch:
