@@ -35,6 +35,7 @@ def run_pipeline_command(
     run_name: str | None,
     output: str,
     use_cache: bool = True,
+    ignore_resources: bool = False,
 ) -> int:
     from millpond.pipelines.arguments import parse_assignments, read_params_file
     from millpond.pipelines.loader import load_pipeline
@@ -52,7 +53,7 @@ def run_pipeline_command(
     run = prepare_run(store, settings, request)
     console = stderr_console()
     with RunProgress(console, f"{run.name} ({run.id})") as progress:
-        result = execute_run(store, settings, run, listener=progress, use_cache=use_cache)
+        result = execute_run(store, settings, run, listener=progress, use_cache=use_cache, ignore_resources=ignore_resources)
     return _report(store, store.get_run(run.id), result.state, result.error, output)
 
 

@@ -52,6 +52,9 @@ def run_command(
     experiment: Annotated[Optional[str], typer.Option("--experiment", help="Experiment to file the run under.")] = None,
     run_name: Annotated[Optional[str], typer.Option("--run-name", help="A name for the run.")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every task, reusing no cached result.")] = False,
+    ignore_resources: Annotated[
+        bool, typer.Option("--ignore-resources", help="Run tasks whatever CPU, memory or GPU they request (as kfp.local does).")
+    ] = False,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Run a pipeline to its end, showing each task's progress."""
@@ -59,7 +62,7 @@ def run_command(
 
     code = run_pipeline_command(
         pipeline, param or [], params_file, pipeline_name, pipeline_root, experiment, run_name, output.value,
-        use_cache=not no_cache,
+        use_cache=not no_cache, ignore_resources=ignore_resources,
     )
     raise typer.Exit(code)
 

@@ -154,7 +154,8 @@ class ConformanceRunner:
         loaded = load_pipeline(file)
         values = protocol_arguments(loaded.spec, scratch, self.rng)
         run = prepare_run(store, settings, RunRequest(pipeline=loaded, texts={}, values=values, experiment="conformance"))
-        engine = Engine(store, settings)
+        # local_execution/ is defined by kfp.local, which ignores resource requests ("k8s-only methods").
+        engine = Engine(store, settings, ignore_resources=file.parent.name == "local_execution")
         timer = threading.Timer(self.timeout_s, engine.cancel.set)
         timer.start()
         try:

@@ -87,5 +87,7 @@ def execute_run(
     listener: Listener | None = None,
     runner: Runner | None = None,
     use_cache: bool = True,
+    ignore_resources: bool = False,
 ) -> RunResult:
-    return Engine(store, settings, runner=runner, listener=listener, use_cache=use_cache).execute(run)
+    engine = Engine(store, settings, runner=runner, listener=listener, use_cache=use_cache, ignore_resources=ignore_resources)
+    return engine.execute(run)
