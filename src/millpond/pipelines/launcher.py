@@ -19,12 +19,11 @@ from typing import Any, Callable
 
 from millpond.errors import UserError
 from millpond.pipelines import ir
-from millpond.pipelines.placeholders import REMOTE_MOUNTS, PlaceholderContext, PlaceholderError, local_path
+from millpond.pipelines.placeholders import PlaceholderContext, PlaceholderError
+from millpond.pipelines.staging import OutputStaging, StagingError, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.runners.base import Bind, ProcessSpec, Runner
 from millpond.runners.python_env import EnvironmentError_, python_bin_dir, split_prelude
-from millpond.runners.sandbox import sandbox_problem
-from millpond.store import artifacts as store
 
 
 @dataclass
@@ -104,7 +103,7 @@ class ContainerLauncher:
         attempt_dir = request.staging_dir / f"{request.task_id}-{uuid.uuid4().hex[:8]}"
         try:
             return self._launch(request, attempt_dir, cancel)
-        except (TaskError, PlaceholderError, EnvironmentError_, UserError) as exc:
+        except (TaskError, PlaceholderError, EnvironmentError_, StagingError, UserError) as exc:
             _log(request, f"error: {exc}")
             return TaskOutcome(succeeded=False, error=str(exc))
         finally:
@@ -117,8 +116,10 @@ class ContainerLauncher:
         workdir.mkdir()
         tmpdir = attempt_dir / "tmp"  # kfp's program does mktemp -d: keep that inside the attempt
         tmpdir.mkdir()
+        has_outputs = bool(ir.output_artifacts(request.component_spec))
         executor_input = self._executor_input(request, outputs_dir)
-        binds, publish = self._artifact_binds(request, attempt_dir, executor_input)
+        staging = OutputStaging(task_prefix(request), attempt_dir, has_outputs, artifact_uris(executor_input))
+        executor_input["outputs"]["outputFile"] = staging.task_output_file
         context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
 
         command = list(request.container.get("command") or [])
@@ -144,23 +145,25 @@ class ContainerLauncher:
         env.update(request.extra_env)
 
         spec = ProcessSpec(
-            argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=binds + request.extra_binds,
+            argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=staging.binds + request.extra_binds,
             timeout_s=request.timeout_s, on_start=request.on_start,
         )
         result = self.runner.run(spec, cancel)
         if result.error:
             _log(request, result.error)
         if result.exit_code != 0 or result.error:
-            if publish.direct_outputs:
-                for uri in publish.direct_outputs:
-                    store.remove_uri(uri)
+            staging.discard()
             reason = result.error or f"the command exited with status {result.exit_code}"
             last = _last_log_line(request.log_path)
             if last and not result.error:
                 reason += f": {last}"
             return TaskOutcome(succeeded=False, exit_code=result.exit_code, error=reason)
-        parameters, artifacts = self._read_outputs(request, executor_input, outputs_dir)
-        publish.commit()
+        try:
+            parameters, artifacts = self._read_outputs(request, executor_input, staging)
+            staging.publish()
+        except (TaskError, StagingError):
+            staging.discard()
+            raise
         return TaskOutcome(succeeded=True, parameters=parameters, artifacts=artifacts, exit_code=0)
 
     # --- executor input -----------------------------------------------------------------
@@ -200,66 +203,13 @@ class ContainerLauncher:
             "pipeline_root": request.pipeline_root,
         }
 
-    # --- artifacts ----------------------------------------------------------------------
-    def _artifact_binds(
-        self, request: TaskRequest, attempt_dir: Path, executor_input: dict[str, Any]
-    ) -> tuple[list[Bind], "_Publisher"]:
-        """Mounts that make staged outputs and downloaded remote inputs appear where kfp looks."""
-        binds: list[Bind] = []
-        output_items = [
-            (name, entry["artifacts"][0]) for name, entry in executor_input["outputs"]["artifacts"].items()
-        ]
-        publisher = _Publisher()
-        remote_root = attempt_dir / "remote"
-        used_mounts: set[str] = set()
-
-        for items in executor_input["inputs"].get("artifacts", {}).values():
-            for artifact in items["artifacts"]:
-                uri = str(artifact.get("uri", ""))
-                if store.is_remote(uri):
-                    try:
-                        store.download(uri, remote_root / local_path(uri).lstrip("/"))
-                    except UserError:
-                        raise
-                    except Exception as exc:  # s3fs/botocore: denied, unreachable, no such bucket
-                        raise TaskError(f"could not download input artifact {uri}: {_describe(exc)}") from None
-                    used_mounts.add(local_path(uri).split("/")[1])
-
-        if store.is_remote(request.pipeline_root):
-            for name, artifact in output_items:
-                staged = remote_root / local_path(artifact["uri"]).lstrip("/")
-                staged.parent.mkdir(parents=True, exist_ok=True)
-                publisher.uploads.append((staged, artifact["uri"]))
-                used_mounts.add(local_path(artifact["uri"]).split("/")[1])
-        elif output_items:
-            final_dir = Path(task_prefix(request))
-            if sandbox_problem() is None:
-                staged_dir = attempt_dir / "artifacts"
-                staged_dir.mkdir()
-                final_dir.mkdir(parents=True, exist_ok=True)
-                binds.append(Bind(staged_dir, str(final_dir)))
-                publisher.moves = [(staged_dir / name, final_dir / name) for name, _ in output_items]
-            else:
-                # No mount namespace here: the task writes in place and a failure removes it.
-                final_dir.mkdir(parents=True, exist_ok=True)
-                for name, artifact in output_items:
-                    store.remove_uri(artifact["uri"])
-                    publisher.direct_outputs.append(artifact["uri"])
-
-        for mount in sorted(used_mounts):
-            folder = remote_root / mount
-            folder.mkdir(parents=True, exist_ok=True)
-            binds.append(Bind(folder, f"/{mount}"))
-        if used_mounts and sandbox_problem():
-            raise TaskError(f"remote artifacts ({', '.join(REMOTE_MOUNTS)}) need a private mount namespace: {sandbox_problem()}")
-        return binds, publisher
-
+    # --- outputs ------------------------------------------------------------------------
     def _read_outputs(
-        self, request: TaskRequest, executor_input: dict[str, Any], outputs_dir: Path
+        self, request: TaskRequest, executor_input: dict[str, Any], staging: OutputStaging
     ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
         spec = request.component_spec
         executor_output: dict[str, Any] = {}
-        output_file = Path(executor_input["outputs"]["outputFile"])
+        output_file = staging.host_output_file
         if output_file.exists() and output_file.stat().st_size:
             try:
                 executor_output = json.loads(output_file.read_text())
@@ -289,43 +239,10 @@ class ContainerLauncher:
             items = [dict(item) for item in entry["artifacts"]]
             updates = reported.get(name, {}).get("artifacts", [])
             for item, update in zip(items, updates):
+                # A pythonic artifact (dsl.get_uri()) names its own URI; a custom path is copied in.
+                item["uri"] = update.get("uri") or item["uri"]
                 item["metadata"] = {**item.get("metadata", {}), **(update.get("metadata") or {})}
+                if update.get("custom_path"):
+                    staging.adopt(Path(update["custom_path"]), item["uri"])
             artifacts[name] = items
         return parameters, artifacts
-
-
-@dataclass
-class _Publisher:
-    """What to do with a successful task's staged outputs."""
-
-    moves: list[tuple[Path, Path]] = field(default_factory=list)
-    uploads: list[tuple[Path, str]] = field(default_factory=list)
-    direct_outputs: list[str] = field(default_factory=list)
-
-    def commit(self) -> None:
-        for source, target in self.moves:
-            if source.exists() or source.is_symlink():
-                store.move_into_place(source, target)
-        uploaded: list[str] = []
-        for source, uri in self.uploads:
-            if not source.exists():
-                continue
-            uploaded.append(uri)
-            try:
-                store.upload(source, uri)
-            except Exception as exc:  # s3fs/botocore: denied, unreachable, no such bucket
-                # The task fails: take back what this attempt published, as far as the store lets us.
-                for published in uploaded:
-                    try:
-                        store.remove_uri(published)
-                    except Exception:  # noqa: BLE001 - the upload error is the one to report
-                        pass
-                if isinstance(exc, UserError):
-                    raise
-                raise TaskError(f"could not upload output artifact {uri}: {_describe(exc)}") from None
-
-
-def _describe(exc: BaseException) -> str:
-    """One line for a storage error: its message, or its type when it has none."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
