@@ -491,12 +491,23 @@ def test_pipeline_skips_missing_optional_ones(cli) -> None:
 
 
 @engine_pending
-def test_pipeline_with_missing_secret_fails_naming_it(cli) -> None:
+def test_unknown_secret_is_bad_input_before_the_run(cli) -> None:
     result = cli("run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_missing_secret", "-o", "json")
+    assert result.code == 2
+    line = result.err.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "secret 'no-such-secret' (used by env-digest) not found" in line
+    assert "create it with: millpond secret create no-such-secret --from-literal KEY=VALUE" in line
+    assert cli("runs", "list", "-o", "json").json() == []
+
+
+def test_secret_named_at_run_time_fails_its_task_naming_it(cli) -> None:
+    result = cli("run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_missing_secret_at_run_time", "-o", "json")
     assert result.code == 1
     data = result.json()
     assert data["state"] == "FAILED"
-    assert "secret 'no-such-secret' not found (create it with: millpond secret create no-such-secret" in task(data, "env-digest")["error"]
+    error = task(data, "env-digest")["error"]
+    assert "secret 'made-up-at-run-time' not found (create it with: millpond secret create made-up-at-run-time" in error
 
 
 @engine_pending

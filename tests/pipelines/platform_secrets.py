@@ -78,3 +78,16 @@ def platform_missing_secret() -> None:
     """A required secret that does not exist fails the task before it starts."""
     task = env_digest()
     kubernetes.use_secret_as_env(task, secret_name="no-such-secret", secret_key_to_env={"username": "DB_USER"})
+
+
+@dsl.component
+def runtime_secret_name() -> str:
+    return "made-up-at-run-time"
+
+
+@dsl.pipeline(name="platform-missing-secret-at-run-time")
+def platform_missing_secret_at_run_time() -> None:
+    """A secret whose name is only known once a task ran: its absence fails that task."""
+    name = runtime_secret_name()
+    task = env_digest().after(name)
+    kubernetes.use_secret_as_env(task, secret_name=name.output, secret_key_to_env={"username": "DB_USER"})

@@ -372,3 +372,36 @@ def builtin_task(image: str, parameters: dict[str, Any], volumes_dir: Path, run_
             raise PlatformError(f"DeletePVC: volume {name!r} not found")
         return {}
     return None
+
+
+# Where the spec names secrets and config maps, and the keys of their constant and parameter names.
+_REFERENCES = (
+    ("secret", "secretAsEnv", "secretName", "secretNameParameter"),
+    ("secret", "secretAsVolume", "secretName", "secretNameParameter"),
+    ("configmap", "configMapAsEnv", "configMapName", "configMapNameParameter"),
+    ("configmap", "configMapAsVolume", "configMapName", "configMapNameParameter"),
+)
+
+
+def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) -> list[str]:
+    """Required secrets and config maps named by a constant that do not exist: known before any task runs."""
+    executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
+    missing: list[str] = []
+    for label, config in executors.items():
+        for kind, field_name, constant_key, parameter_key in _REFERENCES:
+            for entry in config.get(field_name) or []:
+                if entry.get("optional"):
+                    continue
+                binding = entry.get(parameter_key) or {}
+                name = binding.get("runtimeValue", {}).get("constant") if binding else entry.get(constant_key)
+                if not isinstance(name, str) or not name or "{{" in name:
+                    continue  # decided at run time
+                try:
+                    configs.get(kind, name)
+                except MissingConfig:
+                    problem = f"{kind} {name!r} (used by {label.removeprefix('exec-')}) not found"
+                    if problem not in missing:
+                        missing.append(problem)
+                except UserError:
+                    continue
+    return missing

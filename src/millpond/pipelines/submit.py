@@ -16,12 +16,14 @@ from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments
 from millpond.pipelines.engine import Engine, Listener, RunResult
 from millpond.pipelines.loader import LoadedPipeline
+from millpond.pipelines.platform import missing_configs
 from millpond.runners.base import Runner
 from millpond.runners.processes import is_alive, kill_group
 from millpond.settings import Settings
 from millpond.store.artifacts import normalize_root
 from millpond.store.models import Run
 from millpond.store.runs import DEFAULT_EXPERIMENT, RunStore
+from millpond.store.secrets import ConfigStore
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,13 @@ def prepare_run(store: RunStore, settings: Settings, request: RunRequest) -> Run
     """Validate everything, then record the run (PENDING). Raises UserError before writing anything."""
     arguments = bind_arguments(request.pipeline.spec, request.texts, request.values, request.params_file)
     root = normalize_root(request.pipeline_root or str(settings.default_pipeline_root))
+    missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
+    if missing:
+        kind, name = missing[0].split(" ", 2)[:2]
+        raise UserError(
+            f"{request.pipeline.source}: {'; '.join(missing)} "
+            f"(create it with: millpond {kind} create {name.strip(chr(39))} --from-literal KEY=VALUE)"
+        )
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return store.create_run(
         name=request.run_name or f"{request.pipeline.name}-{stamp}",
