@@ -1,0 +1,33 @@
+"""The conformance runner judges each file by its folder and ends with 'N passed, M failed'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kfp import compiler
+
+from tests.pipelines import control_flow, typed_params
+
+
+def test_runner_passes_and_fails_by_folder(cli, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    (corpus / "essential").mkdir(parents=True)
+    (corpus / "failing").mkdir()
+    compiler.Compiler().compile(typed_params.returns_int, str(corpus / "essential" / "ok.yaml"))
+    compiler.Compiler().compile(typed_params.typed_params, str(corpus / "essential" / "required_params.yaml"))
+    compiler.Compiler().compile(control_flow.cleanup_after_failure, str(corpus / "failing" / "fails.yaml"))
+    (corpus / "essential" / "x_GH-1234.yaml").write_text("not even yaml: [")
+    result = cli("conformance", corpus)
+    assert result.code == 0, result.out
+    lines = result.out.strip().splitlines()
+    assert lines[-1] == "3 passed, 0 failed, 1 skipped"
+
+
+def test_runner_exits_non_zero_when_a_file_fails(cli, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "critical"
+    corpus.mkdir(parents=True)
+    compiler.Compiler().compile(control_flow.cleanup_after_failure, str(corpus / "fails.yaml"))
+    result = cli("conformance", corpus.parent)
+    assert result.code == 1
+    assert result.out.strip().splitlines()[-1] == "0 passed, 1 failed"
+    assert "exploded on purpose" in result.out
