@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import threading
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,10 @@ class ContainerLauncher:
         except (TaskError, PlaceholderError, EnvironmentError_, StagingError, UserError) as exc:
             _log(request, f"error: {exc}")
             return TaskOutcome(succeeded=False, error=str(exc))
+        except Exception as exc:  # storage or OS trouble: the task fails, the engine goes on
+            _log(request, "error:\n" + traceback.format_exc())
+            reason = (str(exc).strip().splitlines() or [""])[0]
+            return TaskOutcome(succeeded=False, error=f"{type(exc).__name__}: {reason}")
         finally:
             shutil.rmtree(attempt_dir, ignore_errors=True)
 
