@@ -14,6 +14,8 @@ import pytest
 
 from millpond.cli.main import main
 
+pytest_plugins = ["tests.s3_server"]  # the session's one SeaweedFS server (s3_server fixture)
+
 PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"
 

@@ -2,13 +2,14 @@
 
 Use it by importing the fixture into a test module (or a conftest)::
 
-    from s3_server import s3_server  # noqa: F401
+    from tests.s3_server import s3_server  # noqa: F401
 
-The fixture is session-scoped: one server (about three seconds to start) serves every test;
+The fixture is session-scoped: one server (about 4 s to start, 9 s when its volume server
+misses the master's first election and waits out a 5 s heartbeat) serves every test;
 each test makes its own bucket with ``s3_server.create_bucket()``. The server runs with a
 private data folder and free ports found at start, dies with the test process (a parent-death
-signal), and is stopped at teardown — SIGTERM, then SIGKILL when it lingers (its filer waits
-15 s on open gRPC streams otherwise).
+signal), and is stopped at teardown — SIGTERM, then SIGKILL a second later (its filer would
+wait 15 s on open gRPC streams), and its gRPC sockets, which it always puts in /tmp, removed.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from typing import Any
 import pytest
 
 START_TIMEOUT_S = 60.0
-STOP_GRACE_S = 2.0
+STOP_GRACE_S = 1.0
 REGION = "us-east-1"
-# The S3 gRPC socket of this seaweedfs version is always put here; nothing else moves it.
-_S3_GRPC_SOCKET = "/tmp/seaweedfs-s3-grpc-{port}.sock"
+# Where this seaweedfs version always puts its gRPC sockets (no flag or TMPDIR moves them).
+_GRPC_SOCKET = "/tmp/seaweedfs-{role}-grpc-{port}.sock"
+_GRPC_ROLES = ("master", "volume", "filer", "s3")
 
 
 def weed_binary() -> str | None:
@@ -68,7 +70,7 @@ class S3Server:
             "AWS_REGION": self.region,
         }
 
-    def filesystem(self) -> Any:
+    def filesystem(self, **options: Any) -> Any:
         """A fresh s3fs filesystem on this server (no cached listings, no shared instance)."""
         import s3fs
 
@@ -79,6 +81,7 @@ class S3Server:
             client_kwargs={"region_name": self.region},
             skip_instance_cache=True,
             use_listings_cache=False,
+            **options,
         )
 
     def create_bucket(self, name: str | None = None) -> str:
@@ -144,10 +147,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 class _StartFailed(Exception):
-    pass
+    """The server did not become ready."""
 
 
-def _start(weed: str, base: Path) -> tuple[subprocess.Popen[bytes], S3Server, int]:
+class _Exited(_StartFailed):
+    """The server exited while starting (a port taken meanwhile, say): worth another try."""
+
+
+def _start(weed: str, base: Path) -> tuple[subprocess.Popen[bytes], S3Server, list[int]]:
     """Start one server in ``base``; ready (a bucket can take an object) when this returns."""
     data = base / "data"
     logs = base / "logs"
@@ -196,6 +203,7 @@ def _start(weed: str, base: Path) -> tuple[subprocess.Popen[bytes], S3Server, in
         "-s3.port.lance=0",
         f"-s3.localSocket={base / 's3.sock'}",
         f"-s3.config={config}",
+        "-s3.autoCreateBucket=false",  # like AWS: a PUT into a missing bucket fails
     ]
     log_path = base / "weed.log"
     env = {**os.environ, "TMPDIR": str(base)}
@@ -207,13 +215,14 @@ def _start(weed: str, base: Path) -> tuple[subprocess.Popen[bytes], S3Server, in
             preexec_fn=_die_with_parent,
         )
     server = S3Server(f"http://127.0.0.1:{s3}", access_key, secret_key, log_path=log_path)
+    grpc_ports = [master_grpc, volume_grpc, filer_grpc, s3_grpc]
     try:
         _wait_ready(proc, server)
     except BaseException:
         _stop(proc)
-        _remove_socket(s3_grpc)
+        _remove_sockets(grpc_ports)
         raise
-    return proc, server, s3_grpc
+    return proc, server, grpc_ports
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], server: S3Server) -> None:
@@ -221,11 +230,14 @@ def _wait_ready(proc: subprocess.Popen[bytes], server: S3Server) -> None:
     last_error: Exception | None = None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise _StartFailed(f"weed exited with status {proc.returncode}:\n{_log_tail(server.log_path)}")
+            raise _Exited(f"weed exited with status {proc.returncode}:\n{_log_tail(server.log_path)}")
         if _answers(server.endpoint_url + "/"):
             # Answering is not enough: writes need the volume server to have joined the master.
             try:
-                fs = server.filesystem()
+                # No retries of its own: a hiccup while starting is retried here, without backoff.
+                fs = server.filesystem(
+                    config_kwargs={"connect_timeout": 2, "read_timeout": 5, "retries": {"max_attempts": 1}}
+                )
                 if not fs.exists("ready-probe"):
                     fs.mkdir("ready-probe")
                 fs.pipe_file("ready-probe/probe", b"ok")
@@ -239,11 +251,13 @@ def _wait_ready(proc: subprocess.Popen[bytes], server: S3Server) -> None:
     )
 
 
-def _remove_socket(port: int) -> None:
-    try:
-        os.unlink(_S3_GRPC_SOCKET.format(port=port))
-    except OSError:
-        pass
+def _remove_sockets(ports: list[int]) -> None:
+    for port in ports:
+        for role in _GRPC_ROLES:
+            try:
+                os.unlink(_GRPC_SOCKET.format(role=role, port=port))
+            except OSError:
+                pass
 
 
 @pytest.fixture(scope="session")
@@ -256,9 +270,9 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     for attempt in range(1, attempts + 1):
         base = tmp_path_factory.mktemp("seaweedfs")
         try:
-            proc, server, s3_grpc = _start(weed, base)
+            proc, server, grpc_ports = _start(weed, base)
             break
-        except _StartFailed:
+        except _Exited:
             shutil.rmtree(base / "data", ignore_errors=True)
             if attempt == attempts:
                 raise
@@ -266,5 +280,5 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         yield server
     finally:
         _stop(proc)
-        _remove_socket(s3_grpc)
+        _remove_sockets(grpc_ports)
         shutil.rmtree(base / "data", ignore_errors=True)

@@ -6,8 +6,7 @@ environment â€” as a user would. Components see remote artifacts at /s3/BUCKET/â
 Artifact.path); millpond stages them and uploads outputs only after a task succeeded.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: kfp reads the components' annotations as types.
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ import pytest
 from kfp import compiler, dsl
 from kfp.dsl import Artifact, Dataset, Input, Output
 
-from s3_server import S3Server, s3_server  # noqa: F401  (the fixture)
+from tests.s3_server import S3Server  # the s3_server fixture comes from conftest's plugins
 
 pytestmark = pytest.mark.s3
 
@@ -62,8 +61,11 @@ def consume(data: Input[Dataset], folder: Input[Artifact]) -> str:
 @dsl.component(base_image="python:3.11")
 def write_then_fail(text: str, data: Output[Dataset]):
     """Writes its whole output artifact, then fails: nothing of it may be published."""
+    import os
+
     with open(data.path, "w") as out:
         out.write(text)
+    print(f"wrote {os.path.getsize(data.path)} bytes to {data.path}", flush=True)
     raise SystemExit(3)
 
 
@@ -133,7 +135,9 @@ def test_artifacts_round_trip_through_s3(s3_server: S3Server, tmp_path: Path) ->
                     tmp_path / "home", s3_server)
     run = run_json(proc)
     assert proc.returncode == 0 and run["state"] == "SUCCEEDED", describe(run) + proc.stderr
-    assert run["pipeline_root"] == root
+    stored = millpond(["runs", "get", run["run_id"], "-o", "json"], tmp_path / "home")
+    assert stored.returncode == 0, stored.stderr
+    assert json.loads(stored.stdout)["pipeline_root"] == root
 
     producer = task(run, "produce")
     data_uri = producer["outputs"]["data"]
@@ -174,7 +178,7 @@ def test_failed_task_publishes_nothing(s3_server: S3Server, tmp_path: Path) -> N
     assert failed["state"] == "FAILED", describe(run)
     assert failed["exit_code"] == 3, describe(run)
     # The task did write its output before failing (so "nothing published" means something).
-    assert "Traceback" not in task_log(failed), task_log(failed)
+    assert "wrote 12 bytes to /s3/" in task_log(failed), task_log(failed)
 
     producer = task(run, "produce")
     assert producer["state"] == "SUCCEEDED", describe(run)
@@ -192,17 +196,27 @@ def test_failed_task_publishes_nothing(s3_server: S3Server, tmp_path: Path) -> N
     assert leftovers == [], leftovers
 
 
-def test_s3_root_without_credentials_fails_the_task(s3_server: S3Server, tmp_path: Path) -> None:
-    """Wrong keys: the run fails with a task error, and nothing lands in the bucket."""
+@pytest.mark.parametrize("problem", ["wrong secret key", "no such bucket"])
+def test_unwritable_s3_root_fails_the_task(problem: str, s3_server: S3Server, tmp_path: Path) -> None:
+    """The upload fails: the task fails with a one-line reason, the run ends, nothing lands."""
     bucket = s3_server.create_bucket()
+    server = s3_server
     root = f"s3://{bucket}/{PREFIX}"
+    if problem == "wrong secret key":
+        server = S3Server(s3_server.endpoint_url, s3_server.access_key, "not-the-secret")
+    else:
+        root = f"s3://{bucket}-missing/{PREFIX}"
     yaml_path = compile_pipeline(roundtrip, tmp_path)
-    wrong = S3Server(s3_server.endpoint_url, s3_server.access_key, "not-the-secret")
 
-    proc = millpond(["run", str(yaml_path), "--pipeline-root", root, "-o", "json"], tmp_path / "home", wrong)
+    proc = millpond(["run", str(yaml_path), "--pipeline-root", root, "-o", "json"], tmp_path / "home", server)
     run = run_json(proc)
     assert proc.returncode == 1 and run["state"] == "FAILED", describe(run) + proc.stderr
-    assert task(run, "produce")["state"] == "FAILED"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    producer = task(run, "produce")
+    assert producer["state"] == "FAILED", describe(run)
+    assert producer["error"].startswith(f"could not upload output artifact {root}/"), producer["error"]
+    assert "\n" not in producer["error"]
+    assert [t["name"] for t in run["tasks"] if t["state"] == "SUCCEEDED"] == []
     assert s3_server.filesystem().find(bucket) == []
 
 
@@ -215,3 +229,32 @@ def test_unsupported_pipeline_root_is_a_user_error(root: str, tmp_path: Path) ->
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     assert root in lines[0]
     assert proc.stdout == ""
+
+
+def test_cache_hits_reuse_s3_artifacts_while_they_exist(s3_server: S3Server, tmp_path: Path) -> None:
+    """A second run reuses the first run's s3 outputs; once they are deleted, the task runs again."""
+    bucket = s3_server.create_bucket()
+    root = f"s3://{bucket}/{PREFIX}"
+    yaml_path = compile_pipeline(roundtrip, tmp_path)
+    home = tmp_path / "home"
+    args = ["run", str(yaml_path), "-p", "text=cached", "--pipeline-root", root, "-o", "json"]
+
+    first = run_json(millpond(args, home, s3_server))
+    assert first["state"] == "SUCCEEDED", describe(first)
+    data_uri = task(first, "produce")["outputs"]["data"]
+
+    second = run_json(millpond(args, home, s3_server))
+    assert second["state"] == "SUCCEEDED", describe(second)
+    assert task(second, "produce")["cached"] is True, describe(second)
+    assert task(second, "produce")["outputs"]["data"] == data_uri
+    assert task(second, "consume")["outputs"]["Output"] == "cached|CACHED|dehcac"
+
+    fs = s3_server.filesystem()
+    fs.rm(data_uri.removeprefix("s3://"))
+    third = run_json(millpond(args, home, s3_server))
+    assert third["state"] == "SUCCEEDED", describe(third)
+    producer = task(third, "produce")
+    assert producer["cached"] is False, describe(third)
+    assert producer["outputs"]["data"] != data_uri
+    assert fs.cat_file(producer["outputs"]["data"].removeprefix("s3://")) == b"cached"
+    assert task(third, "consume")["outputs"]["Output"] == "cached|CACHED|dehcac"

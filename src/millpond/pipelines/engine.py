@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from millpond.errors import UserError
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.caching import cache_key, caching_enabled, lookup, remember
 from millpond.pipelines.conditions import ConditionError, condition_holds
@@ -322,6 +323,7 @@ class Engine:
         container = executor["container"]
         log_path = self.settings.logs_dir / self.run.id / f"{node.path.replace('/', '.')}.log"
         self._record_start(node, "container", container.get("image"), inputs, log_path)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             produced = builtin_task(container.get("image", ""), parameters, self.settings.volumes_dir, self.context["pipeline_job_resource_name"])
         except PlatformError as exc:
@@ -341,11 +343,15 @@ class Engine:
             return
         if caching_enabled(node.spec):
             platform = ir.kubernetes_config(self.run.platform_spec, label)
-            node.cache_key = cache_key(component, container, platform, parameters, artifacts)
+            try:
+                node.cache_key = cache_key(component, container, platform, parameters, artifacts)
+            except Exception as exc:  # an input we cannot read to hash: no caching; the task will say why
+                node.cache_key = None
+                with open(log_path, "a", encoding="utf-8") as log:
+                    log.write(f"[millpond] not cached: {type(exc).__name__}: {exc}\n")
             hit = lookup(self.cache, node.cache_key) if self.use_cache else None
             if hit is not None:
                 outputs, source = hit
-                log_path.parent.mkdir(parents=True, exist_ok=True)
                 log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")
                 self.store.update_task(node.record_id or "", cached=True)
                 self._succeed(node, outputs, record_artifacts=False)
@@ -378,7 +384,6 @@ class Engine:
         request.extra_binds.extend(platform.binds)
         request.timeout_s = platform.timeout_s
         if platform.notes:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(log_path, "a", encoding="utf-8") as log:
                 log.writelines(f"[millpond] {note}\n" for note in platform.notes)
         if platform.labels or platform.annotations:
@@ -455,7 +460,7 @@ class Engine:
     def _import(self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None) -> TaskOutcome:
         try:
             outputs = run_importer(importer, component, parameters, workspace)
-        except TaskError as exc:
+        except (TaskError, UserError) as exc:
             return TaskOutcome(succeeded=False, error=str(exc))
         return TaskOutcome(succeeded=True, parameters=outputs.parameters, artifacts=outputs.artifacts)
 

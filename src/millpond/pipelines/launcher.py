@@ -166,7 +166,7 @@ class ContainerLauncher:
         try:
             parameters, artifacts = self._read_outputs(request, executor_input, staging)
             staging.publish()
-        except (TaskError, StagingError):
+        except Exception:
             staging.discard()
             raise
         return TaskOutcome(succeeded=True, parameters=parameters, artifacts=artifacts, exit_code=0)

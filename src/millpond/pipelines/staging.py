@@ -35,6 +35,7 @@ class OutputStaging:
     def __init__(self, task_prefix: str, attempt_dir: Path, has_outputs: bool, input_uris: list[str]) -> None:
         self.task_prefix = task_prefix
         self.binds: list[Bind] = []
+        self._published: list[str] = []
         self._mirror = attempt_dir / "remote"
         mounts: set[str] = set()
         for uri in input_uris:
@@ -111,12 +112,20 @@ class OutputStaging:
             if self.mode == "staged":
                 store.move_into_place(entry, Path(self.task_prefix) / entry.name)
             else:
-                store.upload(entry, f"{self.task_prefix}/{entry.name}")
+                uri = f"{self.task_prefix}/{entry.name}"
+                self._published.append(uri)
+                store.upload(entry, uri)
 
     def discard(self) -> None:
         """After a failure: nothing of the task's may remain under its final URIs."""
         if self.mode == "direct":
             self._clear(self.host_dir)
+        for uri in self._published:  # a later upload failed: take back the earlier ones
+            try:
+                store.remove_uri(uri)
+            except store.StorageError:
+                pass  # best effort: the failure that brought us here is the one to report
+        self._published.clear()
 
     @staticmethod
     def _clear(folder: Path) -> None:

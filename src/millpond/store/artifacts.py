@@ -81,27 +81,54 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+class StorageError(UserError):
+    """A remote artifact cannot be read or written: access denied, no such bucket, unreachable endpoint.
+
+    A UserError, so the launcher fails the task with this one line instead of the engine crashing.
+    """
+
+
+def _storage_error(action: str, uri: str, exc: Exception) -> StorageError:
+    lines = str(exc).strip().splitlines()
+    return StorageError(f"could not {action} {uri}: {lines[0] if lines else type(exc).__name__}")
+
+
 def download(uri: str, target: Path) -> None:
     """Copy a remote artifact (file or folder) to a local path; nothing when it does not exist."""
     fs = filesystem(uri)
     key = remote_key(uri)
-    if not fs.exists(key):
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if fs.isdir(key):
-        fs.get(key.rstrip("/") + "/", str(target), recursive=True)
-    else:
-        fs.get(key, str(target))
+    try:
+        if not fs.exists(key):
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if fs.isdir(key):
+            fs.get(key.rstrip("/") + "/", str(target), recursive=True)
+        else:
+            fs.get(key, str(target))
+    except Exception as exc:  # s3fs/botocore errors come in many types
+        raise _storage_error("download input artifact", uri, exc) from None
 
 
 def upload(source: Path, uri: str) -> None:
-    """Publish a local file or folder at a remote URI; each object appears whole (S3 PUT)."""
+    """Publish a local file or folder at a remote URI; each object appears whole (S3 PUT).
+
+    When it fails, what it had put there is removed again (as far as the store allows).
+    """
     fs = filesystem(uri)
     key = remote_key(uri)
-    if source.is_dir():
-        fs.put(str(source).rstrip("/") + "/", key, recursive=True)
-    else:
-        fs.put_file(str(source), key)
+    try:
+        if source.is_dir():
+            fs.put(str(source).rstrip("/") + "/", key, recursive=True)
+        else:
+            fs.put_file(str(source), key)
+    except Exception as exc:  # s3fs/botocore errors come in many types
+        try:
+            fs.invalidate_cache()
+            if fs.exists(key):
+                fs.rm(key, recursive=True)
+        except Exception:  # noqa: BLE001 - the upload's error is the one to report
+            pass
+        raise _storage_error("upload output artifact", uri, exc) from None
 
 
 def remove_uri(uri: str) -> None:
@@ -109,8 +136,11 @@ def remove_uri(uri: str) -> None:
     if is_remote(uri):
         fs = filesystem(uri)
         key = remote_key(uri)
-        if fs.exists(key):
-            fs.rm(key, recursive=True)
+        try:
+            if fs.exists(key):
+                fs.rm(key, recursive=True)
+        except Exception as exc:  # s3fs/botocore errors come in many types
+            raise _storage_error("remove", uri, exc) from None
     else:
         path = Path(uri)
         if path.exists() or path.is_symlink():
