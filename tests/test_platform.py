@@ -34,7 +34,6 @@ LEVEL = "debug-level-9"
 VALUES = (USER, PASSWORD, LEVEL)
 
 needs_sandbox = pytest.mark.skipif(sandbox_problem() is not None, reason=f"no sandbox: {sandbox_problem()}")
-engine_pending = pytest.mark.usefixtures()  # the engine now applies platform config
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -462,7 +461,6 @@ def _home_texts(home: Path) -> str:
     return "\n".join(chunks)
 
 
-@engine_pending
 def test_pipeline_reads_secrets_and_config_maps(cli, home: Path) -> None:
     assert cli("secret", "create", "db-creds", "--from-literal", f"username={USER}", "--from-literal", f"password={PASSWORD}").code == 0
     assert cli("configmap", "create", "app-settings", "--from-literal", f"level={LEVEL}").code == 0
@@ -483,14 +481,12 @@ def test_pipeline_reads_secrets_and_config_maps(cli, home: Path) -> None:
     assert not Path("/mnt/creds").exists() and not Path("/etc/millpond-settings").exists()
 
 
-@engine_pending
 def test_pipeline_skips_missing_optional_ones(cli) -> None:
     result = cli("run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_optional", "-o", "json")
     assert result.code == 0, result.err
     assert result.json()["tasks"][0]["outputs"]["Output"] == "<unset>|"
 
 
-@engine_pending
 def test_unknown_secret_is_bad_input_before_the_run(cli) -> None:
     result = cli("run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_missing_secret", "-o", "json")
     assert result.code == 2
@@ -510,7 +506,6 @@ def test_secret_named_at_run_time_fails_its_task_naming_it(cli) -> None:
     assert "secret 'made-up-at-run-time' not found (create it with: millpond secret create made-up-at-run-time" in error
 
 
-@engine_pending
 def test_pipeline_shares_a_pvc_between_tasks(cli, home: Path) -> None:
     result = cli("run", PIPELINES / "platform_volumes.py", "--pipeline", "platform_volumes", "--run-name", "vols", "-o", "json")
     assert result.code == 0, result.err
@@ -525,7 +520,6 @@ def test_pipeline_shares_a_pvc_between_tasks(cli, home: Path) -> None:
         assert not Path(path).exists()
 
 
-@engine_pending
 def test_pipeline_mounts_a_volume_made_by_hand(cli, home: Path) -> None:
     missing = cli("run", PIPELINES / "platform_volumes.py", "--pipeline", "platform_existing_volume", "-o", "json")
     assert missing.code == 1
@@ -537,7 +531,6 @@ def test_pipeline_mounts_a_volume_made_by_hand(cli, home: Path) -> None:
     assert result.json()["outputs"]["Output"] == "by hand|scratch-empty=True"
 
 
-@engine_pending
 def test_pipeline_pod_metadata_downward_api_and_notes(cli) -> None:
     result = cli("run", PIPELINES / "platform_pod.py", "--pipeline", "platform_pod", "-o", "json")
     assert result.code == 0, result.err
@@ -550,7 +543,6 @@ def test_pipeline_pod_metadata_downward_api_and_notes(cli) -> None:
     assert "nodeSelector is ignored" in log and "tolerations are ignored" in log
 
 
-@engine_pending
 def test_pipeline_task_deadline(cli) -> None:
     result = cli("run", PIPELINES / "platform_pod.py", "--pipeline", "platform_timeout", "-o", "json")
     assert result.code == 1
