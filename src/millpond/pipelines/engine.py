@@ -42,7 +42,7 @@ from millpond.pipelines.resources import Budget, ResourceRequest, static_acceler
 from millpond.pipelines.retries import RetryPolicy
 from millpond.pipelines.values import coerce
 from millpond.runners.base import Bind, Runner
-from millpond.runners.local import LocalRunner
+from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import own_identity, start_ticks
 from millpond.settings import Settings
 from millpond.store.models import Run, Task, new_id, utcnow
@@ -74,6 +74,13 @@ class RunResult:
     outputs: Outputs
 
 
+def _has_lightweight_tasks(spec: dict[str, Any]) -> bool:
+    return any(
+        "kfp.dsl.executor_main" in " ".join(map(str, executor.get("container", {}).get("command") or []))
+        for executor in spec.get("deploymentSpec", {}).get("executors", {}).values()
+    )
+
+
 class Engine:
     """Executes one run to its end. Build one per run."""
 
@@ -93,7 +100,8 @@ class Engine:
         self.cache = CacheStore(settings.database_url)
         self.configs = ConfigStore(settings.home)
         self.settings = settings
-        self.launcher = ContainerLauncher(runner or LocalRunner())
+        self.runner = runner or PoolRunner()
+        self.launcher = ContainerLauncher(self.runner)
         self.listener = listener or _Silent()
         self.max_parallel = max(1, max_parallel or settings.max_parallel)
         self.cancel = threading.Event()
@@ -115,6 +123,8 @@ class Engine:
             "pipeline_job_uuid": run.id,
             "pipeline_root": run.pipeline_root,
         }
+        if _has_lightweight_tasks(self.spec):
+            getattr(self.runner, "warm_up", lambda: None)()
         if resume:
             self._previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED}
         pid, ticks = own_identity()
@@ -145,6 +155,8 @@ class Engine:
             except BaseException as exc:
                 self._abandon(exc)
                 raise
+            finally:
+                self.runner.close()
         state = FAILED if self._failed or not root.done() else SUCCEEDED
         error = self._failed[0] if self._failed else None
         outputs = bindings.dag_outputs(root) if state == SUCCEEDED else Outputs()

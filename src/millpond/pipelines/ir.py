@@ -12,6 +12,7 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.pipelines.conditions import check_expression
+from millpond.pipelines.protos import kubernetes_executor_config_pb2, pipeline_spec_pb2
 
 _PARSE_PREFIX = re.compile(r"^(Failed to parse \w+ field: )+")
 
@@ -36,10 +37,9 @@ def validate_pipeline_spec(spec: Any, source: str) -> None:
     if missing:
         raise UserError(f"{source}: not a KFP pipeline spec (missing {', '.join(missing)})")
     from google.protobuf import json_format
-    from kfp.pipeline_spec import pipeline_spec_pb2
 
     try:
-        json_format.ParseDict(spec, pipeline_spec_pb2.PipelineSpec())
+        json_format.ParseDict(spec, pipeline_spec_pb2().PipelineSpec())
     except json_format.ParseError as exc:
         raise UserError(f"{source}: invalid pipeline spec: {_proto_error(exc)}") from None
     components = spec.get("components", {})
@@ -99,8 +99,8 @@ def validate_platform_spec(platform: dict[str, Any], spec: dict[str, Any], sourc
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
     known = spec.get("deploymentSpec", {}).get("executors", {})
     from google.protobuf import json_format
-    from kfp.kubernetes import kubernetes_executor_config_pb2 as k8s
 
+    k8s = kubernetes_executor_config_pb2()
     for label, config in executors.items():
         if label not in known:
             raise UserError(f"{source}: platform spec configures executor {label!r}, which the pipeline does not have")

@@ -24,7 +24,7 @@ from millpond.pipelines.placeholders import PlaceholderContext, PlaceholderError
 from millpond.pipelines.staging import OutputStaging, StagingError, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.runners.base import Bind, ProcessSpec, Runner
-from millpond.runners.python_env import EnvironmentError_, python_bin_dir, split_prelude
+from millpond.runners.python_env import EnvironmentError_, executor_call, python_bin_dir, split_prelude
 
 
 @dataclass
@@ -152,6 +152,7 @@ class ContainerLauncher:
         spec = ProcessSpec(
             argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=staging.binds + request.extra_binds,
             timeout_s=request.timeout_s, on_start=request.on_start,
+            python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
         )
         result = self.runner.run(spec, cancel)
         if result.error:

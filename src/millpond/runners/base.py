@@ -31,6 +31,9 @@ class ProcessSpec:
     binds: list[Bind] = field(default_factory=list)
     timeout_s: float | None = None
     on_start: Callable[[int], None] | None = None  # told the pid once the process runs
+    # kfp's standard executor program (component source, executor arguments), when that is
+    # all the task runs with millpond's own interpreter: a runner may run it from a warm process.
+    python_task: tuple[str, list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -43,4 +46,8 @@ class ProcessResult:
 class Runner(Protocol):
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
         """Run the process to its end (or until ``cancel`` is set), appending its output to the log."""
+        ...
+
+    def close(self) -> None:
+        """Release what the runner holds (warm processes); called when the run ends."""
         ...

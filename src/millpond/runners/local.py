@@ -51,3 +51,6 @@ class LocalRunner:
             code = proc.wait()
             reason = self.watchdog.release(proc.pid)
         return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason)
+
+    def close(self) -> None:
+        pass

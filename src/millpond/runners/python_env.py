@@ -77,6 +77,21 @@ def split_prelude(command: list[str]) -> Prelude | None:
     return Prelude(tuple(requirements), flat, command[3:])
 
 
+# kfp's executor program (every kfp 2.x release since the prelude split), whitespace-normalised.
+_EXECUTOR_PROGRAM = (
+    'program_path=$(mktemp -d) printf "%s" "$0" > "$program_path/ephemeral_component.py" '
+    '_KFP_RUNTIME=true python3 -m kfp.dsl.executor_main --component_module_path '
+    '"$program_path/ephemeral_component.py" "$@"'
+)
+
+
+def executor_call(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(component source, executor arguments) when argv is exactly kfp's executor program."""
+    if len(argv) < 4 or argv[:2] != ["sh", "-ec"] or " ".join(argv[2].split()) != _EXECUTOR_PROGRAM:
+        return None
+    return argv[3], argv[4:]
+
+
 def _own_site_packages() -> list[str]:
     paths = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     return sorted(p for p in paths if os.path.isdir(p))

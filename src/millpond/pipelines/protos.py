@@ -1,0 +1,22 @@
+"""The IR's protobuf schemas, without importing the whole kfp SDK (see deferred_import)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from millpond.deferred_import import defer_package_init
+
+
+def pipeline_spec_pb2() -> Any:
+    defer_package_init("kfp")
+    from kfp.pipeline_spec import pipeline_spec_pb2 as module
+
+    return module
+
+
+def kubernetes_executor_config_pb2() -> Any:
+    defer_package_init("kfp")
+    defer_package_init("kfp.kubernetes")
+    from kfp.kubernetes import kubernetes_executor_config_pb2 as module
+
+    return module
