@@ -103,8 +103,8 @@ def lookup(cache: CacheStore, key: str) -> tuple[Outputs, str] | None:
     return Outputs.from_json(entry.outputs), entry.task_id
 
 
-def remember(cache: CacheStore, key: str, run_id: str, task_id: str, outputs: Outputs) -> None:
-    """Store an execution's outputs, noting which artifacts had content (a Metrics artifact may have none)."""
+def cache_entry(outputs: Outputs) -> dict[str, Any]:
+    """What the cache keeps of an execution: its outputs, and which artifacts had content
+    (a Metrics artifact may have none), so a later hit can check they are still there."""
     uris = [str(a.get("uri", "")) for items in outputs.artifacts.values() for a in items]
-    present = [uri for uri in uris if artifact_digest(uri) != "missing"]
-    cache.put(key, run_id, task_id, {**outputs.to_json(), "present": present})
+    return {**outputs.to_json(), "present": [uri for uri in uris if artifact_digest(uri) != "missing"]}

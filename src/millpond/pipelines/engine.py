@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol
 
 from millpond.errors import UserError
 from millpond.pipelines import bindings, ir
-from millpond.pipelines.caching import cache_key, caching_enabled, lookup, remember
+from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
 from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
     CANCELED,
@@ -542,7 +542,7 @@ class Engine:
 
     def _succeed(
         self, node: Node, outputs: Outputs, exit_code: int | None = None, attempts: int | None = None,
-        record_artifacts: bool = True,
+        record_artifacts: bool = True, cache_entry: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
         node.state = SUCCEEDED
         node.outputs = outputs
@@ -552,7 +552,7 @@ class Engine:
         if node.record_id:
             self.store.finish_task(
                 node.record_id, state=SUCCEEDED, outputs=outputs.to_json(), exit_code=exit_code,
-                artifacts=artifacts, run_id=self.run.id, attempts=attempts,
+                artifacts=artifacts, run_id=self.run.id, attempts=attempts, cache_entry=cache_entry,
             )
         self.listener.task_changed(node.path, node.display_name, SUCCEEDED, None)
         self._advance(node.scope)
@@ -560,8 +560,7 @@ class Engine:
     def _task_finished(self, node: Node, outcome: TaskOutcome) -> None:
         if outcome.succeeded:
             outputs = Outputs(outcome.parameters, outcome.artifacts)
-            if node.cache_key:
-                remember(self.cache, node.cache_key, self.run.id, node.record_id or "", outputs)
-            self._succeed(node, outputs, outcome.exit_code, outcome.attempts)
+            entry = (node.cache_key, cache_entry(outputs)) if node.cache_key else None
+            self._succeed(node, outputs, outcome.exit_code, outcome.attempts, cache_entry=entry)
         else:
             self._fail(node, outcome.error or "failed", outcome.exit_code, outcome.attempts)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.orm import Session, sessionmaker
 
 from millpond.store.db import session_factory
@@ -17,11 +15,6 @@ class CacheStore:
     def get(self, key: str) -> CacheEntry | None:
         with self._sessions() as session:
             return session.get(CacheEntry, key)
-
-    def put(self, key: str, run_id: str, task_id: str, outputs: dict[str, Any]) -> None:
-        with self._sessions() as session:
-            session.merge(CacheEntry(key=key, run_id=run_id, task_id=task_id, outputs=outputs))
-            session.commit()
 
     def forget(self, key: str) -> None:
         with self._sessions() as session:
