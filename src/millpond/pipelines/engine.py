@@ -184,27 +184,21 @@ class Engine:
         self, path: str, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts, owner: Node | None
     ) -> Scope:
         scope = Scope(path, component, parameters, artifacts, owner)
-        for name, task in component["dag"].get("tasks", {}).items():
-            scope.nodes[name] = Node(name=name, spec=task, scope=scope)
+        scope.add_tasks(component["dag"].get("tasks", {}))
         return scope
 
     def _advance(self, scope: Scope) -> None:
-        """Start every task of ``scope`` that has become ready; finish the scope when all are final."""
-        progressed = True
-        while progressed:
-            progressed = False
-            for node in scope.nodes.values():
-                if node.state != PENDING:
-                    continue
-                deps = [scope.nodes[d] for d in node.dependencies()]
-                if any(dep.state not in FINAL for dep in deps):
-                    continue
-                progressed = True
-                reason = self._blocked(node, deps)
-                if reason:
-                    self._decide(node, SKIPPED, f"not run: {reason}")
-                else:
-                    self._start(node)
+        """Start the tasks of ``scope`` whose upstream became final; finish the scope when all are."""
+        while scope.ready:
+            node = scope.nodes[scope.ready.popleft()]
+            if node.state != PENDING:
+                continue
+            deps = [scope.nodes[d] for d in node.dependencies()]
+            reason = self._blocked(node, deps)
+            if reason:
+                self._decide(node, SKIPPED, f"not run: {reason}")
+            else:
+                self._start(node)
         if scope.done() and not scope.finished:
             self._scope_finished(scope)
 
@@ -275,9 +269,8 @@ class Engine:
             node.pending_iterations.clear()
             return
         limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
-        active = sum(1 for scope in node.iterations.values() if not scope.finished)
-        while node.pending_iterations and (not limit or active < limit):
-            index, scope = node.pending_iterations.pop(0)
+        while node.pending_iterations and (not limit or node.active_iterations < limit):
+            index, scope = node.pending_iterations.popleft()
             node.iterations[index] = scope
             scope.record_id = self.store.start_task(
                 task_id=new_id(),
@@ -285,7 +278,7 @@ class Engine:
                 component=node.component_name, parent_id=node.record_id,
                 inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
             )
-            active += 1
+            node.active_iterations += 1
             self._advance(scope)
 
     def _scope_finished(self, scope: Scope) -> None:
@@ -301,12 +294,14 @@ class Engine:
         if owner is None or owner.state != RUNNING:
             return
         if owner.is_loop:
+            owner.active_iterations -= 1
+            if failed and owner.failed_iteration is None:
+                owner.failed_iteration = scope
             self._start_iterations(owner)
-            if owner.pending_iterations or not all(s.finished for s in owner.iterations.values()):
+            if owner.pending_iterations or owner.active_iterations:
                 return
-            failed_iteration = next((s for s in owner.iterations.values() if s.first_failure()), None)
-            if failed_iteration:
-                self._dag_failed(owner, failed_iteration.first_failure())
+            if owner.failed_iteration is not None:
+                self._dag_failed(owner, owner.failed_iteration.first_failure())
             else:
                 self._succeed(owner, bindings.collect_iterations(owner))
         elif failed:
@@ -491,6 +486,7 @@ class Engine:
         node.record_id = previous.id
         node.state = SUCCEEDED
         node.outputs = Outputs.from_json(previous.outputs)
+        node.scope.settle(node)
         self.listener.task_changed(node.path, node.display_name, SUCCEEDED, None)
         self._advance(node.scope)
 
@@ -521,10 +517,12 @@ class Engine:
         )
         self.store.update_task(node.record_id, error=reason)
         node.state, node.error = state, reason
+        node.scope.settle(node)
         self.listener.task_changed(node.path, node.display_name, state, reason)
 
     def _fail(self, node: Node, error: str, exit_code: int | None = None, attempts: int | None = None) -> None:
         node.state, node.error = FAILED, error
+        node.scope.settle(node)
         self._failed.append(f"task {node.display_name!r} failed: {error}")
         if node.record_id:
             self.store.finish_task(node.record_id, state=FAILED, error=error, exit_code=exit_code, attempts=attempts)
@@ -534,6 +532,7 @@ class Engine:
     def _dag_failed(self, node: Node, failed: Node | None) -> None:
         """A sub-DAG or loop whose task failed: fails too, without counting the failure twice."""
         node.state = FAILED
+        node.scope.settle(node)
         node.error = f"task {failed.display_name!r} failed: {failed.error}" if failed else "failed"
         if node.record_id:
             self.store.finish_task(node.record_id, state=FAILED, error=node.error)
@@ -546,6 +545,7 @@ class Engine:
     ) -> None:
         node.state = SUCCEEDED
         node.outputs = outputs
+        node.scope.settle(node)
         # A DAG's outputs are its tasks' artifacts, and a cache hit's belong to the task that made them.
         produced_here = record_artifacts and node.kind in ("container", "importer")
         artifacts = [item for items in outputs.artifacts.values() for item in items] if produced_here else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +42,12 @@ class Node:
     outputs: Outputs = field(default_factory=Outputs)
     error: str | None = None
     cache_key: str | None = None
-    # Loops: the iterations still to start, and the scopes started so far (by index).
-    pending_iterations: list[tuple[int, "Scope"]] = field(default_factory=list)
+    # Loops: the iterations still to start, the scopes started so far (by index), how many of
+    # those are still running, and the first that failed.
+    pending_iterations: deque[tuple[int, "Scope"]] = field(default_factory=deque)
     iterations: dict[int, "Scope"] = field(default_factory=dict)
+    active_iterations: int = 0
+    failed_iteration: "Scope | None" = None
 
     @property
     def path(self) -> str:
@@ -78,7 +82,11 @@ class Node:
 
 @dataclass
 class Scope:
-    """One instance of a DAG component: the root, a nested pipeline, a branch, a loop iteration."""
+    """One instance of a DAG component: the root, a nested pipeline, a branch, a loop iteration.
+
+    It keeps, per task, how many of its upstream tasks are not final yet and who waits on it,
+    so a task becoming final costs work in proportion to its dependents, not to the DAG.
+    """
 
     path: str
     component: dict[str, Any]
@@ -88,9 +96,33 @@ class Scope:
     record_id: str | None = None
     nodes: dict[str, Node] = field(default_factory=dict)
     finished: bool = False
+    waiting_on: dict[str, int] = field(default_factory=dict)
+    dependents: dict[str, list[str]] = field(default_factory=dict)
+    ready: deque[str] = field(default_factory=deque)
+    unfinished: int = 0
+
+    def add_tasks(self, tasks: dict[str, Any]) -> None:
+        for name, task in tasks.items():
+            self.nodes[name] = Node(name=name, spec=task, scope=self)
+        for name, node in self.nodes.items():
+            deps = node.dependencies()
+            self.waiting_on[name] = len(deps)
+            for dep in deps:
+                self.dependents.setdefault(dep, []).append(name)
+            if not deps:
+                self.ready.append(name)
+        self.unfinished = len(self.nodes)
+
+    def settle(self, node: Node) -> None:
+        """``node`` became final: count it done and release the tasks that waited only on it."""
+        self.unfinished -= 1
+        for name in self.dependents.get(node.name, ()):
+            self.waiting_on[name] -= 1
+            if self.waiting_on[name] == 0:
+                self.ready.append(name)
 
     def done(self) -> bool:
-        return all(node.state in FINAL for node in self.nodes.values())
+        return self.unfinished == 0
 
     def first_failure(self) -> Node | None:
         return next((n for n in self.nodes.values() if n.state in (FAILED, CANCELED)), None)
