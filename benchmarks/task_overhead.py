@@ -1,0 +1,187 @@
+"""Task overhead: millpond against kfp.local on the same compiled pipelines, in one invocation.
+
+    .venv/bin/python benchmarks/task_overhead.py            # all of it (~3 min on 2 cores)
+    .venv/bin/python benchmarks/task_overhead.py --quick    # millpond only, smaller loops
+
+Pipelines, built with the kfp SDK and compiled with default settings (so both backends pay
+for the same ``pip install kfp`` prelude in the IR):
+  1. a chain of 50 ``x + 1`` lightweight components;
+  2. a ParallelFor over 200 items with a Collected fan-in;
+  3. a ParallelFor over 100 and over 1,000 items (millpond only).
+
+millpond runs as its CLI (``millpond run FILE.yaml --no-cache -o json``), in a fresh home;
+kfp.local runs as ``kfp.local.SubprocessRunner(use_venv=False)`` on the same YAML. Wall
+seconds are whole commands, as a user waits for them. The engine's peak memory is the
+engine process's own high-water mark (VmHWM), read while it runs.
+"""
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List
+
+from kfp import compiler, dsl
+
+MILLPOND = Path(sys.executable).parent / "millpond"
+
+
+@dsl.component(base_image="python:3.11")
+def add_one(x: int) -> int:
+    return x + 1
+
+
+@dsl.component(base_image="python:3.11")
+def square(x: int) -> int:
+    return x * x
+
+
+@dsl.component(base_image="python:3.11")
+def total(xs: List[int]) -> int:
+    return int(sum(xs))  # int(): kfp.local hands Collected ints over as floats
+
+
+@dsl.pipeline(name="chain-50")
+def chain_50(start: int = 0) -> int:
+    task = add_one(x=start)
+    for _ in range(49):
+        task = add_one(x=task.output)
+    return task.output
+
+
+def fan_out(n: int) -> dsl.graph_component.GraphComponent:
+    @dsl.pipeline(name=f"fan-out-{n}")
+    def pipeline() -> int:
+        with dsl.ParallelFor(list(range(n))) as item:
+            squared = square(x=item)
+        return total(xs=dsl.Collected(squared.output)).output
+
+    return pipeline
+
+
+@dataclass
+class Measure:
+    seconds: float
+    tasks: int
+    peak_mb: float
+    cores_busy: float
+    output: object = None
+    step_ms: float | None = None  # chain: median time from one task's end to the next one's
+    error: str = ""
+
+
+def _watch(command: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run a command; return it, its wall seconds and its own peak RSS in MB (VmHWM, sampled)."""
+    started = time.monotonic()
+    out_file, err_file = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # pipes would fill and block it
+    proc = subprocess.Popen(command, env=env, stdout=out_file, stderr=err_file, text=True)
+    peak_kb = 0
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak_kb = max(peak_kb, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.02)
+    seconds = time.monotonic() - started
+    out_file.seek(0)
+    err_file.seek(0)
+    out, err = out_file.read(), err_file.read()
+    return subprocess.CompletedProcess(command, proc.returncode, out, err), seconds, peak_kb / 1024
+
+
+def run_millpond(package: Path, workdir: Path) -> Measure:
+    home = workdir / f"home-{package.stem}"
+    env = {**os.environ, "MILLPOND_HOME": str(home)}
+    cpu_before = os.times()
+    proc, seconds, peak = _watch([str(MILLPOND), "run", str(package), "--no-cache", "-o", "json"], env)
+    cpu_after = os.times()
+    cpu = (cpu_after.children_user - cpu_before.children_user) + (cpu_after.children_system - cpu_before.children_system)
+    if proc.returncode != 0:
+        return Measure(seconds, 0, peak, 0.0, error=(proc.stderr.strip().splitlines() or ["?"])[-1])
+    result = json.loads(proc.stdout)
+    tasks = [t for t in result["tasks"] if t["kind"] == "container"]
+    ends = sorted(dt.datetime.fromisoformat(t["finished_at"]) for t in tasks)
+    steps = [(b - a).total_seconds() * 1000 for a, b in zip(ends, ends[1:])]
+    return Measure(seconds, len(tasks), peak, cpu / seconds, result["outputs"].get("Output"),
+                   statistics.median(steps) if steps else None)
+
+
+KFP_LOCAL_DRIVER = textwrap.dedent(
+    """
+    import sys, tempfile
+    from kfp import components, local
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=tempfile.mkdtemp())
+    task = components.load_component_from_file(sys.argv[1])()
+    print("OUTPUT", task.output)
+    """
+)
+
+
+def run_kfp_local(package: Path, tasks: int) -> Measure:
+    cpu_before = os.times()
+    proc, seconds, peak = _watch([sys.executable, "-c", KFP_LOCAL_DRIVER, str(package)], dict(os.environ))
+    cpu_after = os.times()
+    cpu = (cpu_after.children_user - cpu_before.children_user) + (cpu_after.children_system - cpu_before.children_system)
+    output = next((line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("OUTPUT ")), None)
+    error = "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1]
+    return Measure(seconds, tasks, peak, cpu / seconds, output, error=error)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="millpond only, with a 200-item top loop")
+    args = parser.parse_args()
+    rows: list[tuple[str, Measure, Measure | None]] = []
+    with tempfile.TemporaryDirectory(prefix="millpond-bench-") as tmp:
+        workdir = Path(tmp)
+        packages = {}
+        for name, pipeline in [("chain-50", chain_50), ("fan-out-200", fan_out(200)), ("fan-out-100", fan_out(100)),
+                               ("fan-out-1000", fan_out(200 if args.quick else 1000))]:
+            packages[name] = workdir / f"{name}.yaml"
+            compiler.Compiler().compile(pipeline, str(packages[name]))
+        for name in ("chain-50", "fan-out-200", "fan-out-100", "fan-out-1000"):
+            print(f"running {name} with millpond ...", file=sys.stderr, flush=True)
+            ours = run_millpond(packages[name], workdir)
+            peer = None
+            if not args.quick and name in ("chain-50", "fan-out-200"):
+                print(f"running {name} with kfp.local ...", file=sys.stderr, flush=True)
+                peer = run_kfp_local(packages[name], ours.tasks or (50 if name == "chain-50" else 201))
+            rows.append((name, ours, peer))
+    print_table(rows)
+    return 0
+
+
+def print_table(rows: list[tuple[str, Measure, Measure | None]]) -> None:
+    header = f"{'pipeline':<14}{'tasks':>6}{'millpond s':>12}{'s/task':>9}{'step ms':>9}{'peak MB':>9}{'cores':>7}" \
+             f"{'kfp.local s':>13}{'s/task':>9}{'ratio':>8}"
+    print(header)
+    print("-" * len(header))
+    for name, ours, peer in rows:
+        per_task = ours.seconds / ours.tasks if ours.tasks else float("nan")
+        step = f"{ours.step_ms:.1f}" if ours.step_ms is not None and name == "chain-50" else "-"
+        line = f"{name:<14}{ours.tasks:>6}{ours.seconds:>12.2f}{per_task:>9.3f}{step:>9}{ours.peak_mb:>9.0f}{ours.cores_busy:>7.2f}"
+        if peer is not None:
+            peer_per_task = peer.seconds / peer.tasks if peer.tasks else float("nan")
+            line += f"{peer.seconds:>13.2f}{peer_per_task:>9.3f}{peer.seconds / ours.seconds:>7.1f}x"
+        else:
+            line += f"{'-':>13}{'-':>9}{'-':>8}"
+        print(line)
+        for measure, who in ((ours, "millpond"), (peer, "kfp.local")):
+            if measure is not None and measure.error:
+                print(f"  {name} with {who} failed: {measure.error}")
+    print("ratio = kfp.local seconds / millpond seconds; step ms = median time between consecutive task ends")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
