@@ -13,6 +13,7 @@ class Settings:
 
     home: Path
     max_parallel: int
+    fork_server: bool = True  # lightweight tasks fork from a warm process (MILLPOND_FORK_SERVER=0: never)
 
     @property
     def database_url(self) -> str:
@@ -45,4 +46,8 @@ def load_settings() -> Settings:
     """Read settings from the environment each call, so tests can point MILLPOND_HOME anywhere."""
     home = Path(os.environ.get("MILLPOND_HOME") or Path.home() / ".millpond").expanduser().resolve()
     parallel = os.environ.get("MILLPOND_MAX_PARALLEL")
-    return Settings(home=home, max_parallel=int(parallel) if parallel else (os.cpu_count() or 1))
+    return Settings(
+        home=home,
+        max_parallel=int(parallel) if parallel else (os.cpu_count() or 1),
+        fork_server=os.environ.get("MILLPOND_FORK_SERVER", "1").lower() not in ("0", "false", "no"),
+    )

@@ -100,7 +100,7 @@ class Engine:
         self.cache = CacheStore(settings.database_url)
         self.configs = ConfigStore(settings.home)
         self.settings = settings
-        self.runner = runner or PoolRunner()
+        self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)
         self.launcher = ContainerLauncher(self.runner)
         self.listener = listener or _Silent()
         self.max_parallel = max(1, max_parallel or settings.max_parallel)
