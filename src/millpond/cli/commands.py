@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from millpond.cli.progress import RunProgress
 from millpond.cli.render import (
@@ -18,10 +19,16 @@ from millpond.cli.render import (
     tasks_table,
 )
 from millpond.settings import load_settings
-from millpond.store.runs import RunStore
+from millpond.store.journal import RunJournal, open_journal
+
+if TYPE_CHECKING:
+    from millpond.store.runs import RunStore
 
 
-def open_store() -> RunStore:
+def open_store() -> "RunStore":
+    """The SQLAlchemy store, for reading the history (the run path uses the lighter journal)."""
+    from millpond.store.runs import RunStore
+
     return RunStore(load_settings().database_url)
 
 
@@ -49,7 +56,7 @@ def run_pipeline_command(
         pipeline=loaded, texts=texts, values=values, params_file=str(params_file) if params_file else None,
         pipeline_root=pipeline_root, experiment=experiment, run_name=run_name,
     )
-    store = RunStore(settings.database_url)
+    store = open_journal(settings.database_url)
     run = prepare_run(store, settings, request)
     console = stderr_console()
     with RunProgress(console, f"{run.name} ({run.id})") as progress:
@@ -61,14 +68,14 @@ def resume_command(run_id: str, output: str, only_finished: bool) -> int:
     from millpond.pipelines.submit import resume_run
 
     settings = load_settings()
-    store = RunStore(settings.database_url)
+    store = open_journal(settings.database_url)
     run = store.get_run(run_id)
     with RunProgress(stderr_console(), f"{run.name} ({run.id}), resumed") as progress:
         run, result = resume_run(store, settings, run.id, listener=progress, only_finished=only_finished)
     return _report(store, run, result.state, result.error, output)
 
 
-def _report(store: RunStore, run, state: str, error: str | None, output: str) -> int:  # type: ignore[no-untyped-def]
+def _report(store: RunJournal, run, state: str, error: str | None, output: str) -> int:  # type: ignore[no-untyped-def]
     """Print a finished run (a table on stderr, or one JSON object on stdout) and give its exit status."""
     console = stderr_console()
     tasks = store.list_tasks(run.id)

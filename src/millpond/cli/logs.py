@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from millpond.cli.commands import open_store
 from millpond.errors import UserError
-from millpond.store.models import Task
-from millpond.store.runs import FINAL_STATES
+from millpond.store.journal import FINAL_STATES
+
+if TYPE_CHECKING:
+    from millpond.store.models import Task
 
 _POLL_S = 0.25
 

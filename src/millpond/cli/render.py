@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from millpond.store.models import Experiment, Run, Task
-from millpond.store.runs import iso
+from millpond.store.timestamps import iso
+
+if TYPE_CHECKING:  # records from the journal or the ORM: the same attribute names
+    from millpond.store.models import Experiment, Run, Task
 
 STATE_STYLE = {
     "SUCCEEDED": "green", "FAILED": "red", "RUNNING": "cyan", "PENDING": "dim",

@@ -17,7 +17,7 @@ from typing import Any
 
 from millpond.pipelines.graph import Artifacts, Outputs
 from millpond.store import artifacts as store
-from millpond.store.cache import CacheStore
+from millpond.store.journal import RunJournal
 
 _CHUNK = 1 << 20
 _memo: dict[tuple[str, int, int], str] = {}
@@ -92,15 +92,16 @@ def cache_key(
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def lookup(cache: CacheStore, key: str) -> tuple[Outputs, str] | None:
+def lookup(journal: RunJournal, key: str) -> tuple[Outputs, str] | None:
     """The outputs and task id of a cached execution whose artifacts are all still there."""
-    entry = cache.get(key)
+    entry = journal.cache_get(key)
     if entry is None:
         return None
-    if any(artifact_digest(uri) == "missing" for uri in entry.outputs.get("present", [])):
-        cache.forget(key)  # someone removed what it produced
+    outputs, task_id = entry
+    if any(artifact_digest(uri) == "missing" for uri in outputs.get("present", [])):
+        journal.cache_forget(key)  # someone removed what it produced
         return None
-    return Outputs.from_json(entry.outputs), entry.task_id
+    return Outputs.from_json(outputs), task_id
 
 
 def cache_entry(outputs: Outputs) -> dict[str, Any]:

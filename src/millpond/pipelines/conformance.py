@@ -147,10 +147,10 @@ class ConformanceRunner:
         from millpond.pipelines.loader import load_pipeline
         from millpond.pipelines.submit import RunRequest, prepare_run
         from millpond.settings import load_settings
-        from millpond.store.runs import RunStore
+        from millpond.store.journal import open_journal
 
         settings = load_settings()
-        store = RunStore(settings.database_url)
+        store = open_journal(settings.database_url)
         loaded = load_pipeline(file)
         values = protocol_arguments(loaded.spec, scratch, self.rng)
         run = prepare_run(store, settings, RunRequest(pipeline=loaded, texts={}, values=values, experiment="conformance"))

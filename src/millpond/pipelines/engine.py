@@ -25,7 +25,6 @@ from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
     CANCELED,
     FAILED,
-    FINAL,
     PENDING,
     RUNNING,
     SKIPPED,
@@ -45,9 +44,10 @@ from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import own_identity, start_ticks
 from millpond.settings import Settings
-from millpond.store.models import Run, Task, new_id, utcnow
-from millpond.store.cache import CacheStore
-from millpond.store.runs import RunStore
+from millpond.store.journal import RunRecord as Run
+from millpond.store.journal import TaskRecord as Task
+from millpond.store.keys import new_id, utcnow
+from millpond.store.journal import RunJournal
 from millpond.store.secrets import ConfigStore
 
 
@@ -86,7 +86,7 @@ class Engine:
 
     def __init__(
         self,
-        store: RunStore,
+        store: RunJournal,
         settings: Settings,
         runner: Runner | None = None,
         listener: Listener | None = None,
@@ -97,7 +97,6 @@ class Engine:
         self.store = store
         self.use_cache = use_cache
         self.ignore_resources = ignore_resources  # kfp.local's way: requests are not scheduled
-        self.cache = CacheStore(settings.database_url)
         self.configs = ConfigStore(settings.home)
         self.settings = settings
         self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)
@@ -356,7 +355,7 @@ class Engine:
                 node.cache_key = None
                 with open(log_path, "a", encoding="utf-8") as log:
                     log.write(f"[millpond] not cached: {type(exc).__name__}: {exc}\n")
-            hit = lookup(self.cache, node.cache_key) if self.use_cache else None
+            hit = lookup(self.store, node.cache_key) if self.use_cache else None
             if hit is not None:
                 outputs, source = hit
                 log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")

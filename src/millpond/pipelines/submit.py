@@ -21,8 +21,7 @@ from millpond.runners.base import Runner
 from millpond.runners.processes import is_alive, kill_group
 from millpond.settings import Settings
 from millpond.store.artifacts import normalize_root
-from millpond.store.models import Run
-from millpond.store.runs import DEFAULT_EXPERIMENT, RunStore
+from millpond.store.journal import DEFAULT_EXPERIMENT, RunJournal, RunRecord
 from millpond.store.secrets import ConfigStore
 
 
@@ -37,7 +36,7 @@ class RunRequest:
     run_name: str | None = None
 
 
-def prepare_run(store: RunStore, settings: Settings, request: RunRequest) -> Run:
+def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> RunRecord:
     """Validate everything, then record the run (PENDING). Raises UserError before writing anything."""
     arguments = bind_arguments(request.pipeline.spec, request.texts, request.values, request.params_file)
     root = normalize_root(request.pipeline_root or str(settings.default_pipeline_root))
@@ -61,12 +60,12 @@ def prepare_run(store: RunStore, settings: Settings, request: RunRequest) -> Run
 
 
 def resume_run(
-    store: RunStore,
+    store: RunJournal,
     settings: Settings,
     run_id: str,
     listener: Listener | None = None,
     only_finished: bool = False,
-) -> tuple[Run, RunResult]:
+) -> tuple[RunRecord, RunResult]:
     """Continue a run whose engine died, or re-run the failed part of a finished run.
 
     Tasks that SUCCEEDED keep their outputs and do not run again; tasks that were in flight
@@ -90,9 +89,9 @@ def resume_run(
 
 
 def execute_run(
-    store: RunStore,
+    store: RunJournal,
     settings: Settings,
-    run: Run,
+    run: RunRecord,
     listener: Listener | None = None,
     runner: Runner | None = None,
     use_cache: bool = True,

@@ -9,15 +9,19 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from typing import TYPE_CHECKING, Any
+
 from filelock import FileLock
-from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.orm import Session, sessionmaker
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 HEAD_REVISION = "0002"
 
 
-def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.execute("PRAGMA journal_mode=WAL")
@@ -26,7 +30,9 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     cursor.close()
 
 
-def _current_revision(engine: Engine) -> str | None:
+def _current_revision(engine: "Engine") -> str | None:
+    from sqlalchemy import text
+
     with engine.connect() as conn:
         try:
             return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
@@ -34,7 +40,7 @@ def _current_revision(engine: Engine) -> str | None:
             return None
 
 
-def _migrate(engine: Engine) -> None:
+def _migrate(engine: "Engine") -> None:
     from alembic import command
     from alembic.config import Config
 
@@ -46,8 +52,10 @@ def _migrate(engine: Engine) -> None:
 
 
 @functools.cache
-def get_engine(url: str) -> Engine:
+def get_engine(url: str) -> "Engine":
     """One engine per URL and process; the schema is brought to head on first use."""
+    from sqlalchemy import create_engine, event
+
     if url.startswith("sqlite:///"):
         db_path = Path(url.removeprefix("sqlite:///"))
         db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,5 +75,7 @@ def get_engine(url: str) -> Engine:
     return engine
 
 
-def session_factory(url: str) -> sessionmaker[Session]:
+def session_factory(url: str) -> "sessionmaker[Session]":
+    from sqlalchemy.orm import sessionmaker
+
     return sessionmaker(bind=get_engine(url), expire_on_commit=False)

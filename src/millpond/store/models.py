@@ -7,19 +7,12 @@ Structured values (parameters, outputs) are JSON columns: they are read back who
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-
-def new_id() -> str:
-    return str(uuid.uuid4())
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+from millpond.store.keys import new_id, utcnow
 
 
 class Base(DeclarativeBase):

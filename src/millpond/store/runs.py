@@ -6,7 +6,6 @@ server) sees progress live and a killed engine leaves a consistent record behind
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from typing import Any
 
@@ -18,9 +17,10 @@ from millpond.errors import UserError
 from millpond.store.db import session_factory
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
 
-DEFAULT_EXPERIMENT = "Default"
+from millpond.store.journal import FINAL_STATES
+from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
+
 _TASKS = Task.__table__
-FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
 
 
 class RunStore:
@@ -225,6 +225,18 @@ class RunStore:
             statements.append((upsert.on_conflict_do_update(index_elements=["key"], set_=entry), [entry]))
         self._write(statements)
 
+    def cache_get(self, key: str) -> tuple[dict[str, Any], str] | None:
+        with self._sessions() as session:
+            entry = session.get(CacheEntry, key)
+            return (entry.outputs, entry.task_id) if entry else None
+
+    def cache_forget(self, key: str) -> None:
+        with self._sessions() as session:
+            entry = session.get(CacheEntry, key)
+            if entry is not None:
+                session.delete(entry)
+                session.commit()
+
     def _dialect_insert(self, table: Any) -> Any:
         """INSERT with ON CONFLICT in the database's own dialect (SQLite and PostgreSQL have it)."""
         if self._engine.dialect.name == "postgresql":
@@ -240,11 +252,3 @@ class RunStore:
     def list_artifacts(self, run_id: str) -> list[Artifact]:
         with self._sessions() as session:
             return list(session.scalars(select(Artifact).where(Artifact.run_id == run_id).order_by(Artifact.created_at)))
-
-
-def iso(moment: dt.datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return moment.isoformat()

@@ -1,0 +1,317 @@
+"""The run journal: what the engine writes while a run goes on, through Python's own sqlite3.
+
+Importing SQLAlchemy costs ~0.6 s here — more than everything else ``millpond run`` does
+before its first task. The engine's writes are a handful of simple statements, so on the
+default SQLite database they go through the stdlib driver on one kept connection (~0.05 ms
+a statement), in the exact storage format SQLAlchemy's models read back; the schema is
+still Alembic's, and any other database URL gets the SQLAlchemy-backed store instead.
+Every write is one committed transaction, so a killed engine leaves a consistent record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from millpond.errors import UserError
+from millpond.store.keys import new_id, utcnow
+
+FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
+DEFAULT_EXPERIMENT = "Default"
+_RUN_JSON = ("pipeline_spec", "platform_spec", "parameters", "outputs")
+_TASK_JSON = ("inputs", "outputs", "pod_metadata")
+
+
+class RunJournal(Protocol):
+    """What the engine reads and writes while it runs; SqliteJournal and the SQLAlchemy RunStore both are one."""
+
+    def create_run(self, **fields: Any) -> Any: ...
+    def update_run(self, run_id: str, **fields: Any) -> None: ...
+    def get_run(self, run_id: str) -> Any: ...
+    def experiment_name(self, experiment_id: str) -> str: ...
+    def start_task(self, **fields: Any) -> str: ...
+    def update_task(self, task_id: str, **fields: Any) -> None: ...
+    def finish_task(self, task_id: str, **fields: Any) -> None: ...
+    def list_tasks(self, run_id: str) -> list[Any]: ...
+    def cache_get(self, key: str) -> tuple[dict[str, Any], str] | None: ...
+    def cache_forget(self, key: str) -> None: ...
+
+
+def open_journal(database_url: str) -> RunJournal:
+    """The journal of a database: the stdlib SQLite one by default, SQLAlchemy's for any other URL.
+
+    The schema is brought to Alembic's head first; that (and only that) imports SQLAlchemy.
+    """
+    from millpond.store.db import HEAD_REVISION, get_engine
+
+    if not database_url.startswith("sqlite:///"):
+        from millpond.store.runs import RunStore
+
+        return RunStore(database_url)
+    path = Path(database_url.removeprefix("sqlite:///"))
+    if _revision(path) != HEAD_REVISION:
+        get_engine(database_url)  # creates or migrates the database under its lock
+    return SqliteJournal(path)
+
+
+def _revision(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    try:
+        with sqlite3.connect(path, timeout=30) as db:
+            row = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error:
+        return None
+    return str(row[0]) if row else None
+
+
+def _stored(value: Any) -> Any:
+    """A Python value as SQLAlchemy's SQLite types store it (naive UTC text, JSON text, 0/1)."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return value
+
+
+def _moment(text: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.timezone.utc) if text else None
+
+
+@dataclass
+class RunRecord:
+    """A run as the engine and the CLI read it (the ORM model's attribute names)."""
+
+    id: str
+    name: str
+    experiment_id: str
+    pipeline_name: str
+    pipeline_spec: dict[str, Any]
+    platform_spec: dict[str, Any] | None
+    parameters: dict[str, Any]
+    pipeline_root: str
+    state: str
+    error: str | None
+    outputs: dict[str, Any]
+    created_at: dt.datetime | None
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    engine_pid: int | None = None
+    engine_start: str | None = None
+
+
+@dataclass
+class TaskRecord:
+    id: str
+    run_id: str
+    parent_id: str | None
+    path: str
+    name: str
+    kind: str
+    component: str
+    image: str | None
+    state: str
+    cached: bool
+    attempts: int
+    exit_code: int | None
+    error: str | None
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    log_path: str | None
+    created_at: dt.datetime | None
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    pid: int | None = None
+    pid_start: str | None = None
+    pod_metadata: dict[str, Any] | None = field(default=None)
+
+
+def _record(cls: type, row: sqlite3.Row, json_columns: tuple[str, ...]) -> Any:
+    values: dict[str, Any] = {}
+    names = set(cls.__dataclass_fields__)
+    for key in row.keys():
+        if key not in names:
+            continue
+        value = row[key]
+        if key in json_columns:
+            value = json.loads(value) if value is not None else None
+        elif key.endswith("_at"):
+            value = _moment(value)
+        elif key == "cached":
+            value = bool(value)
+        values[key] = value
+    return cls(**values)
+
+
+class SqliteJournal:
+    """Runs, tasks, experiments and cache entries of a SQLite home, written by the engine."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        for pragma in ("busy_timeout=30000", "journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+            self._db.execute(f"PRAGMA {pragma}")
+        self._has_rows: dict[str, bool] = {}
+
+    # --- plumbing -----------------------------------------------------------------------
+    def _write(self, statements: list[tuple[str, list[tuple[Any, ...]]]]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for sql, rows in statements:
+                    self._db.executemany(sql, rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _query(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    @staticmethod
+    def _assignments(fields: dict[str, Any]) -> tuple[str, tuple[Any, ...]]:
+        columns = ", ".join(f'"{name}" = ?' for name in fields)
+        return columns, tuple(_stored(value) for value in fields.values())
+
+    # --- experiments and runs -----------------------------------------------------------
+    def ensure_experiment(self, name: str) -> str:
+        found = self._query("SELECT id FROM experiments WHERE name = ?", (name,))
+        if found:
+            return str(found[0]["id"])
+        new = new_id()
+        self._write([(
+            "INSERT INTO experiments (id, name, description, created_at) VALUES (?, ?, '', ?) ON CONFLICT(name) DO NOTHING",
+            [(new, name, _stored(utcnow()))],
+        )])
+        return str(self._query("SELECT id FROM experiments WHERE name = ?", (name,))[0]["id"])
+
+    def create_run(
+        self, *, name: str, experiment: str, pipeline_name: str, pipeline_spec: dict[str, Any],
+        platform_spec: dict[str, Any] | None, parameters: dict[str, Any], pipeline_root: str,
+    ) -> RunRecord:
+        experiment_id = self.ensure_experiment(experiment)
+        run_id = new_id()
+        now = utcnow()
+        self._write([(
+            "INSERT INTO runs (id, name, experiment_id, pipeline_name, pipeline_spec, platform_spec, parameters, "
+            "pipeline_root, state, outputs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', '{}', ?)",
+            [(run_id, name, experiment_id, pipeline_name, json.dumps(pipeline_spec), json.dumps(platform_spec),
+              json.dumps(parameters), pipeline_root, _stored(now))],
+        )])
+        self._has_rows[run_id] = False
+        return RunRecord(
+            id=run_id, name=name, experiment_id=experiment_id, pipeline_name=pipeline_name, pipeline_spec=pipeline_spec,
+            platform_spec=platform_spec, parameters=parameters, pipeline_root=pipeline_root, state="PENDING",
+            error=None, outputs={}, created_at=now, started_at=None, finished_at=None,
+        )
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        columns, values = self._assignments(fields)
+        self._write([(f"UPDATE runs SET {columns} WHERE id = ?", [(*values, run_id)])])
+
+    def get_run(self, run_id: str) -> RunRecord:
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if not rows:
+            rows = self._query("SELECT * FROM runs WHERE id LIKE ? LIMIT 2", (run_id + "%",))
+            if len(rows) != 1:
+                raise UserError(f"no run with id {run_id!r}" if not rows else f"run id {run_id!r} is ambiguous")
+        return _record(RunRecord, rows[0], _RUN_JSON)
+
+    def experiment_name(self, experiment_id: str) -> str:
+        rows = self._query("SELECT name FROM experiments WHERE id = ?", (experiment_id,))
+        return str(rows[0]["name"]) if rows else ""
+
+    # --- tasks --------------------------------------------------------------------------
+    def start_task(
+        self, *, run_id: str, path: str, name: str, kind: str, component: str, parent_id: str | None,
+        image: str | None = None, inputs: dict[str, Any] | None = None, log_path: str | None = None,
+        state: str = "RUNNING", task_id: str | None = None,
+    ) -> str:
+        """Record a task as started (or decided, e.g. SKIPPED); a resumed run reuses the row of a path."""
+        now = utcnow()
+        values = {
+            "name": name, "kind": kind, "component": component, "parent_id": parent_id, "image": image,
+            "inputs": inputs or {}, "log_path": log_path, "state": state, "started_at": now,
+            "finished_at": now if state in FINAL_STATES else None, "error": None,
+        }
+        if self._resumable(run_id):
+            existing = self._query("SELECT id FROM tasks WHERE run_id = ? AND path = ?", (run_id, path))
+            if existing:
+                self.update_task(str(existing[0]["id"]), **values)
+                return str(existing[0]["id"])
+        task_id = task_id or new_id()
+        row = {"id": task_id, "run_id": run_id, "path": path, "attempts": 0, "cached": False, "outputs": {},
+               "created_at": now, **values}
+        columns = ", ".join(f'"{c}"' for c in row)
+        marks = ", ".join("?" for _ in row)
+        self._write([(f"INSERT INTO tasks ({columns}) VALUES ({marks})", [tuple(_stored(v) for v in row.values())])])
+        return task_id
+
+    def _resumable(self, run_id: str) -> bool:
+        """Whether the run had task rows before this engine started (a resume), asked once per run."""
+        if run_id not in self._has_rows:
+            self._has_rows[run_id] = bool(self._query("SELECT 1 FROM tasks WHERE run_id = ? LIMIT 1", (run_id,)))
+        return self._has_rows[run_id]
+
+    def update_task(self, task_id: str, **fields: Any) -> None:
+        if fields.get("state") in FINAL_STATES and "finished_at" not in fields:
+            fields["finished_at"] = utcnow()
+        columns, values = self._assignments(fields)
+        self._write([(f"UPDATE tasks SET {columns} WHERE id = ?", [(*values, task_id)])])
+
+    def finish_task(
+        self, task_id: str, *, state: str, outputs: dict[str, Any] | None = None, error: str | None = None,
+        exit_code: int | None = None, artifacts: list[dict[str, Any]] | None = None, run_id: str | None = None,
+        attempts: int | None = None, cache_entry: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Record a task's end, its artifacts and its cache entry in one transaction."""
+        fields: dict[str, Any] = {"state": state, "error": error, "exit_code": exit_code, "outputs": outputs or {},
+                                  "finished_at": utcnow()}
+        if attempts is not None:
+            fields["attempts"] = attempts
+        columns, values = self._assignments(fields)
+        statements: list[tuple[str, list[tuple[Any, ...]]]] = [(f"UPDATE tasks SET {columns} WHERE id = ?", [(*values, task_id)])]
+        now = _stored(utcnow())
+        if artifacts:
+            statements.append((
+                "INSERT INTO artifacts (id, run_id, task_id, name, type, uri, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(new_id(), run_id, task_id, a["name"], a["type"]["schemaTitle"], a["uri"],
+                  json.dumps(a.get("metadata", {})), now) for a in artifacts],
+            ))
+        if cache_entry is not None:
+            key, cached = cache_entry
+            statements.append((
+                "INSERT INTO cache_entries (key, run_id, task_id, outputs, created_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET run_id = excluded.run_id, task_id = excluded.task_id, "
+                "outputs = excluded.outputs, created_at = excluded.created_at",
+                [(key, run_id, task_id, json.dumps(cached), now)],
+            ))
+        self._write(statements)
+
+    def list_tasks(self, run_id: str) -> list[TaskRecord]:
+        rows = self._query("SELECT * FROM tasks WHERE run_id = ? ORDER BY created_at, path", (run_id,))
+        return [_record(TaskRecord, row, _TASK_JSON) for row in rows]
+
+    # --- the cache ----------------------------------------------------------------------
+    def cache_get(self, key: str) -> tuple[dict[str, Any], str] | None:
+        rows = self._query("SELECT outputs, task_id FROM cache_entries WHERE key = ?", (key,))
+        return (json.loads(rows[0]["outputs"]), str(rows[0]["task_id"])) if rows else None
+
+    def cache_forget(self, key: str) -> None:
+        self._write([("DELETE FROM cache_entries WHERE key = ?", [(key,)])])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
