@@ -15,8 +15,16 @@ from rich.text import Text
 from millpond.cli.render import STATE_STYLE
 
 
+_SHOWN_ROWS = 20  # a large run shows its running and failed tasks and the latest others, not all of them
+
+
 class RunProgress:
-    """An engine Listener that shows each task's state while the run goes on (on stderr)."""
+    """An engine Listener that shows each task's state while the run goes on (on stderr).
+
+    On a terminal it redraws a table: every task of a small run; for a large one, counts by
+    state plus the tasks worth watching, so drawing stays cheap at thousands of tasks.
+    Elsewhere (CI, a pipe) it prints one line per task that ends.
+    """
 
     def __init__(self, console: Console, title: str) -> None:
         self.console = console
@@ -46,7 +54,7 @@ class RunProgress:
             started = previous[2] if previous else now
             finished = now if state not in ("RUNNING", "PENDING") else None
             self.tasks[path] = (name, state, started, finished, error)
-        if self._live is None:
+        if self._live is None and state not in ("RUNNING", "PENDING"):
             suffix = f": {error}" if error else ""
             self.console.print(f"  {path}: {state}{suffix}", markup=False, highlight=False)
 
@@ -62,7 +70,14 @@ class RunProgress:
         now = time.monotonic()
         with self._lock:
             rows = list(self.tasks.items())
-        for path, (_name, state, started, finished, error) in rows:
+        counts: dict[str, int] = {}
+        for _path, (_name, state, *_rest) in rows:
+            counts[state] = counts.get(state, 0) + 1
+        shown = rows
+        if len(rows) > _SHOWN_ROWS:
+            watch = [r for r in rows if r[1][1] in ("RUNNING", "FAILED")][:_SHOWN_ROWS]
+            shown = watch + [r for r in rows[-(_SHOWN_ROWS - len(watch)):] if r[1][1] not in ("RUNNING", "FAILED")]
+        for path, (_name, state, started, finished, error) in shown:
             icon: Spinner | Text
             if state == "RUNNING":
                 icon = Spinner("dots", style="cyan")
@@ -73,9 +88,10 @@ class RunProgress:
             if error and state == "FAILED":
                 label.append(f"  {error[:100]}", style="dim")
             table.add_row(icon, Text(path), label, f"{seconds:.1f}s")
-        done = sum(1 for _, (_, s, *_rest) in rows if s not in ("RUNNING", "PENDING"))
+        done = sum(n for state, n in counts.items() if state not in ("RUNNING", "PENDING"))
         header = Text.assemble(
             ("run ", "bold"), (self.title, "bold"), f"  {done}/{len(rows)} tasks final  ",
+            *[(f"{state.lower()} {n}  ", STATE_STYLE.get(state, "")) for state, n in sorted(counts.items())],
             (f"{now - self.started:.1f}s", "dim"),
         )
         return Group(header, table)

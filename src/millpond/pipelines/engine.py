@@ -100,9 +100,9 @@ class Engine:
         self.configs = ConfigStore(settings.home)
         self.settings = settings
         self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)
-        self.launcher = ContainerLauncher(self.runner)
-        self.listener = listener or _Silent()
         self.max_parallel = max(1, max_parallel or settings.max_parallel)
+        self.launcher = ContainerLauncher(self.runner, threading.Semaphore(self.max_parallel))
+        self.listener = listener or _Silent()
         self.cancel = threading.Event()
         self._failed: list[str] = []
         self._futures: dict[Future[TaskOutcome], Node] = {}
@@ -139,7 +139,8 @@ class Engine:
             self.listener.run_changed(FAILED, error)
             return RunResult(state=FAILED, error=error, outputs=Outputs())
         root = self._new_scope("", self.spec["root"], dict(run.parameters), {}, owner=None)
-        with ThreadPoolExecutor(max_workers=self.max_parallel, thread_name_prefix="millpond-task") as pool:
+        # Twice the process slots in threads: one task's preparation and outputs overlap another's process.
+        with ThreadPoolExecutor(max_workers=2 * self.max_parallel, thread_name_prefix="millpond-task") as pool:
             self.pool = pool
             try:
                 self._advance(root)

@@ -97,8 +97,11 @@ def _last_log_line(log_path: Path, limit: int = 300) -> str:
 class ContainerLauncher:
     """Turns a TaskRequest into a process, and the process's files back into outputs."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Runner, slots: threading.Semaphore | None = None) -> None:
         self.runner = runner
+        # At most this many task processes at once; preparing and collecting outputs run outside it,
+        # so the engine's share of a short task overlaps the next task's process.
+        self.slots = slots
 
     def launch(self, request: TaskRequest, cancel: threading.Event) -> TaskOutcome:
         attempt_dir = request.staging_dir / f"{request.task_id}-{uuid.uuid4().hex[:8]}"
@@ -154,7 +157,11 @@ class ContainerLauncher:
             timeout_s=request.timeout_s, on_start=request.on_start,
             python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
         )
-        result = self.runner.run(spec, cancel)
+        if self.slots is None:
+            result = self.runner.run(spec, cancel)
+        else:
+            with self.slots:
+                result = self.runner.run(spec, cancel)
         if result.error:
             _log(request, result.error)
         if result.exit_code != 0 or result.error:

@@ -9,6 +9,7 @@ sees millpond's site-packages after its own, so kfp imports from there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,7 +53,13 @@ def split_prelude(command: list[str]) -> Prelude | None:
     """Recognise kfp's install prelude; None when the command is not a kfp lightweight one."""
     if len(command) < 4 or command[:2] != ["sh", "-c"]:
         return None
-    script = command[2]
+    found = _parse_prelude(command[2])
+    return None if found is None else Prelude(found[0], found[1], command[3:])
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_prelude(script: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(requirements, index options) of a prelude script; shlex is slow, and every task of a loop repeats it."""
     if "pip install" not in script or not script.rstrip().endswith('"$0" "$@"'):
         return None
     requirements: list[str] = []
@@ -74,7 +81,7 @@ def split_prelude(command: list[str]) -> Prelude | None:
                 requirements.append(word)
             i += 1
     flat = tuple(part for pair in options for part in pair)
-    return Prelude(tuple(requirements), flat, command[3:])
+    return tuple(requirements), flat
 
 
 # kfp's executor program (every kfp 2.x release since the prelude split), whitespace-normalised.
