@@ -24,13 +24,18 @@ fi
 
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# millpond is installed editable: compile its bytecode once, so no command recompiles it at start-up
+# (some machines set PYTHONDONTWRITEBYTECODE, which would make every start pay for it).
+compile_bytecode() { .venv/bin/python -m compileall -q src >/dev/null; }
 case "$mode" in
   demo)
     .venv/bin/python -m pip install -q -e '.[examples,s3]'
+    compile_bytecode
     exec .venv/bin/millpond run examples/digits_pipeline.py "$@"
     ;;
   test)
     .venv/bin/python -m pip install -q -e '.[test]'
+    compile_bytecode
     exec .venv/bin/python -m pytest "$@"
     ;;
   *)

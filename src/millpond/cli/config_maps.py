@@ -9,20 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
 
-import typer
+import click
 
 from millpond.errors import UserError
 from millpond.settings import load_settings
 from millpond.store.secrets import ConfigStore, MissingConfig
-
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
 
 
 def _store() -> ConfigStore:
@@ -62,9 +55,9 @@ def _create(kind: str, name: str, literals: list[str], files: list[str], replace
     print(f"{kind} {name!r} {'replaced' if replace else 'created'}", file=sys.stderr)
 
 
-def _list(kind: str, output: Format) -> None:
+def _list(kind: str, output: str) -> None:
     rows = _store().list(kind)
-    if output == Format.json:
+    if output == "json":
         sys.stdout.write(json.dumps([{"name": n, "keys": keys} for n, keys in rows], indent=2) + "\n")
         return
     if not rows:
@@ -84,31 +77,31 @@ def _delete(kind: str, name: str) -> None:
     print(f"{kind} {name!r} deleted", file=sys.stderr)
 
 
-NameArg = Annotated[str, typer.Argument(help="A DNS-1123 name: lowercase letters, digits, '-' and '.'.")]
-LiteralOpt = Annotated[Optional[list[str]], typer.Option("--from-literal", help="KEY=VALUE (repeatable).")]
-FileOpt = Annotated[Optional[list[str]], typer.Option("--from-file", help="[KEY=]PATH: the file's text under KEY, or its name (repeatable).")]
-ReplaceOpt = Annotated[bool, typer.Option("--replace", help="Overwrite one that exists.")]
-FormatOpt = Annotated[Format, typer.Option("--output", "-o", help="table (default) or json.")]
-
-
-def _app(kind: str, plural: str) -> typer.Typer:
+def _group(kind: str, plural: str) -> click.Group:
     """One sub-command group per kind; both behave the same."""
-    app = typer.Typer(help=f"Manage {plural} that pipelines read through kfp-kubernetes.", no_args_is_help=True)
+    group = click.Group(kind, help=f"Manage {plural} that pipelines read through kfp-kubernetes.")
+    name_arg = click.argument("name", metavar="NAME")
 
-    @app.command("create", help=f"Create a {kind} from literal values and files.")
-    def create(name: NameArg, from_literal: LiteralOpt = None, from_file: FileOpt = None, replace: ReplaceOpt = False) -> None:
-        _create(kind, name, from_literal or [], from_file or [], replace)
+    @group.command("create", help=f"Create a {kind} from literal values and files.")
+    @name_arg
+    @click.option("--from-literal", "from_literal", multiple=True, help="KEY=VALUE (repeatable).")
+    @click.option("--from-file", "from_file", multiple=True, help="[KEY=]PATH: the file's text under KEY, or its name (repeatable).")
+    @click.option("--replace", is_flag=True, help="Overwrite one that exists.")
+    def create(name: str, from_literal: tuple[str, ...], from_file: tuple[str, ...], replace: bool) -> None:
+        _create(kind, name, list(from_literal), list(from_file), replace)
 
-    @app.command("list", help=f"List {plural} by name with their keys (never their values).")
-    def list_(output: FormatOpt = Format.table) -> None:
+    @group.command("list", help=f"List {plural} by name with their keys (never their values).")
+    @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", help="table (default) or json.")
+    def list_(output: str) -> None:
         _list(kind, output)
 
-    @app.command("delete", help=f"Delete a {kind}.")
-    def delete(name: NameArg) -> None:
+    @group.command("delete", help=f"Delete a {kind}.")
+    @name_arg
+    def delete(name: str) -> None:
         _delete(kind, name)
 
-    return app
+    return group
 
 
-secret_app = _app("secret", "secrets")
-configmap_app = _app("configmap", "config maps")
+secret_group = _group("secret", "secrets")
+configmap_group = _group("configmap", "config maps")

@@ -1,4 +1,4 @@
-"""Entry point of the ``millpond`` command.
+"""Entry point of the ``millpond`` command (click: it starts in ~30 ms, a budget the run path needs).
 
 User errors (bad files, parameters, flags) print one ``error:`` line and exit 2; a run
 exits 0 when it SUCCEEDED and 1 when it FAILED.
@@ -9,130 +9,132 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
 
 import click
-import typer
 
-from millpond.cli.config_maps import configmap_app, secret_app
+from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.errors import UserError
 
-app = typer.Typer(
-    name="millpond",
-    help="Run Kubeflow Pipelines locally, with a persistent run history.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+OUTPUT = click.option(
+    "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table or json."
 )
-runs_app = typer.Typer(help="Inspect runs: list, get, logs.", no_args_is_help=True)
-experiments_app = typer.Typer(help="Inspect experiments.", no_args_is_help=True)
-app.add_typer(runs_app, name="runs")
-app.add_typer(experiments_app, name="experiments")
-app.add_typer(secret_app, name="secret")
-app.add_typer(configmap_app, name="configmap")
 
 
-class OutputFormat(str, Enum):
-    table = "table"
-    json = "json"
-
-
-OutputOption = Annotated[OutputFormat, typer.Option("--output", "-o", help="table (default) or json.")]
+@click.group(name="millpond", context_settings={"help_option_names": ["-h", "--help"]})
+def app() -> None:
+    """Run Kubeflow Pipelines locally, with a persistent run history."""
 
 
 @app.command("run")
+@click.argument("pipeline", type=click.Path(path_type=Path))
+@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE", help="A parameter, typed by the pipeline (repeatable).")
+@click.option("--params-file", type=click.Path(path_type=Path), help="A JSON object of parameter values.")
+@click.option("--pipeline", "pipeline_name", help="Which @dsl.pipeline of a .py file to run.")
+@click.option("--pipeline-root", help="Where artifacts go: a folder or s3://BUCKET/PREFIX.")
+@click.option("--experiment", help="Experiment to file the run under.")
+@click.option("--run-name", help="A name for the run.")
+@click.option("--no-cache", is_flag=True, help="Run every task, reusing no cached result.")
+@click.option("--ignore-resources", is_flag=True, help="Run tasks whatever CPU, memory or GPU they request (as kfp.local does).")
+@OUTPUT
 def run_command(
-    pipeline: Annotated[Path, typer.Argument(help="A .py file with a @dsl.pipeline, or compiled IR .yaml.")],
-    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="NAME=VALUE, typed by the pipeline (repeatable).")] = None,
-    params_file: Annotated[Optional[Path], typer.Option("--params-file", help="A JSON object of parameter values.")] = None,
-    pipeline_name: Annotated[Optional[str], typer.Option("--pipeline", help="Which @dsl.pipeline of a .py file to run.")] = None,
-    pipeline_root: Annotated[Optional[str], typer.Option("--pipeline-root", help="Where artifacts go: a folder or s3://BUCKET/PREFIX.")] = None,
-    experiment: Annotated[Optional[str], typer.Option("--experiment", help="Experiment to file the run under.")] = None,
-    run_name: Annotated[Optional[str], typer.Option("--run-name", help="A name for the run.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every task, reusing no cached result.")] = False,
-    ignore_resources: Annotated[
-        bool, typer.Option("--ignore-resources", help="Run tasks whatever CPU, memory or GPU they request (as kfp.local does).")
-    ] = False,
-    output: OutputOption = OutputFormat.table,
-) -> None:
-    """Run a pipeline to its end, showing each task's progress."""
+    pipeline: Path, params: tuple[str, ...], params_file: Path | None, pipeline_name: str | None,
+    pipeline_root: str | None, experiment: str | None, run_name: str | None, no_cache: bool,
+    ignore_resources: bool, output: str,
+) -> int:
+    """Run PIPELINE (a .py file with a @dsl.pipeline, or compiled IR .yaml) to its end."""
     from millpond.cli.commands import run_pipeline_command
 
-    code = run_pipeline_command(
-        pipeline, param or [], params_file, pipeline_name, pipeline_root, experiment, run_name, output.value,
+    return run_pipeline_command(
+        pipeline, list(params), params_file, pipeline_name, pipeline_root, experiment, run_name, output,
         use_cache=not no_cache, ignore_resources=ignore_resources,
     )
-    raise typer.Exit(code)
 
 
-@runs_app.command("list")
-def runs_list(
-    experiment: Annotated[Optional[str], typer.Option("--experiment", help="Only runs of this experiment.")] = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", help="At most this many, newest first.")] = None,
-    output: OutputOption = OutputFormat.table,
-) -> None:
+@app.group("runs")
+def runs_group() -> None:
+    """Inspect and continue runs: list, get, logs, resume, retry."""
+
+
+@runs_group.command("list")
+@click.option("--experiment", help="Only runs of this experiment.")
+@click.option("--limit", type=int, help="At most this many, newest first.")
+@OUTPUT
+def runs_list(experiment: str | None, limit: int | None, output: str) -> None:
     """List runs, newest first."""
     from millpond.cli.commands import list_runs_command
 
-    list_runs_command(experiment, limit, output.value)
+    list_runs_command(experiment, limit, output)
 
 
-@runs_app.command("get")
-def runs_get(run_id: str, output: OutputOption = OutputFormat.table) -> None:
-    """Show one run: state, parameters, tasks and outputs."""
+@runs_group.command("get")
+@click.argument("run_id")
+@OUTPUT
+def runs_get(run_id: str, output: str) -> None:
+    """Show one run: state, parameters, tasks and outputs (a unique id prefix is enough)."""
     from millpond.cli.commands import get_run_command
 
-    get_run_command(run_id, output.value)
+    get_run_command(run_id, output)
 
 
-@runs_app.command("resume")
-def runs_resume(run_id: str, output: OutputOption = OutputFormat.table) -> None:
-    """Continue a run whose engine was killed (or that failed) without re-running succeeded tasks."""
-    from millpond.cli.commands import resume_command
-
-    raise typer.Exit(resume_command(run_id, output.value, only_finished=False))
-
-
-@runs_app.command("retry")
-def runs_retry(run_id: str, output: OutputOption = OutputFormat.table) -> None:
-    """Re-run the failed tasks of a finished run (and what depends on them)."""
-    from millpond.cli.commands import resume_command
-
-    raise typer.Exit(resume_command(run_id, output.value, only_finished=True))
-
-
-@runs_app.command("logs")
-def runs_logs(
-    run_id: str,
-    task: Annotated[Optional[str], typer.Argument(help="A task's name or path; all tasks when left out.")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the run ends.")] = False,
-) -> None:
-    """Print the logs of a run's tasks."""
+@runs_group.command("logs")
+@click.argument("run_id")
+@click.argument("task", required=False)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the run ends.")
+def runs_logs(run_id: str, task: str | None, follow: bool) -> None:
+    """Print the logs of a run's tasks (TASK: a task's name or path; all when left out)."""
     from millpond.cli.logs import logs_command
 
     logs_command(run_id, task, follow)
 
 
-@experiments_app.command("list")
-def experiments_list(output: OutputOption = OutputFormat.table) -> None:
+@runs_group.command("resume")
+@click.argument("run_id")
+@OUTPUT
+def runs_resume(run_id: str, output: str) -> int:
+    """Continue a run whose engine was killed (or that failed) without re-running succeeded tasks."""
+    from millpond.cli.commands import resume_command
+
+    return resume_command(run_id, output, only_finished=False)
+
+
+@runs_group.command("retry")
+@click.argument("run_id")
+@OUTPUT
+def runs_retry(run_id: str, output: str) -> int:
+    """Re-run the failed tasks of a finished run (and what depends on them)."""
+    from millpond.cli.commands import resume_command
+
+    return resume_command(run_id, output, only_finished=True)
+
+
+@app.group("experiments")
+def experiments_group() -> None:
+    """Inspect experiments."""
+
+
+@experiments_group.command("list")
+@OUTPUT
+def experiments_list(output: str) -> None:
     """List experiments."""
     from millpond.cli.commands import list_experiments_command
 
-    list_experiments_command(output.value)
+    list_experiments_command(output)
 
 
 @app.command("conformance")
-def conformance_command(
-    folder: Annotated[Path, typer.Argument(help="A folder of compiled KFP pipelines (searched recursively).")],
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds one pipeline may run.")] = 600.0,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for the protocol's random parameter values.")] = None,
-) -> None:
+@click.argument("folder", type=click.Path(path_type=Path))
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds one pipeline may run.")
+@click.option("--seed", type=int, help="Seed for the protocol's random parameter values.")
+def conformance_command(folder: Path, timeout: float, seed: int | None) -> int:
     """Run every pipeline of FOLDER under the KFP conformance protocol; exit 1 when any fails."""
     from millpond.cli.conformance import conformance
 
-    raise typer.Exit(conformance(folder, timeout, seed))
+    return conformance(folder, timeout, seed)
+
+
+app.add_command(secret_group)
+app.add_command(configmap_group)
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -142,11 +144,12 @@ def _terminate(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
-    command = typer.main.get_command(app)
     try:
-        code = command.main(args=argv, prog_name="millpond", standalone_mode=False)
+        code = app.main(args=argv, prog_name="millpond", standalone_mode=False)
     except click.ClickException as exc:
         exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
         sys.exit(130)
