@@ -70,6 +70,18 @@ def _revision(path: Path) -> str | None:
     return str(row[0]) if row else None
 
 
+def task_start_fields(
+    name: str, kind: str, component: str, parent_id: str | None, image: str | None,
+    inputs: dict[str, Any] | None, log_path: str | None, state: str, now: dt.datetime,
+) -> dict[str, Any]:
+    """The columns a task's start sets (both journals write the same row)."""
+    return {
+        "name": name, "kind": kind, "component": component, "parent_id": parent_id, "image": image,
+        "inputs": inputs or {}, "log_path": log_path, "state": state, "started_at": now,
+        "finished_at": now if state in FINAL_STATES else None, "error": None,
+    }
+
+
 def _stored(value: Any) -> Any:
     """A Python value as SQLAlchemy's SQLite types store it (naive UTC text, JSON text, 0/1)."""
     if isinstance(value, dt.datetime):
@@ -241,11 +253,7 @@ class SqliteJournal:
     ) -> str:
         """Record a task as started (or decided, e.g. SKIPPED); a resumed run reuses the row of a path."""
         now = utcnow()
-        values = {
-            "name": name, "kind": kind, "component": component, "parent_id": parent_id, "image": image,
-            "inputs": inputs or {}, "log_path": log_path, "state": state, "started_at": now,
-            "finished_at": now if state in FINAL_STATES else None, "error": None,
-        }
+        values = task_start_fields(name, kind, component, parent_id, image, inputs, log_path, state, now)
         if self._resumable(run_id):
             existing = self._query("SELECT id FROM tasks WHERE run_id = ? AND path = ?", (run_id, path))
             if existing:

@@ -17,7 +17,7 @@ from millpond.errors import UserError
 from millpond.store.db import session_factory
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
 
-from millpond.store.journal import FINAL_STATES
+from millpond.store.journal import FINAL_STATES, task_start_fields
 from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
 
 _TASKS = Task.__table__
@@ -157,11 +157,7 @@ class RunStore:
     ) -> str:
         """Record a task as started (or decided, e.g. SKIPPED); a resumed run reuses the row of a path."""
         now = utcnow()
-        values = {
-            "name": name, "kind": kind, "component": component, "parent_id": parent_id, "image": image,
-            "inputs": inputs or {}, "log_path": log_path, "state": state, "started_at": now,
-            "finished_at": now if state in FINAL_STATES else None, "error": None,
-        }
+        values = task_start_fields(name, kind, component, parent_id, image, inputs, log_path, state, now)
         existing = self._existing_task_id(run_id, path) if self._resumable(run_id) else None
         if existing is not None:
             self._write([(update(_TASKS).where(_TASKS.c.id == existing), [values])])

@@ -1,0 +1,50 @@
+"""The store: migrations match the models, and the stdlib journal writes what the ORM reads."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from millpond.store.db import get_engine
+from millpond.store.journal import open_journal
+from millpond.store.models import Base
+from millpond.store.runs import RunStore
+
+
+def test_migrations_build_exactly_the_models_schema(tmp_path: Path) -> None:
+    engine = get_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    with engine.connect() as conn:
+        differences = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert differences == []
+
+
+def test_journal_rows_read_back_through_the_orm(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'j.db'}"
+    journal = open_journal(url)
+    run = journal.create_run(name="r", experiment="exp", pipeline_name="p", pipeline_spec={"root": {}},
+                             platform_spec=None, parameters={"n": 1}, pipeline_root="/tmp/x")
+    task_id = journal.start_task(run_id=run.id, path="a", name="a", kind="container", component="comp-a",
+                                 parent_id=None, inputs={"parameters": {"x": 2}}, image="python:3.11")
+    journal.finish_task(task_id, state="SUCCEEDED", outputs={"parameters": {"Output": 3}, "artifacts": {}},
+                        exit_code=0, run_id=run.id, attempts=2,
+                        artifacts=[{"name": "m", "type": {"schemaTitle": "system.Model"}, "uri": "/tmp/x/m",
+                                    "metadata": {"acc": 0.9}}],
+                        cache_entry=("k" * 64, {"parameters": {"Output": 3}, "artifacts": {}, "present": []}))
+    journal.update_run(run.id, state="SUCCEEDED", outputs={"parameters": {"Output": 3}, "artifacts": {}},
+                       finished_at=dt.datetime.now(dt.timezone.utc))
+    orm = RunStore(url)
+    got = orm.get_run(run.id)
+    assert (got.state, got.parameters, got.platform_spec, got.outputs["parameters"]) == ("SUCCEEDED", {"n": 1}, None, {"Output": 3})
+    assert orm.experiment_name(got.experiment_id) == "exp"
+    [task] = orm.list_tasks(run.id)
+    assert (task.state, task.exit_code, task.attempts, task.cached) == ("SUCCEEDED", 0, 2, False)
+    assert task.inputs == {"parameters": {"x": 2}} and task.finished_at >= task.started_at
+    [artifact] = orm.list_artifacts(run.id)
+    assert (artifact.type, artifact.uri, artifact.artifact_metadata) == ("system.Model", "/tmp/x/m", {"acc": 0.9})
+    assert orm.cache_get("k" * 64) == ({"parameters": {"Output": 3}, "artifacts": {}, "present": []}, task_id)
+    # and the other way round: what the ORM wrote, the journal reads
+    again = open_journal(url).list_tasks(run.id)
+    assert again[0].outputs == {"parameters": {"Output": 3}, "artifacts": {}}
