@@ -213,8 +213,11 @@ def serve(socket_path: str) -> None:
                         continue
                     pid = os.fork()
                     if pid == 0:
+                        signal.set_wakeup_fd(-1)
                         listener.close()
                         conn.close()
+                        os.close(wake_read)
+                        os.close(wake_write)
                         _child(request)
                     waiting[pid] = conn
                     _send(conn, {"pid": pid})
