@@ -12,7 +12,6 @@ run to their end, and the run ends FAILED — as the KFP backend does.
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,7 @@ from millpond.pipelines.importer import run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
 from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, builtin_task, prepare_platform
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
-from millpond.pipelines.retries import RetryPolicy
+from millpond.pipelines.retries import RetryPolicy, with_retries
 from millpond.pipelines.values import coerce
 from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
@@ -447,22 +446,13 @@ class Engine:
         if gpus or self.budget.gpus:
             visible = ",".join(str(g) for g in gpus)
             request.extra_env.update({"CUDA_VISIBLE_DEVICES": visible, "NVIDIA_VISIBLE_DEVICES": visible or "void"})
-        first = time.monotonic()
-        attempt = 1
-        while True:
-            outcome = self.launcher.launch(request, self.cancel)
-            outcome.attempts = attempt
-            if outcome.succeeded or self.cancel.is_set():
-                return outcome
-            delay = policy.delay_before(attempt, time.monotonic() - first)
-            if delay is None:
-                return outcome
-            with open(request.log_path, "a", encoding="utf-8") as log:
-                log.write(f"[millpond] attempt {attempt} failed ({outcome.error}); retrying in {delay:g}s\n")
-            if self.cancel.wait(delay):
-                return outcome
-            attempt += 1
-            self.store.update_task(request.task_id, attempts=attempt)
+        return with_retries(
+            lambda: self.launcher.launch(request, self.cancel),
+            policy,
+            self.cancel,
+            request.log_path,
+            on_retry=lambda attempt: self.store.update_task(request.task_id, attempts=attempt),
+        )
 
     def _import(self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None) -> TaskOutcome:
         try:

@@ -8,8 +8,14 @@ and no retry starts once backoff_max_duration has passed since the first attempt
 from __future__ import annotations
 
 import re
+import threading
+import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from millpond.pipelines.launcher import TaskOutcome
 
 _DURATION = re.compile(r"^(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -53,3 +59,29 @@ class RetryPolicy:
         if elapsed_s + delay > self.max_duration_s:
             return None
         return delay
+
+
+def with_retries(
+    attempt_once: Callable[[], "TaskOutcome"],
+    policy: RetryPolicy,
+    cancel: threading.Event,
+    log_path: Path,
+    on_retry: Callable[[int], None],
+) -> "TaskOutcome":
+    """Run a task until it succeeds, its policy gives up, or the run is cancelled (in a worker thread)."""
+    first = time.monotonic()
+    attempt = 1
+    while True:
+        outcome = attempt_once()
+        outcome.attempts = attempt
+        if outcome.succeeded or cancel.is_set():
+            return outcome
+        delay = policy.delay_before(attempt, time.monotonic() - first)
+        if delay is None:
+            return outcome
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"[millpond] attempt {attempt} failed ({outcome.error}); retrying in {delay:g}s\n")
+        if cancel.wait(delay):
+            return outcome
+        attempt += 1
+        on_retry(attempt)
