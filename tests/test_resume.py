@@ -22,7 +22,8 @@ def _wait_for(path: Path, limit_s: float = 120.0) -> None:
 
 def test_sigkill_then_resume(home: Path, tmp_path: Path, cli) -> None:
     marks = tmp_path / "marks"
-    engine = spawn_cli(home, "run", PIPELINES / "resumable.py", "-p", f"folder={marks}", "--run-name", "killed")
+    engine = spawn_cli(home, "run", PIPELINES / "resumable.py", "-p", f"folder={marks}", "--run-name", "killed",
+                       env={"MILLPOND_MAX_PARALLEL": "2"})  # two tasks in flight, even on one CPU
     _wait_for(marks / "slow1.started")
     _wait_for(marks / "slow2.started")
     os.kill(engine.pid, signal.SIGKILL)

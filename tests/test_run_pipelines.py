@@ -73,7 +73,8 @@ def test_compiled_yaml_runs_like_the_python_file(cli, tmp_path: Path) -> None:
     assert result.json()["outputs"]["Output"] == "yaml|4"
 
 
-def test_independent_tasks_run_in_parallel(cli, tmp_path: Path) -> None:
+def test_independent_tasks_run_in_parallel(cli, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MILLPOND_MAX_PARALLEL", "2")  # the default is the CPU count, which may be 1
     result = cli("run", PIPELINES / "parallel.py", "-p", f"folder={tmp_path / 'barrier'}", "-o", "json")
     assert result.code == 0, result.err
     assert sorted(t["outputs"]["Output"] for t in result.json()["tasks"]) == ["a", "b"]
