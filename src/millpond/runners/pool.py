@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.local import LocalRunner
@@ -72,7 +73,8 @@ class ForkServer:
                 self._ready = False
             return self._ready
 
-    def spawn(self, request: dict[str, object]) -> tuple[socket.socket, int]:
+    def spawn(self, request: dict[str, object]) -> tuple[socket.socket, BinaryIO, int]:
+        """Start a task; the reader it returns will also carry the exit status (one buffer for both lines)."""
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             client.connect(self.socket_path)
@@ -81,7 +83,7 @@ class ForkServer:
             line = reader.readline()
             if not line:
                 raise _ServerGone()
-            return client, int(json.loads(line)["pid"])
+            return client, reader, int(json.loads(line)["pid"])
         except (OSError, ValueError, KeyError) as exc:
             client.close()
             raise _ServerGone() from exc
@@ -137,18 +139,18 @@ class PoolRunner:
             "log_path": str(spec.log_path),
             "binds": [[str(b.source), b.target, b.read_only] for b in spec.binds],
         }
-        client, pid = self.server.spawn(request)
+        client, reader, pid = self.server.spawn(request)
         watchdog = self.local.watchdog
         watchdog.watch(pid, cancel, spec.timeout_s)
         try:
             if spec.on_start is not None:
                 spec.on_start(pid)  # the server kills its tasks when the engine dies; resume checks too
-            line = client.makefile("rb").readline()
+            line = reader.readline()
         finally:
             client.close()
             reason = watchdog.release(pid)
-        if not line:
-            raise _ServerGone()
+        if not line:  # the task ran (or runs): never start it a second time
+            return ProcessResult(exit_code=-1, seconds=time.monotonic() - started, error="the fork server stopped while the task ran")
         code = int(json.loads(line)["exit"])
         return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason)
 
