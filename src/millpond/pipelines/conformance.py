@@ -122,11 +122,9 @@ class ConformanceRunner:
                     os.environ["MILLPOND_HOME"] = saved
 
     def _create_secrets(self) -> None:
-        try:
-            from millpond.settings import load_settings
-            from millpond.store.secrets import ConfigStore
-        except ImportError:  # the secret store arrives with platform support
-            return
+        from millpond.settings import load_settings
+        from millpond.store.secrets import ConfigStore
+
         configs = ConfigStore(load_settings().home)
         for name, data in PROTOCOL_SECRETS.items():
             configs.create("secret", name, data, replace=True)

@@ -383,10 +383,10 @@ _REFERENCES = (
 )
 
 
-def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) -> list[str]:
+def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) -> list[tuple[str, str, str]]:
     """Required secrets and config maps named by a constant that do not exist: known before any task runs."""
     executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
-    missing: list[str] = []
+    missing: list[tuple[str, str, str]] = []  # (kind, name, the task that uses it)
     for label, config in executors.items():
         for kind, field_name, constant_key, parameter_key in _REFERENCES:
             for entry in config.get(field_name) or []:
@@ -399,7 +399,7 @@ def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) 
                 try:
                     configs.get(kind, name)
                 except MissingConfig:
-                    problem = f"{kind} {name!r} (used by {label.removeprefix('exec-')}) not found"
+                    problem = (kind, name, label.removeprefix("exec-"))
                     if problem not in missing:
                         missing.append(problem)
                 except UserError:

@@ -42,10 +42,10 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
     root = normalize_root(request.pipeline_root or str(settings.default_pipeline_root))
     missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
     if missing:
-        kind, name = missing[0].split(" ", 2)[:2]
+        problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)
+        kind, name, _task = missing[0]
         raise UserError(
-            f"{request.pipeline.source}: {'; '.join(missing)} "
-            f"(create it with: millpond {kind} create {name.strip(chr(39))} --from-literal KEY=VALUE)"
+            f"{request.pipeline.source}: {problems} (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
         )
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return store.create_run(
