@@ -1,0 +1,55 @@
+"""Checksums and locks of cached pieces: what makes a piece trustworthy and keeps it in place."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+
+import google_crc32c
+
+
+def crc32c(data: bytes | memoryview) -> int:
+    """CRC32C (hardware-accelerated; several GB/s), the checksum of every cached block."""
+    return google_crc32c.value(bytes(data) if isinstance(data, memoryview) else data)
+
+
+class VerifiedBlocks:
+    """Blocks already checked in this process, keyed so that any change to the file re-checks them.
+
+    A block is verified against its CRC the first time this process reads it; the key holds
+    the file's inode and change time, so rewriting (or corrupting) the file makes the next
+    read verify again.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[tuple[int, int, int, int]] = set()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(st: os.stat_result, block: int) -> tuple[int, int, int, int]:
+        return (st.st_dev, st.st_ino, st.st_ctime_ns, block)
+
+    def __contains__(self, key: tuple[int, int, int, int]) -> bool:
+        return key in self._seen
+
+    def add(self, key: tuple[int, int, int, int]) -> None:
+        with self._lock:
+            if len(self._seen) > 1_000_000:
+                self._seen.clear()
+            self._seen.add(key)
+
+
+def pin(fd: int) -> bool:
+    """Hold a shared lock on an open cache file; False if the file was evicted meanwhile."""
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return os.fstat(fd).st_nlink > 0
+
+
+def try_exclusive(fd: int) -> bool:
+    """The evictor's lock: only a file no reader holds can be moved or removed."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False

@@ -1,0 +1,213 @@
+"""A Dataset and its runtime, resolved into what the cache engine needs on this machine.
+
+Fluid binds a runtime to the dataset of the same name; the runtime's ``tieredstore`` says
+where the cache lives. Here that becomes a list of tiers (MEM → SSD → HDD), each a folder
+with a quota and watermarks, and the dataset's mounts become UFS URIs with their options
+and credentials (``encryptOptions`` resolved from millpond secrets, never stored elsewhere).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from millpond.datasets.quantity import parse_quantity
+from millpond.errors import UserError
+from millpond.settings import Settings, load_settings
+
+RUNTIME_KINDS = (
+    "AlluxioRuntime", "JuiceFSRuntime", "JindoRuntime", "ThinRuntime", "EFCRuntime", "VineyardRuntime", "CacheRuntime",
+)
+MEDIUM_ORDER = {"MEM": 0, "SSD": 1, "HDD": 2}
+DEFAULT_BLOCK_SIZE = 4 << 20
+DEFAULT_METADATA_TTL_S = 60.0
+DEFAULT_QUOTA = 2 << 30  # a runtime without tieredstore still caches: 2 GiB on disk under the home
+TTL_ANNOTATION = "data.millpond.io/metadata-ttl"
+_DURATION = re.compile(r"^\s*(-?[0-9.]+)\s*(ms|s|m|h|min|sec)?\s*$")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One cache level: where its files go, how much it may hold, when eviction starts and stops."""
+
+    index: int
+    medium: str
+    path: Path
+    quota: int
+    high: float
+    low: float
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One mount of a dataset: a UFS URI shown at ``path`` inside the dataset's namespace."""
+
+    name: str
+    uri: str
+    path: str  # '' for the dataset root, else 'a/b' (no leading slash)
+    options: dict[str, str] = field(repr=False)
+    read_only: bool
+
+    def __repr__(self) -> str:  # options may hold resolved credentials
+        return f"Mount(name={self.name!r}, uri={self.uri!r}, path={self.path!r}, read_only={self.read_only})"
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """Everything the engine needs to serve one dataset."""
+
+    name: str
+    namespace: str
+    uid: str
+    runtime_kind: str | None
+    mounts: tuple[Mount, ...]
+    tiers: tuple[Tier, ...]
+    read_only: bool
+    metadata_ttl_s: float
+    state_dir: Path  # index and locks
+    block_size: int = DEFAULT_BLOCK_SIZE
+
+    @property
+    def capacity(self) -> int:
+        return sum(tier.quota for tier in self.tiers)
+
+    def fingerprint(self) -> str:
+        """Changes when the mounts change: the index's UFS metadata is then stale."""
+        text = json.dumps([[m.uri, m.path] for m in self.mounts], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def mount_path(mount: dict[str, Any]) -> str:
+    """Where a mount appears in the dataset: its ``path``, else ``/<name>`` (Fluid's default)."""
+    path = mount.get("path") or "/" + str(mount.get("name") or "")
+    return posixpath.normpath("/" + path).strip("/")
+
+
+def _ratio(value: Any, default: float) -> float:
+    return float(value) if value not in (None, "") else default
+
+
+def tiers_of(runtime: dict[str, Any] | None, dataset_dir: str, settings: Settings) -> tuple[Tier, ...]:
+    """The runtime's tieredstore levels, fastest first; a single disk tier when it has none."""
+    levels = ((runtime or {}).get("spec") or {}).get("tieredstore", {}).get("levels") or []
+    tiers: list[Tier] = []
+    for level in sorted(levels, key=lambda lv: MEDIUM_ORDER.get(str(lv.get("mediumtype", "SSD")), 1)):
+        medium = str(level.get("mediumtype") or "SSD")
+        paths = [p for p in str(level.get("path") or ("/dev/shm" if medium == "MEM" else "")).split(",") if p]
+        if not paths:
+            paths = [str(settings.home / "cache" / medium.lower())]
+        quotas = [q for q in str(level.get("quotaList") or "").split(",") if q]
+        total = parse_quantity(level["quota"]) if level.get("quota") not in (None, "") else DEFAULT_QUOTA
+        for position, path in enumerate(paths):
+            quota = parse_quantity(quotas[position]) if position < len(quotas) else total // len(paths)
+            tiers.append(
+                Tier(
+                    index=len(tiers), medium=medium, path=Path(path) / "millpond" / dataset_dir, quota=quota,
+                    high=_ratio(level.get("high"), 0.95), low=_ratio(level.get("low"), 0.7),
+                )
+            )
+    if not tiers:
+        tiers.append(Tier(0, "SSD", settings.home / "cache" / "ssd" / dataset_dir, DEFAULT_QUOTA, 0.95, 0.7))
+    return tuple(tiers)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``30s``, ``5m``, ``1h``, ``500ms`` or a bare number of seconds (``-1``: never)."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a duration")
+    number = float(match.group(1))
+    unit = match.group(2) or "s"
+    return number * {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+
+
+def metadata_ttl(dataset: dict[str, Any], runtime: dict[str, Any] | None) -> float:
+    """How long listed UFS metadata is trusted before a read looks again (∞ for Alluxio's ``-1``)."""
+    annotations = (dataset.get("metadata") or {}).get("annotations") or {}
+    text = annotations.get(TTL_ANNOTATION)
+    if text is None:
+        properties = ((runtime or {}).get("spec") or {}).get("properties") or {}
+        text = properties.get("alluxio.user.file.metadata.sync.interval")
+    if text is None:
+        return DEFAULT_METADATA_TTL_S
+    seconds = parse_duration(str(text))
+    return float("inf") if seconds < 0 else seconds
+
+
+def resolve_options(mount: dict[str, Any], shared: dict[str, Any], secrets: Any, where: str) -> dict[str, str]:
+    """A mount's options with ``encryptOptions`` filled in from millpond secrets."""
+    options = {str(k): str(v) for k, v in (shared.get("sharedOptions") or {}).items()}
+    options.update({str(k): str(v) for k, v in (mount.get("options") or {}).items()})
+    for position, item in enumerate([*(shared.get("sharedEncryptOptions") or []), *(mount.get("encryptOptions") or [])]):
+        ref = ((item.get("valueFrom") or {}).get("secretKeyRef")) or {}
+        secret_name, key = ref.get("name"), ref.get("key")
+        try:
+            values = secrets.get("secret", str(secret_name))
+        except KeyError:
+            raise UserError(f"{where}.encryptOptions[{position}]: secret {secret_name!r} not found (millpond secret create {secret_name} ...)") from None
+        if key not in values:
+            raise UserError(f"{where}.encryptOptions[{position}]: secret {secret_name!r} has no key {key!r}")
+        options[str(item.get("name"))] = values[key]
+    return options
+
+
+def build_config(dataset: dict[str, Any], runtime: dict[str, Any] | None, uid: str, settings: Settings | None = None) -> DatasetConfig:
+    """Resolve manifests (as applied) into a DatasetConfig; UserError names what cannot be resolved."""
+    from millpond.store.secrets import ConfigStore
+
+    settings = settings or load_settings()
+    meta = dataset.get("metadata") or {}
+    name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
+    spec = dataset.get("spec") or {}
+    secrets = ConfigStore(settings.home)
+    modes = spec.get("accessModes") or ["ReadOnlyMany"]
+    read_only = not any(mode in ("ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod") for mode in modes)
+    mounts = []
+    for position, raw in enumerate(spec.get("mounts") or []):
+        where = f"Dataset {name}: spec.mounts[{position}]"
+        mounts.append(
+            Mount(
+                name=str(raw.get("name") or f"mount{position}"),
+                uri=str(raw["mountPoint"]),
+                path=mount_path(raw),
+                options=resolve_options(raw, spec, secrets, where),
+                read_only=read_only or bool(raw.get("readOnly")),
+            )
+        )
+    dataset_dir = f"{namespace}/{name}-{uid[:8]}"
+    return DatasetConfig(
+        name=name, namespace=namespace, uid=uid,
+        runtime_kind=(runtime or {}).get("kind"),
+        mounts=tuple(mounts),
+        tiers=tiers_of(runtime, dataset_dir, settings),
+        read_only=read_only,
+        metadata_ttl_s=metadata_ttl(dataset, runtime),
+        state_dir=settings.home / "datasets" / dataset_dir,
+    )
+
+
+def bound_runtime(store: Any, name: str, namespace: str = "default") -> Any | None:
+    """The runtime resource of the same name as the dataset (Fluid's binding rule), if any."""
+    for kind in RUNTIME_KINDS:
+        found = store.get(kind, name, namespace)
+        if found is not None:
+            return found
+    return None
+
+
+def load_config(name: str, namespace: str = "default", settings: Settings | None = None) -> DatasetConfig:
+    """The applied dataset ``name`` and its bound runtime; UserError when there is no such dataset."""
+    from millpond.store.resources import ResourceStore
+
+    settings = settings or load_settings()
+    store = ResourceStore(settings)
+    dataset = store.get("Dataset", name, namespace)
+    if dataset is None:
+        raise UserError(f"dataset {name!r} not found (millpond apply -f DATASET.yaml first)")
+    runtime = bound_runtime(store, name, namespace)
+    return build_config(dataset.manifest, runtime.manifest if runtime else None, dataset.uid, settings)

@@ -1,0 +1,384 @@
+"""Under file systems: where a dataset's data really lives (S3, local folders, the web, …).
+
+The cache engine needs only five things from a UFS — list, stat, read a range, write, remove —
+so each kind of storage is one small class. S3 goes through obstore (Rust; a GET costs a
+fraction of s3fs's Python time, which matters for thousands of small files); everything else
+goes through fsspec, so any protocol fsspec knows works once its package is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from millpond.errors import UserError
+
+
+@dataclass(frozen=True)
+class UfsEntry:
+    """One file of a UFS: its key relative to the mount root, and what tells a change."""
+
+    key: str
+    size: int
+    mtime: float
+    etag: str
+
+    @property
+    def version(self) -> str:
+        """What identifies this content: a changed version invalidates cached copies."""
+        return self.etag or f"{self.size}-{self.mtime:.6f}"
+
+
+class UfsError(Exception):
+    """A UFS could not be reached or answered with an error (the message says which and why)."""
+
+
+class Ufs(Protocol):
+    """The operations the cache engine uses; keys are relative to the mount root, '/'-separated."""
+
+    uri: str
+
+    def list(self) -> Iterator[UfsEntry]: ...
+
+    def stat(self, key: str) -> UfsEntry | None: ...
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> bytes: ...
+
+    def write(self, key: str, source: Path) -> UfsEntry: ...
+
+    def remove(self, key: str) -> None: ...
+
+
+class LocalUfs:
+    """A folder on this machine (``local://``, ``file://``, ``pvc://``)."""
+
+    def __init__(self, uri: str, root: Path) -> None:
+        self.uri = uri
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        return self.root / key if key else self.root
+
+    def list(self) -> Iterator[UfsEntry]:
+        if not self.root.is_dir():
+            raise UfsError(f"{self.uri}: no such folder {self.root}")
+        for folder, dirs, files in os.walk(self.root):
+            dirs.sort()
+            for name in sorted(files):
+                path = Path(folder) / name
+                try:
+                    st = path.stat()
+                except OSError:
+                    continue
+                yield UfsEntry(path.relative_to(self.root).as_posix(), st.st_size, st.st_mtime, "")
+
+    def stat(self, key: str) -> UfsEntry | None:
+        try:
+            st = self._path(key).stat()
+        except OSError:
+            return None
+        return UfsEntry(key, st.st_size, st.st_mtime, "")
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        try:
+            with open(self._path(key), "rb") as f:
+                size = (end if end is not None else os.fstat(f.fileno()).st_size) - start
+                return os.pread(f.fileno(), max(size, 0), start)
+        except OSError as exc:
+            raise UfsError(f"{self.uri}/{key}: {exc.strerror}") from None
+
+    def write(self, key: str, source: Path) -> UfsEntry:
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.millpond-partial")
+        shutil.copyfile(source, partial)
+        os.replace(partial, target)
+        entry = self.stat(key)
+        assert entry is not None
+        return entry
+
+    def remove(self, key: str) -> None:
+        try:
+            self._path(key).unlink()
+        except FileNotFoundError:
+            pass
+
+
+class ObstoreS3Ufs:
+    """An S3-compatible bucket (AWS, MinIO, SeaweedFS, OSS's S3 endpoint) through obstore."""
+
+    def __init__(self, uri: str, bucket: str, prefix: str, settings: S3Settings) -> None:
+        from obstore.store import S3Store
+
+        self.uri = uri
+        self.prefix = prefix.strip("/")
+        config: dict[str, Any] = {"virtual_hosted_style_request": not settings.path_style}
+        if settings.endpoint:
+            config["endpoint"] = settings.endpoint
+        if settings.region:
+            config["region"] = settings.region
+        if settings.access_key:
+            config["access_key_id"] = settings.access_key
+            config["secret_access_key"] = settings.secret_key or ""
+        else:
+            config["skip_signature"] = True
+        client = {"allow_http": True, "timeout": "120s", "connect_timeout": "10s", "pool_max_idle_per_host": 64}
+        self._store = S3Store(bucket, client_options=client, **config)
+        self._local = threading.local()
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def list(self) -> Iterator[UfsEntry]:
+        import obstore
+
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        try:
+            for batch in obstore.list(self._store, prefix=self.prefix or None, chunk_size=1000):
+                for meta in batch:
+                    key = meta["path"][cut:]
+                    if not key or key.endswith("/"):
+                        continue  # a folder marker some tools write
+                    yield UfsEntry(key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"'))
+        except Exception as exc:  # noqa: BLE001 - obstore raises its own exception family
+            raise UfsError(f"{self.uri}: {_short(exc)}") from None
+
+    def stat(self, key: str) -> UfsEntry | None:
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        try:
+            meta = obstore.head(self._store, self._key(key))
+        except NotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+        return UfsEntry(key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"'))
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        import obstore
+
+        try:
+            if start == 0 and end is None:
+                return obstore.get(self._store, self._key(key)).bytes().to_bytes()
+            return obstore.get_range(self._store, self._key(key), start=start, end=end).to_bytes()
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+
+    def write(self, key: str, source: Path) -> UfsEntry:
+        import obstore
+
+        try:
+            obstore.put(self._store, self._key(key), source)
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+        entry = self.stat(key)
+        if entry is None:
+            raise UfsError(f"{self.uri}/{key}: written but not found afterwards")
+        return entry
+
+    def remove(self, key: str) -> None:
+        import obstore
+
+        try:
+            obstore.delete(self._store, self._key(key))
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+
+
+class FsspecUfs:
+    """Any other protocol fsspec knows (http(s) web listings, gcs, hdfs, …)."""
+
+    def __init__(self, uri: str, fs: Any, root: str) -> None:
+        self.uri = uri
+        self.fs = fs
+        self.root = root.rstrip("/")
+
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{key}" if key else self.root
+
+    def _entry(self, key: str, info: dict[str, Any]) -> UfsEntry:
+        mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or 0
+        if hasattr(mtime, "timestamp"):
+            mtime = mtime.timestamp()
+        etag = str(info.get("ETag") or info.get("etag") or info.get("md5") or "").strip('"')
+        return UfsEntry(key, int(info.get("size") or 0), float(mtime or 0), etag)
+
+    def list(self) -> Iterator[UfsEntry]:
+        try:
+            found = self.fs.find(self.root, detail=True)
+        except Exception as exc:  # noqa: BLE001 - every fsspec backend has its own errors
+            raise UfsError(f"{self.uri}: {_short(exc)}") from None
+        prefix = self.fs._strip_protocol(self.root).rstrip("/") + "/"
+        for path in sorted(found):
+            info = found[path]
+            if info.get("type") == "directory":
+                continue
+            stripped = self.fs._strip_protocol(path)
+            key = stripped[len(prefix):] if stripped.startswith(prefix) else stripped.rsplit("/", 1)[-1]
+            if key:
+                yield self._entry(key, info)
+
+    def stat(self, key: str) -> UfsEntry | None:
+        try:
+            return self._entry(key, self.fs.info(self._path(key)))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+
+    def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
+        try:
+            return bytes(self.fs.cat_file(self._path(key), start=start or None, end=end))
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+
+    def write(self, key: str, source: Path) -> UfsEntry:
+        try:
+            self.fs.put_file(str(source), self._path(key))
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+        entry = self.stat(key)
+        if entry is None:
+            raise UfsError(f"{self.uri}/{key}: written but not found afterwards")
+        return entry
+
+    def remove(self, key: str) -> None:
+        try:
+            self.fs.rm_file(self._path(key))
+        except FileNotFoundError:
+            pass
+        except Exception as exc:  # noqa: BLE001
+            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+
+
+@dataclass(frozen=True)
+class S3Settings:
+    """How to reach an S3-compatible endpoint, from a mount's options and encryptOptions."""
+
+    endpoint: str | None
+    region: str | None
+    path_style: bool
+    access_key: str | None
+    secret_key: str | None
+
+    def __repr__(self) -> str:  # never print the keys
+        return f"S3Settings(endpoint={self.endpoint!r}, region={self.region!r}, path_style={self.path_style})"
+
+
+# Option names Fluid's engines use for the same setting (Alluxio, Hadoop s3a, JuiceFS, plain).
+_ENDPOINT = ("alluxio.underfs.s3.endpoint", "fs.s3a.endpoint", "fs.oss.endpoint", "s3.endpoint", "aws.endpoint", "endpoint", "endpoint_url")
+_REGION = ("alluxio.underfs.s3.endpoint.region", "fs.s3a.endpoint.region", "aws.region", "s3.region", "region")
+_PATH_STYLE = ("alluxio.underfs.s3.disable.dns.buckets", "fs.s3a.path.style.access", "path-style", "path_style", "s3.path.style.access")
+_ACCESS_KEY = ("aws.accessKeyId", "fs.s3a.access.key", "access-key", "access_key", "accessKeyId", "fs.oss.accessKeyId", "alluxio.underfs.s3.accessKeyId", "s3.accessKeyId")
+_SECRET_KEY = ("aws.secretKey", "fs.s3a.secret.key", "secret-key", "secret_key", "secretKey", "aws.secretAccessKey", "fs.oss.accessKeySecret", "alluxio.underfs.s3.secretKey", "s3.secretKey")
+_SECURE = ("alluxio.underfs.s3.secure.http.enabled", "fs.s3a.connection.ssl.enabled")
+
+# Every option name this module understands (the rest are recorded and reported as not applicable).
+UNDERSTOOD_OPTIONS = frozenset(_ENDPOINT + _REGION + _PATH_STYLE + _ACCESS_KEY + _SECRET_KEY + _SECURE)
+
+
+def _first(options: dict[str, str], names: tuple[str, ...]) -> str | None:
+    for name in names:
+        value = options.get(name)
+        if value not in (None, ""):
+            return str(value)
+    return None
+
+
+def s3_settings(options: dict[str, str], host_endpoint: str | None = None) -> S3Settings:
+    """Endpoint, region, addressing and keys, from options first, then the usual AWS_* variables."""
+    endpoint = _first(options, _ENDPOINT) or host_endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    secure = _first(options, _SECURE)
+    if endpoint and "://" not in endpoint:
+        endpoint = ("http://" if secure and secure.lower() == "false" else "https://") + endpoint
+    path_style = _first(options, _PATH_STYLE)
+    access = _first(options, _ACCESS_KEY)
+    secret = _first(options, _SECRET_KEY)
+    if access is None:
+        access = os.environ.get("AWS_ACCESS_KEY_ID")
+        secret = os.environ.get("AWS_SECRET_ACCESS_KEY")
+    return S3Settings(
+        endpoint=endpoint,
+        region=_first(options, _REGION) or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        # A custom endpoint (MinIO, SeaweedFS) is path-style unless told otherwise, as juicefs and rclone assume.
+        path_style=(path_style.lower() == "true") if path_style else bool(endpoint),
+        access_key=access,
+        secret_key=secret,
+    )
+
+
+def _split_bucket(netloc: str) -> tuple[str, str | None]:
+    """``bucket`` or ``bucket.endpoint.host[:port]`` (the juicefs-style form) → (bucket, endpoint host)."""
+    if "." in netloc:
+        bucket, host = netloc.split(".", 1)
+        return bucket, host
+    return netloc, None
+
+
+def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path) -> Ufs:
+    """The UFS a mount point names; UserError for a scheme that cannot be served here."""
+    scheme, _, rest = uri.partition("://")
+    scheme = scheme.lower()
+    if scheme in ("local", "file"):
+        return LocalUfs(uri, Path("/" + rest.lstrip("/")))
+    if scheme == "pvc":
+        name, _, sub = rest.partition("/")
+        return LocalUfs(uri, volumes_dir / name / sub.strip("/") if sub.strip("/") else volumes_dir / name)
+    if scheme in ("s3", "s3a", "minio", "oss"):
+        netloc, _, prefix = rest.partition("/")
+        if scheme == "minio":  # minio://HOST:PORT/BUCKET/PATH, plain HTTP (as juicefs sync spells it)
+            host = netloc
+            bucket, _, prefix = prefix.partition("/")
+            settings = s3_settings(options, f"http://{host}")
+        else:
+            settings = s3_settings(options)
+            bucket = netloc
+            if settings.endpoint is None or scheme == "oss":
+                # s3://BUCKET.ENDPOINT/PATH names its endpoint (juicefs sync's form) when nothing else does.
+                bucket, host = _split_bucket(netloc)
+                if host:
+                    settings = s3_settings(options, f"https://{host}")
+        try:
+            return ObstoreS3Ufs(uri, bucket, prefix, settings)
+        except ImportError:
+            return _s3fs_ufs(uri, bucket, prefix, settings)
+    return _fsspec_ufs(uri, scheme, options)
+
+
+def _s3fs_ufs(uri: str, bucket: str, prefix: str, settings: S3Settings) -> Ufs:
+    try:
+        import s3fs
+    except ImportError:
+        raise UserError(f"{uri}: reading S3 needs obstore or s3fs; try: pip install 'millpond[s3]'") from None
+    fs = s3fs.S3FileSystem(
+        key=settings.access_key, secret=settings.secret_key, anon=settings.access_key is None,
+        endpoint_url=settings.endpoint, client_kwargs={"region_name": settings.region},
+        config_kwargs={"s3": {"addressing_style": "path" if settings.path_style else "virtual"}},
+        skip_instance_cache=True,
+    )
+    return FsspecUfs(uri, fs, f"{bucket}/{prefix}".rstrip("/"))
+
+
+def _fsspec_ufs(uri: str, scheme: str, options: dict[str, str]) -> Ufs:
+    import fsspec
+
+    try:
+        fs = fsspec.filesystem(scheme, skip_instance_cache=True)
+    except ValueError:
+        raise UserError(f"{uri}: unknown mount scheme {scheme}://") from None
+    except ImportError as exc:
+        raise UserError(f"{uri}: the {scheme}:// filesystem needs an extra package ({exc})") from None
+    root = uri if scheme in ("http", "https") else uri.partition("://")[2]
+    return FsspecUfs(uri, fs, root)
+
+
+def _short(exc: BaseException) -> str:
+    """The first line of an exception, without credentials or a wall of backend detail."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:300]
