@@ -1,4 +1,4 @@
-"""The metadata schema: experiments, runs, tasks and artifacts.
+"""The metadata schema: experiments, runs, tasks, artifacts, and applied Fluid resources.
 
 Every state change of a run is a committed row, so a killed engine can resume where it stopped.
 Structured values (parameters, outputs) are JSON columns: they are read back whole, never queried.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from millpond.store.keys import new_id, utcnow
@@ -110,3 +110,23 @@ class Artifact(Base):
     uri: Mapped[str] = mapped_column(Text)
     artifact_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class StoredResource(Base):
+    """A Fluid object applied with ``millpond apply -f`` (Dataset, a runtime, a data operation).
+
+    ``manifest`` is what was applied (apiVersion, kind, metadata, spec); ``status`` is what
+    millpond observed, written apart so that re-applying a manifest never resets it.
+    """
+
+    __tablename__ = "resources"
+    __table_args__ = (UniqueConstraint("kind", "namespace", "name", name="uq_resources_kind_namespace_name"),)
+
+    uid: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    kind: Mapped[str] = mapped_column(String(64))
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,137 @@
+"""Applied Fluid objects (``millpond apply -f``): what was applied, and the status millpond observed.
+
+Keys are (kind, namespace, name) as in Kubernetes, with ``kind`` the canonical CamelCase
+kind (``Dataset``, ``AlluxioRuntime``, ``DataLoad``). ``apply`` stores a whole batch in one
+transaction, so a failed apply leaves nothing half-written; it tells created from
+configured from unchanged the way kubectl does. Status is written separately, so
+re-applying a manifest keeps what the cache engine reported.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from millpond.store.keys import new_id, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from millpond.settings import Settings
+    from millpond.store.models import StoredResource
+
+
+@dataclass
+class Resource:
+    kind: str
+    name: str
+    namespace: str
+    uid: str
+    manifest: dict[str, Any]  # apiVersion, kind, metadata, spec: as applied
+    status: dict[str, Any]
+    created_at: dt.datetime
+    updated_at: dt.datetime
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.manifest.get("spec") or {}
+
+
+def _aware(moment: dt.datetime) -> dt.datetime:
+    """SQLite hands timestamps back without their zone: they were written in UTC."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
+def _resource(row: "StoredResource") -> Resource:
+    return Resource(
+        kind=row.kind, name=row.name, namespace=row.namespace, uid=row.uid,
+        manifest=dict(row.manifest), status=dict(row.status or {}),
+        created_at=_aware(row.created_at), updated_at=_aware(row.updated_at),
+    )
+
+
+class ResourceStore:
+    """Fluid objects in the metadata database of one millpond home (``settings.database_url``)."""
+
+    def __init__(self, settings: "Settings | None" = None) -> None:
+        from millpond.settings import load_settings
+        from millpond.store.db import session_factory
+
+        self._sessions: sessionmaker[Session] = session_factory((settings or load_settings()).database_url)
+
+    def _row(self, session: "Session", kind: str, name: str, namespace: str) -> "StoredResource | None":
+        from sqlalchemy import select
+
+        from millpond.store.models import StoredResource
+
+        return session.scalar(select(StoredResource).where(
+            StoredResource.kind == kind, StoredResource.namespace == namespace, StoredResource.name == name))
+
+    def get(self, kind: str, name: str, namespace: str = "default") -> Resource | None:
+        with self._sessions() as session:
+            row = self._row(session, kind, name, namespace)
+            return _resource(row) if row else None
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Resource]:
+        """Every object of ``kind`` (in ``namespace``, or all namespaces when None), by namespace and name."""
+        from sqlalchemy import select
+
+        from millpond.store.models import StoredResource
+
+        query = select(StoredResource).where(StoredResource.kind == kind)
+        if namespace is not None:
+            query = query.where(StoredResource.namespace == namespace)
+        with self._sessions() as session:
+            rows = session.scalars(query.order_by(StoredResource.namespace, StoredResource.name))
+            return [_resource(row) for row in rows]
+
+    def apply(self, manifests: list[dict[str, Any]]) -> list[tuple[Resource, str]]:
+        """Create or update each manifest, all in one transaction: (resource, "created" | "configured" | "unchanged").
+
+        A manifest holds apiVersion, kind, metadata (name, optional namespace) and spec; a later
+        one with the same key in the batch applies over an earlier one, as with kubectl.
+        """
+        from millpond.store.models import StoredResource
+
+        results: list[tuple[Resource, str]] = []
+        with self._sessions.begin() as session:
+            for manifest in manifests:
+                metadata = manifest["metadata"]
+                kind, name = manifest["kind"], metadata["name"]
+                namespace = metadata.get("namespace") or "default"
+                stored = {**manifest, "metadata": {**metadata, "namespace": namespace}}
+                row = self._row(session, kind, name, namespace)
+                now = utcnow()
+                if row is None:
+                    row = StoredResource(uid=new_id(), kind=kind, namespace=namespace, name=name,
+                                         manifest=stored, status={}, created_at=now, updated_at=now)
+                    session.add(row)
+                    action = "created"
+                elif row.manifest == stored:
+                    action = "unchanged"
+                else:
+                    row.manifest, row.updated_at = stored, now
+                    action = "configured"
+                session.flush()
+                results.append((_resource(row), action))
+        return results
+
+    def delete(self, kind: str, name: str, namespace: str = "default") -> bool:
+        """Remove one object; False when there was none."""
+        with self._sessions.begin() as session:
+            row = self._row(session, kind, name, namespace)
+            if row is None:
+                return False
+            session.delete(row)
+            return True
+
+    def set_status(self, kind: str, name: str, status: dict[str, Any], namespace: str = "default") -> None:
+        """Replace an object's status; an object deleted meanwhile stays deleted (nothing is written).
+
+        ``updated_at`` stays the time of the last applied change: status is not the user's edit.
+        """
+        with self._sessions.begin() as session:
+            row = self._row(session, kind, name, namespace)
+            if row is not None:
+                row.status = dict(status)
