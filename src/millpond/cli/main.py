@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from millpond.cli.config_maps import configmap_group, secret_group
+from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.errors import UserError
 
 OUTPUT = click.option(
@@ -135,6 +136,9 @@ def conformance_command(folder: Path, timeout: float, seed: int | None) -> int:
 
 app.add_command(secret_group)
 app.add_command(configmap_group)
+app.add_command(apply_command)
+app.add_command(get_command)
+app.add_command(delete_command)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -1,0 +1,138 @@
+"""``millpond apply -f``, ``millpond get`` and ``millpond delete``: Fluid manifests as kubectl handles them.
+
+Only click is imported here; the manifest checks and the store load when a command runs,
+so ``millpond run`` does not pay for them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from millpond.errors import UserError
+
+if TYPE_CHECKING:
+    from millpond.store.resources import Resource, ResourceStore
+
+NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The object's namespace.")
+
+
+def _status(resource: "Resource", store: "ResourceStore") -> dict[str, Any]:
+    """Fluid's status for the object, as the cache engine reports it; the stored status until that exists."""
+    try:
+        from millpond.datasets.status import resource_status
+    except ModuleNotFoundError as exc:  # TODO(lead): drop this fallback once datasets/status.py lands
+        if exc.name != "millpond.datasets.status":
+            raise
+        return resource.status
+    return resource_status(resource, store)
+
+
+def _dataset_deleted(name: str, namespace: str) -> None:
+    """Let the cache engine drop what it holds for a deleted dataset."""
+    try:
+        from millpond.datasets.cleanup import dataset_deleted
+    except ModuleNotFoundError as exc:  # TODO(lead): drop this fallback once datasets/cleanup.py lands
+        if exc.name != "millpond.datasets.cleanup":
+            raise
+        return
+    dataset_deleted(name, namespace)
+
+
+def _not_found(plural: str, name: str, namespace: str) -> str:
+    from millpond.datasets.kinds import GROUP
+
+    return f'{plural}.{GROUP} "{name}" not found' + (f' in namespace "{namespace}"' if namespace != "default" else "")
+
+
+@click.command("apply")
+@click.option("--filename", "-f", "files", multiple=True, required=True, metavar="FILE",
+              help="A manifest file, a folder of them, or - for stdin (repeatable).")
+def apply_command(files: tuple[str, ...]) -> None:
+    """Create or update Fluid objects (data.fluid.io/v1alpha1) from manifests: all of them, or none."""
+    from millpond.datasets.kinds import KINDS
+    from millpond.datasets.manifests import load_manifests, missing_dataset_notes
+    from millpond.settings import load_settings
+    from millpond.store.resources import ResourceStore
+    from millpond.store.secrets import ConfigStore
+
+    settings = load_settings()
+    manifests = load_manifests(list(files), ConfigStore(settings.home))
+    store = ResourceStore(settings)
+    notes = [note for manifest in manifests for note in manifest.notes]
+    notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
+    for resource, action in store.apply([manifest.body for manifest in manifests]):
+        print(f"{KINDS[resource.kind].resource}/{resource.name} {action}")
+    for note in notes:
+        print(f"info: {note}", file=sys.stderr)
+
+
+@click.command("get")
+@click.argument("kind", metavar="KIND")
+@click.argument("name", required=False)
+@NAMESPACE
+@click.option("--all-namespaces", "-A", is_flag=True, help="Objects of every namespace.")
+@click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
+              help="A table, or the whole objects as JSON or YAML.")
+def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
+    """Show Fluid objects of KIND (dataset, alluxioruntime, dataload, …), or the one named NAME."""
+    from millpond.cli.resource_tables import COLUMNS, format_table, full_object, row
+    from millpond.datasets.kinds import kind_info
+    from millpond.store.resources import ResourceStore
+
+    info = kind_info(kind)
+    store = ResourceStore()
+    if name is not None:
+        found = store.get(info.kind, name, namespace)
+        if found is None:
+            raise UserError(_not_found(info.plural, name, namespace))
+        resources = [found]
+    else:
+        resources = store.list(info.kind, None if all_namespaces else namespace)
+    statuses = [_status(resource, store) for resource in resources]
+    if output in ("json", "yaml"):
+        objects = [full_object(r, s) for r, s in zip(resources, statuses)]
+        value = objects[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": objects}
+        _print_value(value, output)
+        return
+    if not resources:
+        where = "any namespace" if all_namespaces else f"{namespace} namespace"
+        print(f"No resources found in {where}.", file=sys.stderr)
+        return
+    now = dt.datetime.now(dt.timezone.utc)
+    headers = COLUMNS[info.category]
+    rows = [row(r, s, now) for r, s in zip(resources, statuses)]
+    if all_namespaces:
+        headers = ("NAMESPACE", *headers)
+        rows = [[r.namespace, *cells] for r, cells in zip(resources, rows)]
+    sys.stdout.write(format_table(headers, rows))
+
+
+def _print_value(value: Any, output: str) -> None:
+    if output == "json":
+        sys.stdout.write(json.dumps(value, indent=2) + "\n")
+    else:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(value, sort_keys=False, allow_unicode=True))
+
+
+@click.command("delete")
+@click.argument("kind", metavar="KIND")
+@click.argument("name")
+@NAMESPACE
+def delete_command(kind: str, name: str, namespace: str) -> None:
+    """Delete the Fluid object NAME of KIND (a dataset's cache goes with it)."""
+    from millpond.datasets.kinds import kind_info
+    from millpond.store.resources import ResourceStore
+
+    info = kind_info(kind)
+    if not ResourceStore().delete(info.kind, name, namespace):
+        raise UserError(_not_found(info.plural, name, namespace))
+    if info.kind == "Dataset":
+        _dataset_deleted(name, namespace)
+    print(f'{info.resource} "{name}" deleted')

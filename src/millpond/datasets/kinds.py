@@ -1,0 +1,110 @@
+"""The Fluid kinds millpond knows, by the names kubectl accepts for them.
+
+One table says, for each ``data.fluid.io/v1alpha1`` kind, what it is (dataset, runtime or
+data operation), how kubectl spells it (``datasets``, ``alluxio``, ``load``…) and which of
+its spec fields millpond acts on; the other fields are recorded and reported, not applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from millpond.errors import UserError
+
+API_VERSION = "data.fluid.io/v1alpha1"
+GROUP = "data.fluid.io"
+
+Category = Literal["dataset", "runtime", "operation"]
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kind: str
+    plural: str
+    category: Category
+    # Spec fields millpond acts on; any other field is accepted and "recorded only".
+    applicable: frozenset[str]
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def resource(self) -> str:
+        """How kubectl names the resource in its output: ``dataset.data.fluid.io``."""
+        return f"{self.kind.lower()}.{GROUP}"
+
+
+_RUNTIME_FIELDS = frozenset({"tieredstore", "management", "replicas"})
+_OPERATION_FIELDS = frozenset({"policy", "schedule", "ttlSecondsAfterFinished", "runAfter"})
+
+KINDS: dict[str, KindInfo] = {info.kind: info for info in (
+    KindInfo("Dataset", "datasets", "dataset",
+             frozenset({"mounts", "accessModes", "sharedOptions", "sharedEncryptOptions", "owner"})),
+    KindInfo("AlluxioRuntime", "alluxioruntimes", "runtime", _RUNTIME_FIELDS, ("alluxio",)),
+    KindInfo("JuiceFSRuntime", "juicefsruntimes", "runtime", _RUNTIME_FIELDS, ("juicefs",)),
+    KindInfo("JindoRuntime", "jindoruntimes", "runtime", _RUNTIME_FIELDS, ("jindo",)),
+    KindInfo("EFCRuntime", "efcruntimes", "runtime", _RUNTIME_FIELDS, ("efc",)),
+    KindInfo("ThinRuntime", "thinruntimes", "runtime", _RUNTIME_FIELDS, ("thin",)),
+    KindInfo("VineyardRuntime", "vineyardruntimes", "runtime", _RUNTIME_FIELDS, ("vineyard",)),
+    KindInfo("CacheRuntime", "cacheruntimes", "runtime", _RUNTIME_FIELDS, ("cache",)),
+    KindInfo("DataLoad", "dataloads", "operation",
+             _OPERATION_FIELDS | {"dataset", "target", "loadMetadata", "options"}, ("load",)),
+    KindInfo("DataMigrate", "datamigrates", "operation",
+             _OPERATION_FIELDS | {"from", "to", "options", "parallelism", "parallelOptions", "block"}, ("migrate",)),
+    KindInfo("DataProcess", "dataprocesses", "operation", _OPERATION_FIELDS | {"dataset", "processor"}),
+    KindInfo("DataBackup", "databackups", "operation", _OPERATION_FIELDS | {"dataset", "backupPath"}, ("backup",)),
+)}
+
+# Kinds of Fluid that mean nothing on one machine: refused with the reason.
+NOT_ON_ONE_MACHINE = {
+    "CacheRuntimeClass": (
+        "CacheRuntimeClass is a cluster-wide template for deploying a third-party cache system's pods; "
+        "it has no meaning on one machine, where millpond's own cache serves every runtime"
+    ),
+}
+
+
+def _spellings() -> dict[str, str]:
+    names: dict[str, str] = {}
+    for info in KINDS.values():
+        for name in (info.kind, info.plural, *info.short_names):
+            names[name.lower()] = info.kind
+            names[f"{name.lower()}.{GROUP}"] = info.kind
+    return names
+
+
+_NAMES = _spellings()
+
+
+def canonical_kind(text: str) -> str:
+    """``Dataset`` for ``dataset``, ``datasets``, ``datasets.data.fluid.io``…; UserError lists the valid names."""
+    found = _NAMES.get(text.strip().lower())
+    if found:
+        return found
+    for refused, reason in NOT_ON_ONE_MACHINE.items():
+        if text.strip().lower() in (refused.lower(), refused.lower() + "es"):
+            raise UserError(reason)
+    valid = ", ".join(f"{info.kind.lower()} ({info.plural})" for info in KINDS.values())
+    raise UserError(f"unknown resource type {text!r}: use one of {valid}")
+
+
+def kind_info(kind: str) -> KindInfo:
+    return KINDS[canonical_kind(kind)]
+
+
+def dataset_reference(kind: str, spec: dict[str, Any]) -> tuple[str, str | None] | None:
+    """The dataset a data operation works on, as (name, namespace or None): what ``get`` shows as DATASET.
+
+    DataBackup names it as a string; DataMigrate on one side (``from`` or ``to``) of the copy.
+    """
+    if kind == "DataBackup":
+        return (spec["dataset"], None) if isinstance(spec.get("dataset"), str) else None
+    if kind == "DataMigrate":
+        for side in ("from", "to"):
+            ref = (spec.get(side) or {}).get("dataset")
+            if isinstance(ref, dict) and ref.get("name"):
+                return ref["name"], ref.get("namespace")
+        return None
+    ref = spec.get("dataset")
+    if isinstance(ref, dict) and ref.get("name"):
+        return ref["name"], ref.get("namespace")
+    return None

@@ -1,0 +1,208 @@
+"""Read Fluid manifests (``millpond apply -f``) and check every document before anything is stored.
+
+The files are read exactly as kubectl reads them (multi-document YAML or JSON, ``-`` for
+stdin, a folder for its ``*.yaml``/``*.yml``/``*.json``, a ``kind: List``), then each
+document is checked: envelope (apiVersion, kind, metadata), its kind's schema, and the
+checks no CRD can express (``manifest_checks``). The first problem is one line naming the
+file, the object and the field; nothing is stored unless every document passes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from millpond.datasets import manifest_checks as checks
+from millpond.datasets.fields import show
+from millpond.datasets.kinds import API_VERSION, KINDS, NOT_ON_ONE_MACHINE, dataset_reference
+from millpond.datasets.schema_check import check_schema
+from millpond.errors import UserError
+from millpond.store.secrets import ConfigStore, check_name
+
+STDIN_NAME = "STDIN"
+_SUFFIXES = (".yaml", ".yml", ".json")
+# Set by the API server, so present in what ``millpond get -o yaml`` prints: accepted back and ignored.
+_SERVER_METADATA = frozenset({"uid", "creationTimestamp", "resourceVersion", "generation", "managedFields",
+                              "selfLink", "finalizers", "ownerReferences", "deletionTimestamp"})
+_USER_METADATA = ("name", "namespace", "labels", "annotations")
+
+
+@dataclass
+class Manifest:
+    """One checked document: ``body`` holds apiVersion, kind, metadata (name, namespace, labels, annotations) and spec."""
+
+    source: str
+    document: int
+    body: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.body["kind"]
+
+    @property
+    def name(self) -> str:
+        return self.body["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.body["metadata"]["namespace"]
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.body["spec"]
+
+
+def _json_value(value: Any) -> Any:
+    """YAML's extra types as kubectl turns them into JSON: timestamps become strings, keys strings."""
+    if isinstance(value, dict):
+        return {str(key): _json_value(child) for key, child in value.items()}
+    if isinstance(value, list):
+        return [_json_value(child) for child in value]
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def _files(path_text: str) -> list[Path]:
+    path = Path(path_text).expanduser()
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.suffix in _SUFFIXES and p.is_file())
+        if not found:
+            raise UserError(f"{path_text}: no .yaml, .yml or .json files in this folder")
+        return found
+    if not path.is_file():
+        raise UserError(f"{path_text}: no such file")
+    return [path]
+
+
+def _parse(text: str, source: str) -> list[Any]:
+    import yaml
+
+    try:
+        return [_json_value(doc) for doc in yaml.safe_load_all(text)]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: malformed YAML: {problem}") from None
+
+
+def read_documents(paths: list[str], stdin: TextIO | None = None) -> list[tuple[str, int, Any]]:
+    """(source, document number from 1, document) for every non-empty document of ``paths``."""
+    documents: list[tuple[str, int, Any]] = []
+    for path_text in paths:
+        if path_text == "-":
+            sources = [(STDIN_NAME, (stdin or sys.stdin).read())]
+        else:
+            sources = []
+            for file in _files(path_text):
+                try:
+                    sources.append((str(file) if file != Path(path_text) else path_text, file.read_text(encoding="utf-8")))
+                except UnicodeDecodeError:
+                    raise UserError(f"{file}: not UTF-8 text") from None
+        for source, text in sources:
+            for number, doc in enumerate(_parse(text, source), start=1):
+                if doc is None:
+                    continue
+                if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+                    documents.extend((source, number, item) for item in doc["items"])
+                else:
+                    documents.append((source, number, doc))
+    return documents
+
+
+def _envelope(doc: Any, where: str) -> dict[str, Any]:
+    """apiVersion, kind and metadata checked; the body that is stored (spec defaults to {})."""
+    if not isinstance(doc, dict):
+        raise UserError(f"{where}: expected a mapping with apiVersion, kind, metadata and spec, found {show(doc)}")
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise UserError(f"{where}: kind: required field is missing")
+    if kind in NOT_ON_ONE_MACHINE:
+        raise UserError(f"{where}: {NOT_ON_ONE_MACHINE[kind]}")
+    if kind not in KINDS:
+        near = [known for known in KINDS if known.lower() == kind.lower()]
+        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join(KINDS)}"
+        raise UserError(f"{where}: unknown kind {show(kind)}{hint}")
+    if doc.get("apiVersion") != API_VERSION:
+        raise UserError(f"{where}: {kind}: apiVersion {show(doc.get('apiVersion'))} is not supported "
+                        f"(millpond reads {API_VERSION})")
+    metadata = doc.get("metadata")
+    if not isinstance(metadata, dict) or not metadata.get("name"):
+        raise UserError(f"{where}: {kind}: metadata.name: required field is missing")
+    name = metadata["name"]
+    for key, value in (("name", name), ("namespace", metadata.get("namespace", "default"))):
+        try:
+            check_name(kind if key == "name" else "namespace", str(value))
+        except UserError as exc:
+            raise UserError(f"{where}: {kind} {name}: metadata.{key}: {exc}") from None
+    for key, value in metadata.items():
+        if key not in _USER_METADATA and key not in _SERVER_METADATA:
+            raise UserError(f'{where}: {kind} {name}: unknown field "metadata.{key}"')
+        if key in ("labels", "annotations") and not (
+            isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+        ):
+            raise UserError(f"{where}: {kind} {name}: metadata.{key}: expected a map of strings")
+    kept = {"name": name, "namespace": metadata.get("namespace", "default")}
+    kept.update({key: metadata[key] for key in ("labels", "annotations") if key in metadata})
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": kept, "spec": doc.get("spec") or {}}
+
+
+def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: ConfigStore) -> None:
+    """The schema, then what the schema cannot say; UserError starts with the field."""
+    kind, spec = body["kind"], body["spec"]
+    check_schema(kind, {**doc, "spec": doc.get("spec") if doc.get("spec") is not None else {}})
+    checks.check_placeholders(body)
+    category = KINDS[kind].category
+    if category == "runtime":
+        checks.check_tieredstore(spec)
+    elif category == "dataset":
+        checks.check_dataset(spec)
+    else:
+        checks.check_operation(kind, spec)
+    checks.check_secret_refs(spec, secrets)
+
+
+def load_manifests(paths: list[str], secrets: ConfigStore, stdin: TextIO | None = None) -> list[Manifest]:
+    """Every document of ``paths``, checked; the first problem raises a UserError naming file, object and field."""
+    manifests: list[Manifest] = []
+    for source, number, doc in read_documents(paths, stdin):
+        where = f"{source}: document {number}"
+        body = _envelope(doc, where)
+        label = f"{body['kind']} {body['metadata']['name']}"
+        try:
+            check_manifest(doc, body, secrets)
+        except UserError as exc:
+            raise UserError(f"{source}: {label}: {exc}") from None
+        manifest = Manifest(source, number, body)
+        recorded = checks.recorded_only(manifest.kind, manifest.spec)
+        if recorded:
+            manifest.notes.append(f"{label}: not applicable on one machine, recorded only: {', '.join(recorded)}")
+        manifests.append(manifest)
+    if not manifests:
+        raise UserError(f"{', '.join(paths)}: no manifests found (every document is empty)")
+    return manifests
+
+
+def missing_dataset_notes(manifests: list[Manifest], dataset_exists: Callable[[str, str], bool]) -> list[str]:
+    """A data operation may name a dataset that does not exist yet (as in Kubernetes): say so, once each."""
+    applied = {(m.name, m.namespace) for m in manifests if m.kind == "Dataset"}
+    notes: list[str] = []
+    for manifest in manifests:
+        if KINDS[manifest.kind].category != "operation":
+            continue
+        ref = dataset_reference(manifest.kind, manifest.spec)
+        if ref is None:
+            continue
+        key = (ref[0], ref[1] or manifest.namespace)
+        if key not in applied and not dataset_exists(*key):
+            notes.append(f"{manifest.kind} {manifest.name}: dataset {show(key[0])} does not exist yet; "
+                         "recorded, it runs once the dataset is applied")
+    return notes

@@ -1,0 +1,83 @@
+"""Check a manifest against its kind's JSON Schema (derived from Fluid's CRDs) with ``jsonschema``.
+
+The first problem becomes one line that names the field as kubectl would:
+``spec.replicas: "two" is not of type integer``, ``unknown field "spec.foo"``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from millpond.datasets.fields import field_path, show
+from millpond.errors import UserError
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+
+SCHEMAS_DIR = Path(__file__).parent / "schemas"
+
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def _in_range(fmt: str, value: object) -> bool:
+    low, high = _INT_RANGES[fmt]
+    return not isinstance(value, int) or isinstance(value, bool) or low <= value <= high
+
+
+@functools.cache
+def _validator(kind: str) -> "Validator":
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    schema = json.loads((SCHEMAS_DIR / f"{kind.lower()}.json").read_text(encoding="utf-8"))
+    checker = FormatChecker(formats=())  # only the integer widths the CRDs declare
+    for fmt in _INT_RANGES:
+        checker.checks(fmt)(functools.partial(_in_range, fmt))
+    return Draft202012Validator(schema, format_checker=checker)
+
+
+def check_schema(kind: str, document: dict[str, Any]) -> None:
+    """Raise UserError for the first field of ``document`` its kind's schema refuses."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator(kind).iter_errors(document))
+    if error is not None:
+        raise UserError(describe(error))
+
+
+def _types(expected: object) -> str:
+    return " or ".join(expected) if isinstance(expected, list) else str(expected)
+
+
+def describe(error: "ValidationError") -> str:
+    """One line for one schema error, led by the field's path."""
+    path = list(error.absolute_path)
+    where = field_path(path)
+    value, rule, keyword = error.instance, error.validator_value, error.validator
+    if keyword == "additionalProperties" and isinstance(value, dict):
+        allowed = error.schema.get("properties", {})
+        unknown = [key for key in value if key not in allowed]
+        names = ", ".join(f'"{field_path([*path, key])}"' for key in unknown)
+        return f"unknown field{'s' if len(unknown) > 1 else ''} {names}"
+    if keyword == "required":
+        missing = [key for key in rule if key not in value]
+        return f"{field_path([*path, missing[0]])}: required field is missing"
+    if keyword == "type":
+        return f"{where}: {show(value)} is not of type {_types(rule)}"
+    if keyword == "anyOf" and all("type" in option and len(option) == 1 for option in rule):
+        return f"{where}: {show(value)} is not of type {_types([option['type'] for option in rule])}"
+    if keyword == "enum":
+        return f"{where}: {show(value)} is not one of " + ", ".join(show(option) for option in rule)
+    if keyword == "pattern" and "[KMGTPE]i" in rule:
+        what = "a comma-separated list of quantities" if rule.startswith("^((") else "a quantity"
+        return f"{where}: {show(value)} is not {what} (such as 150Gi, 20M or 40960)"
+    if keyword == "format":
+        return f"{where}: {show(value)} is out of range for {rule}"
+    if keyword in ("minimum", "maximum"):
+        return f"{where}: {show(value)} is {'below the minimum' if keyword == 'minimum' else 'above the maximum'} {rule}"
+    if keyword in ("minLength", "minItems"):
+        return f"{where}: {show(value)} is too short (at least {rule} {'characters' if keyword == 'minLength' else 'items'})"
+    return f"{where or 'the document'}: {error.message}"
