@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from millpond.errors import UserError
 from millpond.store.keys import new_id, utcnow
 
 if TYPE_CHECKING:
@@ -92,6 +93,14 @@ class ResourceStore:
         A manifest holds apiVersion, kind, metadata (name, optional namespace) and spec; a later
         one with the same key in the batch applies over an earlier one, as with kubectl.
         """
+        from sqlalchemy.exc import IntegrityError
+
+        try:
+            return self._apply(manifests)
+        except IntegrityError:  # another process created one of them between our read and our write
+            raise UserError("another millpond process applied the same objects meanwhile; apply again") from None
+
+    def _apply(self, manifests: list[dict[str, Any]]) -> list[tuple[Resource, str]]:
         from millpond.store.models import StoredResource
 
         results: list[tuple[Resource, str]] = []
