@@ -319,6 +319,16 @@ class FarLink:
     log_path: Path | None = None
     bandwidth_mb_s: float | None = None
     rtt_ms: float | None = None
+    server_ms: float | None = None  # the same small GET without the relay: the server's own time
+    relay_pid: int | None = None
+
+    def relay_cpu_s(self) -> float:
+        """CPU seconds the relay has used so far (0 where it cannot be read)."""
+        try:
+            fields = Path(f"/proc/{self.relay_pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
 
     def describe(self) -> str:
         if self.mode == "far link":
@@ -327,7 +337,8 @@ class FarLink:
         else:
             text = f"loopback (no rate limit), +{DELAY_S * 1000:.0f} ms each way by a relay"
         if self.bandwidth_mb_s is not None:
-            text += f"; measured {self.bandwidth_mb_s:.0f} MB/s, RTT {self.rtt_ms:.1f} ms"
+            text += (f"; measured {self.bandwidth_mb_s:.0f} MB/s (one GET), RTT {self.rtt_ms:.1f} ms "
+                     f"(a 1-byte GET; {self.server_ms:.1f} ms of it the server's own, without the relay)")
         for note in self.notes:
             text += f"; {note}"
         return text
@@ -369,21 +380,28 @@ class FarLink:
                     total += n
             rates.append(total / (time.perf_counter() - started) / 1e6)
         self.bandwidth_mb_s = max(rates)
-        # RTT: a 1-byte GET on one kept-alive connection (http.client), median of 20.
-        import http.client
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(tiny_url)
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
-        times = []
-        for _ in range(21):
-            started = time.perf_counter()
-            conn.request("GET", f"{parts.path}?{parts.query}")
-            conn.getresponse().read()
-            times.append((time.perf_counter() - started) * 1000)
-        conn.close()
-        self.rtt_ms = statistics.median(times[1:])
+        # RTT: a 1-byte GET on one kept-alive connection (http.client), median of 20; then the same
+        # without the relay, which is the server's own time.
+        self.rtt_ms = _get_ms(tiny_url)
+        self.server_ms = _get_ms(tiny_url.replace(self.endpoint_url, self.direct_url, 1))
         fs.rm(f"{bucket}/link-probe", recursive=True)
+
+
+def _get_ms(url: str, tries: int = 20) -> float:
+    """Median milliseconds of a GET of ``url`` on one kept-alive connection (the first not counted)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    times = []
+    for _ in range(tries + 1):
+        started = time.perf_counter()
+        conn.request("GET", f"{parts.path}?{parts.query}")
+        conn.getresponse().read()
+        times.append((time.perf_counter() - started) * 1000)
+    conn.close()
+    return statistics.median(times[1:])
 
 
 def _server_argv(weed: str, base: Path, bind: str, config: Path, ports: list[int]) -> list[str]:
@@ -442,7 +460,7 @@ def far_link(workdir: Path | None = None, allow_netns: bool = True) -> Iterator[
         link = FarLink(
             endpoint_url=f"http://127.0.0.1:{relay_port}", direct_url=f"http://{server_ip}:{ports[6]}",
             access_key=access_key, secret_key=secret_key, mode="far link" if in_netns else "loopback",
-            notes=notes, log_path=log_path,
+            notes=notes, log_path=log_path, relay_pid=relay.pid,
         )
         _wait_ready(procs[0], link)
         yield link
