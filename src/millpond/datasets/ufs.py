@@ -127,7 +127,7 @@ class ObstoreS3Ufs:
             config["secret_access_key"] = settings.secret_key or ""
         else:
             config["skip_signature"] = True
-        client = {"allow_http": True, "timeout": "120s", "connect_timeout": "10s", "pool_max_idle_per_host": 64}
+        client = {"allow_http": True, "timeout": "120s", "connect_timeout": "10s", "pool_max_idle_per_host": "64"}
         self._store = S3Store(bucket, client_options=client, **config)
         self._local = threading.local()
 

@@ -11,7 +11,7 @@ import google_crc32c
 
 def crc32c(data: bytes | memoryview) -> int:
     """CRC32C (hardware-accelerated; several GB/s), the checksum of every cached block."""
-    return google_crc32c.value(bytes(data) if isinstance(data, memoryview) else data)
+    return google_crc32c.value(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
 
 
 class VerifiedBlocks:

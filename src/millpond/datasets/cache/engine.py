@@ -71,6 +71,7 @@ class DatasetCache:
         self._counters: dict[str, int] = {}
         self._pending_rows: list[CacheRow] = []
         self.verified = VerifiedBlocks()
+        self._rows: dict[str, CacheRow] = {}  # complete files' rows, so a warm open needs no SQL
         self._last_opened: dict[str, int] = {}  # folder → position of the last file opened in it
         self._closed = False
         self._flusher = threading.Thread(target=self._flush_loop, name="millpond-cache-flush", daemon=True)
@@ -114,6 +115,26 @@ class DatasetCache:
     def touched(self, path: str) -> None:
         self._accessed[path] = time.time()
 
+    def known_row(self, path: str, fresh: bool = False) -> CacheRow | None:
+        """The cache row of ``path``, from memory when it is a complete file seen before.
+
+        A remembered row can only be stale by its file having been evicted or moved (the
+        reader then fails to open it and asks again with ``fresh``) or by a new version
+        (the reader compares versions); same version means same bytes and same CRCs.
+        """
+        if not fresh:
+            row = self._rows.get(path)
+            if row is not None:
+                return row
+        else:
+            self._rows.pop(path, None)
+        row = self.index.entry(path)
+        if row is not None and row.complete and all(row.present):
+            if len(self._rows) > 200_000:
+                self._rows.clear()
+            self._rows[path] = row
+        return row
+
     # -- UFS and metadata -------------------------------------------------------------------------
 
     def ufs(self, mount: int) -> Ufs:
@@ -143,6 +164,7 @@ class DatasetCache:
     def _drop(self, paths: Iterable[str]) -> None:
         paths = list(paths)
         for path in paths:
+            self._rows.pop(path, None)
             for tier in range(len(self.config.tiers)):
                 for complete in (True, False):
                     try:
@@ -460,6 +482,7 @@ class DatasetCache:
     def clean(self) -> None:
         """Drop everything cached (the UFS keeps the data)."""
         self.flush()
+        self._rows.clear()
         self.tiers.clear()
         self.index.reset_counters()
 

@@ -12,7 +12,7 @@ The stdlib ``sqlite3`` is used rather than SQLAlchemy: a lookup sits on the path
 from __future__ import annotations
 
 import sqlite3
-import threading
+import queue
 import time
 from array import array
 from collections.abc import Iterable, Iterator
@@ -90,41 +90,53 @@ class CacheIndex:
     def __init__(self, state_dir: Path) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
         self.path = state_dir / "index.db"
-        self._local = threading.local()
-        self._db().executescript(SCHEMA)  # IF NOT EXISTS: safe when processes race to create it
+        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        with self._read() as db:
+            db.executescript(SCHEMA)  # IF NOT EXISTS: safe when processes race to create it
 
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA busy_timeout=60000")
-            self._local.db = db
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=60000")
         return db
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A pooled connection: FUSE serves from short-lived threads, and a connect costs ~1 ms."""
+        try:
+            db = self._idle.get_nowait()
+        except queue.Empty:
+            db = self._connect()
+        try:
+            yield db
+        finally:
+            self._idle.put(db)
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: writers queue instead of failing on a lock upgrade."""
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+        with self._read() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return
 
     # -- meta -------------------------------------------------------------------------------
 
     def meta(self, key: str) -> str | None:
-        found = self._db().execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        with self._read() as db:
+            found = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return found[0] if found else None
 
     def set_meta(self, values: dict[str, str]) -> None:
@@ -133,12 +145,14 @@ class CacheIndex:
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (SQLite's own cheap change counter)."""
-        return self._db().execute("PRAGMA data_version").fetchone()[0]
+        with self._read() as db:
+            return db.execute("PRAGMA data_version").fetchone()[0]
 
     # -- UFS metadata ---------------------------------------------------------------------------
 
     def files(self) -> dict[str, FileMeta]:
-        rows = self._db().execute("SELECT path, mount, key, size, mtime, version FROM files")
+        with self._read() as db:
+            rows = db.execute("SELECT path, mount, key, size, mtime, version FROM files").fetchall()
         return {row[0]: FileMeta(*row) for row in rows}
 
     def replace_files(self, listed: Iterable[FileMeta], meta: dict[str, str]) -> list[str]:
@@ -173,14 +187,16 @@ class CacheIndex:
     # -- cache entries ------------------------------------------------------------------------
 
     def entry(self, path: str) -> CacheRow | None:
-        found = self._db().execute(f"SELECT {_CACHE_COLUMNS} FROM cache WHERE path = ?", (path,)).fetchone()
+        with self._read() as db:
+            found = db.execute(f"SELECT {_CACHE_COLUMNS} FROM cache WHERE path = ?", (path,)).fetchone()
         return _row(found) if found else None
 
     def entries(self, tier: int | None = None) -> list[CacheRow]:
-        if tier is None:
-            rows = self._db().execute(f"SELECT {_CACHE_COLUMNS} FROM cache")
-        else:
-            rows = self._db().execute(f"SELECT {_CACHE_COLUMNS} FROM cache WHERE tier = ? ORDER BY last_access", (tier,))
+        with self._read() as db:
+            if tier is None:
+                rows = db.execute(f"SELECT {_CACHE_COLUMNS} FROM cache").fetchall()
+            else:
+                rows = db.execute(f"SELECT {_CACHE_COLUMNS} FROM cache WHERE tier = ? ORDER BY last_access", (tier,)).fetchall()
         return [_row(row) for row in rows]
 
     def put_complete(self, rows: Iterable[CacheRow]) -> None:
@@ -237,9 +253,9 @@ class CacheIndex:
     def usage(self) -> dict[int, int]:
         """Bytes held per tier (a partly cached file counts its present blocks)."""
         usage: dict[int, int] = {}
-        for tier, size, block_size, present, complete in self._db().execute(
-            "SELECT tier, size, block_size, present, complete FROM cache"
-        ):
+        with self._read() as db:
+            rows = db.execute("SELECT tier, size, block_size, present, complete FROM cache").fetchall()
+        for tier, size, block_size, present, complete in rows:
             held = size if complete else min(size, sum(present) * block_size)
             usage[tier] = usage.get(tier, 0) + held
         return usage
@@ -259,7 +275,8 @@ class CacheIndex:
             )
 
     def counters(self) -> dict[str, int]:
-        return dict(self._db().execute("SELECT name, value FROM counters").fetchall())
+        with self._read() as db:
+            return dict(db.execute("SELECT name, value FROM counters").fetchall())
 
     def reset_counters(self) -> None:
         with self._write() as db:
