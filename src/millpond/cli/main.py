@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from millpond.cli.config_maps import configmap_group, secret_group
+from millpond.cli.datasets import dataset_group
 from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.errors import UserError
 
@@ -139,6 +140,7 @@ app.add_command(configmap_group)
 app.add_command(apply_command)
 app.add_command(get_command)
 app.add_command(delete_command)
+app.add_command(dataset_group)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -30,6 +30,7 @@ class MillpondFileSystem(AbstractFileSystem):
         super().__init__(**kwargs)
         self.namespace = namespace
         self._caches: dict[str, DatasetCache] = {}
+        self._home = os.environ.get("MILLPOND_HOME", "")
 
     # -- paths ----------------------------------------------------------------------------------
 
@@ -46,6 +47,9 @@ class MillpondFileSystem(AbstractFileSystem):
         name, _, inner = path.partition("/")
         if not name:
             raise FileNotFoundError(errno.ENOENT, "millpond:// paths start with a dataset name", path)
+        home = os.environ.get("MILLPOND_HOME", "")
+        if home != self._home:  # fsspec reuses instances; a different home means different datasets
+            self._caches, self._home = {}, home
         cache = self._caches.get(name)
         if cache is None or cache._closed:
             cache = self._caches[name] = open_cache(name, self.namespace)

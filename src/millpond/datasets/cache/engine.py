@@ -10,6 +10,7 @@ batches its bookkeeping (LRU times, hit counters) into one index write a second.
 from __future__ import annotations
 
 import atexit
+import json
 import errno
 import os
 import posixpath
@@ -57,7 +58,7 @@ class DatasetCache:
         self.config = config
         self.volumes_dir = volumes_dir
         self.index = CacheIndex(config.state_dir)
-        self.tiers = TierSet(config.tiers, self.index, config.state_dir)
+        self.tiers = TierSet(config.tiers, self.index, config.state_dir, self._flush_rows)
         self._ufs: dict[int, Ufs] = {}
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()
@@ -74,6 +75,8 @@ class DatasetCache:
         self._rows: dict[str, CacheRow] = {}  # complete files' rows, so a warm open needs no SQL
         self._last_opened: dict[str, int] = {}  # folder → position of the last file opened in it
         self._closed = False
+        # Where the tiers are, for whoever cleans up after the dataset is deleted (its manifests are gone then).
+        self.index.set_meta({"tier_paths": json.dumps([str(tier.path) for tier in config.tiers])})
         self._flusher = threading.Thread(target=self._flush_loop, name="millpond-cache-flush", daemon=True)
         self._flusher.start()
         atexit.register(_close_ref, weakref.ref(self))
@@ -97,16 +100,22 @@ class DatasetCache:
 
     def flush(self) -> None:
         """Write batched LRU times, counters and rows of files cached by a load."""
+        self._flush_rows()
         with self._lock:
             accessed, self._accessed = self._accessed, {}
             counters, self._counters = self._counters, {}
-            rows, self._pending_rows = self._pending_rows, []
-        if rows:
-            self.index.put_complete(rows)
         if accessed:
             self.index.touch(accessed)
         if counters:
             self.index.add_counters(counters)
+
+    def _flush_rows(self) -> None:
+        with self._lock:
+            rows, self._pending_rows = self._pending_rows, []
+        if rows:
+            self.index.put_complete(rows)
+            for row in rows:
+                self.tiers.settled(row.tier, row.size)
 
     def _count(self, name: str, value: int) -> None:
         with self._lock:
@@ -355,8 +364,10 @@ class DatasetCache:
                     self._pending_rows.append(row)
             else:
                 self.index.put_complete([row])
+                self.tiers.settled(tier, meta.size)
             return
         row = self.index.entry(meta.path)
+        reserved = None
         if row is not None and row.version == meta.version:
             tier = row.tier
         else:
@@ -376,6 +387,8 @@ class DatasetCache:
         finally:
             os.close(fd)
         row = self.index.merge_blocks(meta.path, meta.version, tier, meta.size, size, {block: crc32c(data)})
+        if reserved is not None:
+            self.tiers.settled(reserved, meta.size)
         if row.complete and not repairing:
             final = self.tiers.file_path(tier, meta.path, complete=True)
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -488,20 +501,7 @@ class DatasetCache:
 
     def stats(self) -> CacheStats:
         self.flush()
-        files = self.index.files()
-        usage = self.index.usage()
-        counters = self.index.counters()
-        return CacheStats(
-            ufs_total=sum(f.size for f in files.values()),
-            file_num=len(files),
-            cached=sum(usage.values()),
-            capacity=self.config.capacity,
-            hit_bytes=counters.get("cache_hit_bytes", 0),
-            miss_bytes=counters.get("cache_miss_bytes", 0),
-            synced_at=float(self.index.meta("synced_at") or 0) or None,
-            sync_error=self.index.meta("sync_error") or None,
-            usage=usage,
-        )
+        return cache_stats(self.index, self.config)
 
 
 @dataclass(frozen=True)
@@ -517,6 +517,19 @@ class CacheStats:
     synced_at: float | None
     sync_error: str | None
     usage: dict[int, int]
+
+
+def cache_stats(index: CacheIndex, config: DatasetConfig) -> CacheStats:
+    """The numbers behind a Dataset's status, read from its index (no engine needed)."""
+    files = index.files()
+    usage = index.usage()
+    counters = index.counters()
+    synced = index.meta("synced_at")
+    return CacheStats(
+        ufs_total=sum(f.size for f in files.values()), file_num=len(files), cached=sum(usage.values()),
+        capacity=config.capacity, hit_bytes=counters.get("cache_hit_bytes", 0), miss_bytes=counters.get("cache_miss_bytes", 0),
+        synced_at=float(synced) if synced else None, sync_error=index.meta("sync_error") or None, usage=usage,
+    )
 
 
 def normalize(path: str) -> str:

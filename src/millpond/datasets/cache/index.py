@@ -251,13 +251,12 @@ class CacheIndex:
             db.execute("DELETE FROM cache")
 
     def usage(self) -> dict[int, int]:
-        """Bytes held per tier (a partly cached file counts its present blocks)."""
+        """Bytes held per tier (a partly cached file counts whole: its space is reserved)."""
         usage: dict[int, int] = {}
         with self._read() as db:
-            rows = db.execute("SELECT tier, size, block_size, present, complete FROM cache").fetchall()
-        for tier, size, block_size, present, complete in rows:
-            held = size if complete else min(size, sum(present) * block_size)
-            usage[tier] = usage.get(tier, 0) + held
+            rows = db.execute("SELECT tier, SUM(size) FROM cache GROUP BY tier").fetchall()
+        for tier, held in rows:
+            usage[tier] = held
         return usage
 
     def touch(self, accessed: dict[str, float]) -> None:

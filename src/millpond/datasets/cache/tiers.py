@@ -14,6 +14,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from millpond.datasets.cache.blocks import try_exclusive
@@ -26,12 +27,14 @@ USAGE_REFRESH_S = 2.0
 class TierSet:
     """The tiers of one dataset, with usage counted from the index."""
 
-    def __init__(self, tiers: tuple[Tier, ...], index: CacheIndex, state_dir: Path) -> None:
+    def __init__(self, tiers: tuple[Tier, ...], index: CacheIndex, state_dir: Path, flush: Callable[[], None]) -> None:
         self.tiers = tiers
         self.index = index
+        self._flush = flush  # writes rows a load has batched, so usage and eviction see them
         self._evict_lock_path = state_dir / "evict.lock"
         self._lock = threading.Lock()
         self._usage: dict[int, int] = {}
+        self._pending: dict[int, int] = {}  # reserved by fills whose rows are not in the index yet
         self._usage_at = 0.0
         self._roots = [(f"{tier.path}/files/", f"{tier.path}/partial/") for tier in tiers]
         for tier in tiers:
@@ -53,30 +56,44 @@ class TierSet:
     # -- how much -----------------------------------------------------------------------------
 
     def usage(self, refresh: bool = False) -> dict[int, int]:
-        with self._lock:
-            if refresh or time.monotonic() - self._usage_at > USAGE_REFRESH_S:
-                self._usage = self.index.usage()
+        """Bytes per tier: what the index records plus what was reserved and is not recorded yet."""
+        if refresh or time.monotonic() - self._usage_at > USAGE_REFRESH_S:
+            self._flush()
+            counted = self.index.usage()
+            with self._lock:
+                tiers = set(counted) | set(self._pending)
+                self._usage = {t: counted.get(t, 0) + self._pending.get(t, 0) for t in tiers}
                 self._usage_at = time.monotonic()
+        with self._lock:
             return dict(self._usage)
 
-    def _charge(self, tier: int, size: int) -> None:
+    def settled(self, tier: int, size: int) -> None:
+        """A reserved piece is now recorded in the index (so counted there, not as pending)."""
         with self._lock:
-            self._usage[tier] = self._usage.get(tier, 0) + size
+            self._pending[tier] = self._pending.get(tier, 0) - size
 
     # -- placement ----------------------------------------------------------------------------
 
     def reserve(self, size: int) -> int | None:
-        """The tier a new piece of ``size`` bytes goes to (making room if needed), or None: don't cache."""
+        """The tier a new file of ``size`` bytes goes to (making room if needed), or None: don't cache.
+
+        The check and the charge happen under one lock, so concurrent fills cannot together
+        overshoot a quota; the caller calls ``settled`` once the file is in the index.
+        """
         for tier in self.tiers:
             if size > tier.quota:
                 continue
-            used = self.usage().get(tier.index, 0)
-            if used + size > tier.high * tier.quota:
-                self.evict(tier.index)
-                used = self.usage(refresh=True).get(tier.index, 0)
-            if used + size <= tier.quota:
-                self._charge(tier.index, size)
-                return tier.index
+            for attempt in range(2):
+                self.usage()
+                with self._lock:
+                    used = self._usage.get(tier.index, 0)
+                    limit = tier.high * tier.quota if attempt == 0 else tier.quota
+                    if used + size <= limit:
+                        self._usage[tier.index] = used + size
+                        self._pending[tier.index] = self._pending.get(tier.index, 0) + size
+                        return tier.index
+                if attempt == 0:
+                    self.evict(tier.index)
         return None
 
     # -- eviction -----------------------------------------------------------------------------
@@ -91,7 +108,7 @@ class TierSet:
                 fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return 0  # another process is evicting right now
-            used = self.index.usage().get(tier_index, 0)
+            used = self.usage(refresh=True).get(tier_index, 0)
             freed = 0
             for row in self.index.entries(tier_index):  # least recently read first
                 if used - freed <= goal:
@@ -136,7 +153,8 @@ class TierSet:
         used = self.usage().get(lower.index, 0)
         if used + row.size > lower.high * lower.quota:
             return None
-        self._charge(lower.index, row.size)
+        with self._lock:
+            self._usage[lower.index] = self._usage.get(lower.index, 0) + row.size
         return lower.index
 
     def clear(self) -> None:

@@ -1,0 +1,167 @@
+"""``millpond dataset …``: mount, unmount, sync, load, clean, and where cached files are.
+
+The Fluid objects themselves are applied with ``millpond apply -f``; these commands act on
+an applied dataset's cache and access paths. Errors a user can fix (no such dataset, a
+mount point in use, an unreachable UFS) are one ``error:`` line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from millpond.errors import UserError
+
+if TYPE_CHECKING:
+    from millpond.datasets.cache.engine import DatasetCache
+
+NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The dataset's namespace.")
+
+
+def _cache(name: str, namespace: str) -> DatasetCache:
+    from millpond.datasets.cache.engine import open_cache
+
+    return open_cache(name, namespace)
+
+
+@contextmanager
+def _ufs_errors(action: str, name: str) -> Iterator[None]:
+    """UFS failures (unreachable endpoint, bad credentials) and bad paths become one user-facing line."""
+    from millpond.datasets.ufs import UfsError
+
+    try:
+        yield
+    except UfsError as exc:
+        raise UserError(f"{action} {name}: {exc}") from None
+    except FileNotFoundError as exc:
+        raise UserError(f"{action} {name}: no such file or folder in the dataset: {exc.filename}") from None
+    except PermissionError as exc:
+        raise UserError(f"{action} {name}: {exc.strerror}: {exc.filename}") from None
+
+
+@click.group("dataset")
+def dataset_group() -> None:
+    """Act on an applied dataset: mount it, load it into the cache, sync or clean it."""
+
+
+@dataset_group.command("mount")
+@click.argument("name")
+@click.argument("folder", type=click.Path(path_type=Path))
+@NAMESPACE
+def mount_command(name: str, folder: Path, namespace: str) -> None:
+    """Mount dataset NAME at FOLDER (FUSE); returns once ready, serves in the background."""
+    from millpond.datasets.mounts import mount
+
+    record = mount(name, folder, namespace)
+    click.echo(f"dataset {name} mounted at {record.folder} (pid {record.pid}); unmount with: millpond dataset unmount {record.folder}")
+
+
+@dataset_group.command("unmount")
+@click.argument("folder", type=click.Path(path_type=Path))
+def unmount_command(folder: Path) -> None:
+    """Unmount a dataset mounted at FOLDER and stop its process."""
+    from millpond.datasets.mounts import unmount
+
+    record = unmount(folder)
+    click.echo(f"unmounted {record.folder if record else folder}")
+
+
+@dataset_group.command("mounts")
+def mounts_command() -> None:
+    """List the mounts this MILLPOND_HOME started."""
+    from millpond.datasets.mounts import is_mounted, records
+
+    for record in records():
+        state = "mounted" if is_mounted(record.folder) else "gone"
+        click.echo(f"{record.dataset}\t{record.folder}\tpid {record.pid}\t{state}")
+
+
+@dataset_group.command("sync")
+@click.argument("name")
+@NAMESPACE
+def sync_command(name: str, namespace: str) -> None:
+    """List NAME's UFS now: new files appear, changed or removed ones leave the cache."""
+    cache = _cache(name, namespace)
+    with _ufs_errors("sync", name):
+        count = cache.sync()
+    click.echo(f"dataset {name}: {count} files listed")
+
+
+@dataset_group.command("load")
+@click.argument("name")
+@click.argument("paths", nargs=-1)
+@NAMESPACE
+def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
+    """Load NAME's files (or only PATHS under it) into the cache, with progress: a DataLoad."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from millpond.datasets.quantity import format_bytes
+
+    cache = _cache(name, namespace)
+    with _ufs_errors("load", name):
+        targets = list(paths) or [""]
+        total = sum(cache.stat(p).size for t in targets for p in cache.namespace().under(t.strip("/")))
+        console = Console(stderr=True)
+        columns = (TextColumn(f"load {name}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TextColumn("{task.fields[files]} files"), TimeRemainingColumn())
+        with Progress(*columns, console=console, transient=not console.is_terminal, disable=not console.is_terminal) as progress:
+            task = progress.add_task("load", total=total, files=0)
+            result = cache.load(targets, lambda done, files: progress.update(task, completed=done, files=files))
+    rate = result.fetched_bytes / result.seconds / 1e6 if result.seconds else 0.0
+    click.echo(
+        f"dataset {name}: {result.files} files ({format_bytes(result.bytes)}) cached; fetched {result.fetched_files} "
+        f"({format_bytes(result.fetched_bytes)}) in {result.seconds:.2f}s ({rate:.1f} MB/s)"
+    )
+
+
+@dataset_group.command("clean")
+@click.argument("name")
+@NAMESPACE
+def clean_command(name: str, namespace: str) -> None:
+    """Drop everything NAME has cached (the UFS keeps the data)."""
+    _cache(name, namespace).clean()
+    click.echo(f"dataset {name}: cache cleaned")
+
+
+@dataset_group.command("path")
+@click.argument("name")
+@click.argument("path", default="")
+@NAMESPACE
+def path_command(name: str, path: str, namespace: str) -> None:
+    """Print the local file holding PATH of NAME, once it is completely cached (exit 1 if it is not)."""
+    cache = _cache(name, namespace)
+    with _ufs_errors("path", name):
+        if cache.stat(path) is None:
+            raise UserError(f"dataset {name} has no file {path!r}")
+        local = cache.local_path(path)
+    if local is None:
+        click.echo(f"{path} is not completely cached (millpond dataset load {name} {path})", err=True)
+        sys.exit(1)
+    click.echo(str(local))
+
+
+@dataset_group.command("ls")
+@click.argument("name")
+@click.argument("path", default="")
+@NAMESPACE
+def ls_command(name: str, path: str, namespace: str) -> None:
+    """List a folder of NAME: size, whether it is cached, name."""
+    cache = _cache(name, namespace)
+    with _ufs_errors("ls", name):
+        names = cache.listdir(path)
+        if names is None:
+            raise UserError(f"dataset {name} has no folder {path!r}")
+        base = path.strip("/")
+        for child in names:
+            full = f"{base}/{child}" if base else child
+            meta = cache.stat(full)
+            if meta is None:
+                click.echo(f"{'-':>12}  {'dir':6}  {child}/")
+            else:
+                cached = "cached" if cache.local_path(full) else "-"
+                click.echo(f"{meta.size:>12}  {cached:6}  {child}")

@@ -1,0 +1,116 @@
+"""Status of Fluid objects the way Fluid reports it, computed from the cache index on demand.
+
+A Dataset is ``NotBound`` until a runtime of the same name exists, then ``Bound`` once its
+UFS has been listed, or ``Failed`` with a condition saying why (a mount that cannot be
+reached, a secret that went missing). Sizes are printed as Fluid prints them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from millpond.datasets.config import RUNTIME_KINDS, DatasetConfig, bound_runtime, build_config
+from millpond.datasets.quantity import format_bytes, format_percentage
+from millpond.errors import UserError
+from millpond.settings import load_settings
+from millpond.store.resources import Resource, ResourceStore
+
+RUNTIME_TYPES = {
+    "AlluxioRuntime": "alluxio", "JuiceFSRuntime": "juicefs", "JindoRuntime": "jindo", "ThinRuntime": "thin",
+    "EFCRuntime": "efc", "VineyardRuntime": "vineyard", "CacheRuntime": "cache",
+}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, str]:
+    now = _now()
+    return {"type": kind, "status": "True" if ok else "False", "reason": reason, "message": message,
+            "lastUpdateTime": now, "lastTransitionTime": now}
+
+
+def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool = True) -> dict[str, Any]:
+    """A Dataset's status: phase, ufsTotal, fileNum, cacheStates, conditions, runtimes."""
+    runtime = bound_runtime(store, resource.name, resource.namespace)
+    if runtime is None:
+        return {"phase": "NotBound", "conditions": [], "cacheStates": {}}
+    status: dict[str, Any] = {
+        "runtimes": [{"name": runtime.name, "namespace": runtime.namespace, "category": "Accelerate",
+                      "type": RUNTIME_TYPES.get(runtime.kind, runtime.kind.lower())}],
+        "mounts": [{k: v for k, v in m.items() if k != "encryptOptions"} for m in resource.spec.get("mounts") or []],
+        "hcfs": {"endpoint": f"millpond://{resource.name}"},
+    }
+    try:
+        config = build_config(resource.manifest, runtime.manifest, resource.uid, load_settings())
+    except UserError as exc:
+        status.update(phase="Failed", conditions=[_condition("Ready", False, "ConfigError", str(exc))])
+        return status
+    stats = _stats(config, sync_if_new)
+    first = config.tiers[0]
+    status["cacheStates"] = {
+        "cacheCapacity": format_bytes(stats.capacity),
+        "cached": format_bytes(stats.cached),
+        "cachedPercentage": format_percentage(stats.cached, stats.ufs_total),
+        "cacheHitRatio": format_percentage(stats.hit_bytes, stats.hit_bytes + stats.miss_bytes),
+        "localHitRatio": format_percentage(stats.hit_bytes, stats.hit_bytes + stats.miss_bytes),
+        "lowWaterMark": f"{first.low:g}",
+        "highWaterMark": f"{first.high:g}",
+    }
+    if stats.synced_at is None:
+        status["phase"] = "Failed" if stats.sync_error else "Bound"
+        if stats.sync_error:
+            status["conditions"] = [_condition("Ready", False, "UFSUnreachable", stats.sync_error)]
+        return status
+    status.update(ufsTotal=format_bytes(stats.ufs_total), fileNum=str(stats.file_num), phase="Bound")
+    ready = _condition("Ready", True, "DatasetReady", f"The {RUNTIME_TYPES.get(runtime.kind, 'cache')} runtime is ready.")
+    status["conditions"] = [ready]
+    if stats.sync_error:
+        status["conditions"].append(_condition("MetadataSynced", False, "UFSUnreachable", stats.sync_error))
+    return status
+
+
+def _stats(config: DatasetConfig, sync_if_new: bool) -> Any:
+    """Cache numbers from the index; lists the UFS first if it never was (so a new dataset shows its size)."""
+    from millpond.datasets.cache.engine import cache_stats
+    from millpond.datasets.cache.index import CacheIndex
+    from millpond.datasets.ufs import UfsError
+
+    index = CacheIndex(config.state_dir)
+    try:
+        if sync_if_new and index.meta("synced_at") is None:
+            from millpond.datasets.cache.engine import DatasetCache
+
+            cache = DatasetCache(config, load_settings().volumes_dir)
+            try:
+                cache.sync()
+            except (UfsError, UserError) as exc:
+                index.set_meta({"sync_error": str(exc)})
+            finally:
+                cache.close()
+        return cache_stats(index, config)
+    finally:
+        index.close()
+
+
+def runtime_status(resource: Resource, store: ResourceStore) -> dict[str, Any]:
+    """A runtime's status: its parts are this process's engine, ready once a dataset binds to it."""
+    dataset = store.get("Dataset", resource.name, resource.namespace)
+    phase = "Ready" if dataset is not None else "NotReady"
+    status: dict[str, Any] = {"masterPhase": phase, "workerPhase": phase, "fusePhase": phase,
+                              "valueFile": "", "setupDuration": "0s"}
+    if dataset is not None:
+        status["cacheStates"] = dataset_status(dataset, store, sync_if_new=False).get("cacheStates", {})
+    return status
+
+
+def resource_status(resource: Resource, store: ResourceStore) -> dict[str, Any]:
+    """What ``millpond get`` shows in ``status`` for any Fluid kind."""
+    if resource.kind == "Dataset":
+        return dataset_status(resource, store)
+    if resource.kind in RUNTIME_KINDS:
+        return runtime_status(resource, store)
+    # A data operation's status is written by whatever runs it; until then it is Pending.
+    return resource.status or {"phase": "Pending"}
