@@ -319,3 +319,30 @@ def test_deleting_a_dataset_removes_its_cache(cli, home, tmp_path, s3_server) ->
     assert cli("delete", "dataset", "ds").code == 0
     assert not cache_files(tmp_path / "cache-ssd")
     assert not list((home / "datasets" / "default").glob("ds-*"))
+
+
+def test_web_ufs_lists_and_reads_over_http(cli, home, tmp_path) -> None:
+    import functools
+    import http.server
+
+    from tests.datasets_support import manifest
+
+    site = tmp_path / "site"
+    (site / "releases").mkdir(parents=True)
+    (site / "releases" / "tool-1.0.tar.gz").write_bytes(payload("tool", 70_000))
+    (site / "README.txt").write_text("hello")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        levels = [{"mediumtype": "SSD", "path": str(tmp_path / "c"), "quota": "1Gi"}]
+        (tmp_path / "web.yaml").write_text(manifest("web", url, secret=False, levels=levels, path="/mirror"))
+        assert cli("apply", "-f", tmp_path / "web.yaml").code == 0
+        assert read("web", "mirror/releases/tool-1.0.tar.gz") == payload("tool", 70_000)
+        assert read("web", "mirror/README.txt") == b"hello"
+        status = cli("get", "dataset", "web", "-o", "json").json()["status"]
+        assert status["phase"] == "Bound" and status["fileNum"] == "2"
+    finally:
+        server.shutdown()

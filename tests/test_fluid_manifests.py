@@ -302,7 +302,9 @@ def test_apply_get_reapply_change_delete(cli, tmp_path: Path) -> None:
     assert one["metadata"]["name"] == "good" and one["metadata"]["namespace"] == "default"
     assert one["metadata"]["uid"] and one["metadata"]["creationTimestamp"].endswith("Z")
     assert one["spec"]["mounts"][0]["mountPoint"] == "https://mirrors.example.org/apache/hbase/"
-    assert one["status"] == {}
+    # The mirror cannot be reached from here: the dataset is Failed and its condition says so.
+    assert one["status"]["phase"] == "Failed"
+    assert "mirrors.example.org" in one["status"]["conditions"][0]["message"]
     as_yaml = yaml.safe_load(cli("get", "dataset", "good", "-o", "yaml").out)
     assert as_yaml == one
     listing = cli("get", "dataset", "-o", "json").json()
@@ -348,7 +350,7 @@ def test_engine_settings_and_missing_dataset_are_reported_once_each(cli, tmp_pat
     ]
     table = cli("get", "dataload").out.splitlines()
     assert table[0].split() == ["NAME", "DATASET", "PHASE", "AGE", "DURATION"]
-    assert table[1].split()[:3] == ["bad", "later", "-"]
+    assert table[1].split()[:3] == ["bad", "later", "Pending"]  # nothing has run it yet
 
 
 def test_get_shows_the_status_the_engine_reports(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

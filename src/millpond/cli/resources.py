@@ -22,24 +22,16 @@ NAMESPACE = click.option("--namespace", "-n", default="default", show_default=Tr
 
 
 def _status(resource: "Resource", store: "ResourceStore") -> dict[str, Any]:
-    """Fluid's status for the object, as the cache engine reports it; the stored status until that exists."""
-    try:
-        from millpond.datasets.status import resource_status
-    except ModuleNotFoundError as exc:  # TODO(lead): drop this fallback once datasets/status.py lands
-        if exc.name != "millpond.datasets.status":
-            raise
-        return resource.status
+    """Fluid's status for the object, as the cache engine reports it."""
+    from millpond.datasets.status import resource_status
+
     return resource_status(resource, store)
 
 
 def _dataset_deleted(name: str, namespace: str) -> None:
     """Let the cache engine drop what it holds for a deleted dataset."""
-    try:
-        from millpond.datasets.cleanup import dataset_deleted
-    except ModuleNotFoundError as exc:  # TODO(lead): drop this fallback once datasets/cleanup.py lands
-        if exc.name != "millpond.datasets.cleanup":
-            raise
-        return
+    from millpond.datasets.cleanup import dataset_deleted
+
     dataset_deleted(name, namespace)
 
 

@@ -211,7 +211,11 @@ class FsspecUfs:
 
     def list(self) -> Iterator[UfsEntry]:
         try:
+            # find() answers an unreachable or missing root with nothing at all; ls() says why.
+            self.fs.ls(self.root, detail=False)
             found = self.fs.find(self.root, detail=True)
+        except FileNotFoundError:
+            raise UfsError(f"{self.uri}: not found or unreachable") from None
         except Exception as exc:  # noqa: BLE001 - every fsspec backend has its own errors
             raise UfsError(f"{self.uri}: {_short(exc)}") from None
         prefix = self.fs._strip_protocol(self.root).rstrip("/") + "/"
@@ -219,6 +223,11 @@ class FsspecUfs:
             info = found[path]
             if info.get("type") == "directory":
                 continue
+            if info.get("size") is None:  # web listings give names only: ask each file (a HEAD)
+                try:
+                    info = self.fs.info(path)
+                except Exception as exc:  # noqa: BLE001
+                    raise UfsError(f"{self.uri}: {path}: {_short(exc)}") from None
             stripped = self.fs._strip_protocol(path)
             key = stripped[len(prefix):] if stripped.startswith(prefix) else stripped.rsplit("/", 1)[-1]
             if key:
