@@ -202,12 +202,16 @@ def bound_runtime(store: Any, name: str, namespace: str = "default") -> Any | No
 
 def load_config(name: str, namespace: str = "default", settings: Settings | None = None) -> DatasetConfig:
     """The applied dataset ``name`` and its bound runtime; UserError when there is no such dataset."""
-    from millpond.store.resources import ResourceStore
+    from millpond.store.resources import read_manifest
 
     settings = settings or load_settings()
-    store = ResourceStore(settings)
-    dataset = store.get("Dataset", name, namespace)
+    dataset = read_manifest(settings, "Dataset", name, namespace)
     if dataset is None:
         raise UserError(f"dataset {name!r} not found (millpond apply -f DATASET.yaml first)")
-    runtime = bound_runtime(store, name, namespace)
-    return build_config(dataset.manifest, runtime.manifest if runtime else None, dataset.uid, settings)
+    runtime = None
+    for kind in RUNTIME_KINDS:
+        found = read_manifest(settings, kind, name, namespace)
+        if found is not None:
+            runtime = found[1]
+            break
+    return build_config(dataset[1], runtime, dataset[0], settings)

@@ -101,9 +101,26 @@ def mount(dataset: str, folder: Path, namespace: str = "default") -> MountRecord
             process.kill()
             raise UserError(f"mount of {dataset} at {target} was not ready within {READY_TIMEOUT_S:.0f}s (log: {log_path})")
         time.sleep(0.05)
+    _raise_read_ahead(target)
     record = MountRecord(dataset, namespace, target, process.pid, str(log_path))
     _record_path(target).write_text(json.dumps(record.__dict__))
     return record
+
+
+def _raise_read_ahead(target: str, kilobytes: int = 4096) -> None:
+    """Let the kernel read ahead further on this mount (its 128 KiB default starves a sequential reader).
+
+    Needs root (sysfs); elsewhere the default stays, which only costs speed.
+    """
+    with open("/proc/self/mountinfo") as info:
+        for line in info:
+            fields = line.split()
+            if len(fields) > 4 and fields[4] == target:
+                try:
+                    Path(f"/sys/class/bdi/{fields[2]}/read_ahead_kb").write_text(str(kilobytes))
+                except OSError:
+                    pass
+                return
 
 
 def _last_error(log_path: Path) -> str:

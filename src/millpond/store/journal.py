@@ -54,12 +54,12 @@ def open_journal(database_url: str) -> RunJournal:
 
         return RunStore(database_url)
     path = Path(database_url.removeprefix("sqlite:///"))
-    if _revision(path) != HEAD_REVISION:
+    if schema_revision(path) != HEAD_REVISION:
         get_engine(database_url)  # creates or migrates the database under its lock
     return SqliteJournal(path)
 
 
-def _revision(path: Path) -> str | None:
+def schema_revision(path: Path) -> str | None:
     if not path.exists():
         return None
     try:

@@ -10,7 +10,9 @@ re-applying a manifest keeps what the cache engine reported.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from millpond.errors import UserError
@@ -144,3 +146,27 @@ class ResourceStore:
             row = self._row(session, kind, name, namespace)
             if row is not None:
                 row.status = dict(status)
+
+
+def read_manifest(settings: Settings, kind: str, name: str, namespace: str = "default") -> tuple[str, dict[str, Any]] | None:
+    """(uid, manifest) of one applied object, read without SQLAlchemy when the store is SQLite.
+
+    Opening a dataset sits on the path of the first ``millpond://`` read or FUSE mount of a
+    process; SQLAlchemy and the migration check cost ~0.5 s there, a stdlib query ~1 ms. Any
+    other database, or one not yet at the head revision, goes through ``ResourceStore``.
+    """
+    import sqlite3
+
+    from millpond.store.db import HEAD_REVISION
+    from millpond.store.journal import schema_revision
+
+    url = settings.database_url
+    path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+    if path is None or schema_revision(path) != HEAD_REVISION:
+        found = ResourceStore(settings).get(kind, name, namespace)
+        return (found.uid, found.manifest) if found else None
+    with sqlite3.connect(path, timeout=30) as db:
+        row = db.execute(
+            "SELECT uid, manifest FROM resources WHERE kind = ? AND namespace = ? AND name = ?", (kind, namespace, name)
+        ).fetchone()
+    return (row[0], json.loads(row[1])) if row else None

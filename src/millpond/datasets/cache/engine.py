@@ -32,7 +32,7 @@ from millpond.datasets.cache.tiers import TierSet
 from millpond.datasets.config import DatasetConfig
 from millpond.datasets.ufs import Ufs, UfsError, open_ufs
 
-FETCH_THREADS = 32
+FETCH_THREADS = 64  # concurrent GETs: over a 10 ms link, small files need many in flight
 READ_AHEAD_FILES = 48  # a folder walk: how many next files to fetch ahead of the reader
 FLUSH_INTERVAL_S = 1.0
 FRESHNESS_CHECK_S = 0.5
