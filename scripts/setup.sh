@@ -2,7 +2,7 @@
 # Set millpond up in .venv/ (creating it if needed), then run the demo or the tests.
 #   bash scripts/setup.sh demo          # install, then run examples/digits_pipeline.py
 #   bash scripts/setup.sh test [ARGS]   # install with test extras, then pytest [ARGS]
-# Debian packages millpond uses (bubblewrap for task sandboxes) are installed when running
+# Debian packages millpond uses (bubblewrap for task sandboxes, fuse3 for dataset mounts) are installed when running
 # as root with apt-get; otherwise the one command that would install them is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,8 @@ python="${PYTHON:-python3}"
 
 missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+# FUSE mounts of datasets: fusermount3 and libfuse3 (the fuse3 package brings both).
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 if ((${#missing[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian packages: ${missing[*]}" >&2

@@ -12,6 +12,7 @@ import os
 import shutil
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -163,32 +164,23 @@ class ObstoreS3Ufs:
     def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         import obstore
 
-        try:
+        with _failures(f"{self.uri}/{key}"):
             if start == 0 and end is None:
                 return obstore.get(self._store, self._key(key)).bytes().to_bytes()
             return obstore.get_range(self._store, self._key(key), start=start, end=end).to_bytes()
-        except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
 
     def write(self, key: str, source: Path) -> UfsEntry:
         import obstore
 
-        try:
+        with _failures(f"{self.uri}/{key}"):
             obstore.put(self._store, self._key(key), source)
-        except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
-        entry = self.stat(key)
-        if entry is None:
-            raise UfsError(f"{self.uri}/{key}: written but not found afterwards")
-        return entry
+        return _stat_written(self, key)
 
     def remove(self, key: str) -> None:
         import obstore
 
-        try:
+        with _failures(f"{self.uri}/{key}"):
             obstore.delete(self._store, self._key(key))
-        except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
 
 
 class FsspecUfs:
@@ -242,20 +234,13 @@ class FsspecUfs:
             raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        try:
+        with _failures(f"{self.uri}/{key}"):
             return bytes(self.fs.cat_file(self._path(key), start=start or None, end=end))
-        except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
 
     def write(self, key: str, source: Path) -> UfsEntry:
-        try:
+        with _failures(f"{self.uri}/{key}"):
             self.fs.put_file(str(source), self._path(key))
-        except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
-        entry = self.stat(key)
-        if entry is None:
-            raise UfsError(f"{self.uri}/{key}: written but not found afterwards")
-        return entry
+        return _stat_written(self, key)
 
     def remove(self, key: str) -> None:
         try:
@@ -385,6 +370,25 @@ def _fsspec_ufs(uri: str, scheme: str, options: dict[str, str]) -> Ufs:
         raise UserError(f"{uri}: the {scheme}:// filesystem needs an extra package ({exc})") from None
     root = uri if scheme in ("http", "https") else uri.partition("://")[2]
     return FsspecUfs(uri, fs, root)
+
+
+@contextmanager
+def _failures(where: str) -> Iterator[None]:
+    """Any backend's exception (obstore, botocore, aiohttp…) as one UfsError line naming ``where``."""
+    try:
+        yield
+    except UfsError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every backend has its own exception family
+        raise UfsError(f"{where}: {_short(exc)}") from None
+
+
+def _stat_written(ufs: Ufs, key: str) -> UfsEntry:
+    """The entry of a file just written (its new version is what the cache records)."""
+    entry = ufs.stat(key)
+    if entry is None:
+        raise UfsError(f"{ufs.uri}/{key}: written but not found afterwards")
+    return entry
 
 
 def _short(exc: BaseException) -> str:
