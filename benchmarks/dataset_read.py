@@ -355,7 +355,7 @@ class Bench:
         why = "" if "apply" in top else "millpond has no `apply` command yet"
         if not why:
             try:
-                manifests = millpond_setup(env, self.link, datasets, self.work)
+                manifests = millpond_setup(env, self.link, datasets, self.work, self.args.medium)
             except RuntimeError as exc:
                 why = str(exc)
         if why:
@@ -497,13 +497,17 @@ def millpond_fsspec_missing() -> str:
 
 
 def millpond_setup(env: dict[str, str], link: far_link.FarLink, datasets: dict[str, str],
-                   work: Path) -> dict[str, Path]:
-    """The secret with the S3 keys, and a Dataset with its AlluxioRuntime per set: their manifests."""
+                   work: Path, medium: str) -> dict[str, Path]:
+    """The secret with the S3 keys, and a Dataset with its AlluxioRuntime per set: their manifests.
+
+    The cache tier is MEM on /dev/shm by default, as in Fluid's samples (Alluxio's default
+    medium); ``--medium SSD`` puts it in the work folder on disk instead.
+    """
     mp(env, "secret", "create", "bench-s3", "--replace",
        f"--from-literal=aws.accessKeyId={link.access_key}", f"--from-literal=aws.secretKey={link.secret_key}")
     manifests = {}
     for which, name in datasets.items():
-        store = work / f"millpond-cache-{which}"
+        store = Path("/dev/shm") / f"millpond-bench-{which}" if medium == "MEM" else work / f"millpond-cache-{which}"
         store.mkdir(parents=True, exist_ok=True)
         manifests[which] = work / f"millpond-{name}.yaml"
         manifests[which].write_text(textwrap.dedent(f"""\
@@ -540,7 +544,7 @@ def millpond_setup(env: dict[str, str], link: far_link.FarLink, datasets: dict[s
               replicas: 1
               tieredstore:
                 levels:
-                  - mediumtype: SSD
+                  - mediumtype: {medium}
                     path: {store}
                     quota: 4Gi
                     high: "0.95"
@@ -629,6 +633,8 @@ def report(bench: Bench, link: far_link.FarLink, dropped: bool, out_json: Path |
     busy, where = bench.relay_busy
     console.print(f"relay: at most {busy:.0%} of one core in a pass ({where})"
                   + (" — it may have held that pass back" if busy > 0.8 else ": not the bottleneck"))
+    console.print("millpond's cache tier: " + ("MEM on /dev/shm (Fluid's default medium; tmpfs pages survive a page cache drop)"
+                                              if bench.args.medium == "MEM" else "SSD, a folder on local disk"))
     console.print("page cache: " + ("dropped before each pass (sync; echo 3 > /proc/sys/vm/drop_caches)" if dropped
                                      else "NOT dropped (not permitted here): every pass reads with what is cached"))
     table = Table(title=f"Reading every file: small = {small_n:,} × 100 KiB, large = {large_n} × {large_mib} MiB "
@@ -726,6 +732,8 @@ def main() -> int:
     parser.add_argument("--skip", help="comma-separated passes not to run")
     parser.add_argument("--loopback", action="store_true", help="no namespace, no tc: loopback and the relay only")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--medium", choices=("MEM", "SSD"), default="MEM",
+                        help="millpond's cache tier: MEM on /dev/shm (Fluid's default) or SSD in the work folder")
     args = parser.parse_args()
     groups = [g for g in GROUPS if not args.only or g in args.only.split(",")]
     groups = [g for g in groups if not args.skip or g not in args.skip.split(",")]
@@ -761,6 +769,8 @@ def main() -> int:
                     log(f"  {group} failed: {exc!r}\n" + "".join(traceback.format_exc(limit=-4)))
                     bench.result(f"{group} (failed)", group).missing = f"failed: {exc}"
         report(bench, link, can_drop, args.json)
+    for which in SETS:
+        shutil.rmtree(Path("/dev/shm") / f"millpond-bench-{which}", ignore_errors=True)
     log(f"done in {time.monotonic() - started:.0f} s")
     return 0
 

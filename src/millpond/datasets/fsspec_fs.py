@@ -17,7 +17,7 @@ from typing import Any
 
 from fsspec.spec import AbstractFileSystem
 
-from millpond.datasets.cache.engine import DatasetCache, normalize, open_cache
+from millpond.datasets.cache.engine import DatasetCache, open_cache
 
 
 class MillpondFileSystem(AbstractFileSystem):
@@ -53,7 +53,7 @@ class MillpondFileSystem(AbstractFileSystem):
         cache = self._caches.get(name)
         if cache is None or cache._closed:
             cache = self._caches[name] = open_cache(name, self.namespace)
-        return cache, normalize(inner)
+        return cache, inner  # the cache normalizes (and refuses paths that climb out)
 
     # -- metadata -------------------------------------------------------------------------------
 

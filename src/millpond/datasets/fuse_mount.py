@@ -30,6 +30,7 @@ log = logging.getLogger("millpond.fuse")
 # A ReadOnly mount pins the files read most recently (the kernel does not tell when a reader
 # closes them): eviction skips these, and a file evicted later is fetched again transparently.
 PINNED_READERS = 256
+HIT_REPORT_BYTES = 16 << 20  # a kept reader reports its cache hits this often, not only when closed
 MAX_READ = 1 << 20  # bytes per FUSE read request (the kernel default, 128 KiB, costs 8x the round trips)
 
 
@@ -164,7 +165,11 @@ def make_operations(cache: DatasetCache) -> Any:
             handle = self.handles.get(fh) if fh else None
             try:
                 if handle is None and read_only:
-                    return self._reader(path.strip("/")).pread(offset, size)
+                    reader = self._reader(path.strip("/"))
+                    data = reader.pread(offset, size)
+                    if reader._hits > HIT_REPORT_BYTES:
+                        reader.report_hits()
+                    return data
                 if isinstance(handle, CachedFile):
                     return handle.pread(offset, size)
                 if isinstance(handle, _Upload):

@@ -40,10 +40,11 @@ class VerifiedBlocks:
             self._seen.add(key)
 
 
-def pin(fd: int) -> bool:
-    """Hold a shared lock on an open cache file; False if the file was evicted meanwhile."""
+def pin(fd: int) -> os.stat_result | None:
+    """Hold a shared lock on an open cache file: its stat, or None if it was evicted meanwhile."""
     fcntl.flock(fd, fcntl.LOCK_SH)
-    return os.fstat(fd).st_nlink > 0
+    st = os.fstat(fd)
+    return st if st.st_nlink > 0 else None
 
 
 def try_exclusive(fd: int) -> bool:

@@ -33,6 +33,8 @@ class CachedFile(io.RawIOBase):
         self._blocks = block_count(meta.size, self._block_size)
         self._row: CacheRow | None = None
         self._fd: int | None = None
+        self._st: os.stat_result | None = None
+        self._hits = 0  # bytes served from the cache, counted into the dataset's hit ratio at close
         self._pos = 0
         self._last_block = -1
         self._attach()
@@ -49,35 +51,37 @@ class CachedFile(io.RawIOBase):
                 self._release()
                 self._row = None
                 return
-            fd = self._open_local(row)
-            if fd is None:
+            opened = self._open_local(row)
+            if opened is None:
                 continue
-            if self._fd is not None and os.fstat(self._fd).st_ino == os.fstat(fd).st_ino:
+            fd, st = opened
+            if self._fd is not None and self._st is not None and self._st.st_ino == st.st_ino:
                 os.close(fd)  # the same file we already hold: keep that pin
             else:
                 self._release()
-                self._fd = fd
+                self._fd, self._st = fd, st
             self._row = row
             return
         self._release()
         self._row = None
 
-    def _open_local(self, row: CacheRow) -> int | None:
+    def _open_local(self, row: CacheRow) -> tuple[int, os.stat_result] | None:
         tiers = self.cache.tiers
         for complete in (row.complete, not row.complete):  # it may have just moved from partial/ to files/
             try:
                 fd = os.open(tiers.local_name(row.tier, row.path, complete), os.O_RDONLY)
             except FileNotFoundError:
                 continue
-            if pin(fd):
-                return fd
+            st = pin(fd)
+            if st is not None:
+                return fd, st
             os.close(fd)  # evicted between open and lock
         return None
 
     def _release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
-            self._fd = None
+            self._fd = self._st = None
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -109,7 +113,8 @@ class CachedFile(io.RawIOBase):
         data = os.pread(fd, end - offset, offset)
         if len(data) != end - offset:
             return None
-        st = os.fstat(fd)
+        st = self._st  # as pinned: a file rewritten under an open reader is checked again at the next open
+        assert st is not None
         verified = self.cache.verified
         view = memoryview(data)
         for block in range(first, last + 1):
@@ -127,7 +132,7 @@ class CachedFile(io.RawIOBase):
             if not good:
                 self._drop(row, block)
                 return None
-        self.cache._count("cache_hit_bytes", len(data))
+        self._hits += len(data)
         return data
 
     def _drop(self, row: CacheRow, block: int) -> None:
@@ -143,7 +148,7 @@ class CachedFile(io.RawIOBase):
         row = self._row
         if row is not None and self._fd is not None and row.has(block) and self._verified(row, block):
             data = os.pread(self._fd, count, block * self._block_size + within)
-            self.cache._count("cache_hit_bytes", len(data))
+            self._hits += len(data)
             self._read_ahead(block)
             return data
         data = self.cache.fetch(self.meta, block)
@@ -216,5 +221,12 @@ class CachedFile(io.RawIOBase):
     def close(self) -> None:
         if not self.closed:
             self._release()
+            self.report_hits()
         super().close()
+
+    def report_hits(self) -> None:
+        """Add the bytes served from the cache to the dataset's counters (at close, or by a long-lived reader)."""
+        if self._hits:
+            self.cache._count("cache_hit_bytes", self._hits)
+            self._hits = 0
 
