@@ -172,4 +172,10 @@ def recorded_only(kind: str, spec: dict[str, Any]) -> list[str]:
     replicas = spec.get("replicas")
     if KINDS[kind].category == "runtime" and isinstance(replicas, int) and replicas > 1:
         fields.insert(0, f"replicas: {replicas} (one machine holds one cache)")
+    if kind == "Dataset":
+        from millpond.datasets.ufs import S3_SCHEMES, UNDERSTOOD_OPTIONS
+
+        for position, mount in enumerate(spec.get("mounts") or []):
+            if str(mount.get("mountPoint", "")).split("://", 1)[0].lower() in S3_SCHEMES:
+                fields += [f"mounts[{position}].options.{key}" for key in mount.get("options") or {} if key not in UNDERSTOOD_OPTIONS]
     return fields

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -130,7 +129,6 @@ class ObstoreS3Ufs:
             config["skip_signature"] = True
         client = {"allow_http": True, "timeout": "120s", "connect_timeout": "10s", "pool_max_idle_per_host": "64"}
         self._store = S3Store(bucket, client_options=client, **config)
-        self._local = threading.local()
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -273,6 +271,7 @@ _ACCESS_KEY = ("aws.accessKeyId", "fs.s3a.access.key", "access-key", "access_key
 _SECRET_KEY = ("aws.secretKey", "fs.s3a.secret.key", "secret-key", "secret_key", "secretKey", "aws.secretAccessKey", "fs.oss.accessKeySecret", "alluxio.underfs.s3.secretKey", "s3.secretKey")
 _SECURE = ("alluxio.underfs.s3.secure.http.enabled", "fs.s3a.connection.ssl.enabled")
 
+S3_SCHEMES = ("s3", "s3a", "minio", "oss")
 # Every option name this module understands (the rest are recorded and reported as not applicable).
 UNDERSTOOD_OPTIONS = frozenset(_ENDPOINT + _REGION + _PATH_STYLE + _ACCESS_KEY + _SECRET_KEY + _SECURE)
 
@@ -324,7 +323,7 @@ def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path) -> Ufs:
     if scheme == "pvc":
         name, _, sub = rest.partition("/")
         return LocalUfs(uri, volumes_dir / name / sub.strip("/") if sub.strip("/") else volumes_dir / name)
-    if scheme in ("s3", "s3a", "minio", "oss"):
+    if scheme in S3_SCHEMES:
         netloc, _, prefix = rest.partition("/")
         if scheme == "minio":  # minio://HOST:PORT/BUCKET/PATH, plain HTTP (as juicefs sync spells it)
             host = netloc

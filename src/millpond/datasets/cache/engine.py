@@ -36,6 +36,7 @@ FETCH_THREADS = 64  # concurrent GETs: over a 10 ms link, small files need many 
 READ_AHEAD_FILES = 48  # a folder walk: how many next files to fetch ahead of the reader
 FLUSH_INTERVAL_S = 1.0
 FRESHNESS_CHECK_S = 0.5
+SYNC_RETRY_S = 30.0  # after a failed listing, how long the last one is served before trying again
 
 ProgressFn = Callable[[int, int], None]  # (bytes done, files done)
 
@@ -65,7 +66,7 @@ class DatasetCache:
         self._namespace: Namespace | None = None
         self._generation: str | None = None
         self._checked_at = 0.0
-        self._data_version = -1
+        self._next_sync_try = 0.0
         self._inflight: dict[tuple[str, int], Future[bytes]] = {}
         self._pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix=f"millpond-fetch-{config.name}")
         self._accessed: dict[str, float] = {}
@@ -195,12 +196,14 @@ class DatasetCache:
             or self.index.meta("fingerprint") != self.config.fingerprint()
             or time.time() - float(synced_at) > self.config.metadata_ttl_s
         )
-        if stale:
+        if stale and time.monotonic() >= self._next_sync_try:
             try:
                 self.sync()
             except UfsError as exc:
+                # Serve what was listed before, and do not hammer a UFS that is down: try again later.
+                self._next_sync_try = time.monotonic() + min(self.config.metadata_ttl_s, SYNC_RETRY_S)
                 self.index.set_meta({"sync_error": str(exc)})
-                if synced_at is None or current is None and not self.index.files():
+                if synced_at is None or (current is None and not self.index.files()):
                     raise
         generation = self.index.meta("generation")
         if self._namespace is None or generation != self._generation:

@@ -143,11 +143,6 @@ class CacheIndex:
         with self._write() as db:
             db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", list(values.items()))
 
-    def data_version(self) -> int:
-        """Changes whenever another connection commits (SQLite's own cheap change counter)."""
-        with self._read() as db:
-            return db.execute("PRAGMA data_version").fetchone()[0]
-
     # -- UFS metadata ---------------------------------------------------------------------------
 
     def files(self) -> dict[str, FileMeta]:
