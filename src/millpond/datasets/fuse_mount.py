@@ -51,6 +51,7 @@ class _Upload:
                 while chunk := source.read(8 << 20):
                     self.file.write(chunk)
         self.dirty = source is None
+        self.handle = 0
 
 
 def make_operations(cache: DatasetCache) -> Any:
@@ -72,12 +73,16 @@ def make_operations(cache: DatasetCache) -> Any:
             self._mutex = threading.Lock()
             self.folders: set[str] = set()  # made by mkdir, not yet holding files (object stores have no folders)
             self.readers: OrderedDict[str, CachedFile] = OrderedDict()
+            self.uploads: dict[str, _Upload] = {}  # files being written, by path: stat sees them before release
 
         def _keep(self, handle: CachedFile | _Upload) -> int:
             with self._mutex:
                 number = self.next_handle
                 self.next_handle += 1
                 self.handles[number] = handle
+                if isinstance(handle, _Upload):
+                    handle.handle = number
+                    self.uploads[handle.path] = handle
             return number
 
         def init_with_config(self, conn: Any, config: Any) -> None:
@@ -88,6 +93,8 @@ def make_operations(cache: DatasetCache) -> Any:
 
         def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
             inner = path.strip("/")
+            if inner in self.uploads and not fh:
+                fh = self.uploads[inner].handle
             try:
                 meta = cache.stat(inner)
             except UfsError as exc:
@@ -97,9 +104,11 @@ def make_operations(cache: DatasetCache) -> Any:
                 mtime = int(meta.mtime * 1e9)
                 return {"st_mode": file_mode, "st_nlink": 1, "st_size": meta.size, "st_uid": uid, "st_gid": gid,
                         "st_mtime": mtime, "st_atime": mtime, "st_ctime": mtime, "st_blocks": -(-meta.size // 512)}
-            if fh and isinstance(self.handles.get(fh), _Upload):
-                upload = self.handles[fh]
-                size = os.fstat(upload.file.fileno()).st_size
+            upload = self.handles.get(fh) if fh else None
+            if not isinstance(upload, _Upload):
+                upload = self.uploads.get(inner)
+            if isinstance(upload, _Upload):
+                size = os.fstat(upload.file.fileno()).st_size if not upload.file.closed else os.path.getsize(upload.file.name)
                 return {"st_mode": file_mode, "st_nlink": 1, "st_size": size, "st_uid": uid, "st_gid": gid}
             if cache.is_folder(inner) or inner in self.folders:
                 return {"st_mode": folder_mode, "st_nlink": 2, "st_uid": uid, "st_gid": gid}
@@ -199,16 +208,33 @@ def make_operations(cache: DatasetCache) -> Any:
             upload.dirty = True
             self._finish(upload)
 
-        def _finish(self, upload: _Upload) -> None:
+        def _upload(self, upload: _Upload) -> None:
+            """Send the written file to the UFS (on flush: close() returns only once it is there)."""
+            if not upload.dirty:
+                return
             try:
-                upload.file.close()
-                if upload.dirty:
-                    cache.write_file(upload.path, Path(upload.file.name))
+                upload.file.flush()
+                cache.write_file(upload.path, Path(upload.file.name))
+                upload.dirty = False
             except (UfsError, PermissionError) as exc:
                 log.error("%s", exc)
                 raise fuse_error(errno.EIO) from None
+
+        def flush(self, path: str, fh: int) -> int:
+            handle = self.handles.get(fh)
+            if isinstance(handle, _Upload):
+                self._upload(handle)
+            return 0
+
+        def _finish(self, upload: _Upload) -> None:
+            try:
+                self._upload(upload)
             finally:
+                upload.file.close()
                 os.unlink(upload.file.name)
+                with self._mutex:
+                    if self.uploads.get(upload.path) is upload:
+                        del self.uploads[upload.path]
 
         def release(self, path: str, fh: int) -> int:
             with self._mutex:

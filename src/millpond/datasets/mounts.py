@@ -196,3 +196,25 @@ def unmount_dataset(dataset: str, namespace: str = "default") -> None:
             except UserError:
                 subprocess.run(["umount", "-l", record.folder], capture_output=True)
                 _record_path(record.folder).unlink(missing_ok=True)
+
+
+def ensure_mounted(dataset: str, namespace: str = "default") -> Path:
+    """The dataset's shared mount under ``$MILLPOND_HOME/mnt``, mounted now if it is not already.
+
+    DataProcess steps and pipeline tasks that mount a dataset bind this folder into their own
+    mount namespace; the mount stays up for the next one (``dataset unmount`` stops it).
+    """
+    folder = load_settings().home / "mnt" / namespace / dataset
+    with _mount_lock(folder):
+        if not is_mounted(str(folder)):
+            folder.mkdir(parents=True, exist_ok=True)
+            mount(dataset, folder, namespace)
+    return folder
+
+
+def _mount_lock(folder: Path):  # type: ignore[no-untyped-def]
+    """One process mounts a shared folder; the others wait and find it mounted."""
+    from filelock import FileLock
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder.parent / f".{folder.name}.lock"))

@@ -1,0 +1,165 @@
+"""What each data operation does: DataLoad, DataMigrate, DataProcess, DataBackup.
+
+Each executor takes the applied resource and a progress callback and returns Fluid's
+``infos`` for its status, or raises an error whose message is the one line the user sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from millpond.datasets.operations.runner import OperationFailed
+from millpond.datasets.operations.transfer import open_side
+from millpond.settings import load_settings
+from millpond.store.resources import Resource
+
+Progress = Callable[..., None]
+
+
+def _dataset_name(resource: Resource) -> tuple[str, str]:
+    ref = resource.spec.get("dataset") or {}
+    if not ref.get("name"):
+        raise OperationFailed(f"{resource.kind} {resource.name}: spec.dataset.name is missing")
+    return str(ref["name"]), str(ref.get("namespace") or resource.namespace)
+
+
+def data_load(resource: Resource, progress: Progress) -> dict[str, Any]:
+    """Preload ``target`` paths (the whole dataset when none) into the cache."""
+    from millpond.datasets.cache.engine import open_cache
+
+    name, namespace = _dataset_name(resource)
+    cache = open_cache(name, namespace)
+    if resource.spec.get("loadMetadata"):
+        cache.sync()
+    targets = [str(t.get("path") or "/") for t in resource.spec.get("target") or []] or ["/"]
+    total = sum(cache.stat(p).size for t in targets for p in cache.namespace().under(t.strip("/")))  # type: ignore[union-attr]
+    result = cache.load(targets, lambda done, files: progress(done, files, total))
+    return {"files": str(result.files), "bytes": str(result.bytes), "fetchedBytes": str(result.fetched_bytes)}
+
+
+def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
+    """Copy from a dataset path or an external URI to another, ``parallelism`` files at a time, each verified."""
+    spec = resource.spec
+    source = open_side(spec.get("from") or {}, resource, "from")
+    target = open_side(spec.get("to") or {}, resource, "to")
+    files = source.files()
+    if not files:
+        raise OperationFailed(f"DataMigrate {resource.name}: nothing to migrate at {source.describe()}")
+    single = len(files) == 1 and files[0][0] == ""
+    total = sum(size for _, size in files)
+    done = {"bytes": 0, "files": 0}
+
+    def copy(item: tuple[str, int]) -> None:
+        relative, _ = item
+        data = source.read(relative)
+        target.write(target.place(relative, single, source.basename()), data)
+        done["bytes"] += len(data)
+        done["files"] += 1
+        progress(done["bytes"], done["files"], total)
+
+    parallelism = max(1, int(spec.get("parallelism") or 1))
+    with ThreadPoolExecutor(parallelism, thread_name_prefix="millpond-migrate") as pool:
+        for future in [pool.submit(copy, item) for item in files]:
+            future.result()
+    return {"files": str(done["files"]), "bytes": str(done["bytes"]), "parallelism": str(parallelism)}
+
+
+def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
+    """Run the processor's script or containers with the dataset mounted at ``mountPath`` (+ ``subPath``)."""
+    from millpond.datasets.config import load_config
+    from millpond.datasets.mounts import ensure_mounted
+    from millpond.runners.base import Bind
+    from millpond.runners.sandbox import SandboxUnavailable, wrap
+
+    name, namespace = _dataset_name(resource)
+    ref = resource.spec.get("dataset") or {}
+    mount_path = str(ref.get("mountPath") or "/data")
+    sub_path = str(ref.get("subPath") or "").strip("/")
+    read_only = load_config(name, namespace).read_only
+    folder = ensure_mounted(name, namespace)
+    source = folder / sub_path if sub_path else folder
+    if not source.is_dir():
+        raise OperationFailed(f"DataProcess {resource.name}: dataset {name} has no folder {sub_path!r}")
+    commands, env = _commands(resource)
+    logs = load_settings().home / "operations"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{resource.namespace}_DataProcess_{resource.name}.out"
+    with tempfile.TemporaryDirectory(prefix="millpond-process-") as work, open(log_path, "wb") as log:
+        for position, (argv, script) in enumerate(commands):
+            if script is not None:
+                script_path = Path(work) / f"script-{position}"
+                script_path.write_text(script)
+                argv = [*argv, str(script_path)]
+            try:
+                words = wrap(argv, [Bind(source, mount_path.rstrip("/") or "/", read_only=read_only)], Path(work))
+            except SandboxUnavailable as exc:
+                raise OperationFailed(f"DataProcess {resource.name}: cannot mount the dataset at {mount_path}: {exc}") from None
+            result = subprocess.run(words, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+            if result.returncode != 0:
+                log.flush()
+                tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:] or [""]
+                raise OperationFailed(f"DataProcess {resource.name}: the script exited with status {result.returncode}: {tail[0][:200]}")
+    return {"log": str(log_path)}
+
+
+def _commands(resource: Resource) -> tuple[list[tuple[list[str], str | None]], dict[str, str]]:
+    """(argv, script source or None) to run in order, and the environment, from a Script or Job processor."""
+    processor = resource.spec.get("processor") or {}
+    script = processor.get("script")
+    if script:
+        env = {str(e["name"]): str(e.get("value", "")) for e in script.get("env") or [] if "name" in e}
+        command = [str(word) for word in script.get("command") or ["bash"]]
+        return [(command + [str(a) for a in script.get("args") or []], script.get("source"))], env
+    containers = (((processor.get("job") or {}).get("podTemplate") or {}).get("spec") or {}).get("containers") or []
+    if not containers:
+        raise OperationFailed(f"DataProcess {resource.name}: spec.processor has neither a script nor a job with containers")
+    env = {str(e["name"]): str(e.get("value", "")) for c in containers for e in c.get("env") or [] if "name" in e}
+    return [([*map(str, c.get("command") or []), *map(str, c.get("args") or [])], None) for c in containers], env
+
+
+def data_backup(resource: Resource, progress: Progress) -> dict[str, Any]:
+    """Write the dataset's manifest, status and cache index to ``backupPath`` (local:// or pvc://)."""
+    from millpond.datasets.config import load_config
+    from millpond.store.resources import ResourceStore
+
+    name, namespace = _dataset_name(resource)
+    target = _backup_folder(str(resource.spec.get("backupPath") or ""), resource.name)
+    target.mkdir(parents=True, exist_ok=True)
+    store = ResourceStore()
+    dataset = store.get("Dataset", name, namespace)
+    if dataset is None:
+        raise OperationFailed(f"DataBackup {resource.name}: dataset {name} not found")
+    from millpond.datasets.status import resource_status
+
+    metadata = target / f"metadata-backup-{namespace}-{name}.json"
+    metadata.write_text(json.dumps({"manifest": dataset.manifest, "status": resource_status(dataset, store)}, indent=2))
+    index = load_config(name, namespace).state_dir / "index.db"
+    copied = target / f"index-backup-{namespace}-{name}.db"
+    if index.exists():
+        with sqlite3.connect(index) as source, sqlite3.connect(copied) as destination:
+            source.backup(destination)  # a consistent copy while readers and writers go on
+    progress(metadata.stat().st_size, 1, None)
+    return {"backupLocationPath": str(target)}
+
+
+def _backup_folder(uri: str, name: str) -> Path:
+    if uri.startswith("local://"):
+        return Path("/" + uri.removeprefix("local://").lstrip("/"))
+    if uri.startswith("pvc://"):
+        volume, _, sub = uri.removeprefix("pvc://").partition("/")
+        return load_settings().volumes_dir / volume / sub
+    raise OperationFailed(f"DataBackup {name}: backupPath {uri!r} must be local:///PATH or pvc://NAME[/PATH]")
+
+
+EXECUTORS: dict[str, Callable[[Resource, Progress], dict[str, Any]]] = {
+    "DataLoad": data_load, "DataMigrate": data_migrate, "DataProcess": data_process, "DataBackup": data_backup,
+}
+

@@ -1,0 +1,165 @@
+"""The two ends of a DataMigrate: a dataset path, or external storage named by a URI.
+
+External URIs name S3-compatible storage the way ``juicefs sync`` does (``minio://HOST:PORT/
+BUCKET/PATH``, ``s3://BUCKET.ENDPOINT/PATH``, ``s3://BUCKET/PATH``, ``oss://BUCKET.ENDPOINT/PATH``)
+or anything else a dataset mount may name; credentials come from ``encryptOptions``. Every
+file written is checked against what was read (size, and its MD5 where the store reports one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from millpond.datasets.operations.runner import OperationFailed
+from millpond.store.resources import Resource
+
+_MD5 = re.compile(r"^[0-9a-f]{32}$")
+
+
+class Side(Protocol):
+    def describe(self) -> str: ...
+
+    def files(self) -> list[tuple[str, int]]: ...
+
+    def basename(self) -> str: ...
+
+    def read(self, relative: str) -> bytes: ...
+
+    def place(self, relative: str, single: bool, source_name: str) -> str: ...
+
+    def write(self, relative: str, data: bytes) -> None: ...
+
+
+def _temporary(data: bytes) -> Path:
+    handle, name = tempfile.mkstemp(prefix="millpond-migrate-")
+    with os.fdopen(handle, "wb") as f:
+        f.write(data)
+    return Path(name)
+
+
+class DatasetSide:
+    """A path inside a dataset (read from its cache, written through to its UFS)."""
+
+    def __init__(self, name: str, namespace: str, path: str) -> None:
+        from millpond.datasets.cache.engine import normalize, open_cache
+
+        self.cache = open_cache(name, namespace)
+        self.name = name
+        self.path = normalize(path)
+        self._trailing = path.endswith("/")
+
+    def describe(self) -> str:
+        return f"dataset {self.name}:/{self.path}"
+
+    def files(self) -> list[tuple[str, int]]:
+        meta = self.cache.stat(self.path)
+        if meta is not None:
+            return [("", meta.size)]
+        prefix = self.path + "/" if self.path else ""
+        return [(p[len(prefix):], self.cache.stat(p).size) for p in self.cache.namespace().under(self.path)]  # type: ignore[union-attr]
+
+    def basename(self) -> str:
+        return posixpath.basename(self.path)
+
+    def _full(self, relative: str) -> str:
+        return posixpath.join(self.path, relative) if relative else self.path
+
+    def read(self, relative: str) -> bytes:
+        return self.cache.read_file(self._full(relative))
+
+    def place(self, relative: str, single: bool, source_name: str) -> str:
+        if single and (self._trailing or self.cache.is_folder(self.path) or not self.path):
+            return source_name
+        return relative
+
+    def write(self, relative: str, data: bytes) -> None:
+        temporary = _temporary(data)
+        try:
+            meta = self.cache.write_file(self._full(relative), temporary)
+        finally:
+            temporary.unlink()
+        if meta.size != len(data):
+            raise OperationFailed(f"{self.describe()}/{relative}: wrote {len(data)} bytes, the UFS holds {meta.size}")
+
+
+class ExternalSide:
+    """External storage at a URI (a folder-like prefix, or one object)."""
+
+    def __init__(self, uri: str, options: dict[str, str]) -> None:
+        from millpond.datasets.ufs import open_ufs
+        from millpond.settings import load_settings
+
+        self.uri = uri
+        self.ufs = open_ufs(uri, options, load_settings().volumes_dir)
+        self._trailing = uri.endswith("/")
+
+    def describe(self) -> str:
+        return self.uri
+
+    def files(self) -> list[tuple[str, int]]:
+        listed = [(entry.key, entry.size) for entry in self.ufs.list()]
+        if listed or self._trailing:
+            return listed
+        single = self.ufs.stat("")
+        return [("", single.size)] if single is not None else []
+
+    def basename(self) -> str:
+        return posixpath.basename(self.uri.rstrip("/"))
+
+    def read(self, relative: str) -> bytes:
+        return self.ufs.read(relative)
+
+    def place(self, relative: str, single: bool, source_name: str) -> str:
+        if single:
+            return source_name if self._trailing else ""
+        return relative
+
+    def write(self, relative: str, data: bytes) -> None:
+        temporary = _temporary(data)
+        try:
+            entry = self.ufs.write(relative, temporary)
+        finally:
+            temporary.unlink()
+        where = f"{self.uri.rstrip('/')}/{relative}" if relative else self.uri
+        if entry.size != len(data):
+            raise OperationFailed(f"{where}: wrote {len(data)} bytes, the store holds {entry.size}")
+        if _MD5.match(entry.etag) and entry.etag != hashlib.md5(data).hexdigest():
+            raise OperationFailed(f"{where}: the checksum the store reports differs from the data sent")
+
+
+def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
+    """The dataset path or external URI that ``spec.from``/``spec.to`` names; OperationFailed if neither."""
+    from millpond.datasets.config import resolve_options
+    from millpond.datasets.ufs import S3_SCHEMES
+    from millpond.errors import UserError
+    from millpond.settings import load_settings
+    from millpond.store.secrets import ConfigStore
+
+    label = f"DataMigrate {resource.name}: spec.{where}"
+    if side.get("dataset"):
+        ref = side["dataset"]
+        return DatasetSide(str(ref["name"]), str(ref.get("namespace") or resource.namespace), str(ref.get("path") or "/"))
+    external = side.get("externalStorage")
+    if not external or not external.get("uri"):
+        raise OperationFailed(f"{label}: needs a dataset or an externalStorage with a uri")
+    uri = str(external["uri"])
+    try:
+        options = resolve_options(external, {}, ConfigStore(load_settings().home), label)
+    except UserError as exc:
+        raise OperationFailed(str(exc)) from None
+    scheme = uri.split("://", 1)[0].lower()
+    if scheme in S3_SCHEMES and not _has_credentials(options):
+        raise OperationFailed(f"{label}: {uri} has no credentials (add encryptOptions naming a millpond secret with the access and secret keys)")
+    return ExternalSide(uri, options)
+
+
+def _has_credentials(options: dict[str, str]) -> bool:
+    from millpond.datasets.ufs import s3_settings
+
+    return s3_settings(options).access_key is not None
