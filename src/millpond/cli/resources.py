@@ -44,8 +44,12 @@ def _not_found(plural: str, name: str, namespace: str) -> str:
 @click.command("apply")
 @click.option("--filename", "-f", "files", multiple=True, required=True, metavar="FILE",
               help="A manifest file, a folder of them, or - for stdin (repeatable).")
-def apply_command(files: tuple[str, ...]) -> None:
-    """Create or update Fluid objects (data.fluid.io/v1alpha1) from manifests: all of them, or none."""
+@click.option("--wait", "wait_for", is_flag=True, help="Wait for the data operations applied to end, showing their progress.")
+def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
+    """Create or update Fluid objects (data.fluid.io/v1alpha1) from manifests: all of them, or none.
+
+    Data operations start at once, in the background (after the step their runAfter names).
+    """
     from millpond.datasets.kinds import KINDS
     from millpond.datasets.manifests import load_manifests, missing_dataset_notes
     from millpond.settings import load_settings
@@ -57,10 +61,17 @@ def apply_command(files: tuple[str, ...]) -> None:
     store = ResourceStore(settings)
     notes = [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
+    started = []
     for resource, action in store.apply([manifest.body for manifest in manifests]):
         print(f"{KINDS[resource.kind].resource}/{resource.name} {action}")
+        if KINDS[resource.kind].category == "operation" and action != "unchanged":
+            started.append(resource)
     for note in notes:
         print(f"info: {note}", file=sys.stderr)
+    if started:
+        from millpond.cli.operations import start_and_follow
+
+        start_and_follow(started, wait_for)
 
 
 @click.command("get")

@@ -37,7 +37,12 @@ class MountPoint:
     @property
     def bucket(self) -> str | None:
         """The bucket of an object-store mount point (s3, s3a, oss, minio); None for the others."""
-        return self.netloc if self.scheme in BUCKET_SCHEMES else None
+        if self.scheme == "minio":  # minio://HOST:PORT/BUCKET/PATH, as juicefs sync spells it
+            return self.path.strip("/").split("/", 1)[0] or None
+        if self.scheme in BUCKET_SCHEMES:
+            # s3://BUCKET.ENDPOINT/PATH names its endpoint after the bucket (juicefs sync's form)
+            return self.netloc.split(".", 1)[0] if self.scheme == "oss" else self.netloc
+        return None
 
 
 def escapes_root(path: str) -> bool:
@@ -72,9 +77,10 @@ def parse_mount_point(uri: str, where: str) -> MountPoint:
     if escapes_root(mount.path):
         raise fail(f"{show(uri)}: '..' climbs above the root of the mount point")
     if scheme in BUCKET_SCHEMES:
-        if not _BUCKET.fullmatch(mount.netloc):
+        bucket = mount.bucket or ""
+        if not _BUCKET.fullmatch(bucket) and not (scheme == "s3" and _BUCKET.fullmatch(bucket.split(".", 1)[0])):
             raise fail(
-                f"{show(uri)}: {show(mount.netloc)} is not a valid bucket name "
+                f"{show(uri)}: {show(bucket)} is not a valid bucket name "
                 "(3-63 characters: lowercase letters, digits, '.' and '-', starting and ending with a letter or digit)"
             )
     elif scheme in PATH_SCHEMES:

@@ -26,8 +26,10 @@ Progress = Callable[..., None]
 
 def _dataset_name(resource: Resource) -> tuple[str, str]:
     ref = resource.spec.get("dataset") or {}
+    if isinstance(ref, str):  # DataBackup names its dataset by a plain string
+        ref = {"name": ref}
     if not ref.get("name"):
-        raise OperationFailed(f"{resource.kind} {resource.name}: spec.dataset.name is missing")
+        raise OperationFailed("spec.dataset.name is missing")
     return str(ref["name"]), str(ref.get("namespace") or resource.namespace)
 
 
@@ -52,7 +54,7 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
     target = open_side(spec.get("to") or {}, resource, "to")
     files = source.files()
     if not files:
-        raise OperationFailed(f"DataMigrate {resource.name}: nothing to migrate at {source.describe()}")
+        raise OperationFailed(f"nothing to migrate at {source.describe()}")
     single = len(files) == 1 and files[0][0] == ""
     total = sum(size for _, size in files)
     done = {"bytes": 0, "files": 0}
@@ -87,7 +89,7 @@ def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
     folder = ensure_mounted(name, namespace)
     source = folder / sub_path if sub_path else folder
     if not source.is_dir():
-        raise OperationFailed(f"DataProcess {resource.name}: dataset {name} has no folder {sub_path!r}")
+        raise OperationFailed(f"dataset {name} has no folder {sub_path!r}")
     commands, env = _commands(resource)
     logs = load_settings().home / "operations"
     logs.mkdir(parents=True, exist_ok=True)
@@ -101,12 +103,12 @@ def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
             try:
                 words = wrap(argv, [Bind(source, mount_path.rstrip("/") or "/", read_only=read_only)], Path(work))
             except SandboxUnavailable as exc:
-                raise OperationFailed(f"DataProcess {resource.name}: cannot mount the dataset at {mount_path}: {exc}") from None
+                raise OperationFailed(f"cannot mount the dataset at {mount_path}: {exc}") from None
             result = subprocess.run(words, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work)
             if result.returncode != 0:
                 log.flush()
                 tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:] or [""]
-                raise OperationFailed(f"DataProcess {resource.name}: the script exited with status {result.returncode}: {tail[0][:200]}")
+                raise OperationFailed(f"the script exited with status {result.returncode}: {tail[0][:200]}")
     return {"log": str(log_path)}
 
 
@@ -120,7 +122,7 @@ def _commands(resource: Resource) -> tuple[list[tuple[list[str], str | None]], d
         return [(command + [str(a) for a in script.get("args") or []], script.get("source"))], env
     containers = (((processor.get("job") or {}).get("podTemplate") or {}).get("spec") or {}).get("containers") or []
     if not containers:
-        raise OperationFailed(f"DataProcess {resource.name}: spec.processor has neither a script nor a job with containers")
+        raise OperationFailed("spec.processor has neither a script nor a job with containers")
     env = {str(e["name"]): str(e.get("value", "")) for c in containers for e in c.get("env") or [] if "name" in e}
     return [([*map(str, c.get("command") or []), *map(str, c.get("args") or [])], None) for c in containers], env
 
@@ -136,7 +138,7 @@ def data_backup(resource: Resource, progress: Progress) -> dict[str, Any]:
     store = ResourceStore()
     dataset = store.get("Dataset", name, namespace)
     if dataset is None:
-        raise OperationFailed(f"DataBackup {resource.name}: dataset {name} not found")
+        raise OperationFailed(f"dataset {name} not found")
     from millpond.datasets.status import resource_status
 
     metadata = target / f"metadata-backup-{namespace}-{name}.json"
@@ -156,7 +158,7 @@ def _backup_folder(uri: str, name: str) -> Path:
     if uri.startswith("pvc://"):
         volume, _, sub = uri.removeprefix("pvc://").partition("/")
         return load_settings().volumes_dir / volume / sub
-    raise OperationFailed(f"DataBackup {name}: backupPath {uri!r} must be local:///PATH or pvc://NAME[/PATH]")
+    raise OperationFailed(f"backupPath {uri!r} must be local:///PATH or pvc://NAME[/PATH]")
 
 
 EXECUTORS: dict[str, Callable[[Resource, Progress], dict[str, Any]]] = {

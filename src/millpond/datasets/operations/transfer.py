@@ -141,7 +141,7 @@ def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
     from millpond.settings import load_settings
     from millpond.store.secrets import ConfigStore
 
-    label = f"DataMigrate {resource.name}: spec.{where}"
+    label = f"spec.{where}"
     if side.get("dataset"):
         ref = side["dataset"]
         return DatasetSide(str(ref["name"]), str(ref.get("namespace") or resource.namespace), str(ref.get("path") or "/"))
