@@ -267,6 +267,14 @@ class _Builder:
             raise PlatformError(f"pvcMount at {target}: the PVC name has no value")
         if not isinstance(value, str):
             raise PlatformError(f"pvcMount at {target}: the PVC name must be a string, got {type(value).__name__}")
+        dataset = _dataset_mount(value)
+        if dataset is not None:  # Fluid makes a PVC named after each dataset: the task sees the dataset
+            folder, read_only = dataset
+            sub_path = str(entry.get("subPath") or "").strip("/")
+            if ".." in PurePosixPath(sub_path).parts:
+                raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
+            self._bind(folder / sub_path if sub_path else folder, target, read_only=read_only)
+            return
         volume = _volume_folder(volumes_dir=self.volumes_dir, name=value)
         if not volume.is_dir():
             raise PlatformError(
@@ -405,3 +413,20 @@ def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) 
                 except UserError:
                     continue
     return missing
+
+
+def _dataset_mount(name: str) -> tuple[Path, bool] | None:
+    """The shared FUSE mount of the dataset ``name`` and whether it is read-only; None if no such dataset."""
+    from millpond.settings import load_settings
+    from millpond.store.resources import read_manifest
+
+    if read_manifest(load_settings(), "Dataset", name) is None:
+        return None
+    from millpond.datasets.config import load_config
+    from millpond.datasets.mounts import ensure_mounted
+    from millpond.errors import UserError
+
+    try:
+        return ensure_mounted(name), load_config(name).read_only
+    except UserError as exc:
+        raise PlatformError(f"dataset {name}: {exc}") from None
