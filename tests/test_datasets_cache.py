@@ -346,3 +346,40 @@ def test_web_ufs_lists_and_reads_over_http(cli, home, tmp_path) -> None:
         assert status["phase"] == "Bound" and status["fileNum"] == "2"
     finally:
         server.shutdown()
+
+
+def test_juicefs_mount_point_keeps_files_in_the_bucket_its_options_name(cli, home, tmp_path, s3_server) -> None:
+    from millpond.store.secrets import ConfigStore
+
+    bucket = s3_server.create_bucket()
+    s3_server.filesystem().pipe_file(f"{bucket}/jfs/demo/MNIST/raw/a.gz", b"compressed")
+    ConfigStore(home).create("secret", "jfs-secret", {
+        "access-key": s3_server.access_key, "secret-key": s3_server.secret_key, "metaurl": "redis://unused:6379/1"})
+    (tmp_path / "jfs.yaml").write_text(f"""\
+apiVersion: data.fluid.io/v1alpha1
+kind: Dataset
+metadata: {{name: mydataset}}
+spec:
+  accessModes: [ReadWriteMany]
+  mounts:
+    - name: minio
+      mountPoint: juicefs:///demo
+      options: {{bucket: "{s3_server.endpoint_url}/{bucket}/jfs", storage: minio}}
+      encryptOptions:
+        - {{name: access-key, valueFrom: {{secretKeyRef: {{name: jfs-secret, key: access-key}}}}}}
+        - {{name: secret-key, valueFrom: {{secretKeyRef: {{name: jfs-secret, key: secret-key}}}}}}
+        - {{name: metaurl, valueFrom: {{secretKeyRef: {{name: jfs-secret, key: metaurl}}}}}}
+---
+apiVersion: data.fluid.io/v1alpha1
+kind: JuiceFSRuntime
+metadata: {{name: mydataset}}
+spec:
+  replicas: 1
+  tieredstore: {{levels: [{{mediumtype: SSD, path: "{tmp_path / 'jfs-cache'}", quota: 1Gi, low: "0.1"}}]}}
+""")
+    result = cli("apply", "-f", tmp_path / "jfs.yaml")
+    assert result.code == 0, result.err
+    assert read("mydataset", "MNIST/raw/a.gz") == b"compressed"  # the mount's folder is the dataset's root
+    with fsspec.open("millpond://mydataset/ckpt/model.pt", "wb") as f:
+        f.write(b"weights")
+    assert s3_server.filesystem().cat_file(f"{bucket}/jfs/demo/ckpt/model.pt") == b"weights"

@@ -83,7 +83,9 @@ class DatasetConfig:
 
 
 def mount_path(mount: dict[str, Any]) -> str:
-    """Where a mount appears in the dataset: its ``path``, else ``/<name>`` (Fluid's default)."""
+    """Where a mount appears in the dataset: its ``path``, else ``/<name>`` (Fluid's default; JuiceFS: the root)."""
+    if not mount.get("path") and str(mount.get("mountPoint", "")).startswith("juicefs://"):
+        return ""  # a JuiceFS runtime shows its file system (or the subfolder named) at the dataset's root
     path = mount.get("path") or "/" + str(mount.get("name") or "")
     return posixpath.normpath("/" + path).strip("/")
 

@@ -341,7 +341,44 @@ def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path) -> Ufs:
             return ObstoreS3Ufs(uri, bucket, prefix, settings)
         except ImportError:
             return _s3fs_ufs(uri, bucket, prefix, settings)
+    if scheme == "juicefs":
+        return _juicefs_ufs(uri, rest, options)
     return _fsspec_ufs(uri, scheme, options)
+
+
+JUICEFS_STORAGES = ("s3", "minio", "oss", "ceph", "gs")
+
+
+def _juicefs_ufs(uri: str, subdir: str, options: dict[str, str]) -> Ufs:
+    """A ``juicefs:///SUBDIR`` mount: the files live as plain objects in the store its ``bucket`` option names.
+
+    JuiceFS would chunk files and keep its metadata in Redis (``metaurl``); here the metadata is
+    millpond's own index, so no metadata engine is needed, and the objects stay readable by any tool.
+    """
+    from urllib.parse import urlsplit
+
+    bucket_url = options.get("bucket")
+    storage = (options.get("storage") or "s3").lower()
+    if not bucket_url:
+        raise UserError(f"{uri}: a juicefs:// mount needs options.bucket (the object store's URL, e.g. http://minio:9000/BUCKET)")
+    if storage not in JUICEFS_STORAGES:
+        raise UserError(f"{uri}: storage {storage!r} is not served here (use one of {', '.join(JUICEFS_STORAGES)})")
+    parsed = urlsplit(bucket_url if "://" in bucket_url else f"https://{bucket_url}")
+    path = parsed.path.strip("/")
+    if storage == "minio" or (path and "." not in parsed.netloc.split(":")[0]) or parsed.netloc.split(":")[0].replace(".", "").isdigit():
+        bucket, _, prefix = path.partition("/")  # http://HOST:PORT/BUCKET[/PREFIX]
+        endpoint = f"{parsed.scheme}://{parsed.netloc}"
+    else:
+        bucket, _, host = parsed.netloc.partition(".")  # https://BUCKET.ENDPOINT[/PREFIX]
+        endpoint, prefix = f"{parsed.scheme}://{host}", path
+    if not bucket:
+        raise UserError(f"{uri}: options.bucket {bucket_url!r} names no bucket")
+    settings = s3_settings({**options, "endpoint": endpoint, "path-style": "true" if storage == "minio" else options.get("path-style", "")})
+    root = "/".join(part for part in (prefix, subdir.strip("/")) if part)
+    try:
+        return ObstoreS3Ufs(uri, bucket, root, settings)
+    except ImportError:
+        return _s3fs_ufs(uri, bucket, root, settings)
 
 
 def _s3fs_ufs(uri: str, bucket: str, prefix: str, settings: S3Settings) -> Ufs:
