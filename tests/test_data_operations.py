@@ -195,3 +195,22 @@ spec:
     metadata = json.loads((target / "metadata-backup-default-work.json").read_text())
     assert metadata["manifest"]["metadata"]["name"] == "work" and metadata["status"]["fileNum"] == "1"
     assert (target / "index-backup-default-work.db").stat().st_size > 0
+
+
+def test_a_finished_operation_is_deleted_after_its_ttl(cli, tmp_path, workspace) -> None:
+    import time
+
+    (workspace["store"] / "a.txt").write_text("a")
+    result = _apply(cli, tmp_path, """\
+apiVersion: data.fluid.io/v1alpha1
+kind: DataLoad
+metadata: {name: shortlived}
+spec:
+  dataset: {name: work, namespace: default}
+  ttlSecondsAfterFinished: 1
+""")
+    assert result.code == 0, result.err
+    deadline = time.monotonic() + 20
+    while cli("get", "dataload", "shortlived").code == 0 and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert cli("get", "dataload", "shortlived").code == 2

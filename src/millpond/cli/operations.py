@@ -36,7 +36,11 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
         while pending:
             for key in sorted(pending):
                 found = store.get(*key)
-                status = (found.status if found else {}) or {}
+                if found is None:  # deleted: its ttlSecondsAfterFinished ran out
+                    pending.discard(key)
+                    print(f"{key[0]} {key[1]}: finished and deleted (ttlSecondsAfterFinished)", file=sys.stderr)
+                    continue
+                status = found.status or {}
                 done = status.get("progress") or {}
                 progress.update(tasks[key], phase=status.get("phase", "Pending"), completed=done.get("bytes", 0),
                                 total=done.get("totalBytes"), files=done.get("files", 0))

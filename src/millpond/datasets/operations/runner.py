@@ -71,7 +71,10 @@ def wait(kind: str, name: str, namespace: str = "default", timeout: float | None
     store = ResourceStore()
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        status = _operation(store, kind, name, namespace).status or {}
+        found = store.get(kind, name, namespace)
+        if found is None:
+            return {"phase": "Complete", "deleted": True}  # finished, then deleted by its ttlSecondsAfterFinished
+        status = found.status or {}
         if status.get("phase") in TERMINAL:
             return status
         if deadline is not None and time.monotonic() > deadline:
@@ -143,10 +146,45 @@ def main(argv: list[str] | None = None) -> int:
     kind, name = args[0], args[1]
     namespace = args[2] if len(args) > 2 else "default"
     try:
+        resource = _operation(ResourceStore(), kind, name, namespace)
+        if resource.spec.get("policy") == "Cron":
+            _run_on_schedule(resource)
         status = run(kind, name, namespace)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{kind} {name}: {status['phase']}", file=sys.stderr)
+    _delete_after_ttl(resource)
     os._exit(0 if status["phase"] == "Complete" else 1)  # background fetch threads must not hold the exit
+
+
+def _run_on_schedule(resource: Resource) -> None:
+    """``policy: Cron``: run at every time the schedule names, for as long as the operation exists."""
+    from croniter import croniter
+
+    schedule = croniter(str(resource.spec.get("schedule") or "@hourly"), dt.datetime.now(dt.timezone.utc))
+    store = ResourceStore()
+    while True:
+        moment = schedule.get_next(dt.datetime)
+        status = dict((store.get(resource.kind, resource.name, resource.namespace) or resource).status or {})
+        status["nextScheduleTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        if status.get("phase") not in ("Executing",):
+            status.setdefault("phase", "Pending")
+        _set(store, resource, status)
+        time.sleep(max(0.0, moment.timestamp() - time.time()))
+        if store.get(resource.kind, resource.name, resource.namespace) is None:
+            os._exit(0)  # deleted meanwhile: the schedule ends with it
+        run(resource.kind, resource.name, resource.namespace)
+        status = dict(store.get(resource.kind, resource.name, resource.namespace).status or {})  # type: ignore[union-attr]
+        status["lastScheduleTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        _set(store, resource, status)
+
+
+def _delete_after_ttl(resource: Resource) -> None:
+    """``ttlSecondsAfterFinished``: the finished operation is deleted that many seconds later."""
+    ttl = resource.spec.get("ttlSecondsAfterFinished")
+    if ttl is None:
+        return
+    time.sleep(max(0, int(ttl)))
+    ResourceStore().delete(resource.kind, resource.name, resource.namespace)
 
