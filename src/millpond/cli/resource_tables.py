@@ -49,25 +49,6 @@ def human_age(seconds: float) -> str:
     return f"{days // 365}y"
 
 
-def timestamp(moment: dt.datetime) -> str:
-    """``creationTimestamp`` as Kubernetes writes it: UTC, seconds, a ``Z``."""
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def full_object(resource: "Resource", status: dict[str, Any]) -> dict[str, Any]:
-    """The object as ``kubectl get -o yaml`` shows it: metadata with uid and creationTimestamp, spec, status."""
-    applied = resource.manifest.get("metadata", {})
-    metadata: dict[str, Any] = {
-        "name": resource.name, "namespace": resource.namespace, "uid": resource.uid,
-        "creationTimestamp": timestamp(resource.created_at),
-    }
-    metadata.update({key: applied[key] for key in ("labels", "annotations") if key in applied})
-    return {
-        "apiVersion": resource.manifest.get("apiVersion"), "kind": resource.kind,
-        "metadata": metadata, "spec": resource.spec, "status": status,
-    }
-
-
 def _text(value: Any, missing: str = MISSING) -> str:
     return missing if value is None or value == "" else str(value)
 

@@ -83,7 +83,7 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
               help="A table, or the whole objects as JSON or YAML.")
 def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
     """Show Fluid objects of KIND (dataset, alluxioruntime, dataload, …), or the one named NAME."""
-    from millpond.cli.resource_tables import COLUMNS, format_table, full_object, row
+    from millpond.cli.resource_tables import COLUMNS, format_table, row
     from millpond.datasets.kinds import kind_info
     from millpond.store.resources import ResourceStore
 
@@ -98,7 +98,7 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
         resources = store.list(info.kind, None if all_namespaces else namespace)
     statuses = [_status(resource, store) for resource in resources]
     if output in ("json", "yaml"):
-        objects = [full_object(r, s) for r, s in zip(resources, statuses)]
+        objects = [r.as_object(s) for r, s in zip(resources, statuses)]
         value = objects[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": objects}
         _print_value(value, output)
         return

@@ -170,22 +170,27 @@ def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: ConfigSto
     checks.check_secret_refs(spec, secrets)
 
 
+def check_document(doc: Any, source: str, number: int, secrets: ConfigStore) -> Manifest:
+    """One document checked (envelope, schema, what a schema cannot say); its notes name what is only recorded.
+
+    ``source`` names where it came from in errors: a file, or the SDK call that built it.
+    """
+    body = _envelope(doc, f"{source}: document {number}")
+    label = f"{body['kind']} {body['metadata']['name']}"
+    try:
+        check_manifest(doc, body, secrets)
+    except UserError as exc:
+        raise UserError(f"{source}: {label}: {exc}") from None
+    manifest = Manifest(source, number, body)
+    recorded = checks.recorded_only(manifest.kind, manifest.spec)
+    if recorded:
+        manifest.notes.append(f"{label}: not applicable on one machine, recorded only: {', '.join(recorded)}")
+    return manifest
+
+
 def load_manifests(paths: list[str], secrets: ConfigStore, stdin: TextIO | None = None) -> list[Manifest]:
     """Every document of ``paths``, checked; the first problem raises a UserError naming file, object and field."""
-    manifests: list[Manifest] = []
-    for source, number, doc in read_documents(paths, stdin):
-        where = f"{source}: document {number}"
-        body = _envelope(doc, where)
-        label = f"{body['kind']} {body['metadata']['name']}"
-        try:
-            check_manifest(doc, body, secrets)
-        except UserError as exc:
-            raise UserError(f"{source}: {label}: {exc}") from None
-        manifest = Manifest(source, number, body)
-        recorded = checks.recorded_only(manifest.kind, manifest.spec)
-        if recorded:
-            manifest.notes.append(f"{label}: not applicable on one machine, recorded only: {', '.join(recorded)}")
-        manifests.append(manifest)
+    manifests = [check_document(doc, source, number, secrets) for source, number, doc in read_documents(paths, stdin)]
     if not manifests:
         raise UserError(f"{', '.join(paths)}: no manifests found (every document is empty)")
     return manifests

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,8 @@ class Ufs(Protocol):
     def read(self, key: str, start: int = 0, end: int | None = None) -> bytes: ...
 
     def write(self, key: str, source: Path) -> UfsEntry: ...
+
+    def put(self, key: str, data: bytes) -> UfsEntry: ...
 
     def remove(self, key: str) -> None: ...
 
@@ -93,14 +96,19 @@ class LocalUfs:
             raise UfsError(f"{self.uri}/{key}: {exc.strerror}") from None
 
     def write(self, key: str, source: Path) -> UfsEntry:
+        return self._replace(key, lambda partial: shutil.copyfile(source, partial))
+
+    def put(self, key: str, data: bytes) -> UfsEntry:
+        return self._replace(key, lambda partial: partial.write_bytes(data))
+
+    def _replace(self, key: str, fill: Callable[[Path], object]) -> UfsEntry:
+        """Write beside the target, then rename over it: a reader never sees half a file."""
         target = self._path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.millpond-partial")
-        shutil.copyfile(source, partial)
+        partial = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.millpond-partial")
+        fill(partial)
         os.replace(partial, target)
-        entry = self.stat(key)
-        assert entry is not None
-        return entry
+        return _stat_written(self, key)
 
     def remove(self, key: str) -> None:
         try:
@@ -174,6 +182,14 @@ class ObstoreS3Ufs:
             obstore.put(self._store, self._key(key), source)
         return _stat_written(self, key)
 
+    def put(self, key: str, data: bytes) -> UfsEntry:
+        import obstore
+
+        with _failures(f"{self.uri}/{key}"):
+            result = obstore.put(self._store, self._key(key), data)
+        etag = (result.get("e_tag") or "").strip('"')
+        return UfsEntry(key, len(data), 0.0, etag) if etag else _stat_written(self, key)
+
     def remove(self, key: str) -> None:
         import obstore
 
@@ -238,6 +254,11 @@ class FsspecUfs:
     def write(self, key: str, source: Path) -> UfsEntry:
         with _failures(f"{self.uri}/{key}"):
             self.fs.put_file(str(source), self._path(key))
+        return _stat_written(self, key)
+
+    def put(self, key: str, data: bytes) -> UfsEntry:
+        with _failures(f"{self.uri}/{key}"):
+            self.fs.pipe_file(self._path(key), data)
         return _stat_written(self, key)
 
     def remove(self, key: str) -> None:

@@ -44,24 +44,18 @@ def check(documents: list[dict[str, Any]], call: str, log_notes: bool = True) ->
     ``call`` names the SDK call in error messages (``create_dataset: Dataset x: spec.…: …``).
     Fields that mean nothing on one machine are logged at INFO, as apply's ``info:`` lines.
     """
-    from millpond.datasets.manifest_checks import recorded_only
-    from millpond.datasets.manifests import _envelope, check_manifest
+    from millpond.datasets.manifests import check_document
     from millpond.settings import load_settings
     from millpond.store.secrets import ConfigStore
 
     secrets = ConfigStore(load_settings().home)
     bodies: list[dict[str, Any]] = []
-    for doc in documents:
-        body = _envelope(doc, call)
-        label = f"{body['kind']} {body['metadata']['name']}"
-        try:
-            check_manifest(doc, body, secrets)
-        except UserError as exc:
-            raise UserError(f"{call}: {label}: {exc}") from None
-        recorded = recorded_only(body["kind"], body["spec"])
-        if recorded and log_notes:
-            logger.info(f"{label}: not applicable on one machine, recorded only: {', '.join(recorded)}")
-        bodies.append(body)
+    for number, doc in enumerate(documents, start=1):
+        manifest = check_document(doc, call, number, secrets)
+        if log_notes:
+            for note in manifest.notes:
+                logger.info(note)
+        bodies.append(manifest.body)
     return bodies
 
 
@@ -73,7 +67,6 @@ def apply(documents: list[dict[str, Any]], call: str, store: ResourceStore) -> l
 
 def shown(resource: Resource, store: ResourceStore) -> dict[str, Any]:
     """The object as ``millpond get KIND NAME -o json`` shows it: metadata with uid, spec, status now."""
-    from millpond.cli.resource_tables import full_object
     from millpond.datasets.status import resource_status
 
-    return full_object(resource, resource_status(resource, store))
+    return resource.as_object(resource_status(resource, store))

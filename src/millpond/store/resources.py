@@ -36,6 +36,16 @@ class Resource:
     created_at: dt.datetime
     updated_at: dt.datetime
 
+    def as_object(self, status: dict[str, Any]) -> dict[str, Any]:
+        """The object as ``kubectl get -o yaml`` shows it: metadata with uid and creationTimestamp, spec, status."""
+        applied = self.manifest.get("metadata", {})
+        metadata: dict[str, Any] = {
+            "name": self.name, "namespace": self.namespace, "uid": self.uid,
+            "creationTimestamp": self.created_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        metadata.update({key: applied[key] for key in ("labels", "annotations") if key in applied})
+        return {"apiVersion": self.manifest.get("apiVersion"), "kind": self.kind, "metadata": metadata, "spec": self.spec, "status": status}
+
     @property
     def spec(self) -> dict[str, Any]:
         return self.manifest.get("spec") or {}

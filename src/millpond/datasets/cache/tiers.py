@@ -36,10 +36,8 @@ class TierSet:
         self._usage: dict[int, int] = {}
         self._pending: dict[int, int] = {}  # reserved by fills whose rows are not in the index yet
         self._usage_at = 0.0
+        # Folders are made by the first fill, not here: looking at a dataset's status leaves no trace.
         self._roots = [(f"{tier.path}/files/", f"{tier.path}/partial/") for tier in tiers]
-        for tier in tiers:
-            (tier.path / "files").mkdir(parents=True, exist_ok=True)
-            (tier.path / "partial").mkdir(parents=True, exist_ok=True)
 
     # -- where --------------------------------------------------------------------------------
 
@@ -163,5 +161,4 @@ class TierSet:
         for tier in self.tiers:
             for sub in ("files", "partial"):
                 shutil.rmtree(tier.path / sub, ignore_errors=True)
-                (tier.path / sub).mkdir(parents=True, exist_ok=True)
         self.usage(refresh=True)

@@ -71,6 +71,7 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
     with ThreadPoolExecutor(parallelism, thread_name_prefix="millpond-migrate") as pool:
         for future in [pool.submit(copy, item) for item in files]:
             future.result()
+    target.finish()
     return {"files": str(done["files"]), "bytes": str(done["bytes"]), "parallelism": str(parallelism)}
 
 
@@ -120,7 +121,7 @@ def _commands(resource: Resource) -> tuple[list[tuple[list[str], str | None]], d
         env = {str(e["name"]): str(e.get("value", "")) for e in script.get("env") or [] if "name" in e}
         command = [str(word) for word in script.get("command") or ["bash"]]
         return [(command + [str(a) for a in script.get("args") or []], script.get("source"))], env
-    containers = (((processor.get("job") or {}).get("podTemplate") or {}).get("spec") or {}).get("containers") or []
+    containers = ((processor.get("job") or {}).get("podSpec") or {}).get("containers") or []
     if not containers:
         raise OperationFailed("spec.processor has neither a script nor a job with containers")
     env = {str(e["name"]): str(e.get("value", "")) for c in containers for e in c.get("env") or [] if "name" in e}
