@@ -38,3 +38,20 @@ def test_a_task_mounting_a_dataset_pvc_reads_the_dataset(cli, home: Path, tmp_pa
         folder = home / "mnt" / "default" / "mnist"
         if is_mounted(str(folder)):
             subprocess.run(["fusermount3", "-u", "-z", str(folder)], check=False)
+
+
+def test_a_task_runs_a_dataflow_and_waits_for_it(cli, home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "a.bin").write_bytes(b"a" * 1000)
+    levels = [{"mediumtype": "MEM", "path": str(tmp_path / "shm"), "quota": "64Mi"}]
+    (tmp_path / "ds.yaml").write_text(manifest("mnist", f"local://{source}", secret=False, levels=levels))
+    assert cli("apply", "-f", tmp_path / "ds.yaml").code == 0
+    result = cli("run", PIPELINES / "dataflow_task.py", "-o", "json")
+    assert result.code == 0, result.err
+    run = result.json()
+    assert run["state"] == "SUCCEEDED", run
+    assert run["outputs"]["Output"] == "warmup-step1=Complete"
+    assert cli("get", "dataload", "warmup-step1", "-o", "json").json()["status"]["phase"] == "Complete"
+    status = cli("get", "dataset", "mnist", "-o", "json").json()["status"]
+    assert status["cacheStates"]["cachedPercentage"] == "100.0%"
