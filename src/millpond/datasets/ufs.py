@@ -13,7 +13,7 @@ import shutil
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -358,6 +358,8 @@ def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path) -> Ufs:
                 bucket, host = _split_bucket(netloc)
                 if host:
                     settings = s3_settings(options, f"https://{host}")
+            if scheme == "oss" and _first(options, _PATH_STYLE) is None:
+                settings = replace(settings, path_style=False)  # OSS's S3 API answers virtual-hosted requests only
         try:
             return ObstoreS3Ufs(uri, bucket, prefix, settings)
         except ImportError:
