@@ -16,6 +16,7 @@ import click
 from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
 from millpond.cli.resources import apply_command, delete_command, get_command
+from millpond.cli.server import server_command
 from millpond.errors import UserError
 
 OUTPUT = click.option(
@@ -141,6 +142,7 @@ app.add_command(apply_command)
 app.add_command(get_command)
 app.add_command(delete_command)
 app.add_command(dataset_group)
+app.add_command(server_command)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -1,0 +1,156 @@
+"""Runs: created from inline IR through ``prepare_run`` (as ``millpond run`` does), executed by a worker.
+
+States are the engine's, which are already KFP's RuntimeState names (PENDING, RUNNING,
+SUCCEEDED, FAILED, SKIPPED, CANCELED), so ``kfp.Client().wait_for_run_completion`` works as is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from sqlalchemy import delete, select
+
+from millpond.server.app import state_of
+from millpond.server.bodies import RunBody
+from millpond.server.errors import ApiError
+from millpond.server.listing import apply_filter, apply_sort, page
+from millpond.store.journal import DEFAULT_EXPERIMENT, FINAL_STATES
+from millpond.store.keys import utcnow
+from millpond.store.models import Experiment, Run, Task
+from millpond.store.timestamps import iso
+
+router = APIRouter(tags=["RunService"])
+_COLUMNS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id": Run.id, "state": Run.state,
+            "experiment_id": Run.experiment_id, "created_at": Run.created_at, "finished_at": Run.finished_at,
+            "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name}
+_RUNTIME_STATES = {"PENDING", "RUNNING", "SUCCEEDED", "SKIPPED", "FAILED", "CANCELING", "CANCELED", "PAUSED"}
+
+
+def _state(value: str) -> str:
+    return value if value in _RUNTIME_STATES else "RUNTIME_STATE_UNSPECIFIED"
+
+
+def run_view(run: Run, tasks: list[Task] | None = None, full: bool = True) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "run_id": run.id, "display_name": run.name, "experiment_id": run.experiment_id, "storage_state": "AVAILABLE",
+        "runtime_config": {"parameters": run.parameters or {}, "pipeline_root": run.pipeline_root},
+        "service_account": "", "created_at": iso(run.created_at), "state": _state(run.state),
+    }
+    if run.started_at:
+        view["scheduled_at"] = iso(run.started_at)
+    if run.finished_at:
+        view["finished_at"] = iso(run.finished_at)
+    if run.error:
+        view["error"] = {"code": 2, "message": run.error, "details": []}
+    if full:
+        view["pipeline_spec"] = run.pipeline_spec
+        if run.platform_spec:
+            view["platform_spec"] = run.platform_spec
+    if tasks is not None:
+        view["run_details"] = {"task_details": [_task_view(t) for t in tasks]}
+    return view
+
+
+def _task_view(task: Task) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "run_id": task.run_id, "task_id": task.id, "display_name": task.name, "state": _state(task.state),
+        "create_time": iso(task.created_at),
+    }
+    if task.parent_id:
+        view["parent_task_id"] = task.parent_id
+    if task.started_at:
+        view["start_time"] = iso(task.started_at)
+    if task.finished_at:
+        view["end_time"] = iso(task.finished_at)
+    if task.error:
+        view["error"] = {"code": 2, "message": task.error, "details": []}
+    return view
+
+
+@router.post("/runs/{run_id}:terminate")
+def terminate_run(run_id: str, request: Request) -> dict[str, Any]:
+    """Stop the run's engine (server worker or ``millpond run``): it records CANCELED and stops its tasks."""
+    server = state_of(request)
+    run = _find(server, run_id)
+    if run.state in FINAL_STATES:
+        return {}
+    if not server.executor.terminate(run.id, run.engine_pid, run.engine_start):
+        server.store.update_run(run.id, state="CANCELED", error="terminated", finished_at=utcnow())
+    return {}
+
+
+@router.post("/runs")
+def create_run(body: RunBody, request: Request) -> dict[str, Any]:
+    from millpond.pipelines.loader import load_ir_text
+    from millpond.pipelines.submit import RunRequest, prepare_run
+
+    server = state_of(request)
+    if body.pipeline_spec is None:
+        if body.pipeline_version_reference or body.pipeline_version_id:
+            raise ApiError(400, "runs from a pipeline version are not supported yet; send pipeline_spec")
+        raise ApiError(400, "pipeline_spec is required")
+    spec, platform = body.pipeline_spec, body.platform_spec
+    if "pipeline_spec" in spec:  # kfp.Client's form when the package has a platform spec
+        spec, platform = spec["pipeline_spec"], spec.get("platform_spec") or platform
+    name = body.display_name or None
+    text = json.dumps(spec) + ("\n---\n" + json.dumps(platform) if platform else "")
+    loaded = load_ir_text(text, f"run {name or ''}".strip())
+    experiment = DEFAULT_EXPERIMENT
+    if body.experiment_id:
+        with server.sessions() as session:
+            found = session.get(Experiment, body.experiment_id)
+        if found is None:
+            raise ApiError(404, f"no experiment with id {body.experiment_id!r}")
+        experiment = found.name
+    config = body.runtime_config
+    run_request = RunRequest(
+        pipeline=loaded, texts={}, values=dict(config.parameters or {}) if config else {},
+        pipeline_root=config.pipeline_root if config and config.pipeline_root else None,
+        experiment=experiment, run_name=name,
+    )
+    record = prepare_run(server.store, server.settings, run_request)
+    server.executor.start(record.id)
+    return run_view(server.store.get_run(record.id), [])
+
+
+@router.get("/runs")
+def list_runs(
+    request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
+    filter: str | None = None, experiment_id: str | None = None, namespace: str | None = None,
+) -> dict[str, Any]:
+    query = select(Run)
+    if experiment_id:
+        query = query.where(Run.experiment_id == experiment_id)
+    query = apply_sort(apply_filter(query, filter, _COLUMNS), sort_by, _COLUMNS, Run.created_at.desc())
+    with state_of(request).sessions() as session:
+        rows, total, token = page(session, query, page_token, page_size)
+    return {"runs": [run_view(run, full=False) for (run,) in rows], "total_size": total, "next_page_token": token}
+
+
+@router.get("/runs/{run_id}")
+def get_run(run_id: str, request: Request) -> dict[str, Any]:
+    server = state_of(request)
+    run = _find(server, run_id)
+    return run_view(run, server.store.list_tasks(run.id))
+
+
+@router.delete("/runs/{run_id}")
+def delete_run(run_id: str, request: Request) -> dict[str, Any]:
+    server = state_of(request)
+    run = _find(server, run_id)
+    if run.state not in FINAL_STATES:
+        raise ApiError(412, f"run {run.id} is {run.state}; terminate it first")
+    with server.sessions() as session:
+        session.execute(delete(Run).where(Run.id == run.id))
+        session.commit()
+    return {}
+
+
+def _find(server: Any, run_id: str) -> Run:
+    with server.sessions() as session:
+        run = session.get(Run, run_id)
+    if run is None:
+        raise ApiError(404, f"no run with id {run_id!r}")
+    return run
