@@ -106,12 +106,11 @@ def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
     cache = _cache(name, namespace)
     with _ufs_errors("load", name):
         targets = list(paths) or [""]
-        total = sum(cache.stat(p).size for t in targets for p in cache.namespace().under(t.strip("/")))
         console = Console(stderr=True)
         columns = (TextColumn(f"load {name}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TextColumn("{task.fields[files]} files"), TimeRemainingColumn())
         with Progress(*columns, console=console, transient=not console.is_terminal, disable=not console.is_terminal) as progress:
-            task = progress.add_task("load", total=total, files=0)
-            result = cache.load(targets, lambda done, files: progress.update(task, completed=done, files=files))
+            task = progress.add_task("load", total=None, files=0)
+            result = cache.load(targets, lambda done, files, total: progress.update(task, completed=done, total=total, files=files))
     rate = result.fetched_bytes / result.seconds / 1e6 if result.seconds else 0.0
     click.echo(
         f"dataset {name}: {result.files} files ({format_bytes(result.bytes)}) cached; fetched {result.fetched_files} "

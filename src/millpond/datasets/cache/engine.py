@@ -38,7 +38,7 @@ FLUSH_INTERVAL_S = 1.0
 FRESHNESS_CHECK_S = 0.5
 SYNC_RETRY_S = 30.0  # after a failed listing, how long the last one is served before trying again
 
-ProgressFn = Callable[[int, int], None]  # (bytes done, files done)
+ProgressFn = Callable[[int, int, int], None]  # (bytes done, files done, bytes in all)
 
 
 @dataclass
@@ -434,7 +434,7 @@ class DatasetCache:
         lock = threading.Lock()
         fetched_bytes = 0
         if progress:
-            progress(done_bytes, done_files)
+            progress(done_bytes, done_files, total_bytes)
 
         def one(item: tuple[FileMeta, int]) -> None:
             nonlocal done_bytes, done_files, fetched_bytes
@@ -447,7 +447,7 @@ class DatasetCache:
                 if remaining[meta.path] == 0:
                     done_files += 1
                 if progress:
-                    progress(done_bytes, done_files)
+                    progress(done_bytes, done_files, total_bytes)
 
         # Large files first, so their blocks overlap with the many small GETs.
         work.sort(key=lambda item: -item[0].size)

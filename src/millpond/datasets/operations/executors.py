@@ -42,8 +42,7 @@ def data_load(resource: Resource, progress: Progress) -> dict[str, Any]:
     if resource.spec.get("loadMetadata"):
         cache.sync()
     targets = [str(t.get("path") or "/") for t in resource.spec.get("target") or []] or ["/"]
-    total = sum(cache.stat(p).size for t in targets for p in cache.namespace().under(t.strip("/")))  # type: ignore[union-attr]
-    result = cache.load(targets, lambda done, files: progress(done, files, total))
+    result = cache.load(targets, progress)
     return {"files": str(result.files), "bytes": str(result.bytes), "fetchedBytes": str(result.fetched_bytes)}
 
 
