@@ -33,6 +33,19 @@ def nap(seconds: float) -> str:
     return "woke"
 
 
+@dsl.component
+def needs_marker(path: str) -> str:
+    import os
+
+    assert os.path.exists(path), f"no marker at {path}"
+    return "found"
+
+
+@dsl.pipeline(name="marker")
+def marker(path: str) -> str:
+    return needs_marker(path=path).output
+
+
 @dsl.pipeline(name="adder")
 def adder(x: int = 1, y: int = 2) -> int:
     first = add(a=x, b=y)
@@ -175,6 +188,29 @@ def test_terminate_then_delete(client: Any) -> None:
     with pytest.raises(kfp_server_api_exception()) as missing:
         client.get_run(result.run_id)
     assert missing.value.status == 404
+
+
+def test_retry_reruns_a_failed_run(client: Any, tmp_path: Path) -> None:
+    flag = tmp_path / "marker"
+    result = client.create_run_from_pipeline_func(marker, experiment_name="retries", arguments={"path": str(flag)})
+    failed = client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2)
+    assert failed.state == "FAILED" and "no marker" in (failed.error.message or "") + str(failed.run_details)
+    flag.write_text("x")
+    client.runs.run_service_retry_run(run_id=result.run_id)  # kfp.Client's generated RunService API
+    again = client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2)
+    assert again.state == "SUCCEEDED", again.error
+
+
+def test_unknown_parameter_answers_400(server: Served, tmp_path: Path) -> None:
+    import yaml
+    from kfp import compiler
+
+    package = tmp_path / "adder.yaml"
+    compiler.Compiler().compile(adder, str(package))
+    body = {"display_name": "bad", "pipeline_spec": yaml.safe_load(package.read_text()),
+            "runtime_config": {"parameters": {"z": 1}}}
+    status, answer = _request(f"{server.url}/apis/v2beta1/runs", "POST", body)
+    assert status == 400 and "z" in answer["message"]
 
 
 def kfp_server_api_exception() -> type[Exception]:

@@ -66,6 +66,10 @@ def create_app(settings: Settings, token: str | None = None) -> FastAPI:
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
         return error_response(400, "; ".join(_describe(error) for error in exc.errors()))
 
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+
     @app.get(f"{API}/healthz", tags=["HealthzService"])
     def healthz() -> dict[str, Any]:
         return {"multi_user": False}

@@ -22,8 +22,9 @@ class RunExecutor:
         self._workers: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
 
-    def start(self, run_id: str, use_cache: bool = True) -> None:
-        args = [sys.executable, "-m", "millpond.server.worker", run_id] + ([] if use_cache else ["--no-cache"])
+    def start(self, run_id: str, use_cache: bool = True, retry: bool = False) -> None:
+        args = [sys.executable, "-m", "millpond.server.worker", run_id]
+        args += ([] if use_cache else ["--no-cache"]) + (["--retry"] if retry else [])
         env = {**os.environ, "MILLPOND_HOME": str(self.settings.home)}
         log = self.settings.logs_dir / f"engine-{run_id}.log"
         log.parent.mkdir(parents=True, exist_ok=True)

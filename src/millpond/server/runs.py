@@ -81,6 +81,18 @@ def terminate_run(run_id: str, request: Request) -> dict[str, Any]:
     return {}
 
 
+@router.post("/runs/{run_id}:retry")
+def retry_run(run_id: str, request: Request) -> dict[str, Any]:
+    """Re-run the failed or canceled part of a finished run (succeeded tasks keep their outputs)."""
+    server = state_of(request)
+    run = _find(server, run_id)
+    if run.state not in ("FAILED", "CANCELED"):
+        raise ApiError(412, f"run {run.id} is {run.state}; only a FAILED or CANCELED run can be retried")
+    server.store.update_run(run.id, state="PENDING", error=None, finished_at=None)
+    server.executor.start(run.id, retry=True)
+    return {}
+
+
 @router.post("/runs")
 def create_run(body: RunBody, request: Request) -> dict[str, Any]:
     from millpond.pipelines.loader import load_ir_text

@@ -1,4 +1,4 @@
-"""The process that executes one run the server recorded: ``python -m millpond.server.worker RUN_ID``.
+"""The process that executes one run the server recorded: ``python -m millpond.server.worker RUN_ID [--retry]``.
 
 A run gets its own process (not a thread of the server) so that terminating it is the same
 SIGTERM that stops ``millpond run`` — the engine records CANCELED and stops its tasks — and
@@ -17,8 +17,8 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, _terminate)
-    run_id, use_cache = argv[0], "--no-cache" not in argv
-    from millpond.pipelines.submit import execute_run
+    run_id, use_cache, retry = argv[0], "--no-cache" not in argv, "--retry" in argv
+    from millpond.pipelines.submit import execute_run, resume_run
     from millpond.settings import load_settings
     from millpond.store.journal import open_journal
     from millpond.store.keys import utcnow
@@ -27,7 +27,10 @@ def main(argv: list[str]) -> int:
     store = open_journal(settings.database_url)
     run = store.get_run(run_id)
     try:
-        result = execute_run(store, settings, run, use_cache=use_cache)
+        if retry:  # the failed part of a finished run again; the server marked it PENDING, so resume's checks
+            _run, result = resume_run(store, settings, run.id)
+        else:
+            result = execute_run(store, settings, run, use_cache=use_cache)
     except KeyboardInterrupt:
         if store.get_run(run_id).state == "PENDING":  # stopped before the engine began
             store.update_run(run_id, state="CANCELED", error="terminated", finished_at=utcnow())
