@@ -16,6 +16,7 @@ from millpond.server.app import state_of
 from millpond.server.bodies import RunBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import apply_filter, apply_sort, page
+from millpond.server.recurring import recurring_run_of
 from millpond.store.journal import DEFAULT_EXPERIMENT, FINAL_STATES
 from millpond.store.keys import utcnow
 from millpond.store.models import Experiment, Run, Task
@@ -44,6 +45,8 @@ def run_view(run: Run, tasks: list[Task] | None = None, full: bool = True) -> di
         view["finished_at"] = iso(run.finished_at)
     if run.error:
         view["error"] = {"code": 2, "message": run.error, "details": []}
+    if recurring_run_of(run.id):
+        view["recurring_run_id"] = recurring_run_of(run.id)
     if full:
         view["pipeline_spec"] = run.pipeline_spec
         if run.platform_spec:
