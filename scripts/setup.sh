@@ -14,6 +14,8 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 # FUSE mounts of datasets: fusermount3 and libfuse3 (the fuse3 package brings both).
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+# The web UI's browser tests (tests/test_server_ui.py) drive Debian's Chromium through Playwright.
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if ((${#missing[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian packages: ${missing[*]}" >&2

@@ -1,0 +1,148 @@
+"""The web UI: static files at ``/`` and ``/ui/...``, and two JSON helpers under ``/ui-api/``.
+
+The KFP routes give a run and its task details, but not what a DAG drawing needs (each
+task's place in the pipeline, its dependencies, its inputs and outputs) nor the tasks' logs:
+
+- ``GET /ui-api/runs/{run_id}/graph``: every task of the run's pipeline spec (sub-DAGs and
+  loop iterations included) with its dependencies inside its DAG, merged with what the store
+  recorded for it (state, cache hit, inputs, outputs, error, times).
+- ``GET /ui-api/runs/{run_id}/tasks/{task_id}/log?offset=N``: the task's log from byte ``N``,
+  as ``millpond runs logs`` reads it; the UI follows it by asking again from the returned offset.
+
+The log path comes from the store, never from the request. Secrets never reach these
+answers: tasks get them as files or environment variables, not as inputs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse
+
+from millpond.server.app import state_of
+from millpond.server.errors import ApiError
+from millpond.server.runs import run_view
+from millpond.store.journal import FINAL_STATES
+from millpond.store.models import Run, Task
+from millpond.store.timestamps import iso
+
+router = APIRouter()
+_STATIC = Path(__file__).parent / "ui"
+_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
+_MAX_LOG_CHUNK = 512 * 1024
+
+
+@router.get("/", include_in_schema=False)
+def index() -> FileResponse:
+    return FileResponse(_STATIC / "index.html", media_type="text/html", headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/ui/{name}", include_in_schema=False)
+def static_file(name: str) -> FileResponse:
+    path = _STATIC / name
+    if "/" in name or name.startswith(".") or path.suffix not in _TYPES or not path.is_file():
+        raise ApiError(404, f"no UI file {name!r}")
+    return FileResponse(path, media_type=_TYPES[path.suffix], headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/ui-api/runs/{run_id}/graph", tags=["UI"])
+def run_graph(run_id: str, request: Request) -> dict[str, Any]:
+    """The run (without its spec) and its DAG's nodes, each with ``path``, ``parent``, ``deps`` and its record."""
+    server = state_of(request)
+    run = _find_run(server, run_id)
+    tasks = {task.path: task for task in server.store.list_tasks(run.id)}
+    nodes: list[dict[str, Any]] = []
+    spec = run.pipeline_spec or {}
+    root = spec.get("root") or {}
+    _walk(root, "", None, spec.get("components") or {}, tasks, nodes)
+    known = {node["path"] for node in nodes}
+    for path, task in tasks.items():  # recorded but not found in the spec: still show it
+        if path not in known:
+            parent = path.rsplit("/", 1)[0] if "/" in path else None
+            nodes.append(_node(path, task.name, parent, [], task.kind, tasks))
+            known.add(path)
+    view = run_view(run, full=False)
+    view["pipeline_name"] = run.pipeline_name
+    return {"run": view, "nodes": nodes, "final": run.state in FINAL_STATES}
+
+
+@router.get("/ui-api/runs/{run_id}/tasks/{task_id}/log", tags=["UI"])
+def task_log(run_id: str, task_id: str, request: Request, offset: int = 0) -> dict[str, Any]:
+    """The task's log from byte ``offset`` (at most 512 KiB a call); ``done`` once the task is final and read to the end."""
+    server = state_of(request)
+    run = _find_run(server, run_id)
+    with server.sessions() as session:
+        task = session.get(Task, task_id)
+    if task is None or task.run_id != run.id:
+        raise ApiError(404, f"no task {task_id!r} in run {run.id}")
+    if offset < 0:
+        raise ApiError(400, "offset must not be negative")
+    path = Path(task.log_path or "")
+    text, size = "", offset
+    if task.log_path and path.is_file():
+        with open(path, "rb") as log:
+            size = log.seek(0, 2)
+            start = min(offset, size)
+            log.seek(start)
+            data = log.read(_MAX_LOG_CHUNK)
+        text, size = data.decode("utf-8", errors="replace"), start + len(data)
+        final_size = path.stat().st_size
+    else:
+        final_size = size
+    return {"text": text, "offset": size, "has_log": bool(task.log_path),
+            "done": task.state in FINAL_STATES and size >= final_size}
+
+
+def _walk(component: dict[str, Any], scope: str, parent: str | None, components: dict[str, Any],
+          tasks: dict[str, Task], nodes: list[dict[str, Any]]) -> None:
+    specs = (component.get("dag") or {}).get("tasks") or {}
+    for key, task_spec in specs.items():
+        path = f"{scope}/{key}" if scope else key
+        deps = sorted(_dependencies(task_spec) & set(specs))
+        child = components.get((task_spec.get("componentRef") or {}).get("name", "")) or {}
+        is_loop = "parameterIterator" in task_spec or "artifactIterator" in task_spec
+        kind = "loop" if is_loop else "dag" if "dag" in child else "importer" if "importer" in task_spec else "container"
+        name = (task_spec.get("taskInfo") or {}).get("name") or key
+        nodes.append(_node(path, name, parent, [f"{scope}/{d}" if scope else d for d in deps], kind, tasks))
+        if is_loop:
+            prefix = f"{path}/iteration-"
+            iterations = sorted((p for p in tasks if p.startswith(prefix) and "/" not in p[len(prefix):]),
+                                key=lambda p: int(p[len(prefix):]) if p[len(prefix):].isdigit() else 0)
+            for iteration in iterations:
+                nodes.append(_node(iteration, tasks[iteration].name, path, [], "iteration", tasks))
+                _walk(child, iteration, iteration, components, tasks, nodes)
+        elif "dag" in child:
+            _walk(child, path, path, components, tasks, nodes)
+
+
+def _dependencies(task_spec: dict[str, Any]) -> set[str]:
+    deps = set(task_spec.get("dependentTasks") or [])
+    for kind in ("parameters", "artifacts"):
+        for binding in ((task_spec.get("inputs") or {}).get(kind) or {}).values():
+            ref = binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or binding.get("taskFinalStatus")
+            if isinstance(ref, dict) and ref.get("producerTask"):
+                deps.add(ref["producerTask"])
+    return deps
+
+
+def _node(path: str, name: str, parent: str | None, deps: list[str], kind: str, tasks: dict[str, Task]) -> dict[str, Any]:
+    node: dict[str, Any] = {"path": path, "name": name, "parent": parent, "deps": deps, "kind": kind, "state": "PENDING"}
+    task = tasks.get(path)
+    if task is not None:
+        node.update(
+            task_id=task.id, state=task.state, cached=bool(task.cached), component=task.component, image=task.image,
+            inputs=task.inputs or {}, outputs=task.outputs or {}, error=task.error, attempts=task.attempts,
+            exit_code=task.exit_code, started_at=iso(task.started_at), finished_at=iso(task.finished_at),
+            has_log=bool(task.log_path),
+        )
+    return node
+
+
+def _find_run(server: Any, run_id: str) -> Run:
+    with server.sessions() as session:
+        run = session.get(Run, run_id)
+    if run is None:
+        raise ApiError(404, f"no run with id {run_id!r}")
+    return run
