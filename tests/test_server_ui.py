@@ -15,15 +15,16 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 kfp = pytest.importorskip("kfp")
-from kfp import dsl  # noqa: E402
+from kfp import dsl
 
-from millpond.settings import load_settings  # noqa: E402
+from millpond.settings import load_settings
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
