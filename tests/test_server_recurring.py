@@ -6,15 +6,16 @@ import datetime as dt
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 kfp = pytest.importorskip("kfp")
-from kfp import compiler, dsl  # noqa: E402
+from kfp import compiler, dsl
 
-from tests.test_server_api import Served, _request  # noqa: E402
+from tests.test_server_api import Served, _request
 
 API = "/apis/v2beta1"
 
@@ -228,7 +229,7 @@ class _Recorder:
         self.scheduler = Fake(None, self.store)  # type: ignore[arg-type]
 
 
-T0 = dt.datetime(2030, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2030, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
 def _record(trigger: dict[str, Any], **fields: Any) -> dict[str, Any]:

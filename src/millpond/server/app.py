@@ -79,6 +79,9 @@ def create_app(settings: Settings, token: str | None = None) -> FastAPI:
     from millpond.server import ui_routes
 
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
+    from millpond.server import pipelines
+
+    app.include_router(pipelines.router, prefix=API)
     from millpond.server import recurring
 
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs

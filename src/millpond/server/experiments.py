@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 
 from millpond.server.app import state_of
 from millpond.server.bodies import ExperimentBody
@@ -17,13 +17,15 @@ from millpond.store.timestamps import iso
 
 router = APIRouter(tags=["ExperimentService"])
 _COLUMNS = {"display_name": Experiment.name, "name": Experiment.name, "experiment_id": Experiment.id,
-            "id": Experiment.id, "created_at": Experiment.created_at, "description": Experiment.description}
+            "id": Experiment.id, "created_at": Experiment.created_at, "description": Experiment.description,
+            "storage_state": Experiment.storage_state}
 
 
 def experiment_view(experiment: Experiment, last_run: Any = None) -> dict[str, Any]:
     view = {
         "experiment_id": experiment.id, "display_name": experiment.name, "description": experiment.description or "",
-        "created_at": iso(experiment.created_at), "namespace": "", "storage_state": "AVAILABLE",
+        "created_at": iso(experiment.created_at), "namespace": "",
+        "storage_state": experiment.storage_state or "AVAILABLE",
     }
     if last_run is not None:
         view["last_run_created_at"] = iso(last_run)
@@ -61,6 +63,26 @@ def list_experiments(
 def get_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
     with state_of(request).sessions() as session:
         return experiment_view(_find(session, experiment_id))
+
+
+@router.post("/experiments/{experiment_id}:archive")
+def archive_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
+    """Archive an experiment and, as Kubeflow does, all of its runs."""
+    with state_of(request).sessions() as session:
+        experiment = _find(session, experiment_id)
+        experiment.storage_state = "ARCHIVED"
+        session.execute(update(Run).where(Run.experiment_id == experiment.id).values(storage_state="ARCHIVED"))
+        session.commit()
+    return {}
+
+
+@router.post("/experiments/{experiment_id}:unarchive")
+def unarchive_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
+    """Unarchive an experiment; its runs stay archived until unarchived one by one (as in Kubeflow)."""
+    with state_of(request).sessions() as session:
+        _find(session, experiment_id).storage_state = "AVAILABLE"
+        session.commit()
+    return {}
 
 
 @router.delete("/experiments/{experiment_id}")

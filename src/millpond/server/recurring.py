@@ -178,11 +178,11 @@ class RecurringStore:
 
 
 def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def _iso(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def _parse_time(text: str | None, field: str) -> dt.datetime | None:
@@ -192,7 +192,7 @@ def _parse_time(text: str | None, field: str) -> dt.datetime | None:
         moment = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise ApiError(400, f"{field}: not an RFC 3339 time: {text!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
 def _schedule(record: dict[str, Any]) -> tuple[str, Any, dt.datetime | None, dt.datetime | None]:

@@ -25,7 +25,8 @@ from millpond.store.timestamps import iso
 router = APIRouter(tags=["RunService"])
 _COLUMNS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id": Run.id, "state": Run.state,
             "experiment_id": Run.experiment_id, "created_at": Run.created_at, "finished_at": Run.finished_at,
-            "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name}
+            "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name, "storage_state": Run.storage_state,
+            "pipeline_version_id": Run.pipeline_version_id}
 _RUNTIME_STATES = {"PENDING", "RUNNING", "SUCCEEDED", "SKIPPED", "FAILED", "CANCELING", "CANCELED", "PAUSED"}
 
 
@@ -35,10 +36,13 @@ def _state(value: str) -> str:
 
 def run_view(run: Run, tasks: list[Task] | None = None, full: bool = True) -> dict[str, Any]:
     view: dict[str, Any] = {
-        "run_id": run.id, "display_name": run.name, "experiment_id": run.experiment_id, "storage_state": "AVAILABLE",
+        "run_id": run.id, "display_name": run.name, "experiment_id": run.experiment_id,
+        "storage_state": run.storage_state or "AVAILABLE",
         "runtime_config": {"parameters": run.parameters or {}, "pipeline_root": run.pipeline_root},
         "service_account": "", "created_at": iso(run.created_at), "state": _state(run.state),
     }
+    if run.pipeline_version_id:
+        view["pipeline_version_reference"] = {"pipeline_id": run.pipeline_id, "pipeline_version_id": run.pipeline_version_id}
     if run.started_at:
         view["scheduled_at"] = iso(run.started_at)
     if run.finished_at:
@@ -102,10 +106,17 @@ def create_run(body: RunBody, request: Request) -> dict[str, Any]:
     from millpond.pipelines.submit import RunRequest, prepare_run
 
     server = state_of(request)
+    version = None
     if body.pipeline_spec is None:
-        if body.pipeline_version_reference or body.pipeline_version_id:
-            raise ApiError(400, "runs from a pipeline version are not supported yet; send pipeline_spec")
-        raise ApiError(400, "pipeline_spec is required")
+        reference = body.pipeline_version_reference
+        if reference is None and not body.pipeline_version_id:
+            raise ApiError(400, "pipeline_spec or pipeline_version_reference is required")
+        from millpond.server.pipelines import resolve_version
+
+        with server.sessions() as session:
+            version = resolve_version(session, reference.pipeline_id if reference else None,
+                                      (reference.pipeline_version_id if reference else None) or body.pipeline_version_id)
+        body.pipeline_spec, body.platform_spec = version.pipeline_spec, version.platform_spec
     spec, platform = body.pipeline_spec, body.platform_spec
     if "pipeline_spec" in spec:  # kfp.Client's form when the package has a platform spec
         spec, platform = spec["pipeline_spec"], spec.get("platform_spec") or platform
@@ -118,6 +129,8 @@ def create_run(body: RunBody, request: Request) -> dict[str, Any]:
             found = session.get(Experiment, body.experiment_id)
         if found is None:
             raise ApiError(404, f"no experiment with id {body.experiment_id!r}")
+        if found.storage_state == "ARCHIVED":
+            raise ApiError(412, f"experiment {found.name!r} is archived; unarchive it to start runs in it")
         experiment = found.name
     config = body.runtime_config
     run_request = RunRequest(
@@ -126,6 +139,8 @@ def create_run(body: RunBody, request: Request) -> dict[str, Any]:
         experiment=experiment, run_name=name,
     )
     record = prepare_run(server.store, server.settings, run_request)
+    if version is not None:
+        server.store.update_run(record.id, pipeline_id=version.pipeline_id, pipeline_version_id=version.id)
     server.executor.start(record.id)
     return run_view(server.store.get_run(record.id), [])
 
@@ -142,6 +157,21 @@ def list_runs(
     with state_of(request).sessions() as session:
         rows, total, token = page(session, query, page_token, page_size)
     return {"runs": [run_view(run, full=False) for (run,) in rows], "total_size": total, "next_page_token": token}
+
+
+@router.post("/runs/{run_id}:archive")
+def archive_run(run_id: str, request: Request) -> dict[str, Any]:
+    """Hide a run from the default views (its records and outputs stay); a run in flight keeps running."""
+    server = state_of(request)
+    server.store.update_run(_find(server, run_id).id, storage_state="ARCHIVED")
+    return {}
+
+
+@router.post("/runs/{run_id}:unarchive")
+def unarchive_run(run_id: str, request: Request) -> dict[str, Any]:
+    server = state_of(request)
+    server.store.update_run(_find(server, run_id).id, storage_state="AVAILABLE")
+    return {}
 
 
 @router.get("/runs/{run_id}")

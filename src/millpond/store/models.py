@@ -1,4 +1,4 @@
-"""The metadata schema: experiments, runs, tasks, artifacts, and applied Fluid resources.
+"""The metadata schema: experiments, runs, tasks, artifacts, applied Fluid resources, uploaded pipelines.
 
 Every state change of a run is a committed row, so a killed engine can resume where it stopped.
 Structured values (parameters, outputs) are JSON columns: they are read back whole, never queried.
@@ -26,6 +26,8 @@ class Experiment(Base):
     name: Mapped[str] = mapped_column(String(255), unique=True)
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # AVAILABLE or ARCHIVED (KFP's storage_state); the engine's raw inserts rely on the server default.
+    storage_state: Mapped[str] = mapped_column(String(16), default="AVAILABLE", server_default="AVAILABLE")
 
 
 class Run(Base):
@@ -49,6 +51,10 @@ class Run(Base):
     # The engine process driving the run, so that resume can tell a live run from a killed one.
     engine_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     engine_start: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    storage_state: Mapped[str] = mapped_column(String(16), default="AVAILABLE", server_default="AVAILABLE")
+    # The uploaded pipeline version the run was started from (API runs from a pipeline_version_reference).
+    pipeline_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    pipeline_version_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class Task(Base):
@@ -130,3 +136,31 @@ class StoredResource(Base):
     status: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Pipeline(Base):
+    """A pipeline uploaded through the API (``kfp.Client().upload_pipeline``): a name over versions."""
+
+    __tablename__ = "pipelines"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    display_name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PipelineVersion(Base):
+    """One uploaded IR document of a pipeline (and its kfp-kubernetes platform spec, if any)."""
+
+    __tablename__ = "pipeline_versions"
+    __table_args__ = (UniqueConstraint("pipeline_id", "name", name="uq_pipeline_versions_pipeline_name"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    pipeline_id: Mapped[str] = mapped_column(ForeignKey("pipelines.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    display_name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    pipeline_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    platform_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
