@@ -281,3 +281,18 @@ def test_disabled_recurring_runs_start_nothing(tmp_path: Path) -> None:
     recorder.store.save(_record({"periodic_schedule": {"interval_second": 1}}, mode="DISABLE"))
     recorder.scheduler.tick(T0 + dt.timedelta(seconds=30))
     assert recorder.started == []
+
+
+def test_recurring_run_of_an_uploaded_pipeline_version(client: Any, packages: dict[str, str]) -> None:
+    pipeline = client.upload_pipeline(packages["adder"], pipeline_name="recurring-adder")
+    version = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
+    experiment = client.create_experiment("recurring-version")
+    job = client.create_recurring_run(
+        experiment.experiment_id, "from-version", interval_second=1, params={"x": 10},
+        pipeline_id=pipeline.pipeline_id, version_id=version.pipeline_version_id,
+    )
+    runs = _wait_for(lambda: _runs_of(client, experiment.experiment_id), 15, "a run of the pipeline version")
+    client.delete_recurring_run(job.recurring_run_id)
+    done = client.wait_for_run_completion(runs[-1].run_id, timeout=60)
+    assert done.state == "SUCCEEDED" and done.recurring_run_id == job.recurring_run_id
+    assert done.pipeline_version_reference.pipeline_version_id == version.pipeline_version_id
