@@ -220,3 +220,64 @@ def test_runs_list_and_run_detail_in_chromium(server: Served, client: Any, tmp_p
             assert not errors, errors
         finally:
             browser.close()
+
+
+@dsl.component
+def scale(x: int, factor: float, loud: bool) -> str:
+    print(f"scaling {x} by {factor}")
+    text = f"{x * factor}"
+    return text.upper() if loud else text
+
+
+@dsl.pipeline(name="ui-upload")
+def ui_upload(x: int, factor: float = 2.5, loud: bool = False, label: str = "scaled") -> str:
+    return scale(x=x, factor=factor, loud=loud).output
+
+
+def test_upload_a_pipeline_and_start_a_run_from_its_form(server: Served, client: Any, tmp_path: Path) -> None:
+    sync_api = _browser()
+    from kfp import compiler
+
+    package = tmp_path / "ui-upload.yaml"
+    compiler.Compiler().compile(ui_upload, str(package))
+    client.create_experiment("ui-form")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(server.url + "/#/pipelines")
+            page.set_input_files("#pipeline-file", str(package))
+            page.fill("#pipeline-name", "uploaded from the ui")
+            page.click("#upload-submit")
+            page.wait_for_url("**/#/pipelines/*", timeout=10_000)
+            form = page.locator("#run-form")
+            form.wait_for(timeout=10_000)
+            # the form follows the pipeline's parameters: types and defaults
+            assert page.get_attribute("#param-x", "type") == "number" and page.get_attribute("#param-x", "step") == "1"
+            assert page.input_value("#param-factor") == "2.5"
+            assert page.get_attribute("#param-loud", "type") == "checkbox" and not page.is_checked("#param-loud")
+            assert page.input_value("#param-label") == "scaled"
+            page.click("#create-run")  # x is required and empty: the browser refuses
+            assert "/#/pipelines/" in page.url
+            page.fill("#param-x", "4")
+            page.check("#param-loud")
+            page.fill("#run-name", "run from the form")
+            page.select_option("#run-experiment", label="ui-form")
+            page.click("#create-run")
+            page.wait_for_url("**/#/runs/*", timeout=10_000)
+            run_id = page.url.rsplit("/", 1)[1]
+            page.locator('#run-header .state[data-state="SUCCEEDED"]').wait_for(timeout=60_000)
+            page.locator('#dag g.node[data-path="scale"][data-state="SUCCEEDED"]').wait_for(timeout=10_000)
+            assert not errors, errors
+        finally:
+            browser.close()
+    run = client.get_run(run_id)
+    assert run.display_name == "run from the form" and run.state == "SUCCEEDED"
+    assert run.runtime_config.parameters == {"x": 4, "factor": 2.5, "loud": True, "label": "scaled"}
+    assert run.pipeline_version_reference.pipeline_id
+    experiment = client.get_experiment(experiment_name="ui-form")
+    assert run.experiment_id == experiment.experiment_id
+    pipeline = client.get_pipeline(run.pipeline_version_reference.pipeline_id)
+    assert pipeline.display_name == "uploaded from the ui"

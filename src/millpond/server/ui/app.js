@@ -3,6 +3,8 @@
 //   #/runs/ID               run detail: the DAG as a graph, a task's inputs, outputs and log
 //   #/experiments           experiments list
 //   #/experiments/ID        the runs of one experiment
+//   #/pipelines             pipelines list, upload a pipeline YAML
+//   #/pipelines/ID[/VER]    a pipeline's versions, and a form that starts a run of one
 "use strict";
 
 const API = "/apis/v2beta1";
@@ -25,7 +27,7 @@ function h(tag, attrs, ...children) {
     else if (key === "className") el.className = value;
     else el.setAttribute(key, value === true ? "" : value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -40,18 +42,56 @@ function s(tag, attrs, ...children) {
     if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
     else el.setAttribute(key, value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null) continue;
     el.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return el;
 }
 
-async function getJSON(url) {
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
+const TOKEN_KEY = "millpond-token";
+
+// Every API call goes through here: it adds the token (token mode) and turns errors into exceptions.
+async function api(url, options) {
+  const opts = { ...(options || {}) };
+  const headers = { Accept: "application/json", ...(opts.headers || {}) };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  opts.headers = headers;
+  const response = await fetch(url, opts);
+  if (response.status === 401) {
+    askForToken(token ? "That token was refused: enter the server's token." : null);
+    throw new Error("the server wants a token");
+  }
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(body.message || `${response.status} ${response.statusText}`);
   return body;
+}
+
+function getJSON(url) { return api(url); }
+
+function postJSON(url, data) {
+  return api(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(data) });
+}
+
+// Token mode: the page loads without one; the first 401 shows this form, the token lives in sessionStorage.
+function askForToken(message) {
+  if (document.getElementById("token-form")) return;
+  clearTimers();
+  routeToken += 1;
+  const input = h("input", { type: "password", id: "token-input", autocomplete: "off", placeholder: "token", size: 40 });
+  const form = h("form", { id: "token-form", className: "panel token", onsubmit: (ev) => {
+    ev.preventDefault();
+    if (!input.value) return;
+    sessionStorage.setItem(TOKEN_KEY, input.value);
+    route();
+  } },
+  h("h1", {}, "This server needs a token"),
+  h("p", { className: "muted" }, message || "It was started with --token (or MILLPOND_TOKEN). The token is kept in this tab only (sessionStorage)."),
+  h("div", { className: "toolbar" }, input, h("button", { type: "submit", id: "token-submit" }, "Continue")));
+  if (message) sessionStorage.removeItem(TOKEN_KEY);
+  document.getElementById("main").replaceChildren(form);
+  input.focus();
 }
 
 function every(ms, fn) {
@@ -117,6 +157,8 @@ function route() {
   if (parts[0] === "runs" && parts[1]) return runDetail(main, parts[1]);
   if (parts[0] === "experiments" && parts[1]) return runsList(main, parts[1]);
   if (parts[0] === "experiments") return experimentsList(main);
+  if (parts[0] === "pipelines" && parts[1]) return pipelineDetail(main, parts[1], parts[2]);
+  if (parts[0] === "pipelines") return pipelinesList(main);
   return runsList(main, null);
 }
 
@@ -233,6 +275,190 @@ function experimentsList(main) {
       h("td", {}, fmtTime(e.last_run_created_at)))));
     if (!rows.length) body.append(h("tr", {}, h("td", { colspan: 4, className: "muted" }, "No experiments.")));
   });
+}
+
+// ---- pipelines -------------------------------------------------------------
+
+async function allPages(url, key, limit) {
+  const rows = [];
+  let pageToken = "";
+  do {
+    const sep = url.includes("?") ? "&" : "?";
+    const page = await getJSON(`${url}${sep}page_size=200&page_token=${encodeURIComponent(pageToken)}`);
+    rows.push(...(page[key] || []));
+    pageToken = page.next_page_token || "";
+  } while (pageToken && rows.length < (limit || 2000));
+  return rows;
+}
+
+function pipelinesList(main) {
+  const body = h("tbody");
+  const file = h("input", { type: "file", id: "pipeline-file", accept: ".yaml,.yml,.json" });
+  const name = h("input", { type: "text", id: "pipeline-name", placeholder: "name (default: the file's)", size: 30 });
+  const description = h("input", { type: "text", id: "pipeline-description", placeholder: "description", size: 30 });
+  const message = h("span", { id: "upload-message", className: "muted" });
+  const upload = h("form", { id: "upload-form", className: "panel", onsubmit: async (ev) => {
+    ev.preventDefault();
+    if (!file.files.length) { message.textContent = "choose a pipeline YAML first"; return; }
+    const form = new FormData();
+    form.append("uploadfile", file.files[0], file.files[0].name);
+    const params = new URLSearchParams();
+    if (name.value.trim()) params.set("name", name.value.trim());
+    if (description.value.trim()) params.set("description", description.value.trim());
+    message.textContent = "uploading…";
+    message.className = "muted";
+    try {
+      const pipeline = await api(`${API}/pipelines/upload?${params}`, { method: "POST", body: form });
+      location.hash = `#/pipelines/${encodeURIComponent(pipeline.pipeline_id)}`;
+    } catch (err) {
+      message.textContent = err.message;
+      message.className = "error";
+    }
+  } },
+  h("h2", { style: "margin-top:0" }, "Upload a pipeline"),
+  h("div", { className: "toolbar" }, file, name, description, h("button", { type: "submit", id: "upload-submit" }, "Upload"), message));
+  main.append(h("h1", {}, "Pipelines"), upload, h("div", { style: "height:12px" }),
+    h("table", { id: "pipelines" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Description"), h("th", {}, "Created"), h("th", {}, "Pipeline ID"))),
+      body));
+  every(REFRESH_MS * 2, async () => {
+    const token = routeToken;
+    const rows = await allPages(`${API}/pipelines?sort_by=${encodeURIComponent("created_at desc")}`, "pipelines");
+    if (token !== routeToken) return;
+    body.replaceChildren(...rows.map((p) => h("tr", { className: "run-row", "data-pipeline-id": p.pipeline_id,
+      onclick: () => { location.hash = `#/pipelines/${encodeURIComponent(p.pipeline_id)}`; } },
+      h("td", {}, h("a", { href: `#/pipelines/${encodeURIComponent(p.pipeline_id)}` }, p.display_name || p.name)),
+      h("td", { className: "wrap" }, p.description || ""),
+      h("td", {}, fmtTime(p.created_at)),
+      h("td", { className: "muted" }, p.pipeline_id.slice(0, 8)))));
+    if (!rows.length) body.append(h("tr", {}, h("td", { colspan: 4, className: "muted" }, "No pipelines: upload one above.")));
+  });
+}
+
+function irOf(version) {
+  const spec = version.pipeline_spec || {};
+  return spec.pipeline_spec && spec.pipeline_spec.root ? spec.pipeline_spec : spec;
+}
+
+async function pipelineDetail(main, pipelineId, versionId) {
+  const token = routeToken;
+  const header = h("div");
+  const versionsBody = h("tbody");
+  const formBox = h("div", { id: "run-form-box" });
+  main.append(header, h("div", { className: "detail" },
+    h("div", {}, h("h2", {}, "Versions"), h("table", { id: "versions" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Version"), h("th", {}, "Description"), h("th", {}, "Created"))), versionsBody)),
+    formBox));
+  try {
+    const [pipeline, versions, experiments] = await Promise.all([
+      getJSON(`${API}/pipelines/${encodeURIComponent(pipelineId)}`),
+      allPages(`${API}/pipelines/${encodeURIComponent(pipelineId)}/versions?sort_by=${encodeURIComponent("created_at desc")}`, "pipeline_versions"),
+      allPages(`${API}/experiments?sort_by=display_name`, "experiments"),
+    ]);
+    if (token !== routeToken) return;
+    header.replaceChildren(h("h1", {}, h("a", { href: "#/pipelines" }, "Pipelines"), " / ", pipeline.display_name || pipeline.name),
+      pipeline.description ? h("p", { className: "muted" }, pipeline.description) : null);
+    const chosen = versions.find((v) => v.pipeline_version_id === versionId) || versions[0];
+    versionsBody.replaceChildren(...versions.map((v) => h("tr", {
+      className: `run-row${chosen && v.pipeline_version_id === chosen.pipeline_version_id ? " chosen" : ""}`,
+      "data-version-id": v.pipeline_version_id,
+      onclick: () => { location.hash = `#/pipelines/${encodeURIComponent(pipelineId)}/${encodeURIComponent(v.pipeline_version_id)}`; } },
+      h("td", {}, v.display_name || v.name), h("td", { className: "wrap" }, v.description || ""), h("td", {}, fmtTime(v.created_at)))));
+    if (!chosen) { formBox.replaceChildren(h("div", { className: "muted" }, "This pipeline has no versions.")); return; }
+    const version = chosen.pipeline_spec ? chosen
+      : await getJSON(`${API}/pipelines/${encodeURIComponent(pipelineId)}/versions/${encodeURIComponent(chosen.pipeline_version_id)}`);
+    if (token !== routeToken) return;
+    formBox.replaceChildren(runForm(pipeline, version, experiments));
+  } catch (err) {
+    setStatus(err.message, true);
+  }
+}
+
+const PARAM_TYPES = { STRING: "string", NUMBER_INTEGER: "integer", NUMBER_DOUBLE: "float", BOOLEAN: "boolean",
+  LIST: "list (JSON)", STRUCT: "dict (JSON)" };
+
+function paramInput(key, def) {
+  const type = def.parameterType || "STRING";
+  const has = def.defaultValue !== undefined && def.defaultValue !== null;
+  const attrs = { name: `param-${key}`, "data-param": key, "data-type": type, id: `param-${key}` };
+  if (type === "BOOLEAN") return h("input", { ...attrs, type: "checkbox", checked: has && def.defaultValue === true });
+  if (type === "NUMBER_INTEGER" || type === "NUMBER_DOUBLE") {
+    return h("input", { ...attrs, type: "number", step: type === "NUMBER_INTEGER" ? "1" : "any", value: has ? def.defaultValue : "",
+      required: !has && !def.isOptional });
+  }
+  if (type === "LIST" || type === "STRUCT") {
+    const el = h("textarea", { ...attrs, rows: 2, cols: 34, placeholder: type === "LIST" ? "[...]" : "{...}" });
+    el.value = has ? JSON.stringify(def.defaultValue) : "";
+    return el;
+  }
+  return h("input", { ...attrs, type: "text", size: 34, value: has ? def.defaultValue : "", required: !has && !def.isOptional });
+}
+
+function paramValue(el) {
+  const type = el.dataset.type;
+  if (type === "BOOLEAN") return el.checked;
+  if (el.value === "") return undefined;
+  if (type === "NUMBER_INTEGER") {
+    const n = Number(el.value);
+    if (!Number.isInteger(n)) throw new Error(`${el.dataset.param}: an integer, please`);
+    return n;
+  }
+  if (type === "NUMBER_DOUBLE") return Number(el.value);
+  if (type === "LIST" || type === "STRUCT") {
+    let value;
+    try { value = JSON.parse(el.value); } catch (err) { throw new Error(`${el.dataset.param}: not JSON (${err.message})`); }
+    if (type === "LIST" ? !Array.isArray(value) : (typeof value !== "object" || value === null || Array.isArray(value))) {
+      throw new Error(`${el.dataset.param}: a JSON ${type === "LIST" ? "list" : "object"}, please`);
+    }
+    return value;
+  }
+  return el.value;
+}
+
+function runForm(pipeline, version, experiments) {
+  const ir = irOf(version);
+  const params = ((ir.root || {}).inputDefinitions || {}).parameters || {};
+  const name = h("input", { type: "text", id: "run-name", size: 34,
+    value: `${pipeline.display_name || pipeline.name} ${new Date().toISOString().slice(0, 19).replace("T", " ")}` });
+  const experiment = h("select", { id: "run-experiment" }, h("option", { value: "" }, "(default)"),
+    experiments.map((e) => h("option", { value: e.experiment_id }, e.display_name)));
+  const inputs = Object.entries(params).map(([key, def]) => [key, def, paramInput(key, def)]);
+  const message = h("div", { id: "run-message", className: "error" });
+  const submit = h("button", { type: "submit", id: "create-run" }, "Start run");
+  const form = h("form", { id: "run-form", className: "panel", onsubmit: async (ev) => {
+    ev.preventDefault();
+    message.textContent = "";
+    const parameters = {};
+    try {
+      for (const [key, , el] of inputs) {
+        const value = paramValue(el);
+        if (value !== undefined) parameters[key] = value;
+      }
+    } catch (err) { message.textContent = err.message; return; }
+    const body = { display_name: name.value.trim() || pipeline.name,
+      pipeline_version_reference: { pipeline_id: version.pipeline_id, pipeline_version_id: version.pipeline_version_id },
+      runtime_config: { parameters } };
+    if (experiment.value) body.experiment_id = experiment.value;
+    submit.disabled = true;
+    try {
+      const run = await postJSON(`${API}/runs`, body);
+      location.hash = `#/runs/${encodeURIComponent(run.run_id)}`;
+    } catch (err) {
+      message.textContent = err.message;
+      submit.disabled = false;
+    }
+  } },
+  h("h1", {}, "Start a run of ", version.display_name || version.name),
+  h("div", { className: "kv form" },
+    h("div", {}, "Run name"), h("div", {}, name),
+    h("div", {}, "Experiment"), h("div", {}, experiment),
+    inputs.map(([key, def, el]) => [
+      h("div", {}, h("label", { for: el.id }, key)),
+      h("div", {}, el, " ", h("span", { className: "muted" }, PARAM_TYPES[def.parameterType] || def.parameterType,
+        def.isOptional || def.defaultValue !== undefined ? "" : ", required"))])),
+  inputs.length ? null : h("p", { className: "muted" }, "This pipeline takes no parameters."),
+  h("p", {}, submit), message);
+  return form;
 }
 
 // ---- run detail ------------------------------------------------------------
