@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +68,33 @@ def nested(name: str = "n") -> str:
 def looped() -> None:
     with dsl.ParallelFor(["a", "b", "c"]) as item:
         greet(name=item)
+
+
+PNG_1X1 = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+
+
+@dsl.component
+def report(metrics: dsl.Output[dsl.Metrics], scores: dsl.Output[dsl.ClassificationMetrics],
+           notes: dsl.Output[dsl.Markdown], page: dsl.Output[dsl.HTML], picture: dsl.Output[dsl.Artifact],
+           png: str) -> None:
+    import base64
+
+    metrics.log_metric("accuracy", 0.92)
+    metrics.log_metric("loss", 0.31)
+    scores.log_confusion_matrix(["cat", "dog"], [[8, 2], [1, 9]])
+    scores.log_roc_curve([0.0, 0.2, 1.0], [0.0, 0.8, 1.0], [1.0, 0.5, 0.0])
+    with open(notes.path, "w") as out:
+        out.write("# Model report\n\nAccuracy is **92%** <script>window.pwned = 1</script>\n\n- first point\n- second\n")
+    with open(page.path, "w") as out:
+        out.write("<h1>Hello from html</h1><script>parent.document.title = 'pwned'</script>")
+    picture.uri += ".png"
+    with open(picture.path, "wb") as out:
+        out.write(base64.b64decode(png))
+
+
+@dsl.pipeline(name="ui-report")
+def ui_report() -> None:
+    report(png=PNG_1X1)
 
 
 class Served:
@@ -165,6 +193,33 @@ def test_graph_of_a_loop_has_its_iterations(server: Served, client: Any) -> None
     assert [n["kind"] for n in iterations] == ["iteration"] * 3
     inside = [n for n in nodes if n["parent"] in {i["path"] for i in iterations}]
     assert len(inside) == 3 and {n["state"] for n in inside} == {"SUCCEEDED"}
+
+
+def test_artifact_previews_read_only_the_runs_artifacts(server: Served, client: Any) -> None:
+    result = client.create_run_from_pipeline_func(ui_report, experiment_name="ui")
+    assert client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2).state == "SUCCEEDED"
+    [node] = [n for n in _get(f"{server.url}/ui-api/runs/{result.run_id}/graph")[1]["nodes"] if n["path"] == "report"]
+    outputs = {name: entries[0] for name, entries in node["outputs"]["artifacts"].items()}
+    assert outputs["metrics"]["metadata"] == {"accuracy": 0.92, "loss": 0.31}
+    assert outputs["scores"]["metadata"]["confusionMatrix"]["rows"] == [{"row": [8, 2]}, {"row": [1, 9]}]
+    base = f"{server.url}/ui-api/runs/{result.run_id}/artifacts?uri="
+    with urllib.request.urlopen(base + urllib.parse.quote(outputs["notes"]["uri"])) as response:
+        assert response.headers["content-type"].startswith("text/plain")
+        assert response.headers["content-security-policy"] == "sandbox"
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.read().decode().startswith("# Model report")
+    with urllib.request.urlopen(base + urllib.parse.quote(outputs["page"]["uri"])) as response:
+        assert response.headers["content-type"].startswith("text/plain")  # never served as HTML
+    with urllib.request.urlopen(base + urllib.parse.quote(outputs["picture"]["uri"])) as response:
+        assert response.headers["content-type"] == "image/png" and response.read().startswith(b"\x89PNG")
+    # only URIs the store recorded for this run: not another file, not a folder, not another run's
+    assert _get(base + urllib.parse.quote(str(Path(outputs["notes"]["uri"]).parent)))[0] == 404
+    assert _get(base + urllib.parse.quote("/etc/passwd"))[0] == 404
+    assert _get(base + urllib.parse.quote(outputs["notes"]["uri"] + "/../page"))[0] == 404
+    other = client.create_run_from_pipeline_func(looped, experiment_name="ui")
+    assert _get(f"{server.url}/ui-api/runs/{other.run_id}/artifacts?uri={urllib.parse.quote(outputs['notes']['uri'])}")[0] == 404
+    assert _get(f"{server.url}/ui-api/runs/nope/artifacts?uri=x")[0] == 404
+    client.wait_for_run_completion(other.run_id, timeout=60, sleep_duration=0.2)
 
 
 def _browser() -> Any:
@@ -281,3 +336,43 @@ def test_upload_a_pipeline_and_start_a_run_from_its_form(server: Served, client:
     assert run.experiment_id == experiment.experiment_id
     pipeline = client.get_pipeline(run.pipeline_version_reference.pipeline_id)
     assert pipeline.display_name == "uploaded from the ui"
+
+
+def test_artifact_previews_in_chromium(server: Served, client: Any, tmp_path: Path) -> None:
+    sync_api = _browser()
+    result = client.create_run_from_pipeline_func(ui_report, experiment_name="ui")
+    assert client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2).state == "SUCCEEDED"
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"{server.url}/#/runs/{result.run_id}")
+            page.locator('#dag g.node[data-path="report"][data-state="SUCCEEDED"]').click(timeout=15_000)
+            expect = sync_api.expect
+            metrics = page.locator('.preview[data-artifact="metrics"] table.metrics')
+            expect(metrics).to_contain_text("accuracy", timeout=10_000)
+            expect(metrics).to_contain_text("0.92")
+            expect(metrics).to_contain_text("loss")
+            matrix = page.locator('.preview[data-artifact="scores"] table.confusion-matrix')
+            expect(matrix).to_contain_text("cat")
+            assert matrix.locator("tbody td").all_inner_texts() == ["8", "2", "1", "9"]
+            assert page.locator('.preview[data-artifact="scores"] svg.roc polyline').count() == 1
+            markdown = page.locator('.preview[data-artifact="notes"] .markdown')
+            expect(markdown.locator("h3")).to_have_text("Model report", timeout=10_000)
+            expect(markdown.locator("strong")).to_have_text("92%")
+            assert markdown.locator("li").all_inner_texts() == ["first point", "second"]
+            assert markdown.locator("script").count() == 0 and "<script>" in markdown.inner_text()  # shown as text
+            frame = page.locator('.preview[data-artifact="page"] iframe')
+            frame.wait_for(timeout=10_000)
+            assert frame.get_attribute("sandbox") == ""
+            expect(page.frame_locator('.preview[data-artifact="page"] iframe').locator("h1")).to_have_text("Hello from html")
+            image = page.locator('.preview[data-artifact="picture"] img')
+            image.wait_for(timeout=10_000)
+            page.wait_for_function("() => document.querySelector('.preview[data-artifact=\"picture\"] img').naturalWidth === 1")
+            assert page.evaluate("window.pwned") is None and page.title() == "millpond"  # no script ran
+            page.screenshot(path=str(tmp_path / "artifacts.png"), full_page=True)
+            assert not errors, errors
+        finally:
+            browser.close()

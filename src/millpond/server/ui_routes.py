@@ -8,6 +8,12 @@ task's place in the pipeline, its dependencies, its inputs and outputs) nor the 
   recorded for it (state, cache hit, inputs, outputs, error, times).
 - ``GET /ui-api/runs/{run_id}/tasks/{task_id}/log?offset=N``: the task's log from byte ``N``,
   as ``millpond runs logs`` reads it; the UI follows it by asking again from the returned offset.
+- ``GET /ui-api/runs/{run_id}/artifacts?uri=URI``: the content of one output artifact file, for
+  the previews (Markdown, HTML, images). Only a URI the store recorded for this run (an artifact
+  row, or an artifact in one of its tasks' outputs) is read, never an arbitrary path; at most
+  ``MAX_PREVIEW_BYTES``. It is sent as ``text/plain`` (images as themselves) with
+  ``Content-Security-Policy: sandbox`` and ``nosniff``: opened directly, an HTML artifact cannot run
+  script on the UI's origin; the UI shows it in an ``<iframe sandbox="">``.
 
 The log path comes from the store, never from the request. Secrets never reach these
 answers: tasks get them as files or environment variables, not as inputs.
@@ -18,20 +24,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
+from sqlalchemy import select
 
 from millpond.server.app import state_of
 from millpond.server.errors import ApiError
 from millpond.server.runs import run_view
+from millpond.store.artifacts import filesystem, is_remote, remote_key
 from millpond.store.journal import FINAL_STATES
-from millpond.store.models import Run, Task
+from millpond.store.models import Artifact, Run, Task
 from millpond.store.timestamps import iso
 
 router = APIRouter()
 _STATIC = Path(__file__).parent / "ui"
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
 _MAX_LOG_CHUNK = 512 * 1024
+MAX_PREVIEW_BYTES = 5 * 1024 * 1024
+_IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
 
 
 @router.get("/", include_in_schema=False)
@@ -93,6 +103,56 @@ def task_log(run_id: str, task_id: str, request: Request, offset: int = 0) -> di
         final_size = size
     return {"text": text, "offset": size, "has_log": bool(task.log_path),
             "done": task.state in FINAL_STATES and size >= final_size}
+
+
+@router.get("/ui-api/runs/{run_id}/artifacts", tags=["UI"])
+def artifact_content(run_id: str, request: Request, uri: str) -> Response:
+    """One output artifact file of the run, by its URI as the store recorded it (at most 5 MiB)."""
+    server = state_of(request)
+    run = _find_run(server, run_id)
+    if uri not in _run_artifact_uris(server, run.id):
+        raise ApiError(404, f"no artifact {uri!r} in run {run.id}")
+    data = _read_artifact(uri)
+    media = _IMAGES.get(Path(uri.split("?", 1)[0]).suffix.lower(), "text/plain; charset=utf-8")
+    return Response(data, media_type=media, headers={
+        "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+
+
+def _run_artifact_uris(server: Any, run_id: str) -> set[str]:
+    with server.sessions() as session:
+        uris = set(session.scalars(select(Artifact.uri).where(Artifact.run_id == run_id)))
+        outputs = session.scalars(select(Task.outputs).where(Task.run_id == run_id))
+        for output in outputs:  # a cached task's outputs point at the run that produced them
+            for entries in ((output or {}).get("artifacts") or {}).values():
+                for entry in entries if isinstance(entries, list) else [entries]:
+                    if isinstance(entry, dict) and isinstance(entry.get("uri"), str):
+                        uris.add(entry["uri"])
+    return uris
+
+
+def _read_artifact(uri: str) -> bytes:
+    too_big = ApiError(413, f"artifact {uri!r} is over {MAX_PREVIEW_BYTES // (1024 * 1024)} MiB: too big to preview")
+    if is_remote(uri):
+        try:
+            fs = filesystem(uri)
+            key = remote_key(uri)
+            if not fs.isfile(key):
+                raise ApiError(404, f"artifact {uri!r} is not a file")
+            if (fs.size(key) or 0) > MAX_PREVIEW_BYTES:
+                raise too_big
+            with fs.open(key, "rb") as remote:
+                return remote.read(MAX_PREVIEW_BYTES + 1)[:MAX_PREVIEW_BYTES]
+        except ApiError:
+            raise
+        except Exception as exc:  # noqa: BLE001  s3fs/botocore errors come in many types
+            raise ApiError(502, f"could not read {uri}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    path = Path(uri.removeprefix("file://"))
+    if not path.is_file():
+        raise ApiError(404, f"artifact {uri!r} is not a file (a folder, or gone)")
+    if path.stat().st_size > MAX_PREVIEW_BYTES:
+        raise too_big
+    with open(path, "rb") as local:
+        return local.read(MAX_PREVIEW_BYTES)
 
 
 def _walk(component: dict[str, Any], scope: str, parent: str | None, components: dict[str, Any],

@@ -479,7 +479,10 @@ function runDetail(main, runId) {
     view.byPath = new Map(data.nodes.map((n) => [n.path, n]));
     renderHeader(data.run);
     renderGraph();
-    if (view.selected && view.byPath.has(view.selected)) renderTask(view.byPath.get(view.selected), false);
+    if (view.selected && view.byPath.has(view.selected)) {
+      const node = view.byPath.get(view.selected);
+      if (JSON.stringify(node) !== view.taskShown) renderTask(node, false);  // unchanged: keep previews and scroll
+    }
     setStatus(`updated ${new Date().toLocaleTimeString()}`);
     if (data.final && view.nodes.every((n) => FINAL.has(n.state) || !n.task_id)) stop();
   });
@@ -518,6 +521,7 @@ function runDetail(main, runId) {
   }
 
   function renderTask(node, fresh) {
+    view.taskShown = JSON.stringify(node);
     if (fresh || !view.log || view.log.path !== node.path) {
       if (view.log) view.log.stop();
       view.log = null;
@@ -551,6 +555,7 @@ function runDetail(main, runId) {
         ? h("p", {}, h("button", { onclick: () => { view.scope = node.path; renderGraph(); } }, "Open this sub-DAG")) : null,
       io("Inputs", node.inputs),
       io("Outputs", node.outputs),
+      artifactPreviews(runId, node),
     ];
     if (node.has_log) {
       children.push(h("h2", {}, "Log"), logBox);
@@ -558,6 +563,168 @@ function runDetail(main, runId) {
     }
     side.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
   }
+}
+
+// ---- artifact previews -------------------------------------------------------
+
+const IMAGE_EXT = /\.(png|jpe?g|gif|webp)$/i;
+
+function artifactPreviews(runId, node) {
+  if (!FINAL.has(node.state)) return null;
+  const cards = [];
+  for (const [name, list] of Object.entries((node.outputs || {}).artifacts || {})) {
+    for (const artifact of Array.isArray(list) ? list : [list]) {
+      if (!artifact || typeof artifact !== "object") continue;
+      const type = ((artifact.type || {}).schemaTitle) || "";
+      const body = previewOf(runId, type, artifact);
+      if (body) {
+        cards.push(h("div", { className: "preview", "data-artifact": name, "data-type": type },
+          h("div", { className: "preview-title" }, name, " ", h("span", { className: "muted" }, type)), body));
+      }
+    }
+  }
+  return cards.length ? [h("h2", {}, "Artifacts"), h("div", { id: "artifact-previews" }, cards)] : null;
+}
+
+function previewOf(runId, type, artifact) {
+  const meta = artifact.metadata || {};
+  if (type === "system.Metrics") {
+    const rows = Object.entries(meta).filter(([k]) => k !== "display_name");
+    if (!rows.length) return null;
+    return h("table", { className: "metrics" }, h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", {}, "Value"))),
+      h("tbody", {}, rows.map(([k, v]) => h("tr", {}, h("td", {}, k), h("td", { className: "num" }, valueText(v))))));
+  }
+  if (type === "system.ClassificationMetrics") {
+    const parts = [];
+    if (meta.confusionMatrix) parts.push(confusionMatrix(meta.confusionMatrix));
+    if (Array.isArray(meta.confidenceMetrics) && meta.confidenceMetrics.length) parts.push(rocCurve(meta.confidenceMetrics));
+    return parts.length ? h("div", { className: "classification" }, parts) : null;
+  }
+  const url = `/ui-api/runs/${encodeURIComponent(runId)}/artifacts?uri=${encodeURIComponent(artifact.uri || "")}`;
+  if (type === "system.Markdown") return fetched(url, "text", (text) => renderMarkdown(text));
+  if (type === "system.HTML") {
+    return fetched(url, "text", (text) => {
+      const frame = h("iframe", { sandbox: "", className: "html-preview", title: "HTML artifact (sandboxed)" });
+      frame.srcdoc = text;
+      return frame;
+    });
+  }
+  if (IMAGE_EXT.test(artifact.uri || "")) {
+    return fetched(url, "blob", (blob) => h("img", { className: "image-preview", src: URL.createObjectURL(blob), alt: artifact.name || "" }));
+  }
+  return null;
+}
+
+function fetched(url, kind, render) {
+  const box = h("div", { className: "muted" }, "loading…");
+  (async () => {
+    const headers = {};
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.Authorization = `Bearer ${token}`;
+    try {
+      const response = await fetch(url, { headers });
+      if (!response.ok) {
+        const body = await response.json().catch(() => ({}));
+        throw new Error(body.message || `${response.status} ${response.statusText}`);
+      }
+      box.className = "";
+      box.replaceChildren(render(kind === "blob" ? await response.blob() : await response.text()));
+    } catch (err) {
+      box.className = "error";
+      box.textContent = `no preview: ${err.message}`;
+    }
+  })();
+  return box;
+}
+
+function confusionMatrix(cm) {
+  const labels = (cm.annotationSpecs || []).map((a) => a.displayName || "");
+  const rows = (cm.rows || []).map((r) => r.row || []);
+  const max = Math.max(1, ...rows.flat().map(Number).filter((n) => !isNaN(n)));
+  return h("table", { className: "confusion-matrix" },
+    h("thead", {}, h("tr", {}, h("th", { className: "corner" }, "actual ↓ / predicted →"), labels.map((l) => h("th", {}, l)))),
+    h("tbody", {}, rows.map((row, i) => h("tr", {}, h("th", {}, labels[i] ?? i),
+      row.map((v) => h("td", { className: "num", style: `background: rgba(31,111,235,${(0.08 + 0.72 * Number(v) / max).toFixed(2)})` }, v))))));
+}
+
+function rocCurve(points) {
+  const W = 220, H = 220, P = 32;
+  const pts = points.map((p) => [Number(p.falsePositiveRate) || 0, Number(p.recall) || 0]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  const x = (v) => P + v * (W - P - 8), y = (v) => H - P - v * (H - P - 8);
+  const ticks = [0, 0.5, 1];
+  return s("svg", { class: "roc", width: W, height: H, viewBox: `0 0 ${W} ${H}` },
+    s("title", {}, "ROC curve"),
+    s("rect", { x: x(0), y: y(1), width: x(1) - x(0), height: y(0) - y(1), fill: "#fff", stroke: "#d0d7de" }),
+    s("line", { x1: x(0), y1: y(0), x2: x(1), y2: y(1), stroke: "#8c959f", "stroke-dasharray": "4 3" }),
+    ticks.map((t) => [s("text", { x: x(t), y: H - P + 14, "text-anchor": "middle", "font-size": 10 }, t),
+      s("text", { x: P - 6, y: y(t) + 3, "text-anchor": "end", "font-size": 10 }, t)]),
+    s("text", { x: (x(0) + x(1)) / 2, y: H - 4, "text-anchor": "middle", "font-size": 11 }, "false positive rate"),
+    s("text", { x: 10, y: (y(0) + y(1)) / 2, "text-anchor": "middle", "font-size": 11,
+      transform: `rotate(-90 10 ${(y(0) + y(1)) / 2})` }, "recall"),
+    s("polyline", { class: "roc-line", fill: "none", stroke: "#1f6feb", "stroke-width": 2,
+      points: pts.map(([a, b]) => `${x(a).toFixed(1)},${y(b).toFixed(1)}`).join(" ") }));
+}
+
+// Minimal Markdown, built as DOM nodes (text nodes only: the artifact's HTML is never parsed):
+// headings, paragraphs, lists, code blocks, pipe tables, **bold**, *em*, `code`, [links](http...).
+function renderMarkdown(text) {
+  const root = h("div", { className: "markdown" });
+  const lines = text.replace(/\r\n?/g, "\n").split("\n");
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    if (/^\s*```/.test(line)) {
+      const code = [];
+      for (i += 1; i < lines.length && !/^\s*```/.test(lines[i]); i += 1) code.push(lines[i]);
+      i += 1;
+      root.append(h("pre", {}, h("code", {}, code.join("\n"))));
+    } else if (/^#{1,6}\s/.test(line)) {
+      const level = line.match(/^#+/)[0].length;
+      root.append(h(`h${Math.min(6, level + 2)}`, {}, inline(line.replace(/^#+\s*/, ""))));
+      i += 1;
+    } else if (/^\s*([-*+]|\d+[.)])\s+/.test(line)) {
+      const ordered = /^\s*\d/.test(line);
+      const list = h(ordered ? "ol" : "ul");
+      for (; i < lines.length && /^\s*([-*+]|\d+[.)])\s+/.test(lines[i]); i += 1) {
+        list.append(h("li", {}, inline(lines[i].replace(/^\s*([-*+]|\d+[.)])\s+/, ""))));
+      }
+      root.append(list);
+    } else if (/^\s*\|/.test(line) && i + 1 < lines.length && /^\s*\|?\s*:?-+/.test(lines[i + 1])) {
+      const cells = (l) => l.trim().replace(/^\||\|$/g, "").split("|").map((c) => c.trim());
+      const head = cells(line);
+      const rows = [];
+      for (i += 2; i < lines.length && /^\s*\|/.test(lines[i]); i += 1) rows.push(cells(lines[i]));
+      root.append(h("table", {}, h("thead", {}, h("tr", {}, head.map((c) => h("th", {}, inline(c))))),
+        h("tbody", {}, rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, inline(c))))))));
+    } else if (!line.trim()) {
+      i += 1;
+    } else {
+      const para = [];
+      for (; i < lines.length && lines[i].trim() && !/^(#{1,6}\s|\s*```|\s*([-*+]|\d+[.)])\s+|\s*\|)/.test(lines[i]); i += 1) {
+        para.push(lines[i]);
+      }
+      if (!para.length) { para.push(line); i += 1; }
+      root.append(h("p", {}, inline(para.join(" "))));
+    }
+  }
+  return root;
+}
+
+function inline(text) {
+  const out = [];
+  const pattern = /`([^`]+)`|\*\*([^*]+)\*\*|\*([^*]+)\*|\[([^\]]+)\]\(([^)\s]+)\)/g;
+  let last = 0;
+  for (const m of text.matchAll(pattern)) {
+    if (m.index > last) out.push(text.slice(last, m.index));
+    if (m[1] !== undefined) out.push(h("code", {}, m[1]));
+    else if (m[2] !== undefined) out.push(h("strong", {}, m[2]));
+    else if (m[3] !== undefined) out.push(h("em", {}, m[3]));
+    else if (/^https?:\/\//i.test(m[5])) out.push(h("a", { href: m[5], target: "_blank", rel: "noopener noreferrer" }, m[4]));
+    else out.push(m[4]);
+    last = m.index + m[0].length;
+  }
+  if (last < text.length) out.push(text.slice(last));
+  return out;
 }
 
 function followLog(runId, node, pre) {
