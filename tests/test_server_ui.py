@@ -9,6 +9,7 @@ read by offset.
 
 import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -98,7 +99,7 @@ def ui_report() -> None:
 
 
 class Served:
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
         import uvicorn
 
         from millpond.server.app import create_app
@@ -107,7 +108,7 @@ class Served:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.app = create_app(load_settings(), None)
+        self.app = create_app(load_settings(), token)
         self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -376,3 +377,62 @@ def test_artifact_previews_in_chromium(server: Served, client: Any, tmp_path: Pa
             assert not errors, errors
         finally:
             browser.close()
+
+
+def _request(url: str, token: str | None = None, method: str = "GET") -> int:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers, method=method)) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_token_mode_page_asks_for_the_token_once(server: Served, client: Any) -> None:
+    result = client.create_run_from_pipeline_func(ui_report, experiment_name="ui-token", run_name="token run")
+    assert client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2).state == "SUCCEEDED"
+    guarded = Served("t0ken")  # the same store, a second server that wants a token
+    try:
+        url = guarded.url
+        assert _request(url + "/") == 200 and _request(url + "/ui/app.js") == 200 and _request(url + "/ui/app.css") == 200
+        for path in ("/apis/v2beta1/runs", "/apis/v2beta1/healthz", f"/ui-api/runs/{result.run_id}/graph",
+                     "/openapi.json", "/docs", "/ui/../apis/v2beta1/runs"):
+            assert _request(url + path) == 401, path
+            assert _request(url + path, token="wrong") == 401, path
+        assert _request(url + "/", method="POST") == 401
+        assert _request(url + "/apis/v2beta1/runs", token="t0ken") == 200
+        assert _request(url + f"/ui-api/runs/{result.run_id}/graph", token="t0ken") == 200
+
+        sync_api = _browser()
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            try:
+                page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(url + "/")
+                page.locator("#token-form").wait_for(timeout=10_000)
+                page.fill("#token-input", "wrong")
+                page.click("#token-submit")
+                sync_api.expect(page.locator("#token-form")).to_contain_text("refused", timeout=10_000)
+                page.fill("#token-input", "t0ken")
+                page.click("#token-submit")
+                row = page.locator(f'tr.run-row[data-run-id="{result.run_id}"]')
+                row.wait_for(timeout=15_000)
+                assert "ui-token" in row.inner_text()
+                row.click()
+                page.locator('#dag g.node[data-path="report"][data-state="SUCCEEDED"]').click(timeout=15_000)
+                sync_api.expect(page.locator('.preview[data-artifact="metrics"]')).to_contain_text("accuracy", timeout=10_000)
+                sync_api.expect(page.locator('.preview[data-artifact="notes"] h3')).to_have_text("Model report", timeout=10_000)
+                sync_api.expect(page.locator("#task-log")).to_have_text(re.compile("cache hit|Executor"), timeout=10_000)
+                page.click("header nav a[data-nav=pipelines]")  # other pages too, without asking again
+                page.locator("#upload-form").wait_for(timeout=10_000)
+                page.reload()  # kept for the tab (sessionStorage)
+                page.locator("#upload-form").wait_for(timeout=10_000)
+                assert page.locator("#token-form").count() == 0
+                assert page.evaluate("sessionStorage.getItem('millpond-token')") == "t0ken"
+                assert not errors, errors
+            finally:
+                browser.close()
+    finally:
+        guarded.stop()
