@@ -1,0 +1,221 @@
+"""millpond's own routes, under ``/apis/millpond/v1``: Fluid objects, secrets and config maps.
+
+What ``millpond apply -f``, ``millpond get -o json`` and ``millpond delete`` do, over HTTP,
+through the same store and the same checks:
+
+- ``GET /datasets``, ``GET /datasets/{name}``: Datasets with their status (cache percentage…).
+- ``GET /{kind}``, ``GET /{kind}/{name}``: any Fluid kind by a name kubectl accepts
+  (``alluxioruntimes``, ``dataload``, ``load``…), as ``millpond get KIND -o json`` shows it.
+- ``DELETE /{kind}/{name}``: remove one object (a dataset's cache goes with it).
+- ``POST /fluid/apply``: a JSON list of manifests (or one manifest, or a ``kind: List``), or
+  YAML text; every document checked as ``millpond apply`` checks it, all stored or none
+  (400 with the first problem on one line); data operations start at once, in the background.
+- ``GET /secrets``, ``GET /configmaps``: names and key names; never a value.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from millpond.errors import UserError
+from millpond.server.app import state_of
+from millpond.server.errors import ApiError
+
+PREFIX = "/apis/millpond/v1"
+router = APIRouter(tags=["Millpond"])
+
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
+_APPLY_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": {"oneOf": [
+            {"type": "array", "items": {"type": "object"}},
+            {"type": "object"},
+        ]}},
+        "application/yaml": {"schema": {"type": "string"}},
+    },
+}
+_SOURCE = "request body"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "invalid request"
+
+
+def _store(request: Request) -> Any:
+    from millpond.store.resources import ResourceStore
+
+    return ResourceStore(state_of(request).settings)
+
+
+def _kind(text: str) -> Any:
+    from millpond.datasets.kinds import kind_info
+
+    try:
+        return kind_info(text)
+    except UserError as exc:
+        raise ApiError(404, _one_line(str(exc))) from None
+
+
+def _not_found(info: Any, name: str, namespace: str) -> ApiError:
+    from millpond.datasets.kinds import GROUP
+
+    where = f' in namespace "{namespace}"' if namespace != "default" else ""
+    return ApiError(404, f'{info.plural}.{GROUP} "{name}" not found{where}')
+
+
+def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) -> dict[str, Any]:
+    from millpond.datasets.status import resource_status
+
+    info = _kind(kind)
+    store = _store(request)
+    resources = store.list(info.kind, None if all_namespaces else namespace)
+    return {"apiVersion": "v1", "kind": "List", "items": [r.as_object(resource_status(r, store)) for r in resources]}
+
+
+def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    from millpond.datasets.status import resource_status
+
+    info = _kind(kind)
+    store = _store(request)
+    found = store.get(info.kind, name, namespace)
+    if found is None:
+        raise _not_found(info, name, namespace)
+    return found.as_object(resource_status(found, store))  # type: ignore[no-any-return]
+
+
+@router.get("/datasets")
+def list_datasets(request: Request, namespace: str = "default", all_namespaces: bool = False) -> dict[str, Any]:
+    """Every Dataset (of ``namespace``, or of all), with its status, as ``millpond get datasets -o json``."""
+    return _objects(request, "Dataset", namespace, all_namespaces)
+
+
+@router.get("/datasets/{name}")
+def get_dataset(name: str, request: Request, namespace: str = "default") -> dict[str, Any]:
+    """One Dataset with its status (phase, cacheStates with cachedPercentage…)."""
+    return _object(request, "Dataset", name, namespace)
+
+
+@router.get("/secrets")
+def list_secrets(request: Request) -> dict[str, Any]:
+    """Secrets by name with their keys; values never leave the store."""
+    return {"secrets": _configs(request, "secret")}
+
+
+@router.get("/configmaps")
+def list_config_maps(request: Request) -> dict[str, Any]:
+    """Config maps by name with their keys (values stay out, as for secrets)."""
+    return {"configmaps": _configs(request, "configmap")}
+
+
+def _configs(request: Request, kind: str) -> list[dict[str, Any]]:
+    from millpond.store.secrets import ConfigStore
+
+    return [{"name": name, "keys": keys} for name, keys in ConfigStore(state_of(request).settings.home).list(kind)]
+
+
+@router.post("/fluid/apply", openapi_extra={"requestBody": _APPLY_BODY})
+async def apply_manifests(request: Request) -> dict[str, Any]:
+    """Create or update Fluid objects, all or none; data operations applied start in the background."""
+    raw = await request.body()
+    documents = _documents(raw, request.headers.get("content-type", ""))
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(_apply, request, documents)
+
+
+def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
+    """(document number, document) of the body: JSON when it says so, otherwise YAML text (kinds: List expanded)."""
+    from millpond.datasets.manifests import _parse
+
+    media = content_type.split(";", 1)[0].strip().lower()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, f"{_SOURCE}: not UTF-8 text") from None
+    if media == "application/json" or (not media and text.lstrip()[:1] in ("[", "{")):
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise ApiError(400, f"{_SOURCE}: malformed JSON: {exc}") from None
+        if isinstance(value, str):
+            value = _parse(value, _SOURCE)
+        elif not isinstance(value, list):
+            value = [value]
+    elif media and media not in _YAML_TYPES:
+        raise ApiError(415, f"{_SOURCE}: send manifests as application/json or application/yaml, not {media}")
+    else:
+        try:
+            value = _parse(text, _SOURCE)
+        except UserError as exc:
+            raise ApiError(400, _one_line(str(exc))) from None
+    documents: list[tuple[int, Any]] = []
+    for number, doc in enumerate(value, start=1):
+        if doc is None:
+            continue
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            documents.extend((number, item) for item in doc["items"])
+        else:
+            documents.append((number, doc))
+    if not documents:
+        raise ApiError(400, f"{_SOURCE}: no manifests found (every document is empty)")
+    return documents
+
+
+def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]:
+    from millpond.datasets import operations
+    from millpond.datasets.kinds import KINDS
+    from millpond.datasets.manifests import check_document, missing_dataset_notes
+    from millpond.store.secrets import ConfigStore
+
+    settings = state_of(request).settings
+    secrets = ConfigStore(settings.home)
+    try:
+        manifests = [check_document(doc, _SOURCE, number, secrets) for number, doc in documents]
+    except UserError as exc:
+        raise ApiError(400, _one_line(str(exc))) from None
+    store = _store(request)
+    notes = [note for manifest in manifests for note in manifest.notes]
+    notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
+    try:
+        applied = store.apply([manifest.body for manifest in manifests])
+    except UserError as exc:
+        raise ApiError(409, _one_line(str(exc))) from None
+    items = []
+    for resource, action in applied:
+        info = KINDS[resource.kind]
+        started = info.category == "operation" and action != "unchanged"
+        if started:
+            operations.start(resource.kind, resource.name, resource.namespace)
+        items.append({"kind": resource.kind, "name": resource.name, "namespace": resource.namespace,
+                      "uid": resource.uid, "action": action, "started": started,
+                      "message": f"{info.resource}/{resource.name} {action}"})
+    return {"items": items, "notes": notes}
+
+
+@router.get("/{kind}")
+def list_objects(kind: str, request: Request, namespace: str = "default", all_namespaces: bool = False) -> dict[str, Any]:
+    """Every object of a Fluid kind (``datasets``, ``alluxioruntimes``, ``dataloads``…), with status."""
+    return _objects(request, kind, namespace, all_namespaces)
+
+
+@router.get("/{kind}/{name}")
+def get_object(kind: str, name: str, request: Request, namespace: str = "default") -> dict[str, Any]:
+    """One object of a Fluid kind, with its status (a data operation's phase, duration, progress)."""
+    return _object(request, kind, name, namespace)
+
+
+@router.delete("/{kind}/{name}")
+def delete_object(kind: str, name: str, request: Request, namespace: str = "default") -> dict[str, Any]:
+    """Delete one Fluid object; a Dataset's cache and mounts go with it (its UFS is untouched)."""
+    info = _kind(kind)
+    if not _store(request).delete(info.kind, name, namespace):
+        raise _not_found(info, name, namespace)
+    if info.kind == "Dataset":
+        from millpond.datasets.cleanup import dataset_deleted
+
+        dataset_deleted(name, namespace)
+    return {"kind": info.kind, "name": name, "namespace": namespace, "message": f'{info.resource} "{name}" deleted'}
