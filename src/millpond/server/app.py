@@ -1,7 +1,9 @@
 """The FastAPI application: authentication, errors in KFP's shape, health, and the v2beta1 routers.
 
 With a token, every request (the OpenAPI document included) must carry
-``Authorization: Bearer TOKEN`` — what ``kfp.Client(existing_token=...)`` sends.
+``Authorization: Bearer TOKEN`` — what ``kfp.Client(existing_token=...)`` sends — except the
+web UI's page (``/``) and its static files (``/ui/NAME``): they hold no data, and the page asks
+for the token once and sends it with every call it makes.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def create_app(settings: Settings, token: str | None = None) -> FastAPI:
 
         @app.middleware("http")
         async def require_token(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+            if _is_public(request):  # the UI's page and static files: the page asks for the token itself
+                return await call_next(request)
             given = request.headers.get("authorization", "").encode()
             if not hmac.compare_digest(given, expected):
                 return error_response(401, "missing or wrong token: send 'Authorization: Bearer TOKEN'")
@@ -89,6 +93,14 @@ def create_app(settings: Settings, token: str | None = None) -> FastAPI:
 
     app.include_router(fluid_routes.router, prefix=fluid_routes.PREFIX)  # datasets, data operations, secrets' names
     return app
+
+
+def _is_public(request: Request) -> bool:
+    """The web UI's page and its static files (no data in them) load without the token; nothing else does."""
+    if request.method not in ("GET", "HEAD"):
+        return False
+    path = request.url.path
+    return path == "/" or (path.startswith("/ui/") and "/" not in path[len("/ui/"):])
 
 
 def _describe(error: dict[str, Any]) -> str:
