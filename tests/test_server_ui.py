@@ -436,3 +436,38 @@ def test_token_mode_page_asks_for_the_token_once(server: Served, client: Any) ->
                 browser.close()
     finally:
         guarded.stop()
+
+
+def test_recurring_runs_and_datasets_pages(server: Served, client: Any, tmp_path: Path) -> None:
+    sync_api = _browser()
+    from kfp import compiler
+
+    package = tmp_path / "ui-upload.yaml"
+    compiler.Compiler().compile(ui_upload, str(package))
+    experiment = client.create_experiment("ui-recurring")
+    recurring = client.create_recurring_run(experiment_id=experiment.experiment_id, job_name="hourly from the ui test",
+                                            interval_second=3600, max_concurrency=2, pipeline_package_path=str(package),
+                                            params={"x": 1})
+    try:
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+            try:
+                page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+                errors: list[str] = []
+                page.on("pageerror", lambda exc: errors.append(str(exc)))
+                page.goto(server.url + "/#/recurring")
+                row = page.locator(f'tr[data-recurring-id="{recurring.recurring_run_id}"]')
+                sync_api.expect(row).to_contain_text("hourly from the ui test", timeout=10_000)
+                sync_api.expect(row).to_contain_text("every 3600s")
+                sync_api.expect(row).to_contain_text("ui-recurring")
+                sync_api.expect(row.locator(".state")).to_have_text("ENABLED")
+                row.locator("button.toggle").click()
+                sync_api.expect(row.locator(".state")).to_have_text("DISABLED", timeout=10_000)
+                assert client.get_recurring_run(recurring.recurring_run_id).status == "DISABLED"
+                page.click("header nav a[data-nav=datasets]")
+                page.locator("#datasets tbody tr").first.wait_for(timeout=10_000)  # a list, or why there is none
+                assert not errors, errors
+            finally:
+                browser.close()
+    finally:
+        client.delete_recurring_run(recurring.recurring_run_id)

@@ -5,6 +5,8 @@
 //   #/experiments/ID        the runs of one experiment
 //   #/pipelines             pipelines list, upload a pipeline YAML
 //   #/pipelines/ID[/VER]    a pipeline's versions, and a form that starts a run of one
+//   #/recurring             recurring runs: trigger, concurrency, enable / disable
+//   #/datasets              datasets (millpond's Fluid routes) with their cache percentage
 "use strict";
 
 const API = "/apis/v2beta1";
@@ -159,6 +161,8 @@ function route() {
   if (parts[0] === "experiments") return experimentsList(main);
   if (parts[0] === "pipelines" && parts[1]) return pipelineDetail(main, parts[1], parts[2]);
   if (parts[0] === "pipelines") return pipelinesList(main);
+  if (parts[0] === "recurring") return recurringList(main);
+  if (parts[0] === "datasets") return datasetsList(main);
   return runsList(main, null);
 }
 
@@ -459,6 +463,90 @@ function runForm(pipeline, version, experiments) {
   inputs.length ? null : h("p", { className: "muted" }, "This pipeline takes no parameters."),
   h("p", {}, submit), message);
   return form;
+}
+
+// ---- recurring runs -----------------------------------------------------------
+
+function triggerText(trigger) {
+  const cron = (trigger || {}).cron_schedule;
+  const periodic = (trigger || {}).periodic_schedule;
+  if (cron) return `cron ${cron.cron}`;
+  if (periodic) return `every ${periodic.interval_second}s`;
+  return "";
+}
+
+function recurringList(main) {
+  const body = h("tbody");
+  main.append(h("h1", {}, "Recurring runs"),
+    h("table", { id: "recurring" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Status"), h("th", {}, "Trigger"),
+        h("th", {}, "Max concurrency"), h("th", {}, "Catch up"), h("th", {}, "Experiment"), h("th", {}, "Created"), h("th", {}, ""))),
+      body));
+  const load = async () => {
+    const token = routeToken;
+    const rows = await allPages(`${API}/recurringruns?sort_by=${encodeURIComponent("created_at desc")}`, "recurringRuns");
+    if (token !== routeToken) return;
+    if (rows.some((r) => r.experiment_id && !experimentNames.has(r.experiment_id))) await loadExperimentNames();
+    if (token !== routeToken) return;
+    body.replaceChildren(...rows.map((r) => {
+      const enabled = r.status === "ENABLED";
+      const toggle = h("button", { className: "toggle", onclick: async () => {
+        toggle.disabled = true;
+        try {
+          await api(`${API}/recurringruns/${encodeURIComponent(r.recurring_run_id)}:${enabled ? "disable" : "enable"}`, { method: "POST" });
+          await load();
+        } catch (err) { setStatus(err.message, true); toggle.disabled = false; }
+      } }, enabled ? "Disable" : "Enable");
+      return h("tr", { "data-recurring-id": r.recurring_run_id },
+        h("td", {}, r.display_name || r.recurring_run_id),
+        h("td", {}, h("span", { className: `state ${enabled ? "SUCCEEDED" : "CANCELED"}`, "data-state": r.status }, r.status)),
+        h("td", {}, triggerText(r.trigger)),
+        h("td", {}, r.max_concurrency || ""),
+        h("td", {}, r.no_catchup ? "no" : "yes"),
+        h("td", {}, r.experiment_id ? h("a", { href: `#/experiments/${encodeURIComponent(r.experiment_id)}` },
+          experimentNames.get(r.experiment_id) || r.experiment_id) : ""),
+        h("td", {}, fmtTime(r.created_at)),
+        h("td", {}, toggle));
+    }));
+    if (!rows.length) body.append(h("tr", {}, h("td", { colspan: 8, className: "muted" }, "No recurring runs.")));
+  };
+  every(REFRESH_MS * 2, load);
+}
+
+// ---- datasets -------------------------------------------------------------------
+
+function datasetsList(main) {
+  const body = h("tbody");
+  main.append(h("h1", {}, "Datasets"),
+    h("table", { id: "datasets" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Namespace"), h("th", {}, "Phase"), h("th", {}, "Size"),
+        h("th", {}, "Files"), h("th", {}, "Cached"), h("th", {}, "Cache"))),
+      body));
+  every(REFRESH_MS * 2, async () => {
+    const token = routeToken;
+    let items;
+    try {
+      items = (await getJSON("/apis/millpond/v1/datasets?all_namespaces=true")).items || [];
+    } catch (err) {
+      if (token === routeToken) {
+        body.replaceChildren(h("tr", {}, h("td", { colspan: 7, className: "muted" }, `Datasets are not available: ${err.message}`)));
+      }
+      return;
+    }
+    if (token !== routeToken) return;
+    body.replaceChildren(...items.map((d) => {
+      const meta = d.metadata || {};
+      const status = d.status || {};
+      const cache = status.cacheStates || {};
+      const percent = parseFloat(cache.cachedPercentage);
+      return h("tr", { "data-dataset": meta.name },
+        h("td", {}, meta.name), h("td", {}, meta.namespace || "default"), h("td", {}, status.phase || ""),
+        h("td", {}, status.ufsTotal || ""), h("td", {}, status.fileNum || ""),
+        h("td", { className: "cached-percentage" }, cache.cachedPercentage || ""),
+        h("td", {}, isNaN(percent) ? "" : h("div", { className: "bar" }, h("div", { style: `width:${Math.min(100, percent)}%` }))));
+    }));
+    if (!items.length) body.append(h("tr", {}, h("td", { colspan: 7, className: "muted" }, "No datasets.")));
+  });
 }
 
 // ---- run detail ------------------------------------------------------------
