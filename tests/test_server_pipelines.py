@@ -237,7 +237,7 @@ def test_migration_0004_keeps_existing_runs(tmp_path: Path) -> None:
     from alembic.config import Config
     from sqlalchemy import create_engine
 
-    from millpond.store.db import MIGRATIONS_DIR, get_engine
+    from millpond.store.db import HEAD_REVISION, MIGRATIONS_DIR, get_engine
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     config = Config()
@@ -255,4 +255,4 @@ def test_migration_0004_keeps_existing_runs(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "old.db") as db:
         assert db.execute("SELECT storage_state, pipeline_version_id FROM runs").fetchall() == [("AVAILABLE", None)]
         assert db.execute("SELECT storage_state FROM experiments").fetchall() == [("AVAILABLE",)]
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0004",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD_REVISION,)]

@@ -18,7 +18,7 @@ from millpond.pipelines.engine import Engine, Listener, RunResult
 from millpond.pipelines.loader import LoadedPipeline
 from millpond.pipelines.platform import missing_configs
 from millpond.runners.base import Runner
-from millpond.runners.processes import is_alive, kill_group
+from millpond.runners.processes import is_running, kill_group
 from millpond.settings import Settings
 from millpond.store.artifacts import normalize_root
 from millpond.store.journal import DEFAULT_EXPERIMENT, RunJournal, RunRecord
@@ -77,7 +77,7 @@ def resume_run(
     if run.state in ("RUNNING", "PENDING"):
         if only_finished:
             raise UserError(f"run {run.id} is {run.state}; retry takes a finished run (use 'runs resume' for a killed one)")
-        if is_alive(run.engine_pid, run.engine_start):
+        if is_running(run.engine_pid, run.engine_start):
             raise UserError(f"run {run.id} is still running (engine process {run.engine_pid})")
     for task in store.list_tasks(run.id):
         if task.state == "RUNNING":

@@ -22,6 +22,17 @@ def is_alive(pid: int | None, ticks: str | None) -> bool:
     return bool(pid) and ticks is not None and start_ticks(int(pid)) == ticks  # type: ignore[arg-type]
 
 
+def is_running(pid: int | None, ticks: str | None) -> bool:
+    """``is_alive``, and not a zombie: an engine killed but not yet reaped by its parent is not running."""
+    if not is_alive(pid, ticks):
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def kill_group(pid: int | None, ticks: str | None) -> bool:
     """SIGKILL the process group led by ``pid`` if it is still the recorded process; True if it was."""
     if not is_alive(pid, ticks):

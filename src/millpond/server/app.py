@@ -46,6 +46,7 @@ def create_app(settings: Settings, token: str | None = None) -> FastAPI:
         store=RunStore(settings.database_url),
         executor=RunExecutor(settings),
     )
+    app.router.on_startup.append(lambda: app.state.millpond.executor.resume_in_flight(app.state.millpond.sessions))
     if token:
         expected = f"Bearer {token}".encode()
 

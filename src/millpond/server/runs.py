@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from sqlalchemy import delete, select
+from sqlalchemy.orm import defer
 
 from millpond.server.app import state_of
 from millpond.server.bodies import RunBody
@@ -150,7 +151,8 @@ def list_runs(
     request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
     filter: str | None = None, experiment_id: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
-    query = select(Run)
+    # A list shows no pipeline_spec: its IR (KBs a run) is not read for the rows of a page.
+    query = select(Run).options(defer(Run.pipeline_spec), defer(Run.platform_spec), defer(Run.outputs))
     if experiment_id:
         query = query.where(Run.experiment_id == experiment_id)
     query = apply_sort(apply_filter(query, filter, _COLUMNS), sort_by, _COLUMNS, Run.created_at.desc())

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     store = open_journal(settings.database_url)
     run = store.get_run(run_id)
     try:
-        if retry:  # the failed part of a finished run again; the server marked it PENDING, so resume's checks
+        if retry:  # a finished run's failed part (marked PENDING), or a run a restart found engineless: resume
             _run, result = resume_run(store, settings, run.id)
         else:
             result = execute_run(store, settings, run, use_cache=use_cache)

@@ -32,7 +32,11 @@ class Experiment(Base):
 
 class Run(Base):
     __tablename__ = "runs"
-    __table_args__ = (Index("ix_runs_experiment_created", "experiment_id", "created_at"),)
+    __table_args__ = (
+        Index("ix_runs_experiment_created", "experiment_id", "created_at"),
+        Index("ix_runs_created", "created_at"),  # the runs list, newest first (migration 0005)
+        Index("ix_runs_state_created", "state", "created_at"),  # ... filtered by state
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(255))
