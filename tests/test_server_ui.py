@@ -464,10 +464,37 @@ def test_recurring_runs_and_datasets_pages(server: Served, client: Any, tmp_path
                 row.locator("button.toggle").click()
                 sync_api.expect(row.locator(".state")).to_have_text("DISABLED", timeout=10_000)
                 assert client.get_recurring_run(recurring.recurring_run_id).status == "DISABLED"
+                _apply_dataset_and_load(server, tmp_path)
                 page.click("header nav a[data-nav=datasets]")
-                page.locator("#datasets tbody tr").first.wait_for(timeout=10_000)  # a list, or why there is none
+                dataset = page.locator('tr[data-dataset="ui-ds"]')
+                sync_api.expect(dataset.locator(".cached-percentage")).to_have_text("100.0%", timeout=30_000)
+                operation = page.locator('tr[data-operation="ui-load"]')
+                sync_api.expect(operation).to_contain_text("DataLoad", timeout=10_000)
+                sync_api.expect(operation).to_contain_text("ui-ds")
+                sync_api.expect(operation.locator(".state")).to_have_text("Complete", timeout=30_000)
                 assert not errors, errors
             finally:
                 browser.close()
     finally:
         client.delete_recurring_run(recurring.recurring_run_id)
+
+
+def _apply_dataset_and_load(server: Served, tmp_path: Path) -> None:
+    """A local:// dataset and a DataLoad of it, applied through millpond's own routes."""
+    import json
+    import urllib.request
+
+    from tests.datasets_support import manifest
+
+    source = tmp_path / "ui-source"
+    source.mkdir()
+    (source / "a.bin").write_bytes(b"a" * 4096)
+    levels = [{"mediumtype": "MEM", "path": str(tmp_path / "ui-shm"), "quota": "16Mi"}]
+    load = {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataLoad", "metadata": {"name": "ui-load"},
+            "spec": {"dataset": {"name": "ui-ds", "namespace": "default"}}}
+    for body, kind in ((manifest("ui-ds", f"local://{source}", secret=False, levels=levels), "application/yaml"),
+                       (json.dumps([load]), "application/json")):
+        request = urllib.request.Request(server.url + "/apis/millpond/v1/fluid/apply", data=body.encode(), method="POST",
+                                         headers={"Content-Type": kind})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 200
