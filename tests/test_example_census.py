@@ -9,7 +9,6 @@ saves it; the second finds it and reads it back — the download branch is not r
 import csv
 import importlib.util
 import io
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ kfp = pytest.importorskip("kfp")
 pytest.importorskip("s3fs")
 
 from millpond.store.secrets import ConfigStore
-from tests.test_server_api import Served
+from tests.server_support import Served, module_home, serving
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "census_minio"
 
@@ -34,21 +33,12 @@ def _load_example() -> Any:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("census") / "home"
-    old = os.environ.get("MILLPOND_HOME")
-    os.environ["MILLPOND_HOME"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("MILLPOND_HOME", None)
-    else:
-        os.environ["MILLPOND_HOME"] = old
+    yield from module_home(tmp_path_factory, "census")
 
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[Served]:
-    served = Served(home, None)
-    yield served
-    served.stop()
+    yield from serving()
 
 
 def _states(run: Any) -> dict[str, str]:

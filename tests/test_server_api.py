@@ -3,9 +3,6 @@
 # no "from __future__ import annotations": kfp reads the components' annotations as types
 
 import json
-import os
-import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,7 +14,7 @@ import pytest
 kfp = pytest.importorskip("kfp")
 from kfp import dsl  # noqa: E402
 
-from millpond.settings import load_settings  # noqa: E402
+from tests.server_support import Served, module_home, serving  # noqa: E402
 
 
 @dsl.component
@@ -57,48 +54,14 @@ def sleeper(seconds: float = 60.0) -> str:
     return nap(seconds=seconds).output
 
 
-class Served:
-    def __init__(self, home: Path, token: str | None) -> None:
-        import uvicorn
-
-        from millpond.server.app import create_app
-
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.app = create_app(load_settings(), token)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.app.state.millpond.executor.stop_all()
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("server") / "home"
-    old = os.environ.get("MILLPOND_HOME")
-    os.environ["MILLPOND_HOME"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("MILLPOND_HOME", None)
-    else:
-        os.environ["MILLPOND_HOME"] = old
+    yield from module_home(tmp_path_factory, "server")
 
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[Served]:
-    served = Served(home, None)
-    yield served
-    served.stop()
+    yield from serving()
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +194,7 @@ def test_bad_requests_answer_400(server: Served, client: Any) -> None:
 
 
 def test_token_is_required_when_set(home: Path) -> None:
-    served = Served(home, "s3cret")
+    served = Served("s3cret")
     try:
         status, body = _request(f"{served.url}/apis/v2beta1/healthz")
         assert status == 401 and "token" in body["message"]

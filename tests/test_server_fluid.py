@@ -17,7 +17,7 @@ from millpond.store.secrets import ConfigStore
 from tests.datasets_support import manifest, payload
 
 pytest.importorskip("kfp")  # tests.test_server_api's Served needs it
-from tests.test_server_api import Served
+from tests.server_support import Served, module_home
 
 SECRET_VALUES = ("AKIA-do-not-show-me", "s3cr3t-value-never-shown", "config-value-also-hidden")
 _ANSWERS: list[str] = []  # every body the server sent in this module
@@ -25,14 +25,7 @@ _ANSWERS: list[str] = []  # every body the server sent in this module
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("fluid-server") / "home"
-    old = os.environ.get("MILLPOND_HOME")
-    os.environ["MILLPOND_HOME"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("MILLPOND_HOME", None)
-    else:
-        os.environ["MILLPOND_HOME"] = old
+    yield from module_home(tmp_path_factory, "fluid-server")
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +33,7 @@ def server(home: Path) -> Iterator[Served]:
     store = ConfigStore(home)
     store.create("secret", "s3-keys", {"aws.accessKeyId": SECRET_VALUES[0], "aws.secretKey": SECRET_VALUES[1]})
     store.create("configmap", "settings", {"endpoint": SECRET_VALUES[2]})
-    served = Served(home, None)
+    served = Served()
     yield served
     served.stop()
 

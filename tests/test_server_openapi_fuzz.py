@@ -8,33 +8,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
-pytest.importorskip("kfp")  # tests.test_server_api's Served needs it
+pytest.importorskip("kfp")
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
-from tests.test_server_api import Served
+from tests.server_support import Served, module_home, serving
 
 EXAMPLES_PER_OPERATION = int(os.environ.get("MILLPOND_FUZZ_EXAMPLES", "6"))
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    home = tmp_path_factory.mktemp("fuzz") / "home"
-    old = os.environ.get("MILLPOND_HOME")
-    os.environ["MILLPOND_HOME"] = str(home)
-    server = Served(Path(home), None)
-    yield server
-    server.stop()
-    if old is None:
-        os.environ.pop("MILLPOND_HOME", None)
-    else:
-        os.environ["MILLPOND_HOME"] = old
+    for _ in module_home(tmp_path_factory, "fuzz"):
+        yield from serving()
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import pytest
 kfp = pytest.importorskip("kfp")
 from kfp import compiler, dsl
 
-from tests.test_server_api import Served, home  # noqa: F401  (the fixture that sets MILLPOND_HOME)
+from tests.server_support import Served
+from tests.test_server_api import home  # noqa: F401  (the fixture that sets MILLPOND_HOME)
 
 
 @dsl.component
@@ -37,7 +38,7 @@ def squarer(x: int = 4) -> int:
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[Served]:  # noqa: F811
-    served = Served(home, None)
+    served = Served()
     yield served
     served.stop()
 

@@ -4,7 +4,6 @@
 
 import datetime as dt
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,8 @@ import pytest
 kfp = pytest.importorskip("kfp")
 from kfp import compiler, dsl
 
-from tests.test_server_api import Served, _request
+from tests.server_support import Served, module_home, serving
+from tests.test_server_api import _request
 
 API = "/apis/v2beta1"
 
@@ -45,21 +45,12 @@ def sleeper(seconds: float = 60.0) -> str:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("recurring") / "home"
-    old = os.environ.get("MILLPOND_HOME")
-    os.environ["MILLPOND_HOME"] = str(path)
-    yield path
-    if old is None:
-        os.environ.pop("MILLPOND_HOME", None)
-    else:
-        os.environ["MILLPOND_HOME"] = old
+    yield from module_home(tmp_path_factory, "recurring")
 
 
 @pytest.fixture(scope="module")
 def server(home: Path) -> Iterator[Served]:
-    served = Served(home, None)
-    yield served
-    served.stop()
+    yield from serving()
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,8 @@ read by offset.
 # no "from __future__ import annotations": kfp reads the components' annotations as types
 
 import json
-import os
 import re
 import shutil
-import socket
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -26,7 +22,7 @@ import pytest
 kfp = pytest.importorskip("kfp")
 from kfp import dsl
 
-from millpond.settings import load_settings
+from tests.server_support import Served, module_home, serving  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
@@ -98,43 +94,10 @@ def ui_report() -> None:
     report(png=PNG_1X1)
 
 
-class Served:
-    def __init__(self, token: str | None = None) -> None:
-        import uvicorn
-
-        from millpond.server.app import create_app
-
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.app = create_app(load_settings(), token)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.app.state.millpond.executor.stop_all()
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    home = tmp_path_factory.mktemp("ui") / "home"
-    old = os.environ.get("MILLPOND_HOME")
-    os.environ["MILLPOND_HOME"] = str(home)
-    served = Served()
-    yield served
-    served.stop()
-    if old is None:
-        os.environ.pop("MILLPOND_HOME", None)
-    else:
-        os.environ["MILLPOND_HOME"] = old
+    for _ in module_home(tmp_path_factory, "ui"):
+        yield from serving()
 
 
 @pytest.fixture(scope="module")

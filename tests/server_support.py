@@ -1,0 +1,60 @@
+"""A `millpond server` for tests: uvicorn in a thread on a free loopback port, over the current MILLPOND_HOME."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from millpond.settings import load_settings
+
+
+class Served:
+    """A running server (its URL, and how to stop it with the runs it started)."""
+
+    def __init__(self, token: str | None = None) -> None:
+        import uvicorn
+
+        from millpond.server.app import create_app
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.app = create_app(load_settings(), token)
+        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.app.state.millpond.executor.stop_all()
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def module_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """A MILLPOND_HOME for a test module (module-scoped fixtures cannot use monkeypatch), restored after."""
+    path = tmp_path_factory.mktemp(name) / "home"
+    old = os.environ.get("MILLPOND_HOME")
+    os.environ["MILLPOND_HOME"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("MILLPOND_HOME", None)
+    else:
+        os.environ["MILLPOND_HOME"] = old
+
+
+def serving(token: str | None = None) -> Iterator[Served]:
+    """A server for the length of a fixture."""
+    served = Served(token)
+    yield served
+    served.stop()
