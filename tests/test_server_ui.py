@@ -14,6 +14,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -193,52 +194,59 @@ def _browser() -> Any:
     return sync_api
 
 
+@contextmanager
+def chromium_page(height: int = 900) -> Iterator[tuple[Any, list[str]]]:
+    """A page in Debian's headless Chromium with a fresh, empty profile, and the script errors it reports."""
+    sync_api = _browser()
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": height}).new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            yield page, errors
+        finally:
+            browser.close()
+
+
 def test_runs_list_and_run_detail_in_chromium(server: Served, client: Any, tmp_path: Path) -> None:
     sync_api = _browser()
     result = client.create_run_from_pipeline_func(ui_demo, experiment_name="ui-demo", arguments={"name": "pond"},
                                                    run_name="ui demo run")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            context = browser.new_context(viewport={"width": 1400, "height": 800})  # a fresh, empty profile
-            page = context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(server.url + "/")
-            row = page.locator(f'tr.run-row[data-run-id="{result.run_id}"]')
-            row.wait_for(timeout=15_000)
-            assert "ui demo run" in row.inner_text() and "ui-demo" in row.inner_text()
-            client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2)
-            page.locator(f'tr.run-row[data-run-id="{result.run_id}"] .state[data-state="SUCCEEDED"]').wait_for(timeout=15_000)
-            page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
+    with chromium_page(height=800) as (page, errors):
+        page.goto(server.url + "/")
+        row = page.locator(f'tr.run-row[data-run-id="{result.run_id}"]')
+        row.wait_for(timeout=15_000)
+        assert "ui demo run" in row.inner_text() and "ui-demo" in row.inner_text()
+        client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2)
+        page.locator(f'tr.run-row[data-run-id="{result.run_id}"] .state[data-state="SUCCEEDED"]').wait_for(timeout=15_000)
+        page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
 
-            page.select_option("#state-filter", "FAILED")  # the filter hides it
-            page.locator(f'tr.run-row[data-run-id="{result.run_id}"]').wait_for(state="detached", timeout=10_000)
-            page.select_option("#state-filter", "SUCCEEDED")
-            page.locator(f'tr.run-row[data-run-id="{result.run_id}"]').click(timeout=10_000)
+        page.select_option("#state-filter", "FAILED")  # the filter hides it
+        page.locator(f'tr.run-row[data-run-id="{result.run_id}"]').wait_for(state="detached", timeout=10_000)
+        page.select_option("#state-filter", "SUCCEEDED")
+        page.locator(f'tr.run-row[data-run-id="{result.run_id}"]').click(timeout=10_000)
 
-            page.wait_for_url(f"**/#/runs/{result.run_id}")
-            nodes = page.locator("#dag g.node")
-            page.locator('#dag g.node[data-state="SUCCEEDED"]').nth(2).wait_for(timeout=15_000)
-            assert nodes.count() == 3  # one per task: greet, greet-2, shout
-            assert page.locator("#dag path.edge").count() == 2  # greet -> shout, greet-2 -> shout
-            names = sorted(nodes.nth(i).get_attribute("data-path") or "" for i in range(3))
-            assert names == ["greet", "greet-2", "shout"]
-            page.locator('#dag g.node[data-path="greet"]').click()
-            log = page.locator("#task-log")
-            sync_api.expect(log).to_contain_text("hello from the ui test, pond", timeout=10_000)
-            sync_api.expect(page.locator("#task-panel table.inputs")).to_contain_text("pond")
-            sync_api.expect(page.locator("#task-panel table.outputs")).to_contain_text("hi pond")
-            page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
-            if not DOCS_SCREENSHOT.exists():  # the README's picture: delete it to take a new one
-                DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
-                shutil.copy(tmp_path / "run.png", DOCS_SCREENSHOT)
+        page.wait_for_url(f"**/#/runs/{result.run_id}")
+        nodes = page.locator("#dag g.node")
+        page.locator('#dag g.node[data-state="SUCCEEDED"]').nth(2).wait_for(timeout=15_000)
+        assert nodes.count() == 3  # one per task: greet, greet-2, shout
+        assert page.locator("#dag path.edge").count() == 2  # greet -> shout, greet-2 -> shout
+        names = sorted(nodes.nth(i).get_attribute("data-path") or "" for i in range(3))
+        assert names == ["greet", "greet-2", "shout"]
+        page.locator('#dag g.node[data-path="greet"]').click()
+        log = page.locator("#task-log")
+        sync_api.expect(log).to_contain_text("hello from the ui test, pond", timeout=10_000)
+        sync_api.expect(page.locator("#task-panel table.inputs")).to_contain_text("pond")
+        sync_api.expect(page.locator("#task-panel table.outputs")).to_contain_text("hi pond")
+        page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+        if not DOCS_SCREENSHOT.exists():  # the README's picture: delete it to take a new one
+            DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
+            shutil.copy(tmp_path / "run.png", DOCS_SCREENSHOT)
 
-            page.click("header nav a[data-nav=experiments]")
-            sync_api.expect(page.locator("#experiments")).to_contain_text("ui-demo", timeout=10_000)
-            assert not errors, errors
-        finally:
-            browser.close()
+        page.click("header nav a[data-nav=experiments]")
+        sync_api.expect(page.locator("#experiments")).to_contain_text("ui-demo", timeout=10_000)
+        assert not errors, errors
 
 
 @dsl.component
@@ -254,44 +262,37 @@ def ui_upload(x: int, factor: float = 2.5, loud: bool = False, label: str = "sca
 
 
 def test_upload_a_pipeline_and_start_a_run_from_its_form(server: Served, client: Any, tmp_path: Path) -> None:
-    sync_api = _browser()
+    _browser()  # skips before anything is uploaded when Chromium or playwright is missing
     from kfp import compiler
 
     package = tmp_path / "ui-upload.yaml"
     compiler.Compiler().compile(ui_upload, str(package))
     client.create_experiment("ui-form")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(server.url + "/#/pipelines")
-            page.set_input_files("#pipeline-file", str(package))
-            page.fill("#pipeline-name", "uploaded from the ui")
-            page.click("#upload-submit")
-            page.wait_for_url("**/#/pipelines/*", timeout=10_000)
-            form = page.locator("#run-form")
-            form.wait_for(timeout=10_000)
-            # the form follows the pipeline's parameters: types and defaults
-            assert page.get_attribute("#param-x", "type") == "number" and page.get_attribute("#param-x", "step") == "1"
-            assert page.input_value("#param-factor") == "2.5"
-            assert page.get_attribute("#param-loud", "type") == "checkbox" and not page.is_checked("#param-loud")
-            assert page.input_value("#param-label") == "scaled"
-            page.click("#create-run")  # x is required and empty: the browser refuses
-            assert "/#/pipelines/" in page.url
-            page.fill("#param-x", "4")
-            page.check("#param-loud")
-            page.fill("#run-name", "run from the form")
-            page.select_option("#run-experiment", label="ui-form")
-            page.click("#create-run")
-            page.wait_for_url("**/#/runs/*", timeout=10_000)
-            run_id = page.url.rsplit("/", 1)[1]
-            page.locator('#run-header .state[data-state="SUCCEEDED"]').wait_for(timeout=60_000)
-            page.locator('#dag g.node[data-path="scale"][data-state="SUCCEEDED"]').wait_for(timeout=10_000)
-            assert not errors, errors
-        finally:
-            browser.close()
+    with chromium_page(height=900) as (page, errors):
+        page.goto(server.url + "/#/pipelines")
+        page.set_input_files("#pipeline-file", str(package))
+        page.fill("#pipeline-name", "uploaded from the ui")
+        page.click("#upload-submit")
+        page.wait_for_url("**/#/pipelines/*", timeout=10_000)
+        form = page.locator("#run-form")
+        form.wait_for(timeout=10_000)
+        # the form follows the pipeline's parameters: types and defaults
+        assert page.get_attribute("#param-x", "type") == "number" and page.get_attribute("#param-x", "step") == "1"
+        assert page.input_value("#param-factor") == "2.5"
+        assert page.get_attribute("#param-loud", "type") == "checkbox" and not page.is_checked("#param-loud")
+        assert page.input_value("#param-label") == "scaled"
+        page.click("#create-run")  # x is required and empty: the browser refuses
+        assert "/#/pipelines/" in page.url
+        page.fill("#param-x", "4")
+        page.check("#param-loud")
+        page.fill("#run-name", "run from the form")
+        page.select_option("#run-experiment", label="ui-form")
+        page.click("#create-run")
+        page.wait_for_url("**/#/runs/*", timeout=10_000)
+        run_id = page.url.rsplit("/", 1)[1]
+        page.locator('#run-header .state[data-state="SUCCEEDED"]').wait_for(timeout=60_000)
+        page.locator('#dag g.node[data-path="scale"][data-state="SUCCEEDED"]').wait_for(timeout=10_000)
+        assert not errors, errors
     run = client.get_run(run_id)
     assert run.display_name == "run from the form" and run.state == "SUCCEEDED"
     assert run.runtime_config.parameters == {"x": 4, "factor": 2.5, "loud": True, "label": "scaled"}
@@ -306,40 +307,33 @@ def test_artifact_previews_in_chromium(server: Served, client: Any, tmp_path: Pa
     sync_api = _browser()
     result = client.create_run_from_pipeline_func(ui_report, experiment_name="ui")
     assert client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2).state == "SUCCEEDED"
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(f"{server.url}/#/runs/{result.run_id}")
-            page.locator('#dag g.node[data-path="report"][data-state="SUCCEEDED"]').click(timeout=15_000)
-            expect = sync_api.expect
-            metrics = page.locator('.preview[data-artifact="metrics"] table.metrics')
-            expect(metrics).to_contain_text("accuracy", timeout=10_000)
-            expect(metrics).to_contain_text("0.92")
-            expect(metrics).to_contain_text("loss")
-            matrix = page.locator('.preview[data-artifact="scores"] table.confusion-matrix')
-            expect(matrix).to_contain_text("cat")
-            assert matrix.locator("tbody td").all_inner_texts() == ["8", "2", "1", "9"]
-            assert page.locator('.preview[data-artifact="scores"] svg.roc polyline').count() == 1
-            markdown = page.locator('.preview[data-artifact="notes"] .markdown')
-            expect(markdown.locator("h3")).to_have_text("Model report", timeout=10_000)
-            expect(markdown.locator("strong")).to_have_text("92%")
-            assert markdown.locator("li").all_inner_texts() == ["first point", "second"]
-            assert markdown.locator("script").count() == 0 and "<script>" in markdown.inner_text()  # shown as text
-            frame = page.locator('.preview[data-artifact="page"] iframe')
-            frame.wait_for(timeout=10_000)
-            assert frame.get_attribute("sandbox") == ""
-            expect(page.frame_locator('.preview[data-artifact="page"] iframe').locator("h1")).to_have_text("Hello from html")
-            image = page.locator('.preview[data-artifact="picture"] img')
-            image.wait_for(timeout=10_000)
-            page.wait_for_function("() => document.querySelector('.preview[data-artifact=\"picture\"] img').naturalWidth === 1")
-            assert page.evaluate("window.pwned") is None and page.title() == "millpond"  # no script ran
-            page.screenshot(path=str(tmp_path / "artifacts.png"), full_page=True)
-            assert not errors, errors
-        finally:
-            browser.close()
+    with chromium_page(height=1000) as (page, errors):
+        page.goto(f"{server.url}/#/runs/{result.run_id}")
+        page.locator('#dag g.node[data-path="report"][data-state="SUCCEEDED"]').click(timeout=15_000)
+        expect = sync_api.expect
+        metrics = page.locator('.preview[data-artifact="metrics"] table.metrics')
+        expect(metrics).to_contain_text("accuracy", timeout=10_000)
+        expect(metrics).to_contain_text("0.92")
+        expect(metrics).to_contain_text("loss")
+        matrix = page.locator('.preview[data-artifact="scores"] table.confusion-matrix')
+        expect(matrix).to_contain_text("cat")
+        assert matrix.locator("tbody td").all_inner_texts() == ["8", "2", "1", "9"]
+        assert page.locator('.preview[data-artifact="scores"] svg.roc polyline').count() == 1
+        markdown = page.locator('.preview[data-artifact="notes"] .markdown')
+        expect(markdown.locator("h3")).to_have_text("Model report", timeout=10_000)
+        expect(markdown.locator("strong")).to_have_text("92%")
+        assert markdown.locator("li").all_inner_texts() == ["first point", "second"]
+        assert markdown.locator("script").count() == 0 and "<script>" in markdown.inner_text()  # shown as text
+        frame = page.locator('.preview[data-artifact="page"] iframe')
+        frame.wait_for(timeout=10_000)
+        assert frame.get_attribute("sandbox") == ""
+        expect(page.frame_locator('.preview[data-artifact="page"] iframe').locator("h1")).to_have_text("Hello from html")
+        image = page.locator('.preview[data-artifact="picture"] img')
+        image.wait_for(timeout=10_000)
+        page.wait_for_function("() => document.querySelector('.preview[data-artifact=\"picture\"] img').naturalWidth === 1")
+        assert page.evaluate("window.pwned") is None and page.title() == "millpond"  # no script ran
+        page.screenshot(path=str(tmp_path / "artifacts.png"), full_page=True)
+        assert not errors, errors
 
 
 def _request(url: str, token: str | None = None, method: str = "GET") -> int:
@@ -367,36 +361,29 @@ def test_token_mode_page_asks_for_the_token_once(server: Served, client: Any) ->
         assert _request(url + f"/ui-api/runs/{result.run_id}/graph", token="t0ken") == 200
 
         sync_api = _browser()
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(url + "/")
-                page.locator("#token-form").wait_for(timeout=10_000)
-                page.fill("#token-input", "wrong")
-                page.click("#token-submit")
-                sync_api.expect(page.locator("#token-form")).to_contain_text("refused", timeout=10_000)
-                page.fill("#token-input", "t0ken")
-                page.click("#token-submit")
-                row = page.locator(f'tr.run-row[data-run-id="{result.run_id}"]')
-                row.wait_for(timeout=15_000)
-                assert "ui-token" in row.inner_text()
-                row.click()
-                page.locator('#dag g.node[data-path="report"][data-state="SUCCEEDED"]').click(timeout=15_000)
-                sync_api.expect(page.locator('.preview[data-artifact="metrics"]')).to_contain_text("accuracy", timeout=10_000)
-                sync_api.expect(page.locator('.preview[data-artifact="notes"] h3')).to_have_text("Model report", timeout=10_000)
-                sync_api.expect(page.locator("#task-log")).to_have_text(re.compile("cache hit|Executor"), timeout=10_000)
-                page.click("header nav a[data-nav=pipelines]")  # other pages too, without asking again
-                page.locator("#upload-form").wait_for(timeout=10_000)
-                page.reload()  # kept for the tab (sessionStorage)
-                page.locator("#upload-form").wait_for(timeout=10_000)
-                assert page.locator("#token-form").count() == 0
-                assert page.evaluate("sessionStorage.getItem('millpond-token')") == "t0ken"
-                assert not errors, errors
-            finally:
-                browser.close()
+        with chromium_page(height=900) as (page, errors):
+            page.goto(url + "/")
+            page.locator("#token-form").wait_for(timeout=10_000)
+            page.fill("#token-input", "wrong")
+            page.click("#token-submit")
+            sync_api.expect(page.locator("#token-form")).to_contain_text("refused", timeout=10_000)
+            page.fill("#token-input", "t0ken")
+            page.click("#token-submit")
+            row = page.locator(f'tr.run-row[data-run-id="{result.run_id}"]')
+            row.wait_for(timeout=15_000)
+            assert "ui-token" in row.inner_text()
+            row.click()
+            page.locator('#dag g.node[data-path="report"][data-state="SUCCEEDED"]').click(timeout=15_000)
+            sync_api.expect(page.locator('.preview[data-artifact="metrics"]')).to_contain_text("accuracy", timeout=10_000)
+            sync_api.expect(page.locator('.preview[data-artifact="notes"] h3')).to_have_text("Model report", timeout=10_000)
+            sync_api.expect(page.locator("#task-log")).to_have_text(re.compile("cache hit|Executor"), timeout=10_000)
+            page.click("header nav a[data-nav=pipelines]")  # other pages too, without asking again
+            page.locator("#upload-form").wait_for(timeout=10_000)
+            page.reload()  # kept for the tab (sessionStorage)
+            page.locator("#upload-form").wait_for(timeout=10_000)
+            assert page.locator("#token-form").count() == 0
+            assert page.evaluate("sessionStorage.getItem('millpond-token')") == "t0ken"
+            assert not errors, errors
     finally:
         guarded.stop()
 
@@ -412,32 +399,25 @@ def test_recurring_runs_and_datasets_pages(server: Served, client: Any, tmp_path
                                             interval_second=3600, max_concurrency=2, pipeline_package_path=str(package),
                                             params={"x": 1})
     try:
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-            try:
-                page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-                errors: list[str] = []
-                page.on("pageerror", lambda exc: errors.append(str(exc)))
-                page.goto(server.url + "/#/recurring")
-                row = page.locator(f'tr[data-recurring-id="{recurring.recurring_run_id}"]')
-                sync_api.expect(row).to_contain_text("hourly from the ui test", timeout=10_000)
-                sync_api.expect(row).to_contain_text("every 3600s")
-                sync_api.expect(row).to_contain_text("ui-recurring")
-                sync_api.expect(row.locator(".state")).to_have_text("ENABLED")
-                row.locator("button.toggle").click()
-                sync_api.expect(row.locator(".state")).to_have_text("DISABLED", timeout=10_000)
-                assert client.get_recurring_run(recurring.recurring_run_id).status == "DISABLED"
-                _apply_dataset_and_load(server, tmp_path)
-                page.click("header nav a[data-nav=datasets]")
-                dataset = page.locator('tr[data-dataset="ui-ds"]')
-                sync_api.expect(dataset.locator(".cached-percentage")).to_have_text("100.0%", timeout=30_000)
-                operation = page.locator('tr[data-operation="ui-load"]')
-                sync_api.expect(operation).to_contain_text("DataLoad", timeout=10_000)
-                sync_api.expect(operation).to_contain_text("ui-ds")
-                sync_api.expect(operation.locator(".state")).to_have_text("Complete", timeout=30_000)
-                assert not errors, errors
-            finally:
-                browser.close()
+        with chromium_page(height=900) as (page, errors):
+            page.goto(server.url + "/#/recurring")
+            row = page.locator(f'tr[data-recurring-id="{recurring.recurring_run_id}"]')
+            sync_api.expect(row).to_contain_text("hourly from the ui test", timeout=10_000)
+            sync_api.expect(row).to_contain_text("every 3600s")
+            sync_api.expect(row).to_contain_text("ui-recurring")
+            sync_api.expect(row.locator(".state")).to_have_text("ENABLED")
+            row.locator("button.toggle").click()
+            sync_api.expect(row.locator(".state")).to_have_text("DISABLED", timeout=10_000)
+            assert client.get_recurring_run(recurring.recurring_run_id).status == "DISABLED"
+            _apply_dataset_and_load(server, tmp_path)
+            page.click("header nav a[data-nav=datasets]")
+            dataset = page.locator('tr[data-dataset="ui-ds"]')
+            sync_api.expect(dataset.locator(".cached-percentage")).to_have_text("100.0%", timeout=30_000)
+            operation = page.locator('tr[data-operation="ui-load"]')
+            sync_api.expect(operation).to_contain_text("DataLoad", timeout=10_000)
+            sync_api.expect(operation).to_contain_text("ui-ds")
+            sync_api.expect(operation.locator(".state")).to_have_text("Complete", timeout=30_000)
+            assert not errors, errors
     finally:
         client.delete_recurring_run(recurring.recurring_run_id)
 
