@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from millpond.errors import UserError
+from millpond.errors import UnavailableError, UserError
 
 if TYPE_CHECKING:
     from millpond.datasets.cache.engine import DatasetCache
@@ -31,13 +31,13 @@ def _cache(name: str, namespace: str) -> DatasetCache:
 
 @contextmanager
 def _ufs_errors(action: str, name: str) -> Iterator[None]:
-    """UFS failures (unreachable endpoint, bad credentials) and bad paths become one user-facing line."""
+    """UFS failures (unreachable endpoint, bad credentials: exit 1) and bad paths (exit 2) become one line."""
     from millpond.datasets.ufs import UfsError
 
     try:
         yield
     except UfsError as exc:
-        raise UserError(f"{action} {name}: {exc}") from None
+        raise UnavailableError(f"{action} {name}: {exc}") from None
     except FileNotFoundError as exc:
         raise UserError(f"{action} {name}: no such file or folder in the dataset: {exc.filename}") from None
     except PermissionError as exc:

@@ -17,7 +17,7 @@ from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
 from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.cli.server import server_command
-from millpond.errors import UserError
+from millpond.errors import MillpondError, exit_code_of
 
 OUTPUT = click.option(
     "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table or json."
@@ -161,9 +161,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.Abort:
         sys.exit(130)
-    except UserError as exc:
+    except MillpondError as exc:  # bad input exits 2, an outside failure 1: errors.exit_code_of decides
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(exit_code_of(exc))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)

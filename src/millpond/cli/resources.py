@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from millpond.errors import UserError
+from millpond.errors import NotFoundError
 
 if TYPE_CHECKING:
     from millpond.store.resources import Resource, ResourceStore
@@ -92,7 +92,7 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
     if name is not None:
         found = store.get(info.kind, name, namespace)
         if found is None:
-            raise UserError(_not_found(info.plural, name, namespace))
+            raise NotFoundError(_not_found(info.plural, name, namespace))
         resources = [found]
     else:
         resources = store.list(info.kind, None if all_namespaces else namespace)
@@ -135,7 +135,7 @@ def delete_command(kind: str, name: str, namespace: str) -> None:
 
     info = kind_info(kind)
     if not ResourceStore().delete(info.kind, name, namespace):
-        raise UserError(_not_found(info.plural, name, namespace))
+        raise NotFoundError(_not_found(info.plural, name, namespace))
     if info.kind == "Dataset":
         _dataset_deleted(name, namespace)
     print(f'{info.resource} "{name}" deleted')

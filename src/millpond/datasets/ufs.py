@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from millpond.errors import UserError
+from millpond.errors import UnavailableError, UserError
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class UfsEntry:
         return self.etag or f"{self.size}-{self.mtime:.6f}"
 
 
-class UfsError(Exception):
+class UfsError(UnavailableError):
     """A UFS could not be reached or answered with an error (the message says which and why)."""
 
 

@@ -14,7 +14,7 @@ import logging
 import time
 from typing import Any
 
-from millpond.errors import UserError
+from millpond.errors import MillpondError, UserError
 from millpond.fluid import constants
 from millpond.fluid.models import ExternalStorage, Processor, to_manifest
 from millpond.fluid.objects import already_exists, apply, check, not_found
@@ -24,7 +24,7 @@ logger = logging.getLogger("fluidsdk")
 _DIRECTIONS = (constants.DATA_MIGRATE_DIRECTION_FROM, constants.DATA_MIGRATE_DIRECTION_TO)
 
 
-class DataFlowFailed(RuntimeError):
+class DataFlowFailed(MillpondError, RuntimeError):
     """A step of a dataflow run failed; ``step`` is its name, ``status`` its Fluid status."""
 
     def __init__(self, message: str, kind: str, step: str, status: dict[str, Any]) -> None:

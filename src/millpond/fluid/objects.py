@@ -10,17 +10,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from millpond.errors import UserError
+from millpond.errors import ConflictError, NotFoundError
 from millpond.store.resources import Resource, ResourceStore
 
 logger = logging.getLogger("fluidsdk")
 
 
-class NotFound(UserError, LookupError):
+class NotFound(NotFoundError, LookupError):
     """The named Fluid object does not exist (kubectl's wording)."""
 
 
-class AlreadyExists(UserError):
+class AlreadyExists(ConflictError):
     """A create found an object of that name: Fluid's create does not overwrite."""
 
 

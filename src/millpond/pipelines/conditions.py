@@ -12,10 +12,10 @@ import functools
 import json
 from typing import Any
 
-from millpond.errors import UserError
+from millpond.errors import TaskFailure, UserError
 
 
-class ConditionError(Exception):
+class ConditionError(TaskFailure):
     """A CEL expression failed while evaluating: the task fails with this message."""
 
 

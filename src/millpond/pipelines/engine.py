@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from millpond.errors import UserError
+from millpond.errors import MillpondError
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
 from millpond.pipelines.conditions import ConditionError, condition_holds
@@ -457,7 +457,7 @@ class Engine:
     def _import(self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None) -> TaskOutcome:
         try:
             outputs = run_importer(importer, component, parameters, workspace)
-        except (TaskError, UserError) as exc:
+        except MillpondError as exc:
             return TaskOutcome(succeeded=False, error=str(exc))
         return TaskOutcome(succeeded=True, parameters=outputs.parameters, artifacts=outputs.artifacts)
 

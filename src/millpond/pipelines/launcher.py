@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from millpond.errors import UserError
+from millpond.errors import MillpondError, TaskFailure, UserError
 from millpond.pipelines import ir
-from millpond.pipelines.placeholders import PlaceholderContext, PlaceholderError
-from millpond.pipelines.staging import OutputStaging, StagingError, artifact_uris
+from millpond.pipelines.placeholders import PlaceholderContext
+from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.runners.base import Bind, ProcessSpec, Runner
-from millpond.runners.python_env import EnvironmentError_, executor_call, python_bin_dir, split_prelude
+from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 
 
 @dataclass
@@ -61,7 +61,7 @@ class TaskOutcome:
     attempts: int = 1
 
 
-class TaskError(Exception):
+class TaskError(TaskFailure):
     """The task cannot run or its outputs are unusable; the message goes on the task."""
 
 
@@ -107,7 +107,7 @@ class ContainerLauncher:
         attempt_dir = request.staging_dir / f"{request.task_id}-{uuid.uuid4().hex[:8]}"
         try:
             return self._launch(request, attempt_dir, cancel)
-        except (TaskError, PlaceholderError, EnvironmentError_, StagingError, UserError) as exc:
+        except MillpondError as exc:  # a task failure, bad content, or an unreachable object store: one line
             _log(request, f"error: {exc}")
             return TaskOutcome(succeeded=False, error=str(exc))
         except Exception as exc:  # storage or OS trouble: the task fails, the engine goes on

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from millpond.pipelines.values import to_placeholder_text
+from millpond.errors import TaskFailure
 
 _PLACEHOLDER = re.compile(r"\{\{\$(?P<expr>[^{}]*)\}\}")
 _INPUT_PARAM = re.compile(r"^\.inputs\.parameters\['(?P<name>[^']+)'\](?:\.json_escape\[(?P<level>\d+)\])?$")
@@ -23,7 +24,7 @@ _OUTPUT_PARAM = re.compile(r"^\.outputs\.parameters\['(?P<name>[^']+)'\]\.output
 REMOTE_MOUNTS = {"gs://": "/gcs/", "minio://": "/minio/", "s3://": "/s3/"}
 
 
-class PlaceholderError(Exception):
+class PlaceholderError(TaskFailure):
     """A placeholder the task cannot resolve: the task fails with this message."""
 
 

@@ -23,11 +23,12 @@ from millpond.pipelines.placeholders import REMOTE_MOUNTS, local_path
 from millpond.runners.base import Bind
 from millpond.runners.sandbox import sandbox_problem
 from millpond.store import artifacts as store
+from millpond.errors import TaskFailure
 
 EXECUTOR_OUTPUT = "executor_output.json"
 
 
-class StagingError(Exception):
+class StagingError(TaskFailure):
     """Outputs cannot be staged or published; the task fails with this message."""
 
 

@@ -23,10 +23,11 @@ from typing import BinaryIO
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.local import LocalRunner
 from millpond.runners.watchdog import exit_status
+from millpond.errors import MillpondError
 
 
-class _ServerGone(Exception):
-    pass
+class _ServerGone(MillpondError):
+    """The fork server died or closed its socket; the launch falls back to a plain spawn."""
 
 
 class ForkServer:

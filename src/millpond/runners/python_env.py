@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
+from millpond.errors import TaskFailure
 
 _KFP_OWN = ("kfp", "typing-extensions", "typing_extensions")
 # pip options that take a value; the ones uv understands are passed on, --trusted-host is not.
@@ -29,7 +30,7 @@ _OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host
 _PASSED_ON = {"--index-url", "-i", "--extra-index-url", "-f", "--find-links"}
 
 
-class EnvironmentError_(Exception):
+class EnvironmentError_(TaskFailure):
     """Building a task's Python environment failed: the task fails with this message."""
 
 

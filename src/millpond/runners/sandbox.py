@@ -18,11 +18,12 @@ import subprocess
 from pathlib import Path
 
 from millpond.runners.base import Bind
+from millpond.errors import MillpondError
 
 INSTALL_HINT = "apt-get install -y bubblewrap"
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(MillpondError):
     """Mount namespaces cannot be made here; the message says why and what to install."""
 
 

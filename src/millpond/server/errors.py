@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
+from millpond.errors import MillpondError
+
 # HTTP status → gRPC status code, as grpc-gateway maps them.
 _GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 409: 6, 412: 9, 500: 13}
 
 
-class ApiError(Exception):
+class ApiError(MillpondError):
     """A request the server refuses; ``status`` is the HTTP status."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from millpond.errors import UserError
+from millpond.errors import UnavailableError, UserError
 
 REMOTE_SCHEMES = ("s3://", "gs://", "minio://")
 
@@ -81,10 +81,10 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-class StorageError(UserError):
+class StorageError(UnavailableError):
     """A remote artifact cannot be read or written: access denied, no such bucket, unreachable endpoint.
 
-    A UserError, so the launcher fails the task with this one line instead of the engine crashing.
+    An outside failure, not bad input: the launcher fails the task with this one line (exit 1, not 2).
     """
 
 

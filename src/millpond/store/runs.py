@@ -13,7 +13,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
-from millpond.errors import UserError
+from millpond.errors import NotFoundError, UserError
 from millpond.store.db import session_factory
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
 
@@ -91,7 +91,7 @@ class RunStore:
         with self._sessions() as session:
             run = session.get(Run, run_id)
             if run is None:
-                raise UserError(f"no run with id {run_id}")
+                raise NotFoundError(f"no run with id {run_id}")
             for key, value in fields.items():
                 setattr(run, key, value)
             session.commit()
@@ -103,7 +103,7 @@ class RunStore:
                 matches = list(session.scalars(select(Run).where(Run.id.startswith(run_id)).limit(2)))
                 if len(matches) == 1:
                     return matches[0]
-                raise UserError(f"no run with id {run_id!r}" if not matches else f"run id {run_id!r} is ambiguous")
+                raise NotFoundError(f"no run with id {run_id!r}") if not matches else UserError(f"run id {run_id!r} is ambiguous")
             return run
 
     def list_runs(self, experiment: str | None = None, limit: int | None = None) -> list[tuple[Run, str]]:

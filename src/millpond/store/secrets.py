@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
-from millpond.errors import MillpondError, UserError
+from millpond.errors import NotFoundError, UserError
 
 Kind = Literal["secret", "configmap"]
 KINDS: tuple[Kind, ...] = ("secret", "configmap")
@@ -28,7 +28,7 @@ _DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
 
-class MissingConfig(MillpondError, KeyError):
+class MissingConfig(NotFoundError, KeyError):
     """The named secret or config map does not exist (the message names only kind and name)."""
 
     def __init__(self, kind: str, name: str) -> None:
