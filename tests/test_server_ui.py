@@ -23,7 +23,7 @@ import pytest
 kfp = pytest.importorskip("kfp")
 from kfp import dsl
 
-from tests.server_support import Served, module_home, serving  # noqa: E402
+from tests.server_support import Served, module_home, serving
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
@@ -441,3 +441,202 @@ def _apply_dataset_and_load(server: Served, tmp_path: Path) -> None:
                                          headers={"Content-Type": kind})
         with urllib.request.urlopen(request, timeout=30) as answer:
             assert answer.status == 200
+
+
+@dsl.component
+def nap(marker: str, seconds: int) -> str:
+    import os
+    import time
+
+    with open(marker, "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(seconds)
+    return "woke"
+
+
+@dsl.pipeline(name="ui-napping")
+def ui_napping(marker: str, seconds: int = 120) -> str:
+    return nap(marker=marker, seconds=seconds).output
+
+
+@dsl.component
+def needs_flag(flag: str) -> str:
+    import os
+
+    if not os.path.exists(flag):
+        raise RuntimeError(f"no flag at {flag}")
+    return "flagged"
+
+
+@dsl.pipeline(name="ui-flaky")
+def ui_flaky(flag: str) -> str:
+    return needs_flag(flag=flag).output
+
+
+def _wait_for_file(path: Path, limit_s: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + limit_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def _header_state(page: Any, state: str) -> None:
+    page.locator(f'#run-header .state[data-state="{state}"]').wait_for(timeout=60_000)
+
+
+def test_links_that_kfp_client_prints_open_their_pages(server: Served, client: Any, tmp_path: Path) -> None:
+    sync_api = _browser()
+    from kfp import compiler
+
+    result = client.create_run_from_pipeline_func(ui_demo, experiment_name="ui-links", run_name="linked run")
+    client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2)
+    experiment = client.get_experiment(experiment_name="ui-links")
+    package = tmp_path / "ui-upload.yaml"
+    compiler.Compiler().compile(ui_upload, str(package))
+    pipeline = client.upload_pipeline(str(package), pipeline_name="linked pipeline")
+    first = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
+    second = client.upload_pipeline_version(str(package), pipeline_version_name="second version",
+                                            pipeline_id=pipeline.pipeline_id)
+    expect = sync_api.expect
+    with chromium_page() as (page, errors):
+        page.goto(f"{server.url}/#/runs/details/{result.run_id}")  # opened by its URL: no list loaded before
+        header = page.locator("#run-header")
+        expect(header).to_contain_text("linked run", timeout=15_000)
+        expect(header).to_contain_text("ui-links", timeout=10_000)  # the experiment's name, not its id
+        assert experiment.experiment_id not in header.inner_text()
+        page.locator('#dag g.node[data-path="shout"]').wait_for(timeout=10_000)
+
+        page.goto(f"{server.url}/#/experiments/details/{experiment.experiment_id}")
+        expect(page.locator("h1")).to_have_text("Runs of experiment ui-links", timeout=10_000)
+        page.locator(f'tr.run-row[data-run-id="{result.run_id}"]').wait_for(timeout=10_000)
+
+        page.goto(f"{server.url}/#/pipelines/details/{pipeline.pipeline_id}")
+        expect(page.locator("h1").first).to_contain_text("linked pipeline", timeout=10_000)
+        page.locator("#run-form").wait_for(timeout=10_000)
+        expect(page.locator("tr.chosen")).to_have_attribute("data-version-id", second.pipeline_version_id)  # the newest
+
+        page.goto(f"{server.url}/#/pipelines/details/{pipeline.pipeline_id}/version/{first.pipeline_version_id}")
+        expect(page.locator("tr.chosen")).to_have_attribute("data-version-id", first.pipeline_version_id, timeout=10_000)
+        page.locator("#run-form").wait_for(timeout=10_000)
+        assert "no run with id" not in page.inner_text("body") and not errors, errors
+
+
+@dsl.pipeline(name="ui-levels")
+def ui_levels() -> None:
+    with dsl.ParallelFor(["a", "b"]) as item:
+        inner(text=item)
+
+
+def test_breadcrumbs_name_each_level_of_sub_dags_and_go_up(server: Served, client: Any) -> None:
+    _browser()
+    result = client.create_run_from_pipeline_func(ui_levels, experiment_name="ui")
+    assert client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2).state == "SUCCEEDED"
+    nodes = _get(f"{server.url}/ui-api/runs/{result.run_id}/graph")[1]["nodes"]
+    [loop] = [n for n in nodes if n["kind"] == "loop"]
+    iteration = next(n for n in nodes if n["parent"] == loop["path"])
+    [dag] = [n for n in nodes if n["parent"] == iteration["path"]]
+    assert dag["kind"] == "dag"
+    with chromium_page() as (page, errors):
+        page.goto(f"{server.url}/#/runs/{result.run_id}")
+        crumbs = page.locator("#breadcrumbs a.crumb")
+        for level in (loop, iteration, dag):  # down three levels: loop, one iteration, the sub-pipeline in it
+            page.locator(f'#dag g.node[data-path="{level["path"]}"]').dblclick(timeout=15_000)
+        page.locator('#dag g.node[data-state="SUCCEEDED"]').first.wait_for(timeout=10_000)
+        assert crumbs.all_inner_texts() == ["ui-levels", loop["name"], iteration["name"], dag["name"]]
+        assert "," not in page.inner_text("#breadcrumbs")
+        assert page.locator("#dag g.node").count() == 1  # shout, the sub-pipeline's one task
+
+        page.click("#scope-up")  # one level up: the iteration, holding the sub-pipeline
+        assert crumbs.all_inner_texts() == ["ui-levels", loop["name"], iteration["name"]]
+        assert page.locator(f'#dag g.node[data-path="{dag["path"]}"]').count() == 1
+        page.click("#scope-up")  # the loop's iterations
+        assert crumbs.all_inner_texts() == ["ui-levels", loop["name"]]
+        assert page.locator("#dag g.node").count() == 2
+        page.locator('#breadcrumbs a.crumb[data-scope=""]').click()  # a crumb goes straight to its level
+        assert crumbs.all_inner_texts() == ["ui-levels"] and page.locator("#scope-up").count() == 0
+        page.locator(f'#dag g.node[data-path="{loop["path"]}"]').wait_for()
+        assert not errors, errors
+
+
+def test_terminate_archive_restore_and_delete_a_run_in_chromium(server: Served, client: Any, tmp_path: Path) -> None:
+    sync_api = _browser()
+    marker = tmp_path / "napping"
+    result = client.create_run_from_pipeline_func(ui_napping, experiment_name="ui-actions", run_name="napping run",
+                                                   arguments={"marker": str(marker)})
+    _wait_for_file(marker)
+    expect = sync_api.expect
+    with chromium_page() as (page, errors):
+        page.goto(f"{server.url}/#/runs/{result.run_id}")
+        _header_state(page, "RUNNING")
+        assert page.locator("#action-retry").count() == 0
+        page.click("#action-terminate")
+        _header_state(page, "CANCELED")
+        assert client.get_run(result.run_id).state == "CANCELED"
+        page.locator("#action-retry").wait_for(timeout=10_000)
+        assert page.locator("#action-terminate").count() == 0
+
+        page.click("#action-archive")
+        page.locator("#archived-badge").wait_for(timeout=10_000)
+        assert client.get_run(result.run_id).storage_state == "ARCHIVED"
+        page.goto(f"{server.url}/#/runs")
+        page.locator("#runs tbody tr").first.wait_for(timeout=10_000)
+        assert page.locator(f'tr.run-row[data-run-id="{result.run_id}"]').count() == 0  # not among the active runs
+        page.click("#tab-archived")
+        page.wait_for_url("**/#/archive/runs")
+        page.locator(f'tr.run-row[data-run-id="{result.run_id}"]').click(timeout=10_000)
+        page.click("#action-restore")
+        expect(page.locator("#action-archive")).to_be_visible(timeout=10_000)
+        assert client.get_run(result.run_id).storage_state == "AVAILABLE"
+
+        dialogs: list[str] = []
+        page.once("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        page.click("#action-delete")  # dismissed: nothing deleted
+        expect(page.locator("#action-delete")).to_be_enabled(timeout=10_000)
+        assert dialogs and "napping run" in dialogs[0]
+        assert client.get_run(result.run_id).state == "CANCELED"
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.click("#action-delete")
+        page.wait_for_url("**/#/runs", timeout=10_000)
+        status, _body = _get(f"{server.url}/apis/v2beta1/runs/{result.run_id}")
+        assert status == 404
+        assert not errors, errors
+
+
+def test_retry_and_clone_a_run_in_chromium(server: Served, client: Any, tmp_path: Path) -> None:
+    sync_api = _browser()
+    flag = tmp_path / "flag"
+    result = client.create_run_from_pipeline_func(ui_flaky, experiment_name="ui-actions", arguments={"flag": str(flag)})
+    assert client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2).state == "FAILED"
+    greeted = client.create_run_from_pipeline_func(ui_demo, experiment_name="ui-actions", run_name="to clone",
+                                                    arguments={"name": "original"})
+    assert client.wait_for_run_completion(greeted.run_id, timeout=60, sleep_duration=0.2).state == "SUCCEEDED"
+    with chromium_page() as (page, errors):
+        page.goto(f"{server.url}/#/runs/{result.run_id}")
+        _header_state(page, "FAILED")
+        flag.write_text("now")
+        page.click("#action-retry")
+        _header_state(page, "SUCCEEDED")
+        assert client.get_run(result.run_id).state == "SUCCEEDED"
+
+        page.goto(f"{server.url}/#/runs/{greeted.run_id}")
+        _header_state(page, "SUCCEEDED")
+        page.click("#action-clone")
+        page.wait_for_url(f"**/#/runs/{greeted.run_id}/clone")
+        page.locator("#run-form").wait_for(timeout=10_000)
+        assert page.input_value("#param-name") == "original"  # the run's parameters, editable
+        assert page.input_value("#run-name") == "Clone of to clone"
+        assert page.locator("#run-experiment option:checked").inner_text() == "ui-actions"
+        page.fill("#param-name", "cloned")
+        page.click("#create-run")
+        page.wait_for_url(re.compile(r".*#/runs/[0-9a-f-]+$"), timeout=10_000)
+        clone_id = page.url.rsplit("/", 1)[1]
+        assert clone_id != greeted.run_id
+        _header_state(page, "SUCCEEDED")
+        sync_api.expect(page.locator("#run-header")).to_contain_text("ui-actions")
+        assert not errors, errors
+    clone = client.get_run(clone_id)
+    original = client.get_run(greeted.run_id)
+    assert clone.display_name == "Clone of to clone" and clone.runtime_config.parameters == {"name": "cloned"}
+    assert clone.experiment_id == original.experiment_id and clone.pipeline_spec == original.pipeline_spec

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from millpond.store.runs import RunStore
 
 
-def open_store() -> "RunStore":
+def open_store() -> RunStore:
     """The SQLAlchemy store, for reading the history (the run path uses the lighter journal)."""
     from millpond.store.runs import RunStore
 
@@ -70,7 +70,8 @@ def resume_command(run_id: str, output: str, only_finished: bool) -> int:
     settings = load_settings()
     store = open_journal(settings.database_url)
     run = store.get_run(run_id)
-    with RunProgress(stderr_console(), f"{run.name} ({run.id}), resumed") as progress:
+    verb = "retried" if only_finished else "resumed"
+    with RunProgress(stderr_console(), f"{run.name} ({run.id}), {verb}") as progress:
         run, result = resume_run(store, settings, run.id, listener=progress, only_finished=only_finished)
     return _report(store, run, result.state, result.error, output)
 

@@ -16,6 +16,7 @@ import click
 from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
 from millpond.cli.resources import apply_command, delete_command, get_command
+from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
 from millpond.cli.server import server_command
 from millpond.errors import MillpondError, exit_code_of
 
@@ -56,7 +57,7 @@ def run_command(
 
 @app.group("runs")
 def runs_group() -> None:
-    """Inspect and continue runs: list, get, logs, resume, retry."""
+    """Inspect, continue and act on runs: list, get, logs, resume, retry, terminate, archive, unarchive, delete."""
 
 
 @runs_group.command("list")
@@ -136,6 +137,8 @@ def conformance_command(folder: Path, timeout: float, seed: int | None) -> int:
     return conformance(folder, timeout, seed)
 
 
+for _command in RUN_ACTIONS:
+    runs_group.add_command(_command)
 app.add_command(secret_group)
 app.add_command(configmap_group)
 app.add_command(apply_command)

@@ -33,6 +33,22 @@ def is_running(pid: int | None, ticks: str | None) -> bool:
     return state not in ("Z", "X")
 
 
+def signal_process(pid: int | None, ticks: str | None, signum: int = signal.SIGTERM) -> bool:
+    """Send ``signum`` to ``pid`` if it is still the recorded, running process; True if it was sent.
+
+    How anyone stops a run's engine, whoever started it (a ``millpond run`` in a terminal, a
+    server's worker): the pid and start time in the run's row name it, and a reused pid or a
+    zombie is never signalled.
+    """
+    if not is_running(pid, ticks):
+        return False
+    try:
+        os.kill(int(pid), signum)  # type: ignore[arg-type]
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def kill_group(pid: int | None, ticks: str | None) -> bool:
     """SIGKILL the process group led by ``pid`` if it is still the recorded process; True if it was."""
     if not is_alive(pid, ticks):

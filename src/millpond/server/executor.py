@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from millpond.runners.processes import is_alive, is_running
+from millpond.runners.processes import is_running, signal_process
 from millpond.settings import Settings
 
 # A run just created (by ``millpond run``, or by a server whose worker is starting) is PENDING
@@ -55,10 +55,7 @@ class RunExecutor:
         if worker is not None and worker.poll() is None:
             worker.send_signal(signal.SIGTERM)
             return True
-        if engine_pid and is_alive(engine_pid, engine_start):
-            os.kill(engine_pid, signal.SIGTERM)
-            return True
-        return False
+        return signal_process(engine_pid, engine_start, signal.SIGTERM)
 
     def resume_in_flight(self, sessions: Any) -> None:
         """At server start: start or resume the runs left PENDING or RUNNING with no engine alive.

@@ -10,9 +10,11 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import defer
 
+from millpond.pipelines.run_actions import RunStillRunning
+from millpond.pipelines.run_actions import delete_run as delete_recorded_run
 from millpond.server.app import state_of
 from millpond.server.bodies import RunBody
 from millpond.server.errors import ApiError
@@ -185,13 +187,13 @@ def get_run(run_id: str, request: Request) -> dict[str, Any]:
 
 @router.delete("/runs/{run_id}")
 def delete_run(run_id: str, request: Request) -> dict[str, Any]:
+    """Delete the run as ``millpond runs delete`` does (terminated first when in flight; its logs and default-root artifacts go too)."""
     server = state_of(request)
     run = _find(server, run_id)
-    if run.state not in FINAL_STATES:
-        raise ApiError(412, f"run {run.id} is {run.state}; terminate it first")
-    with server.sessions() as session:
-        session.execute(delete(Run).where(Run.id == run.id))
-        session.commit()
+    try:
+        delete_recorded_run(server.store, server.settings, run.id)
+    except RunStillRunning as exc:
+        raise ApiError(409, str(exc)) from None
     return {}
 
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session, sessionmaker
 
 from millpond.errors import NotFoundError, UserError
 from millpond.store.db import session_factory
-from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
-
 from millpond.store.journal import FINAL_STATES, task_start_fields
+from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
 from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
 
 _TASKS = Task.__table__
@@ -116,6 +115,41 @@ class RunStore:
             if limit:
                 query = query.limit(limit)
             return [(run, exp_name) for run, exp_name in session.execute(query)]
+
+    def cancel_engineless(self, run_id: str, reason: str) -> bool:
+        """Record a run whose engine is gone as CANCELED, with its unfinished tasks; False if it had ended meanwhile.
+
+        One conditional transaction: an engine that recorded the run's end in the meantime wins.
+        """
+        now = utcnow()
+        with self._sessions() as session:
+            done = session.execute(
+                update(Run).where(Run.id == run_id, Run.state.not_in(FINAL_STATES))
+                .values(state="CANCELED", error=reason, finished_at=now)
+            )
+            if done.rowcount != 1:  # type: ignore[attr-defined]
+                session.rollback()
+                return False
+            session.execute(
+                update(Task).where(Task.run_id == run_id, Task.state.not_in(FINAL_STATES))
+                .values(state="CANCELED", error=reason, finished_at=now)
+            )
+            session.commit()
+            return True
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget a run: its row, tasks, artifact records and the cache entries it produced (files are the caller's)."""
+        with self._sessions() as session:
+            session.execute(delete(CacheEntry).where(CacheEntry.run_id == run_id))
+            session.execute(delete(Artifact).where(Artifact.run_id == run_id))
+            session.execute(delete(Task).where(Task.run_id == run_id))
+            session.execute(delete(Run).where(Run.id == run_id))
+            session.commit()
+        self._has_rows.pop(run_id, None)
+
+    def get_experiment(self, experiment_id: str) -> Experiment | None:
+        with self._sessions() as session:
+            return session.get(Experiment, experiment_id)
 
     def experiment_name(self, experiment_id: str) -> str:
         with self._sessions() as session:

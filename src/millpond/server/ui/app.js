@@ -1,10 +1,15 @@
 // millpond's web UI: plain JavaScript, no build step. Hash routes:
 //   #/runs                  runs list (state filter, sort, paging, auto-refresh)
-//   #/runs/ID               run detail: the DAG as a graph, a task's inputs, outputs and log
+//   #/archive/runs          archived runs (KFP's Archive view)
+//   #/runs/ID               run detail: the DAG as a graph, a task's inputs, outputs and log;
+//                           terminate, retry, clone, archive / restore, delete
+//   #/runs/ID/clone         the run form, filled in from run ID (pipeline, parameters), to start a new run
 //   #/experiments           experiments list
-//   #/experiments/ID        the runs of one experiment
+//   #/experiments/ID[/archive]  the runs of one experiment (its archived runs)
 //   #/pipelines             pipelines list, upload a pipeline YAML
 //   #/pipelines/ID[/VER]    a pipeline's versions, and a form that starts a run of one
+// The links kfp.Client prints (#/runs/details/ID, #/experiments/details/ID, #/pipelines/details/ID
+// and #/pipelines/details/ID/version/VER) open the same pages.
 //   #/recurring             recurring runs: trigger, concurrency, enable / disable
 //   #/datasets              datasets (millpond's Fluid routes) with their cache percentage
 "use strict";
@@ -71,6 +76,11 @@ async function api(url, options) {
 }
 
 function getJSON(url) { return api(url); }
+
+// replaceChildren, leaving out null, undefined and false (which replaceChildren would show as text) and flattening arrays.
+function fill(el, ...children) {
+  el.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
 
 function postJSON(url, data) {
   return api(url, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(data) });
@@ -152,18 +162,29 @@ function route() {
   setStatus("");
   const main = document.getElementById("main");
   main.replaceChildren();
-  const parts = (location.hash.replace(/^#\/?/, "") || "runs").split("/").map(decodeURIComponent);
+  const parts = routeParts(location.hash);
   for (const a of document.querySelectorAll("header nav a")) {
-    a.classList.toggle("active", a.dataset.nav === parts[0]);
+    a.classList.toggle("active", a.dataset.nav === (parts[0] === "archive" ? "runs" : parts[0]));
   }
+  if (parts[0] === "runs" && parts[1] && parts[2] === "clone") return cloneRun(main, parts[1]);
   if (parts[0] === "runs" && parts[1]) return runDetail(main, parts[1]);
-  if (parts[0] === "experiments" && parts[1]) return runsList(main, parts[1]);
+  if (parts[0] === "archive") return runsList(main, null, true);
+  if (parts[0] === "experiments" && parts[1]) return runsList(main, parts[1], parts[2] === "archive");
   if (parts[0] === "experiments") return experimentsList(main);
   if (parts[0] === "pipelines" && parts[1]) return pipelineDetail(main, parts[1], parts[2]);
   if (parts[0] === "pipelines") return pipelinesList(main);
   if (parts[0] === "recurring") return recurringList(main);
   if (parts[0] === "datasets") return datasetsList(main);
   return runsList(main, null);
+}
+
+// A hash as path segments, with the KFP UI's forms (kfp.Client prints them) folded into ours:
+// runs/details/ID → runs/ID, pipelines/details/ID/version/VER → pipelines/ID/VER.
+function routeParts(hash) {
+  const parts = (hash.replace(/^#\/?/, "").split("?")[0] || "runs").split("/").filter((p) => p !== "").map(decodeURIComponent);
+  if (["runs", "experiments", "pipelines", "recurring"].includes(parts[0]) && parts[1] === "details") parts.splice(1, 1);
+  if (parts[0] === "pipelines" && parts[2] === "version") parts.splice(2, 1);
+  return parts.length ? parts : ["runs"];
 }
 
 // ---- runs list -----------------------------------------------------------
@@ -179,9 +200,14 @@ async function loadExperimentNames() {
   } while (token);
 }
 
-function runsList(main, experimentId) {
+function runsList(main, experimentId, archived) {
   const view = { state: "", sort: "created_at desc", pageSize: 20, tokens: [""], index: 0 };
-  const title = h("h1", {}, experimentId ? "Runs of experiment" : "Runs");
+  const title = h("h1", {}, `${archived ? "Archived runs" : "Runs"}${experimentId ? " of experiment" : ""}`);
+  const base = experimentId ? `#/experiments/${encodeURIComponent(experimentId)}` : "#/runs";
+  const tabs = h("div", { className: "tabs", id: "storage-tabs" },
+    h("a", { href: base, id: "tab-active", className: archived ? "" : "active" }, "Active"),
+    h("a", { href: experimentId ? `${base}/archive` : "#/archive/runs", id: "tab-archived", className: archived ? "active" : "" },
+      "Archived"));
   const stateSelect = h("select", { id: "state-filter", onchange: () => { view.state = stateSelect.value; restart(); } },
     h("option", { value: "" }, "all states"), STATES.map((st) => h("option", { value: st }, st)));
   const sizeSelect = h("select", { id: "page-size", onchange: () => { view.pageSize = +sizeSelect.value; restart(); } },
@@ -197,7 +223,7 @@ function runsList(main, experimentId) {
   const next = h("button", { id: "next-page", onclick: () => { view.index += 1; load(); } }, "Next ›");
   const info = h("span", { id: "page-info" });
   main.append(
-    title,
+    title, tabs,
     h("div", { className: "toolbar" }, h("label", {}, "State"), stateSelect, h("label", {}, "Per page"), sizeSelect,
       experimentId ? h("a", { href: "#/runs" }, "all runs") : null),
     h("table", { id: "runs" },
@@ -209,7 +235,7 @@ function runsList(main, experimentId) {
 
   if (experimentId) {
     getJSON(`${API}/experiments/${encodeURIComponent(experimentId)}`)
-      .then((e) => { title.textContent = `Runs of experiment ${e.display_name}`; })
+      .then((e) => { title.textContent = `${archived ? "Archived runs" : "Runs"} of experiment ${e.display_name}`; })
       .catch((err) => setStatus(err.message, true));
   }
 
@@ -219,9 +245,9 @@ function runsList(main, experimentId) {
     const token = routeToken;
     const params = new URLSearchParams({ page_size: view.pageSize, sort_by: view.sort,
       page_token: view.tokens[view.index] || "" });
-    if (view.state) {
-      params.set("filter", JSON.stringify({ predicates: [{ key: "state", operation: "EQUALS", string_value: view.state }] }));
-    }
+    const predicates = [{ key: "storage_state", operation: archived ? "EQUALS" : "NOT_EQUALS", string_value: "ARCHIVED" }];
+    if (view.state) predicates.push({ key: "state", operation: "EQUALS", string_value: view.state });
+    params.set("filter", JSON.stringify({ predicates }));
     if (experimentId) params.set("experiment_id", experimentId);
     const page = await getJSON(`${API}/runs?${params}`);
     if (token !== routeToken) return;
@@ -241,7 +267,7 @@ function runsList(main, experimentId) {
       h("td", { title: r.created_at }, fmtTime(r.created_at)),
       h("td", {}, duration(r.scheduled_at || r.created_at, r.finished_at)),
       h("td", { className: "muted" }, r.run_id.slice(0, 8)))));
-    if (!runs.length) body.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, "No runs.")));
+    if (!runs.length) body.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, archived ? "No archived runs." : "No runs.")));
     const first = view.index * view.pageSize;
     info.textContent = `${runs.length ? first + 1 : 0}–${first + runs.length} of ${page.total_size ?? "?"}`;
     prev.disabled = view.index === 0;
@@ -420,13 +446,27 @@ function paramValue(el) {
 }
 
 function runForm(pipeline, version, experiments) {
-  const ir = irOf(version);
-  const params = ((ir.root || {}).inputDefinitions || {}).parameters || {};
-  const name = h("input", { type: "text", id: "run-name", size: 34,
-    value: `${pipeline.display_name || pipeline.name} ${new Date().toISOString().slice(0, 19).replace("T", " ")}` });
+  return runFormFor({
+    heading: ["Start a run of ", version.display_name || version.name],
+    ir: irOf(version),
+    runName: `${pipeline.display_name || pipeline.name} ${new Date().toISOString().slice(0, 19).replace("T", " ")}`,
+    fallbackName: pipeline.name,
+    experiments,
+    target: { pipeline_version_reference: { pipeline_id: version.pipeline_id, pipeline_version_id: version.pipeline_version_id } },
+  });
+}
+
+// The form that starts a run: its name, experiment and the pipeline's parameters (typed inputs,
+// filled with opts.values, else the defaults); opts.target says what to run (a pipeline version or an IR).
+function runFormFor(opts) {
+  const params = ((opts.ir.root || {}).inputDefinitions || {}).parameters || {};
+  const values = opts.values || {};
+  const name = h("input", { type: "text", id: "run-name", size: 34, value: opts.runName });
   const experiment = h("select", { id: "run-experiment" }, h("option", { value: "" }, "(default)"),
-    experiments.map((e) => h("option", { value: e.experiment_id }, e.display_name)));
-  const inputs = Object.entries(params).map(([key, def]) => [key, def, paramInput(key, def)]);
+    opts.experiments.map((e) => h("option", { value: e.experiment_id, selected: e.experiment_id === opts.experimentId },
+      e.display_name)));
+  const inputs = Object.entries(params).map(([key, def]) =>
+    [key, def, paramInput(key, Object.hasOwn(values, key) ? { ...def, defaultValue: values[key] } : def)]);
   const message = h("div", { id: "run-message", className: "error" });
   const submit = h("button", { type: "submit", id: "create-run" }, "Start run");
   const form = h("form", { id: "run-form", className: "panel", onsubmit: async (ev) => {
@@ -439,9 +479,8 @@ function runForm(pipeline, version, experiments) {
         if (value !== undefined) parameters[key] = value;
       }
     } catch (err) { message.textContent = err.message; return; }
-    const body = { display_name: name.value.trim() || pipeline.name,
-      pipeline_version_reference: { pipeline_id: version.pipeline_id, pipeline_version_id: version.pipeline_version_id },
-      runtime_config: { parameters } };
+    const body = { display_name: name.value.trim() || opts.fallbackName, ...opts.target,
+      runtime_config: { ...(opts.runtimeConfig || {}), parameters } };
     if (experiment.value) body.experiment_id = experiment.value;
     submit.disabled = true;
     try {
@@ -452,7 +491,8 @@ function runForm(pipeline, version, experiments) {
       submit.disabled = false;
     }
   } },
-  h("h1", {}, "Start a run of ", version.display_name || version.name),
+  h("h1", {}, opts.heading),
+  opts.note ? h("p", { className: "muted" }, opts.note) : null,
   h("div", { className: "kv form" },
     h("div", {}, "Run name"), h("div", {}, name),
     h("div", {}, "Experiment"), h("div", {}, experiment),
@@ -463,6 +503,42 @@ function runForm(pipeline, version, experiments) {
   inputs.length ? null : h("p", { className: "muted" }, "This pipeline takes no parameters."),
   h("p", {}, submit), message);
   return form;
+}
+
+// Clone: the run form of run ID's pipeline (its version, or the IR it ran), filled with its name,
+// experiment and parameters; every field editable; submitting starts a new run.
+async function cloneRun(main, runId) {
+  const token = routeToken;
+  const box = h("div", { id: "clone-box" }, h("span", { className: "muted" }, "loading…"));
+  main.append(box);
+  try {
+    const [run, experiments] = await Promise.all([
+      getJSON(`${API}/runs/${encodeURIComponent(runId)}`),
+      allPages(`${API}/experiments?sort_by=display_name`, "experiments"),
+    ]);
+    if (token !== routeToken) return;
+    const reference = run.pipeline_version_reference || {};
+    const target = reference.pipeline_version_id ? { pipeline_version_reference: reference }
+      : { pipeline_spec: run.pipeline_spec, ...(run.platform_spec ? { platform_spec: run.platform_spec } : {}) };
+    const config = run.runtime_config || {};
+    box.replaceChildren(
+      h("h1", {}, h("a", { href: "#/runs" }, "Runs"), " / ",
+        h("a", { href: `#/runs/${encodeURIComponent(run.run_id)}` }, run.display_name || run.run_id), " / clone"),
+      runFormFor({
+        heading: ["Clone of ", run.display_name || run.run_id],
+        note: reference.pipeline_version_id ? "Runs the same pipeline version." : "Runs the same pipeline spec.",
+        ir: irOf(run),
+        runName: `Clone of ${run.display_name || run.run_id}`,
+        fallbackName: run.display_name || run.run_id,
+        experiments,
+        experimentId: run.experiment_id,
+        values: config.parameters || {},
+        target,
+        runtimeConfig: config.pipeline_root ? { pipeline_root: config.pipeline_root } : {},
+      }));
+  } catch (err) {
+    if (token === routeToken) box.replaceChildren(h("div", { className: "error" }, `cannot clone run ${runId}: ${err.message}`));
+  }
 }
 
 // ---- recurring runs -----------------------------------------------------------
@@ -587,12 +663,13 @@ function datasetsList(main) {
 // ---- run detail ------------------------------------------------------------
 
 function runDetail(main, runId) {
-  const view = { scope: null, selected: null, nodes: [], byPath: new Map(), log: null };
+  const view = { scope: null, selected: null, nodes: [], byPath: new Map(), log: null, run: null, actionsShown: null };
   const header = h("div", { id: "run-header" });
-  const crumbs = h("div", { className: "breadcrumbs" });
+  const actions = h("div", { className: "toolbar actions", id: "run-actions" });
+  const crumbs = h("div", { className: "breadcrumbs", id: "breadcrumbs" });
   const graph = h("div", { className: "graph", id: "graph" });
   const side = h("div", { className: "panel", id: "task-panel" }, h("span", { className: "muted" }, "Click a task to see its inputs, outputs and log."));
-  main.append(header, h("div", { className: "detail" }, h("div", {}, crumbs, graph), side));
+  main.append(header, actions, h("div", { className: "detail" }, h("div", {}, crumbs, graph), side));
 
   const stop = every(GRAPH_POLL_MS, async () => {
     const token = routeToken;
@@ -600,7 +677,9 @@ function runDetail(main, runId) {
     if (token !== routeToken) return;
     view.nodes = data.nodes;
     view.byPath = new Map(data.nodes.map((n) => [n.path, n]));
+    view.run = data.run;
     renderHeader(data.run);
+    renderActions(data.run);
     renderGraph();
     if (view.selected && view.byPath.has(view.selected)) {
       const node = view.byPath.get(view.selected);
@@ -610,9 +689,25 @@ function runDetail(main, runId) {
     if (data.final && view.nodes.every((n) => FINAL.has(n.state) || !n.task_id)) stop();
   });
 
+  // A run opened by its URL: the runs list has not loaded the experiments' names, so ask for this one.
+  async function nameExperiment(run) {
+    if (!run.experiment_id || experimentNames.has(run.experiment_id) || view.askedExperiment) return;
+    view.askedExperiment = true;
+    const token = routeToken;
+    try {
+      const experiment = await getJSON(`${API}/experiments/${encodeURIComponent(run.experiment_id)}`);
+      experimentNames.set(experiment.experiment_id, experiment.display_name);
+      if (token === routeToken && view.run) renderHeader(view.run);
+    } catch (err) { setStatus(err.message, true); }
+  }
+
   function renderHeader(run) {
+    nameExperiment(run);
+    const archived = run.storage_state === "ARCHIVED";
     header.replaceChildren(
-      h("h1", {}, h("a", { href: "#/runs" }, "Runs"), " / ", run.display_name || run.run_id, " ", stateBadge(run.state)),
+      h("h1", {}, h("a", { href: archived ? "#/archive/runs" : "#/runs" }, archived ? "Archived runs" : "Runs"), " / ",
+        run.display_name || run.run_id, " ", stateBadge(run.state),
+        archived ? h("span", { className: "badge archived", id: "archived-badge" }, "archived") : null),
       h("div", { className: "kv" },
         h("div", {}, "Run ID"), h("div", {}, run.run_id),
         h("div", {}, "Pipeline"), h("div", {}, run.pipeline_name || ""),
@@ -625,14 +720,57 @@ function runDetail(main, runId) {
       ));
   }
 
+  // Terminate (in flight), Retry (failed or canceled), Clone, Archive / Restore, Delete: the KFP routes.
+  // Redrawn only when the run's state changes, so a click never lands on a button being replaced.
+  function renderActions(run) {
+    const shown = `${run.state}|${run.storage_state}`;
+    if (shown === view.actionsShown) return;
+    view.actionsShown = shown;
+    const url = `${API}/runs/${encodeURIComponent(run.run_id)}`;
+    const act = (id, label, call, then) => h("button", { id, onclick: async (ev) => {
+      const button = ev.currentTarget;
+      button.disabled = true;
+      try {
+        if (await call() === false) { button.disabled = false; return; }
+        setStatus(`${label.toLowerCase()}: done`);
+        then ? then() : route();  // draw the run again, and follow it if it runs again
+      } catch (err) {
+        setStatus(`${label}: ${err.message}`, true);
+        button.disabled = false;
+      }
+    } }, label);
+    const inFlight = !FINAL.has(run.state);
+    const archived = run.storage_state === "ARCHIVED";
+    fill(actions,
+      inFlight ? act("action-terminate", "Terminate", () => api(`${url}:terminate`, { method: "POST" })) : null,
+      run.state === "FAILED" || run.state === "CANCELED" ? act("action-retry", "Retry", () => api(`${url}:retry`, { method: "POST" })) : null,
+      h("button", { id: "action-clone", onclick: () => { location.hash = `#/runs/${encodeURIComponent(run.run_id)}/clone`; } }, "Clone"),
+      archived ? act("action-restore", "Restore", () => api(`${url}:unarchive`, { method: "POST" }))
+        : act("action-archive", "Archive", () => api(`${url}:archive`, { method: "POST" })),
+      act("action-delete", "Delete", async () => {
+        const what = inFlight ? "It is terminated first. " : "";
+        if (!confirm(`Delete run "${run.display_name || run.run_id}"? ${what}Its records, logs and artifacts under the default root are removed; this cannot be undone.`)) {
+          return false;
+        }
+        await api(url, { method: "DELETE" });
+        return true;
+      }, () => { location.hash = archived ? "#/archive/runs" : "#/runs"; }),
+    );
+  }
+
   function renderGraph() {
     const nodes = view.nodes.filter((n) => n.parent === view.scope);
-    // breadcrumbs: root / sub-DAG / ...
+    // breadcrumbs: the pipeline / each sub-DAG, loop and iteration down to the one shown; "Up" goes one level up
     const trail = [];
     for (let p = view.scope; p; p = (view.byPath.get(p) || {}).parent) trail.unshift(p);
-    crumbs.replaceChildren(
-      h("a", { onclick: () => { view.scope = null; renderGraph(); } }, "pipeline"),
-      trail.map((p) => [" / ", h("a", { onclick: () => { view.scope = p; renderGraph(); } }, (view.byPath.get(p) || {}).name || p)]));
+    const open = (scope) => { view.scope = scope; renderGraph(); };
+    const root = (view.run && view.run.pipeline_name) || "pipeline";
+    fill(crumbs,
+      view.scope ? h("button", { id: "scope-up", title: "one level up",
+        onclick: () => open((view.byPath.get(view.scope) || {}).parent || null) }, "↑ Up") : null,
+      h("a", { className: "crumb", "data-scope": "", onclick: () => open(null) }, root),
+      ...trail.flatMap((p) => [" / ", h("a", { className: "crumb", "data-scope": p, onclick: () => open(p) },
+        (view.byPath.get(p) || {}).name || p.split("/").pop())]));
     const signature = JSON.stringify([view.scope, nodes.map((n) => [n.path, n.state, n.cached, n.deps])]);
     if (signature === view.drawn) return;  // unchanged: keep the drawing (and a double-click in progress)
     view.drawn = signature;
