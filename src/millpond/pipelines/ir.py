@@ -103,7 +103,7 @@ def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any]
     cycle = find_cycle({name: task_dependencies(task) for name, task in tasks.items()})
     if cycle:
         dag = "root DAG" if owner == "root" else f"DAG of component {owner!r}"
-        raise UserError(f"{source}: {dag} has a cycle: {' → '.join(cycle)}")
+        raise UserError(f"{source}: {dag} has a cycle: {' → '.join(cycle)} (each task waits for the next)")
 
 
 def _producer(binding: dict[str, Any]) -> str | None:
