@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from millpond.pipelines.launcher import TaskRequest, task_prefix
+from millpond.pipelines.staging import OutputStaging
 from millpond.settings import load_settings
 from millpond.store.journal import DEFAULT_EXPERIMENT, open_journal
 from millpond.store.paths import UnsafePath, contained_path, contained_uri, task_log_file
@@ -129,6 +130,18 @@ def test_task_prefix_refuses_a_pipeline_name_or_task_path_that_leaves_the_root(t
     for pipeline_name, task_path in [("..", "a"), ("p", "../../../x"), ("p/../..", "a"), ("p", "/abs")]:
         with pytest.raises(UnsafePath):
             task_prefix(request(pipeline_name, task_path))
+
+
+def test_staging_refuses_an_output_uri_that_climbs_out_of_the_task_folder(tmp_path: Path) -> None:
+    """A task's executor output names its artifacts' URIs; one that only starts with the task's prefix is not inside it."""
+    prefix = str(tmp_path / "root" / "p" / "run" / "task")
+    attempt = tmp_path / "attempt"
+    attempt.mkdir()
+    staging = OutputStaging(prefix, attempt, has_outputs=False, input_uris=[])
+    assert staging.host_path(f"{prefix}/model") == staging.host_dir / "model"
+    for uri in (f"{prefix}/../../../../victim", f"{prefix}/a/../../b", f"{prefix}/"):
+        with pytest.raises(UnsafePath):
+            staging.host_path(uri)
 
 
 def test_task_log_file_stays_in_the_run_folder_and_fits_a_file_name(tmp_path: Path) -> None:
