@@ -93,13 +93,6 @@ def contained_uri(root: str, *relatives: str, what: str = "name") -> str:
     return joined
 
 
-def within(root: Path | str, path: Path | str) -> bool:
-    """Whether ``path`` lies strictly below ``root`` (lexically, after normalising both)."""
-    base = Path(os.path.normpath(os.fspath(root)))
-    normal = Path(os.path.normpath(os.fspath(path)))
-    return normal != base and base in normal.parents
-
-
 def task_log_file(logs_dir: Path | str, run_id: str, task_path: str) -> Path:
     """``<logs>/<run id>/<task path with '.' for '/'>.log``; a name too long for a filesystem is shortened with a digest."""
     check_segment(run_id, "run id")
