@@ -46,6 +46,7 @@ from millpond.settings import Settings
 from millpond.store.journal import RunRecord as Run
 from millpond.store.journal import TaskRecord as Task
 from millpond.store.keys import new_id, utcnow
+from millpond.store.paths import UnsafePath, contained_path, task_log_file
 from millpond.store.journal import RunJournal
 from millpond.store.secrets import ConfigStore
 
@@ -327,7 +328,12 @@ class Engine:
             self._fail(node, f"executor kind {next(iter(executor), 'unknown')!r} is not supported")
             return
         container = executor["container"]
-        log_path = self.settings.logs_dir / self.run.id / f"{node.path.replace('/', '.')}.log"
+        try:
+            log_path = task_log_file(self.settings.logs_dir, self.run.id, node.path)
+        except UnsafePath as exc:  # a run recorded before its names were checked
+            self._record_start(node, "container", container.get("image"), inputs)
+            self._fail(node, str(exc))
+            return
         self._record_start(node, "container", container.get("image"), inputs, log_path)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -467,7 +473,7 @@ class Engine:
         config = platform.get("platforms", {}).get("kubernetes", {}).get("pipelineConfig", {})
         if "workspace" not in config:
             return None
-        folder = self.settings.home / "workspaces" / self.run.id
+        folder = contained_path(self.settings.home / "workspaces", self.run.id, what="run id")
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 

@@ -6,6 +6,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from millpond.pipelines.ir import task_dependencies
+
 SUCCEEDED, FAILED, SKIPPED, RUNNING, PENDING, CANCELED = (
     "SUCCEEDED", "FAILED", "SKIPPED", "RUNNING", "PENDING", "CANCELED",
 )
@@ -71,13 +73,7 @@ class Node:
         return self.spec.get("triggerPolicy", {}).get("strategy") == ALL_COMPLETED
 
     def dependencies(self) -> set[str]:
-        deps = set(self.spec.get("dependentTasks", []))
-        for kind in ("parameters", "artifacts"):
-            for binding in self.spec.get("inputs", {}).get(kind, {}).values():
-                ref = binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or binding.get("taskFinalStatus")
-                if ref:
-                    deps.add(ref["producerTask"])
-        return deps
+        return task_dependencies(self.spec)
 
 
 @dataclass

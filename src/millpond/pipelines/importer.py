@@ -11,6 +11,7 @@ from millpond.pipelines.graph import Outputs
 from millpond.pipelines.launcher import TaskError
 from millpond.pipelines.placeholders import PlaceholderContext, local_path
 from millpond.store import artifacts as store
+from millpond.store.paths import contained_path
 
 # Sources this machine cannot fetch from; importing them fails the task with their name.
 UNREACHABLE = {"oci": "an OCI registry", "hf": "the Hugging Face hub"}
@@ -66,7 +67,7 @@ def _substitute(value: Any, context: PlaceholderContext) -> Any:
 
 def _copy_into_workspace(uri: str, workspace: Path) -> None:
     """Where kfp's Artifact.path looks for an artifact marked _kfp_workspace."""
-    target = workspace / ".artifacts" / local_path(uri).lstrip("/")
+    target = contained_path(workspace / ".artifacts", local_path(uri).lstrip("/"), what="importer URI")
     if store.is_remote(uri):
         store.download(uri, target)
         if not target.exists():

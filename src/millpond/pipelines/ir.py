@@ -12,6 +12,7 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.pipelines.conditions import check_expression
+from millpond.pipelines.names import check_io_names, check_pipeline_name, check_task_name
 from millpond.pipelines.protos import kubernetes_executor_config_pb2, pipeline_spec_pb2
 
 _PARSE_PREFIX = re.compile(r"^(Failed to parse \w+ field: )+")
@@ -42,13 +43,20 @@ def validate_pipeline_spec(spec: Any, source: str) -> None:
         json_format.ParseDict(spec, pipeline_spec_pb2().PipelineSpec())
     except json_format.ParseError as exc:
         raise UserError(f"{source}: invalid pipeline spec: {_proto_error(exc)}") from None
+    check_pipeline_name(spec["pipelineInfo"].get("name"), source)
     components = spec.get("components", {})
     executors = spec.get("deploymentSpec", {}).get("executors", {})
+    if not isinstance(executors, dict):
+        raise UserError(f"{source}: deploymentSpec.executors must be a mapping, got {type(executors).__name__}")
+    for label, executor_spec in executors.items():
+        _check_executor(label, executor_spec, source)
     root = spec["root"]
     if "dag" not in root:
         raise UserError(f"{source}: root has no dag")
+    check_io_names("root", root, source)
     _check_dag("root", root, components, source)
     for name, component in components.items():
+        check_io_names(name, component, source)
         label = component.get("executorLabel")
         if label and label not in executors:
             raise UserError(f"{source}: component {name!r} names executor {label!r}, which deploymentSpec.executors lacks")
@@ -61,6 +69,7 @@ def validate_pipeline_spec(spec: Any, source: str) -> None:
 def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any], source: str) -> None:
     tasks = component["dag"].get("tasks", {})
     for task_name, task in tasks.items():
+        check_task_name(task_name, owner, source)
         where = f"{owner}.dag.tasks[{task_name}]"
         ref = task.get("componentRef", {}).get("name")
         if not ref:
@@ -88,9 +97,87 @@ def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any]
         inputs = task.get("inputs", {})
         for kind in ("parameters", "artifacts"):
             for input_name, binding in inputs.get(kind, {}).items():
-                producer = (binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or {}).get("producerTask")
-                if producer and producer not in tasks:
+                producer = _producer(binding)
+                if producer is not None and producer not in tasks:
                     raise UserError(f"{source}: {where} input {input_name!r} comes from task {producer!r}, which {owner} does not have")
+    cycle = find_cycle({name: task_dependencies(task) for name, task in tasks.items()})
+    if cycle:
+        dag = "root DAG" if owner == "root" else f"DAG of component {owner!r}"
+        raise UserError(f"{source}: {dag} has a cycle: {' → '.join(cycle)} (each task waits for the next)")
+
+
+def _producer(binding: dict[str, Any]) -> str | None:
+    """The task whose output (or final status) an input binding takes, if any."""
+    reference = binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or binding.get("taskFinalStatus")
+    if not reference:
+        return None
+    return str(reference.get("producerTask", ""))
+
+
+def task_dependencies(task: dict[str, Any]) -> set[str]:
+    """The tasks of the same DAG that ``task`` waits for: its dependentTasks and the producers of its inputs."""
+    deps = {str(dep) for dep in task.get("dependentTasks", [])}
+    for kind in ("parameters", "artifacts"):
+        for binding in task.get("inputs", {}).get(kind, {}).values():
+            producer = _producer(binding)
+            if producer is not None:
+                deps.add(producer)
+    return deps
+
+
+def find_cycle(dependencies: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph ``task -> the tasks it waits for``, as ``[a, b, a]`` (a runs after b after a), or None.
+
+    Iterative depth-first search, so a 10,000-task chain cannot exhaust Python's recursion limit.
+    """
+    done: set[str] = set()
+    for start in dependencies:
+        if start in done:
+            continue
+        path: list[str] = [start]
+        on_path = {start}
+        stack = [iter(sorted(dependencies.get(start, ())))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                finished = path.pop()
+                on_path.discard(finished)
+                done.add(finished)
+                continue
+            if nxt in on_path:
+                return path[path.index(nxt):] + [nxt]
+            if nxt in done or nxt not in dependencies:
+                continue
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(sorted(dependencies.get(nxt, ()))))
+    return None
+
+
+def _check_executor(label: str, executor_spec: Any, source: str) -> None:
+    """What the KFP driver would reject only at run time: a container whose command or args are not lists of strings."""
+    if not isinstance(executor_spec, dict):
+        raise UserError(f"{source}: deploymentSpec.executors[{label}] must be a mapping, got {type(executor_spec).__name__}")
+    container = executor_spec.get("container")
+    if container is None:
+        return
+    if not isinstance(container, dict):
+        raise UserError(f"{source}: executor {label!r}: container must be a mapping, got {type(container).__name__}")
+    for field_name in ("command", "args"):
+        value = container.get(field_name)
+        if value is None:
+            continue
+        if not isinstance(value, list):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise UserError(
+                f"{source}: executor {label!r}: container {field_name} must be a list of strings, got {type(value).__name__} {shown}"
+            )
+        for index, item in enumerate(value):
+            if not isinstance(item, str):
+                raise UserError(
+                    f"{source}: executor {label!r}: container {field_name}[{index}] must be a string, got {type(item).__name__}"
+                )
 
 
 def validate_platform_spec(platform: dict[str, Any], spec: dict[str, Any], source: str) -> None:

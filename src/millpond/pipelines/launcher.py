@@ -25,6 +25,7 @@ from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.runners.base import Bind, ProcessSpec, Runner
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
+from millpond.store.paths import check_segment, contained_path, contained_uri
 
 
 @dataclass
@@ -66,11 +67,14 @@ class TaskError(TaskFailure):
 
 
 def output_uri(request: TaskRequest, key: str) -> str:
-    return f"{task_prefix(request)}/{key}"
+    return contained_uri(task_prefix(request), key, what="output artifact")
 
 
 def task_prefix(request: TaskRequest) -> str:
-    return f"{request.pipeline_root}/{request.pipeline_name}/{request.run_id}/{request.task_path}"
+    """``<pipeline root>/<pipeline name>/<run id>/<task path>``, proven to stay under the pipeline root."""
+    check_segment(request.pipeline_name, "pipeline name")
+    check_segment(request.run_id, "run id")
+    return contained_uri(request.pipeline_root, request.pipeline_name, request.run_id, request.task_path, what="task")
 
 
 def _log(request: TaskRequest, line: str) -> None:
@@ -184,7 +188,8 @@ class ContainerLauncher:
         spec = request.component_spec
         outputs: dict[str, Any] = {
             "parameters": {
-                name: {"outputFile": str(outputs_dir / "parameters" / name)} for name in ir.output_parameters(spec)
+                name: {"outputFile": str(contained_path(outputs_dir / "parameters", name, what="output parameter"))}
+                for name in ir.output_parameters(spec)
             },
             "artifacts": {
                 name: {

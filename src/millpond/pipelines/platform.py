@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from millpond.errors import MillpondError, UserError
 from millpond.runners.base import Bind
+from millpond.store.paths import UnsafePath, contained_path
 from millpond.store.secrets import ConfigStore, MissingConfig, check_name
 
 CREATE_PVC_IMAGE = "argostub/createpvc"
@@ -243,7 +244,7 @@ class _Builder:
         folder = self._fresh(kind)
         file_mode = 0o600 if kind == "secret" else 0o644
         for key, value in data.items():
-            path = folder / key
+            path = _inside(folder, key, f"{kind} key")
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, file_mode)
             with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
                 handle.write(value)
@@ -273,7 +274,7 @@ class _Builder:
             sub_path = str(entry.get("subPath") or "").strip("/")
             if ".." in PurePosixPath(sub_path).parts:
                 raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
-            self._bind(folder / sub_path if sub_path else folder, target, read_only=read_only)
+            self._bind(_inside(folder, sub_path, "subPath") if sub_path else folder, target, read_only=read_only)
             return
         volume = _volume_folder(volumes_dir=self.volumes_dir, name=value)
         if not volume.is_dir():
@@ -286,7 +287,7 @@ class _Builder:
             relative = PurePosixPath(sub_path)
             if relative.is_absolute() or ".." in relative.parts:
                 raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
-            source = volume / relative
+            source = _inside(volume, str(relative), "subPath")
             source.mkdir(parents=True, exist_ok=True)  # Kubernetes creates a missing subPath too
         self._bind(source, target, read_only=False)
 
@@ -338,7 +339,15 @@ def _volume_folder(volumes_dir: Path, name: str) -> Path:
         check_name("PVC", name)
     except UserError as exc:
         raise PlatformError(str(exc)) from None
-    return Path(volumes_dir) / name
+    return _inside(volumes_dir, name, "PVC name")
+
+
+def _inside(root: Path, relative: str, what: str) -> Path:
+    """``root/relative``, or the task fails: a name from the pipeline never leads out of its folder."""
+    try:
+        return contained_path(root, relative, what=what)
+    except UnsafePath as exc:
+        raise PlatformError(str(exc)) from None
 
 
 def _dns_prefix(text: str) -> str:

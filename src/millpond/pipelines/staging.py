@@ -19,11 +19,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from millpond.errors import TaskFailure
 from millpond.pipelines.placeholders import REMOTE_MOUNTS, local_path
 from millpond.runners.base import Bind
 from millpond.runners.sandbox import sandbox_problem
 from millpond.store import artifacts as store
-from millpond.errors import TaskFailure
+from millpond.store.paths import contained_path
 
 EXECUTOR_OUTPUT = "executor_output.json"
 
@@ -41,12 +42,12 @@ class OutputStaging:
         mounts: set[str] = set()
         for uri in input_uris:
             if store.is_remote(uri):
-                store.download(uri, self._mirror / local_path(uri).lstrip("/"))
+                store.download(uri, contained_path(self._mirror, local_path(uri).lstrip("/"), what="input artifact URI"))
                 mounts.add(local_path(uri).split("/")[1])
         if store.is_remote(task_prefix):
             self.mode = "remote"
             self.task_dir = local_path(task_prefix)  # as the task sees it
-            self.host_dir = self._mirror / self.task_dir.lstrip("/")
+            self.host_dir = contained_path(self._mirror, self.task_dir.lstrip("/"), what="output folder")
             self.host_dir.mkdir(parents=True, exist_ok=True)
             mounts.add(self.task_dir.split("/")[1])
         elif not has_outputs:
@@ -89,7 +90,7 @@ class OutputStaging:
         prefix = self.task_prefix.rstrip("/") + "/"
         if not uri.startswith(prefix):
             raise StagingError(f"output artifact URI {uri} is outside the task's output folder {self.task_prefix}")
-        return self.host_dir / uri[len(prefix):]
+        return contained_path(self.host_dir, uri[len(prefix):], what="output artifact URI")
 
     def adopt(self, source: Path, uri: str) -> None:
         """Take a file or folder the task wrote at a custom path as the artifact at ``uri``."""
@@ -111,7 +112,7 @@ class OutputStaging:
             return
         for entry in sorted(self.host_dir.iterdir()):
             if self.mode == "staged":
-                store.move_into_place(entry, Path(self.task_prefix) / entry.name)
+                store.move_into_place(entry, contained_path(self.task_prefix, entry.name, what="output"))
             else:
                 uri = f"{self.task_prefix}/{entry.name}"
                 self._published.append(uri)
