@@ -12,3 +12,7 @@ class UserError(MillpondError):
 
     The message names the problem and where it is (file, field or parameter).
     """
+
+
+class NotFoundError(UserError):
+    """An object the user named does not exist (HTTP 404)."""

@@ -7,10 +7,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sqlalchemy import delete, func, select, update
 
-from millpond.server.app import state_of
 from millpond.server.bodies import ExperimentBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import apply_filter, apply_sort, page
+from millpond.server.state import state_of
 from millpond.store.journal import FINAL_STATES
 from millpond.store.models import Experiment, Run
 from millpond.store.timestamps import iso

@@ -21,13 +21,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from millpond.errors import UserError
-from millpond.server.app import state_of
 from millpond.server.errors import ApiError
+from millpond.server.state import state_of
 
 PREFIX = "/apis/millpond/v1"
 router = APIRouter(tags=["Millpond"])
 
-_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
+# Not text/plain: a browser sends that cross-site without asking (see server.security).
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 _APPLY_BODY = {
     "required": True,
     "content": {
@@ -136,7 +137,7 @@ def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, f"{_SOURCE}: not UTF-8 text") from None
-    if media == "application/json" or (not media and text.lstrip()[:1] in ("[", "{")):
+    if media == "application/json":
         try:
             value = json.loads(text)
         except ValueError as exc:
@@ -145,7 +146,7 @@ def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
             value = _parse(value, _SOURCE)
         elif not isinstance(value, list):
             value = [value]
-    elif media and media not in _YAML_TYPES:
+    elif media not in _YAML_TYPES:
         raise ApiError(415, f"{_SOURCE}: send manifests as application/json or application/yaml, not {media}")
     else:
         try:

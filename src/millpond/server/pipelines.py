@@ -23,9 +23,9 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from millpond.server.app import state_of
 from millpond.server.errors import ApiError
 from millpond.server.listing import apply_filter, apply_sort, page
+from millpond.server.state import state_of
 from millpond.store.models import Pipeline, PipelineVersion
 from millpond.store.timestamps import iso
 

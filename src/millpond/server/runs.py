@@ -13,11 +13,11 @@ from fastapi import APIRouter, Request
 from sqlalchemy import delete, select
 from sqlalchemy.orm import defer
 
-from millpond.server.app import state_of
 from millpond.server.bodies import RunBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import apply_filter, apply_sort, page
 from millpond.server.recurring import recurring_run_of
+from millpond.server.state import state_of
 from millpond.store.journal import DEFAULT_EXPERIMENT, FINAL_STATES
 from millpond.store.keys import utcnow
 from millpond.store.models import Experiment, Run, Task

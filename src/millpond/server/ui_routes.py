@@ -28,9 +28,9 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
 from sqlalchemy import select
 
-from millpond.server.app import state_of
 from millpond.server.errors import ApiError
 from millpond.server.runs import run_view
+from millpond.server.state import state_of
 from millpond.store.artifacts import filesystem, is_remote, remote_key
 from millpond.store.journal import FINAL_STATES
 from millpond.store.models import Artifact, Run, Task
