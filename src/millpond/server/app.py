@@ -25,6 +25,7 @@ from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
 from millpond.server.security import HostPolicy, RequestGuard
 from millpond.settings import Settings
+from millpond.store.catalog import NameTaken, PipelineStore
 from millpond.store.db import session_factory
 from millpond.store.runs import RunStore
 
@@ -38,6 +39,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.state.millpond = ServerState(
         settings=settings,
         store=RunStore(settings.database_url),
+        pipelines=PipelineStore(settings.database_url),
         executor=RunExecutor(settings),
         sessions=session_factory(settings.database_url),
     )
@@ -50,7 +52,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
 
     @app.exception_handler(UserError)
     async def user_error(request: Request, exc: UserError) -> Response:
-        return error_response(404 if isinstance(exc, NotFoundError) else 400, str(exc))
+        return error_response(_status_of(exc), str(exc))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
@@ -71,6 +73,13 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
     app.include_router(fluid_routes.router, prefix=fluid_routes.PREFIX)  # datasets, data operations, secrets' names
     return app
+
+
+def _status_of(exc: UserError) -> int:
+    """Bad input answers 400; a missing object 404; a name already taken 409."""
+    if isinstance(exc, NotFoundError):
+        return 404
+    return 409 if isinstance(exc, NameTaken) else 400
 
 
 def _describe(error: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ from fastapi import Request
 
 from millpond.server.executor import RunExecutor
 from millpond.settings import Settings
+from millpond.store.catalog import PipelineStore
 from millpond.store.runs import RunStore
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class ServerState:
-    """Settings, the run and pipeline stores, and the workers executing this server's runs.
+    """Settings, the stores (runs, tasks and experiments; pipelines), and the workers executing runs.
 
     ``sessions`` is the raw session factory, kept only for ``recurring.py`` and
     ``RunExecutor.resume_in_flight`` until they move to the store's API (routes never use it).
@@ -29,6 +30,7 @@ class ServerState:
 
     settings: Settings
     store: RunStore
+    pipelines: PipelineStore
     executor: RunExecutor
     sessions: sessionmaker[Session]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from millpond.errors import UserError
+from millpond.errors import NotFoundError, UserError
 from millpond.store.keys import new_id, utcnow
 
 FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
@@ -238,7 +238,9 @@ class SqliteJournal:
         if not rows:
             rows = self._query("SELECT * FROM runs WHERE id LIKE ? LIMIT 2", (run_id + "%",))
             if len(rows) != 1:
-                raise UserError(f"no run with id {run_id!r}" if not rows else f"run id {run_id!r} is ambiguous")
+                if not rows:
+                    raise NotFoundError(f"no run with id {run_id!r}")
+                raise UserError(f"run id {run_id!r} is ambiguous")
         return _record(RunRecord, rows[0], _RUN_JSON)
 
     def experiment_name(self, experiment_id: str) -> str:
