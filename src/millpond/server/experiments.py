@@ -47,7 +47,7 @@ def list_experiments(
 
 @router.get("/experiments/{experiment_id}")
 def get_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
-    return experiment_view(state_of(request).store.get_experiment(experiment_id))
+    return experiment_view(state_of(request).store.find_experiment(experiment_id))
 
 
 @router.post("/experiments/{experiment_id}:archive")
@@ -68,7 +68,7 @@ def unarchive_experiment(experiment_id: str, request: Request) -> dict[str, Any]
 def delete_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
     """Delete an experiment and its finished runs; refused while one of its runs is in flight."""
     store = state_of(request).store
-    experiment = store.get_experiment(experiment_id)
+    experiment = store.find_experiment(experiment_id)
     busy = store.runs_in_flight(experiment_id=experiment.id)
     if busy:
         raise ApiError(412, f"experiment {experiment.name!r} has {busy} run(s) in flight; terminate them first")

@@ -121,7 +121,7 @@ def submit_run(server: ServerState, body: RunBody) -> Run:
     loaded = load_ir_text(text, f"run {name or ''}".strip())
     experiment = DEFAULT_EXPERIMENT
     if body.experiment_id:
-        found = server.store.get_experiment(body.experiment_id)
+        found = server.store.find_experiment(body.experiment_id)
         if found.storage_state == "ARCHIVED":
             raise ApiError(412, f"experiment {found.name!r} is archived; unarchive it to start runs in it")
         experiment = found.name

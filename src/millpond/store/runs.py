@@ -278,9 +278,18 @@ class RunStore:
             return one_page(session, rows, query, RUN_FIELDS, Run.created_at.desc())
 
     def delete_run(self, run_id: str) -> None:
-        """Delete a run's records (its tasks and artifact rows go with it)."""
+        """Forget a run: its row, tasks, artifact records and the cache entries it produced (files are the caller's)."""
+        self._delete_runs(Run.id == run_id)
+        self._has_rows.pop(run_id, None)
+
+    def _delete_runs(self, which: Any) -> None:
+        """Delete the runs matching ``which`` with their tasks, artifact records and cache entries."""
+        runs = select(Run.id).where(which)
         with self._sessions() as session:
-            session.execute(delete(Run).where(Run.id == run_id))
+            session.execute(delete(CacheEntry).where(CacheEntry.run_id.in_(runs)))
+            session.execute(delete(Artifact).where(Artifact.run_id.in_(runs)))
+            session.execute(delete(Task).where(Task.run_id.in_(runs)))
+            session.execute(delete(Run).where(which))
             session.commit()
 
     def get_task(self, run_id: str, task_id: str) -> Task:
@@ -322,7 +331,8 @@ class RunStore:
             session.commit()
             return experiment
 
-    def get_experiment(self, experiment_id: str) -> Experiment:
+    def find_experiment(self, experiment_id: str) -> Experiment:
+        """The experiment with this id (NotFoundError when there is none)."""
         with self._sessions() as session:
             experiment = session.get(Experiment, experiment_id)
         if experiment is None:
@@ -349,7 +359,7 @@ class RunStore:
 
     def delete_experiment(self, experiment_id: str) -> None:
         """Delete an experiment and its runs' records (the caller checked none is in flight)."""
+        self._delete_runs(Run.experiment_id == experiment_id)
         with self._sessions() as session:
-            session.execute(delete(Run).where(Run.experiment_id == experiment_id))
             session.execute(delete(Experiment).where(Experiment.id == experiment_id))
             session.commit()
