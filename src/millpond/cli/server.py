@@ -1,17 +1,26 @@
 """``millpond server``: the KFP-compatible REST API on this machine.
 
-Loopback by default; any other address needs a token (``--token`` or ``MILLPOND_TOKEN``),
-because the API starts processes on this machine. FastAPI and uvicorn load only here.
+Loopback by default; any other address needs a token, because the API starts processes on
+this machine. The token comes from a file (``--token-file``, best), ``MILLPOND_TOKEN``, or
+``--token`` (other users see a command line in ``ps``, so that one warns). The server drops
+``MILLPOND_TOKEN`` from its own environment once read, so no run, worker or task inherits it.
+FastAPI and uvicorn load only here.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import socket
+import stat
+from pathlib import Path
 
 import click
 
 from millpond.errors import UserError
+
+TOKEN_ENV = "MILLPOND_TOKEN"
+_WILDCARDS = ("0.0.0.0", "::", "[::]", "")
 
 
 def is_loopback(host: str) -> bool:
@@ -23,18 +32,64 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def read_token_file(path: Path) -> str:
+    """The token in ``path`` (its first line, stripped); a missing, unreadable or empty file is a UserError."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"--token-file {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None
+    token = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not token:
+        raise UserError(f"--token-file {path}: the file is empty; write the token on its first line")
+    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        click.echo(f"warning: --token-file {path} is readable by other users; chmod 600 it", err=True)
+    return token
+
+
+def choose_token(token: str | None, token_file: Path | None) -> str | None:
+    """The server's token, from ``--token-file``, ``--token`` or ``MILLPOND_TOKEN`` (at most one of the options)."""
+    if token and token_file:
+        raise UserError("pass --token or --token-file, not both")
+    if token_file is not None:
+        return read_token_file(token_file)
+    if token:
+        click.echo(f"warning: --token is visible to other users of this machine (ps); "
+                   f"use --token-file PATH or {TOKEN_ENV} instead", err=True)
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
+    """Names a request's Host may carry besides the loopback ones: the listening address, this machine's
+    name when it listens on every address, and each ``--allowed-host``."""
+    names = list(allowed)
+    if host in _WILDCARDS:
+        names.append(socket.gethostname())
+    else:
+        names.append(host)
+    return names
+
+
 @click.command("server")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=int, default=8888, show_default=True, help="Port to listen on.")
-@click.option("--token", help="Require 'Authorization: Bearer TOKEN' on every request (default: $MILLPOND_TOKEN).")
-def server_command(host: str, port: int, token: str | None) -> None:
+@click.option("--token-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Require 'Authorization: Bearer TOKEN' on every request, TOKEN being this file's first line.")
+@click.option("--token", help=f"As --token-file, the token given here (visible in ps; default: ${TOKEN_ENV}).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests whose Host is NAME ('*.example.org' for sub-domains; '*' for any, "
+                   "behind a proxy that checks it). Repeatable. Others are refused (DNS rebinding).")
+def server_command(host: str, port: int, token_file: Path | None, token: str | None,
+                   allowed_hosts: tuple[str, ...]) -> None:
     """Serve the Kubeflow Pipelines v2beta1 REST API (for kfp.Client) over this machine's runs."""
-    token = token or os.environ.get("MILLPOND_TOKEN") or None
+    token = choose_token(token, token_file)
+    os.environ.pop(TOKEN_ENV, None)  # read: the runs, workers and tasks this server starts never see it
     if not is_loopback(host) and not token:
-        raise UserError(f"refusing to listen on {host} without a token: pass --token TOKEN or set MILLPOND_TOKEN")
+        raise UserError(f"refusing to listen on {host} without a token: pass --token-file PATH or set {TOKEN_ENV}")
     import uvicorn
 
     from millpond.server.app import create_app
     from millpond.settings import load_settings
 
-    uvicorn.run(create_app(load_settings(), token), host=host, port=port, log_level="info")
+    app = create_app(load_settings(), token, served_hosts(host, allowed_hosts))
+    uvicorn.run(app, host=host, port=port, log_level="info")

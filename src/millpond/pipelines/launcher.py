@@ -24,6 +24,7 @@ from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.runners.base import Bind, ProcessSpec, Runner
+from millpond.runners.environment import inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.store.paths import check_segment, contained_path, contained_uri
 
@@ -147,7 +148,7 @@ class ContainerLauncher:
             command = prelude.program
         argv = context.command_line(command + args)
 
-        env = dict(os.environ)
+        env = inherited_environment()  # never the server's token
         env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
         env["PYTHONUNBUFFERED"] = "1"
         env["TMPDIR"] = str(tmpdir)

@@ -1,71 +1,54 @@
-"""The FastAPI application: authentication, errors in KFP's shape, health, and the v2beta1 routers.
+"""The FastAPI application: request checks, errors in KFP's shape, health, and the v2beta1 routers.
 
-With a token, every request (the OpenAPI document included) must carry
-``Authorization: Bearer TOKEN`` — what ``kfp.Client(existing_token=...)`` sends — except the
-web UI's page (``/``) and its static files (``/ui/NAME``): they hold no data, and the page asks
-for the token once and sends it with every call it makes.
+Every request passes ``security.RequestGuard`` first: its Host must be one this server was
+started for (DNS rebinding), with a token it must carry ``Authorization: Bearer TOKEN`` — what
+``kfp.Client(existing_token=...)`` sends — except the web UI's page (``/``) and static files
+(``/ui/NAME``), and a state-changing request must come from no browser or from this server's own
+page, with a JSON, multipart or YAML body (cross-site requests). See ``security`` for why.
 """
 
 from __future__ import annotations
 
-import hmac
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from collections.abc import Iterable
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from sqlalchemy.orm import Session, sessionmaker
 
-from millpond.errors import UserError
+from millpond.errors import MillpondError, http_status_of
+from millpond.server import experiments, fluid_routes, pipelines, recurring, runs, ui_routes
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
+from millpond.server.security import HostPolicy, RequestGuard
+from millpond.server.state import ServerState
 from millpond.settings import Settings
+from millpond.store.catalog import PipelineStore
 from millpond.store.db import session_factory
 from millpond.store.runs import RunStore
 
 API = "/apis/v2beta1"
 
 
-@dataclass
-class ServerState:
-    """What every route shares: settings, the store, and the run workers."""
-
-    settings: Settings
-    sessions: sessionmaker[Session]
-    store: RunStore
-    executor: RunExecutor
-
-
-def create_app(settings: Settings, token: str | None = None) -> FastAPI:
-    from millpond.server import experiments, runs
-
+def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iterable[str] = ()) -> FastAPI:
+    """The application over ``settings``' home; ``allowed_hosts`` adds names to the loopback ones a Host may carry."""
     app = FastAPI(title="millpond", version="v2beta1", description="Kubeflow Pipelines v2beta1 API, served by millpond.")
     app.state.millpond = ServerState(
         settings=settings,
-        sessions=session_factory(settings.database_url),
         store=RunStore(settings.database_url),
+        pipelines=PipelineStore(settings.database_url),
         executor=RunExecutor(settings),
+        sessions=session_factory(settings.database_url),
     )
     app.router.on_startup.append(lambda: app.state.millpond.executor.resume_in_flight(app.state.millpond.sessions))
-    if token:
-        expected = f"Bearer {token}".encode()
-
-        @app.middleware("http")
-        async def require_token(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-            if _is_public(request):  # the UI's page and static files: the page asks for the token itself
-                return await call_next(request)
-            given = request.headers.get("authorization", "").encode()
-            if not hmac.compare_digest(given, expected):
-                return error_response(401, "missing or wrong token: send 'Authorization: Bearer TOKEN'")
-            return await call_next(request)
+    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
         return error_response(exc.status, exc.message)
 
-    @app.exception_handler(UserError)
-    async def user_error(request: Request, exc: UserError) -> Response:
-        return error_response(404 if str(exc).startswith("no run with id") else 400, str(exc))
+    @app.exception_handler(MillpondError)
+    async def millpond_error(request: Request, exc: MillpondError) -> Response:
+        return error_response(http_status_of(exc), str(exc))  # errors.py's one table: 400, 404, 409, 503…
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
@@ -81,27 +64,11 @@ def create_app(settings: Settings, token: str | None = None) -> FastAPI:
 
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
-    from millpond.server import ui_routes
-
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
-    from millpond.server import pipelines
-
     app.include_router(pipelines.router, prefix=API)
-    from millpond.server import recurring
-
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
-    from millpond.server import fluid_routes
-
     app.include_router(fluid_routes.router, prefix=fluid_routes.PREFIX)  # datasets, data operations, secrets' names
     return app
-
-
-def _is_public(request: Request) -> bool:
-    """The web UI's page and its static files (no data in them) load without the token; nothing else does."""
-    if request.method not in ("GET", "HEAD"):
-        return False
-    path = request.url.path
-    return path == "/" or (path.startswith("/ui/") and "/" not in path[len("/ui/"):])
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -109,7 +76,3 @@ def _describe(error: dict[str, Any]) -> str:
     if error.get("type") == "extra_forbidden":
         return f"unknown field {where!r}"
     return f"{where}: {error.get('msg', 'invalid')}"
-
-
-def state_of(request: Request) -> ServerState:
-    return request.app.state.millpond  # type: ignore[no-any-return]

@@ -5,20 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import delete, func, select, update
 
-from millpond.server.app import state_of
 from millpond.server.bodies import ExperimentBody
 from millpond.server.errors import ApiError
-from millpond.server.listing import apply_filter, apply_sort, page
-from millpond.store.journal import FINAL_STATES
-from millpond.store.models import Experiment, Run
+from millpond.server.listing import list_query, next_page_token
+from millpond.server.state import state_of
+from millpond.store.models import Experiment
 from millpond.store.timestamps import iso
 
 router = APIRouter(tags=["ExperimentService"])
-_COLUMNS = {"display_name": Experiment.name, "name": Experiment.name, "experiment_id": Experiment.id,
-            "id": Experiment.id, "created_at": Experiment.created_at, "description": Experiment.description,
-            "storage_state": Experiment.storage_state}
 
 
 def experiment_view(experiment: Experiment, last_run: Any = None) -> dict[str, Any]:
@@ -37,13 +32,7 @@ def create_experiment(body: ExperimentBody, request: Request) -> dict[str, Any]:
     name = body.display_name.strip()
     if not name:
         raise ApiError(400, "display_name must not be empty")
-    with state_of(request).sessions() as session:
-        if session.scalar(select(Experiment.id).where(Experiment.name == name)):
-            raise ApiError(409, f"experiment {name!r} already exists")
-        experiment = Experiment(name=name, description=body.description or "")
-        session.add(experiment)
-        session.commit()
-        return experiment_view(experiment)
+    return experiment_view(state_of(request).store.create_experiment(name, body.description or ""))
 
 
 @router.get("/experiments")
@@ -51,56 +40,37 @@ def list_experiments(
     request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
     filter: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
-    last_run = select(func.max(Run.created_at)).where(Run.experiment_id == Experiment.id).scalar_subquery()
-    query = select(Experiment, last_run)
-    query = apply_sort(apply_filter(query, filter, _COLUMNS), sort_by, _COLUMNS, Experiment.created_at.asc())
-    with state_of(request).sessions() as session:
-        rows, total, token = page(session, query, page_token, page_size)
-    return {"experiments": [experiment_view(e, last) for e, last in rows], "total_size": total, "next_page_token": token}
+    page = state_of(request).store.page_experiments(list_query(filter, sort_by, page_token, page_size))
+    return {"experiments": [experiment_view(e, last) for e, last in page.items], "total_size": page.total,
+            "next_page_token": next_page_token(page)}
 
 
 @router.get("/experiments/{experiment_id}")
 def get_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
-    with state_of(request).sessions() as session:
-        return experiment_view(_find(session, experiment_id))
+    return experiment_view(state_of(request).store.find_experiment(experiment_id))
 
 
 @router.post("/experiments/{experiment_id}:archive")
 def archive_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
     """Archive an experiment and, as Kubeflow does, all of its runs."""
-    with state_of(request).sessions() as session:
-        experiment = _find(session, experiment_id)
-        experiment.storage_state = "ARCHIVED"
-        session.execute(update(Run).where(Run.experiment_id == experiment.id).values(storage_state="ARCHIVED"))
-        session.commit()
+    state_of(request).store.set_experiment_storage_state(experiment_id, "ARCHIVED", with_runs=True)
     return {}
 
 
 @router.post("/experiments/{experiment_id}:unarchive")
 def unarchive_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
     """Unarchive an experiment; its runs stay archived until unarchived one by one (as in Kubeflow)."""
-    with state_of(request).sessions() as session:
-        _find(session, experiment_id).storage_state = "AVAILABLE"
-        session.commit()
+    state_of(request).store.set_experiment_storage_state(experiment_id, "AVAILABLE")
     return {}
 
 
 @router.delete("/experiments/{experiment_id}")
 def delete_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
     """Delete an experiment and its finished runs; refused while one of its runs is in flight."""
-    with state_of(request).sessions() as session:
-        experiment = _find(session, experiment_id)
-        busy = session.scalar(select(func.count()).where(Run.experiment_id == experiment.id, Run.state.not_in(FINAL_STATES)))
-        if busy:
-            raise ApiError(412, f"experiment {experiment.name!r} has {busy} run(s) in flight; terminate them first")
-        session.execute(delete(Run).where(Run.experiment_id == experiment.id))
-        session.execute(delete(Experiment).where(Experiment.id == experiment.id))
-        session.commit()
+    store = state_of(request).store
+    experiment = store.find_experiment(experiment_id)
+    busy = store.runs_in_flight(experiment_id=experiment.id)
+    if busy:
+        raise ApiError(412, f"experiment {experiment.name!r} has {busy} run(s) in flight; terminate them first")
+    store.delete_experiment(experiment.id)
     return {}
-
-
-def _find(session: Any, experiment_id: str) -> Experiment:
-    experiment = session.get(Experiment, experiment_id)
-    if experiment is None:
-        raise ApiError(404, f"no experiment with id {experiment_id!r}")
-    return experiment  # type: ignore[no-any-return]

@@ -19,15 +19,24 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
 
+from millpond.datasets import operations
+from millpond.datasets.cleanup import dataset_deleted
+from millpond.datasets.kinds import GROUP, KINDS, KindInfo, kind_info
+from millpond.datasets.manifests import _parse, check_document, missing_dataset_notes
+from millpond.datasets.status import resource_status
 from millpond.errors import UserError
-from millpond.server.app import state_of
 from millpond.server.errors import ApiError
+from millpond.server.state import state_of
+from millpond.store.resources import ResourceStore
+from millpond.store.secrets import ConfigStore
 
 PREFIX = "/apis/millpond/v1"
 router = APIRouter(tags=["Millpond"])
 
-_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
+# Not text/plain: a browser sends that cross-site without asking (see server.security).
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 _APPLY_BODY = {
     "required": True,
     "content": {
@@ -45,31 +54,23 @@ def _one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "invalid request"
 
 
-def _store(request: Request) -> Any:
-    from millpond.store.resources import ResourceStore
-
+def _store(request: Request) -> ResourceStore:
     return ResourceStore(state_of(request).settings)
 
 
-def _kind(text: str) -> Any:
-    from millpond.datasets.kinds import kind_info
-
+def _kind(text: str) -> KindInfo:
     try:
         return kind_info(text)
     except UserError as exc:
         raise ApiError(404, _one_line(str(exc))) from None
 
 
-def _not_found(info: Any, name: str, namespace: str) -> ApiError:
-    from millpond.datasets.kinds import GROUP
-
+def _not_found(info: KindInfo, name: str, namespace: str) -> ApiError:
     where = f' in namespace "{namespace}"' if namespace != "default" else ""
     return ApiError(404, f'{info.plural}.{GROUP} "{name}" not found{where}')
 
 
 def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) -> dict[str, Any]:
-    from millpond.datasets.status import resource_status
-
     info = _kind(kind)
     store = _store(request)
     resources = store.list(info.kind, None if all_namespaces else namespace)
@@ -77,8 +78,6 @@ def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) 
 
 
 def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str, Any]:
-    from millpond.datasets.status import resource_status
-
     info = _kind(kind)
     store = _store(request)
     found = store.get(info.kind, name, namespace)
@@ -112,8 +111,6 @@ def list_config_maps(request: Request) -> dict[str, Any]:
 
 
 def _configs(request: Request, kind: str) -> list[dict[str, Any]]:
-    from millpond.store.secrets import ConfigStore
-
     return [{"name": name, "keys": keys} for name, keys in ConfigStore(state_of(request).settings.home).list(kind)]
 
 
@@ -122,21 +119,17 @@ async def apply_manifests(request: Request) -> dict[str, Any]:
     """Create or update Fluid objects, all or none; data operations applied start in the background."""
     raw = await request.body()
     documents = _documents(raw, request.headers.get("content-type", ""))
-    from starlette.concurrency import run_in_threadpool
-
     return await run_in_threadpool(_apply, request, documents)
 
 
 def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
     """(document number, document) of the body: JSON when it says so, otherwise YAML text (kinds: List expanded)."""
-    from millpond.datasets.manifests import _parse
-
     media = content_type.split(";", 1)[0].strip().lower()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, f"{_SOURCE}: not UTF-8 text") from None
-    if media == "application/json" or (not media and text.lstrip()[:1] in ("[", "{")):
+    if media == "application/json":
         try:
             value = json.loads(text)
         except ValueError as exc:
@@ -145,7 +138,7 @@ def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
             value = _parse(value, _SOURCE)
         elif not isinstance(value, list):
             value = [value]
-    elif media and media not in _YAML_TYPES:
+    elif media not in _YAML_TYPES:
         raise ApiError(415, f"{_SOURCE}: send manifests as application/json or application/yaml, not {media}")
     else:
         try:
@@ -166,11 +159,6 @@ def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
 
 
 def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]:
-    from millpond.datasets import operations
-    from millpond.datasets.kinds import KINDS
-    from millpond.datasets.manifests import check_document, missing_dataset_notes
-    from millpond.store.secrets import ConfigStore
-
     settings = state_of(request).settings
     secrets = ConfigStore(settings.home)
     try:
@@ -215,7 +203,5 @@ def delete_object(kind: str, name: str, request: Request, namespace: str = "defa
     if not _store(request).delete(info.kind, name, namespace):
         raise _not_found(info, name, namespace)
     if info.kind == "Dataset":
-        from millpond.datasets.cleanup import dataset_deleted
-
         dataset_deleted(name, namespace)
     return {"kind": info.kind, "name": name, "namespace": namespace, "message": f'{info.resource} "{name}" deleted'}

@@ -1,9 +1,9 @@
-"""Paging, sorting and filtering of list calls, as the KFP API takes them.
+"""Paging, sorting and filtering of list calls, as the KFP API takes them, turned into a store ``ListQuery``.
 
 ``filter`` is a JSON-serialized ``Filter`` proto: ``{"predicates": [{"key", "operation",
 "string_value" | "stringValue" | ...}]}``; ``operation`` comes as a name or as its number
 (``kfp.Client`` sends numbers). ``page_token`` is an opaque offset; ``sort_by`` is
-``"field"`` or ``"field desc"``.
+``"field"`` or ``"field desc"``. Which fields a list has is the store's business.
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ import base64
 import json
 from typing import Any
 
-from sqlalchemy import Select, func, select
-from sqlalchemy.orm import Session
-
 from millpond.server.errors import ApiError
+from millpond.store.listing import OPERATIONS, ListQuery, Page, Predicate
 
 _OPERATIONS = {1: "EQUALS", 2: "NOT_EQUALS", 3: "GREATER_THAN", 5: "GREATER_THAN_EQUALS", 6: "LESS_THAN",
                7: "LESS_THAN_EQUALS", 8: "IN", 9: "IS_SUBSTRING"}
@@ -25,71 +23,57 @@ _LIST_KEYS = ("string_values", "stringValues", "int_values", "intValues", "long_
 MAX_PAGE_SIZE = 1000
 
 
-def apply_filter(query: Select[Any], text: str | None, columns: dict[str, Any]) -> Select[Any]:
-    """Narrow ``query`` by a Filter's predicates; ``columns`` maps API keys to columns."""
+def list_query(filter: str | None, sort_by: str | None, page_token: str | None, page_size: int | None) -> ListQuery:
+    """The store query for a list call's parameters; malformed ones answer 400."""
+    size = page_size if page_size and page_size > 0 else 20
+    if size > MAX_PAGE_SIZE:
+        raise ApiError(400, f"page_size {size} is over the maximum of {MAX_PAGE_SIZE}")
+    sort_key, descending = None, False
+    if sort_by:
+        parts = sort_by.split()
+        if len(parts) > 2 or (len(parts) == 2 and parts[1].lower() not in ("asc", "desc")):
+            raise ApiError(400, f"invalid sort_by {sort_by!r}: expected FIELD or 'FIELD desc'")
+        sort_key, descending = parts[0], len(parts) == 2 and parts[1].lower() == "desc"
+    return ListQuery(_predicates(filter), sort_key, descending, _offset(page_token), size)
+
+
+def next_page_token(page: Page[Any]) -> str:
+    """The opaque token of the page after ``page`` ('' at the end)."""
+    if page.next_offset is None:
+        return ""
+    return base64.urlsafe_b64encode(str(page.next_offset).encode()).decode()
+
+
+def _predicates(text: str | None) -> tuple[Predicate, ...]:
     if not text:
-        return query
+        return ()
     try:
         predicates = json.loads(text).get("predicates") or []
     except (ValueError, AttributeError):
         raise ApiError(400, f"invalid filter: not a JSON Filter object: {text[:200]}") from None
+    if not isinstance(predicates, list):
+        raise ApiError(400, "invalid filter: predicates must be a list")
+    found = []
     for predicate in predicates:
+        if not isinstance(predicate, dict):
+            raise ApiError(400, "invalid filter: each predicate must be an object")
         key = predicate.get("key")
-        if key not in columns:
-            raise ApiError(400, f"invalid filter: unknown key {key!r} (known: {', '.join(sorted(columns))})")
-        column = columns[key]
         operation = predicate.get("operation")
-        operation = _OPERATIONS.get(operation, operation) if isinstance(operation, int) else str(operation)
-        if operation == "IN":
+        name = _OPERATIONS.get(operation, operation) if isinstance(operation, int) else str(operation)
+        if name not in OPERATIONS:
+            raise ApiError(400, f"invalid filter: unknown operation {operation!r}")
+        if name == "IN":
             values = next((predicate[k] for k in _LIST_KEYS if k in predicate), None)
             values = values.get("values", []) if isinstance(values, dict) else values
             if not isinstance(values, list):
                 raise ApiError(400, f"invalid filter: IN on {key!r} needs string_values")
-            query = query.where(column.in_([str(v) for v in values]))
+            found.append(Predicate(str(key), name, values))
             continue
         value = next((predicate[k] for k in _VALUE_KEYS if k in predicate), None)
         if value is None:
             raise ApiError(400, f"invalid filter: predicate on {key!r} has no value")
-        if operation == "EQUALS":
-            query = query.where(column == value)
-        elif operation == "NOT_EQUALS":
-            query = query.where(column != value)
-        elif operation == "IS_SUBSTRING":
-            query = query.where(column.contains(str(value), autoescape=True))
-        elif operation == "GREATER_THAN":
-            query = query.where(column > value)
-        elif operation == "GREATER_THAN_EQUALS":
-            query = query.where(column >= value)
-        elif operation == "LESS_THAN":
-            query = query.where(column < value)
-        elif operation == "LESS_THAN_EQUALS":
-            query = query.where(column <= value)
-        else:
-            raise ApiError(400, f"invalid filter: unknown operation {predicate.get('operation')!r}")
-    return query
-
-
-def apply_sort(query: Select[Any], sort_by: str | None, columns: dict[str, Any], default: Any) -> Select[Any]:
-    if not sort_by:
-        return query.order_by(default)
-    parts = sort_by.split()
-    if len(parts) > 2 or parts[0] not in columns or (len(parts) == 2 and parts[1].lower() not in ("asc", "desc")):
-        raise ApiError(400, f"invalid sort_by {sort_by!r}: expected FIELD or 'FIELD desc' (fields: {', '.join(sorted(columns))})")
-    column = columns[parts[0]]
-    return query.order_by(column.desc() if len(parts) == 2 and parts[1].lower() == "desc" else column.asc())
-
-
-def page(session: Session, query: Select[Any], page_token: str | None, page_size: int | None) -> tuple[list[Any], int, str]:
-    """One page of ``query``'s rows, the total count, and the token of the next page ('' at the end)."""
-    offset = _offset(page_token)
-    size = page_size if page_size and page_size > 0 else 20
-    if size > MAX_PAGE_SIZE:
-        raise ApiError(400, f"page_size {size} is over the maximum of {MAX_PAGE_SIZE}")
-    total = session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
-    rows = list(session.execute(query.offset(offset).limit(size)))
-    following = offset + len(rows)
-    token = base64.urlsafe_b64encode(str(following).encode()).decode() if following < total else ""
-    return rows, total, token
+        found.append(Predicate(str(key), name, value))
+    return tuple(found)
 
 
 def _offset(token: str | None) -> int:

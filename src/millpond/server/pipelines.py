@@ -11,6 +11,7 @@ version's spec (see ``runs.create_run``), so deleting a version never breaks its
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 import urllib.parse
 import urllib.request
@@ -20,21 +21,17 @@ from typing import Any
 
 from fastapi import APIRouter, Request, UploadFile
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session
 
-from millpond.server.app import state_of
+from millpond.errors import UserError
+from millpond.pipelines.loader import load_ir_text
 from millpond.server.errors import ApiError
-from millpond.server.listing import apply_filter, apply_sort, page
+from millpond.server.listing import list_query, next_page_token
+from millpond.server.state import ServerState, state_of
+from millpond.store.catalog import MAX_NAME, VersionDraft
 from millpond.store.models import Pipeline, PipelineVersion
 from millpond.store.timestamps import iso
 
 router = APIRouter(tags=["PipelineService"])
-_PIPELINE_COLUMNS = {"display_name": Pipeline.display_name, "name": Pipeline.name, "pipeline_id": Pipeline.id,
-                     "id": Pipeline.id, "created_at": Pipeline.created_at, "description": Pipeline.description}
-_VERSION_COLUMNS = {"display_name": PipelineVersion.display_name, "name": PipelineVersion.name,
-                    "pipeline_version_id": PipelineVersion.id, "id": PipelineVersion.id,
-                    "created_at": PipelineVersion.created_at, "description": PipelineVersion.description}
 MAX_PACKAGE_BYTES = 32 * 1024 * 1024
 
 
@@ -97,19 +94,13 @@ def version_view(version: PipelineVersion, full: bool = True) -> dict[str, Any]:
     return view
 
 
-def resolve_version(session: Session, pipeline_id: str | None, version_id: str | None) -> PipelineVersion:
+def resolve_version(server: ServerState, pipeline_id: str | None, version_id: str | None) -> PipelineVersion:
     """The version a run refers to: by id, or the pipeline's newest when only the pipeline is given."""
     if version_id:
-        version = session.get(PipelineVersion, version_id)
-        if version is None or (pipeline_id and version.pipeline_id != pipeline_id):
-            raise ApiError(404, f"no pipeline version with id {version_id!r}"
-                           + (f" in pipeline {pipeline_id!r}" if pipeline_id else ""))
-        return version
+        return server.pipelines.get_version(version_id, pipeline_id)
     if not pipeline_id:
         raise ApiError(400, "pipeline_version_reference needs pipeline_id or pipeline_version_id")
-    _find_pipeline(session, pipeline_id)
-    newest = session.scalars(select(PipelineVersion).where(PipelineVersion.pipeline_id == pipeline_id)
-                             .order_by(PipelineVersion.created_at.desc()).limit(1)).first()
+    newest = server.pipelines.newest_version(pipeline_id)
     if newest is None:
         raise ApiError(412, f"pipeline {pipeline_id!r} has no versions to run")
     return newest
@@ -126,11 +117,8 @@ async def upload_pipeline(
     data = await _read(uploadfile)
     spec, platform = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
-    with state_of(request).sessions() as session:
-        pipeline = _new_pipeline(session, name, display_name or name, description)
-        session.add(_new_version(session, pipeline.id, name, display_name or name, description, spec, platform))
-        session.commit()
-        return pipeline_view(pipeline)
+    first = VersionDraft(name, display_name or name, description, spec, platform)
+    return pipeline_view(state_of(request).pipelines.create_pipeline(name, display_name or name, description, first))
 
 
 @router.post("/pipelines/upload_version", tags=["PipelineUploadService"])
@@ -143,12 +131,8 @@ async def upload_pipeline_version(
     data = await _read(uploadfile)
     spec, platform = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
-    with state_of(request).sessions() as session:
-        _find_pipeline(session, pipelineid)
-        version = _new_version(session, pipelineid, name, display_name or name, description, spec, platform)
-        session.add(version)
-        session.commit()
-        return version_view(version)
+    draft = VersionDraft(name, display_name or name, description, spec, platform)
+    return version_view(state_of(request).pipelines.add_version(pipelineid, draft))
 
 
 # --- JSON creates ----------------------------------------------------------------------------
@@ -156,10 +140,7 @@ async def upload_pipeline_version(
 @router.post("/pipelines")
 def create_pipeline(body: PipelineBody, request: Request) -> dict[str, Any]:
     name = _name(body.name, body.display_name, None)
-    with state_of(request).sessions() as session:
-        pipeline = _new_pipeline(session, name, body.display_name or name, body.description)
-        session.commit()
-        return pipeline_view(pipeline)
+    return pipeline_view(state_of(request).pipelines.create_pipeline(name, body.display_name or name, body.description))
 
 
 @router.post("/pipelines/create")
@@ -167,24 +148,21 @@ def create_pipeline_and_version(body: PipelineAndVersionBody, request: Request) 
     name = _name(body.pipeline.name, body.pipeline.display_name, None)
     spec, platform = _version_document(body.pipeline_version)
     version_name = body.pipeline_version.name or body.pipeline_version.display_name or name
-    with state_of(request).sessions() as session:
-        pipeline = _new_pipeline(session, name, body.pipeline.display_name or name, body.pipeline.description)
-        session.add(_new_version(session, pipeline.id, version_name, body.pipeline_version.display_name or version_name,
-                                 body.pipeline_version.description, spec, platform))
-        session.commit()
-        return pipeline_view(pipeline)
+    first = VersionDraft(version_name, body.pipeline_version.display_name or version_name,
+                         body.pipeline_version.description, spec, platform)
+    pipeline = state_of(request).pipelines.create_pipeline(name, body.pipeline.display_name or name,
+                                                           body.pipeline.description, first)
+    return pipeline_view(pipeline)
 
 
 @router.post("/pipelines/{pipeline_id}/versions")
 def create_pipeline_version(pipeline_id: str, body: PipelineVersionBody, request: Request) -> dict[str, Any]:
     spec, platform = _version_document(body)
-    with state_of(request).sessions() as session:
-        pipeline = _find_pipeline(session, pipeline_id)
-        name = body.name or body.display_name or f"{pipeline.name}-{_count_versions(session, pipeline.id) + 1}"
-        version = _new_version(session, pipeline.id, name, body.display_name or name, body.description, spec, platform)
-        session.add(version)
-        session.commit()
-        return version_view(version)
+    store = state_of(request).pipelines
+    pipeline = store.get_pipeline(pipeline_id)
+    name = body.name or body.display_name or f"{pipeline.name}-{store.count_versions(pipeline.id) + 1}"
+    draft = VersionDraft(name, body.display_name or name, body.description, spec, platform)
+    return version_view(store.add_version(pipeline.id, draft))
 
 
 # --- reads and deletes -----------------------------------------------------------------------
@@ -194,41 +172,33 @@ def list_pipelines(
     request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
     filter: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
-    query = apply_sort(apply_filter(select(Pipeline), filter, _PIPELINE_COLUMNS), sort_by, _PIPELINE_COLUMNS,
-                       Pipeline.created_at.asc())
-    with state_of(request).sessions() as session:
-        rows, total, token = page(session, query, page_token, page_size)
-    return {"pipelines": [pipeline_view(p) for (p,) in rows], "total_size": total, "next_page_token": token}
+    page = state_of(request).pipelines.page_pipelines(list_query(filter, sort_by, page_token, page_size))
+    return {"pipelines": [pipeline_view(p) for p in page.items], "total_size": page.total,
+            "next_page_token": next_page_token(page)}
 
 
 @router.get("/pipelines/names/{name}")
 def get_pipeline_by_name(name: str, request: Request, namespace: str | None = None) -> dict[str, Any]:
-    with state_of(request).sessions() as session:
-        pipeline = session.scalars(select(Pipeline).where(Pipeline.name == name)).first()
-        if pipeline is None:
-            pipeline = session.scalars(select(Pipeline).where(Pipeline.display_name == name)).first()
-        if pipeline is None:
-            raise ApiError(404, f"no pipeline named {name!r}")
-        return pipeline_view(pipeline)
+    pipeline = state_of(request).pipelines.pipeline_named(name)
+    if pipeline is None:
+        raise ApiError(404, f"no pipeline named {name!r}")
+    return pipeline_view(pipeline)
 
 
 @router.get("/pipelines/{pipeline_id}")
 def get_pipeline(pipeline_id: str, request: Request) -> dict[str, Any]:
-    with state_of(request).sessions() as session:
-        return pipeline_view(_find_pipeline(session, pipeline_id))
+    return pipeline_view(state_of(request).pipelines.get_pipeline(pipeline_id))
 
 
 @router.delete("/pipelines/{pipeline_id}")
 def delete_pipeline(pipeline_id: str, request: Request, cascade: bool = False) -> dict[str, Any]:
     """As Kubeflow: refused while the pipeline has versions, unless ``cascade=true``."""
-    with state_of(request).sessions() as session:
-        pipeline = _find_pipeline(session, pipeline_id)
-        versions = _count_versions(session, pipeline.id)
-        if versions and not cascade:
-            raise ApiError(412, f"pipeline {pipeline.name!r} has {versions} version(s); delete them first or pass cascade=true")
-        session.execute(delete(PipelineVersion).where(PipelineVersion.pipeline_id == pipeline.id))
-        session.execute(delete(Pipeline).where(Pipeline.id == pipeline.id))
-        session.commit()
+    store = state_of(request).pipelines
+    pipeline = store.get_pipeline(pipeline_id)
+    versions = store.count_versions(pipeline.id)
+    if versions and not cascade:
+        raise ApiError(412, f"pipeline {pipeline.name!r} has {versions} version(s); delete them first or pass cascade=true")
+    store.delete_pipeline(pipeline.id)
     return {}
 
 
@@ -237,42 +207,24 @@ def list_pipeline_versions(
     pipeline_id: str, request: Request, page_token: str | None = None, page_size: int | None = None,
     sort_by: str | None = None, filter: str | None = None,
 ) -> dict[str, Any]:
-    query = select(PipelineVersion).where(PipelineVersion.pipeline_id == pipeline_id)
-    query = apply_sort(apply_filter(query, filter, _VERSION_COLUMNS), sort_by, _VERSION_COLUMNS,
-                       PipelineVersion.created_at.asc())
-    with state_of(request).sessions() as session:
-        _find_pipeline(session, pipeline_id)
-        rows, total, token = page(session, query, page_token, page_size)
-    return {"pipeline_versions": [version_view(v) for (v,) in rows], "total_size": total, "next_page_token": token}
+    page = state_of(request).pipelines.page_versions(pipeline_id, list_query(filter, sort_by, page_token, page_size))
+    return {"pipeline_versions": [version_view(v) for v in page.items], "total_size": page.total,
+            "next_page_token": next_page_token(page)}
 
 
 @router.get("/pipelines/{pipeline_id}/versions/{pipeline_version_id}")
 def get_pipeline_version(pipeline_id: str, pipeline_version_id: str, request: Request) -> dict[str, Any]:
-    with state_of(request).sessions() as session:
-        return version_view(resolve_version(session, pipeline_id, pipeline_version_id))
+    return version_view(resolve_version(state_of(request), pipeline_id, pipeline_version_id))
 
 
 @router.delete("/pipelines/{pipeline_id}/versions/{pipeline_version_id}")
 def delete_pipeline_version(pipeline_id: str, pipeline_version_id: str, request: Request) -> dict[str, Any]:
-    with state_of(request).sessions() as session:
-        version = resolve_version(session, pipeline_id, pipeline_version_id)
-        session.execute(delete(PipelineVersion).where(PipelineVersion.id == version.id))
-        session.commit()
+    server = state_of(request)
+    server.pipelines.delete_version(resolve_version(server, pipeline_id, pipeline_version_id).id)
     return {}
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-def _find_pipeline(session: Session, pipeline_id: str) -> Pipeline:
-    pipeline = session.get(Pipeline, pipeline_id)
-    if pipeline is None:
-        raise ApiError(404, f"no pipeline with id {pipeline_id!r}")
-    return pipeline
-
-
-def _count_versions(session: Session, pipeline_id: str) -> int:
-    return session.scalar(select(func.count()).where(PipelineVersion.pipeline_id == pipeline_id)) or 0
-
 
 def _name(name: str | None, display_name: str | None, filename: str | None) -> str:
     chosen = (name or display_name or "").strip()
@@ -280,32 +232,9 @@ def _name(name: str | None, display_name: str | None, filename: str | None) -> s
         chosen = Path(filename).name.split(".")[0].strip()
     if not chosen:
         raise ApiError(400, "a pipeline needs a name (query 'name' or 'display_name')")
-    if len(chosen) > 255:
-        raise ApiError(400, f"name is over 255 characters: {chosen[:40]}...")
+    if len(chosen) > MAX_NAME:
+        raise ApiError(400, f"name is over {MAX_NAME} characters: {chosen[:40]}...")
     return chosen
-
-
-def _new_pipeline(session: Session, name: str, display_name: str, description: str | None) -> Pipeline:
-    if session.scalar(select(Pipeline.id).where(Pipeline.name == name)):
-        raise ApiError(409, f"pipeline {name!r} already exists; upload a version to it instead")
-    pipeline = Pipeline(name=name, display_name=display_name[:255], description=description or "")
-    session.add(pipeline)
-    session.flush()
-    return pipeline
-
-
-def _new_version(
-    session: Session, pipeline_id: str, name: str, display_name: str, description: str | None,
-    spec: dict[str, Any], platform: dict[str, Any] | None,
-) -> PipelineVersion:
-    if len(name) > 255:
-        raise ApiError(400, f"version name is over 255 characters: {name[:40]}...")
-    taken = session.scalar(select(PipelineVersion.id).where(PipelineVersion.pipeline_id == pipeline_id,
-                                                            PipelineVersion.name == name))
-    if taken:
-        raise ApiError(409, f"pipeline {pipeline_id!r} already has a version named {name!r}")
-    return PipelineVersion(pipeline_id=pipeline_id, name=name, display_name=display_name[:255],
-                           description=description or "", pipeline_spec=spec, platform_spec=platform)
 
 
 async def _read(upload: UploadFile) -> bytes:
@@ -319,9 +248,6 @@ async def _read(upload: UploadFile) -> bytes:
 
 def _validate(data: bytes, source: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The IR (and platform spec) of a package, validated; a bad one answers 400 with one message."""
-    from millpond.errors import UserError
-    from millpond.pipelines.loader import load_ir_text
-
     text = _unpack(data, source)
     try:
         loaded = load_ir_text(text, source)
@@ -359,8 +285,6 @@ def _unpack(data: bytes, source: str) -> str:
 
 def _version_document(body: PipelineVersionBody) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """A JSON-created version's IR: inline ``pipeline_spec``, or fetched from ``package_url``."""
-    import json
-
     if body.pipeline_spec is not None:
         spec = body.pipeline_spec
         platform = None

@@ -34,9 +34,9 @@ from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from millpond.errors import UserError
-from millpond.server.app import ServerState, state_of
 from millpond.server.bodies import PipelineVersionReference, RunBody, RuntimeConfig
 from millpond.server.errors import ApiError
+from millpond.server.state import ServerState, state_of
 from millpond.store.journal import FINAL_STATES
 from millpond.store.keys import new_id
 from millpond.store.models import Experiment, Run

@@ -10,26 +10,23 @@ import json
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import select
-from sqlalchemy.orm import defer
 
+from millpond.pipelines.loader import load_ir_text
 from millpond.pipelines.run_actions import RunStillRunning
 from millpond.pipelines.run_actions import delete_run as delete_recorded_run
-from millpond.server.app import state_of
+from millpond.pipelines.submit import RunRequest, prepare_run
 from millpond.server.bodies import RunBody
 from millpond.server.errors import ApiError
-from millpond.server.listing import apply_filter, apply_sort, page
+from millpond.server.listing import list_query, next_page_token
+from millpond.server.pipelines import resolve_version
 from millpond.server.recurring import recurring_run_of
+from millpond.server.state import ServerState, state_of
 from millpond.store.journal import DEFAULT_EXPERIMENT, FINAL_STATES
 from millpond.store.keys import utcnow
-from millpond.store.models import Experiment, Run, Task
+from millpond.store.models import PipelineVersion, Run, Task
 from millpond.store.timestamps import iso
 
 router = APIRouter(tags=["RunService"])
-_COLUMNS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id": Run.id, "state": Run.state,
-            "experiment_id": Run.experiment_id, "created_at": Run.created_at, "finished_at": Run.finished_at,
-            "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name, "storage_state": Run.storage_state,
-            "pipeline_version_id": Run.pipeline_version_id}
 _RUNTIME_STATES = {"PENDING", "RUNNING", "SUCCEEDED", "SKIPPED", "FAILED", "CANCELING", "CANCELED", "PAUSED"}
 
 
@@ -83,7 +80,7 @@ def _task_view(task: Task) -> dict[str, Any]:
 def terminate_run(run_id: str, request: Request) -> dict[str, Any]:
     """Stop the run's engine (server worker or ``millpond run``): it records CANCELED and stops its tasks."""
     server = state_of(request)
-    run = _find(server, run_id)
+    run = server.store.find_run(run_id)
     if run.state in FINAL_STATES:
         return {}
     if not server.executor.terminate(run.id, run.engine_pid, run.engine_start):
@@ -95,7 +92,7 @@ def terminate_run(run_id: str, request: Request) -> dict[str, Any]:
 def retry_run(run_id: str, request: Request) -> dict[str, Any]:
     """Re-run the failed or canceled part of a finished run (succeeded tasks keep their outputs)."""
     server = state_of(request)
-    run = _find(server, run_id)
+    run = server.store.find_run(run_id)
     if run.state not in ("FAILED", "CANCELED"):
         raise ApiError(412, f"run {run.id} is {run.state}; only a FAILED or CANCELED run can be retried")
     server.store.update_run(run.id, state="PENDING", error=None, finished_at=None)
@@ -105,20 +102,18 @@ def retry_run(run_id: str, request: Request) -> dict[str, Any]:
 
 @router.post("/runs")
 def create_run(body: RunBody, request: Request) -> dict[str, Any]:
-    from millpond.pipelines.loader import load_ir_text
-    from millpond.pipelines.submit import RunRequest, prepare_run
+    return run_view(submit_run(state_of(request), body), [])
 
-    server = state_of(request)
-    version = None
+
+def submit_run(server: ServerState, body: RunBody) -> Run:
+    """Record a run of ``body``'s inline spec or pipeline version, as ``millpond run`` does, and start its worker."""
+    version: PipelineVersion | None = None
     if body.pipeline_spec is None:
         reference = body.pipeline_version_reference
         if reference is None and not body.pipeline_version_id:
             raise ApiError(400, "pipeline_spec or pipeline_version_reference is required")
-        from millpond.server.pipelines import resolve_version
-
-        with server.sessions() as session:
-            version = resolve_version(session, reference.pipeline_id if reference else None,
-                                      (reference.pipeline_version_id if reference else None) or body.pipeline_version_id)
+        version = resolve_version(server, reference.pipeline_id if reference else None,
+                                  (reference.pipeline_version_id if reference else None) or body.pipeline_version_id)
         body.pipeline_spec, body.platform_spec = version.pipeline_spec, version.platform_spec
     spec, platform = body.pipeline_spec, body.platform_spec
     if "pipeline_spec" in spec:  # kfp.Client's form when the package has a platform spec
@@ -128,10 +123,7 @@ def create_run(body: RunBody, request: Request) -> dict[str, Any]:
     loaded = load_ir_text(text, f"run {name or ''}".strip())
     experiment = DEFAULT_EXPERIMENT
     if body.experiment_id:
-        with server.sessions() as session:
-            found = session.get(Experiment, body.experiment_id)
-        if found is None:
-            raise ApiError(404, f"no experiment with id {body.experiment_id!r}")
+        found = server.store.find_experiment(body.experiment_id)
         if found.storage_state == "ARCHIVED":
             raise ApiError(412, f"experiment {found.name!r} is archived; unarchive it to start runs in it")
         experiment = found.name
@@ -145,7 +137,7 @@ def create_run(body: RunBody, request: Request) -> dict[str, Any]:
     if version is not None:
         server.store.update_run(record.id, pipeline_id=version.pipeline_id, pipeline_version_id=version.id)
     server.executor.start(record.id)
-    return run_view(server.store.get_run(record.id), [])
+    return server.store.get_run(record.id)
 
 
 @router.get("/runs")
@@ -153,35 +145,30 @@ def list_runs(
     request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
     filter: str | None = None, experiment_id: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
-    # A list shows no pipeline_spec: its IR (KBs a run) is not read for the rows of a page.
-    query = select(Run).options(defer(Run.pipeline_spec), defer(Run.platform_spec), defer(Run.outputs))
-    if experiment_id:
-        query = query.where(Run.experiment_id == experiment_id)
-    query = apply_sort(apply_filter(query, filter, _COLUMNS), sort_by, _COLUMNS, Run.created_at.desc())
-    with state_of(request).sessions() as session:
-        rows, total, token = page(session, query, page_token, page_size)
-    return {"runs": [run_view(run, full=False) for (run,) in rows], "total_size": total, "next_page_token": token}
+    page = state_of(request).store.page_runs(list_query(filter, sort_by, page_token, page_size), experiment_id)
+    return {"runs": [run_view(run, full=False) for run in page.items], "total_size": page.total,
+            "next_page_token": next_page_token(page)}
 
 
 @router.post("/runs/{run_id}:archive")
 def archive_run(run_id: str, request: Request) -> dict[str, Any]:
     """Hide a run from the default views (its records and outputs stay); a run in flight keeps running."""
     server = state_of(request)
-    server.store.update_run(_find(server, run_id).id, storage_state="ARCHIVED")
+    server.store.update_run(server.store.find_run(run_id).id, storage_state="ARCHIVED")
     return {}
 
 
 @router.post("/runs/{run_id}:unarchive")
 def unarchive_run(run_id: str, request: Request) -> dict[str, Any]:
     server = state_of(request)
-    server.store.update_run(_find(server, run_id).id, storage_state="AVAILABLE")
+    server.store.update_run(server.store.find_run(run_id).id, storage_state="AVAILABLE")
     return {}
 
 
 @router.get("/runs/{run_id}")
 def get_run(run_id: str, request: Request) -> dict[str, Any]:
     server = state_of(request)
-    run = _find(server, run_id)
+    run = server.store.find_run(run_id)
     return run_view(run, server.store.list_tasks(run.id))
 
 
@@ -189,17 +176,9 @@ def get_run(run_id: str, request: Request) -> dict[str, Any]:
 def delete_run(run_id: str, request: Request) -> dict[str, Any]:
     """Delete the run as ``millpond runs delete`` does (terminated first when in flight; its logs and default-root artifacts go too)."""
     server = state_of(request)
-    run = _find(server, run_id)
+    run = server.store.find_run(run_id)
     try:
         delete_recorded_run(server.store, server.settings, run.id)
     except RunStillRunning as exc:
         raise ApiError(409, str(exc)) from None
     return {}
-
-
-def _find(server: Any, run_id: str) -> Run:
-    with server.sessions() as session:
-        run = session.get(Run, run_id)
-    if run is None:
-        raise ApiError(404, f"no run with id {run_id!r}")
-    return run

@@ -26,14 +26,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
-from sqlalchemy import select
 
-from millpond.server.app import state_of
 from millpond.server.errors import ApiError
 from millpond.server.runs import run_view
+from millpond.server.state import state_of
 from millpond.store.artifacts import filesystem, is_remote, remote_key
 from millpond.store.journal import FINAL_STATES
-from millpond.store.models import Artifact, Run, Task
+from millpond.store.models import Task
 from millpond.store.timestamps import iso
 
 router = APIRouter()
@@ -61,7 +60,7 @@ def static_file(name: str) -> FileResponse:
 def run_graph(run_id: str, request: Request) -> dict[str, Any]:
     """The run (without its spec) and its DAG's nodes, each with ``path``, ``parent``, ``deps`` and its record."""
     server = state_of(request)
-    run = _find_run(server, run_id)
+    run = server.store.find_run(run_id)
     tasks = {task.path: task for task in server.store.list_tasks(run.id)}
     nodes: list[dict[str, Any]] = []
     spec = run.pipeline_spec or {}
@@ -82,11 +81,7 @@ def run_graph(run_id: str, request: Request) -> dict[str, Any]:
 def task_log(run_id: str, task_id: str, request: Request, offset: int = 0) -> dict[str, Any]:
     """The task's log from byte ``offset`` (at most 512 KiB a call); ``done`` once the task is final and read to the end."""
     server = state_of(request)
-    run = _find_run(server, run_id)
-    with server.sessions() as session:
-        task = session.get(Task, task_id)
-    if task is None or task.run_id != run.id:
-        raise ApiError(404, f"no task {task_id!r} in run {run.id}")
+    task = server.store.get_task(server.store.find_run(run_id).id, task_id)
     if offset < 0:
         raise ApiError(400, "offset must not be negative")
     path = Path(task.log_path or "")
@@ -109,25 +104,13 @@ def task_log(run_id: str, task_id: str, request: Request, offset: int = 0) -> di
 def artifact_content(run_id: str, request: Request, uri: str) -> Response:
     """One output artifact file of the run, by its URI as the store recorded it (at most 5 MiB)."""
     server = state_of(request)
-    run = _find_run(server, run_id)
-    if uri not in _run_artifact_uris(server, run.id):
+    run = server.store.find_run(run_id)
+    if uri not in server.store.run_artifact_uris(run.id):
         raise ApiError(404, f"no artifact {uri!r} in run {run.id}")
     data = _read_artifact(uri)
     media = _IMAGES.get(Path(uri.split("?", 1)[0]).suffix.lower(), "text/plain; charset=utf-8")
     return Response(data, media_type=media, headers={
         "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
-
-
-def _run_artifact_uris(server: Any, run_id: str) -> set[str]:
-    with server.sessions() as session:
-        uris = set(session.scalars(select(Artifact.uri).where(Artifact.run_id == run_id)))
-        outputs = session.scalars(select(Task.outputs).where(Task.run_id == run_id))
-        for output in outputs:  # a cached task's outputs point at the run that produced them
-            for entries in ((output or {}).get("artifacts") or {}).values():
-                for entry in entries if isinstance(entries, list) else [entries]:
-                    if isinstance(entry, dict) and isinstance(entry.get("uri"), str):
-                        uris.add(entry["uri"])
-    return uris
 
 
 def _read_artifact(uri: str) -> bytes:
@@ -198,11 +181,3 @@ def _node(path: str, name: str, parent: str | None, deps: list[str], kind: str, 
             has_log=bool(task.log_path),
         )
     return node
-
-
-def _find_run(server: Any, run_id: str) -> Run:
-    with server.sessions() as session:
-        run = session.get(Run, run_id)
-    if run is None:
-        raise ApiError(404, f"no run with id {run_id!r}")
-    return run

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock

@@ -238,7 +238,9 @@ class SqliteJournal:
         if not rows:
             rows = self._query("SELECT * FROM runs WHERE id LIKE ? LIMIT 2", (run_id + "%",))
             if len(rows) != 1:
-                raise NotFoundError(f"no run with id {run_id!r}") if not rows else UserError(f"run id {run_id!r} is ambiguous")
+                if not rows:
+                    raise NotFoundError(f"no run with id {run_id!r}")
+                raise UserError(f"run id {run_id!r} is ambiguous")
         return _record(RunRecord, rows[0], _RUN_JSON)
 
     def experiment_name(self, experiment_id: str) -> str:

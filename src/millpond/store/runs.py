@@ -9,17 +9,27 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from millpond.errors import NotFoundError, UserError
+from millpond.store.catalog import NameTaken
 from millpond.store.db import session_factory
 from millpond.store.journal import FINAL_STATES, task_start_fields
+from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
 from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
 
 _TASKS = Task.__table__
+# The fields a list of runs or experiments can be filtered and sorted by, under the KFP API's names.
+RUN_FIELDS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id": Run.id, "state": Run.state,
+              "experiment_id": Run.experiment_id, "created_at": Run.created_at, "finished_at": Run.finished_at,
+              "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name,
+              "storage_state": Run.storage_state, "pipeline_version_id": Run.pipeline_version_id}
+EXPERIMENT_FIELDS = {"display_name": Experiment.name, "name": Experiment.name, "experiment_id": Experiment.id,
+                     "id": Experiment.id, "created_at": Experiment.created_at,
+                     "description": Experiment.description, "storage_state": Experiment.storage_state}
 
 
 class RunStore:
@@ -90,7 +100,7 @@ class RunStore:
         with self._sessions() as session:
             run = session.get(Run, run_id)
             if run is None:
-                raise NotFoundError(f"no run with id {run_id}")
+                raise NotFoundError(f"no run with id {run_id!r}")
             for key, value in fields.items():
                 setattr(run, key, value)
             session.commit()
@@ -102,7 +112,9 @@ class RunStore:
                 matches = list(session.scalars(select(Run).where(Run.id.startswith(run_id)).limit(2)))
                 if len(matches) == 1:
                     return matches[0]
-                raise NotFoundError(f"no run with id {run_id!r}") if not matches else UserError(f"run id {run_id!r} is ambiguous")
+                if not matches:
+                    raise NotFoundError(f"no run with id {run_id!r}")
+                raise UserError(f"run id {run_id!r} is ambiguous")
             return run
 
     def list_runs(self, experiment: str | None = None, limit: int | None = None) -> list[tuple[Run, str]]:
@@ -136,16 +148,6 @@ class RunStore:
             )
             session.commit()
             return True
-
-    def delete_run(self, run_id: str) -> None:
-        """Forget a run: its row, tasks, artifact records and the cache entries it produced (files are the caller's)."""
-        with self._sessions() as session:
-            session.execute(delete(CacheEntry).where(CacheEntry.run_id == run_id))
-            session.execute(delete(Artifact).where(Artifact.run_id == run_id))
-            session.execute(delete(Task).where(Task.run_id == run_id))
-            session.execute(delete(Run).where(Run.id == run_id))
-            session.commit()
-        self._has_rows.pop(run_id, None)
 
     def get_experiment(self, experiment_id: str) -> Experiment | None:
         with self._sessions() as session:
@@ -282,3 +284,107 @@ class RunStore:
     def list_artifacts(self, run_id: str) -> list[Artifact]:
         with self._sessions() as session:
             return list(session.scalars(select(Artifact).where(Artifact.run_id == run_id).order_by(Artifact.created_at)))
+
+    # --- what the API server asks: exact lookups, pages, archive and delete ---------------------
+    def find_run(self, run_id: str) -> Run:
+        """The run with exactly this id (the API takes no prefixes)."""
+        with self._sessions() as session:
+            run = session.get(Run, run_id)
+        if run is None:
+            raise NotFoundError(f"no run with id {run_id!r}")
+        return run
+
+    def page_runs(self, query: ListQuery, experiment_id: str | None = None) -> Page[Run]:
+        """A page of runs without their IR (KBs a run, not read for the rows of a list)."""
+        rows = select(Run).options(defer(Run.pipeline_spec), defer(Run.platform_spec), defer(Run.outputs))
+        if experiment_id:
+            rows = rows.where(Run.experiment_id == experiment_id)
+        with self._sessions() as session:
+            return one_page(session, rows, query, RUN_FIELDS, Run.created_at.desc())
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget a run: its row, tasks, artifact records and the cache entries it produced (files are the caller's)."""
+        self._delete_runs(Run.id == run_id)
+        self._has_rows.pop(run_id, None)
+
+    def _delete_runs(self, which: Any) -> None:
+        """Delete the runs matching ``which`` with their tasks, artifact records and cache entries."""
+        runs = select(Run.id).where(which)
+        with self._sessions() as session:
+            session.execute(delete(CacheEntry).where(CacheEntry.run_id.in_(runs)))
+            session.execute(delete(Artifact).where(Artifact.run_id.in_(runs)))
+            session.execute(delete(Task).where(Task.run_id.in_(runs)))
+            session.execute(delete(Run).where(which))
+            session.commit()
+
+    def get_task(self, run_id: str, task_id: str) -> Task:
+        with self._sessions() as session:
+            task = session.get(Task, task_id)
+        if task is None or task.run_id != run_id:
+            raise NotFoundError(f"no task {task_id!r} in run {run_id}")
+        return task
+
+    def run_artifact_uris(self, run_id: str) -> set[str]:
+        """Every artifact URI the run recorded: its artifact rows, and those its (cached) tasks' outputs name."""
+        with self._sessions() as session:
+            uris = set(session.scalars(select(Artifact.uri).where(Artifact.run_id == run_id)))
+            outputs = list(session.scalars(select(Task.outputs).where(Task.run_id == run_id)))
+        for output in outputs:  # a cached task's outputs point at the run that produced them
+            for entries in ((output or {}).get("artifacts") or {}).values():
+                for entry in entries if isinstance(entries, list) else [entries]:
+                    if isinstance(entry, dict) and isinstance(entry.get("uri"), str):
+                        uris.add(entry["uri"])
+        return uris
+
+    def runs_in_flight(self, run_ids: list[str] | None = None, experiment_id: str | None = None) -> int:
+        """How many runs (of these ids, of this experiment, or in all) are not final."""
+        query = select(func.count()).select_from(Run).where(Run.state.not_in(FINAL_STATES))
+        if run_ids is not None:
+            query = query.where(Run.id.in_(run_ids))
+        if experiment_id is not None:
+            query = query.where(Run.experiment_id == experiment_id)
+        with self._sessions() as session:
+            return session.scalar(query) or 0
+
+    def create_experiment(self, name: str, description: str = "") -> Experiment:
+        """A new experiment; a name already used is a NameTaken."""
+        with self._sessions() as session:
+            if session.scalar(select(Experiment.id).where(Experiment.name == name)):
+                raise NameTaken(f"experiment {name!r} already exists")
+            experiment = Experiment(name=name, description=description)
+            session.add(experiment)
+            session.commit()
+            return experiment
+
+    def find_experiment(self, experiment_id: str) -> Experiment:
+        """The experiment with this id (NotFoundError when there is none)."""
+        with self._sessions() as session:
+            experiment = session.get(Experiment, experiment_id)
+        if experiment is None:
+            raise NotFoundError(f"no experiment with id {experiment_id!r}")
+        return experiment
+
+    def page_experiments(self, query: ListQuery) -> Page[tuple[Experiment, Any]]:
+        """A page of (experiment, when its newest run was created or None)."""
+        last_run = select(func.max(Run.created_at)).where(Run.experiment_id == Experiment.id).scalar_subquery()
+        with self._sessions() as session:
+            return one_page(session, select(Experiment, last_run), query, EXPERIMENT_FIELDS,
+                            Experiment.created_at.asc(), single=False)
+
+    def set_experiment_storage_state(self, experiment_id: str, state: str, with_runs: bool = False) -> None:
+        """ARCHIVED or AVAILABLE; ``with_runs``: its runs too, in the same transaction."""
+        with self._sessions() as session:
+            experiment = session.get(Experiment, experiment_id)
+            if experiment is None:
+                raise NotFoundError(f"no experiment with id {experiment_id!r}")
+            experiment.storage_state = state
+            if with_runs:
+                session.execute(update(Run).where(Run.experiment_id == experiment_id).values(storage_state=state))
+            session.commit()
+
+    def delete_experiment(self, experiment_id: str) -> None:
+        """Delete an experiment and its runs' records (the caller checked none is in flight)."""
+        self._delete_runs(Run.experiment_id == experiment_id)
+        with self._sessions() as session:
+            session.execute(delete(Experiment).where(Experiment.id == experiment_id))
+            session.commit()

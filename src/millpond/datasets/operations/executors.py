@@ -7,7 +7,6 @@ Each executor takes the applied resource and a progress callback and returns Flu
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import tempfile
@@ -18,6 +17,7 @@ from typing import Any
 
 from millpond.datasets.operations.runner import OperationFailed
 from millpond.datasets.operations.transfer import open_side
+from millpond.runners.environment import inherited_environment
 from millpond.settings import load_settings
 from millpond.store.resources import Resource
 
@@ -104,7 +104,7 @@ def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
                 words = wrap(argv, [Bind(source, mount_path.rstrip("/") or "/", read_only=read_only)], Path(work))
             except SandboxUnavailable as exc:
                 raise OperationFailed(f"cannot mount the dataset at {mount_path}: {exc}") from None
-            result = subprocess.run(words, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+            result = subprocess.run(words, env={**inherited_environment(), **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work)
             if result.returncode != 0:
                 log.flush()
                 tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:] or [""]

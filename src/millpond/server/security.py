@@ -1,0 +1,154 @@
+"""What every request must pass before a route sees it: the Host it names, the token, and, when it
+changes something, where it comes from and what it carries.
+
+The API starts processes as the user, so a web page the user happens to visit must not be able
+to drive it:
+
+- **DNS rebinding.** A page on ``evil.example`` whose name later resolves to 127.0.0.1 talks
+  to this server as its own origin; its requests still say ``Host: evil.example``. Every
+  request (GET included) must name one of the hosts the server was started for: ``localhost``,
+  ``127.0.0.1``, ``[::1]``, the address it listens on and each ``--allowed-host`` (``*.NAME``
+  matches sub-domains; ``*`` turns the check off, for a proxy that does it). Otherwise: 400.
+- **Cross-site requests.** A browser sends a "simple" POST (``text/plain``, a form, or no body
+  at all) to any origin without asking first. A state-changing request (POST, PUT, PATCH,
+  DELETE) is refused (403) when its ``Origin`` is another origin than the server's own (the
+  ``Host`` it was sent to), and (415) unless its body is JSON, multipart (uploads) or YAML
+  (``/fluid/apply``); only an empty body may come without a type (``kfp.Client`` sends
+  ``application/json`` even on ``:terminate``; the UI sends ``:enable`` with no body). JSON and
+  YAML cannot be sent cross-site without a CORS preflight, which this server never grants;
+  a multipart form can, and so can a body-less POST, which is why the Origin check is there too.
+- **Token.** With one, every request except the UI's page and static files must carry
+  ``Authorization: Bearer TOKEN``; checked in constant time.
+
+Refusals come in KFP's error shape (see ``server.errors``). This is a plain ASGI middleware,
+not Starlette's ``BaseHTTPMiddleware``, so bodies stream through untouched.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from millpond.server.errors import error_response
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Types a browser cannot send cross-site without a preflight, plus multipart for uploads.
+BODY_TYPES = frozenset({
+    "application/json", "multipart/form-data",
+    "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
+})
+
+
+def host_of(value: str) -> str:
+    """The host name of a ``Host`` header or a URL's netloc, lower-case, without port or brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value[1:]
+    if value.count(":") == 1:  # name:port; a bare IPv6 address has several colons
+        return value.split(":", 1)[0]
+    return value.rstrip(".")
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """The names a request's ``Host`` may carry: exact names, ``*.suffix`` patterns, or anything (``*``)."""
+
+    names: frozenset[str]
+    suffixes: tuple[str, ...] = ()
+    anything: bool = False
+
+    @classmethod
+    def of(cls, hosts: Iterable[str]) -> HostPolicy:
+        """The loopback names plus ``hosts`` (the listening address, ``--allowed-host`` values)."""
+        names, suffixes, anything = set(LOOPBACK_HOSTS), [], False
+        for host in hosts:
+            host = host.strip().lower()
+            if host == "*":
+                anything = True
+            elif host.startswith("*."):
+                suffixes.append(host[1:])
+            elif host:
+                names.add(host_of(host))
+        return cls(frozenset(names), tuple(suffixes), anything)
+
+    def allows(self, host_header: str) -> bool:
+        if self.anything:
+            return True
+        name = host_of(host_header)
+        if not name:
+            return False
+        return name in self.names or any(name.endswith(suffix) for suffix in self.suffixes)
+
+
+def is_public(method: str, path: str) -> bool:
+    """The web UI's page and its static files (no data in them) load without the token; nothing else does."""
+    if method not in ("GET", "HEAD"):
+        return False
+    return path == "/" or (path.startswith("/ui/") and "/" not in path[len("/ui/"):])
+
+
+def refusal(method: str, path: str, headers: dict[str, str], policy: HostPolicy,
+            token: str | None) -> tuple[int, str] | None:
+    """Why a request is refused, as (HTTP status, message), or None when it may go on."""
+    host = headers.get("host", "")
+    if not policy.allows(host):
+        return 400, (f"invalid Host header {host!r}: this server answers to {', '.join(sorted(policy.names))}; "
+                     "start it with --allowed-host NAME to add a name")
+    if token is not None and not is_public(method, path):
+        given = headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, f"Bearer {token}".encode()):
+            return 401, "missing or wrong token: send 'Authorization: Bearer TOKEN'"
+    if method not in STATE_CHANGING:
+        return None
+    origin = headers.get("origin")
+    if origin is not None and not _same_origin(origin, host):
+        return 403, f"cross-origin request refused: Origin {origin!r} is not this server ({host})"
+    media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media in BODY_TYPES or (not media and _empty_body(headers)):
+        return None
+    return 415, (f"{method} with Content-Type {media or '(none)'!r} refused: send application/json "
+                 "(multipart/form-data for uploads, application/yaml for /fluid/apply)")
+
+
+def _same_origin(origin: str, host: str) -> bool:
+    parts = urlsplit(origin.strip())
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and parts.netloc.lower() == host.strip().lower()
+
+
+def _empty_body(headers: dict[str, str]) -> bool:
+    length = headers.get("content-length")
+    if length is not None:
+        return length.strip() == "0"
+    return "transfer-encoding" not in headers
+
+
+class RequestGuard:
+    """ASGI middleware answering ``refusal``'s error, in KFP's shape, before the application sees a request."""
+
+    def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None = None) -> None:
+        self.app = app
+        self.policy = policy
+        self.token = token or None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: dict[str, str] = {}
+        repeated = None
+        for key, value in scope["headers"]:
+            name = key.decode("latin-1").lower()
+            if name in headers and name in ("host", "origin", "content-type", "authorization"):
+                repeated = name
+            headers.setdefault(name, value.decode("latin-1"))
+        refused = (400, f"the {repeated} header is repeated") if repeated else refusal(
+            scope["method"].upper(), scope["path"], headers, self.policy, self.token)
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        await error_response(*refused)(scope, receive, send)

@@ -1,0 +1,95 @@
+"""One page of a list: which rows (predicates), in what order, from where, how many.
+
+The server turns KFP's ``filter``/``sort_by``/``page_token``/``page_size`` into a ``ListQuery``;
+the store applies it to the columns each list exposes under KFP's field names, so no caller
+above the store builds SQL. A key or sort field a list does not have is a UserError (HTTP 400).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.orm import Session
+
+from millpond.errors import UserError
+
+T = TypeVar("T")
+OPERATIONS = ("EQUALS", "NOT_EQUALS", "GREATER_THAN", "GREATER_THAN_EQUALS", "LESS_THAN", "LESS_THAN_EQUALS",
+              "IN", "IS_SUBSTRING")
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """``key OPERATION value``; for IN, ``value`` is a list."""
+
+    key: str
+    operation: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    predicates: tuple[Predicate, ...] = ()
+    sort_key: str | None = None
+    descending: bool = False
+    offset: int = 0
+    size: int = 20
+
+
+@dataclass
+class Page(Generic[T]):
+    """The rows of one page, how many rows match in all, and where the next page starts (None at the end)."""
+
+    items: list[T] = field(default_factory=list)
+    total: int = 0
+    next_offset: int | None = None
+
+
+def filtered(query: Select[Any], predicates: tuple[Predicate, ...], columns: dict[str, Any]) -> Select[Any]:
+    """``query`` narrowed by ``predicates``; ``columns`` maps field names to columns."""
+    for predicate in predicates:
+        if predicate.key not in columns:
+            raise UserError(f"invalid filter: unknown key {predicate.key!r} (known: {', '.join(sorted(columns))})")
+        column, value, operation = columns[predicate.key], predicate.value, predicate.operation
+        if operation == "IN":
+            query = query.where(column.in_([str(v) for v in value]))
+        elif operation == "EQUALS":
+            query = query.where(column == value)
+        elif operation == "NOT_EQUALS":
+            query = query.where(column != value)
+        elif operation == "IS_SUBSTRING":
+            query = query.where(column.contains(str(value), autoescape=True))
+        elif operation == "GREATER_THAN":
+            query = query.where(column > value)
+        elif operation == "GREATER_THAN_EQUALS":
+            query = query.where(column >= value)
+        elif operation == "LESS_THAN":
+            query = query.where(column < value)
+        elif operation == "LESS_THAN_EQUALS":
+            query = query.where(column <= value)
+        else:
+            raise UserError(f"invalid filter: unknown operation {operation!r}")
+    return query
+
+
+def ordered(query: Select[Any], spec: ListQuery, columns: dict[str, Any], default: Any) -> Select[Any]:
+    if spec.sort_key is None:
+        return query.order_by(default)
+    if spec.sort_key not in columns:
+        raise UserError(f"invalid sort_by {spec.sort_key!r}: expected FIELD or 'FIELD desc' "
+                        f"(fields: {', '.join(sorted(columns))})")
+    column = columns[spec.sort_key]
+    return query.order_by(column.desc() if spec.descending else column.asc())
+
+
+def one_page(session: Session, query: Select[Any], spec: ListQuery, columns: dict[str, Any], default: Any,
+             single: bool = True) -> Page[Any]:
+    """The page ``spec`` asks for of ``query`` (filtered and sorted); ``single``: rows of one entity, unwrapped."""
+    query = ordered(filtered(query, spec.predicates, columns), spec, columns, default)
+    total = session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0
+    rows = list(session.execute(query.offset(spec.offset).limit(spec.size)))
+    following = spec.offset + len(rows)
+    items = [row[0] for row in rows] if single else [tuple(row) for row in rows]
+    return Page(items, total, following if following < total else None)
