@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from sqlalchemy import delete, func, select, update
 
+from millpond.pipelines.recurring import disable_for_experiment
 from millpond.server.app import state_of
 from millpond.server.bodies import ExperimentBody
 from millpond.server.errors import ApiError
@@ -67,12 +68,13 @@ def get_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
 
 @router.post("/experiments/{experiment_id}:archive")
 def archive_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
-    """Archive an experiment and, as Kubeflow does, all of its runs."""
+    """Archive an experiment and, as Kubeflow does, all of its runs, and disable its recurring runs."""
     with state_of(request).sessions() as session:
         experiment = _find(session, experiment_id)
         experiment.storage_state = "ARCHIVED"
         session.execute(update(Run).where(Run.experiment_id == experiment.id).values(storage_state="ARCHIVED"))
         session.commit()
+    disable_for_experiment(state_of(request).sessions, experiment_id)  # as Kubeflow disables its jobs
     return {}
 
 

@@ -17,7 +17,6 @@ from millpond.server.app import state_of
 from millpond.server.bodies import RunBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import apply_filter, apply_sort, page
-from millpond.server.recurring import recurring_run_of
 from millpond.store.journal import DEFAULT_EXPERIMENT, FINAL_STATES
 from millpond.store.keys import utcnow
 from millpond.store.models import Experiment, Run, Task
@@ -27,7 +26,7 @@ router = APIRouter(tags=["RunService"])
 _COLUMNS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id": Run.id, "state": Run.state,
             "experiment_id": Run.experiment_id, "created_at": Run.created_at, "finished_at": Run.finished_at,
             "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name, "storage_state": Run.storage_state,
-            "pipeline_version_id": Run.pipeline_version_id}
+            "pipeline_version_id": Run.pipeline_version_id, "recurring_run_id": Run.recurring_run_id}
 _RUNTIME_STATES = {"PENDING", "RUNNING", "SUCCEEDED", "SKIPPED", "FAILED", "CANCELING", "CANCELED", "PAUSED"}
 
 
@@ -50,8 +49,8 @@ def run_view(run: Run, tasks: list[Task] | None = None, full: bool = True) -> di
         view["finished_at"] = iso(run.finished_at)
     if run.error:
         view["error"] = {"code": 2, "message": run.error, "details": []}
-    if recurring_run_of(run.id):
-        view["recurring_run_id"] = recurring_run_of(run.id)
+    if run.recurring_run_id:
+        view["recurring_run_id"] = run.recurring_run_id
     if full:
         view["pipeline_spec"] = run.pipeline_spec
         if run.platform_spec:
