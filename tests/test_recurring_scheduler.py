@@ -183,3 +183,20 @@ def test_the_scheduler_outlives_a_busy_database(tmp_path: Path, caplog: pytest.L
     assert len(recorder.started) == 1
     [(moment, run_id, error)] = store.scheduled("r1")
     assert (run_id, error) == ("run-1", None) and moment == record.created_at + dt.timedelta(seconds=3600)
+
+
+def test_a_claim_whose_scheduler_died_gets_a_reason_and_holds_nothing_back(store: RecurringRunStore) -> None:
+    now = dt.datetime.now(dt.UTC)
+    record = RecurringRunRecord(id="r1", name="r", trigger=Trigger(interval_second=3600), created_at=now,
+                                pipeline_spec={})
+    assert store.add(record)
+    moment = now.replace(microsecond=0)
+    assert store.claim("r1", moment) == "claimed"  # ... and the server holding it was killed here
+    assert store.claim("r1", moment) == "taken"
+    assert store.in_flight("r1", now - dt.timedelta(minutes=5)) == 1
+    Recorder(store).scheduler.tick(now + dt.timedelta(minutes=6))
+    [(_, run_id, error)] = store.scheduled("r1")
+    assert run_id is None and error == "the scheduler stopped before starting it"
+    got = store.get("r1")
+    assert got is not None and got.error is not None and "was not started: the scheduler stopped" in got.error
+    assert store.in_flight("r1", now - dt.timedelta(minutes=5)) == 0

@@ -259,7 +259,7 @@ def test_a_deleted_pipeline_version_is_recorded_and_the_scheduler_goes_on(
     pipeline = client.upload_pipeline(packages["adder"], pipeline_name="recurring-vanishing")
     version = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
     experiment = client.create_experiment("recurring-vanishing")
-    job = client.create_recurring_run(experiment.experiment_id, "vanishing", interval_second=1,
+    job = client.create_recurring_run(experiment.experiment_id, "vanishing", interval_second=1, max_concurrency=10,
                                       pipeline_id=pipeline.pipeline_id, version_id=version.pipeline_version_id)
     first = _wait_for(lambda: _runs_of(client, experiment.experiment_id), 15, "a run of the version")
     client.disable_recurring_run(job.recurring_run_id)
@@ -268,7 +268,7 @@ def test_a_deleted_pipeline_version_is_recorded_and_the_scheduler_goes_on(
     assert first[0].recurring_run_id == job.recurring_run_id
     client.delete_pipeline_version(pipeline.pipeline_id, version.pipeline_version_id)
     client.enable_recurring_run(job.recurring_run_id)
-    failed = _wait_for(lambda: (client.get_recurring_run(job.recurring_run_id).error or None), 15, "the reason")
+    failed = _wait_for(lambda: (client.get_recurring_run(job.recurring_run_id).error or None), 30, "the reason")
     assert "not started" in failed.message and version.pipeline_version_id in failed.message, failed
     assert server.app.state.recurring.scheduler.is_alive()
     # the others still run: a fresh recurring run beside the broken one starts its runs

@@ -34,6 +34,7 @@ TICK_S = 0.5
 CATCHUP_PER_TICK = 10
 # A claim whose run is not recorded after this long belongs to a scheduler that died in between.
 CLAIM_TTL = dt.timedelta(minutes=5)
+SWEEP_EVERY = dt.timedelta(minutes=1)  # how often such claims are looked for (a scan of the claims)
 
 Starter = Callable[[StartRequest], str]  # starts a run, returns its id; raises UserError for a run it refuses
 
@@ -48,6 +49,7 @@ class Scheduler:
         self.failed_ticks = 0  # ticks that raised (each logged); the thread went on
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._next_sweep: dt.datetime | None = None
 
     def start(self) -> None:
         self._stop.clear()
@@ -73,7 +75,9 @@ class Scheduler:
     def tick(self, now: dt.datetime | None = None) -> None:
         """Start what is due at ``now``; one recurring run's failure does not hold up the others."""
         now = now or utcnow()
-        self.store.abandon_stale_claims(now - CLAIM_TTL, "the scheduler stopped before starting it")
+        if self._next_sweep is None or now >= self._next_sweep:
+            self.store.abandon_stale_claims(now - CLAIM_TTL, "the scheduler stopped before starting it")
+            self._next_sweep = now + SWEEP_EVERY
         for record in self.store.enabled():
             try:
                 self._advance(record, now)

@@ -38,6 +38,7 @@ class Run(Base):
         Index("ix_runs_created", "created_at"),  # the runs list, newest first (migration 0005)
         Index("ix_runs_state_created", "state", "created_at"),  # ... filtered by state
         Index("ix_runs_recurring_created", "recurring_run_id", "created_at"),  # ... of one recurring run (0006)
+        Index("ix_runs_recurring_state", "recurring_run_id", "state"),  # its runs in flight, every scheduler tick
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -221,6 +222,7 @@ class ScheduledRun(Base):
     """
 
     __tablename__ = "scheduled_runs"
+    __table_args__ = (Index("ix_scheduled_runs_claimed", "recurring_run_id", "claimed_at"),)  # claims being started
 
     recurring_run_id: Mapped[str] = mapped_column(ForeignKey("recurring_runs.id", ondelete="CASCADE"), primary_key=True)
     scheduled_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), primary_key=True)

@@ -60,14 +60,18 @@ def upgrade() -> None:
         sa.Column("run_id", sa.String(36), nullable=True),
         sa.Column("error", sa.Text, nullable=True),
     )
+    op.create_index("ix_scheduled_runs_claimed", "scheduled_runs", ["recurring_run_id", "claimed_at"])
     # Plain ALTER TABLE ... ADD COLUMN: a batch copy of ``runs`` would drop the tables that reference it.
     op.add_column("runs", sa.Column("recurring_run_id", sa.String(36), nullable=True))
     op.create_index("ix_runs_recurring_created", "runs", ["recurring_run_id", "created_at"])
+    op.create_index("ix_runs_recurring_state", "runs", ["recurring_run_id", "state"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_runs_recurring_state", table_name="runs")
     op.drop_index("ix_runs_recurring_created", table_name="runs")
     op.drop_column("runs", "recurring_run_id")
+    op.drop_index("ix_scheduled_runs_claimed", table_name="scheduled_runs")
     op.drop_table("scheduled_runs")
     op.drop_index("ix_recurring_runs_experiment", table_name="recurring_runs")
     op.drop_table("recurring_runs")
