@@ -4,6 +4,7 @@
 
 import datetime as dt
 import json
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,7 +92,10 @@ def test_crud_with_kfp_client(client: Any, packages: dict[str, str], home: Path)
     assert job.recurring_run_id and job.display_name == "hourly"
     assert job.status == "ENABLED" and job.mode == "ENABLE"
     assert job.trigger.cron_schedule.cron == "0 0 * * * *" and job.no_catchup is True
-    assert (home / "recurring" / f"{job.recurring_run_id}.json").is_file()
+    assert not (home / "recurring").exists(), "recurring runs are rows of the database, not files"
+    with sqlite3.connect(home / "millpond.db") as db:
+        assert db.execute("SELECT name, cron, max_concurrency, enabled FROM recurring_runs WHERE id = ?",
+                          (job.recurring_run_id,)).fetchall() == [("hourly", "0 0 * * * *", 3, 1)]
 
     got = client.get_recurring_run(job.recurring_run_id)
     assert got.max_concurrency == "3" and got.runtime_config.parameters == {"x": 5}
@@ -196,84 +200,6 @@ def test_bad_bodies_answer_400(server: Served) -> None:
     assert _request(f"{url}?sort_by=color")[0] == 400
 
 
-# ------------------------------------------------------------------- the scheduler's rules, by the clock
-
-
-class _Recorder:
-    """A scheduler whose runs are recorded instead of started."""
-
-    def __init__(self, tmp_path: Path, in_flight: int = 0) -> None:
-        from millpond.server.recurring import RecurringStore, Scheduler
-
-        self.started: list[dt.datetime] = []
-        self.in_flight = in_flight
-        self.store = RecurringStore(tmp_path / "recurring")
-        recorder = self
-
-        class Fake(Scheduler):
-            def _in_flight(self, record: dict[str, Any]) -> int:
-                return recorder.in_flight
-
-            def _start_run(self, record: dict[str, Any], moment: dt.datetime) -> None:
-                recorder.started.append(moment)
-
-        self.scheduler = Fake(None, self.store)  # type: ignore[arg-type]
-
-
-T0 = dt.datetime(2030, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
-
-
-def _record(trigger: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"recurring_run_id": "r1", "display_name": "r", "mode": "ENABLE", "trigger": trigger,
-            "created_at": T0.isoformat(), "max_concurrency": 1, "no_catchup": False, "run_ids": [], **fields}
-
-
-def test_catchup_runs_each_missed_time(tmp_path: Path) -> None:
-    recorder = _Recorder(tmp_path)
-    recorder.store.save(_record({"cron_schedule": {"cron": "*/10 * * * * *"}}))
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=35))
-    assert recorder.started == [T0 + dt.timedelta(seconds=s) for s in (10, 20, 30)]
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=39))
-    assert len(recorder.started) == 3
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=40))
-    assert recorder.started[-1] == T0 + dt.timedelta(seconds=40)
-
-
-def test_no_catchup_runs_only_the_latest(tmp_path: Path) -> None:
-    recorder = _Recorder(tmp_path)
-    recorder.store.save(_record({"periodic_schedule": {"interval_second": 10}}, no_catchup=True))
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=35))
-    assert recorder.started == [T0 + dt.timedelta(seconds=30)]
-
-
-def test_full_concurrency_keeps_the_time_due(tmp_path: Path) -> None:
-    recorder = _Recorder(tmp_path, in_flight=1)
-    recorder.store.save(_record({"periodic_schedule": {"interval_second": 10}}))
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=25))
-    assert recorder.started == []
-    recorder.in_flight = 0
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=26))
-    assert recorder.started == [T0 + dt.timedelta(seconds=10), T0 + dt.timedelta(seconds=20)]
-
-
-def test_start_and_end_times_bound_the_schedule(tmp_path: Path) -> None:
-    recorder = _Recorder(tmp_path)
-    start, end = T0 + dt.timedelta(seconds=100), T0 + dt.timedelta(seconds=125)
-    recorder.store.save(_record({"cron_schedule": {"cron": "*/10 * * * * *", "start_time": start.isoformat(),
-                                                   "end_time": end.isoformat()}}))
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=90))
-    assert recorder.started == []
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=200))
-    assert recorder.started == [start, start + dt.timedelta(seconds=10), start + dt.timedelta(seconds=20)]
-
-
-def test_disabled_recurring_runs_start_nothing(tmp_path: Path) -> None:
-    recorder = _Recorder(tmp_path)
-    recorder.store.save(_record({"periodic_schedule": {"interval_second": 1}}, mode="DISABLE"))
-    recorder.scheduler.tick(T0 + dt.timedelta(seconds=30))
-    assert recorder.started == []
-
-
 def test_recurring_run_of_an_uploaded_pipeline_version(client: Any, packages: dict[str, str]) -> None:
     pipeline = client.upload_pipeline(packages["adder"], pipeline_name="recurring-adder")
     version = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
@@ -287,3 +213,208 @@ def test_recurring_run_of_an_uploaded_pipeline_version(client: Any, packages: di
     done = client.wait_for_run_completion(runs[-1].run_id, timeout=60)
     assert done.state == "SUCCEEDED" and done.recurring_run_id == job.recurring_run_id
     assert done.pipeline_version_reference.pipeline_version_id == version.pipeline_version_id
+
+
+# ----------------------------------------------------------------------- issue 11, defect 9
+
+
+def _by_recurring_run(recurring_run_id: str) -> str:
+    return json.dumps({"predicates": [{"key": "recurring_run_id", "operation": "EQUALS",
+                                       "string_value": recurring_run_id}]})
+
+
+def test_runs_filtered_by_recurring_run_id(client: Any, packages: dict[str, str]) -> None:
+    experiment = client.create_experiment("recurring-filter")
+    jobs = [client.create_recurring_run(experiment.experiment_id, name, interval_second=1, max_concurrency=5,
+                                        pipeline_package_path=packages["adder"]) for name in ("left", "right")]
+    for job in jobs:
+        _wait_for(lambda job=job: client.list_runs(filter=_by_recurring_run(job.recurring_run_id)).runs, 15,
+                  f"a run of {job.display_name}")
+        client.disable_recurring_run(job.recurring_run_id)
+    everything = _runs_of(client, experiment.experiment_id)
+    for job in jobs:
+        listed = client.list_runs(filter=_by_recurring_run(job.recurring_run_id), page_size=100)
+        mine = [run for run in everything if run.display_name.startswith(f"{job.display_name}-")]
+        assert sorted(run.run_id for run in listed.runs) == sorted(run.run_id for run in mine)
+        assert listed.total_size == len(mine) and {run.recurring_run_id for run in listed.runs} == {job.recurring_run_id}
+    for run in everything:
+        client.wait_for_run_completion(run.run_id, timeout=60)
+
+
+def test_archiving_an_experiment_disables_its_recurring_runs(client: Any, packages: dict[str, str]) -> None:
+    archived, kept = client.create_experiment("recurring-archived"), client.create_experiment("recurring-kept")
+    yearly = {"cron_expression": "0 0 0 1 1 *", "pipeline_package_path": packages["adder"]}
+    doomed = client.create_recurring_run(archived.experiment_id, "doomed", **yearly)
+    other = client.create_recurring_run(kept.experiment_id, "other", **yearly)
+    client.archive_experiment(archived.experiment_id)
+    assert client.get_recurring_run(doomed.recurring_run_id).status == "DISABLED"
+    assert client.get_recurring_run(other.recurring_run_id).status == "ENABLED"
+    client.delete_recurring_run(doomed.recurring_run_id)
+    client.delete_recurring_run(other.recurring_run_id)
+
+
+def test_a_deleted_pipeline_version_is_recorded_and_the_scheduler_goes_on(
+    client: Any, server: Served, packages: dict[str, str],
+) -> None:
+    pipeline = client.upload_pipeline(packages["adder"], pipeline_name="recurring-vanishing")
+    version = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
+    experiment = client.create_experiment("recurring-vanishing")
+    job = client.create_recurring_run(experiment.experiment_id, "vanishing", interval_second=1, max_concurrency=10,
+                                      pipeline_id=pipeline.pipeline_id, version_id=version.pipeline_version_id)
+    first = _wait_for(lambda: _runs_of(client, experiment.experiment_id), 15, "a run of the version")
+    client.disable_recurring_run(job.recurring_run_id)
+    for run in _runs_of(client, experiment.experiment_id):
+        client.wait_for_run_completion(run.run_id, timeout=60)
+    assert first[0].recurring_run_id == job.recurring_run_id
+    client.delete_pipeline_version(pipeline.pipeline_id, version.pipeline_version_id)
+    client.enable_recurring_run(job.recurring_run_id)
+    failed = _wait_for(lambda: (client.get_recurring_run(job.recurring_run_id).error or None), 30, "the reason")
+    assert "not started" in failed.message and version.pipeline_version_id in failed.message, failed
+    assert server.app.state.recurring.scheduler.is_alive()
+    # the others still run: a fresh recurring run beside the broken one starts its runs
+    beside = client.create_recurring_run(experiment.experiment_id, "beside", interval_second=1,
+                                         pipeline_package_path=packages["adder"])
+    runs = _wait_for(lambda: client.list_runs(filter=_by_recurring_run(beside.recurring_run_id)).runs, 15,
+                     "a run beside the broken recurring run")
+    client.delete_recurring_run(beside.recurring_run_id)
+    client.delete_recurring_run(job.recurring_run_id)
+    client.wait_for_run_completion(runs[0].run_id, timeout=60)
+
+
+def _old_layout_file(home: Path, recurring_id: str, spec: dict[str, Any], experiment_id: str,
+                     run_ids: list[str]) -> Path:
+    """A recurring run as the server wrote it before the table: one JSON file under $MILLPOND_HOME/recurring/."""
+    record = {
+        "recurring_run_id": recurring_id, "display_name": "from-the-file", "description": "old",
+        "experiment_id": experiment_id, "trigger": {"periodic_schedule": {"interval_second": 1}},
+        "max_concurrency": 2, "no_catchup": True, "mode": "ENABLE", "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z", "service_account": "", "namespace": "",
+        "runtime_config": {"parameters": {"x": 7}}, "run_ids": run_ids, "pipeline_spec": spec,
+        "last_scheduled_at": "2026-01-01T00:00:10Z",
+    }
+    folder = home / "recurring"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{recurring_id}.json").write_text(json.dumps(record, indent=1, sort_keys=True))
+    (folder / "broken.json").write_text("{not json")
+    return folder / f"{recurring_id}.json"
+
+
+def test_a_recurring_run_of_the_old_json_layout_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packages: dict[str, str],
+) -> None:
+    import yaml
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("MILLPOND_HOME", str(home))
+    first = Served()
+    try:
+        client = kfp.Client(host=first.url)
+        experiment = client.create_experiment("from-old-home")
+        earlier = client.create_run_from_pipeline_package(packages["adder"], arguments={"x": 1},
+                                                          experiment_name="from-old-home")
+        client.wait_for_run_completion(earlier.run_id, timeout=60)
+    finally:
+        first.stop()
+    spec = yaml.safe_load(Path(packages["adder"]).read_text())
+    old = _old_layout_file(home, "0ld-recurring-run", spec, experiment.experiment_id, [earlier.run_id])
+
+    second = Served()
+    try:
+        client = kfp.Client(host=second.url)
+        imported = client.get_recurring_run("0ld-recurring-run")
+        assert (imported.display_name, imported.status, imported.max_concurrency) == ("from-the-file", "ENABLED", "2")
+        assert imported.runtime_config.parameters == {"x": 7} and imported.no_catchup is True
+        assert not old.exists() and old.with_name(old.name + ".imported").is_file()
+        assert (home / "recurring" / "broken.json.unreadable").is_file()
+        assert client.get_run(earlier.run_id).recurring_run_id == "0ld-recurring-run"
+        runs = _wait_for(lambda: len(client.list_runs(filter=_by_recurring_run("0ld-recurring-run")).runs or []) >= 2
+                         and client.list_runs(filter=_by_recurring_run("0ld-recurring-run")).runs, 15,
+                         "a run of the imported recurring run")
+        client.disable_recurring_run("0ld-recurring-run")
+        assert earlier.run_id in {run.run_id for run in runs}
+        for run in runs:
+            done = client.wait_for_run_completion(run.run_id, timeout=60)
+            assert done.state == "SUCCEEDED"
+    finally:
+        second.stop()
+    third = Served()  # a restart imports nothing twice
+    try:
+        listed = kfp.Client(host=third.url).list_recurring_runs(page_size=100).recurring_runs or []
+        assert [r.recurring_run_id for r in listed] == ["0ld-recurring-run"]
+    finally:
+        third.stop()
+
+
+def test_two_servers_on_one_home_start_each_scheduled_run_once(tmp_path: Path, packages: dict[str, str]) -> None:
+    from tests.test_server_restart import ServerProcess
+
+    home = tmp_path / "home"
+    servers = [ServerProcess(home), ServerProcess(home)]
+    try:
+        client = kfp.Client(host=servers[0].url)
+        experiment = client.create_experiment("two-servers")
+        started = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=8)  # eight times due at once, with catch-up
+        status, job = _request(f"{servers[1].url}{API}/recurringruns", "POST", {
+            "display_name": "shared", "experiment_id": experiment.experiment_id, "max_concurrency": "10",
+            "pipeline_spec": json.loads(json.dumps(__import__("yaml").safe_load(Path(packages["adder"]).read_text()))),
+            "trigger": {"periodic_schedule": {"interval_second": "1", "start_time": started.isoformat()}},
+        })
+        assert status == 200, job
+        _wait_for(lambda: len(_runs_of(client, experiment.experiment_id)) >= 10, 30, "ten scheduled runs")
+        client.disable_recurring_run(job["recurring_run_id"])
+        time.sleep(1.5)  # ticks in progress end
+        runs = _runs_of(client, experiment.experiment_id)
+        names = sorted(run.display_name for run in runs)
+        assert len(names) == len(set(names)), f"a scheduled run started twice: {names}"
+        for run in runs:
+            assert client.wait_for_run_completion(run.run_id, timeout=120).state == "SUCCEEDED"
+    finally:
+        for server in servers:
+            server.kill()
+
+
+def test_a_home_at_revision_0005_is_upgraded_and_its_files_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packages: dict[str, str],
+) -> None:
+    """A home last used by a millpond at 0005: runs in its database, a recurring run in a file that started one."""
+    import yaml
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine
+
+    from millpond.store.db import MIGRATIONS_DIR
+
+    home = tmp_path / "home"
+    home.mkdir()
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    engine = create_engine(f"sqlite:///{home / 'millpond.db'}")
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0005")
+        conn.exec_driver_sql("INSERT INTO experiments (id, name, description, created_at) VALUES ('e', 'old', '', "
+                             "'2026-01-01 00:00:00.000000')")
+        conn.exec_driver_sql("INSERT INTO runs (id, name, experiment_id, pipeline_name, pipeline_spec, parameters, "
+                             "pipeline_root, state, outputs, created_at) VALUES ('r', 'r', 'e', 'adder', '{}', '{}', "
+                             "'/x', 'SUCCEEDED', '{}', '2026-01-01 00:00:05.000000')")
+    engine.dispose()
+    spec = yaml.safe_load(Path(packages["adder"]).read_text())
+    _old_layout_file(home, "from-0005", spec, "e", ["r"])
+    record = json.loads((home / "recurring" / "from-0005.json").read_text())
+    record.update(mode="DISABLE", trigger={"cron_schedule": {"cron": "0 0 * * * *", "start_time": "2026-01-01T00:00:00Z"}})
+    (home / "recurring" / "from-0005.json").write_text(json.dumps(record))
+
+    monkeypatch.setenv("MILLPOND_HOME", str(home))
+    served = Served()
+    try:
+        client = kfp.Client(host=served.url)
+        job = client.get_recurring_run("from-0005")
+        assert (job.status, job.trigger.cron_schedule.cron, job.experiment_id) == ("DISABLED", "0 0 * * * *", "e")
+        assert job.trigger.cron_schedule.start_time.year == 2026
+        assert [run.run_id for run in client.list_runs(filter=_by_recurring_run("from-0005")).runs] == ["r"]
+        assert client.get_run("r").recurring_run_id == "from-0005"
+    finally:
+        served.stop()
+    with sqlite3.connect(home / "millpond.db") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
+        assert db.execute("SELECT id, recurring_run_id FROM runs").fetchall() == [("r", "from-0005")]

@@ -36,6 +36,10 @@ class ConflictError(UserError):
     """The request clashes with what exists: a name already taken, a run in the wrong state."""
 
 
+class PreconditionError(UserError):
+    """The object is in a state that forbids the request (an archived experiment, a pipeline with no version)."""
+
+
 class UnavailableError(MillpondError):
     """An outside service (object store, UFS) is unreachable or failed; the input itself was fine."""
 
@@ -48,6 +52,7 @@ class TaskFailure(MillpondError):
 _OUTCOMES: dict[type[BaseException], tuple[int, int]] = {
     NotFoundError: (2, 404),
     ConflictError: (2, 409),
+    PreconditionError: (2, 412),
     UserError: (2, 400),
     UnavailableError: (1, 503),
     TaskFailure: (1, 500),

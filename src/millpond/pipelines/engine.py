@@ -43,11 +43,11 @@ from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import own_identity, start_ticks
 from millpond.settings import Settings
+from millpond.store.journal import RunJournal
 from millpond.store.journal import RunRecord as Run
 from millpond.store.journal import TaskRecord as Task
 from millpond.store.keys import new_id, utcnow
 from millpond.store.paths import UnsafePath, contained_path, task_log_file
-from millpond.store.journal import RunJournal
 from millpond.store.secrets import ConfigStore
 
 

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from millpond.pipelines.values import to_placeholder_text
 from millpond.errors import TaskFailure
+from millpond.pipelines.values import to_placeholder_text
 
 _PLACEHOLDER = re.compile(r"\{\{\$(?P<expr>[^{}]*)\}\}")
 _INPUT_PARAM = re.compile(r"^\.inputs\.parameters\['(?P<name>[^']+)'\](?:\.json_escape\[(?P<level>\d+)\])?$")

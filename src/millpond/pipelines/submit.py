@@ -7,10 +7,9 @@ started one way looks the same from the others.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from dataclasses import dataclass
 from typing import Any
-
-import shutil
 
 from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments

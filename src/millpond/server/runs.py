@@ -19,7 +19,6 @@ from millpond.server.bodies import RunBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.pipelines import resolve_version
-from millpond.server.recurring import recurring_run_of
 from millpond.server.state import ServerState, state_of
 from millpond.store.journal import DEFAULT_EXPERIMENT, FINAL_STATES
 from millpond.store.keys import utcnow
@@ -49,8 +48,8 @@ def run_view(run: Run, tasks: list[Task] | None = None, full: bool = True) -> di
         view["finished_at"] = iso(run.finished_at)
     if run.error:
         view["error"] = {"code": 2, "message": run.error, "details": []}
-    if recurring_run_of(run.id):
-        view["recurring_run_id"] = recurring_run_of(run.id)
+    if run.recurring_run_id:
+        view["recurring_run_id"] = run.recurring_run_id
     if full:
         view["pipeline_spec"] = run.pipeline_spec
         if run.platform_spec:

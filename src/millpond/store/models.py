@@ -1,4 +1,5 @@
-"""The metadata schema: experiments, runs, tasks, artifacts, applied Fluid resources, uploaded pipelines.
+"""The metadata schema: experiments, runs, tasks, artifacts, applied Fluid resources, uploaded pipelines,
+recurring runs.
 
 Every state change of a run is a committed row, so a killed engine can resume where it stopped.
 Structured values (parameters, outputs) are JSON columns: they are read back whole, never queried.
@@ -16,7 +17,7 @@ from millpond.store.keys import new_id, utcnow
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}  # noqa: RUF012 - SQLAlchemy reads it as is
 
 
 class Experiment(Base):
@@ -36,6 +37,8 @@ class Run(Base):
         Index("ix_runs_experiment_created", "experiment_id", "created_at"),
         Index("ix_runs_created", "created_at"),  # the runs list, newest first (migration 0005)
         Index("ix_runs_state_created", "state", "created_at"),  # ... filtered by state
+        Index("ix_runs_recurring_created", "recurring_run_id", "created_at"),  # ... of one recurring run (0006)
+        Index("ix_runs_recurring_state", "recurring_run_id", "state"),  # its runs in flight, every scheduler tick
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -59,6 +62,8 @@ class Run(Base):
     # The uploaded pipeline version the run was started from (API runs from a pipeline_version_reference).
     pipeline_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     pipeline_version_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # The recurring run whose scheduler started this run (KFP's run.recurring_run_id), if one did.
+    recurring_run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
 
 
 class Task(Base):
@@ -168,3 +173,59 @@ class PipelineVersion(Base):
     pipeline_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     platform_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RecurringRun(Base):
+    """A KFP recurring run (a "job"): what to run, on which trigger, and where its schedule stands.
+
+    The pipeline is either inline (``pipeline_spec``) or a reference to an uploaded pipeline
+    (``pipeline_id`` and/or ``pipeline_version_id``), resolved each time a run starts, as Kubeflow does.
+    The trigger is a cron expression (six fields, seconds first) or an interval in seconds.
+    """
+
+    __tablename__ = "recurring_runs"
+    __table_args__ = (Index("ix_recurring_runs_experiment", "experiment_id"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    experiment_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    namespace: Mapped[str] = mapped_column(String(253), default="")
+    service_account: Mapped[str] = mapped_column(String(253), default="")
+    pipeline_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    platform_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    pipeline_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    pipeline_version_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    pipeline_root: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cron: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    interval_second: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    start_time: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    end_time: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    max_concurrency: Mapped[int] = mapped_column(Integer, default=1)
+    no_catchup: Mapped[bool] = mapped_column(Boolean, default=False)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # The latest scheduled time handled (a run started, or a reason recorded); None before the first.
+    last_scheduled_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Why the latest scheduled run did not start (a deleted pipeline version, a busy database...).
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ScheduledRun(Base):
+    """One scheduled time of a recurring run, claimed by the scheduler that starts its run.
+
+    The primary key makes the claim: of two servers on one home, only the one whose INSERT
+    commits starts the run for that time. ``run_id`` is set once the run exists, ``error`` when
+    it could not be started.
+    """
+
+    __tablename__ = "scheduled_runs"
+    __table_args__ = (Index("ix_scheduled_runs_claimed", "recurring_run_id", "claimed_at"),)  # claims being started
+
+    recurring_run_id: Mapped[str] = mapped_column(ForeignKey("recurring_runs.id", ondelete="CASCADE"), primary_key=True)
+    scheduled_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    claimed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)

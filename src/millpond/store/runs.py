@@ -26,7 +26,8 @@ _TASKS = Task.__table__
 RUN_FIELDS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id": Run.id, "state": Run.state,
               "experiment_id": Run.experiment_id, "created_at": Run.created_at, "finished_at": Run.finished_at,
               "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name,
-              "storage_state": Run.storage_state, "pipeline_version_id": Run.pipeline_version_id}
+              "storage_state": Run.storage_state, "pipeline_version_id": Run.pipeline_version_id,
+              "recurring_run_id": Run.recurring_run_id}
 EXPERIMENT_FIELDS = {"display_name": Experiment.name, "name": Experiment.name, "experiment_id": Experiment.id,
                      "id": Experiment.id, "created_at": Experiment.created_at,
                      "description": Experiment.description, "storage_state": Experiment.storage_state}
