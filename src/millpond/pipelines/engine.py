@@ -156,12 +156,22 @@ class Engine:
                 raise
             finally:
                 self.runner.close()
-        state = FAILED if self._failed or not root.done() else SUCCEEDED
-        error = self._failed[0] if self._failed else None
+        state, error = self._outcome(root)
         outputs = bindings.dag_outputs(root) if state == SUCCEEDED else Outputs()
         self.store.update_run(run.id, state=state, error=error, outputs=outputs.to_json(), finished_at=utcnow())
         self.listener.run_changed(state, error)
         return RunResult(state=state, error=error, outputs=outputs)
+
+    def _outcome(self, root: Scope) -> tuple[str, str | None]:
+        """The run's end state and why: a FAILED or CANCELED run always names its reason."""
+        if self._failed:
+            return FAILED, self._failed[0]
+        if root.done():
+            return SUCCEEDED, None
+        unsettled = ", ".join(root.unsettled()[:5])
+        if self.cancel.is_set():
+            return CANCELED, f"canceled before these tasks ended: {unsettled}"
+        return FAILED, f"engine error: the walk ended with tasks never final: {unsettled}"
 
     def _abandon(self, exc: BaseException) -> None:
         """Stop the tasks in flight and record the run as CANCELED (Ctrl-C, SIGTERM) or FAILED."""
@@ -187,17 +197,29 @@ class Engine:
         return scope
 
     def _advance(self, scope: Scope) -> None:
-        """Start the tasks of ``scope`` whose upstream became final; finish the scope when all are."""
-        while scope.ready:
-            node = scope.nodes[scope.ready.popleft()]
-            if node.state != PENDING:
-                continue
-            deps = [scope.nodes[d] for d in node.dependencies()]
-            reason = self._blocked(node, deps)
-            if reason:
-                self._decide(node, SKIPPED, f"not run: {reason}")
-            else:
-                self._start(node)
+        """Start the tasks of ``scope`` whose upstream became final; finish the scope when all are.
+
+        A task can end while this walk starts it (a cache hit, a skip, a failure before its
+        process): its dependents are then queued on ``scope.ready`` and this same walk starts
+        them, rather than a nested walk per task — so the depth of the call stack does not grow
+        with a chain's length, and the scope is finished exactly once.
+        """
+        if scope.advancing:
+            return
+        scope.advancing = True
+        try:
+            while scope.ready:
+                node = scope.nodes[scope.ready.popleft()]
+                if node.state != PENDING:
+                    continue
+                deps = [scope.nodes[d] for d in node.dependencies()]
+                reason = self._blocked(node, deps)
+                if reason:
+                    self._decide(node, SKIPPED, f"not run: {reason}")
+                else:
+                    self._start(node)
+        finally:
+            scope.advancing = False
         if scope.done() and not scope.finished:
             self._scope_finished(scope)
 
@@ -263,22 +285,47 @@ class Engine:
         self._start_iterations(node)
 
     def _start_iterations(self, node: Node) -> None:
-        """Start iterations while the loop's parallelism limit allows (0 = no limit)."""
-        if self._failed:
-            node.pending_iterations.clear()
+        """Start iterations while the loop's parallelism limit allows (0 = no limit); end the loop after its last.
+
+        An iteration may end inside ``_advance`` (every task a cache hit or skipped). It then
+        calls back here; that nested call returns at once and this one, still running, starts
+        the next iteration — so the loop ends once, here, and the stack does not grow with
+        the number of iterations.
+        """
+        if node.launching:
             return
-        limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
-        while node.pending_iterations and (not limit or node.active_iterations < limit):
-            index, scope = node.pending_iterations.popleft()
-            node.iterations[index] = scope
-            scope.record_id = self.store.start_task(
-                task_id=new_id(),
-                run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}", kind="iteration",
-                component=node.component_name, parent_id=node.record_id,
-                inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
-            )
-            node.active_iterations += 1
-            self._advance(scope)
+        node.launching = True
+        try:
+            limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
+            while node.pending_iterations and (not limit or node.active_iterations < limit):
+                if self._failed:  # no new work after a failure: the iterations not started never run
+                    node.dropped_iterations += len(node.pending_iterations)
+                    node.pending_iterations.clear()
+                    break
+                index, scope = node.pending_iterations.popleft()
+                node.iterations[index] = scope
+                scope.record_id = self.store.start_task(
+                    task_id=new_id(),
+                    run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}",
+                    kind="iteration",
+                    component=node.component_name, parent_id=node.record_id,
+                    inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
+                )
+                node.active_iterations += 1
+                self._advance(scope)
+        finally:
+            node.launching = False
+        if node.state == RUNNING and not node.pending_iterations and not node.active_iterations:
+            self._loop_finished(node)
+
+    def _loop_finished(self, node: Node) -> None:
+        """Every started iteration ended: the loop fails with its first failed iteration, or succeeds."""
+        if node.failed_iteration is not None:
+            self._dag_failed(node, node.failed_iteration.first_failure())
+        elif node.dropped_iterations:
+            self._dag_failed(node, None, f"{node.dropped_iterations} iteration(s) not started: the run failed")
+        else:
+            self._succeed(node, bindings.collect_iterations(node))
 
     def _scope_finished(self, scope: Scope) -> None:
         scope.finished = True
@@ -296,13 +343,7 @@ class Engine:
             owner.active_iterations -= 1
             if failed and owner.failed_iteration is None:
                 owner.failed_iteration = scope
-            self._start_iterations(owner)
-            if owner.pending_iterations or owner.active_iterations:
-                return
-            if owner.failed_iteration is not None:
-                self._dag_failed(owner, owner.failed_iteration.first_failure())
-            else:
-                self._succeed(owner, bindings.collect_iterations(owner))
+            self._start_iterations(owner)  # the next iteration, or the loop's end
         elif failed:
             self._dag_failed(owner, failed)
         else:
@@ -519,11 +560,11 @@ class Engine:
         self.listener.task_changed(node.path, node.display_name, FAILED, error)
         self._advance(node.scope)
 
-    def _dag_failed(self, node: Node, failed: Node | None) -> None:
+    def _dag_failed(self, node: Node, failed: Node | None, reason: str = "failed") -> None:
         """A sub-DAG or loop whose task failed: fails too, without counting the failure twice."""
         node.state = FAILED
         node.scope.settle(node)
-        node.error = f"task {failed.display_name!r} failed: {failed.error}" if failed else "failed"
+        node.error = f"task {failed.display_name!r} failed: {failed.error}" if failed else reason
         if node.record_id:
             self.store.finish_task(node.record_id, state=FAILED, error=node.error)
         self.listener.task_changed(node.path, node.display_name, FAILED, None)

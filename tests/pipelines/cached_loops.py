@@ -1,0 +1,100 @@
+"""Loops in every shape the engine walks, for cached re-runs: every task of the second run is a cache hit."""
+
+from typing import List
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Output
+
+
+@dsl.component
+def double(x: float) -> float:
+    return x * 2
+
+
+@dsl.component
+def pair(word: str, n: int) -> str:
+    return f"{word}{n}"
+
+
+@dsl.component
+def add_up(xs: List[float]) -> float:
+    return sum(xs)
+
+
+@dsl.component
+def write(text: str, out: Output[Dataset]) -> None:
+    with open(out.path, "w") as handle:
+        handle.write(text)
+
+
+@dsl.component
+def read(data: Input[Dataset]) -> str:
+    return open(data.path).read()
+
+
+@dsl.component
+def join(items: Input[List[Dataset]]) -> str:
+    return ",".join(sorted(open(item.path).read() for item in items))
+
+
+@dsl.component
+def note(status: dsl.PipelineTaskFinalStatus) -> str:
+    return status.state
+
+
+@dsl.pipeline(name="pf")
+def plain_loop() -> None:
+    with dsl.ParallelFor([0.5, 1.0, 2.0]) as x:
+        double(x=x)
+
+
+@dsl.pipeline(name="nested-loops")
+def nested_loops() -> None:
+    with dsl.ParallelFor(["a", "b"]) as word:
+        with dsl.ParallelFor([1, 2, 3]) as n:
+            pair(word=word, n=n)
+
+
+@dsl.pipeline(name="collected")
+def collected() -> float:
+    with dsl.ParallelFor([0.5, 1.0, 2.0]) as x:
+        doubled = double(x=x)
+    return add_up(xs=dsl.Collected(doubled.output)).output
+
+
+@dsl.pipeline(name="artifact-loops")
+def artifact_loops() -> str:
+    with dsl.ParallelFor(["x", "y", "z"]) as text:
+        written = write(text=text)
+        read(data=written.outputs["out"])
+    return join(items=dsl.Collected(written.outputs["out"])).output
+
+
+@dsl.pipeline(name="condition-in-loop")
+def condition_in_loop() -> None:
+    with dsl.ParallelFor([0.5, 1.0, 2.0]) as x:
+        doubled = double(x=x)
+        with dsl.If(doubled.output > 1.5):
+            double(x=doubled.output)
+
+
+@dsl.pipeline(name="loop-in-exit-handler")
+def loop_in_exit_handler() -> None:
+    final = note()
+    with dsl.ExitHandler(final):
+        with dsl.ParallelFor([0.5, 1.0]) as x:
+            double(x=x)
+
+
+@dsl.pipeline(name="limited-loop")
+def limited_loop() -> None:
+    with dsl.ParallelFor([1.0, 2.0, 3.0, 4.0, 5.0], parallelism=2) as x:
+        double(x=x)
+
+
+@dsl.pipeline(name="skipped-iterations")
+def skipped_iterations(xs: List[float] = [0.5, 1.0, 2.0]) -> None:  # noqa: B006 - a pipeline default
+    """Every iteration's task is skipped, so each iteration ends at once, without a process or a cache."""
+    with dsl.ParallelFor(xs) as x:
+        with dsl.If(x < 0.0):
+            double(x=x)
