@@ -98,3 +98,35 @@ def skipped_iterations(xs: List[float] = [0.5, 1.0, 2.0]) -> None:  # noqa: B006
     with dsl.ParallelFor(xs) as x:
         with dsl.If(x < 0.0):
             double(x=x)
+
+
+@dsl.component
+def run_id_echo(run_id: str) -> str:
+    return run_id
+
+
+@dsl.component
+def once_only(flag: str) -> str:
+    """Succeeds the first time, fails every time after (its caching is off, so it runs each time)."""
+    import os
+
+    if os.path.exists(flag):
+        raise RuntimeError(f"{flag} exists: ran before")
+    open(flag, "w").close()
+    return flag
+
+
+@dsl.pipeline(name="run-specific")
+def run_specific() -> str:
+    """Its only task takes the run's id: a second run can never hit the cache."""
+    return run_id_echo(run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER).output
+
+
+def once(flag_path: str) -> "dsl.graph_component.GraphComponent":
+    """A pipeline that succeeds once: its uncached task fails when ``flag_path`` exists."""
+
+    @dsl.pipeline(name="once")
+    def once_pipeline(flag: str = flag_path) -> str:
+        return once_only(flag=flag).set_caching_options(False).output
+
+    return once_pipeline
