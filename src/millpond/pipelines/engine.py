@@ -1,7 +1,9 @@
 """The run engine: walk a pipeline's DAG, launch ready tasks in parallel, record every change.
 
-One thread owns the walk and all database writes; task processes run on a pool of worker
-threads (one per parallel slot) and hand their outcome back. A task is ready when the
+One thread owns the walk and the database writes; task processes run on a pool of worker
+threads and hand their outcome back. A container task is PENDING while it waits for the
+resource budget and a process slot; its worker records it RUNNING, with its start time, when
+its process starts — so a task's duration never counts its wait. A task is ready when the
 tasks it depends on are final; its trigger condition (CEL) decides whether it runs.
 Sub-DAGs (nested pipelines, condition branches, exit-handler bodies) and loop iterations
 are scopes of their own, finished when their last task is. After a failure no new task
@@ -185,6 +187,10 @@ class Engine:
                 self.store.finish_task(node.record_id, state=CANCELED, error=reason)
             self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self._futures.clear()
+        for node, _work, _resources in self._waiting:
+            if node.record_id:
+                self.store.finish_task(node.record_id, state=CANCELED, error=reason)
+            self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self._waiting.clear()
         self.store.update_run(self.run.id, state=state, error=reason, finished_at=utcnow())
         self.listener.run_changed(state, reason)
@@ -359,9 +365,15 @@ class Engine:
             self._reuse(node, previous)
             return
         if "importer" in executor:
-            self._record_start(node, "importer", None, inputs)
+            self._record_start(node, "importer", None, inputs, state=PENDING)
             workspace = self._workspace()
-            self._submit(node, lambda _gpus: self._import(executor["importer"], component, parameters, workspace))
+            began = self._starter(node)
+
+            def imported(_gpus: list[int]) -> TaskOutcome:
+                began(None)
+                return self._import(executor["importer"], component, parameters, workspace)
+
+            self._submit(node, imported)
             return
         if "container" not in executor:
             self._record_start(node, next(iter(executor), "unknown"), None, inputs)
@@ -369,7 +381,8 @@ class Engine:
             return
         container = executor["container"]
         log_path = self.settings.logs_dir / self.run.id / f"{node.path.replace('/', '.')}.log"
-        self._record_start(node, "container", container.get("image"), inputs, log_path)
+        # PENDING until its process starts: it may wait for the resource budget and a process slot first.
+        self._record_start(node, "container", container.get("image"), inputs, log_path, state=PENDING)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             produced = builtin_task(container.get("image", ""), parameters, self.settings.volumes_dir, self.context["pipeline_job_resource_name"])
@@ -377,6 +390,7 @@ class Engine:
             self._fail(node, str(exc))
             return
         if produced is not None:  # kfp-kubernetes CreatePVC / DeletePVC
+            self.store.update_task(node.record_id or "", started_at=utcnow())
             self._succeed(node, Outputs(parameters=produced))
             return
         try:
@@ -400,7 +414,7 @@ class Engine:
             if hit is not None:
                 outputs, source = hit
                 log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")
-                self.store.update_task(node.record_id or "", cached=True)
+                self.store.update_task(node.record_id or "", cached=True, started_at=utcnow())
                 self._succeed(node, outputs, record_artifacts=False)
                 return
         workspace = self._workspace()
@@ -435,8 +449,7 @@ class Engine:
                 log.writelines(f"[millpond] {note}\n" for note in platform.notes)
         if platform.labels or platform.annotations:
             self.store.update_task(node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations})
-        task_id = node.record_id or ""
-        request.on_start = lambda pid: self.store.update_task(task_id, pid=pid, pid_start=start_ticks(pid))
+        request.on_start = self._starter(node)
         policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
 
         def work(gpus: list[int]) -> TaskOutcome:
@@ -446,6 +459,23 @@ class Engine:
                 platform.cleanup()  # secret files live only while the task runs
 
         self._submit(node, work, resources)
+
+    def _starter(self, node: Node) -> Callable[[int | None], None]:
+        """What a worker thread calls when ``node``'s work really begins (its process, with a pid): the
+        first call records the task RUNNING with its ``started_at``; a retry's only records its new pid."""
+        task_id, path, name = node.record_id or "", node.path, node.display_name
+        began = threading.Event()
+
+        def started(pid: int | None) -> None:
+            process = {"pid": pid, "pid_start": start_ticks(pid)} if pid is not None else {}
+            if began.is_set():
+                self.store.update_task(task_id, **process)
+                return
+            began.set()
+            self.store.update_task(task_id, state=RUNNING, started_at=utcnow(), **process)
+            self.listener.task_changed(path, name, RUNNING, None)
+
+        return started
 
     def _platform(self, node: Node, label: str) -> TaskPlatform:
         """Environment, mounts and settings from the task's kfp-kubernetes config."""
@@ -479,8 +509,17 @@ class Engine:
         waiting, self._waiting = self._waiting, []
         for node, work, resources in waiting:
             if self.cancel.is_set():
-                break
+                self._never_started(node, "canceled while it waited for resources")
+                continue
             self._submit(node, work, resources)
+
+    def _never_started(self, node: Node, reason: str) -> None:
+        """A task that waited (PENDING) and will not run: CANCELED, with no start time."""
+        node.state, node.error = CANCELED, reason
+        node.scope.settle(node)
+        if node.record_id:
+            self.store.finish_task(node.record_id, state=CANCELED, error=reason)
+        self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
 
     def _attempts(self, request: TaskRequest, policy: RetryPolicy, gpus: list[int]) -> TaskOutcome:
         """Run a container task, retrying per its retryPolicy (in a worker thread)."""
@@ -529,15 +568,17 @@ class Engine:
         return scope.owner.record_id if scope.owner else None
 
     def _record_start(
-        self, node: Node, kind: str, image: str | None, inputs: dict[str, Any], log_path: Path | None = None
+        self, node: Node, kind: str, image: str | None, inputs: dict[str, Any], log_path: Path | None = None,
+        state: str = RUNNING,
     ) -> None:
+        """Record the task's row: RUNNING (started now), or PENDING (waiting; ``_starter`` marks its start)."""
         node.record_id = self.store.start_task(
             run_id=self.run.id, path=node.path, name=node.display_name, kind=kind, component=node.component_name,
             parent_id=self._parent_record(node), image=image, inputs=inputs,
-            log_path=str(log_path) if log_path else None, task_id=node.record_id,
+            log_path=str(log_path) if log_path else None, task_id=node.record_id, state=state,
         )
-        node.state, node.kind = RUNNING, kind
-        self.listener.task_changed(node.path, node.display_name, RUNNING, None)
+        node.state, node.kind = RUNNING, kind  # the walk's own state: started, not final
+        self.listener.task_changed(node.path, node.display_name, state, None)
 
     def _decide(self, node: Node, state: str, reason: str | None) -> None:
         """Record a task that will not run (skipped)."""
