@@ -130,3 +130,22 @@ def once(flag_path: str) -> "dsl.graph_component.GraphComponent":
         return once_only(flag=flag).set_caching_options(False).output
 
     return once_pipeline
+
+
+@dsl.component
+def make(text: str, data: Output[Dataset]) -> None:
+    with open(data.path, "w") as handle:
+        handle.write(text)
+
+
+@dsl.component
+def consume(data: Input[Dataset]) -> None:
+    import os
+
+    os.remove(data.path)  # what the cache kept of make is gone: its next run cannot be a hit
+
+
+@dsl.pipeline(name="lost-cache")
+def lost_cache() -> None:
+    made = make(text="x")
+    consume(data=made.outputs["data"]).set_caching_options(False)

@@ -9,8 +9,8 @@ own error in its log.
 
 With ``twice``, every case runs a second time on the same home, with the same protocol values
 (fresh ``marker_path`` / ``counter_path`` files, as the protocol asks of every run). The second run
-must end in the first run's state and pass the same checks, and — when the first run had a
-cacheable container task that succeeded — take at least one task from the cache.
+must end in the first run's state and pass the same checks, and every container task with caching
+on that succeeded in the first run and gets the same resolved inputs must be a cache hit.
 """
 
 from __future__ import annotations
@@ -185,8 +185,9 @@ class ConformanceRunner:
         verdict.second = second.result.state
         verdict.cached = sum(1 for t in second.tasks if t.cached)
         problem = self._problem(file, loaded.spec, second, verdict.expected)
-        if not problem and _cacheable_successes(loaded.spec, first.tasks) and not verdict.cached:
-            problem = "no task was a cache hit, although a cacheable task succeeded in the first run"
+        missed = _missed_hits(loaded.spec, first.tasks, second.tasks)
+        if not problem and missed:
+            problem = f"task {missed[0]!r} was not a cache hit, though its first run succeeded with the same inputs"
         if problem:
             verdict.ok, verdict.reason = False, f"second run ({second.result.state}): {problem}"
 
@@ -264,11 +265,20 @@ def _runs_after_failures(spec: dict[str, Any], path: str) -> bool:
     return task is not None and task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
 
 
-def _cacheable_successes(spec: dict[str, Any], tasks: list[TaskRecord]) -> list[str]:
-    """The container tasks of a run that succeeded with caching on: a re-run may take them from the cache."""
-    found = []
-    for t in tasks:
-        task = _task_spec(spec, t.path) if t.kind == "container" and t.state == "SUCCEEDED" else None
+def _missed_hits(spec: dict[str, Any], first: list[TaskRecord], second: list[TaskRecord]) -> list[str]:
+    """The container tasks of a second run that should have been cache hits and were not.
+
+    A task should hit when, at the same path, the first run's task SUCCEEDED with caching on
+    and the same resolved inputs. Inputs that name the run (a PipelineTaskFinalStatus, the run's
+    id) or a protocol file parameter legitimately differ, and then nothing is demanded.
+    """
+    before = {t.path: t for t in first if t.kind == "container" and t.state == "SUCCEEDED"}
+    missed = []
+    for t in second:
+        earlier = before.get(t.path)
+        if earlier is None or t.cached or t.kind != "container" or t.inputs != earlier.inputs:
+            continue
+        task = _task_spec(spec, t.path)
         if task is not None and caching_enabled(task):
-            found.append(t.path)
-    return found
+            missed.append(t.path)
+    return missed
