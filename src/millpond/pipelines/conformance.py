@@ -30,6 +30,7 @@ from millpond.pipelines import ir
 from millpond.pipelines.caching import caching_enabled
 from millpond.pipelines.engine import Engine, RunResult
 from millpond.pipelines.loader import LoadedPipeline, load_pipeline
+from millpond.pipelines.platform import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE
 from millpond.pipelines.submit import RunRequest, prepare_run
 from millpond.settings import load_settings
 from millpond.store.journal import TaskRecord, open_journal
@@ -270,9 +271,14 @@ def _missed_hits(spec: dict[str, Any], first: list[TaskRecord], second: list[Tas
 
     A task should hit when, at the same path, the first run's task SUCCEEDED with caching on
     and the same resolved inputs. Inputs that name the run (a PipelineTaskFinalStatus, the run's
-    id) or a protocol file parameter legitimately differ, and then nothing is demanded.
+    id) or a protocol file parameter legitimately differ, and then nothing is demanded. A
+    kfp-kubernetes CreatePVC/DeletePVC acts on a volume rather than computing outputs: the engine
+    never caches it (a cached CreatePVC would name a volume the first run's DeletePVC removed).
     """
-    before = {t.path: t for t in first if t.kind == "container" and t.state == "SUCCEEDED"}
+    before = {
+        t.path: t for t in first
+        if t.kind == "container" and t.state == "SUCCEEDED" and t.image not in (CREATE_PVC_IMAGE, DELETE_PVC_IMAGE)
+    }
     missed = []
     for t in second:
         earlier = before.get(t.path)
