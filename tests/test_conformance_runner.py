@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kfp import compiler
 
-from tests.pipelines import control_flow, typed_params
+from tests.pipelines import cached_loops, control_flow, typed_params
 
 
 def test_runner_passes_and_fails_by_folder(cli, tmp_path: Path) -> None:
@@ -31,3 +31,46 @@ def test_runner_exits_non_zero_when_a_file_fails(cli, tmp_path: Path) -> None:
     assert result.code == 1
     assert result.out.strip().splitlines()[-1] == "0 passed, 1 failed"
     assert "exploded on purpose" in result.out
+
+
+def test_twice_runs_each_case_again_from_the_cache(cli, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    (corpus / "essential").mkdir(parents=True)
+    (corpus / "failing").mkdir()
+    compiler.Compiler().compile(cached_loops.plain_loop, str(corpus / "essential" / "loop.yaml"))
+    compiler.Compiler().compile(cached_loops.collected, str(corpus / "essential" / "collected.yaml"))
+    compiler.Compiler().compile(control_flow.cleanup_after_failure, str(corpus / "failing" / "fails.yaml"))
+    result = cli("conformance", "--twice", corpus)
+    assert result.code == 0, result.out
+    assert "essential/loop.yaml  SUCCEEDED, then SUCCEEDED (3 cached)" in result.out
+    assert "essential/collected.yaml  SUCCEEDED, then SUCCEEDED (4 cached)" in result.out
+    assert "failing/fails.yaml  FAILED, then FAILED" in result.out
+    assert result.out.strip().splitlines()[-1] == "3 passed, 0 failed"
+
+
+def test_twice_fails_a_case_whose_second_run_ends_otherwise(cli, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "essential"
+    corpus.mkdir(parents=True)
+    compiler.Compiler().compile(cached_loops.once(str(tmp_path / "flag")), str(corpus / "once.yaml"))
+    result = cli("conformance", "--twice", corpus.parent)
+    assert result.code == 1
+    assert "SUCCEEDED, then FAILED" in result.out and "second run (FAILED)" in result.out
+    assert result.out.strip().splitlines()[-1] == "0 passed, 1 failed"
+
+
+def test_twice_fails_a_case_whose_second_run_misses_the_cache(cli, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "essential"
+    corpus.mkdir(parents=True)
+    compiler.Compiler().compile(cached_loops.lost_cache, str(corpus / "lost_cache.yaml"))
+    result = cli("conformance", "--twice", corpus.parent)
+    assert result.code == 1
+    assert "SUCCEEDED, then SUCCEEDED (0 cached)" in result.out and "'make' was not a cache hit" in result.out
+
+
+def test_twice_demands_no_hit_from_a_task_whose_inputs_name_the_run(cli, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "essential"
+    corpus.mkdir(parents=True)
+    compiler.Compiler().compile(cached_loops.run_specific, str(corpus / "run_specific.yaml"))
+    result = cli("conformance", "--twice", corpus.parent)
+    assert result.code == 0, result.out
+    assert "SUCCEEDED, then SUCCEEDED (0 cached)" in result.out

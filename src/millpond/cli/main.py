@@ -130,11 +130,15 @@ def experiments_list(output: str) -> None:
 @click.argument("folder", type=click.Path(path_type=Path))
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds one pipeline may run.")
 @click.option("--seed", type=int, help="Seed for the protocol's random parameter values.")
-def conformance_command(folder: Path, timeout: float, seed: int | None) -> int:
+@click.option(
+    "--twice", is_flag=True,
+    help="Run each case a second time on the same home: it must end the same way, with cache hits where caching is on.",
+)
+def conformance_command(folder: Path, timeout: float, seed: int | None, twice: bool) -> int:
     """Run every pipeline of FOLDER under the KFP conformance protocol; exit 1 when any fails."""
     from millpond.cli.conformance import conformance
 
-    return conformance(folder, timeout, seed)
+    return conformance(folder, timeout, seed, twice)
 
 
 for _command in RUN_ACTIONS:

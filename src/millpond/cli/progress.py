@@ -51,7 +51,7 @@ class RunProgress:
         now = time.monotonic()
         with self._lock:
             previous = self.tasks.get(path)
-            started = previous[2] if previous else now
+            started = previous[2] if previous and previous[1] != "PENDING" else now  # a wait is not run time
             finished = now if state not in ("RUNNING", "PENDING") else None
             self.tasks[path] = (name, state, started, finished, error)
         if self._live is None and state not in ("RUNNING", "PENDING"):

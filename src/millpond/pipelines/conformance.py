@@ -6,6 +6,11 @@ MILLPOND_HOME that holds the protocol's secrets, and is judged by the folder it 
 with its exit handlers run; ``local_execution`` has its own rules; ``gpu-scheduling`` must
 fail before any task starts when no GPU is here; ``integration`` must fail with the task's
 own error in its log.
+
+With ``twice``, every case runs a second time on the same home, with the same protocol values
+(fresh ``marker_path`` / ``counter_path`` files, as the protocol asks of every run). The second run
+must end in the first run's state and pass the same checks, and every container task with caching
+on that succeeded in the first run and gets the same resolved inputs must be a cache hit.
 """
 
 from __future__ import annotations
@@ -22,6 +27,14 @@ from typing import Any, Callable
 
 from millpond.errors import UserError
 from millpond.pipelines import ir
+from millpond.pipelines.caching import caching_enabled
+from millpond.pipelines.engine import Engine, RunResult
+from millpond.pipelines.loader import LoadedPipeline, load_pipeline
+from millpond.pipelines.platform import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE
+from millpond.pipelines.submit import RunRequest, prepare_run
+from millpond.settings import load_settings
+from millpond.store.journal import TaskRecord, open_journal
+from millpond.store.secrets import ConfigStore
 
 PROTOCOL_SECRETS = {
     "test-secret-1": {"username": "user1"},
@@ -49,6 +62,17 @@ class Verdict:
     ok: bool
     reason: str = ""
     skipped: bool = False
+    second: str = ""  # with ``twice``: the second run's state
+    cached: int = 0  # with ``twice``: how many of the second run's tasks were cache hits
+
+
+@dataclass
+class Attempt:
+    """One run of a case: how it ended, its tasks, and the protocol values it was given."""
+
+    result: RunResult
+    tasks: list[TaskRecord]
+    values: dict[str, Any]
 
 
 def protocol_value(parameter_type: str, rng: random.Random) -> Any:
@@ -70,6 +94,14 @@ def _random_string(rng: random.Random) -> str:
     return "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(20))
 
 
+def fresh_files(values: dict[str, Any], scratch: Path, rng: random.Random) -> dict[str, Any]:
+    """The same protocol values, with new temporary files for the parameters that name one."""
+    return {
+        name: str(scratch / f"{name}-{_random_string(rng)}") if name in FILE_PARAMETERS else value
+        for name, value in values.items()
+    }
+
+
 def protocol_arguments(spec: dict[str, Any], scratch: Path, rng: random.Random) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, definition in ir.input_parameters(spec["root"]).items():
@@ -82,7 +114,8 @@ def protocol_arguments(spec: dict[str, Any], scratch: Path, rng: random.Random) 
 
 def expectation(file: Path) -> str:
     group = file.parent.name
-    if file.stem in UNREACHABLE or group in ("failing", "gpu-scheduling", "integration") or file.stem == IGNORE_UPSTREAM:
+    must_fail = group in ("failing", "gpu-scheduling", "integration")
+    if file.stem in UNREACHABLE or must_fail or file.stem == IGNORE_UPSTREAM:
         return "FAILED"
     return "SUCCEEDED"
 
@@ -90,9 +123,10 @@ def expectation(file: Path) -> str:
 class ConformanceRunner:
     """Runs every pipeline file of a folder under the protocol and judges each."""
 
-    def __init__(self, timeout_s: float = 600.0, seed: int | None = None) -> None:
+    def __init__(self, timeout_s: float = 600.0, seed: int | None = None, twice: bool = False) -> None:
         self.timeout_s = timeout_s
         self.rng = random.Random(seed)
+        self.twice = twice
 
     def files(self, folder: Path) -> list[Path]:
         if not folder.is_dir():
@@ -122,9 +156,6 @@ class ConformanceRunner:
                     os.environ["MILLPOND_HOME"] = saved
 
     def _create_secrets(self) -> None:
-        from millpond.settings import load_settings
-        from millpond.store.secrets import ConfigStore
-
         configs = ConfigStore(load_settings().home)
         for name, data in PROTOCOL_SECRETS.items():
             configs.create("secret", name, data, replace=True)
@@ -134,24 +165,39 @@ class ConformanceRunner:
         if any(marker in file.name for marker in SKIPPED_NAMES):
             return Verdict(file, expected, "-", 0.0, ok=True, reason="skipped by the protocol", skipped=True)
         started = time.monotonic()
+        verdict = Verdict(file, expected, "INVALID", 0.0, ok=False)
         try:
-            got, reason, ok = self._judge(file, scratch, expected)
+            self._judge(file, scratch, verdict)
         except UserError as exc:
-            got, reason, ok = "INVALID", str(exc), False
-        return Verdict(file, expected, got, time.monotonic() - started, ok, reason)
+            verdict.reason, verdict.ok = str(exc), False
+        verdict.seconds = time.monotonic() - started
+        return verdict
 
-    def _judge(self, file: Path, scratch: Path, expected: str) -> tuple[str, str, bool]:
-        from millpond.pipelines.engine import Engine
-        from millpond.pipelines.loader import load_pipeline
-        from millpond.pipelines.submit import RunRequest, prepare_run
-        from millpond.settings import load_settings
-        from millpond.store.journal import open_journal
+    def _judge(self, file: Path, scratch: Path, verdict: Verdict) -> None:
+        """Fill in ``verdict``: the first run's state and whether it meets the protocol, then the second's."""
+        loaded = load_pipeline(file)
+        first = self._attempt(file, loaded, protocol_arguments(loaded.spec, scratch, self.rng))
+        verdict.got = first.result.state
+        problem = self._problem(file, loaded.spec, first, verdict.expected)
+        verdict.ok, verdict.reason = not problem, problem or first.result.error or ""
+        if problem or not self.twice:
+            return
+        second = self._attempt(file, loaded, fresh_files(first.values, scratch, self.rng))
+        verdict.second = second.result.state
+        verdict.cached = sum(1 for t in second.tasks if t.cached)
+        problem = self._problem(file, loaded.spec, second, verdict.expected)
+        missed = _missed_hits(loaded.spec, first.tasks, second.tasks)
+        if not problem and missed:
+            problem = f"task {missed[0]!r} was not a cache hit, though its first run succeeded with the same inputs"
+        if problem:
+            verdict.ok, verdict.reason = False, f"second run ({second.result.state}): {problem}"
 
+    def _attempt(self, file: Path, loaded: LoadedPipeline, values: dict[str, Any]) -> Attempt:
+        """Run ``loaded`` once with ``values`` in the current home, cancelled after the timeout."""
         settings = load_settings()
         store = open_journal(settings.database_url)
-        loaded = load_pipeline(file)
-        values = protocol_arguments(loaded.spec, scratch, self.rng)
-        run = prepare_run(store, settings, RunRequest(pipeline=loaded, texts={}, values=values, experiment="conformance"))
+        request = RunRequest(pipeline=loaded, texts={}, values=values, experiment="conformance")
+        run = prepare_run(store, settings, request)
         # local_execution/ is defined by kfp.local, which ignores resource requests ("k8s-only methods").
         engine = Engine(store, settings, ignore_resources=file.parent.name == "local_execution")
         timer = threading.Timer(self.timeout_s, engine.cancel.set)
@@ -160,14 +206,19 @@ class ConformanceRunner:
             result = engine.execute(run)
         finally:
             timer.cancel()
-        tasks = store.list_tasks(run.id)
-        error = result.error or ""
-        if result.state != expected:
-            return result.state, error or "succeeded where it must fail", False
-        checks = self._extra_checks(file, loaded.spec, result, tasks, values, error)
-        return result.state, checks or error, not checks
+        return Attempt(result, store.list_tasks(run.id), values)
 
-    def _extra_checks(self, file: Path, spec: dict[str, Any], result: Any, tasks: list[Any], values: dict[str, Any], error: str) -> str:
+    def _problem(self, file: Path, spec: dict[str, Any], attempt: Attempt, expected: str) -> str:
+        """Why ``attempt`` does not meet the protocol; '' when it does."""
+        error = attempt.result.error or ""
+        if attempt.result.state != expected:
+            return error or "succeeded where it must fail"
+        return self._extra_checks(file, spec, attempt.result, attempt.tasks, attempt.values, error)
+
+    def _extra_checks(
+        self, file: Path, spec: dict[str, Any], result: RunResult, tasks: list[TaskRecord], values: dict[str, Any],
+        error: str,
+    ) -> str:
         """What the protocol demands beyond the final state; '' when all hold."""
         group, stem = file.parent.name, file.stem
         if stem in UNREACHABLE and not any(word.lower() in error.lower() for word in UNREACHABLE[stem]):
@@ -194,17 +245,46 @@ class ConformanceRunner:
         return ""
 
 
-def _runs_after_failures(spec: dict[str, Any], path: str) -> bool:
-    """Whether the task at ``path`` is an exit handler (trigger strategy ALL_UPSTREAM_TASKS_COMPLETED)."""
+def _task_spec(spec: dict[str, Any], path: str) -> dict[str, Any] | None:
+    """The IR task a run's task path (``loop/iteration-0/train``) is an instance of."""
     component: dict[str, Any] = spec["root"]
-    parts = path.split("/")
-    for i, part in enumerate(parts):
+    task: dict[str, Any] | None = None
+    for part in path.split("/"):
         if part.startswith("iteration-"):
             continue
+        if task is not None:
+            component = spec["components"][task["componentRef"]["name"]]
         task = component.get("dag", {}).get("tasks", {}).get(part)
         if task is None:
-            return False
-        if i == len(parts) - 1:
-            return task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
-        component = spec["components"][task["componentRef"]["name"]]
-    return False
+            return None
+    return task
+
+
+def _runs_after_failures(spec: dict[str, Any], path: str) -> bool:
+    """Whether the task at ``path`` is an exit handler (trigger strategy ALL_UPSTREAM_TASKS_COMPLETED)."""
+    task = _task_spec(spec, path)
+    return task is not None and task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
+
+
+def _missed_hits(spec: dict[str, Any], first: list[TaskRecord], second: list[TaskRecord]) -> list[str]:
+    """The container tasks of a second run that should have been cache hits and were not.
+
+    A task should hit when, at the same path, the first run's task SUCCEEDED with caching on
+    and the same resolved inputs. Inputs that name the run (a PipelineTaskFinalStatus, the run's
+    id) or a protocol file parameter legitimately differ, and then nothing is demanded. A
+    kfp-kubernetes CreatePVC/DeletePVC acts on a volume rather than computing outputs: the engine
+    never caches it (a cached CreatePVC would name a volume the first run's DeletePVC removed).
+    """
+    before = {
+        t.path: t for t in first
+        if t.kind == "container" and t.state == "SUCCEEDED" and t.image not in (CREATE_PVC_IMAGE, DELETE_PVC_IMAGE)
+    }
+    missed = []
+    for t in second:
+        earlier = before.get(t.path)
+        if earlier is None or t.cached or t.kind != "container" or t.inputs != earlier.inputs:
+            continue
+        task = _task_spec(spec, t.path)
+        if task is not None and caching_enabled(task):
+            missed.append(t.path)
+    return missed

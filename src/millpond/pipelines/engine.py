@@ -1,7 +1,9 @@
 """The run engine: walk a pipeline's DAG, launch ready tasks in parallel, record every change.
 
-One thread owns the walk and all database writes; task processes run on a pool of worker
-threads (one per parallel slot) and hand their outcome back. A task is ready when the
+One thread owns the walk and the database writes; task processes run on a pool of worker
+threads and hand their outcome back. A container task is PENDING while it waits for the
+resource budget and a process slot; its worker records it RUNNING, with its start time, when
+its process starts — so a task's duration never counts its wait. A task is ready when the
 tasks it depends on are final; its trigger condition (CEL) decides whether it runs.
 Sub-DAGs (nested pipelines, condition branches, exit-handler bodies) and loop iterations
 are scopes of their own, finished when their last task is. After a failure no new task
@@ -157,12 +159,22 @@ class Engine:
                 raise
             finally:
                 self.runner.close()
-        state = FAILED if self._failed or not root.done() else SUCCEEDED
-        error = self._failed[0] if self._failed else None
+        state, error = self._outcome(root)
         outputs = bindings.dag_outputs(root) if state == SUCCEEDED else Outputs()
         self.store.update_run(run.id, state=state, error=error, outputs=outputs.to_json(), finished_at=utcnow())
         self.listener.run_changed(state, error)
         return RunResult(state=state, error=error, outputs=outputs)
+
+    def _outcome(self, root: Scope) -> tuple[str, str | None]:
+        """The run's end state and why: a FAILED or CANCELED run always names its reason."""
+        if self._failed:
+            return FAILED, self._failed[0]
+        if root.done():
+            return SUCCEEDED, None
+        unsettled = ", ".join(root.unsettled()[:5])
+        if self.cancel.is_set():
+            return CANCELED, f"canceled before these tasks ended: {unsettled}"
+        return FAILED, f"engine error: the walk ended with tasks never final: {unsettled}"
 
     def _abandon(self, exc: BaseException) -> None:
         """Stop the tasks in flight and record the run as CANCELED (Ctrl-C, SIGTERM) or FAILED."""
@@ -176,6 +188,10 @@ class Engine:
                 self.store.finish_task(node.record_id, state=CANCELED, error=reason)
             self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self._futures.clear()
+        for node, _work, _resources in self._waiting:
+            if node.record_id:
+                self.store.finish_task(node.record_id, state=CANCELED, error=reason)
+            self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self._waiting.clear()
         self.store.update_run(self.run.id, state=state, error=reason, finished_at=utcnow())
         self.listener.run_changed(state, reason)
@@ -188,17 +204,29 @@ class Engine:
         return scope
 
     def _advance(self, scope: Scope) -> None:
-        """Start the tasks of ``scope`` whose upstream became final; finish the scope when all are."""
-        while scope.ready:
-            node = scope.nodes[scope.ready.popleft()]
-            if node.state != PENDING:
-                continue
-            deps = [scope.nodes[d] for d in node.dependencies()]
-            reason = self._blocked(node, deps)
-            if reason:
-                self._decide(node, SKIPPED, f"not run: {reason}")
-            else:
-                self._start(node)
+        """Start the tasks of ``scope`` whose upstream became final; finish the scope when all are.
+
+        A task can end while this walk starts it (a cache hit, a skip, a failure before its
+        process): its dependents are then queued on ``scope.ready`` and this same walk starts
+        them, rather than a nested walk per task — so the depth of the call stack does not grow
+        with a chain's length, and the scope is finished exactly once.
+        """
+        if scope.advancing:
+            return
+        scope.advancing = True
+        try:
+            while scope.ready:
+                node = scope.nodes[scope.ready.popleft()]
+                if node.state != PENDING:
+                    continue
+                deps = [scope.nodes[d] for d in node.dependencies()]
+                reason = self._blocked(node, deps)
+                if reason:
+                    self._decide(node, SKIPPED, f"not run: {reason}")
+                else:
+                    self._start(node)
+        finally:
+            scope.advancing = False
         if scope.done() and not scope.finished:
             self._scope_finished(scope)
 
@@ -264,22 +292,47 @@ class Engine:
         self._start_iterations(node)
 
     def _start_iterations(self, node: Node) -> None:
-        """Start iterations while the loop's parallelism limit allows (0 = no limit)."""
-        if self._failed:
-            node.pending_iterations.clear()
+        """Start iterations while the loop's parallelism limit allows (0 = no limit); end the loop after its last.
+
+        An iteration may end inside ``_advance`` (every task a cache hit or skipped). It then
+        calls back here; that nested call returns at once and this one, still running, starts
+        the next iteration — so the loop ends once, here, and the stack does not grow with
+        the number of iterations.
+        """
+        if node.launching:
             return
-        limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
-        while node.pending_iterations and (not limit or node.active_iterations < limit):
-            index, scope = node.pending_iterations.popleft()
-            node.iterations[index] = scope
-            scope.record_id = self.store.start_task(
-                task_id=new_id(),
-                run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}", kind="iteration",
-                component=node.component_name, parent_id=node.record_id,
-                inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
-            )
-            node.active_iterations += 1
-            self._advance(scope)
+        node.launching = True
+        try:
+            limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
+            while node.pending_iterations and (not limit or node.active_iterations < limit):
+                if self._failed:  # no new work after a failure: the iterations not started never run
+                    node.dropped_iterations += len(node.pending_iterations)
+                    node.pending_iterations.clear()
+                    break
+                index, scope = node.pending_iterations.popleft()
+                node.iterations[index] = scope
+                scope.record_id = self.store.start_task(
+                    task_id=new_id(),
+                    run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}",
+                    kind="iteration",
+                    component=node.component_name, parent_id=node.record_id,
+                    inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
+                )
+                node.active_iterations += 1
+                self._advance(scope)
+        finally:
+            node.launching = False
+        if node.state == RUNNING and not node.pending_iterations and not node.active_iterations:
+            self._loop_finished(node)
+
+    def _loop_finished(self, node: Node) -> None:
+        """Every started iteration ended: the loop fails with its first failed iteration, or succeeds."""
+        if node.failed_iteration is not None:
+            self._dag_failed(node, node.failed_iteration.first_failure())
+        elif node.dropped_iterations:
+            self._dag_failed(node, None, f"{node.dropped_iterations} iteration(s) not started: the run failed")
+        else:
+            self._succeed(node, bindings.collect_iterations(node))
 
     def _scope_finished(self, scope: Scope) -> None:
         scope.finished = True
@@ -297,13 +350,7 @@ class Engine:
             owner.active_iterations -= 1
             if failed and owner.failed_iteration is None:
                 owner.failed_iteration = scope
-            self._start_iterations(owner)
-            if owner.pending_iterations or owner.active_iterations:
-                return
-            if owner.failed_iteration is not None:
-                self._dag_failed(owner, owner.failed_iteration.first_failure())
-            else:
-                self._succeed(owner, bindings.collect_iterations(owner))
+            self._start_iterations(owner)  # the next iteration, or the loop's end
         elif failed:
             self._dag_failed(owner, failed)
         else:
@@ -319,9 +366,15 @@ class Engine:
             self._reuse(node, previous)
             return
         if "importer" in executor:
-            self._record_start(node, "importer", None, inputs)
+            self._record_start(node, "importer", None, inputs, state=PENDING)
             workspace = self._workspace()
-            self._submit(node, lambda _gpus: self._import(executor["importer"], component, parameters, workspace))
+            began = self._starter(node)
+
+            def imported(_gpus: list[int]) -> TaskOutcome:
+                began(None)
+                return self._import(executor["importer"], component, parameters, workspace)
+
+            self._submit(node, imported)
             return
         if "container" not in executor:
             self._record_start(node, next(iter(executor), "unknown"), None, inputs)
@@ -334,7 +387,8 @@ class Engine:
             self._record_start(node, "container", container.get("image"), inputs)
             self._fail(node, str(exc))
             return
-        self._record_start(node, "container", container.get("image"), inputs, log_path)
+        # PENDING until its process starts: it may wait for the resource budget and a process slot first.
+        self._record_start(node, "container", container.get("image"), inputs, log_path, state=PENDING)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             produced = builtin_task(container.get("image", ""), parameters, self.settings.volumes_dir, self.context["pipeline_job_resource_name"])
@@ -342,6 +396,7 @@ class Engine:
             self._fail(node, str(exc))
             return
         if produced is not None:  # kfp-kubernetes CreatePVC / DeletePVC
+            self.store.update_task(node.record_id or "", started_at=utcnow())
             self._succeed(node, Outputs(parameters=produced))
             return
         try:
@@ -365,7 +420,7 @@ class Engine:
             if hit is not None:
                 outputs, source = hit
                 log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")
-                self.store.update_task(node.record_id or "", cached=True)
+                self.store.update_task(node.record_id or "", cached=True, started_at=utcnow())
                 self._succeed(node, outputs, record_artifacts=False)
                 return
         workspace = self._workspace()
@@ -400,8 +455,7 @@ class Engine:
                 log.writelines(f"[millpond] {note}\n" for note in platform.notes)
         if platform.labels or platform.annotations:
             self.store.update_task(node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations})
-        task_id = node.record_id or ""
-        request.on_start = lambda pid: self.store.update_task(task_id, pid=pid, pid_start=start_ticks(pid))
+        request.on_start = self._starter(node)
         policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
 
         def work(gpus: list[int]) -> TaskOutcome:
@@ -411,6 +465,23 @@ class Engine:
                 platform.cleanup()  # secret files live only while the task runs
 
         self._submit(node, work, resources)
+
+    def _starter(self, node: Node) -> Callable[[int | None], None]:
+        """What a worker thread calls when ``node``'s work really begins (its process, with a pid): the
+        first call records the task RUNNING with its ``started_at``; a retry's only records its new pid."""
+        task_id, path, name = node.record_id or "", node.path, node.display_name
+        began = threading.Event()
+
+        def started(pid: int | None) -> None:
+            process = {"pid": pid, "pid_start": start_ticks(pid)} if pid is not None else {}
+            if began.is_set():
+                self.store.update_task(task_id, **process)
+                return
+            began.set()
+            self.store.update_task(task_id, state=RUNNING, started_at=utcnow(), **process)
+            self.listener.task_changed(path, name, RUNNING, None)
+
+        return started
 
     def _platform(self, node: Node, label: str) -> TaskPlatform:
         """Environment, mounts and settings from the task's kfp-kubernetes config."""
@@ -444,8 +515,17 @@ class Engine:
         waiting, self._waiting = self._waiting, []
         for node, work, resources in waiting:
             if self.cancel.is_set():
-                break
+                self._never_started(node, "canceled while it waited for resources")
+                continue
             self._submit(node, work, resources)
+
+    def _never_started(self, node: Node, reason: str) -> None:
+        """A task that waited (PENDING) and will not run: CANCELED, with no start time."""
+        node.state, node.error = CANCELED, reason
+        node.scope.settle(node)
+        if node.record_id:
+            self.store.finish_task(node.record_id, state=CANCELED, error=reason)
+        self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
 
     def _attempts(self, request: TaskRequest, policy: RetryPolicy, gpus: list[int]) -> TaskOutcome:
         """Run a container task, retrying per its retryPolicy (in a worker thread)."""
@@ -494,15 +574,17 @@ class Engine:
         return scope.owner.record_id if scope.owner else None
 
     def _record_start(
-        self, node: Node, kind: str, image: str | None, inputs: dict[str, Any], log_path: Path | None = None
+        self, node: Node, kind: str, image: str | None, inputs: dict[str, Any], log_path: Path | None = None,
+        state: str = RUNNING,
     ) -> None:
+        """Record the task's row: RUNNING (started now), or PENDING (waiting; ``_starter`` marks its start)."""
         node.record_id = self.store.start_task(
             run_id=self.run.id, path=node.path, name=node.display_name, kind=kind, component=node.component_name,
             parent_id=self._parent_record(node), image=image, inputs=inputs,
-            log_path=str(log_path) if log_path else None, task_id=node.record_id,
+            log_path=str(log_path) if log_path else None, task_id=node.record_id, state=state,
         )
-        node.state, node.kind = RUNNING, kind
-        self.listener.task_changed(node.path, node.display_name, RUNNING, None)
+        node.state, node.kind = RUNNING, kind  # the walk's own state: started, not final
+        self.listener.task_changed(node.path, node.display_name, state, None)
 
     def _decide(self, node: Node, state: str, reason: str | None) -> None:
         """Record a task that will not run (skipped)."""
@@ -525,11 +607,11 @@ class Engine:
         self.listener.task_changed(node.path, node.display_name, FAILED, error)
         self._advance(node.scope)
 
-    def _dag_failed(self, node: Node, failed: Node | None) -> None:
+    def _dag_failed(self, node: Node, failed: Node | None, reason: str = "failed") -> None:
         """A sub-DAG or loop whose task failed: fails too, without counting the failure twice."""
         node.state = FAILED
         node.scope.settle(node)
-        node.error = f"task {failed.display_name!r} failed: {failed.error}" if failed else "failed"
+        node.error = f"task {failed.display_name!r} failed: {failed.error}" if failed else reason
         if node.record_id:
             self.store.finish_task(node.record_id, state=FAILED, error=node.error)
         self.listener.task_changed(node.path, node.display_name, FAILED, None)

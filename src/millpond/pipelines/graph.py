@@ -44,12 +44,17 @@ class Node:
     outputs: Outputs = field(default_factory=Outputs)
     error: str | None = None
     cache_key: str | None = None
+    settled: bool = False  # counted as final by its scope
     # Loops: the iterations still to start, the scopes started so far (by index), how many of
     # those are still running, and the first that failed.
     pending_iterations: deque[tuple[int, "Scope"]] = field(default_factory=deque)
     iterations: dict[int, "Scope"] = field(default_factory=dict)
     active_iterations: int = 0
     failed_iteration: "Scope | None" = None
+    dropped_iterations: int = 0  # not started because the run had failed
+    # True while _start_iterations runs for this loop: an iteration that ends inside it (a cache
+    # hit, a skipped branch) only counts itself, and the running call starts the next one.
+    launching: bool = False
 
     @property
     def path(self) -> str:
@@ -96,6 +101,9 @@ class Scope:
     dependents: dict[str, list[str]] = field(default_factory=dict)
     ready: deque[str] = field(default_factory=deque)
     unfinished: int = 0
+    # True while the engine's _advance walks this scope: a task that ends inside that walk (a cache
+    # hit, a skip) only queues its dependents, and the walk already under way starts them.
+    advancing: bool = False
 
     def add_tasks(self, tasks: dict[str, Any]) -> None:
         for name, task in tasks.items():
@@ -110,7 +118,13 @@ class Scope:
         self.unfinished = len(self.nodes)
 
     def settle(self, node: Node) -> None:
-        """``node`` became final: count it done and release the tasks that waited only on it."""
+        """``node`` became final: count it done and release the tasks that waited only on it.
+
+        A node settles once; a second call is an engine bug that would make the count lie.
+        """
+        if node.settled:
+            raise RuntimeError(f"task {node.path!r} became final twice")
+        node.settled = True
         self.unfinished -= 1
         for name in self.dependents.get(node.name, ()):
             self.waiting_on[name] -= 1
@@ -122,3 +136,7 @@ class Scope:
 
     def first_failure(self) -> Node | None:
         return next((n for n in self.nodes.values() if n.state in (FAILED, CANCELED)), None)
+
+    def unsettled(self) -> list[str]:
+        """The paths of this scope's tasks that never became final (for a run's error)."""
+        return [n.path for n in self.nodes.values() if not n.settled]

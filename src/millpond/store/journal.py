@@ -74,10 +74,15 @@ def task_start_fields(
     name: str, kind: str, component: str, parent_id: str | None, image: str | None,
     inputs: dict[str, Any] | None, log_path: str | None, state: str, now: dt.datetime,
 ) -> dict[str, Any]:
-    """The columns a task's start sets (both journals write the same row)."""
+    """The columns a task's start sets (both journals write the same row).
+
+    A PENDING task waits (for the resource budget, a process slot): it has no ``started_at``
+    until the engine records it RUNNING, so a duration never counts the wait.
+    """
     return {
         "name": name, "kind": kind, "component": component, "parent_id": parent_id, "image": image,
-        "inputs": inputs or {}, "log_path": log_path, "state": state, "started_at": now,
+        "inputs": inputs or {}, "log_path": log_path, "state": state,
+        "started_at": None if state == "PENDING" else now,
         "finished_at": now if state in FINAL_STATES else None, "error": None,
     }
 
