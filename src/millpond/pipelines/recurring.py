@@ -21,8 +21,10 @@ from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments
 from millpond.pipelines.schedules import make_trigger, parse_time
 from millpond.pipelines.start import StartRequest, experiment_name, load_inline, resolve_version
+from millpond.store.catalog import PipelineStore
 from millpond.store.keys import new_id, utcnow
 from millpond.store.recurring import RecurringRunRecord, RecurringRunStore, Trigger
+from millpond.store.runs import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,7 @@ class NewRecurringRun:
     namespace: str = ""
 
 
-def create(store: RecurringRunStore, new: NewRecurringRun) -> RecurringRunRecord:
+def create(store: RecurringRunStore, runs: RunStore, catalog: PipelineStore, new: NewRecurringRun) -> RecurringRunRecord:
     """Validate (pipeline, parameters, experiment, limits) and record a recurring run."""
     name = new.name.strip()
     if not name:
@@ -58,18 +60,17 @@ def create(store: RecurringRunStore, new: NewRecurringRun) -> RecurringRunRecord
     if not 1 <= new.max_concurrency <= MAX_CONCURRENCY_LIMIT:
         raise UserError(f"max_concurrency must be between 1 and {MAX_CONCURRENCY_LIMIT}, not {new.max_concurrency}")
     spec, platform = new.pipeline_spec, new.platform_spec
-    with store.session() as session:
-        if spec is not None:
-            if "pipeline_spec" in spec:  # kfp.Client's form when the package has a platform spec
-                spec, platform = spec["pipeline_spec"], spec.get("platform_spec") or platform
-            loaded = load_inline(spec, platform, f"recurring run {name}")
-        elif new.pipeline_id or new.pipeline_version_id:
-            version = resolve_version(session, new.pipeline_id, new.pipeline_version_id)
-            loaded = load_inline(version.pipeline_spec, version.platform_spec, f"recurring run {name}")
-        else:
-            raise UserError("pipeline_spec or pipeline_version_reference is required")
-        if new.experiment_id:
-            experiment_name(session, new.experiment_id)  # exists, and is not archived
+    if spec is not None:
+        if "pipeline_spec" in spec:  # kfp.Client's form when the package has a platform spec
+            spec, platform = spec["pipeline_spec"], spec.get("platform_spec") or platform
+        loaded = load_inline(spec, platform, f"recurring run {name}")
+    elif new.pipeline_id or new.pipeline_version_id:
+        version = resolve_version(catalog, new.pipeline_id, new.pipeline_version_id)
+        loaded = load_inline(version.pipeline_spec, version.platform_spec, f"recurring run {name}")
+    else:
+        raise UserError("pipeline_spec or pipeline_version_reference is required")
+    if new.experiment_id:
+        experiment_name(runs, new.experiment_id)  # exists, and is not archived
     bind_arguments(loaded.spec, {}, dict(new.parameters), None)
     now = utcnow()
     record = RecurringRunRecord(

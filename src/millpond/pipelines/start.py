@@ -13,15 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, sessionmaker
-
-from millpond.errors import NotFoundError, PreconditionError, UserError
+from millpond.errors import PreconditionError, UserError
 from millpond.pipelines.loader import LoadedPipeline, load_ir_text
 from millpond.pipelines.submit import RunRequest, prepare_run
 from millpond.settings import Settings
+from millpond.store.catalog import PipelineStore
 from millpond.store.journal import DEFAULT_EXPERIMENT
-from millpond.store.models import Experiment, Pipeline, PipelineVersion, Run
+from millpond.store.models import PipelineVersion, Run
 from millpond.store.runs import RunStore
 
 
@@ -40,20 +38,13 @@ class StartRequest:
     recurring_run_id: str | None = None
 
 
-def resolve_version(session: Session, pipeline_id: str | None, version_id: str | None) -> PipelineVersion:
+def resolve_version(catalog: PipelineStore, pipeline_id: str | None, version_id: str | None) -> PipelineVersion:
     """The version a run refers to: by id, or the pipeline's newest when only the pipeline is given."""
     if version_id:
-        version = session.get(PipelineVersion, version_id)
-        if version is None or (pipeline_id and version.pipeline_id != pipeline_id):
-            raise NotFoundError(f"no pipeline version with id {version_id!r}"
-                                + (f" in pipeline {pipeline_id!r}" if pipeline_id else ""))
-        return version
+        return catalog.get_version(version_id, pipeline_id)
     if not pipeline_id:
         raise UserError("pipeline_version_reference needs pipeline_id or pipeline_version_id")
-    if session.get(Pipeline, pipeline_id) is None:
-        raise NotFoundError(f"no pipeline with id {pipeline_id!r}")
-    newest = session.scalars(select(PipelineVersion).where(PipelineVersion.pipeline_id == pipeline_id)
-                             .order_by(PipelineVersion.created_at.desc()).limit(1)).first()
+    newest = catalog.newest_version(pipeline_id)  # NotFoundError when there is no such pipeline
     if newest is None:
         raise PreconditionError(f"pipeline {pipeline_id!r} has no versions to run")
     return newest
@@ -67,33 +58,29 @@ def load_inline(spec: dict[str, Any], platform: dict[str, Any] | None, source: s
     return load_ir_text(text, source)
 
 
-def experiment_name(session: Session, experiment_id: str | None) -> str:
+def experiment_name(runs: RunStore, experiment_id: str | None) -> str:
     """The name of the experiment a run is filed under; refuses a missing or archived one."""
     if not experiment_id:
         return DEFAULT_EXPERIMENT
-    found = session.get(Experiment, experiment_id)
-    if found is None:
-        raise NotFoundError(f"no experiment with id {experiment_id!r}")
+    found = runs.find_experiment(experiment_id)  # NotFoundError when there is none
     if found.storage_state == "ARCHIVED":
         raise PreconditionError(f"experiment {found.name!r} is archived; unarchive it to start runs in it")
     return found.name
 
 
 def start_run(
-    sessions: sessionmaker[Session], store: RunStore, settings: Settings, request: StartRequest,
-    launch: Callable[[str], None],
+    store: RunStore, catalog: PipelineStore, settings: Settings, request: StartRequest, launch: Callable[[str], None],
 ) -> Run:
     """Validate, record the run (PENDING, linked to its version and recurring run), then ``launch`` it."""
     version = None
-    with sessions() as session:
-        if request.pipeline_spec is None:
-            if not (request.pipeline_id or request.pipeline_version_id):
-                raise UserError("pipeline_spec or pipeline_version_reference is required")
-            version = resolve_version(session, request.pipeline_id, request.pipeline_version_id)
-            spec, platform = version.pipeline_spec, version.platform_spec
-        else:
-            spec, platform = request.pipeline_spec, request.platform_spec
-        experiment = experiment_name(session, request.experiment_id)
+    if request.pipeline_spec is None:
+        if not (request.pipeline_id or request.pipeline_version_id):
+            raise UserError("pipeline_spec or pipeline_version_reference is required")
+        version = resolve_version(catalog, request.pipeline_id, request.pipeline_version_id)
+        spec, platform = version.pipeline_spec, version.platform_spec
+    else:
+        spec, platform = request.pipeline_spec, request.platform_spec
+    experiment = experiment_name(store, request.experiment_id)
     loaded = load_inline(spec, platform, f"run {request.display_name or ''}".strip())
     run_request = RunRequest(pipeline=loaded, texts={}, values=dict(request.parameters),
                              pipeline_root=request.pipeline_root, experiment=experiment, run_name=request.display_name)

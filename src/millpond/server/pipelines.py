@@ -23,6 +23,7 @@ from fastapi import APIRouter, Request, UploadFile
 from pydantic import BaseModel, ConfigDict
 
 from millpond.errors import UserError
+from millpond.pipelines import start
 from millpond.pipelines.loader import load_ir_text
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
@@ -95,15 +96,8 @@ def version_view(version: PipelineVersion, full: bool = True) -> dict[str, Any]:
 
 
 def resolve_version(server: ServerState, pipeline_id: str | None, version_id: str | None) -> PipelineVersion:
-    """The version a run refers to: by id, or the pipeline's newest when only the pipeline is given."""
-    if version_id:
-        return server.pipelines.get_version(version_id, pipeline_id)
-    if not pipeline_id:
-        raise ApiError(400, "pipeline_version_reference needs pipeline_id or pipeline_version_id")
-    newest = server.pipelines.newest_version(pipeline_id)
-    if newest is None:
-        raise ApiError(412, f"pipeline {pipeline_id!r} has no versions to run")
-    return newest
+    """The version a request names: by id, or the pipeline's newest when only the pipeline is given."""
+    return start.resolve_version(server.pipelines, pipeline_id, version_id)
 
 
 # --- uploads (multipart, what kfp.Client uses) ---------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from millpond.errors import NotFoundError, PreconditionError, UserError
+from millpond.errors import UserError
 from millpond.pipelines import recurring as service
 from millpond.pipelines.recurring import NewRecurringRun
 from millpond.pipelines.scheduler import Scheduler
@@ -24,7 +24,7 @@ from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import PipelineVersionReference, RuntimeConfig
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
-from millpond.server.state import ServerState
+from millpond.server.state import ServerState, state_of
 from millpond.store.recurring import RecurringRunRecord, RecurringRunStore
 from millpond.store.timestamps import iso
 
@@ -109,7 +109,7 @@ def install(app: FastAPI, prefix: str) -> None:
     store = RecurringRunStore(state.sessions)
 
     def start(request: StartRequest) -> str:
-        return start_run(state.sessions, state.store, state.settings, request, state.executor.start).id
+        return start_run(state.store, state.pipelines, state.settings, request, state.executor.start).id
 
     scheduler = Scheduler(store, start)
     app.state.recurring = Recurring(store=store, scheduler=scheduler)
@@ -215,13 +215,8 @@ def _new(body: RecurringRunBody) -> NewRecurringRun:
 
 @router.post("/recurringruns")
 def create_recurring_run(body: RecurringRunBody, request: Request) -> dict[str, Any]:
-    try:
-        record = service.create(_store(request), _new(body))
-    except NotFoundError as exc:
-        raise ApiError(404, str(exc)) from None
-    except PreconditionError as exc:
-        raise ApiError(412, str(exc)) from None
-    return recurring_view(record)
+    server = state_of(request)  # a missing pipeline or experiment answers 404, an archived one 412 (errors.py)
+    return recurring_view(service.create(_store(request), server.store, server.pipelines, _new(body)))
 
 
 @router.get("/recurringruns")

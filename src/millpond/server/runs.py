@@ -6,23 +6,20 @@ SUCCEEDED, FAILED, SKIPPED, CANCELED), so ``kfp.Client().wait_for_run_completion
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
 
-from millpond.pipelines.loader import load_ir_text
 from millpond.pipelines.run_actions import RunStillRunning
 from millpond.pipelines.run_actions import delete_run as delete_recorded_run
-from millpond.pipelines.submit import RunRequest, prepare_run
+from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import RunBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
-from millpond.server.pipelines import resolve_version
 from millpond.server.state import ServerState, state_of
-from millpond.store.journal import DEFAULT_EXPERIMENT, FINAL_STATES
+from millpond.store.journal import FINAL_STATES
 from millpond.store.keys import utcnow
-from millpond.store.models import PipelineVersion, Run, Task
+from millpond.store.models import Run, Task
 from millpond.store.timestamps import iso
 
 router = APIRouter(tags=["RunService"])
@@ -106,37 +103,17 @@ def create_run(body: RunBody, request: Request) -> dict[str, Any]:
 
 def submit_run(server: ServerState, body: RunBody) -> Run:
     """Record a run of ``body``'s inline spec or pipeline version, as ``millpond run`` does, and start its worker."""
-    version: PipelineVersion | None = None
-    if body.pipeline_spec is None:
-        reference = body.pipeline_version_reference
-        if reference is None and not body.pipeline_version_id:
-            raise ApiError(400, "pipeline_spec or pipeline_version_reference is required")
-        version = resolve_version(server, reference.pipeline_id if reference else None,
-                                  (reference.pipeline_version_id if reference else None) or body.pipeline_version_id)
-        body.pipeline_spec, body.platform_spec = version.pipeline_spec, version.platform_spec
-    spec, platform = body.pipeline_spec, body.platform_spec
-    if "pipeline_spec" in spec:  # kfp.Client's form when the package has a platform spec
-        spec, platform = spec["pipeline_spec"], spec.get("platform_spec") or platform
-    name = body.display_name or None
-    text = json.dumps(spec) + ("\n---\n" + json.dumps(platform) if platform else "")
-    loaded = load_ir_text(text, f"run {name or ''}".strip())
-    experiment = DEFAULT_EXPERIMENT
-    if body.experiment_id:
-        found = server.store.find_experiment(body.experiment_id)
-        if found.storage_state == "ARCHIVED":
-            raise ApiError(412, f"experiment {found.name!r} is archived; unarchive it to start runs in it")
-        experiment = found.name
+    reference = body.pipeline_version_reference
     config = body.runtime_config
-    run_request = RunRequest(
-        pipeline=loaded, texts={}, values=dict(config.parameters or {}) if config else {},
+    request = StartRequest(
+        display_name=body.display_name or None, pipeline_spec=body.pipeline_spec, platform_spec=body.platform_spec,
+        pipeline_id=reference.pipeline_id if reference else None,
+        pipeline_version_id=(reference.pipeline_version_id if reference else None) or body.pipeline_version_id,
+        parameters=dict(config.parameters or {}) if config else {},
         pipeline_root=config.pipeline_root if config and config.pipeline_root else None,
-        experiment=experiment, run_name=name,
+        experiment_id=body.experiment_id or None,
     )
-    record = prepare_run(server.store, server.settings, run_request)
-    if version is not None:
-        server.store.update_run(record.id, pipeline_id=version.pipeline_id, pipeline_version_id=version.id)
-    server.executor.start(record.id)
-    return server.store.get_run(record.id)
+    return start_run(server.store, server.pipelines, server.settings, request, server.executor.start)
 
 
 @router.get("/runs")
