@@ -112,11 +112,14 @@ def main() -> int:
                 seconds = time.perf_counter() - started
                 copied = list((store / f"p{parallelism}").iterdir())
                 if len(copied) != args.files:
-                    raise RuntimeError(f"parallelism {parallelism}: {len(copied)} files migrated, expected {args.files}")
+                    raise RuntimeError(
+                        f"parallelism {parallelism}: {len(copied)} files migrated, expected {args.files}"
+                    )
                 peer = None if rclone_why else rclone_copy(link, work, parallelism)
                 rows.append((parallelism, seconds, peer))
                 print(f"parallelism {parallelism:>2}: millpond {args.files / seconds:7.0f} files/s"
-                      + (f"   rclone --transfers {parallelism}: {args.files / peer:7.0f} files/s" if peer else ""), flush=True)
+                      + (f"   rclone --transfers {parallelism}: {args.files / peer:7.0f} files/s" if peer else ""),
+                      flush=True)
     base = rows[0][1]
     print(f"\nDataMigrate of {args.files} × 100 KiB (files/s; whole commands)")
     print(f"{'parallelism':>11}  {'millpond':>9}  {'speed-up':>8}  {'rclone':>8}  {'millpond ÷ rclone':>17}")

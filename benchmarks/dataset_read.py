@@ -260,15 +260,22 @@ class Bench:
             folder = self.data.root / which
             if self.can_drop:
                 for _ in range(self.runs(which)):
-                    self.sample("local disk (page cache dropped)", "local", which, lambda: read_folder(folder))
+                    self.sample(
+                        "local disk (page cache dropped)", "local", which, lambda folder=folder: read_folder(folder)
+                    )
             read_folder(folder)
             for _ in range(self.runs(which)):
-                self.sample("local disk (page cache warm)", "local", which, lambda: read_folder(folder), drop=False)
+                self.sample(
+                    "local disk (page cache warm)", "local", which,
+                    lambda folder=folder: read_folder(folder), drop=False,
+                )
 
     def s3fs(self) -> None:
         for which in SETS:
             paths = self.paths(which)
-            self.sample("s3fs open/read", "s3fs", which, lambda: read_fsspec(self.link.filesystem(), paths))
+            self.sample(
+                "s3fs open/read", "s3fs", which, lambda paths=paths: read_fsspec(self.link.filesystem(), paths)
+            )
 
     def filecache(self) -> None:
         import fsspec
@@ -286,10 +293,10 @@ class Bench:
 
         for which in SETS:
             paths = self.paths(which)
-            self.sample("fsspec filecache cold", "filecache", which, lambda: read_fsspec(fs(), paths))
+            self.sample("fsspec filecache cold", "filecache", which, lambda paths=paths: read_fsspec(fs(), paths))
         for which in SETS:
             paths = self.paths(which)
-            self.warm_pair("fsspec filecache warm", "filecache", which, lambda: read_fsspec(fs(), paths))
+            self.warm_pair("fsspec filecache warm", "filecache", which, lambda paths=paths: read_fsspec(fs(), paths))
         shutil.rmtree(cache, ignore_errors=True)
 
     def rclone_env(self) -> dict[str, str]:
@@ -324,7 +331,7 @@ class Bench:
 
         for which in SETS:
             for _ in range(self.runs(which)):
-                self.sample(name, "rclone-copy", which, lambda: copy(which))
+                self.sample(name, "rclone-copy", which, lambda which=which: copy(which))
             same_as_local(dest, self.data, which)
         shutil.rmtree(dest, ignore_errors=True)
 
@@ -336,10 +343,10 @@ class Bench:
         mnt, cache = self.work / "rclone-mnt", self.work / "rclone-cache"
         with rclone_mounted(self.rclone_env(), mnt, cache, self.work / "rclone-mount.log"):
             for which in SETS:
-                self.sample(name + " cold", "rclone-mount", which, lambda: read_folder(mnt / which))
+                self.sample(name + " cold", "rclone-mount", which, lambda which=which: read_folder(mnt / which))
                 same_as_local(mnt / which, self.data, which)
             for which in SETS:
-                self.warm_pair(name + " warm", "rclone-mount", which, lambda: read_folder(mnt / which))
+                self.warm_pair(name + " warm", "rclone-mount", which, lambda which=which: read_folder(mnt / which))
         shutil.rmtree(cache, ignore_errors=True)
 
     # --- millpond
@@ -393,7 +400,10 @@ class Bench:
             if "load" not in lacking:
                 for _ in range(self.runs(which)):
                     clean(ds, which)
-                    self.sample(names["load"], "millpond", which, lambda: mp_timed_load(env, ds, self.expect(which)))
+                    self.sample(
+                        names["load"], "millpond", which,
+                        lambda ds=ds, which=which: mp_timed_load(env, ds, self.expect(which)),
+                    )
             elif not fsspec_why:  # no DataLoad to warm the cache: a cold read through millpond:// does
                 clean(ds, which)
                 self.sample(names["fsspec-cold"], "millpond", which, fsspec_read(ds, which))
@@ -402,7 +412,7 @@ class Bench:
             if "mount" not in lacking:
                 with millpond_mounted(env, ds, mnt):
                     same_as_local(mnt, self.data, which)
-                    self.warm_pair(names["warm"], "millpond", which, lambda: read_folder(mnt))
+                    self.warm_pair(names["warm"], "millpond", which, lambda mnt=mnt: read_folder(mnt))
             if not fsspec_why:
                 self.warm_pair(names["fsspec"], "millpond", which, fsspec_read(ds, which))
                 if "load" not in lacking:  # millpond:// cold too, beside fsspec filecache cold and s3fs
@@ -411,7 +421,7 @@ class Bench:
             if "mount" not in lacking:
                 clean(ds, which)
                 with millpond_mounted(env, ds, mnt):
-                    self.sample(names["cold"], "millpond", which, lambda: read_folder(mnt))
+                    self.sample(names["cold"], "millpond", which, lambda mnt=mnt: read_folder(mnt))
 
 
 _STARTED = time.monotonic()
@@ -633,8 +643,9 @@ def report(bench: Bench, link: far_link.FarLink, dropped: bool, out_json: Path |
     busy, where = bench.relay_busy
     console.print(f"relay: at most {busy:.0%} of one core in a pass ({where})"
                   + (" — it may have held that pass back" if busy > 0.8 else ": not the bottleneck"))
-    console.print("millpond's cache tier: " + ("MEM on /dev/shm (Fluid's default medium; tmpfs pages survive a page cache drop)"
-                                              if bench.args.medium == "MEM" else "SSD, a folder on local disk"))
+    console.print("millpond's cache tier: "
+                  + ("MEM on /dev/shm (Fluid's default medium; tmpfs pages survive a page cache drop)"
+                     if bench.args.medium == "MEM" else "SSD, a folder on local disk"))
     console.print("page cache: " + ("dropped before each pass (sync; echo 3 > /proc/sys/vm/drop_caches)" if dropped
                                      else "NOT dropped (not permitted here): every pass reads with what is cached"))
     table = Table(title=f"Reading every file: small = {small_n:,} × 100 KiB, large = {large_n} × {large_mib} MiB "
@@ -683,7 +694,8 @@ def report(bench: Bench, link: far_link.FarLink, dropped: bool, out_json: Path |
         ours_all = [r for r in variants(results, ours_name) if not r.missing]
         peers_all = [None] if peer_name is None else [r for r in variants(results, peer_name) if not r.missing]
         pairs = [(o, p) for o in ours_all for p in peers_all
-                 if p is None or not condition(o.name) or not condition(p.name) or condition(o.name) == condition(p.name)]
+                 if p is None or not condition(o.name) or not condition(p.name)
+                 or condition(o.name) == condition(p.name)]
         if not pairs:
             gone = ours_name if not ours_all else peer_name
             console.print(f"[dim] n/a  {escape(text)}: {escape(gone)} not measured[/dim]")

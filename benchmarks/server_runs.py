@@ -91,10 +91,13 @@ def fill(home: Path, count: int) -> None:
         created = now - dt.timedelta(seconds=(count - index) * 260 + rng.random())
         state = rng.choices(["SUCCEEDED", "FAILED", "CANCELED", "RUNNING", "PENDING"], [85, 8, 4, 2, 1])[0]
         started = created + dt.timedelta(seconds=0.4)
-        finished = started + dt.timedelta(seconds=rng.uniform(2, 600)) if state in ("SUCCEEDED", "FAILED", "CANCELED") else None
+        if state in ("SUCCEEDED", "FAILED", "CANCELED"):
+            finished = started + dt.timedelta(seconds=rng.uniform(2, 600))
+        else:
+            finished = None
         x, y = rng.randint(0, 100), rng.randint(0, 100)
         outputs = {"Output": 2 * (x + y)} if state == "SUCCEEDED" else {}
-        error = "task add-2 failed: exit code 1" if state == "FAILED" else ("interrupted" if state == "CANCELED" else None)
+        error = {"FAILED": "task add-2 failed: exit code 1", "CANCELED": "interrupted"}.get(state)
         experiment = experiment_ids[EXPERIMENTS[index % len(EXPERIMENTS)]]
         runs.append((run_id, f"adder-{index:05d}", experiment, "adder", spec, "null", json.dumps({"x": x, "y": y}),
                      str(home / "pipeline_root"), state, error, json.dumps(outputs), stamp(created),
@@ -109,7 +112,8 @@ def fill(home: Path, count: int) -> None:
             task_state = "SUCCEEDED" if path == "root/add" and state not in ("PENDING",) else state
             tasks.append((root_id if kind == "dag" else str(uuid.uuid4()), run_id, None if kind == "dag" else root_id,
                           path, name, kind, "comp-add" if kind == "container" else "root",
-                          "python:3.11" if kind == "container" else None, task_state, 0, 1, 0 if task_state == "SUCCEEDED" else None,
+                          "python:3.11" if kind == "container" else None, task_state, 0, 1,
+                          0 if task_state == "SUCCEEDED" else None,
                           json.dumps(inputs), json.dumps(out), str(home / "logs" / f"{run_id}-{name}.log"),
                           stamp(started), stamp(started), stamp(finished) if finished else None))
     db.executemany(
@@ -163,7 +167,9 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "MILLPOND_HOME": str(home), "MILLPOND_SERVER_RESUME": "0"}
     log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed in the finally below
-    server = subprocess.Popen([str(MILLPOND), "server", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [str(MILLPOND), "server", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -172,7 +178,7 @@ def main() -> None:
                 break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit(f"server did not start; see {workdir / 'server.log'}")
+                    raise SystemExit(f"server did not start; see {workdir / 'server.log'}") from None
                 time.sleep(0.1)
         runs = f"{base}{API}/runs"
         first = json.loads(get(f"{runs}?page_size=20&sort_by=created_at%20desc"))
@@ -180,10 +186,13 @@ def main() -> None:
         token, deep_pages = first["next_page_token"], 0
         target = args.runs // 20 // 2  # the middle of the list
         while deep_pages < target - 1 and token:  # walk there as a user paging would
-            token = json.loads(get(f"{runs}?page_size=20&sort_by=created_at%20desc&page_token={urllib.parse.quote(token)}"))["next_page_token"]
+            page = get(f"{runs}?page_size=20&sort_by=created_at%20desc&page_token={urllib.parse.quote(token)}")
+            token = json.loads(page)["next_page_token"]
             deep_pages += 1
         experiment = json.loads(get(f"{base}{API}/experiments?page_size=10"))["experiments"][1]["experiment_id"]
-        failed = urllib.parse.quote(json.dumps({"predicates": [{"key": "state", "operation": "EQUALS", "string_value": "FAILED"}]}))
+        failed = urllib.parse.quote(
+            json.dumps({"predicates": [{"key": "state", "operation": "EQUALS", "string_value": "FAILED"}]})
+        )
         some_run = first["runs"][5]["run_id"]
         ui_first = f"{runs}?page_size=20&sort_by=created_at+desc&page_token="  # what app.js asks for first
         cases = [

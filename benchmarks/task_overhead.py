@@ -109,14 +109,16 @@ def run_millpond(package: Path, workdir: Path) -> Measure:
     cpu_before = os.times()
     proc, seconds, peak = _watch([str(MILLPOND), "run", str(package), "--no-cache", "-o", "json"], env)
     cpu_after = os.times()
-    cpu = (cpu_after.children_user - cpu_before.children_user) + (cpu_after.children_system - cpu_before.children_system)
+    cpu = (cpu_after.children_user - cpu_before.children_user) + (
+        cpu_after.children_system - cpu_before.children_system
+    )
     if proc.returncode != 0:
         return Measure(seconds, 0, peak, 0.0, error=(proc.stderr.strip().splitlines() or ["?"])[-1])
     result = json.loads(proc.stdout)
     tasks = [t for t in result["tasks"] if t["kind"] == "container"]
     ends = sorted(dt.datetime.fromisoformat(t["finished_at"]) for t in tasks)
     first = min(dt.datetime.fromisoformat(t["started_at"]) for t in tasks)
-    steps = [(b - a).total_seconds() * 1000 for a, b in zip(ends, ends[1:])]
+    steps = [(b - a).total_seconds() * 1000 for a, b in zip(ends, ends[1:], strict=False)]
     return Measure(seconds, len(tasks), peak, cpu / seconds, result["outputs"].get("Output"),
                    statistics.median(steps) if steps else None, (ends[-1] - first).total_seconds() / len(tasks))
 
@@ -136,7 +138,9 @@ def run_kfp_local(package: Path, tasks: int) -> Measure:
     cpu_before = os.times()
     proc, seconds, peak = _watch([sys.executable, "-c", KFP_LOCAL_DRIVER, str(package)], dict(os.environ))
     cpu_after = os.times()
-    cpu = (cpu_after.children_user - cpu_before.children_user) + (cpu_after.children_system - cpu_before.children_system)
+    cpu = (cpu_after.children_user - cpu_before.children_user) + (
+        cpu_after.children_system - cpu_before.children_system
+    )
     output = next((line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("OUTPUT ")), None)
     error = "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1]
     return Measure(seconds, tasks, peak, cpu / seconds, output, error=error)
@@ -187,8 +191,8 @@ def main() -> int:
 
 
 def print_table(rows: list[tuple[str, Measure, Measure | None]]) -> None:
-    header = f"{'pipeline':<14}{'tasks':>6}{'millpond s':>12}{'s/task':>9}{'run s/task':>11}{'step ms':>9}{'peak MB':>9}{'cores':>7}" \
-             f"{'kfp.local s':>13}{'s/task':>9}{'ratio':>8}"
+    header = f"{'pipeline':<14}{'tasks':>6}{'millpond s':>12}{'s/task':>9}{'run s/task':>11}{'step ms':>9}" \
+             f"{'peak MB':>9}{'cores':>7}{'kfp.local s':>13}{'s/task':>9}{'ratio':>8}"
     print(header)
     print("-" * len(header))
     for name, ours, peer in rows:

@@ -60,14 +60,18 @@ def manifest(
     annotation_lines = "".join(f'\n    {k}: "{v}"' for k, v in (annotations or {}).items())
     level_lines = ""
     for level in levels or [{"mediumtype": "SSD", "quota": "256Mi"}]:
-        level_lines += "\n      - " + "\n        ".join(f'{k}: "{v}"' if k in ("high", "low") else f"{k}: {v}" for k, v in level.items())
+        level_lines += "\n      - " + "\n        ".join(
+            f'{k}: "{v}"' if k in ("high", "low") else f"{k}: {v}" for k, v in level.items()
+        )
     return (
         f"apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata:\n  name: {name}"
         + (f"\n  annotations:{annotation_lines}" if annotations else "")
-        + f"\nspec:\n  accessModes: [{access}]\n  mounts:\n    - mountPoint: {mount_point}\n      name: data\n      path: {path}"
+        + f"\nspec:\n  accessModes: [{access}]\n  mounts:\n    - mountPoint: {mount_point}\n"
+        + f"      name: data\n      path: {path}"
         + (f"\n      options:{option_lines}" if options else "")
         + ("\n" + encrypt.rstrip() if secret else "")
-        + f"\n---\napiVersion: data.fluid.io/v1alpha1\nkind: AlluxioRuntime\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n"
+        + f"\n---\napiVersion: data.fluid.io/v1alpha1\nkind: AlluxioRuntime\nmetadata:\n  name: {name}\n"
+        + "spec:\n  replicas: 1\n"
         + f"  tieredstore:\n    levels:{level_lines}\n"
     )
 
@@ -83,13 +87,18 @@ def s3_options(server: S3Server) -> dict[str, str]:
 def create_s3_dataset(
     cli: Any, home: Path, tmp_path: Path, server: S3Server, files: dict[str, bytes], name: str = "ds", **kwargs: Any
 ) -> S3Dataset:
-    """Upload ``files`` to a fresh bucket and apply a dataset over it (levels default to one SSD tier under tmp_path)."""
+    """Upload ``files`` to a fresh bucket and apply a dataset over it.
+
+    The levels default to one SSD tier under tmp_path.
+    """
     bucket = server.create_bucket()
     prefix = "data"
     fs = server.filesystem()
     for key, data in files.items():
         fs.pipe_file(f"{bucket}/{prefix}/{key}", data)
-    ConfigStore(home).create("secret", SECRET, {"aws.accessKeyId": server.access_key, "aws.secretKey": server.secret_key}, replace=True)
+    ConfigStore(home).create(
+        "secret", SECRET, {"aws.accessKeyId": server.access_key, "aws.secretKey": server.secret_key}, replace=True
+    )
     kwargs.setdefault("levels", [{"mediumtype": "SSD", "path": str(tmp_path / "cache-ssd"), "quota": "256Mi"}])
     text = manifest(name, f"s3://{bucket}/{prefix}", options=s3_options(server), **kwargs)
     path = tmp_path / f"{name}.yaml"

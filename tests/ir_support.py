@@ -42,7 +42,9 @@ def fourth(text: str, out: dsl.OutputPath(str)):
 @dsl.container_component
 def write_folder(out: dsl.Output[dsl.Artifact]):
     """Writes a folder artifact: publishing it moves a folder into place (and removes what was there)."""
-    return dsl.ContainerSpec(image="alpine:3", command=["sh", "-c", 'mkdir -p "$0" && echo hi > "$0/file"'], args=[out.path])
+    return dsl.ContainerSpec(
+        image="alpine:3", command=["sh", "-c", 'mkdir -p "$0" && echo hi > "$0/file"'], args=[out.path]
+    )
 
 
 @dsl.pipeline(name="shapes")
@@ -90,7 +92,9 @@ def loop_component(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def millpond(home: Path, *args: Any) -> subprocess.CompletedProcess[str]:
     """``millpond ARGS`` as its own process over ``home``."""
     env = {**os.environ, "MILLPOND_HOME": str(home)}
-    return subprocess.run([str(MILLPOND_BIN), *map(str, args)], env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [str(MILLPOND_BIN), *map(str, args)], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def assert_refused(home: Path, result: subprocess.CompletedProcess[str], *fragments: str) -> str:

@@ -247,7 +247,8 @@ def _wait_ready(proc: subprocess.Popen[bytes], server: S3Server) -> None:
                 last_error = exc
         time.sleep(0.1)
     raise _StartFailed(
-        f"weed did not serve S3 within {START_TIMEOUT_S:.0f}s (last error: {last_error!r}):\n{_log_tail(server.log_path)}"
+        f"weed did not serve S3 within {START_TIMEOUT_S:.0f}s (last error: {last_error!r}):\n"
+        f"{_log_tail(server.log_path)}"
     )
 
 

@@ -97,7 +97,9 @@ def test_params_file_with_wrong_type(cli, tmp_path: Path) -> None:
 def test_params_file_malformed(cli, tmp_path: Path) -> None:
     params = tmp_path / "params.json"
     params.write_text('{"i": ')
-    _assert_rejected(cli, cli("run", ADD, "--pipeline", "typed_params", "--params-file", params), "params.json:1:", "malformed JSON")
+    _assert_rejected(
+        cli, cli("run", ADD, "--pipeline", "typed_params", "--params-file", params), "params.json:1:", "malformed JSON"
+    )
 
 
 def test_assignment_without_equals(cli) -> None:

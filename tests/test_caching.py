@@ -29,7 +29,9 @@ def test_identical_second_run_is_all_cache_hits(cli, tmp_path: Path) -> None:
 
 def test_changing_one_input_reruns_exactly_the_affected_tasks(cli, tmp_path: Path) -> None:
     cli("run", CHAIN, "--pipeline", "cached-chain", "-p", f"folder={tmp_path}", "-o", "json")
-    changed = cli("run", CHAIN, "--pipeline", "cached-chain", "-p", f"folder={tmp_path}", "-p", "suffix=?", "-o", "json").json()
+    changed = cli(
+        "run", CHAIN, "--pipeline", "cached-chain", "-p", f"folder={tmp_path}", "-p", "suffix=?", "-o", "json"
+    ).json()
     assert [(t["name"], t["cached"]) for t in changed["tasks"]] == [("make", True), ("shout", False)]
     assert changed["outputs"] == {"Output": "HELLO?"}
     assert _counts(tmp_path) == (1, 2)
@@ -45,7 +47,9 @@ def test_equal_content_from_another_run_still_hits(cli, tmp_path: Path) -> None:
 
 def test_no_cache_runs_everything(cli, tmp_path: Path) -> None:
     cli("run", CHAIN, "--pipeline", "cached-chain", "-p", f"folder={tmp_path}", "-o", "json")
-    fresh = cli("run", CHAIN, "--pipeline", "cached-chain", "-p", f"folder={tmp_path}", "--no-cache", "-o", "json").json()
+    fresh = cli(
+        "run", CHAIN, "--pipeline", "cached-chain", "-p", f"folder={tmp_path}", "--no-cache", "-o", "json"
+    ).json()
     assert [t["cached"] for t in fresh["tasks"]] == [False, False]
     assert _counts(tmp_path) == (2, 2)
 

@@ -30,7 +30,9 @@ def _encrypt(secret: str = SECRET) -> str:
 @pytest.fixture
 def workspace(cli, home: Path, tmp_path: Path, s3_server):
     """A ReadWrite dataset over a local folder, a bucket with raw files, and the S3 keys as a secret."""
-    ConfigStore(home).create("secret", SECRET, {"aws.accessKeyId": s3_server.access_key, "aws.secretKey": s3_server.secret_key})
+    ConfigStore(home).create(
+        "secret", SECRET, {"aws.accessKeyId": s3_server.access_key, "aws.secretKey": s3_server.secret_key}
+    )
     bucket = s3_server.create_bucket()
     fs = s3_server.filesystem()
     raw = {f"raw/part-{i:03d}.bin": payload(f"part{i}", 40_000 + i) for i in range(40)}
@@ -39,7 +41,9 @@ def workspace(cli, home: Path, tmp_path: Path, s3_server):
     store = tmp_path / "store"
     store.mkdir()
     levels = [{"mediumtype": "MEM", "path": str(tmp_path / "shm"), "quota": "512Mi"}]
-    (tmp_path / "ds.yaml").write_text(manifest("work", f"local://{store}", secret=False, levels=levels, access="ReadWriteMany"))
+    (tmp_path / "ds.yaml").write_text(
+        manifest("work", f"local://{store}", secret=False, levels=levels, access="ReadWriteMany")
+    )
     assert cli("apply", "-f", tmp_path / "ds.yaml").code == 0
     yield {"bucket": bucket, "raw": raw, "store": store, "host": s3_server.endpoint_url.split("://", 1)[1]}
     folder = home / "mnt" / "default" / "work"
@@ -114,12 +118,17 @@ spec:
     result = _apply(cli, tmp_path, flow)
     assert result.code == 0, result.err
     store = workspace["store"]
-    assert sorted(p.name for p in (store / "raw").iterdir() if p.name.startswith("part-")) == sorted(Path(k).name for k in workspace["raw"])
+    parts = sorted(p.name for p in (store / "raw").iterdir() if p.name.startswith("part-"))
+    assert parts == sorted(Path(k).name for k in workspace["raw"])
     joined = workspace["raw"]["raw/part-000.bin"] + workspace["raw"]["raw/part-001.bin"]
     assert (store / "raw" / "joined.bin").read_bytes() == joined
     assert (store / "raw" / "out" / "count.txt").read_text().strip() == "40"  # every part, seen through the mount
     assert s3_server.filesystem().cat_file(f"{bucket}/archive/joined.bin") == joined
-    for kind, name in (("datamigrate", "flow-step1"), ("dataprocess", "flow-step2"), ("dataload", "flow-step3"), ("datamigrate", "flow-step4")):
+    steps = (
+        ("datamigrate", "flow-step1"), ("dataprocess", "flow-step2"), ("dataload", "flow-step3"),
+        ("datamigrate", "flow-step4"),
+    )
+    for kind, name in steps:
         status = _status(cli, kind, name)
         assert status["phase"] == "Complete" and status["duration"].endswith("s"), (name, status)
     assert _status(cli, "datamigrate", "flow-step1")["infos"]["parallelism"] == "4"

@@ -50,7 +50,9 @@ def test_reads_through_fsspec_fill_the_cache_and_status_follows(cli, home, tmp_p
     status = cli("get", "dataset", "ds", "-o", "json").json()["status"]
     assert status["cacheStates"]["cacheHitRatio"] == "50.0%"
     table = cli("get", "dataset")
-    assert table.out.split("\n")[0].split() == ["NAME", "UFS", "TOTAL", "SIZE", "CACHED", "CACHE", "CAPACITY", "CACHED", "PERCENTAGE", "PHASE", "AGE"]
+    assert table.out.split("\n")[0].split() == [
+        "NAME", "UFS", "TOTAL", "SIZE", "CACHED", "CACHE", "CAPACITY", "CACHED", "PERCENTAGE", "PHASE", "AGE"
+    ]
     assert "Bound" in table.out.split("\n")[1]
 
 
@@ -101,7 +103,7 @@ def test_partial_reads_of_a_large_file_fetch_only_its_blocks(cli, home, tmp_path
 def test_eviction_keeps_quota_and_never_takes_what_a_reader_holds(cli, home, tmp_path, s3_server) -> None:
     files = {f"f{i:02d}": payload(f"f{i:02d}", 100 * 1024) for i in range(30)}
     levels = [{"mediumtype": "MEM", "path": str(tmp_path / "shm"), "quota": "1Mi", "high": "0.9", "low": "0.5"}]
-    ds = create_s3_dataset(cli, home, tmp_path, s3_server, files, levels=levels)
+    create_s3_dataset(cli, home, tmp_path, s3_server, files, levels=levels)
     fs = fsspec.filesystem("millpond")
     held = fs.open("ds/f00", "rb")
     first_half = held.read(50 * 1024)
@@ -136,7 +138,7 @@ def test_full_tier_demotes_to_the_next_tier(cli, home, tmp_path, s3_server) -> N
         {"mediumtype": "MEM", "path": str(tmp_path / "mem"), "quota": "512Ki", "high": "0.9", "low": "0.5"},
         {"mediumtype": "SSD", "path": str(tmp_path / "ssd"), "quota": "64Mi", "high": "0.95", "low": "0.7"},
     ]
-    ds = create_s3_dataset(cli, home, tmp_path, s3_server, files, levels=levels)
+    create_s3_dataset(cli, home, tmp_path, s3_server, files, levels=levels)
     assert cli("dataset", "load", "ds").code == 0
     cache = open_cache("ds")
     usage = cache.index.usage()
@@ -149,7 +151,7 @@ def test_full_tier_demotes_to_the_next_tier(cli, home, tmp_path, s3_server) -> N
 
 def test_a_corrupt_piece_is_detected_and_fetched_again(cli, home, tmp_path, s3_server) -> None:
     files = {"small.bin": payload("small", 50_000), "large.bin": payload("large", 9 * 1024 * 1024)}
-    ds = create_s3_dataset(cli, home, tmp_path, s3_server, files)
+    create_s3_dataset(cli, home, tmp_path, s3_server, files)
     assert cli("dataset", "load", "ds").code == 0
     for key in files:
         local = Path(cli("dataset", "path", "ds", key).out.strip())
@@ -159,7 +161,9 @@ def test_a_corrupt_piece_is_detected_and_fetched_again(cli, home, tmp_path, s3_s
     # A fresh process has verified nothing yet: it must notice, fetch the pieces again and serve good bytes.
     script = "import fsspec,sys; sys.stdout.buffer.write(fsspec.open(sys.argv[1], 'rb').open().read())"
     for key, data in files.items():
-        out = subprocess.run([sys.executable, "-c", script, f"millpond://ds/{key}"], env=env_for(home), capture_output=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", script, f"millpond://ds/{key}"], env=env_for(home), capture_output=True, check=True
+        )
         assert out.stdout == data
     # And this process, which had verified them before they were written to, checks again (their ctime changed).
     for key, data in files.items():
@@ -169,8 +173,11 @@ def test_a_corrupt_piece_is_detected_and_fetched_again(cli, home, tmp_path, s3_s
 
 
 def test_the_index_survives_a_restart(cli, home, tmp_path, s3_server) -> None:
-    ds = create_s3_dataset(cli, home, tmp_path, s3_server, SMALL)
-    load = subprocess.run([sys.executable, "-m", "millpond.cli.main", "dataset", "load", "ds"], env=env_for(home), capture_output=True, text=True)
+    create_s3_dataset(cli, home, tmp_path, s3_server, SMALL)
+    load = subprocess.run(
+        [sys.executable, "-m", "millpond.cli.main", "dataset", "load", "ds"],
+        env=env_for(home), capture_output=True, text=True,
+    )
     assert load.returncode == 0, load.stderr
     # Another process, started later, serves everything from the cache: no byte comes from the UFS.
     script = (
@@ -221,7 +228,9 @@ def test_concurrent_readers_in_threads_and_processes(cli, home, tmp_path, s3_ser
     )
     keys = sorted(files)
     processes = [
-        subprocess.Popen([sys.executable, "-c", script, *(keys[i:] + keys[:i])], env=env_for(home), stdout=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", script, *(keys[i:] + keys[:i])], env=env_for(home), stdout=subprocess.PIPE, text=True
+        )
         for i in (0, 20, 40)
     ]
     errors: list[BaseException] = []
@@ -278,7 +287,8 @@ def test_readonly_dataset_refuses_writes_and_escaping_paths(cli, home, tmp_path,
 
 def test_bad_input_to_dataset_commands_is_one_line(cli, home, tmp_path, s3_server) -> None:
     missing = cli("dataset", "load", "nosuch")
-    assert missing.code == 2 and missing.err.strip() == "error: dataset 'nosuch' not found (millpond apply -f DATASET.yaml first)"
+    assert missing.code == 2
+    assert missing.err.strip() == "error: dataset 'nosuch' not found (millpond apply -f DATASET.yaml first)"
     ds = create_s3_dataset(cli, home, tmp_path, s3_server, {"in.txt": b"input"})
     assert cli("dataset", "load", "ds", "no/such/file").code == 2
     # An endpoint nobody listens on: the dataset is Failed, the condition says why, load is one line.

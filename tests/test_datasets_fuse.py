@@ -18,7 +18,9 @@ pytestmark = [
     pytest.mark.skipif(fuse_available() is not None, reason=f"FUSE unavailable: {fuse_available()}"),
 ]
 
-FILES = {f"mnist/{i:03d}.gz": payload(f"m{i}", 30_000 + i) for i in range(30)} | {"big.bin": payload("big", 9 * 1024 * 1024)}
+FILES = {f"mnist/{i:03d}.gz": payload(f"m{i}", 30_000 + i) for i in range(30)} | {
+    "big.bin": payload("big", 9 * 1024 * 1024)
+}
 
 
 @pytest.fixture
@@ -86,7 +88,8 @@ def test_mount_errors_are_one_line(cli, home, tmp_path, s3_server, mountpoint) -
     not_mounted = cli("dataset", "unmount", mountpoint)
     assert not_mounted.code == 2 and "is not mounted" in not_mounted.err
     # A dataset whose UFS cannot be listed fails to mount, saying why, and leaves nothing mounted.
-    text = (tmp_path / "ds.yaml").read_text().replace(s3_server.endpoint_url, "http://127.0.0.1:9").replace("name: ds", "name: gone")
+    text = (tmp_path / "ds.yaml").read_text()
+    text = text.replace(s3_server.endpoint_url, "http://127.0.0.1:9").replace("name: ds", "name: gone")
     (tmp_path / "gone.yaml").write_text(text)
     assert cli("apply", "-f", tmp_path / "gone.yaml").code == 0
     failed = cli("dataset", "mount", "gone", mountpoint)

@@ -17,7 +17,6 @@ from millpond.store.artifacts import StorageError
 from millpond.store.secrets import MissingConfig
 
 
-
 def _millpond_exception_classes() -> list[type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
     for info in pkgutil.walk_packages(millpond.__path__, "millpond."):
@@ -52,6 +51,8 @@ def test_every_error_class_is_a_millpond_error() -> None:
         (ValueError("not ours"), 1, 500),
     ],
 )
-def test_one_table_maps_errors_to_exit_codes_and_http_statuses(error: BaseException, exit_code: int, http_status: int) -> None:
+def test_one_table_maps_errors_to_exit_codes_and_http_statuses(
+    error: BaseException, exit_code: int, http_status: int
+) -> None:
     assert errors.exit_code_of(error) == exit_code
     assert errors.http_status_of(error) == http_status

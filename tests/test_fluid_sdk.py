@@ -59,7 +59,9 @@ def dataset(client: fluid.FluidClient, ufs: Path) -> fluid.FluidDataset:
     """A ReadWrite dataset over a local folder, bound to a JuiceFSRuntime (the seed's cells 5-6)."""
     client.create_dataset(dataset_name="mydataset", mount_name="local", mount_point=f"local://{ufs}", mode="ReadWrite")
     ds = client.get_dataset(dataset_name="mydataset")
-    ds.bind_runtime(runtime_type=constants.JUICEFS_RUNTIME_KIND, replicas=1, cache_capacity_GiB=1, cache_medium="SSD", wait=True)
+    ds.bind_runtime(
+        runtime_type=constants.JUICEFS_RUNTIME_KIND, replicas=1, cache_capacity_GiB=1, cache_medium="SSD", wait=True
+    )
     return ds
 
 
@@ -121,7 +123,9 @@ def test_client_config_ignores_kubernetes_settings(home: Path, caplog: pytest.Lo
 # --- datasets and runtimes ---
 
 
-def test_create_dataset_as_the_seed_does(client: fluid.FluidClient, home: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_create_dataset_as_the_seed_does(
+    client: fluid.FluidClient, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     ConfigStore(home).create("secret", "jfs-secret", {"access-key": "a", "secret-key": "s", "metaurl": "redis://r"})
     options = {"bucket": "http://minio:9000/minio/test", "storage": "minio"}
     cred = {"access-key": "access-key", "secret-key": "secret-key", "metaurl": "metaurl"}
@@ -145,7 +149,9 @@ def test_create_dataset_as_the_seed_does(client: fluid.FluidClient, home: Path, 
 def test_create_dataset_is_checked_as_apply_checks(client: fluid.FluidClient, ufs: Path) -> None:
     with pytest.raises(UserError) as missing:
         client.create_dataset("ds", "data", f"local://{ufs}", cred_secret_name="nosuch", cred_secret_options={"k": "k"})
-    assert str(missing.value).startswith("create_dataset: Dataset ds: spec.mounts[0].encryptOptions[0].valueFrom.secretKeyRef.name: ")
+    assert str(missing.value).startswith(
+        "create_dataset: Dataset ds: spec.mounts[0].encryptOptions[0].valueFrom.secretKeyRef.name: "
+    )
     assert "\n" not in str(missing.value) and "millpond secret create nosuch" in str(missing.value)
     with pytest.raises(UserError, match="create_dataset: Dataset ds: spec.mounts\\[0\\].mountPoint: .*placeholder"):
         client.create_dataset("ds", "data", "s3://<BUCKET>/mnist")
@@ -160,7 +166,9 @@ def test_create_dataset_is_checked_as_apply_checks(client: fluid.FluidClient, uf
         client.get_dataset("ds")
 
 
-def test_bind_runtime_and_report_status(client: fluid.FluidClient, ufs: Path, home: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_bind_runtime_and_report_status(
+    client: fluid.FluidClient, ufs: Path, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     client.create_dataset(dataset_name="mydataset", mount_name="local", mount_point=f"local://{ufs}")
     ds = client.get_dataset(dataset_name="mydataset")
     assert ds.report_status("binding_status") == {"phase": "NotBound", "runtimes": []}
@@ -169,13 +177,19 @@ def test_bind_runtime_and_report_status(client: fluid.FluidClient, ufs: Path, ho
                         cache_medium="MEM", wait=True)
     assert "JuiceFSRuntime mydataset: not applicable on one machine, recorded only: replicas: 2" in caplog.text
     runtime = stored("JuiceFSRuntime", "mydataset")
-    assert runtime["spec"] == {"replicas": 2, "tieredstore": {"levels": [{"mediumtype": "MEM", "path": "/dev/shm", "quota": "10Gi"}]}}
+    assert runtime["spec"] == {
+        "replicas": 2, "tieredstore": {"levels": [{"mediumtype": "MEM", "path": "/dev/shm", "quota": "10Gi"}]}
+    }
     assert ds.report_status("binding_status") == {  # the seed's cell 7
         "phase": "Bound",
-        "runtimes": [{"category": "Accelerate", "master_replicas": 2, "name": "mydataset", "namespace": "default", "type": "juicefs"}],
+        "runtimes": [
+            {"category": "Accelerate", "master_replicas": 2, "name": "mydataset", "namespace": "default",
+             "type": "juicefs"},
+        ],
     }
     cache = ds.report_status("cache")
-    assert cache["cacheCapacity"] == "10.00GiB" and cache["dataset file num"] == "1" and cache["dataset total size"] == "10.00B"
+    assert cache["cacheCapacity"] == "10.00GiB"
+    assert cache["dataset file num"] == "1" and cache["dataset total size"] == "10.00B"
     assert ds.report_status("cache_status") == cache
     assert ds.report_status("mount") == [{"mountPoint": f"local://{ufs}", "name": "local", "path": "/"}]
     assert ds.report_status("full")["phase"] == "Bound"
@@ -185,14 +199,20 @@ def test_bind_runtime_and_report_status(client: fluid.FluidClient, ufs: Path, ho
         ds.report_status("nosuch")
     with pytest.raises(fluid.AlreadyExists, match="juicefsruntimes.data.fluid.io"):
         ds.bind_runtime(runtime_type="alluxio")
-    ds.bind_runtime(runtime_type="juicefs", replicas=2, cache_capacity_GiB=10, cache_medium="MEM")  # the same again: fine
+    # The same again: fine.
+    ds.bind_runtime(runtime_type="juicefs", replicas=2, cache_capacity_GiB=10, cache_medium="MEM")
 
 
 def test_bind_runtime_disk_media_live_under_the_home(client: fluid.FluidClient, ufs: Path, home: Path) -> None:
     client.create_dataset("ds", "local", f"local://{ufs}")
-    client.get_dataset("ds").bind_runtime(runtime_type=constants.ALLUXIO_RUNTIME_KIND, cache_capacity_GiB=0.5, cache_medium="SSD")
+    client.get_dataset("ds").bind_runtime(
+        runtime_type=constants.ALLUXIO_RUNTIME_KIND, cache_capacity_GiB=0.5, cache_medium="SSD"
+    )
     level = stored("AlluxioRuntime", "ds")["spec"]["tieredstore"]["levels"][0]
-    assert level == {"high": "0.99", "low": "0.95", "mediumtype": "SSD", "path": str(home.resolve() / "cache" / "ssd"), "quota": "512Mi"}
+    assert level == {
+        "high": "0.99", "low": "0.95", "mediumtype": "SSD", "path": str(home.resolve() / "cache" / "ssd"),
+        "quota": "512Mi",
+    }
     with pytest.raises(ValueError, match="cache_medium"):
         client.get_dataset("ds").bind_runtime(runtime_type="alluxio", cache_medium="TAPE")
     with pytest.raises(ValueError, match="Unsupported runtime kind"):
@@ -245,15 +265,20 @@ def test_flow_steps_chain_with_run_after(dataset: fluid.FluidDataset, ufs: Path)
     ]
     assert "runAfter" not in steps[0]["spec"]
     for before, step in itertools.pairwise(steps):
-        assert step["spec"]["runAfter"] == {"kind": before["kind"], "name": before["metadata"]["name"], "namespace": "default"}
+        assert step["spec"]["runAfter"] == {
+            "kind": before["kind"], "name": before["metadata"]["name"], "namespace": "default"
+        }
     assert all(s["metadata"]["labels"] == {"fluid.io/dataflow": "torch-mnist-training"} for s in steps)
     assert steps[0]["spec"] == {
         "from": {"externalStorage": {"uri": f"local://{ufs}/MNIST/raw/"}},
         "to": {"dataset": {"name": "mydataset", "namespace": "default", "path": "/MNIST/raw/"}},
     }
-    assert steps[1]["spec"]["dataset"] == {"name": "mydataset", "namespace": "default", "mountPath": "/data/mnist/", "subPath": "MNIST/raw/"}
+    assert steps[1]["spec"]["dataset"] == {
+        "name": "mydataset", "namespace": "default", "mountPath": "/data/mnist/", "subPath": "MNIST/raw/"
+    }
     assert steps[1]["spec"]["processor"]["script"]["imageTag"] == "buster"
-    assert steps[2]["spec"]["target"] == [{"path": "/MNIST/raw", "replicas": 1}] and steps[2]["spec"]["loadMetadata"] is False
+    assert steps[2]["spec"]["target"] == [{"path": "/MNIST/raw", "replicas": 1}]
+    assert steps[2]["spec"]["loadMetadata"] is False
     assert steps[3]["spec"]["from"]["dataset"]["path"] == "/ckpt/mnist_cnn.pt"
     assert steps[3]["spec"]["to"] == {"externalStorage": {"uri": "local:///tmp/ckpt/mnist_cnn.pt"}}
     assert flow.manifests("again")[1]["spec"]["runAfter"]["name"] == "again-step1"  # a flow runs again under another id
@@ -288,8 +313,9 @@ def write_marker(folder: str, text: str) -> None:
 
 
 def test_make_processor_from_func_writes_a_python_script() -> None:
-    processor = fluid.make_processor_from_func(write_marker, {"folder": "/data", "text": "hi"}, base_image="python:3.12",
-                                               env=[{"name": "A", "value": "1"}])
+    processor = fluid.make_processor_from_func(
+        write_marker, {"folder": "/data", "text": "hi"}, base_image="python:3.12", env=[{"name": "A", "value": "1"}]
+    )
     script = processor.script
     assert script is not None and script.command == ["python3", "-u"]
     assert (script.image, script.image_tag, script.env) == ("python", "3.12", [{"name": "A", "value": "1"}])
@@ -305,7 +331,9 @@ def test_make_processor_from_func_writes_a_python_script() -> None:
 
 
 @needs_process
-def test_flow_runs_preload_then_processes(dataset: fluid.FluidDataset, ufs: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_flow_runs_preload_then_processes(
+    dataset: fluid.FluidDataset, ufs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     script = "set -e\ncd /data/mnist\ntest -f train.txt\ncat train.txt train.txt > doubled.txt\n"
     flow = dataset.preload(target_path="/MNIST/raw")
     flow = flow.process(dataset_mountpath="/data/mnist", sub_path="MNIST/raw", processor=models.Processor(

@@ -60,7 +60,7 @@ def test_two_concurrent_runs_on_one_home(home: Path, tmp_path: Path, cli) -> Non
         for i in range(2)
     ]
     results = [proc.communicate(timeout=300) for proc in procs]
-    for proc, (out, err) in zip(procs, results):
+    for proc, (_out, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, err
     import json
 

@@ -107,7 +107,9 @@ CASES: list[tuple[str, Mutation, tuple[str, ...]]] = [
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
-def test_cli_refuses_before_the_run(case: tuple[str, Mutation, tuple[str, ...]], shapes_ir: dict[str, Any], tmp_path: Path) -> None:
+def test_cli_refuses_before_the_run(
+    case: tuple[str, Mutation, tuple[str, ...]], shapes_ir: dict[str, Any], tmp_path: Path
+) -> None:
     _, mutation, fragments = case
     home = tmp_path / "home"
     package = write_ir(mutation(clone(shapes_ir)), tmp_path / "pipeline.yaml")

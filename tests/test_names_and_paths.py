@@ -133,7 +133,10 @@ def test_task_prefix_refuses_a_pipeline_name_or_task_path_that_leaves_the_root(t
 
 
 def test_staging_refuses_an_output_uri_that_climbs_out_of_the_task_folder(tmp_path: Path) -> None:
-    """A task's executor output names its artifacts' URIs; one that only starts with the task's prefix is not inside it."""
+    """A task's executor output names its artifacts' URIs.
+
+    One that only starts with the task's prefix is not inside it.
+    """
     prefix = str(tmp_path / "root" / "p" / "run" / "task")
     attempt = tmp_path / "attempt"
     attempt.mkdir()

@@ -45,7 +45,9 @@ def executor_config(file: str, pipeline: str, label: str) -> dict[str, Any]:
     return ir.kubernetes_config(loaded.platform_spec, label)
 
 
-def resolver(inputs: dict[str, Any] | None = None, outputs: dict[str, dict[str, Any]] | None = None) -> Callable[[dict[str, Any]], Any]:
+def resolver(
+    inputs: dict[str, Any] | None = None, outputs: dict[str, dict[str, Any]] | None = None
+) -> Callable[[dict[str, Any]], Any]:
     """What the engine supplies: a binding's value in the task's scope, None when it has none."""
     inputs, outputs = inputs or {}, outputs or {}
 
@@ -157,7 +159,8 @@ def test_secret_cli_never_shows_values(cli, home: Path, tmp_path: Path) -> None:
     assert results[-1].json() == [{"name": "db-creds", "keys": ["level", "password", "username"]}]
 
     again = cli("secret", "create", "db-creds", "--from-literal", f"username={PASSWORD}")
-    assert again.code == 2 and again.err.strip() == "error: secret 'db-creds' already exists (use --replace to overwrite it)"
+    assert again.code == 2
+    assert again.err.strip() == "error: secret 'db-creds' already exists (use --replace to overwrite it)"
     results.append(again)
     no_key = cli("secret", "create", "other", "--from-literal", PASSWORD)  # forgot KEY=: the value is not echoed
     assert no_key.code == 2 and no_key.err.count("\n") == 1 and "KEY=VALUE" in no_key.err
@@ -190,7 +193,8 @@ def test_configmap_cli(cli, home: Path, tmp_path: Path) -> None:
     assert cli("secret", "list", "-o", "json").json() == []  # kinds are kept apart
 
     bad = cli("configmap", "create", "App_Settings", "--from-literal", "a=b")
-    assert bad.code == 2 and bad.err.startswith("error: invalid configmap name 'App_Settings'") and bad.err.count("\n") == 1
+    assert bad.code == 2
+    assert bad.err.startswith("error: invalid configmap name 'App_Settings'") and bad.err.count("\n") == 1
     bad_key = cli("configmap", "create", "ok", "--from-literal", "a/b=c")
     assert bad_key.code == 2 and "invalid configmap key 'a/b'" in bad_key.err
     missing_file = cli("configmap", "create", "ok", "--from-file", f"k={tmp_path / 'nope'}")
@@ -239,7 +243,9 @@ def test_missing_optional_ones_are_skipped(configs: ConfigStore, tmp_path: Path)
     def no_value(binding: dict[str, Any]) -> Any:
         raise KeyError("missing")  # an engine may say "no value" with KeyError instead of None
 
-    platform = prepare_platform(config, resolve=no_value, configs=configs, volumes_dir=tmp_path, scratch_dir=tmp_path, pod=PodInfo("p"))
+    platform = prepare_platform(
+        config, resolve=no_value, configs=configs, volumes_dir=tmp_path, scratch_dir=tmp_path, pod=PodInfo("p")
+    )
     assert platform.env == {} and platform.binds == []
 
 
@@ -248,7 +254,8 @@ def test_missing_required_secret_or_key_is_one_clear_line(configs: ConfigStore, 
     with pytest.raises(PlatformError) as error:
         prepare(config, configs, tmp_path)
     assert str(error.value) == (
-        "secret 'no-such-secret' not found (create it with: millpond secret create no-such-secret --from-literal KEY=VALUE)"
+        "secret 'no-such-secret' not found "
+        "(create it with: millpond secret create no-such-secret --from-literal KEY=VALUE)"
     )
 
     configs.create("secret", "no-such-secret", {"password": PASSWORD})
@@ -272,7 +279,9 @@ def test_missing_required_secret_or_key_is_one_clear_line(configs: ConfigStore, 
         raise ValueError("binding ['weird'] is not supported\nmore detail")
 
     with pytest.raises(PlatformError) as error:
-        prepare_platform(required, resolve=broken, configs=configs, volumes_dir=tmp_path, scratch_dir=tmp_path, pod=PodInfo("p"))
+        prepare_platform(
+            required, resolve=broken, configs=configs, volumes_dir=tmp_path, scratch_dir=tmp_path, pod=PodInfo("p")
+        )
     assert str(error.value) == "configMapAsEnv: binding ['weird'] is not supported"
 
 
@@ -338,8 +347,14 @@ def test_pod_metadata_field_paths_timeout_and_notes(configs: ConfigStore, tmp_pa
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"fieldPathAsEnv": [{"name": "X", "fieldPath": "spec.containers"}]}, "field path 'spec.containers' is not supported"),
-        ({"emptyDirMounts": [{"volumeName": "e", "mountPath": "relative"}]}, "mountPath 'relative' must be an absolute path"),
+        (
+            {"fieldPathAsEnv": [{"name": "X", "fieldPath": "spec.containers"}]},
+            "field path 'spec.containers' is not supported",
+        ),
+        (
+            {"emptyDirMounts": [{"volumeName": "e", "mountPath": "relative"}]},
+            "mountPath 'relative' must be an absolute path",
+        ),
         ({"emptyDirMounts": [{"volumeName": "e", "mountPath": "/"}]}, "must be an absolute path other than '/'"),
         ({"emptyDirMounts": [{"volumeName": "e", "mountPath": "/a/../etc"}]}, "without '..'"),
         ({"emptyDirMounts": [{"volumeName": "a", "mountPath": "/x"}, {"volumeName": "b", "mountPath": "/x/"}]},
@@ -348,7 +363,9 @@ def test_pod_metadata_field_paths_timeout_and_notes(configs: ConfigStore, tmp_pa
         ({"pvcMount": [{"constant": "Not/A/Name", "mountPath": "/d"}]}, "invalid PVC name"),
     ],
 )
-def test_settings_that_cannot_work_are_refused(configs: ConfigStore, tmp_path: Path, config: dict[str, Any], message: str) -> None:
+def test_settings_that_cannot_work_are_refused(
+    configs: ConfigStore, tmp_path: Path, config: dict[str, Any], message: str
+) -> None:
     (tmp_path / "volumes" / "vol-a").mkdir(parents=True, exist_ok=True)
     with pytest.raises(PlatformError, match=re.escape(message)):
         prepare(config, configs, tmp_path)
@@ -462,7 +479,10 @@ def _home_texts(home: Path) -> str:
 
 
 def test_pipeline_reads_secrets_and_config_maps(cli, home: Path) -> None:
-    assert cli("secret", "create", "db-creds", "--from-literal", f"username={USER}", "--from-literal", f"password={PASSWORD}").code == 0
+    created = cli(
+        "secret", "create", "db-creds", "--from-literal", f"username={USER}", "--from-literal", f"password={PASSWORD}"
+    )
+    assert created.code == 0
     assert cli("configmap", "create", "app-settings", "--from-literal", f"level={LEVEL}").code == 0
     result = cli("run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_secrets", "-o", "json")
     assert result.code == 0, result.err
@@ -498,7 +518,9 @@ def test_unknown_secret_is_bad_input_before_the_run(cli) -> None:
 
 
 def test_secret_named_at_run_time_fails_its_task_naming_it(cli) -> None:
-    result = cli("run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_missing_secret_at_run_time", "-o", "json")
+    result = cli(
+        "run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_missing_secret_at_run_time", "-o", "json"
+    )
     assert result.code == 1
     data = result.json()
     assert data["state"] == "FAILED"
@@ -507,7 +529,9 @@ def test_secret_named_at_run_time_fails_its_task_naming_it(cli) -> None:
 
 
 def test_pipeline_shares_a_pvc_between_tasks(cli, home: Path) -> None:
-    result = cli("run", PIPELINES / "platform_volumes.py", "--pipeline", "platform_volumes", "--run-name", "vols", "-o", "json")
+    result = cli(
+        "run", PIPELINES / "platform_volumes.py", "--pipeline", "platform_volumes", "--run-name", "vols", "-o", "json"
+    )
     assert result.code == 0, result.err
     data = result.json()
     assert data["outputs"]["Output"] == "through a volume|scratch-empty=True"

@@ -161,7 +161,8 @@ def test_delete_removes_records_logs_and_default_root_artifacts(home: Path, tmp_
     done = millpond(home, "run", PIPELINES / "artifacts.py", "-o", "json")
     assert done.code == 0, done.err
     run = done.json()
-    folder = home / "artifacts" / millpond(home, "runs", "get", run["run_id"], "-o", "json").json()["pipeline"] / run["run_id"]
+    pipeline = millpond(home, "runs", "get", run["run_id"], "-o", "json").json()["pipeline"]
+    folder = home / "artifacts" / pipeline / run["run_id"]
     logs = home / "logs" / run["run_id"]
     assert folder.is_dir() and any(folder.rglob("*")) and logs.is_dir()
 

@@ -111,7 +111,8 @@ def test_run_from_pipeline_func_to_completion(client: Any) -> None:
     got = client.get_run(result.run_id)
     assert got.runtime_config.parameters == {"x": 3, "y": 4}
     tasks = got.run_details.task_details
-    assert {t.state for t in tasks} == {"SUCCEEDED"} and len([t for t in tasks if t.display_name.startswith("add")]) == 2
+    assert {t.state for t in tasks} == {"SUCCEEDED"}
+    assert len([t for t in tasks if t.display_name.startswith("add")]) == 2
     experiment = client.get_experiment(experiment_name="api-runs")
     listed = client.list_runs(experiment_id=experiment.experiment_id, sort_by="created_at desc")
     assert [r.run_id for r in listed.runs] == [result.run_id]
@@ -182,7 +183,9 @@ def kfp_server_api_exception() -> type[Exception]:
 def test_bad_requests_answer_400(server: Served, client: Any) -> None:
     status, body = _request(f"{server.url}/apis/v2beta1/experiments", "POST", {"display_name": "x", "colour": "red"})
     assert status == 400 and "colour" in body["message"]
-    status, body = _request(f"{server.url}/apis/v2beta1/runs", "POST", {"display_name": "r", "pipeline_spec": {"nope": 1}})
+    status, body = _request(
+        f"{server.url}/apis/v2beta1/runs", "POST", {"display_name": "r", "pipeline_spec": {"nope": 1}}
+    )
     assert status == 400 and body["message"]
     status, body = _request(f"{server.url}/apis/v2beta1/runs?sort_by=colour")
     assert status == 400 and "sort_by" in body["message"]
@@ -203,7 +206,9 @@ def test_token_is_required_when_set(home: Path) -> None:
         served.stop()
 
 
-def test_non_loopback_without_token_is_refused(home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_non_loopback_without_token_is_refused(
+    home: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from millpond.cli.main import main
 
     monkeypatch.delenv("MILLPOND_TOKEN", raising=False)

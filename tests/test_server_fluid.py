@@ -38,7 +38,9 @@ def server(home: Path) -> Iterator[Served]:
     served.stop()
 
 
-def call(server: Served, path: str, method: str = "GET", body: Any = None, content_type: str = "application/json") -> tuple[int, Any]:
+def call(
+    server: Served, path: str, method: str = "GET", body: Any = None, content_type: str = "application/json"
+) -> tuple[int, Any]:
     data = None
     if body is not None:
         data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
@@ -67,7 +69,9 @@ def test_apply_dataset_runtime_and_dataload_through_the_api(server: Served, tmp_
     text = manifest("api-ds", f"local://{source}", secret=False, levels=levels)
     status, answer = call(server, "/fluid/apply", "POST", text, "application/yaml")
     assert status == 200, answer
-    assert [(i["kind"], i["action"]) for i in answer["items"]] == [("Dataset", "created"), ("AlluxioRuntime", "created")]
+    assert [(i["kind"], i["action"]) for i in answer["items"]] == [
+        ("Dataset", "created"), ("AlluxioRuntime", "created")
+    ]
 
     status, answer = call(server, "/datasets/api-ds")
     assert status == 200 and answer["status"]["phase"] == "Bound", answer

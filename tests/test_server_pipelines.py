@@ -153,7 +153,9 @@ def test_bad_uploads_answer_400(server: Served, client: Any, packages: dict[str,
     assert status == 400 and body["message"].startswith("invalid pipeline package")
     status, body = _multipart(f"{base}/upload_version?name=v", "p.yaml", packages["multiplier"].read_bytes())
     assert status == 400 and "pipelineid" in body["message"]
-    status, body = _multipart(f"{base}/upload_version?pipelineid=nope&name=v", "p.yaml", packages["multiplier"].read_bytes())
+    status, body = _multipart(
+        f"{base}/upload_version?pipelineid=nope&name=v", "p.yaml", packages["multiplier"].read_bytes()
+    )
     assert status == 404
     status, body = _request(f"{base}", "POST", {"display_name": "x", "colour": "red"})
     assert status == 400 and "colour" in body["message"]
@@ -247,7 +249,9 @@ def test_migration_0004_keeps_existing_runs(tmp_path: Path) -> None:
     with engine.begin() as conn:
         config.attributes["connection"] = conn
         command.upgrade(config, "0003")
-        conn.exec_driver_sql("INSERT INTO experiments (id, name, description, created_at) VALUES ('e', 'e', '', '2024-01-01')")
+        conn.exec_driver_sql(
+            "INSERT INTO experiments (id, name, description, created_at) VALUES ('e', 'e', '', '2024-01-01')"
+        )
         conn.exec_driver_sql("INSERT INTO runs (id, name, experiment_id, pipeline_name, pipeline_spec, parameters, "
                              "pipeline_root, state, outputs, created_at) VALUES ('r', 'r', 'e', 'p', '{}', '{}', '/x', "
                              "'SUCCEEDED', '{}', '2024-01-01')")

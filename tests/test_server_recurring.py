@@ -102,7 +102,8 @@ def test_crud_with_kfp_client(client: Any, packages: dict[str, str], home: Path)
     assert got.experiment_id == experiment.experiment_id and got.description == "every hour"
 
     daily = client.create_recurring_run(
-        experiment.experiment_id, "daily", interval_second=86400, pipeline_package_path=packages["adder"], enabled=False,
+        experiment.experiment_id, "daily", interval_second=86400, pipeline_package_path=packages["adder"],
+        enabled=False,
     )
     assert daily.status == "DISABLED" and daily.trigger.periodic_schedule.interval_second == "86400"
     listed = client.list_recurring_runs(experiment_id=experiment.experiment_id, sort_by="display_name")
@@ -135,8 +136,10 @@ def test_periodic_schedule_starts_runs_until_disabled(client: Any, packages: dic
         experiment.experiment_id, "every-2s", interval_second=2, max_concurrency=2, params={"x": 3, "y": 4},
         pipeline_package_path=packages["adder"],
     )
-    runs = _wait_for(lambda: len(_runs_of(client, experiment.experiment_id)) >= 2 and _runs_of(client, experiment.experiment_id),
-                     15, "two scheduled runs")
+    runs = _wait_for(
+        lambda: len(_runs_of(client, experiment.experiment_id)) >= 2 and _runs_of(client, experiment.experiment_id),
+        15, "two scheduled runs",
+    )
     client.disable_recurring_run(job.recurring_run_id)
     time.sleep(0.6)  # a tick in progress may still start one
     settled = len(_runs_of(client, experiment.experiment_id))
@@ -236,7 +239,8 @@ def test_runs_filtered_by_recurring_run_id(client: Any, packages: dict[str, str]
         listed = client.list_runs(filter=_by_recurring_run(job.recurring_run_id), page_size=100)
         mine = [run for run in everything if run.display_name.startswith(f"{job.display_name}-")]
         assert sorted(run.run_id for run in listed.runs) == sorted(run.run_id for run in mine)
-        assert listed.total_size == len(mine) and {run.recurring_run_id for run in listed.runs} == {job.recurring_run_id}
+        assert listed.total_size == len(mine)
+        assert {run.recurring_run_id for run in listed.runs} == {job.recurring_run_id}
     for run in everything:
         client.wait_for_run_completion(run.run_id, timeout=60)
 
@@ -401,7 +405,9 @@ def test_a_home_at_revision_0005_is_upgraded_and_its_files_imported(
     spec = yaml.safe_load(Path(packages["adder"]).read_text())
     _old_layout_file(home, "from-0005", spec, "e", ["r"])
     record = json.loads((home / "recurring" / "from-0005.json").read_text())
-    record.update(mode="DISABLE", trigger={"cron_schedule": {"cron": "0 0 * * * *", "start_time": "2026-01-01T00:00:00Z"}})
+    record.update(
+        mode="DISABLE", trigger={"cron_schedule": {"cron": "0 0 * * * *", "start_time": "2026-01-01T00:00:00Z"}}
+    )
     (home / "recurring" / "from-0005.json").write_text(json.dumps(record))
 
     monkeypatch.setenv("MILLPOND_HOME", str(home))

@@ -103,7 +103,8 @@ def test_restart_resumes_a_run_whose_server_and_worker_were_killed(tmp_path: Pat
             enable_caching=False,  # a re-run of `count` would run it, not take it from the cache
         ).run_id
         _until("count to succeed and wait-for to run",
-               lambda: _tasks(client, run_id).get("count") == "SUCCEEDED" and _tasks(client, run_id).get("wait-for") == "RUNNING")
+               lambda: _tasks(client, run_id).get("count") == "SUCCEEDED"
+               and _tasks(client, run_id).get("wait-for") == "RUNNING")
         engine = _run_row(home, run_id)["engine_pid"]
         assert engine
         first.kill()

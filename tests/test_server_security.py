@@ -110,7 +110,8 @@ def test_simple_cross_site_bodies_cannot_apply_manifests(server: Served, tmp_pat
                           attack_manifests("yaml-ok", tmp_path, tmp_path / "ok").encode().split(b"---")[0],
                           {"Content-Type": "application/yaml"})
     assert status == 200 and answer["items"][0]["action"] == "created", answer
-    assert call(server.port, "DELETE", f"{FLUID}/datasets/yaml-ok", headers={"Content-Type": "application/json"})[0] == 200
+    deleted = call(server.port, "DELETE", f"{FLUID}/datasets/yaml-ok", headers={"Content-Type": "application/json"})
+    assert deleted[0] == 200
 
 
 def test_state_changing_kfp_routes_refuse_simple_bodies(server: Served) -> None:
@@ -241,7 +242,9 @@ def test_tasks_never_see_the_servers_token(tmp_path: Path) -> None:
         node = next(n for n in graph["nodes"] if n["name"] == "show-environment")
         names = node["outputs"]["parameters"]["Output"].split(",")
         assert "PATH" in names and "MILLPOND_TOKEN" not in names, names
-        status, log = call(served.port, "GET", f"/ui-api/runs/{result.run_id}/tasks/{node['task_id']}/log", headers=auth)
+        status, log = call(
+            served.port, "GET", f"/ui-api/runs/{result.run_id}/tasks/{node['task_id']}/log", headers=auth
+        )
         assert status == 200 and "PATH=" in log["text"], log
         assert token not in log["text"]
         engine_logs = "".join(p.read_text(errors="replace") for p in (home / "logs").rglob("*") if p.is_file())
@@ -300,8 +303,10 @@ def test_bad_token_options_are_one_error_line(tmp_path: Path) -> None:
     for args, expected in ((["--token-file", str(tmp_path / "missing")], "cannot read it"),
                            (["--token-file", str(empty)], "the file is empty"),
                            (["--token", "a", "--token-file", str(empty)], "not both")):
-        result = subprocess.run([str(MILLPOND), "server", "--port", "1", *args], capture_output=True, text=True, check=False,
-                                env={**os.environ, "MILLPOND_HOME": str(tmp_path / "home")}, timeout=60)
+        result = subprocess.run(
+            [str(MILLPOND), "server", "--port", "1", *args], capture_output=True, text=True, check=False,
+            env={**os.environ, "MILLPOND_HOME": str(tmp_path / "home")}, timeout=60,
+        )
         assert result.returncode == 2, result
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.stderr
@@ -323,6 +328,7 @@ def test_a_page_of_another_origin_cannot_act_in_chromium(server: Served, tmp_pat
     site = tmp_path / "site"
     site.mkdir()
     form_yaml = attack_manifests("csrf-form", tmp_path, marker) + "#"  # a text/plain form sends NAME=VALUE
+    blob_yaml = attack_manifests("csrf-blob", tmp_path, marker)
     (site / "attack.html").write_text(f"""<!doctype html>
 <html><body>
 <form id="form" method="POST" enctype="text/plain" target="sink" action="{server.url}{FLUID}/fluid/apply">
@@ -337,7 +343,7 @@ async function attack() {{
     [target + "{FLUID}/fluid/apply", {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}},
                                          body: {json.dumps(attack_manifests("csrf-fetch", tmp_path, marker))}}}],
     [target + "{FLUID}/fluid/apply", {{method: "POST", mode: "no-cors",
-                                         body: new Blob([{json.dumps(attack_manifests("csrf-blob", tmp_path, marker))}])}}],
+                                         body: new Blob([{json.dumps(blob_yaml)}])}}],
     [target + "/apis/v2beta1/experiments/{experiment.experiment_id}:archive", {{method: "POST", mode: "no-cors"}}],
   ]) {{
     try {{ await fetch(url, init); sent.push("sent"); }} catch (e) {{ sent.push("blocked: " + e); }}
@@ -346,14 +352,19 @@ async function attack() {{
 }}
 </script>
 </body></html>""")
-    handler = lambda *args, **kwargs: _Quiet(*args, directory=str(site), **kwargs)
+
+    def handler(*args, **kwargs):
+        return _Quiet(*args, directory=str(site), **kwargs)
+
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:
         with chromium_page() as (page, errors):
             page.goto(f"http://127.0.0.1:{other.server_address[1]}/attack.html")
             assert page.evaluate("attack()") == ["sent", "sent", "sent"]  # the browser did send them
-            with page.expect_response(lambda r: r.url.endswith("/fluid/apply") and r.request.method == "POST") as answer:
+            with page.expect_response(
+                lambda r: r.url.endswith("/fluid/apply") and r.request.method == "POST"
+            ) as answer:
                 page.evaluate("document.getElementById('form').submit()")
             assert answer.value.request.headers.get("content-type", "").startswith("text/plain")
             assert answer.value.status == 403  # its Origin is refused first (its type would be too)

@@ -82,7 +82,9 @@ def report(metrics: dsl.Output[dsl.Metrics], scores: dsl.Output[dsl.Classificati
     scores.log_confusion_matrix(["cat", "dog"], [[8, 2], [1, 9]])
     scores.log_roc_curve([0.0, 0.2, 1.0], [0.0, 0.8, 1.0], [1.0, 0.5, 0.0])
     with open(notes.path, "w") as out:
-        out.write("# Model report\n\nAccuracy is **92%** <script>window.pwned = 1</script>\n\n- first point\n- second\n")
+        out.write(
+            "# Model report\n\nAccuracy is **92%** <script>window.pwned = 1</script>\n\n- first point\n- second\n"
+        )
     with open(page.path, "w") as out:
         out.write("<h1>Hello from html</h1><script>parent.document.title = 'pwned'</script>")
     picture.uri += ".png"
@@ -182,7 +184,8 @@ def test_artifact_previews_read_only_the_runs_artifacts(server: Served, client: 
     assert _get(base + urllib.parse.quote("/etc/passwd"))[0] == 404
     assert _get(base + urllib.parse.quote(outputs["notes"]["uri"] + "/../page"))[0] == 404
     other = client.create_run_from_pipeline_func(looped, experiment_name="ui")
-    assert _get(f"{server.url}/ui-api/runs/{other.run_id}/artifacts?uri={urllib.parse.quote(outputs['notes']['uri'])}")[0] == 404
+    notes_uri = urllib.parse.quote(outputs["notes"]["uri"])
+    assert _get(f"{server.url}/ui-api/runs/{other.run_id}/artifacts?uri={notes_uri}")[0] == 404
     assert _get(f"{server.url}/ui-api/runs/nope/artifacts?uri=x")[0] == 404
     client.wait_for_run_completion(other.run_id, timeout=60, sleep_duration=0.2)
 
@@ -190,7 +193,9 @@ def test_artifact_previews_read_only_the_runs_artifacts(server: Served, client: 
 def _browser() -> Any:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium package (scripts/setup.sh does, as root)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing: pip install '.[test]'")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright package is missing: pip install '.[test]'"
+    )
     return sync_api
 
 
@@ -219,7 +224,9 @@ def test_runs_list_and_run_detail_in_chromium(server: Served, client: Any, tmp_p
         row.wait_for(timeout=15_000)
         assert "ui demo run" in row.inner_text() and "ui-demo" in row.inner_text()
         client.wait_for_run_completion(result.run_id, timeout=60, sleep_duration=0.2)
-        page.locator(f'tr.run-row[data-run-id="{result.run_id}"] .state[data-state="SUCCEEDED"]').wait_for(timeout=15_000)
+        page.locator(
+            f'tr.run-row[data-run-id="{result.run_id}"] .state[data-state="SUCCEEDED"]'
+        ).wait_for(timeout=15_000)
         page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
 
         page.select_option("#state-filter", "FAILED")  # the filter hides it
@@ -327,10 +334,14 @@ def test_artifact_previews_in_chromium(server: Served, client: Any, tmp_path: Pa
         frame = page.locator('.preview[data-artifact="page"] iframe')
         frame.wait_for(timeout=10_000)
         assert frame.get_attribute("sandbox") == ""
-        expect(page.frame_locator('.preview[data-artifact="page"] iframe').locator("h1")).to_have_text("Hello from html")
+        expect(
+            page.frame_locator('.preview[data-artifact="page"] iframe').locator("h1")
+        ).to_have_text("Hello from html")
         image = page.locator('.preview[data-artifact="picture"] img')
         image.wait_for(timeout=10_000)
-        page.wait_for_function("() => document.querySelector('.preview[data-artifact=\"picture\"] img').naturalWidth === 1")
+        page.wait_for_function(
+            "() => document.querySelector('.preview[data-artifact=\"picture\"] img').naturalWidth === 1"
+        )
         assert page.evaluate("window.pwned") is None and page.title() == "millpond"  # no script ran
         page.screenshot(path=str(tmp_path / "artifacts.png"), full_page=True)
         assert not errors, errors
@@ -351,7 +362,8 @@ def test_token_mode_page_asks_for_the_token_once(server: Served, client: Any) ->
     guarded = Served("t0ken")  # the same store, a second server that wants a token
     try:
         url = guarded.url
-        assert _request(url + "/") == 200 and _request(url + "/ui/app.js") == 200 and _request(url + "/ui/app.css") == 200
+        assert _request(url + "/") == 200
+        assert _request(url + "/ui/app.js") == 200 and _request(url + "/ui/app.css") == 200
         for path in ("/apis/v2beta1/runs", "/apis/v2beta1/healthz", f"/ui-api/runs/{result.run_id}/graph",
                      "/openapi.json", "/docs", "/ui/../apis/v2beta1/runs"):
             assert _request(url + path) == 401, path
@@ -374,8 +386,10 @@ def test_token_mode_page_asks_for_the_token_once(server: Served, client: Any) ->
             assert "ui-token" in row.inner_text()
             row.click()
             page.locator('#dag g.node[data-path="report"][data-state="SUCCEEDED"]').click(timeout=15_000)
-            sync_api.expect(page.locator('.preview[data-artifact="metrics"]')).to_contain_text("accuracy", timeout=10_000)
-            sync_api.expect(page.locator('.preview[data-artifact="notes"] h3')).to_have_text("Model report", timeout=10_000)
+            metrics = page.locator('.preview[data-artifact="metrics"]')
+            sync_api.expect(metrics).to_contain_text("accuracy", timeout=10_000)
+            notes = page.locator('.preview[data-artifact="notes"] h3')
+            sync_api.expect(notes).to_have_text("Model report", timeout=10_000)
             sync_api.expect(page.locator("#task-log")).to_have_text(re.compile("cache hit|Executor"), timeout=10_000)
             page.click("header nav a[data-nav=pipelines]")  # other pages too, without asking again
             page.locator("#upload-form").wait_for(timeout=10_000)
@@ -437,8 +451,10 @@ def _apply_dataset_and_load(server: Served, tmp_path: Path) -> None:
             "spec": {"dataset": {"name": "ui-ds", "namespace": "default"}}}
     for body, kind in ((manifest("ui-ds", f"local://{source}", secret=False, levels=levels), "application/yaml"),
                        (json.dumps([load]), "application/json")):
-        request = urllib.request.Request(server.url + "/apis/millpond/v1/fluid/apply", data=body.encode(), method="POST",
-                                         headers={"Content-Type": kind})
+        request = urllib.request.Request(
+            server.url + "/apis/millpond/v1/fluid/apply", data=body.encode(), method="POST",
+            headers={"Content-Type": kind},
+        )
         with urllib.request.urlopen(request, timeout=30) as answer:
             assert answer.status == 200
 
@@ -518,7 +534,9 @@ def test_links_that_kfp_client_prints_open_their_pages(server: Served, client: A
         expect(page.locator("tr.chosen")).to_have_attribute("data-version-id", second.pipeline_version_id)  # the newest
 
         page.goto(f"{server.url}/#/pipelines/details/{pipeline.pipeline_id}/version/{first.pipeline_version_id}")
-        expect(page.locator("tr.chosen")).to_have_attribute("data-version-id", first.pipeline_version_id, timeout=10_000)
+        expect(page.locator("tr.chosen")).to_have_attribute(
+            "data-version-id", first.pipeline_version_id, timeout=10_000
+        )
         page.locator("#run-form").wait_for(timeout=10_000)
         assert "no run with id" not in page.inner_text("body") and not errors, errors
 

@@ -37,7 +37,9 @@ def test_journal_rows_read_back_through_the_orm(tmp_path: Path) -> None:
                        finished_at=dt.datetime.now(dt.timezone.utc))
     orm = RunStore(url)
     got = orm.get_run(run.id)
-    assert (got.state, got.parameters, got.platform_spec, got.outputs["parameters"]) == ("SUCCEEDED", {"n": 1}, None, {"Output": 3})
+    assert (got.state, got.parameters, got.platform_spec, got.outputs["parameters"]) == (
+        "SUCCEEDED", {"n": 1}, None, {"Output": 3}
+    )
     assert orm.experiment_name(got.experiment_id) == "exp"
     [task] = orm.list_tasks(run.id)
     assert (task.state, task.exit_code, task.attempts, task.cached) == ("SUCCEEDED", 0, 2, False)

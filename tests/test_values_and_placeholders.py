@@ -32,7 +32,10 @@ def test_parse_text(text: str, kind: str, expected: object) -> None:
     assert type(value) is type(expected)
 
 
-@pytest.mark.parametrize(("text", "kind"), [("1.5", "NUMBER_INTEGER"), ("nan", "NUMBER_DOUBLE"), ("{}", "LIST"), ("yes please", "BOOLEAN")])
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [("1.5", "NUMBER_INTEGER"), ("nan", "NUMBER_DOUBLE"), ("{}", "LIST"), ("yes please", "BOOLEAN")],
+)
 def test_parse_text_rejects(text: str, kind: str) -> None:
     with pytest.raises(UserError, match=r"^-p x: expected"):
         parse_text(text, kind, "-p x")
@@ -77,7 +80,9 @@ def _context() -> PlaceholderContext:
 
 def test_placeholders_resolve_like_the_kfp_driver() -> None:
     ctx = _context()
-    assert ctx.command_line(["--name={{$.inputs.parameters['name']}}", "{{$.inputs.parameters['n']}}"]) == ["--name=pond", "3"]
+    assert ctx.command_line(["--name={{$.inputs.parameters['name']}}", "{{$.inputs.parameters['n']}}"]) == [
+        "--name=pond", "3"
+    ]
     assert ctx.command_line(["{{$.inputs.parameters['cfg']}}"]) == ['{"a": "b\\"c"}']
     assert ctx.command_line(["{{$.inputs.artifacts['data'].path}}"]) == ["/s3/bucket/x/data"]
     assert ctx.command_line(["{{$.inputs.artifacts['data'].uri}}"]) == ["s3://bucket/x/data"]

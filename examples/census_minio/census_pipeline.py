@@ -73,7 +73,10 @@ def download_table_data(dataset: str, table_code: str, year: int, census_api: st
     with open(census_api, newline="") as source:
         rows = list(csv.reader(source))
     header, data = rows[0], rows[1:]
-    keep = [i for i, name in enumerate(header) if name.startswith(f"{table_code}_") or name in ("GEO_ID", "NAME", "state", "county")]
+    keep = [
+        i for i, name in enumerate(header)
+        if name.startswith(f"{table_code}_") or name in ("GEO_ID", "NAME", "state", "county")
+    ]
     if not any(header[i].startswith(f"{table_code}_") for i in keep):
         raise ValueError(f"unknown table {table_code!r}")
     with open(table_df.path, "w", newline="") as out:
@@ -132,9 +135,11 @@ def _with_s3(task: dsl.PipelineTask) -> dsl.PipelineTask:
 def census_pipeline(bucket: str, dataset: str, table_code: str, year: int, census_api: str) -> Dataset:
     exists = _with_s3(table_data_exists(bucket=bucket, table_code=table_code, year=year))
 
-    with dsl.Condition(exists.output == False):
+    with dsl.Condition(exists.output == False):  # noqa: E712 - KFP builds the condition from `==`; `not` cannot
         downloaded = download_table_data(dataset=dataset, table_code=table_code, year=year, census_api=census_api)
-        _with_s3(save_table_data(bucket=bucket, table_code=table_code, year=year, table_df=downloaded.outputs["table_df"]))
+        _with_s3(save_table_data(
+            bucket=bucket, table_code=table_code, year=year, table_df=downloaded.outputs["table_df"]
+        ))
 
     with dsl.Else():
         fetched = _with_s3(get_table_data(bucket=bucket, table_code=table_code, year=year))

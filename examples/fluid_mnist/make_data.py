@@ -26,7 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-FILES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+FILES = (
+    "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"
+)
 TEST_SIZE = 300
 SEED = 0
 
@@ -51,7 +53,10 @@ def digits_as_mnist() -> dict[str, np.ndarray]:
     labels = digits.target.astype(np.uint8)
     order = np.random.default_rng(SEED).permutation(len(labels))
     train, test = order[:-TEST_SIZE], order[-TEST_SIZE:]
-    return {"train-images": pixels[train], "train-labels": labels[train], "t10k-images": pixels[test], "t10k-labels": labels[test]}
+    return {
+        "train-images": pixels[train], "train-labels": labels[train],
+        "t10k-images": pixels[test], "t10k-labels": labels[test],
+    }
 
 
 def mnist_files() -> dict[str, bytes]:
@@ -94,10 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bucket", help="upload to this bucket (it must exist)")
     parser.add_argument("--prefix", default="mnist", help="key prefix in the bucket (default: mnist)")
-    parser.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"), help="S3 endpoint URL (default: $AWS_ENDPOINT_URL; none: AWS)")
+    parser.add_argument(
+        "--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
+        help="S3 endpoint URL (default: $AWS_ENDPOINT_URL; none: AWS)",
+    )
     parser.add_argument("--access-key", default=os.environ.get("AWS_ACCESS_KEY_ID"))
     parser.add_argument("--secret-key", default=os.environ.get("AWS_SECRET_ACCESS_KEY"))
-    parser.add_argument("--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1")
+    parser.add_argument(
+        "--region", default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    )
     parser.add_argument("--out", type=Path, help="also write the files into this folder")
     args = parser.parse_args(argv)
     if not args.bucket and not args.out:

@@ -52,7 +52,10 @@ def bucket_options(endpoint: str | None, bucket: str, folder: str) -> dict[str, 
 
 
 def external_uri(endpoint: str | None, bucket: str, path: str) -> str:
-    """A DataMigrate URI for ``BUCKET/PATH``: minio://HOST:PORT/… (plain HTTP), s3://BUCKET.HOST/…, or s3://BUCKET/… (AWS)."""
+    """A DataMigrate URI for ``BUCKET/PATH``.
+
+    minio://HOST:PORT/… (plain HTTP), s3://BUCKET.HOST/…, or s3://BUCKET/… (AWS).
+    """
     path = path.lstrip("/")
     if not endpoint:
         return f"s3://{bucket}/{path}"
@@ -121,7 +124,10 @@ def get_train_script(command: str) -> str:
 
 
 def train_command(epochs: int) -> str:
-    """The notebook's ``python /workspace/main.py --epochs 2 --data /data --save-model --save-model-path /data/ckpt``."""
+    """The notebook's training command.
+
+    ``python /workspace/main.py --epochs 2 --data /data --save-model --save-model-path /data/ckpt``
+    """
     python, script = shlex.quote(sys.executable), shlex.quote(str(HERE / "train.py"))
     return f"{python} {script} --epochs {epochs} --data /data/mnist --save-model --save-model-path /data/mnist/ckpt"
 
@@ -159,7 +165,7 @@ def build_flow(dataset: fluid.FluidDataset, endpoint: str | None, bucket: str, e
 def step_table(run: fluid.FlowHandle) -> list[dict[str, Any]]:
     """One row per step: name, kind, phase, duration, and the first condition's message."""
     rows = []
-    for step, entry in zip(run.flow_steps, run.get_current_status()):
+    for step, entry in zip(run.flow_steps, run.get_current_status(), strict=False):
         name, status = next(iter(entry.items()))
         conditions = status.get("conditions") or [{}]
         rows.append({"name": name, "kind": step["kind"], "phase": status.get("phase", ""),
@@ -194,16 +200,28 @@ def print_log(path: str, lines: int = 20) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Seed 000's MNIST dataflow (Fluid SDK) against an S3 bucket.")
-    parser.add_argument("--bucket", required=True, help="the bucket (it must exist); raw data at mnist/, checkpoint to mnist_ckpt/")
-    parser.add_argument("--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"), help="S3 endpoint URL (default: $AWS_ENDPOINT_URL; none: AWS)")
+    parser.add_argument(
+        "--bucket", required=True, help="the bucket (it must exist); raw data at mnist/, checkpoint to mnist_ckpt/"
+    )
+    parser.add_argument(
+        "--endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
+        help="S3 endpoint URL (default: $AWS_ENDPOINT_URL; none: AWS)",
+    )
     parser.add_argument("--access-key", default=os.environ.get("AWS_ACCESS_KEY_ID"))
     parser.add_argument("--secret-key", default=os.environ.get("AWS_SECRET_ACCESS_KEY"))
-    parser.add_argument("--make-data", action="store_true", help="first upload the MNIST-format files (make_data.py) to mnist/")
+    parser.add_argument(
+        "--make-data", action="store_true", help="first upload the MNIST-format files (make_data.py) to mnist/"
+    )
     parser.add_argument("--dataset", default="mydataset")
     parser.add_argument("--run-id", default="torch-mnist-training")
     parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--cache-medium", default="MEM", choices=["MEM", "SSD", "HDD"], help="the runtime's cache tier (the notebook: MEM)")
-    parser.add_argument("--keep", action="store_true", help="leave the dataset in place (the notebook's last cell cleans it up)")
+    parser.add_argument(
+        "--cache-medium", default="MEM", choices=["MEM", "SSD", "HDD"],
+        help="the runtime's cache tier (the notebook: MEM)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="leave the dataset in place (the notebook's last cell cleans it up)"
+    )
     args = parser.parse_args(argv)
     if not args.access_key or not args.secret_key:
         parser.error("S3 keys are needed: --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
@@ -236,10 +254,15 @@ def main(argv: list[str] | None = None) -> int:
         "secret-key": "secret-key",
     }
     try:
-        fluid_client.create_dataset(dataset_name=args.dataset, mount_name="minio", mount_point="juicefs:///", mode="ReadWrite",
-                                    options=options, cred_secret_name=secret_name, cred_secret_options=cred_secret_options)
+        fluid_client.create_dataset(
+            dataset_name=args.dataset, mount_name="minio", mount_point="juicefs:///", mode="ReadWrite",
+            options=options, cred_secret_name=secret_name, cred_secret_options=cred_secret_options,
+        )
     except fluid.AlreadyExists as exc:
-        print(f"error: {exc} (left by a --keep run?): millpond delete dataset {args.dataset}, or pass --dataset", file=sys.stderr)
+        print(
+            f"error: {exc} (left by a --keep run?): millpond delete dataset {args.dataset}, or pass --dataset",
+            file=sys.stderr,
+        )
         return 2
 
     try:
@@ -269,10 +292,12 @@ def main(argv: list[str] | None = None) -> int:
         if failed is not None:
             print(f"error: {failed}", file=sys.stderr)
             if failed.step == rows[0]["name"] and not args.make_data:
-                print(f"hint: is there MNIST data at s3://{args.bucket}/mnist/? --make-data uploads some", file=sys.stderr)
+                print(
+                    f"hint: is there MNIST data at s3://{args.bucket}/mnist/? --make-data uploads some", file=sys.stderr
+                )
             if "already exists" in str(failed):
-                print(f"hint: the dataset's files persist in s3://{args.bucket}/juicefs/{args.run_id}/ (a ReadWrite dataset, "
-                      "as with JuiceFS); remove them or pass another --run-id", file=sys.stderr)
+                print(f"hint: the dataset's files persist in s3://{args.bucket}/juicefs/{args.run_id}/ "
+                      "(a ReadWrite dataset, as with JuiceFS); remove them or pass another --run-id", file=sys.stderr)
             for row in rows:
                 if row["phase"] == "Failed" and row["log"]:
                     print_log(row["log"])

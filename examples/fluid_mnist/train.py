@@ -83,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--save-model", action="store_true", help="accepted as PyTorch's example takes it; the model is always saved")
+    parser.add_argument(
+        "--save-model", action="store_true", help="accepted as PyTorch's example takes it; the model is always saved"
+    )
     parser.add_argument("--save-model-path", type=Path, required=True, help="folder for mnist_cnn.pt (created)")
     args = parser.parse_args(argv)
 
@@ -92,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(min(2, torch.get_num_threads()))
     x_train, y_train = load_split(args.data, "train")
     x_test, y_test = load_split(args.data, "t10k")
-    print(f"data: {len(x_train)} train and {len(x_test)} test images of {tuple(x_train.shape[2:])} from {args.data}", flush=True)
+    print(
+        f"data: {len(x_train)} train and {len(x_test)} test images of {tuple(x_train.shape[2:])} from {args.data}",
+        flush=True,
+    )
 
     model = Net()
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -107,7 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             loss.backward()
             optimizer.step()
             total += loss.item() * len(batch)
-        print(f"epoch {epoch}: train loss {total / len(order):.4f}, test accuracy {accuracy(model, x_test, y_test):.2%}", flush=True)
+        print(
+            f"epoch {epoch}: train loss {total / len(order):.4f}, test accuracy {accuracy(model, x_test, y_test):.2%}",
+            flush=True,
+        )
 
     args.save_model_path.mkdir(parents=True, exist_ok=True)
     target = args.save_model_path / "mnist_cnn.pt"

@@ -15,7 +15,6 @@ import sys
 import types
 from typing import Any
 
-
 # What the import system itself looks up on a package: never a reason to run its __init__.
 _IMPORT_MACHINERY = {"__path__", "__spec__", "__loader__", "__file__", "__package__", "__cached__", "__getattr__"}
 

@@ -75,7 +75,7 @@ def branches(n: int) -> str:
 
 
 @dsl.pipeline(name="loops")
-def loops(xs: List[int] = [1, 2, 3, 4]) -> int:
+def loops(xs: List[int] = [1, 2, 3, 4]) -> int:  # noqa: B006 - KFP compiles this default into the pipeline spec
     with dsl.ParallelFor(xs, parallelism=2) as x:
         squared = square(x=x)
     with dsl.ParallelFor(["a", "b"]) as word:

@@ -4,7 +4,7 @@ from kfp import dsl
 
 
 @dsl.component
-def echo_all(i: int, f: float, s: str, b: bool, l: list, d: dict) -> dict:
+def echo_all(i: int, f: float, s: str, b: bool, l: list, d: dict) -> dict:  # noqa: E741 - `l` is the input's name
     checks = {"i": int, "f": float, "s": str, "b": bool, "l": list, "d": dict}
     got = {"i": i, "f": f, "s": s, "b": b, "l": l, "d": d}
     for name, kind in checks.items():
@@ -18,8 +18,17 @@ def add_one(i: int) -> int:
     return i + 1
 
 
+# KFP compiles a pipeline's signature defaults into its spec: the list and dict defaults are the pipeline's own
+# default values (never mutated), so they stay literals (B006), and `l` is the input's name (E741).
 @dsl.pipeline(name="typed-params")
-def typed_params(i: int, f: float = 1.5, s: str = "text", b: bool = False, l: list = [1, "two"], d: dict = {"k": "v"}) -> dict:
+def typed_params(
+    i: int,
+    f: float = 1.5,
+    s: str = "text",
+    b: bool = False,
+    l: list = [1, "two"],  # noqa: E741, B006 - the input's name and its compiled default
+    d: dict = {"k": "v"},  # noqa: B006 - KFP compiles this default into the pipeline spec
+) -> dict:
     echo_all(i=i, f=f, s=s, b=b, l=l, d=d)
     return echo_all(i=i, f=f, s=s, b=b, l=l, d=d).output
 

@@ -85,13 +85,18 @@ def _group(kind: str, plural: str) -> click.Group:
     @group.command("create", help=f"Create a {kind} from literal values and files.")
     @name_arg
     @click.option("--from-literal", "from_literal", multiple=True, help="KEY=VALUE (repeatable).")
-    @click.option("--from-file", "from_file", multiple=True, help="[KEY=]PATH: the file's text under KEY, or its name (repeatable).")
+    @click.option(
+        "--from-file", "from_file", multiple=True,
+        help="[KEY=]PATH: the file's text under KEY, or its name (repeatable).",
+    )
     @click.option("--replace", is_flag=True, help="Overwrite one that exists.")
     def create(name: str, from_literal: tuple[str, ...], from_file: tuple[str, ...], replace: bool) -> None:
         _create(kind, name, list(from_literal), list(from_file), replace)
 
     @group.command("list", help=f"List {plural} by name with their keys (never their values).")
-    @click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", help="table (default) or json.")
+    @click.option(
+        "--output", "-o", type=click.Choice(["table", "json"]), default="table", help="table (default) or json."
+    )
     def list_(output: str) -> None:
         _list(kind, output)
 

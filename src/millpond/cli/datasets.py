@@ -58,7 +58,10 @@ def mount_command(name: str, folder: Path, namespace: str) -> None:
     from millpond.datasets.mounts import mount
 
     record = mount(name, folder, namespace)
-    click.echo(f"dataset {name} mounted at {record.folder} (pid {record.pid}); unmount with: millpond dataset unmount {record.folder}")
+    click.echo(
+        f"dataset {name} mounted at {record.folder} (pid {record.pid}); "
+        f"unmount with: millpond dataset unmount {record.folder}"
+    )
 
 
 @dataset_group.command("unmount")
@@ -107,10 +110,18 @@ def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
     with _ufs_errors("load", name):
         targets = list(paths) or [""]
         console = Console(stderr=True)
-        columns = (TextColumn(f"load {name}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TextColumn("{task.fields[files]} files"), TimeRemainingColumn())
-        with Progress(*columns, console=console, transient=not console.is_terminal, disable=not console.is_terminal) as progress:
+        columns = (
+            TextColumn(f"load {name}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            TextColumn("{task.fields[files]} files"), TimeRemainingColumn(),
+        )
+        with Progress(
+            *columns, console=console, transient=not console.is_terminal, disable=not console.is_terminal
+        ) as progress:
             task = progress.add_task("load", total=None, files=0)
-            result = cache.load(targets, lambda done, files, total: progress.update(task, completed=done, total=total, files=files))
+            result = cache.load(
+                targets,
+                lambda done, files, total: progress.update(task, completed=done, total=total, files=files),
+            )
     rate = result.fetched_bytes / result.seconds / 1e6 if result.seconds else 0.0
     click.echo(
         f"dataset {name}: {result.files} files ({format_bytes(result.bytes)}) cached; fetched {result.fetched_files} "

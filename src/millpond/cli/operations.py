@@ -30,8 +30,10 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
                TransferSpeedColumn(), TextColumn("{task.fields[files]} files"), TimeRemainingColumn())
     failed = []
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
-        tasks = {(r.kind, r.name, r.namespace): progress.add_task(f"{r.kind} {r.name}", total=None, phase="Pending", files=0)
-                 for r in resources}
+        tasks = {
+            (r.kind, r.name, r.namespace): progress.add_task(f"{r.kind} {r.name}", total=None, phase="Pending", files=0)
+            for r in resources
+        }
         pending = set(tasks)
         while pending:
             for key in sorted(pending):
@@ -47,7 +49,9 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
                 if status.get("phase") in ("Complete", "Failed"):
                     pending.discard(key)
                     message = (status.get("conditions") or [{}])[0].get("message", "")
-                    line = f"{key[0]} {key[1]}: {status['phase']} in {status.get('duration', '?')}" + (f": {message}" if status["phase"] == "Failed" else "")
+                    line = f"{key[0]} {key[1]}: {status['phase']} in {status.get('duration', '?')}" + (
+                        f": {message}" if status["phase"] == "Failed" else ""
+                    )
                     progress.console.print(line) if console.is_terminal else print(line, file=sys.stderr)
                     if status["phase"] == "Failed":
                         failed.append(key)

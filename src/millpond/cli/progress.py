@@ -14,7 +14,6 @@ from rich.text import Text
 
 from millpond.cli.render import STATE_STYLE
 
-
 _SHOWN_ROWS = 20  # a large run shows its running and failed tasks and the latest others, not all of them
 
 
@@ -82,7 +81,9 @@ class RunProgress:
             if state == "RUNNING":
                 icon = Spinner("dots", style="cyan")
             else:
-                icon = Text({"SUCCEEDED": "✔", "FAILED": "✘", "SKIPPED": "↷"}.get(state, "·"), style=STATE_STYLE.get(state, ""))
+                icon = Text(
+                    {"SUCCEEDED": "✔", "FAILED": "✘", "SKIPPED": "↷"}.get(state, "·"), style=STATE_STYLE.get(state, "")
+                )
             seconds = (finished or now) - started
             label = Text(state, style=STATE_STYLE.get(state, ""))
             if error and state == "FAILED":

@@ -59,16 +59,21 @@ def row(resource: "Resource", status: dict[str, Any], now: dt.datetime) -> list[
     if category == "dataset":
         cache = status.get("cacheStates") or {}
         return [resource.name, _text(status.get("ufsTotal"), "[Calculating]"), _text(cache.get("cached")),
-                _text(cache.get("cacheCapacity")), _text(cache.get("cachedPercentage")), _text(status.get("phase")), age]
+                _text(cache.get("cacheCapacity")), _text(cache.get("cachedPercentage")), _text(status.get("phase")),
+                age]
     if category == "runtime":
         return [resource.name, _text(status.get("masterPhase")), _text(status.get("workerPhase")),
                 _text(status.get("fusePhase")), age]
     ref = dataset_reference(resource.kind, resource.spec)
-    return [resource.name, _text(ref[0] if ref else None), _text(status.get("phase")), age, _text(status.get("duration"))]
+    return [resource.name, _text(ref[0] if ref else None), _text(status.get("phase")), age,
+            _text(status.get("duration"))]
 
 
 def format_table(headers: tuple[str, ...], rows: list[list[str]]) -> str:
     """Left-aligned columns three spaces apart, as kubectl prints them."""
-    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows)]
-    lines = ["   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [list(headers), *rows]]
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=True)]
+    lines = [
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [list(headers), *rows]
+    ]
     return "\n".join(lines) + "\n"

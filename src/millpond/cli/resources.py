@@ -44,7 +44,9 @@ def _not_found(plural: str, name: str, namespace: str) -> str:
 @click.command("apply")
 @click.option("--filename", "-f", "files", multiple=True, required=True, metavar="FILE",
               help="A manifest file, a folder of them, or - for stdin (repeatable).")
-@click.option("--wait", "wait_for", is_flag=True, help="Wait for the data operations applied to end, showing their progress.")
+@click.option(
+    "--wait", "wait_for", is_flag=True, help="Wait for the data operations applied to end, showing their progress."
+)
 def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     """Create or update Fluid objects (data.fluid.io/v1alpha1) from manifests: all of them, or none.
 
@@ -98,7 +100,7 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
         resources = store.list(info.kind, None if all_namespaces else namespace)
     statuses = [_status(resource, store) for resource in resources]
     if output in ("json", "yaml"):
-        objects = [r.as_object(s) for r, s in zip(resources, statuses)]
+        objects = [r.as_object(s) for r, s in zip(resources, statuses, strict=True)]
         value = objects[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": objects}
         _print_value(value, output)
         return
@@ -108,10 +110,10 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
         return
     now = dt.datetime.now(dt.timezone.utc)
     headers = COLUMNS[info.category]
-    rows = [row(r, s, now) for r, s in zip(resources, statuses)]
+    rows = [row(r, s, now) for r, s in zip(resources, statuses, strict=True)]
     if all_namespaces:
         headers = ("NAMESPACE", *headers)
-        rows = [[r.namespace, *cells] for r, cells in zip(resources, rows)]
+        rows = [[r.namespace, *cells] for r, cells in zip(resources, rows, strict=True)]
     sys.stdout.write(format_table(headers, rows))
 
 

@@ -145,20 +145,26 @@ def resolve_options(mount: dict[str, Any], shared: dict[str, Any], secrets: Any,
     """A mount's options with ``encryptOptions`` filled in from millpond secrets."""
     options = {str(k): str(v) for k, v in (shared.get("sharedOptions") or {}).items()}
     options.update({str(k): str(v) for k, v in (mount.get("options") or {}).items()})
-    for position, item in enumerate([*(shared.get("sharedEncryptOptions") or []), *(mount.get("encryptOptions") or [])]):
+    encrypt_options = [*(shared.get("sharedEncryptOptions") or []), *(mount.get("encryptOptions") or [])]
+    for position, item in enumerate(encrypt_options):
         ref = ((item.get("valueFrom") or {}).get("secretKeyRef")) or {}
         secret_name, key = ref.get("name"), ref.get("key")
         try:
             values = secrets.get("secret", str(secret_name))
         except KeyError:
-            raise UserError(f"{where}.encryptOptions[{position}]: secret {secret_name!r} not found (millpond secret create {secret_name} ...)") from None
+            raise UserError(
+                f"{where}.encryptOptions[{position}]: secret {secret_name!r} not found "
+                f"(millpond secret create {secret_name} ...)"
+            ) from None
         if key not in values:
             raise UserError(f"{where}.encryptOptions[{position}]: secret {secret_name!r} has no key {key!r}")
         options[str(item.get("name"))] = values[key]
     return options
 
 
-def build_config(dataset: dict[str, Any], runtime: dict[str, Any] | None, uid: str, settings: Settings | None = None) -> DatasetConfig:
+def build_config(
+    dataset: dict[str, Any], runtime: dict[str, Any] | None, uid: str, settings: Settings | None = None
+) -> DatasetConfig:
     """Resolve manifests (as applied) into a DatasetConfig; UserError names what cannot be resolved."""
     from millpond.store.secrets import ConfigStore
 

@@ -22,11 +22,13 @@ def cron_problem(expression: str) -> str | None:
     """Why ``expression`` is not a valid schedule, or None when it is."""
     text = expression.strip()
     if text.startswith("@"):
-        return None if text.lower() in MACROS or text.lower().startswith("@every ") else f"unknown macro {text.split()[0]}"
+        if text.lower() in MACROS or text.lower().startswith("@every "):
+            return None
+        return f"unknown macro {text.split()[0]}"
     fields = text.split()
     if len(fields) != 5:
         return f"expected 5 fields (minute hour day-of-month month day-of-week), found {len(fields)}"
-    for index, (field, (name, low, high)) in enumerate(zip(fields, _FIELDS)):
+    for index, (field, (name, low, high)) in enumerate(zip(fields, _FIELDS, strict=True)):
         for item in field.split(","):
             match = _ITEM.fullmatch(item)
             if not match or (match.group("step") is not None and int(match.group("step")) == 0):

@@ -89,7 +89,15 @@ class MillpondFileSystem(AbstractFileSystem):
 
     # -- reading and writing --------------------------------------------------------------------
 
-    def _open(self, path: str, mode: str = "rb", block_size: Any = None, autocommit: bool = True, cache_options: Any = None, **kwargs: Any) -> Any:
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: Any = None,
+        autocommit: bool = True,
+        cache_options: Any = None,
+        **kwargs: Any,
+    ) -> Any:
         cache, inner = self._split(path)
         if "r" in mode:
             return cache.open(inner)

@@ -108,7 +108,10 @@ def make_operations(cache: DatasetCache) -> Any:
             if not isinstance(upload, _Upload):
                 upload = self.uploads.get(inner)
             if isinstance(upload, _Upload):
-                size = os.fstat(upload.file.fileno()).st_size if not upload.file.closed else os.path.getsize(upload.file.name)
+                if upload.file.closed:
+                    size = os.path.getsize(upload.file.name)
+                else:
+                    size = os.fstat(upload.file.fileno()).st_size
                 return {"st_mode": file_mode, "st_nlink": 1, "st_size": size, "st_uid": uid, "st_gid": gid}
             if cache.is_folder(inner) or inner in self.folders:
                 return {"st_mode": folder_mode, "st_nlink": 2, "st_uid": uid, "st_gid": gid}
@@ -121,7 +124,10 @@ def make_operations(cache: DatasetCache) -> Any:
                 if inner in self.folders:
                     return [".", ".."]
                 raise fuse_error(errno.ENOENT)
-            made = [f.rsplit("/", 1)[-1] for f in self.folders if f.rpartition("/")[0] == inner and f.rsplit("/", 1)[-1] not in names]
+            made = [
+                f.rsplit("/", 1)[-1] for f in self.folders
+                if f.rpartition("/")[0] == inner and f.rsplit("/", 1)[-1] not in names
+            ]
             return [".", "..", *names, *made]
 
         def _reader(self, path: str) -> CachedFile:

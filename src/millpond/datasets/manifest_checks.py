@@ -119,7 +119,9 @@ def check_operation(kind: str, spec: dict[str, Any]) -> None:
         if "externalStorage" in sided:
             parse_mount_point(sided["externalStorage"]["uri"], field_path(["spec", side, "externalStorage", "uri"]))
         if "path" in (sided.get("dataset") or {}) and escapes_root(sided["dataset"]["path"]):
-            raise _fail(["spec", side, "dataset", "path"], f"{show(sided['dataset']['path'])}: '..' climbs out of the dataset")
+            raise _fail(
+                ["spec", side, "dataset", "path"], f"{show(sided['dataset']['path'])}: '..' climbs out of the dataset"
+            )
     if kind == "DataBackup" and spec.get("backupPath"):
         parse_mount_point(spec["backupPath"], "spec.backupPath")
     policy = spec.get("policy", "Once")
@@ -149,11 +151,15 @@ def check_secret_refs(spec: dict[str, Any], secrets: ConfigStore) -> None:
     for at, option in _encrypt_options(spec):
         ref = (option.get("valueFrom") or {}).get("secretKeyRef")
         if not ref:
-            raise _fail([*at, "valueFrom", "secretKeyRef"], f"option {show(option.get('name'))} names no secret to read")
+            raise _fail(
+                [*at, "valueFrom", "secretKeyRef"], f"option {show(option.get('name'))} names no secret to read"
+            )
         ref_at = [*at, "valueFrom", "secretKeyRef"]
         name, key = ref["name"], ref.get("key")
         if not key:
-            raise _fail([*ref_at, "key"], f"required: which key of secret {show(name)} holds {show(option.get('name'))}")
+            raise _fail(
+                [*ref_at, "key"], f"required: which key of secret {show(name)} holds {show(option.get('name'))}"
+            )
         if name not in keys:
             try:
                 keys[name] = set(secrets.get("secret", name))
@@ -177,5 +183,9 @@ def recorded_only(kind: str, spec: dict[str, Any]) -> list[str]:
 
         for position, mount in enumerate(spec.get("mounts") or []):
             if str(mount.get("mountPoint", "")).split("://", 1)[0].lower() in S3_SCHEMES:
-                fields += [f"mounts[{position}].options.{key}" for key in mount.get("options") or {} if key not in UNDERSTOOD_OPTIONS]
+                fields += [
+                    f"mounts[{position}].options.{key}"
+                    for key in mount.get("options") or {}
+                    if key not in UNDERSTOOD_OPTIONS
+                ]
     return fields

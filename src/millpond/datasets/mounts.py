@@ -99,7 +99,9 @@ def mount(dataset: str, folder: Path, namespace: str = "default") -> MountRecord
             raise UserError(f"mount of {dataset} at {target} failed: {_last_error(log_path)}")
         if time.monotonic() > deadline:
             process.kill()
-            raise UserError(f"mount of {dataset} at {target} was not ready within {READY_TIMEOUT_S:.0f}s (log: {log_path})")
+            raise UserError(
+                f"mount of {dataset} at {target} was not ready within {READY_TIMEOUT_S:.0f}s (log: {log_path})"
+            )
         time.sleep(0.05)
     _raise_read_ahead(target)
     record = MountRecord(dataset, namespace, target, process.pid, str(log_path))
@@ -158,7 +160,8 @@ def unmount(folder: Path) -> MountRecord | None:
             raise UserError(f"{target} is not mounted")
         return record
     tool = shutil.which("fusermount3") or shutil.which("fusermount")
-    result = subprocess.run([tool or "umount", "-u", target] if tool else ["umount", target], capture_output=True, text=True)
+    command = [tool or "umount", "-u", target] if tool else ["umount", target]
+    result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         message = (result.stderr or result.stdout).strip().splitlines()
         raise UserError(f"cannot unmount {target}: {message[-1] if message else 'busy'} (is a process still using it?)")

@@ -30,7 +30,9 @@ def parse_quantity(value: object) -> int:
         raise ValueError(f"{value!r} is not a size")
     match = _QUANTITY.match(value)
     if not match or match.group(3) not in _SUFFIXES:
-        raise ValueError(f"{value!r} is not a size (expected a number with an optional suffix such as Ki, Mi, Gi, M, G)")
+        raise ValueError(
+            f"{value!r} is not a size (expected a number with an optional suffix such as Ki, Mi, Gi, M, G)"
+        )
     number = float(match.group(1))
     if match.group(2):
         number *= 10 ** int(match.group(2))

@@ -77,7 +77,9 @@ def describe(error: "ValidationError") -> str:
     if keyword == "format":
         return f"{where}: {show(value)} is out of range for {rule}"
     if keyword in ("minimum", "maximum"):
-        return f"{where}: {show(value)} is {'below the minimum' if keyword == 'minimum' else 'above the maximum'} {rule}"
+        bound = "below the minimum" if keyword == "minimum" else "above the maximum"
+        return f"{where}: {show(value)} is {bound} {rule}"
     if keyword in ("minLength", "minItems"):
-        return f"{where}: {show(value)} is too short (at least {rule} {'characters' if keyword == 'minLength' else 'items'})"
+        unit = "characters" if keyword == "minLength" else "items"
+        return f"{where}: {show(value)} is too short (at least {rule} {unit})"
     return f"{where or 'the document'}: {error.message}"

@@ -65,7 +65,9 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
             status["conditions"] = [_condition("Ready", False, "UFSUnreachable", stats.sync_error)]
         return status
     status.update(ufsTotal=format_bytes(stats.ufs_total), fileNum=str(stats.file_num), phase="Bound")
-    ready = _condition("Ready", True, "DatasetReady", f"The {RUNTIME_TYPES.get(runtime.kind, 'cache')} runtime is ready.")
+    ready = _condition(
+        "Ready", True, "DatasetReady", f"The {RUNTIME_TYPES.get(runtime.kind, 'cache')} runtime is ready."
+    )
     status["conditions"] = [ready]
     if stats.sync_error:
         status["conditions"].append(_condition("MetadataSynced", False, "UFSUnreachable", stats.sync_error))

@@ -151,7 +151,9 @@ class ObstoreS3Ufs:
                     key = meta["path"][cut:]
                     if not key or key.endswith("/"):
                         continue  # a folder marker some tools write
-                    yield UfsEntry(key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"'))
+                    yield UfsEntry(
+                        key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"')
+                    )
         except Exception as exc:  # noqa: BLE001 - obstore raises its own exception family
             raise UfsError(f"{self.uri}: {_short(exc)}") from None
 
@@ -285,11 +287,23 @@ class S3Settings:
 
 
 # Option names Fluid's engines use for the same setting (Alluxio, Hadoop s3a, JuiceFS, plain).
-_ENDPOINT = ("alluxio.underfs.s3.endpoint", "fs.s3a.endpoint", "fs.oss.endpoint", "s3.endpoint", "aws.endpoint", "endpoint", "endpoint_url")
+_ENDPOINT = (
+    "alluxio.underfs.s3.endpoint", "fs.s3a.endpoint", "fs.oss.endpoint", "s3.endpoint", "aws.endpoint", "endpoint",
+    "endpoint_url",
+)
 _REGION = ("alluxio.underfs.s3.endpoint.region", "fs.s3a.endpoint.region", "aws.region", "s3.region", "region")
-_PATH_STYLE = ("alluxio.underfs.s3.disable.dns.buckets", "fs.s3a.path.style.access", "path-style", "path_style", "s3.path.style.access")
-_ACCESS_KEY = ("aws.accessKeyId", "fs.s3a.access.key", "access-key", "access_key", "accessKeyId", "fs.oss.accessKeyId", "alluxio.underfs.s3.accessKeyId", "s3.accessKeyId")
-_SECRET_KEY = ("aws.secretKey", "fs.s3a.secret.key", "secret-key", "secret_key", "secretKey", "aws.secretAccessKey", "fs.oss.accessKeySecret", "alluxio.underfs.s3.secretKey", "s3.secretKey")
+_PATH_STYLE = (
+    "alluxio.underfs.s3.disable.dns.buckets", "fs.s3a.path.style.access", "path-style", "path_style",
+    "s3.path.style.access",
+)
+_ACCESS_KEY = (
+    "aws.accessKeyId", "fs.s3a.access.key", "access-key", "access_key", "accessKeyId", "fs.oss.accessKeyId",
+    "alluxio.underfs.s3.accessKeyId", "s3.accessKeyId",
+)
+_SECRET_KEY = (
+    "aws.secretKey", "fs.s3a.secret.key", "secret-key", "secret_key", "secretKey", "aws.secretAccessKey",
+    "fs.oss.accessKeySecret", "alluxio.underfs.s3.secretKey", "s3.secretKey",
+)
 _SECURE = ("alluxio.underfs.s3.secure.http.enabled", "fs.s3a.connection.ssl.enabled")
 
 S3_SCHEMES = ("s3", "s3a", "minio", "oss")
@@ -307,7 +321,10 @@ def _first(options: dict[str, str], names: tuple[str, ...]) -> str | None:
 
 def s3_settings(options: dict[str, str], host_endpoint: str | None = None) -> S3Settings:
     """Endpoint, region, addressing and keys, from options first, then the usual AWS_* variables."""
-    endpoint = _first(options, _ENDPOINT) or host_endpoint or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = (
+        _first(options, _ENDPOINT) or host_endpoint
+        or os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    )
     secure = _first(options, _SECURE)
     if endpoint and "://" not in endpoint:
         endpoint = ("http://" if secure and secure.lower() == "false" else "https://") + endpoint
@@ -319,7 +336,10 @@ def s3_settings(options: dict[str, str], host_endpoint: str | None = None) -> S3
         secret = os.environ.get("AWS_SECRET_ACCESS_KEY")
     return S3Settings(
         endpoint=endpoint,
-        region=_first(options, _REGION) or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1",
+        region=(
+            _first(options, _REGION) or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+            or "us-east-1"
+        ),
         # A custom endpoint (MinIO, SeaweedFS) is path-style unless told otherwise, as juicefs and rclone assume.
         path_style=(path_style.lower() == "true") if path_style else bool(endpoint),
         access_key=access,
@@ -388,7 +408,8 @@ def _juicefs_ufs(uri: str, subdir: str, options: dict[str, str]) -> Ufs:
         raise UserError(f"{uri}: storage {storage!r} is not served here (use one of {', '.join(JUICEFS_STORAGES)})")
     parsed = urlsplit(bucket_url if "://" in bucket_url else f"https://{bucket_url}")
     path = parsed.path.strip("/")
-    if storage == "minio" or (path and "." not in parsed.netloc.split(":")[0]) or parsed.netloc.split(":")[0].replace(".", "").isdigit():
+    hostname = parsed.netloc.split(":")[0]
+    if storage == "minio" or (path and "." not in hostname) or hostname.replace(".", "").isdigit():
         bucket, _, prefix = path.partition("/")  # http://HOST:PORT/BUCKET[/PREFIX]
         endpoint = f"{parsed.scheme}://{parsed.netloc}"
     else:
@@ -396,7 +417,8 @@ def _juicefs_ufs(uri: str, subdir: str, options: dict[str, str]) -> Ufs:
         endpoint, prefix = f"{parsed.scheme}://{host}", path
     if not bucket:
         raise UserError(f"{uri}: options.bucket {bucket_url!r} names no bucket")
-    settings = s3_settings({**options, "endpoint": endpoint, "path-style": "true" if storage == "minio" else options.get("path-style", "")})
+    path_style = "true" if storage == "minio" else options.get("path-style", "")
+    settings = s3_settings({**options, "endpoint": endpoint, "path-style": path_style})
     root = "/".join(part for part in (prefix, subdir.strip("/")) if part)
     try:
         return ObstoreS3Ufs(uri, bucket, root, settings)

@@ -41,10 +41,13 @@ class ClientConfig:
         self.kube_config_file = kube_config_file
         self.kube_context = kube_context
         self.kube_client_configuration = kube_client_configuration
-        ignored = [name for name, value in (("kube_config_file", kube_config_file), ("kube_context", kube_context),
-                                            ("kube_client_configuration", kube_client_configuration)) if value is not None]
+        given = (("kube_config_file", kube_config_file), ("kube_context", kube_context),
+                 ("kube_client_configuration", kube_client_configuration))
+        ignored = [name for name, value in given if value is not None]
         if ignored:
-            logger.debug(f"{', '.join(ignored)} ignored: millpond keeps Fluid objects in its own store, not in a cluster")
+            logger.debug(
+                f"{', '.join(ignored)} ignored: millpond keeps Fluid objects in its own store, not in a cluster"
+            )
 
 
 class FluidClient:

@@ -65,7 +65,9 @@ class FluidDataFlow:
         self.flow_ops.append(step)
         return self
 
-    def preload(self, target_path: str | list[str] | dict[str, int] = "/", load_metadata: bool = False) -> FluidDataFlow:
+    def preload(
+        self, target_path: str | list[str] | dict[str, int] = "/", load_metadata: bool = False
+    ) -> FluidDataFlow:
         """Load paths of the dataset into its cache (a DataLoad); a dict maps path → replicas."""
         spec = {"dataset": self._dataset(), "loadMetadata": load_metadata, "target": _targets(target_path)}
         return self._append(constants.DATA_LOAD_KIND, spec, "preload")
@@ -78,7 +80,9 @@ class FluidDataFlow:
         or ``DATA_MIGRATE_DIRECTION_TO`` (dataset → external).
         """
         if migrate_direction not in _DIRECTIONS:
-            raise ValueError(f"migrate_direction must be {' or '.join(map(repr, _DIRECTIONS))}, got {migrate_direction!r}")
+            raise ValueError(
+                f"migrate_direction must be {' or '.join(map(repr, _DIRECTIONS))}, got {migrate_direction!r}"
+            )
         dataset_side = {"dataset": self._dataset(path=path)}
         external_side = {"externalStorage": to_manifest(external_storage)}
         if migrate_direction == constants.DATA_MIGRATE_DIRECTION_FROM:

@@ -119,7 +119,9 @@ class FluidDataset:
 
         status = dataset_status(self._resource(store), store)
         if status.get("phase") != "Bound":
-            reasons = "; ".join(c.get("message", "") for c in status.get("conditions") or [] if c.get("status") != "True")
+            reasons = "; ".join(
+                c.get("message", "") for c in status.get("conditions") or [] if c.get("status") != "True"
+            )
             why = f": {reasons}" if reasons else ""
             raise UserError(f'Dataset "{self.namespace}/{self.name}" is {status.get("phase")}{why}')
         logger.debug(f'Dataset "{self.namespace}/{self.name}" bound successfully')
@@ -173,7 +175,9 @@ class FluidDataset:
             store.delete(runtime.kind, self.name, self.namespace)
         logger.debug(f'Dataset "{self.namespace}/{self.name}" deleted successfully')
 
-    def preload(self, target_path: str | list[str] | dict[str, int] = "/", load_metadata: bool = False) -> FluidDataFlow:
+    def preload(
+        self, target_path: str | list[str] | dict[str, int] = "/", load_metadata: bool = False
+    ) -> FluidDataFlow:
         return FluidDataFlow(self.name, self.namespace).preload(target_path, load_metadata)
 
     def migrate(self, path: str, migrate_direction: str,

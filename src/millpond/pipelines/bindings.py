@@ -140,9 +140,14 @@ def loop_items(node: Node, parameters: dict[str, Any], artifacts: Artifacts) -> 
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:
-            raise TaskError(f"loop {node.display_name!r}: {where} is not a list (got the string {raw[:60]!r})") from None
+            raise TaskError(
+                f"loop {node.display_name!r}: {where} is not a list (got the string {raw[:60]!r})"
+            ) from None
     if not isinstance(value, list):
-        raise TaskError(f"loop {node.display_name!r}: {where} is not a list (got {type(value).__name__}: {json.dumps(value)[:60]})")
+        raise TaskError(
+            f"loop {node.display_name!r}: {where} is not a list "
+            f"(got {type(value).__name__}: {json.dumps(value)[:60]})"
+        )
     return iterator["itemInput"], value
 
 

@@ -59,7 +59,9 @@ def validate_pipeline_spec(spec: Any, source: str) -> None:
         check_io_names(name, component, source)
         label = component.get("executorLabel")
         if label and label not in executors:
-            raise UserError(f"{source}: component {name!r} names executor {label!r}, which deploymentSpec.executors lacks")
+            raise UserError(
+                f"{source}: component {name!r} names executor {label!r}, which deploymentSpec.executors lacks"
+            )
         if "dag" in component:
             _check_dag(name, component, components, source)
         if not label and "dag" not in component:
@@ -99,7 +101,10 @@ def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any]
             for input_name, binding in inputs.get(kind, {}).items():
                 producer = _producer(binding)
                 if producer is not None and producer not in tasks:
-                    raise UserError(f"{source}: {where} input {input_name!r} comes from task {producer!r}, which {owner} does not have")
+                    raise UserError(
+                        f"{source}: {where} input {input_name!r} comes from task {producer!r}, "
+                        f"which {owner} does not have"
+                    )
     cycle = find_cycle({name: task_dependencies(task) for name, task in tasks.items()})
     if cycle:
         dag = "root DAG" if owner == "root" else f"DAG of component {owner!r}"
@@ -108,7 +113,9 @@ def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any]
 
 def _producer(binding: dict[str, Any]) -> str | None:
     """The task whose output (or final status) an input binding takes, if any."""
-    reference = binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or binding.get("taskFinalStatus")
+    reference = (
+        binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or binding.get("taskFinalStatus")
+    )
     if not reference:
         return None
     return str(reference.get("producerTask", ""))
@@ -158,7 +165,9 @@ def find_cycle(dependencies: dict[str, set[str]]) -> list[str] | None:
 def _check_executor(label: str, executor_spec: Any, source: str) -> None:
     """What the KFP driver would reject only at run time: a container whose command or args are not lists of strings."""
     if not isinstance(executor_spec, dict):
-        raise UserError(f"{source}: deploymentSpec.executors[{label}] must be a mapping, got {type(executor_spec).__name__}")
+        raise UserError(
+            f"{source}: deploymentSpec.executors[{label}] must be a mapping, got {type(executor_spec).__name__}"
+        )
     container = executor_spec.get("container")
     if container is None:
         return
@@ -171,12 +180,14 @@ def _check_executor(label: str, executor_spec: Any, source: str) -> None:
         if not isinstance(value, list):
             shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
             raise UserError(
-                f"{source}: executor {label!r}: container {field_name} must be a list of strings, got {type(value).__name__} {shown}"
+                f"{source}: executor {label!r}: container {field_name} must be a list of strings, "
+                f"got {type(value).__name__} {shown}"
             )
         for index, item in enumerate(value):
             if not isinstance(item, str):
                 raise UserError(
-                    f"{source}: executor {label!r}: container {field_name}[{index}] must be a string, got {type(item).__name__}"
+                    f"{source}: executor {label!r}: container {field_name}[{index}] must be a string, "
+                    f"got {type(item).__name__}"
                 )
 
 

@@ -44,8 +44,9 @@ def check_task_name(name: str, owner: str, source: str) -> None:
     """A key of ``dag.tasks`` as kfp's compiler writes it: it names folders and log files."""
     if len(name) > MAX_TASK_NAME or not TASK_NAME.fullmatch(name):
         raise InvalidName(
-            f"{source}: {owner}.dag.tasks has an invalid task name {_shown(name)} (kfp task names are lowercase letters, "
-            f"digits and '-', starting and ending with a letter or digit, at most {MAX_TASK_NAME} characters)"
+            f"{source}: {owner}.dag.tasks has an invalid task name {_shown(name)} "
+            f"(kfp task names are lowercase letters, digits and '-', starting and ending with a letter or digit, "
+            f"at most {MAX_TASK_NAME} characters)"
         )
 
 
@@ -57,7 +58,9 @@ def check_io_names(component_name: str, component: dict[str, Any], source: str) 
             for name in definitions.get(kind) or {}:
                 problem = segment_problem(name)
                 if problem:
-                    raise InvalidName(f"{source}: component {component_name!r} {side}.{kind} name {_shown(name)}: {problem}")
+                    raise InvalidName(
+                        f"{source}: component {component_name!r} {side}.{kind} name {_shown(name)}: {problem}"
+                    )
 
 
 def _shown(name: Any) -> str:

@@ -17,7 +17,10 @@ from millpond.pipelines.values import to_placeholder_text
 
 _PLACEHOLDER = re.compile(r"\{\{\$(?P<expr>[^{}]*)\}\}")
 _INPUT_PARAM = re.compile(r"^\.inputs\.parameters\['(?P<name>[^']+)'\](?:\.json_escape\[(?P<level>\d+)\])?$")
-_ARTIFACT = re.compile(r"^\.(?P<side>inputs|outputs)\.artifacts\['(?P<name>[^']+)'\]\.(?P<attr>uri|path|metadata)(?:\['(?P<key>[^']+)'\])?$")
+_ARTIFACT = re.compile(
+    r"^\.(?P<side>inputs|outputs)\.artifacts\['(?P<name>[^']+)'\]"
+    r"\.(?P<attr>uri|path|metadata)(?:\['(?P<key>[^']+)'\])?$"
+)
 _OUTPUT_PARAM = re.compile(r"^\.outputs\.parameters\['(?P<name>[^']+)'\]\.output_file$")
 
 # Where kfp's Artifact.path looks for a remote URI's local copy (kfp.dsl.types.artifact_types).

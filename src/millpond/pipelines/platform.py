@@ -279,7 +279,8 @@ class _Builder:
         volume = _volume_folder(volumes_dir=self.volumes_dir, name=value)
         if not volume.is_dir():
             raise PlatformError(
-                f"volume {value!r} not found (a kubernetes.CreatePVC task makes it, or create it with: mkdir -p {volume})"
+                f"volume {value!r} not found "
+                f"(a kubernetes.CreatePVC task makes it, or create it with: mkdir -p {volume})"
             )
         source = volume
         sub_path = str(entry.get("subPath") or "")
@@ -308,7 +309,9 @@ class _Builder:
     def _ephemeral(self, entry: dict[str, Any]) -> None:
         target = self._mount_path(entry, "genericEphemeralVolume")
         name = str(entry.get("volumeName") or "ephemeral")
-        self.out.notes.append(f"ephemeral volume {name!r} is a fresh local folder (size and storage class do not apply)")
+        self.out.notes.append(
+            f"ephemeral volume {name!r} is a fresh local folder (size and storage class do not apply)"
+        )
         self._bind(self._fresh("ephemeral"), target, read_only=False)
 
     def _mount_path(self, entry: dict[str, Any], where: str) -> str:
@@ -402,7 +405,8 @@ _REFERENCES = (
 
 def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) -> list[tuple[str, str, str]]:
     """Required secrets and config maps named by a constant that do not exist: known before any task runs."""
-    executors = (platform_spec or {}).get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {}).get("executors", {})
+    kubernetes = (platform_spec or {}).get("platforms", {}).get("kubernetes", {})
+    executors = kubernetes.get("deploymentSpec", {}).get("executors", {})
     missing: list[tuple[str, str, str]] = []  # (kind, name, the task that uses it)
     for label, config in executors.items():
         for kind, field_name, constant_key, parameter_key in _REFERENCES:

@@ -115,14 +115,21 @@ class Budget:
         if request.cpu > self.cpus:
             return f"requests {request.cpu:g} CPUs but this machine has {self.cpus:g}"
         if request.memory > self.memory:
-            return f"requests {request.memory / 2**30:.1f} GiB of memory but this machine has {self.memory / 2**30:.1f} GiB"
+            return (
+                f"requests {request.memory / 2**30:.1f} GiB of memory "
+                f"but this machine has {self.memory / 2**30:.1f} GiB"
+            )
         return None
 
     def acquire(self, request: ResourceRequest) -> list[int] | None:
         """Reserve ``request`` and return the GPU indices it got, or None when it does not fit now."""
         with self._lock:
             cpu = min(request.cpu, self.cpus)
-            if cpu > self._free_cpu + 1e-9 or request.memory > self._free_memory or request.accelerators > len(self._free_gpus):
+            if (
+                cpu > self._free_cpu + 1e-9
+                or request.memory > self._free_memory
+                or request.accelerators > len(self._free_gpus)
+            ):
                 return None
             self._free_cpu -= cpu
             self._free_memory -= request.memory
@@ -148,7 +155,9 @@ def static_accelerator_problems(spec: dict[str, Any], budget: Budget) -> list[st
         except ValueError:
             continue
         if request.accelerators:
-            reason = budget.impossible(ResourceRequest(accelerator=request.accelerator, accelerators=request.accelerators))
+            reason = budget.impossible(
+                ResourceRequest(accelerator=request.accelerator, accelerators=request.accelerators)
+            )
             if reason:
                 problems.append(f"{label.removeprefix('exec-')} {reason}")
     return problems

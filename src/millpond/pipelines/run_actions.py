@@ -74,14 +74,20 @@ def wait_until_stopped(store: RunStore, run_id: str, timeout: float = STOP_TIMEO
 
 
 def set_archived(store: RunStore, run_id: str, archived: bool) -> Run:
-    """Archive a run (hidden from the default lists, records and outputs kept; a run in flight keeps running), or restore it."""
+    """Archive a run, or restore it.
+
+    An archived run is hidden from the default lists, its records and outputs are kept, and a run in flight keeps
+    running.
+    """
     run = store.get_run(run_id)
     wanted = "ARCHIVED" if archived else "AVAILABLE"
     if (run.storage_state or "AVAILABLE") == wanted:
         raise RunStateError(f"run {run.id} is {'already archived' if archived else 'not archived'}")
     experiment = None if archived else store.get_experiment(run.experiment_id)
     if experiment is not None and experiment.storage_state == "ARCHIVED":  # as Kubeflow refuses it
-        raise RunStateError(f"run {run.id} is in archived experiment {experiment.name!r}: unarchive the experiment first")
+        raise RunStateError(
+            f"run {run.id} is in archived experiment {experiment.name!r}: unarchive the experiment first"
+        )
     store.update_run(run.id, storage_state=wanted)
     return store.get_run(run.id)
 
@@ -99,7 +105,9 @@ def delete_run(store: RunStore, settings: Settings, run_id: str, timeout: float 
         terminate_run(store, run.id)
         run = wait_until_stopped(store, run.id, timeout)
         if run.state not in FINAL_STATES or is_running(run.engine_pid, run.engine_start):
-            raise RunStillRunning(f"run {run.id} is still {run.state} {timeout:g}s after it was asked to stop; not deleted")
+            raise RunStillRunning(
+                f"run {run.id} is still {run.state} {timeout:g}s after it was asked to stop; not deleted"
+            )
     task_ids = [task.id for task in store.list_tasks(run.id)]
     store.delete_run(run.id)
     removed: list[str] = []

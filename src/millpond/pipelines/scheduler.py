@@ -110,7 +110,9 @@ class Scheduler:
             return
         except Exception as exc:
             log.exception("recurring run %s: the run at %s was not started", record.id, when)
-            self.store.settle(record.id, moment, error=f"the run at {when} was not started: {type(exc).__name__}: {exc}")
+            self.store.settle(
+                record.id, moment, error=f"the run at {when} was not started: {type(exc).__name__}: {exc}"
+            )
             return
         self.store.settle(record.id, moment, run_id=run_id)
 

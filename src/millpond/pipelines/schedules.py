@@ -65,7 +65,9 @@ def next_after(trigger: Trigger, after: dt.datetime) -> dt.datetime:
     return aware(moment)  # type: ignore[return-value]
 
 
-def due_times(trigger: Trigger, created_at: dt.datetime, last: dt.datetime | None, now: dt.datetime) -> list[dt.datetime]:
+def due_times(
+    trigger: Trigger, created_at: dt.datetime, last: dt.datetime | None, now: dt.datetime
+) -> list[dt.datetime]:
     """The scheduled times after ``last`` (the latest handled) up to ``now``, oldest first.
 
     Before the first run, a cron schedule is due at ``start_time`` itself, a periodic one an

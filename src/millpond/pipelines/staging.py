@@ -42,7 +42,9 @@ class OutputStaging:
         mounts: set[str] = set()
         for uri in input_uris:
             if store.is_remote(uri):
-                store.download(uri, contained_path(self._mirror, local_path(uri).lstrip("/"), what="input artifact URI"))
+                store.download(
+                    uri, contained_path(self._mirror, local_path(uri).lstrip("/"), what="input artifact URI")
+                )
                 mounts.add(local_path(uri).split("/")[1])
         if store.is_remote(task_prefix):
             self.mode = "remote"

@@ -31,7 +31,9 @@ API = "/apis/v2beta1"
 
 def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iterable[str] = ()) -> FastAPI:
     """The application over ``settings``' home; ``allowed_hosts`` adds names to the loopback ones a Host may carry."""
-    app = FastAPI(title="millpond", version="v2beta1", description="Kubeflow Pipelines v2beta1 API, served by millpond.")
+    app = FastAPI(
+        title="millpond", version="v2beta1", description="Kubeflow Pipelines v2beta1 API, served by millpond."
+    )
     app.state.millpond = ServerState(
         settings=settings,
         store=RunStore(settings.database_url),

@@ -38,7 +38,9 @@ def run_view(run: Run, tasks: list[Task] | None = None, full: bool = True) -> di
         "service_account": "", "created_at": iso(run.created_at), "state": _state(run.state),
     }
     if run.pipeline_version_id:
-        view["pipeline_version_reference"] = {"pipeline_id": run.pipeline_id, "pipeline_version_id": run.pipeline_version_id}
+        view["pipeline_version_reference"] = {
+            "pipeline_id": run.pipeline_id, "pipeline_version_id": run.pipeline_version_id
+        }
     if run.started_at:
         view["scheduled_at"] = iso(run.started_at)
     if run.finished_at:
@@ -150,7 +152,10 @@ def get_run(run_id: str, request: Request) -> dict[str, Any]:
 
 @router.delete("/runs/{run_id}")
 def delete_run(run_id: str, request: Request) -> dict[str, Any]:
-    """Delete the run as ``millpond runs delete`` does (terminated first when in flight; its logs and default-root artifacts go too)."""
+    """Delete the run as ``millpond runs delete`` does.
+
+    It is terminated first when in flight; its logs and default-root artifacts go too.
+    """
     server = state_of(request)
     run = server.store.find_run(run_id)
     try:

@@ -79,7 +79,10 @@ def run_graph(run_id: str, request: Request) -> dict[str, Any]:
 
 @router.get("/ui-api/runs/{run_id}/tasks/{task_id}/log", tags=["UI"])
 def task_log(run_id: str, task_id: str, request: Request, offset: int = 0) -> dict[str, Any]:
-    """The task's log from byte ``offset`` (at most 512 KiB a call); ``done`` once the task is final and read to the end."""
+    """The task's log from byte ``offset`` (at most 512 KiB a call).
+
+    ``done`` once the task is final and read to the end.
+    """
     server = state_of(request)
     task = server.store.get_task(server.store.find_run(run_id).id, task_id)
     if offset < 0:
@@ -128,7 +131,8 @@ def _read_artifact(uri: str) -> bytes:
         except ApiError:
             raise
         except Exception as exc:  # noqa: BLE001  s3fs/botocore errors come in many types
-            raise ApiError(502, f"could not read {uri}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ApiError(502, f"could not read {uri}: {why}") from None
     path = Path(uri.removeprefix("file://"))
     if not path.is_file():
         raise ApiError(404, f"artifact {uri!r} is not a file (a folder, or gone)")
@@ -146,7 +150,12 @@ def _walk(component: dict[str, Any], scope: str, parent: str | None, components:
         deps = sorted(_dependencies(task_spec) & set(specs))
         child = components.get((task_spec.get("componentRef") or {}).get("name", "")) or {}
         is_loop = "parameterIterator" in task_spec or "artifactIterator" in task_spec
-        kind = "loop" if is_loop else "dag" if "dag" in child else "importer" if "importer" in task_spec else "container"
+        if is_loop:
+            kind = "loop"
+        elif "dag" in child:
+            kind = "dag"
+        else:
+            kind = "importer" if "importer" in task_spec else "container"
         name = (task_spec.get("taskInfo") or {}).get("name") or key
         nodes.append(_node(path, name, parent, [f"{scope}/{d}" if scope else d for d in deps], kind, tasks))
         if is_loop:
@@ -164,14 +173,21 @@ def _dependencies(task_spec: dict[str, Any]) -> set[str]:
     deps = set(task_spec.get("dependentTasks") or [])
     for kind in ("parameters", "artifacts"):
         for binding in ((task_spec.get("inputs") or {}).get(kind) or {}).values():
-            ref = binding.get("taskOutputParameter") or binding.get("taskOutputArtifact") or binding.get("taskFinalStatus")
+            ref = (
+                binding.get("taskOutputParameter") or binding.get("taskOutputArtifact")
+                or binding.get("taskFinalStatus")
+            )
             if isinstance(ref, dict) and ref.get("producerTask"):
                 deps.add(ref["producerTask"])
     return deps
 
 
-def _node(path: str, name: str, parent: str | None, deps: list[str], kind: str, tasks: dict[str, Task]) -> dict[str, Any]:
-    node: dict[str, Any] = {"path": path, "name": name, "parent": parent, "deps": deps, "kind": kind, "state": "PENDING"}
+def _node(
+    path: str, name: str, parent: str | None, deps: list[str], kind: str, tasks: dict[str, Task]
+) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "path": path, "name": name, "parent": parent, "deps": deps, "kind": kind, "state": "PENDING"
+    }
     task = tasks.get(path)
     if task is not None:
         node.update(

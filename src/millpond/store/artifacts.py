@@ -47,7 +47,9 @@ def filesystem(uri: str) -> Any:
     try:
         return fsspec.filesystem(protocol)
     except ImportError as exc:
-        raise UserError(f"{uri}: the {protocol}:// filesystem needs an extra package ({exc}); try: pip install 'millpond[s3]'") from None
+        raise UserError(
+            f"{uri}: the {protocol}:// filesystem needs an extra package ({exc}); try: pip install 'millpond[s3]'"
+        ) from None
 
 
 def remote_key(uri: str) -> str:

@@ -209,7 +209,8 @@ class SqliteJournal:
             return str(found[0]["id"])
         new = new_id()
         self._write([(
-            "INSERT INTO experiments (id, name, description, created_at) VALUES (?, ?, '', ?) ON CONFLICT(name) DO NOTHING",
+            "INSERT INTO experiments (id, name, description, created_at) VALUES (?, ?, '', ?)"
+            " ON CONFLICT(name) DO NOTHING",
             [(new, name, _stored(utcnow()))],
         )])
         return str(self._query("SELECT id FROM experiments WHERE name = ?", (name,))[0]["id"])
@@ -297,11 +298,14 @@ class SqliteJournal:
         if attempts is not None:
             fields["attempts"] = attempts
         columns, values = self._assignments(fields)
-        statements: list[tuple[str, list[tuple[Any, ...]]]] = [(f"UPDATE tasks SET {columns} WHERE id = ?", [(*values, task_id)])]
+        statements: list[tuple[str, list[tuple[Any, ...]]]] = [
+            (f"UPDATE tasks SET {columns} WHERE id = ?", [(*values, task_id)])
+        ]
         now = _stored(utcnow())
         if artifacts:
             statements.append((
-                "INSERT INTO artifacts (id, run_id, task_id, name, type, uri, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO artifacts (id, run_id, task_id, name, type, uri, metadata, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [(new_id(), run_id, task_id, a["name"], a["type"]["schemaTitle"], a["uri"],
                   json.dumps(a.get("metadata", {})), now) for a in artifacts],
             ))

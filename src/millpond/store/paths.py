@@ -94,7 +94,10 @@ def contained_uri(root: str, *relatives: str, what: str = "name") -> str:
 
 
 def task_log_file(logs_dir: Path | str, run_id: str, task_path: str) -> Path:
-    """``<logs>/<run id>/<task path with '.' for '/'>.log``; a name too long for a filesystem is shortened with a digest."""
+    """``<logs>/<run id>/<task path with '.' for '/'>.log``.
+
+    A name too long for a filesystem is shortened with a digest.
+    """
     check_segment(run_id, "run id")
     segments = _segments(task_path, "task")
     name = ".".join(segments) + ".log"

@@ -44,7 +44,10 @@ class Resource:
             "creationTimestamp": self.created_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         metadata.update({key: applied[key] for key in ("labels", "annotations") if key in applied})
-        return {"apiVersion": self.manifest.get("apiVersion"), "kind": self.kind, "metadata": metadata, "spec": self.spec, "status": status}
+        return {
+            "apiVersion": self.manifest.get("apiVersion"), "kind": self.kind, "metadata": metadata, "spec": self.spec,
+            "status": status,
+        }
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -158,7 +161,9 @@ class ResourceStore:
                 row.status = dict(status)
 
 
-def read_manifest(settings: Settings, kind: str, name: str, namespace: str = "default") -> tuple[str, dict[str, Any]] | None:
+def read_manifest(
+    settings: Settings, kind: str, name: str, namespace: str = "default"
+) -> tuple[str, dict[str, Any]] | None:
     """(uid, manifest) of one applied object, read without SQLAlchemy when the store is SQLite.
 
     Opening a dataset sits on the path of the first ``millpond://`` read or FUSE mount of a

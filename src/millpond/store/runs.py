@@ -209,7 +209,8 @@ class RunStore:
         """Whether the run already has task rows to reuse (a resume), asked once per run."""
         if run_id not in self._has_rows:
             with self._sessions() as session:
-                self._has_rows[run_id] = session.scalar(select(Task.id).where(Task.run_id == run_id).limit(1)) is not None
+                first = session.scalar(select(Task.id).where(Task.run_id == run_id).limit(1))
+                self._has_rows[run_id] = first is not None
         return self._has_rows[run_id]
 
     def _existing_task_id(self, run_id: str, path: str) -> str | None:
@@ -253,7 +254,9 @@ class RunStore:
             statements.append((insert(Artifact.__table__), rows))
         if cache_entry is not None:
             key, cached_outputs = cache_entry
-            entry = {"key": key, "run_id": run_id, "task_id": task_id, "outputs": cached_outputs, "created_at": utcnow()}
+            entry = {
+                "key": key, "run_id": run_id, "task_id": task_id, "outputs": cached_outputs, "created_at": utcnow()
+            }
             upsert = self._dialect_insert(CacheEntry.__table__)
             statements.append((upsert.on_conflict_do_update(index_elements=["key"], set_=entry), [entry]))
         self._write(statements)
@@ -284,7 +287,8 @@ class RunStore:
 
     def list_artifacts(self, run_id: str) -> list[Artifact]:
         with self._sessions() as session:
-            return list(session.scalars(select(Artifact).where(Artifact.run_id == run_id).order_by(Artifact.created_at)))
+            query = select(Artifact).where(Artifact.run_id == run_id).order_by(Artifact.created_at)
+            return list(session.scalars(query))
 
     # --- what the API server asks: exact lookups, pages, archive and delete ---------------------
     def find_run(self, run_id: str) -> Run:

@@ -10,17 +10,17 @@ batches its bookkeeping (LRU times, hit counters) into one index write a second.
 from __future__ import annotations
 
 import atexit
-import json
 import errno
+import json
 import os
 import posixpath
 import threading
 import time
 import uuid
 import weakref
+from array import array
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,7 +155,9 @@ class DatasetCache:
         return found
 
     def sync(self) -> int:
-        """List every mount now (``dataset sync``); drops cached copies of files changed or gone. Returns files listed."""
+        """List every mount now (``dataset sync``); drops cached copies of files changed or gone.
+
+        Returns files listed."""
         with self._sync_lock:
             listed: list[FileMeta] = []
             for position, mount in enumerate(self.config.mounts):
@@ -165,7 +167,10 @@ class DatasetCache:
             generation = str(int(self.index.meta("generation") or 0) + 1)
             stale = self.index.replace_files(
                 listed,
-                {"synced_at": repr(time.time()), "fingerprint": self.config.fingerprint(), "generation": generation, "sync_error": ""},
+                {
+                    "synced_at": repr(time.time()), "fingerprint": self.config.fingerprint(),
+                    "generation": generation, "sync_error": "",
+                },
             )
             self._drop(stale)
             self._namespace = None
@@ -329,14 +334,19 @@ class DatasetCache:
         start = block * size
         end = min(meta.size, start + size)
         try:
-            data = self.ufs(meta.mount).read(meta.key, 0, None) if block_count(meta.size, size) == 1 else self.ufs(meta.mount).read(meta.key, start, end)
+            if block_count(meta.size, size) == 1:
+                data = self.ufs(meta.mount).read(meta.key, 0, None)
+            else:
+                data = self.ufs(meta.mount).read(meta.key, start, end)
         except UfsError:
             # Gone or changed in the UFS since it was listed: look again, so the next read sees the truth.
             self._refresh_file(meta)
             raise
         if len(data) != end - start:
             self._refresh_file(meta)
-            raise UfsError(f"{meta.path}: the UFS returned {len(data)} bytes where {end - start} were listed (changed meanwhile?)")
+            raise UfsError(
+                f"{meta.path}: the UFS returned {len(data)} bytes where {end - start} were listed (changed meanwhile?)"
+            )
         self._count("ufs_fetched_bytes", len(data))
         self._store(meta, block, data, batch)
         return data
@@ -361,7 +371,10 @@ class DatasetCache:
                 return  # no room anywhere (readers hold everything): served uncached
             target = self.tiers.file_path(tier, meta.path, complete=True)
             _write_atomically(target, data)
-            row = CacheRow(meta.path, meta.version, tier, meta.size, size, bytearray(b"\x01"), array("I", [crc32c(data)]), True, time.time())
+            row = CacheRow(
+                meta.path, meta.version, tier, meta.size, size, bytearray(b"\x01"), array("I", [crc32c(data)]), True,
+                time.time(),
+            )
             if batch:
                 with self._lock:
                     self._pending_rows.append(row)
@@ -530,7 +543,8 @@ def cache_stats(index: CacheIndex, config: DatasetConfig) -> CacheStats:
     synced = index.meta("synced_at")
     return CacheStats(
         ufs_total=sum(f.size for f in files.values()), file_num=len(files), cached=sum(usage.values()),
-        capacity=config.capacity, hit_bytes=counters.get("cache_hit_bytes", 0), miss_bytes=counters.get("cache_miss_bytes", 0),
+        capacity=config.capacity, hit_bytes=counters.get("cache_hit_bytes", 0),
+        miss_bytes=counters.get("cache_miss_bytes", 0),
         synced_at=float(synced) if synced else None, sync_error=index.meta("sync_error") or None, usage=usage,
     )
 

@@ -11,8 +11,8 @@ The stdlib ``sqlite3`` is used rather than SQLAlchemy: a lookup sits on the path
 
 from __future__ import annotations
 
-import sqlite3
 import queue
+import sqlite3
 import time
 from array import array
 from collections.abc import Iterable, Iterator
@@ -78,7 +78,9 @@ def block_count(size: int, block_size: int) -> int:
 def _row(values: tuple) -> CacheRow:
     crcs = array("I")
     crcs.frombytes(values[6])
-    return CacheRow(values[0], values[1], values[2], values[3], values[4], bytearray(values[5]), crcs, bool(values[7]), values[8])
+    return CacheRow(
+        values[0], values[1], values[2], values[3], values[4], bytearray(values[5]), crcs, bool(values[7]), values[8]
+    )
 
 
 _CACHE_COLUMNS = "path, version, tier, size, block_size, present, crcs, complete, last_access"
@@ -191,7 +193,9 @@ class CacheIndex:
             if tier is None:
                 rows = db.execute(f"SELECT {_CACHE_COLUMNS} FROM cache").fetchall()
             else:
-                rows = db.execute(f"SELECT {_CACHE_COLUMNS} FROM cache WHERE tier = ? ORDER BY last_access", (tier,)).fetchall()
+                rows = db.execute(
+                    f"SELECT {_CACHE_COLUMNS} FROM cache WHERE tier = ? ORDER BY last_access", (tier,)
+                ).fetchall()
         return [_row(row) for row in rows]
 
     def put_complete(self, rows: Iterable[CacheRow]) -> None:
@@ -199,24 +203,34 @@ class CacheIndex:
         with self._write() as db:
             db.executemany(
                 f"INSERT OR REPLACE INTO cache ({_CACHE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
-                [(r.path, r.version, r.tier, r.size, r.block_size, bytes(r.present), r.crcs.tobytes(), r.last_access) for r in rows],
+                [
+                    (r.path, r.version, r.tier, r.size, r.block_size, bytes(r.present), r.crcs.tobytes(), r.last_access)
+                    for r in rows
+                ],
             )
 
-    def merge_blocks(self, path: str, version: str, tier: int, size: int, block_size: int, blocks: dict[int, int]) -> CacheRow:
+    def merge_blocks(
+        self, path: str, version: str, tier: int, size: int, block_size: int, blocks: dict[int, int]
+    ) -> CacheRow:
         """Add blocks (index → CRC32C) of a partly cached file; other processes' blocks are kept."""
         count = block_count(size, block_size)
         with self._write() as db:
             found = db.execute(f"SELECT {_CACHE_COLUMNS} FROM cache WHERE path = ?", (path,)).fetchone()
             row = _row(found) if found else None
             if row is None or row.version != version or row.tier != tier or row.block_size != block_size:
-                row = CacheRow(path, version, tier, size, block_size, bytearray(count), array("I", [0] * count), False, time.time())
+                row = CacheRow(
+                    path, version, tier, size, block_size, bytearray(count), array("I", [0] * count), False, time.time()
+                )
             for block, crc in blocks.items():
                 row.present[block] = 1
                 row.crcs[block] = crc
             row.complete = row.complete or all(row.present)
             db.execute(
                 f"INSERT OR REPLACE INTO cache ({_CACHE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row.path, row.version, row.tier, row.size, row.block_size, bytes(row.present), row.crcs.tobytes(), int(row.complete), time.time()),
+                (
+                    row.path, row.version, row.tier, row.size, row.block_size, bytes(row.present), row.crcs.tobytes(),
+                    int(row.complete), time.time(),
+                ),
             )
         return row
 
@@ -257,14 +271,18 @@ class CacheIndex:
     def touch(self, accessed: dict[str, float]) -> None:
         """Record reads for LRU (batched by the reader: one transaction for many opens)."""
         with self._write() as db:
-            db.executemany("UPDATE cache SET last_access = max(last_access, ?) WHERE path = ?", [(t, p) for p, t in accessed.items()])
+            db.executemany(
+                "UPDATE cache SET last_access = max(last_access, ?) WHERE path = ?",
+                [(t, p) for p, t in accessed.items()],
+            )
 
     # -- counters -----------------------------------------------------------------------------
 
     def add_counters(self, deltas: dict[str, int]) -> None:
         with self._write() as db:
             db.executemany(
-                "INSERT INTO counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                "INSERT INTO counters (name, value) VALUES (?, ?)"
+                " ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
                 list(deltas.items()),
             )
 

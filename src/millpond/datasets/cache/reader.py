@@ -124,7 +124,8 @@ class CachedFile(io.RawIOBase):
             start = block * self._block_size
             stop = min(self.meta.size, start + self._block_size)
             if start >= offset and stop <= end:
-                good = crc32c(data if start == offset and stop == end else view[start - offset:stop - offset]) == row.crcs[block]
+                piece = data if start == offset and stop == end else view[start - offset:stop - offset]
+                good = crc32c(piece) == row.crcs[block]
                 if good:
                     verified.add(key)
             else:

@@ -104,7 +104,9 @@ def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
                 words = wrap(argv, [Bind(source, mount_path.rstrip("/") or "/", read_only=read_only)], Path(work))
             except SandboxUnavailable as exc:
                 raise OperationFailed(f"cannot mount the dataset at {mount_path}: {exc}") from None
-            result = subprocess.run(words, env={**inherited_environment(), **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work)
+            result = subprocess.run(
+                words, env={**inherited_environment(), **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work
+            )
             if result.returncode != 0:
                 log.flush()
                 tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:] or [""]

@@ -94,7 +94,9 @@ def run(kind: str, name: str, namespace: str = "default", progress: Any = None) 
         _set(store, resource, {"phase": "Pending", "conditions": [], "waitingFor": f"{after_kind} {after['name']}"})
         previous = wait(after_kind, after["name"], after_ns)
         if previous.get("phase") != "Complete":
-            return _finish(store, resource, time.monotonic(), None, f"runAfter {after_kind} {after['name']} failed; not run")
+            return _finish(
+                store, resource, time.monotonic(), None, f"runAfter {after_kind} {after['name']} failed; not run"
+            )
     started = time.monotonic()
     status: dict[str, Any] = {"phase": "Executing", "startTime": _now(), "conditions": [], "progress": {}}
     _set(store, resource, status)
@@ -122,7 +124,9 @@ def _message(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _finish(store: ResourceStore, resource: Resource, started: float, infos: dict[str, Any] | None, error: str | None) -> dict[str, Any]:
+def _finish(
+    store: ResourceStore, resource: Resource, started: float, infos: dict[str, Any] | None, error: str | None
+) -> dict[str, Any]:
     ok = error is None
     condition = {
         "type": "Complete" if ok else "Failed", "status": "True",

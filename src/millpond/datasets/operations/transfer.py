@@ -142,7 +142,9 @@ def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
     label = f"spec.{where}"
     if side.get("dataset"):
         ref = side["dataset"]
-        return DatasetSide(str(ref["name"]), str(ref.get("namespace") or resource.namespace), str(ref.get("path") or "/"))
+        return DatasetSide(
+            str(ref["name"]), str(ref.get("namespace") or resource.namespace), str(ref.get("path") or "/")
+        )
     external = side.get("externalStorage")
     if not external or not external.get("uri"):
         raise OperationFailed(f"{label}: needs a dataset or an externalStorage with a uri")
@@ -153,7 +155,10 @@ def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
         raise OperationFailed(str(exc)) from None
     scheme = uri.split("://", 1)[0].lower()
     if scheme in S3_SCHEMES and not _has_credentials(options):
-        raise OperationFailed(f"{label}: {uri} has no credentials (add encryptOptions naming a millpond secret with the access and secret keys)")
+        raise OperationFailed(
+            f"{label}: {uri} has no credentials "
+            "(add encryptOptions naming a millpond secret with the access and secret keys)"
+        )
     return ExternalSide(uri, options)
 
 

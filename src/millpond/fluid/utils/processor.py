@@ -36,7 +36,9 @@ def _call(name: str, params: dict[str, Any] | None) -> str:
 
 
 def _pip_install(packages: list[str], index_url: str, quiet: bool) -> str:
-    argv = [*(["--quiet"] if quiet else []), "--disable-pip-version-check", "--index-url", index_url, *map(str, packages)]
+    argv = [
+        *(["--quiet"] if quiet else []), "--disable-pip-version-check", "--index-url", index_url, *map(str, packages)
+    ]
     return ("import subprocess as _subprocess, sys as _sys\n"
             f"_subprocess.check_call([_sys.executable, '-m', 'pip', 'install', *{argv!r}])\n\n")
 
@@ -63,10 +65,14 @@ def make_processor_from_func(
     try:
         source = textwrap.dedent(inspect.getsource(process_func))
     except (OSError, TypeError) as exc:
-        raise ValueError(f"the source of {name} cannot be read ({exc}): define it in a file or a notebook cell") from None
+        raise ValueError(
+            f"the source of {name} cannot be read ({exc}): define it in a file or a notebook cell"
+        ) from None
     script = f"{source}\n\n{_call(name, process_func_params)}\n"
     if packages_to_install:
         script = _pip_install(packages_to_install, pip_index_url, quiet=not debug_mode) + script
     image, _, tag = base_image.partition(":")
     kwargs.setdefault("command", ["python3", "-u"])
-    return models.Processor(script=models.ScriptProcessor(source=script, image=image, image_tag=tag or "latest", **kwargs))
+    return models.Processor(
+        script=models.ScriptProcessor(source=script, image=image, image_tag=tag or "latest", **kwargs)
+    )
