@@ -120,16 +120,20 @@ def assert_cancelled(home: Path, engine: subprocess.Popen[str], signame: str, ma
     _out, err = engine.communicate(timeout=120)
     recorded = runs(home)
     assert len(recorded) <= 1
-    if recorded:
-        run = recorded[0]
-        assert run["state"] == "CANCELED", (run["state"], run["error"], err)
-        assert engine.returncode == 130, err
-        assert f"cancelled by {signame}" in err
-        unfinished = {path: row["state"] for path, row in tasks(home, run["id"]).items()
-                      if row["state"] not in ("SUCCEEDED", "CANCELED", "SKIPPED")}
-        assert not unfinished, unfinished
     assert_nothing_left(home)
     assert not finished(marks)
+    if recorded:
+        assert_recorded_cancelled(home, recorded[0], err)
+        assert engine.returncode == 130, err
+        assert f"cancelled by {signame}" in err  # the CLI says why it stopped
+
+
+def assert_recorded_cancelled(home: Path, run: sqlite3.Row, err: str) -> None:
+    """The run is CANCELED, and so is every task of it that had not ended (loops and iterations too)."""
+    assert run["state"] == "CANCELED", (run["state"], run["error"], err)
+    unfinished = {path: row["state"] for path, row in tasks(home, run["id"]).items()
+                  if row["state"] not in ("SUCCEEDED", "CANCELED", "SKIPPED")}
+    assert not unfinished, unfinished
 
 
 # --- a stop signal, at moments chosen by what the run has done -------------------------
@@ -189,12 +193,12 @@ def test_timeout_sigint_at_any_moment(compiled: dict[str, Path], home: Path, tmp
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     _out, err = engine.communicate(timeout=120)
-    recorded = runs(home)
-    if recorded:  # the signal came once the run existed
-        assert recorded[0]["state"] == "CANCELED", (recorded[0]["state"], err)
-        assert "cancelled by SIGINT" in err
     assert_nothing_left(home)
     assert not finished(marks)
+    recorded = runs(home)
+    if recorded:  # the signal came once the run existed
+        assert_recorded_cancelled(home, recorded[0], err)
+        assert "cancelled by SIGINT" in err
 
 
 def test_a_signal_while_tasks_publish(compiled: dict[str, Path], home: Path, tmp_path: Path) -> None:
@@ -247,7 +251,8 @@ def test_server_start_resumes_a_killed_run_but_never_a_cancelled_one(
     until("the stubborn task", lambda: "stubborn" in started(marks / "b") or dying.poll() is not None, 120)
     os.kill(dying.pid, signal.SIGTERM)
     until("CANCELING", lambda: any(r["state"] == "CANCELING" for r in runs(home)) or dying.poll() is not None)
-    os.kill(dying.pid, signal.SIGKILL)
+    if dying.poll() is None:
+        os.kill(dying.pid, signal.SIGKILL)
     dying.wait()
     assert_nothing_left(home)
     # 3. killed without a cancel: left RUNNING, to be resumed (and quick to finish when it is)
@@ -279,6 +284,26 @@ def test_server_start_resumes_a_killed_run_but_never_a_cancelled_one(
 
     resumed = cli("runs", "resume", ids[0])
     assert resumed.code == 2 and "runs retry" in resumed.err  # only an explicit retry runs it again
+
+
+def test_only_retry_runs_a_cancelled_run_again(
+    compiled: dict[str, Path], home: Path, tmp_path: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    marks = tmp_path / "marks"
+    engine = spawn_cli(home, "run", compiled["cancellable"], "-p", f"folder={marks}", "-p", "seconds=1",
+                       env={"MILLPOND_MAX_PARALLEL": "8"})
+    until("a task", lambda: started(marks) or engine.poll() is not None)
+    os.kill(engine.pid, signal.SIGINT)
+    assert engine.wait(120) == 130
+    run_id = runs(home)[0]["id"]
+    resumed = cli("runs", "resume", run_id)
+    assert resumed.code == 2, resumed.err
+    assert f"run {run_id} was cancelled; to run it again use: millpond runs retry {run_id}" in resumed.err
+    assert runs(home)[0]["state"] == "CANCELED"
+    monkeypatch.setenv("MILLPOND_MAX_PARALLEL", "8")
+    retried = cli("runs", "retry", run_id, "-o", "json")
+    assert retried.code == 0, retried.err
+    assert retried.json()["state"] == "SUCCEEDED"
 
 
 def test_terminate_through_the_api_stops_the_tasks(compiled: dict[str, Path], home: Path, tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ def sandboxed_sleeper(folder: str, name: str, seconds: float, out: Output[Artifa
 
 
 @dsl.pipeline(name="cancellable")
-def cancellable(folder: str, seconds: float = 30.0):
+def cancellable(folder: str, seconds: float = 300.0):
     sleeper(folder=folder, name="forked", seconds=seconds)
     shell_sleeper(folder=folder, name="container", seconds=seconds)
     sandboxed_sleeper(folder=folder, name="sandboxed", seconds=seconds)
@@ -85,7 +85,7 @@ def venv_sleeper(folder: str, name: str, seconds: float) -> str:
 
 
 @dsl.pipeline(name="stubborn")
-def stubborn(folder: str, seconds: float = 30.0):
+def stubborn(folder: str, seconds: float = 300.0):
     stubborn_sleeper(folder=folder, name="stubborn", seconds=seconds)
     venv_sleeper(folder=folder, name="venv", seconds=seconds)
 

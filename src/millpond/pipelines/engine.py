@@ -40,9 +40,9 @@ from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, bu
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
 from millpond.pipelines.retries import RetryPolicy, with_retries
 from millpond.pipelines.values import coerce
+from millpond.runners import stopping
 from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
-from millpond.runners import stopping
 from millpond.runners.processes import own_identity, start_ticks
 from millpond.settings import Settings
 from millpond.store.journal import RunRecord as Run
@@ -190,8 +190,9 @@ class Engine:
         self.cancel.set()
         interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
         state = CANCELED if interrupted else FAILED
-        reason = (str(exc) or "interrupted") if interrupted else f"engine error: {type(exc).__name__}: {exc}"
-        if interrupted:
+        reason = f"engine error: {type(exc).__name__}: {exc}"
+        if interrupted:  # CANCELING first: whatever happens next, nothing resumes this run
+            reason = str(exc) if isinstance(exc, stopping.Stopped) else "interrupted"
             self.store.update_run(self.run.id, state=CANCELING, error=reason)
             self.listener.run_changed(CANCELING, reason)
         wait(list(self._futures))  # the runners saw the cancel flag and stopped the processes
