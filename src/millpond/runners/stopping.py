@@ -14,6 +14,7 @@ from outliving the run (SIGKILL still ends everything; the guardian then stops t
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -58,6 +59,10 @@ def current() -> StopRequest:
 
 
 def _handle(signum: int, frame: Any) -> None:
+    if signum == signal.SIGHUP and signal.getsignal(signal.SIGTERM) is not _handle:
+        # Someone else took SIGTERM over (uvicorn, in ``millpond server``): a hang-up stops that the same way.
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
     if _State.request.is_set():
         return  # already stopping: let the cleanup finish
     _State.request.set(f"cancelled by {signal.Signals(signum).name}")
