@@ -21,6 +21,7 @@ def main(argv: list[str]) -> int:
 
 def _work(argv: list[str]) -> int:
     run_id, use_cache, retry = argv[0], "--no-cache" not in argv, "--retry" in argv
+    # Imported once the handlers are in (a terminate during these ~0.5 s of imports is then a cancel, not a kill).
     from millpond.pipelines.cancellation import CANCELING, record_cancelled
     from millpond.pipelines.submit import execute_run, resume_run
     from millpond.settings import load_settings
