@@ -325,3 +325,31 @@ def test_terminate_through_the_api_stops_the_tasks(compiled: dict[str, Path], ho
         assert not living(pids)
     finally:
         served.stop()
+
+
+def test_terminate_kills_a_worker_that_does_not_stop_in_time(
+    compiled: dict[str, Path], home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task that ignores SIGTERM holds its engine up (it waits out its grace before SIGKILL): past the server's
+    own grace the worker is killed, its guardian kills the tasks, and the server records the run CANCELED."""
+    import kfp
+
+    from millpond.server import executor
+
+    monkeypatch.setattr(executor, "TERMINATE_GRACE_S", 0.5)
+    marks = tmp_path / "marks"
+    served = Served()
+    try:
+        client = kfp.Client(host=served.url)
+        run_id = client.create_run_from_pipeline_package(
+            str(compiled["stubborn"]), arguments={"folder": str(marks)}, enable_caching=False,
+        ).run_id
+        until("the stubborn task", lambda: "stubborn" in started(marks), 120)
+        worker = served.app.state.millpond.executor._workers[run_id]
+        client.terminate_run(run_id)
+        until("the run to end", lambda: runs(home)[0]["state"] == "CANCELED", 60)
+        assert worker.wait(10) == -signal.SIGKILL  # the server did not wait out the engine's cleanup
+        assert_nothing_left(home)
+        assert {row["state"] for row in tasks(home, run_id).values()} == {"CANCELED"}
+    finally:
+        served.stop()
