@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,8 @@ from millpond.cli.render import (
     styled,
     tasks_table,
 )
+from millpond.pipelines.cancellation import record_cancelled
+from millpond.runners import stopping
 from millpond.settings import load_settings
 from millpond.store.journal import RunJournal, open_journal
 
@@ -56,24 +60,44 @@ def run_pipeline_command(
         pipeline=loaded, texts=texts, values=values, params_file=str(params_file) if params_file else None,
         pipeline_root=pipeline_root, experiment=experiment, run_name=run_name,
     )
-    store = open_journal(settings.database_url)
-    run = prepare_run(store, settings, request)
-    console = stderr_console()
-    with RunProgress(console, f"{run.name} ({run.id})") as progress:
-        result = execute_run(store, settings, run, listener=progress, use_cache=use_cache, ignore_resources=ignore_resources)
-    return _report(store, store.get_run(run.id), result.state, result.error, output)
+    with stopping.deferred():  # from the run's record on, a stop signal cancels the run (see _stopped)
+        store = open_journal(settings.database_url)
+        run = prepare_run(store, settings, request)
+        console = stderr_console()
+        with _stopped(store, run.id), RunProgress(console, f"{run.name} ({run.id})") as progress:
+            result = execute_run(
+                store, settings, run, listener=progress, use_cache=use_cache, ignore_resources=ignore_resources
+            )
+        return _report(store, store.get_run(run.id), result.state, result.error, output)
 
 
 def resume_command(run_id: str, output: str, only_finished: bool) -> int:
     from millpond.pipelines.submit import resume_run
 
     settings = load_settings()
-    store = open_journal(settings.database_url)
-    run = store.get_run(run_id)
-    verb = "retried" if only_finished else "resumed"
-    with RunProgress(stderr_console(), f"{run.name} ({run.id}), {verb}") as progress:
-        run, result = resume_run(store, settings, run.id, listener=progress, only_finished=only_finished)
-    return _report(store, run, result.state, result.error, output)
+    with stopping.deferred():
+        store = open_journal(settings.database_url)
+        run = store.get_run(run_id)
+        verb = "retried" if only_finished else "resumed"
+        with _stopped(store, run.id), RunProgress(stderr_console(), f"{run.name} ({run.id}), {verb}") as progress:
+            run, result = resume_run(store, settings, run.id, listener=progress, only_finished=only_finished)
+        return _report(store, run, result.state, result.error, output)
+
+
+@contextmanager
+def _stopped(store: RunJournal, run_id: str) -> Iterator[None]:
+    """A stop signal cancels the run: the engine records that itself; should the run still look
+    in flight here (the engine never began), it is recorded CANCELED now.
+
+    Either way ``Stopped`` goes on up, and ``main`` prints why and exits 130. (A signal after the
+    engine ended changes nothing: the run's own end is reported.)
+    """
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if store.get_run(run_id).state in ("PENDING", "RUNNING"):
+            record_cancelled(store, run_id, str(exc) or "interrupted")
+        raise
 
 
 def _report(store: RunJournal, run, state: str, error: str | None, output: str) -> int:  # type: ignore[no-untyped-def]

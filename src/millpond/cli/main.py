@@ -6,9 +6,7 @@ exits 0 when it SUCCEEDED and 1 when it FAILED.
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 from pathlib import Path
 
 import click
@@ -19,6 +17,7 @@ from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
 from millpond.cli.server import server_command
 from millpond.errors import MillpondError, exit_code_of
+from millpond.runners import stopping
 
 OUTPUT = click.option(
     "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table or json."
@@ -152,28 +151,26 @@ app.add_command(dataset_group)
 app.add_command(server_command)
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt  # let a run record itself CANCELED and stop its tasks
-
-
 def main(argv: list[str] | None = None) -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
-    try:
-        code = app.main(args=argv, prog_name="millpond", standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.Abort:
-        sys.exit(130)
-    except MillpondError as exc:  # bad input exits 2, an outside failure 1: errors.exit_code_of decides
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exit_code_of(exc))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    """Run one command; SIGINT, SIGTERM and SIGHUP stop it, and a run it drives ends CANCELED (exit 130)."""
+    with stopping.handled():
+        try:
+            code = app.main(args=argv, prog_name="millpond", standalone_mode=False)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.Abort as exc:  # click's word for a KeyboardInterrupt (a stop signal included)
+            if isinstance(exc.__cause__, stopping.Stopped):
+                print(str(exc.__cause__), file=sys.stderr)
+            sys.exit(130)
+        except MillpondError as exc:  # bad input exits 2, an outside failure 1: errors.exit_code_of decides
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(exit_code_of(exc))
+        except KeyboardInterrupt as exc:
+            print(str(exc) if isinstance(exc, stopping.Stopped) else "interrupted", file=sys.stderr)
+            sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol
 
 from millpond.errors import MillpondError
 from millpond.pipelines import bindings, ir
+from millpond.pipelines.cancellation import CANCELING, close_tasks
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
 from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
@@ -41,6 +42,7 @@ from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, bu
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
 from millpond.pipelines.retries import RetryPolicy, with_retries
 from millpond.pipelines.values import coerce
+from millpond.runners import stopping
 from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import own_identity, start_ticks
@@ -51,6 +53,9 @@ from millpond.store.journal import TaskRecord as Task
 from millpond.store.keys import new_id, utcnow
 from millpond.store.paths import UnsafePath, contained_path, task_log_file
 from millpond.store.secrets import ConfigStore
+
+
+_STOP_POLL_S = 0.2  # how often the walk, waiting for its tasks, looks for a stop request (SIGINT, SIGTERM)
 
 
 class Listener(Protocol):
@@ -95,8 +100,10 @@ class Engine:
         max_parallel: int | None = None,
         use_cache: bool = True,
         ignore_resources: bool = False,
+        stop: stopping.StopRequest | None = None,
     ) -> None:
         self.store = store
+        self._stop = stop  # default: this process's (set by its SIGINT/SIGTERM/SIGHUP handlers)
         self.use_cache = use_cache
         self.ignore_resources = ignore_resources  # kfp.local's way: requests are not scheduled
         self.configs = ConfigStore(settings.home)
@@ -115,7 +122,16 @@ class Engine:
 
     # --- the walk -------------------------------------------------------------------------
     def execute(self, run: Run, resume: bool = False) -> RunResult:
-        """Run ``run`` to its end; with ``resume``, tasks that already SUCCEEDED are not run again."""
+        """Run ``run`` to its end; with ``resume``, tasks that already SUCCEEDED are not run again.
+
+        A stop signal does not interrupt the walk wherever it is (see ``runners.stopping``): the
+        walk looks for it between steps, stops the tasks, records CANCELED and raises ``Stopped``.
+        """
+        with stopping.deferred() as process_stop:
+            self.stop = self._stop or process_stop
+            return self._execute(run, resume)
+
+    def _execute(self, run: Run, resume: bool) -> RunResult:
         self.run = run
         self.spec = run.pipeline_spec
         self.context = {
@@ -145,9 +161,11 @@ class Engine:
         with ThreadPoolExecutor(max_workers=2 * self.max_parallel, thread_name_prefix="millpond-task") as pool:
             self.pool = pool
             try:
+                self.stop.check()
                 self._advance(root)
                 while self._futures:
-                    done, _ = wait(list(self._futures), return_when=FIRST_COMPLETED)
+                    done, _ = wait(list(self._futures), timeout=_STOP_POLL_S, return_when=FIRST_COMPLETED)
+                    self.stop.check()
                     for future in done:
                         node = self._futures.pop(future)
                         request, gpus = self._holding.pop(future)
@@ -177,22 +195,30 @@ class Engine:
         return FAILED, f"engine error: the walk ended with tasks never final: {unsettled}"
 
     def _abandon(self, exc: BaseException) -> None:
-        """Stop the tasks in flight and record the run as CANCELED (Ctrl-C, SIGTERM) or FAILED."""
+        """Stop the tasks in flight and record the run as CANCELED (a stop signal, Ctrl-C) or FAILED.
+
+        Every task not yet final — in flight, waiting for a slot, a loop or sub-DAG around them —
+        is recorded CANCELED; CANCELING comes first, so a run cancelled here is never resumed.
+        """
         self.cancel.set()
         interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
         state = CANCELED if interrupted else FAILED
-        reason = "interrupted" if interrupted else f"engine error: {type(exc).__name__}: {exc}"
-        for future, node in list(self._futures.items()):
-            future.result()  # the runner saw the cancel flag and stopped the process
-            if node.record_id:
-                self.store.finish_task(node.record_id, state=CANCELED, error=reason)
-            self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
+        reason = f"engine error: {type(exc).__name__}: {exc}"
+        if interrupted:  # CANCELING first: whatever happens next, nothing resumes this run
+            reason = str(exc) if isinstance(exc, stopping.Stopped) else "interrupted"
+            self.store.update_run(self.run.id, state=CANCELING, error=reason)
+            self.listener.run_changed(CANCELING, reason)
+        wait(list(self._futures))  # the runners saw the cancel flag and stopped the processes
+        stopped = [*self._futures.values(), *(node for node, _work, _resources in self._waiting)]
         self._futures.clear()
         for node, _work, _resources in self._waiting:
             if node.record_id:
                 self.store.finish_task(node.record_id, state=CANCELED, error=reason)
             self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self._waiting.clear()
+        close_tasks(self.store, self.run.id, reason)
+        for node in stopped:
+            self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self.store.update_run(self.run.id, state=state, error=reason, finished_at=utcnow())
         self.listener.run_changed(state, reason)
 

@@ -144,7 +144,7 @@ class ContainerLauncher:
         if prelude is not None:
             if prelude.requirements:
                 _log(request, f"installing packages_to_install into a cached venv: {' '.join(prelude.requirements)}")
-            python_bin = python_bin_dir(prelude, request.venvs_dir)
+            python_bin = python_bin_dir(prelude, request.venvs_dir, cancel)
             command = prelude.program
         argv = context.command_line(command + args)
 

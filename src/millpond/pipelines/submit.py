@@ -13,6 +13,7 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments
+from millpond.pipelines.cancellation import CANCELED, CANCELING, record_cancelled
 from millpond.pipelines.engine import Engine, Listener, RunResult
 from millpond.pipelines.loader import LoadedPipeline
 from millpond.pipelines.platform import missing_configs
@@ -73,6 +74,13 @@ def resume_run(
     run = store.get_run(run_id)
     if run.state == "SUCCEEDED":
         raise UserError(f"run {run.id} already SUCCEEDED; nothing to resume")
+    if run.state in (CANCELING, CANCELED):
+        if not only_finished:  # only an explicit retry brings back a run the user cancelled
+            raise UserError(f"run {run.id} was cancelled; to run it again use: millpond runs retry {run.id}")
+        if run.state == CANCELING:
+            if is_running(run.engine_pid, run.engine_start):
+                raise UserError(f"run {run.id} is still stopping its tasks (engine process {run.engine_pid}); retry it then")
+            record_cancelled(store, run.id, run.error or "cancelled")  # its engine died while cancelling
     if run.state in ("RUNNING", "PENDING"):
         if only_finished:
             raise UserError(f"run {run.id} is {run.state}; retry takes a finished run (use 'runs resume' for a killed one)")

@@ -8,14 +8,17 @@ executor exactly as ``python3 -m kfp.dsl.executor_main`` would.
 
 The server is single-threaded (forking from a threaded process is unsafe): it accepts one
 connection per task on a Unix socket, forks, answers with the child's pid, and later with
-its exit status. It exits, killing what it started, when its parent (the engine) is gone.
+its exit status. It exits, killing what it started, when its parent (the engine) is gone;
+each task also has the kernel SIGKILL it should the server die first (PR_SET_PDEATHSIG).
+A Ctrl-C or hang-up to the terminal's process group is the engine's to handle (it cancels the
+run and stops the tasks itself): the server ignores SIGINT and SIGHUP, and its tasks do not.
 """
 
 from __future__ import annotations
 
 import ctypes
-import gc
 import errno
+import gc
 import json
 import os
 import selectors
@@ -26,6 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+PR_SET_PDEATHSIG = 1
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
@@ -61,8 +65,11 @@ def _bind(source: str, target: str, read_only: bool) -> None:
 def _run_task(request: dict[str, Any]) -> int:
     """The forked child: become the task, run kfp's executor, return its exit status."""
     os.setsid()
-    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
+    _libc().prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != request["server_pid"]:  # the server died before the line above
+        os._exit(1)
     log = os.open(request["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -197,6 +204,8 @@ def serve(socket_path: str) -> None:
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_read, selectors.EVENT_READ, "child")
@@ -211,6 +220,7 @@ def serve(socket_path: str) -> None:
                     if request is None:
                         conn.close()
                         continue
+                    request["server_pid"] = os.getpid()
                     pid = os.fork()
                     if pid == 0:
                         signal.set_wakeup_fd(-1)

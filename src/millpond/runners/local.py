@@ -1,4 +1,9 @@
-"""Run a task as a plain child process of the engine (in a sandbox when it has mounts)."""
+"""Run a task as a plain child process of the engine (in a sandbox when it has mounts).
+
+The child dies with the engine: the kernel SIGKILLs it if the engine goes (PR_SET_PDEATHSIG),
+and the engine's guardian kills its whole process group and anything else carrying the
+engine's token (see ``guardian``).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import threading
 import time
 
 from millpond.runners.base import ProcessResult, ProcessSpec
+from millpond.runners.guardian import die_with_parent, guardian
 from millpond.runners.sandbox import SandboxUnavailable, wrap
 from millpond.runners.watchdog import Watchdog, exit_status
 
@@ -20,6 +26,8 @@ class LocalRunner:
         self.watchdog = Watchdog()
 
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
+        if cancel.is_set():  # the run was cancelled while this task waited for a slot
+            return ProcessResult(exit_code=-1, seconds=0.0, error="cancelled before it started")
         argv = spec.argv
         if os.sep not in argv[0] and shutil.which(argv[0], path=spec.env.get("PATH")) is None:
             return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
@@ -34,12 +42,13 @@ class LocalRunner:
             try:
                 proc = subprocess.Popen(
                     argv,
-                    env=spec.env,
+                    env={**spec.env, **guardian().env()},
                     cwd=spec.cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=die_with_parent(),  # noqa: PLW1509 - it only calls prctl, resolved before the fork
                 )
             except FileNotFoundError:
                 return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")

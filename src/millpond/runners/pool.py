@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from millpond.errors import MillpondError
 from millpond.runners.base import ProcessResult, ProcessSpec
+from millpond.runners.guardian import guardian
 from millpond.runners.local import LocalRunner
 from millpond.runners.watchdog import exit_status
-from millpond.errors import MillpondError
 
 
 class _ServerGone(MillpondError):
@@ -55,6 +56,7 @@ class ForkServer:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", "millpond.runners.forkserver", self.socket_path],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                env={**os.environ, **guardian().env()},  # it and the tasks it forks die with the engine
             )
 
     def ready(self, wait: bool) -> bool:
@@ -111,6 +113,8 @@ class PoolRunner:
         self.server = ForkServer() if use_fork_server else None
 
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
+        if cancel.is_set():  # the run was cancelled while this task waited for a slot
+            return ProcessResult(exit_code=-1, seconds=0.0, error="cancelled before it started")
         if self._qualifies(spec):
             try:
                 return self._run_forked(spec, cancel)
@@ -135,7 +139,7 @@ class PoolRunner:
         request = {
             "source": source,
             "args": args,
-            "env": spec.env,
+            "env": {**spec.env, **guardian().env()},
             "cwd": str(spec.cwd),
             "log_path": str(spec.log_path),
             "binds": [[str(b.source), b.target, b.read_only] for b in spec.binds],

@@ -15,19 +15,24 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
+
 from millpond.errors import TaskFailure
+from millpond.runners.guardian import die_with_parent, guardian
 
 _KFP_OWN = ("kfp", "typing-extensions", "typing_extensions")
 # pip options that take a value; the ones uv understands are passed on, --trusted-host is not.
 _OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host", "-f", "--find-links"}
 _PASSED_ON = {"--index-url", "-i", "--extra-index-url", "-f", "--find-links"}
+_POLL_S = 0.2
 
 
 class EnvironmentError_(TaskFailure):
@@ -105,8 +110,11 @@ def _own_site_packages() -> list[str]:
     return sorted(p for p in paths if os.path.isdir(p))
 
 
-def python_bin_dir(prelude: Prelude, venvs_dir: Path) -> Path:
-    """The bin folder whose ``python3`` runs the component: ours, or a cached venv's."""
+def python_bin_dir(prelude: Prelude, venvs_dir: Path, cancel: threading.Event | None = None) -> Path:
+    """The bin folder whose ``python3`` runs the component: ours, or a cached venv's.
+
+    Building a venv can take minutes (a large package): a cancelled run stops it (``cancel``).
+    """
     if not prelude.requirements:
         return Path(sys.executable).parent
     key_material = json.dumps(
@@ -118,11 +126,22 @@ def python_bin_dir(prelude: Prelude, venvs_dir: Path) -> Path:
     if ready.exists():
         return venv / "bin"
     venvs_dir.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(venv) + ".lock"):
+    cancel = cancel or threading.Event()
+    lock = FileLock(str(venv) + ".lock")
+    while True:  # another run may be building the same venv: wait for it, but not past a cancel
+        try:
+            lock.acquire(timeout=_POLL_S)
+            break
+        except Timeout:
+            if cancel.is_set():
+                raise EnvironmentError_("cancelled while waiting for another run to build the venv") from None
+    try:
         if ready.exists():
             return venv / "bin"
-        _build_venv(venv, prelude)
+        _build_venv(venv, prelude, cancel)
         ready.write_text("\n".join(prelude.requirements) + "\n")
+    finally:
+        lock.release()
     return venv / "bin"
 
 
@@ -138,7 +157,7 @@ def _uv() -> str:
         raise EnvironmentError_(f"uv is not available to build a task environment: {exc}") from None
 
 
-def _build_venv(venv: Path, prelude: Prelude) -> None:
+def _build_venv(venv: Path, prelude: Prelude, cancel: threading.Event) -> None:
     if venv.exists():
         shutil.rmtree(venv)  # a half-built one from a killed run
     uv = _uv()
@@ -147,11 +166,35 @@ def _build_venv(venv: Path, prelude: Prelude) -> None:
         [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *prelude.index_options, *prelude.requirements],
     ]
     for step in steps:
-        proc = subprocess.run(step, capture_output=True, text=True)
-        if proc.returncode != 0:
-            detail = (proc.stderr or proc.stdout).strip().splitlines()
+        code, output = _run_step(step, cancel)
+        if code is None:
+            shutil.rmtree(venv, ignore_errors=True)
+            raise EnvironmentError_("cancelled while installing packages_to_install")
+        if code != 0:
+            detail = output.strip().splitlines()
             shutil.rmtree(venv, ignore_errors=True)
             reqs = " ".join(prelude.requirements)
             raise EnvironmentError_(f"could not install packages_to_install ({reqs}): {detail[-1] if detail else 'uv failed'}")
     site = next((venv / "lib").glob("python*/site-packages"))
     (site / "_millpond_parent.pth").write_text("\n".join(_own_site_packages()) + "\n")
+
+
+def _run_step(argv: list[str], cancel: threading.Event) -> tuple[int | None, str]:
+    """Run one uv command to its end, or kill it (and its children) on cancel: (exit status or None, output)."""
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, **guardian().env()}, start_new_session=True,
+        preexec_fn=die_with_parent(),  # noqa: PLW1509 - it only calls prctl, resolved before the fork
+    )
+    while True:
+        try:
+            output, _ = proc.communicate(timeout=_POLL_S)
+            return proc.returncode, output
+        except subprocess.TimeoutExpired:
+            if cancel.is_set():
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.communicate()
+                return None, ""

@@ -17,8 +17,8 @@ import stat
 import subprocess
 from pathlib import Path
 
-from millpond.runners.base import Bind
 from millpond.errors import MillpondError
+from millpond.runners.base import Bind
 
 INSTALL_HINT = "apt-get install -y bubblewrap"
 

@@ -3,6 +3,10 @@
 Polling a child's exit (Popen.wait with a timeout) costs up to 50 ms of latency per task;
 blocking in waitpid costs none. One watchdog thread per runner looks after every running
 task's cancel flag and deadline instead, ten times a second.
+
+Each watched group is also told to this process's guardian, which kills it should the engine
+die first; and a group stopped here (cancelled, timed out) is SIGKILLed once its leader has
+exited, so a grandchild that ignored SIGTERM does not outlive its task.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+
+from millpond.runners.guardian import guardian
 
 _TICK_S = 0.1
 KILL_GRACE_S = 5.0
@@ -34,6 +40,7 @@ class Watchdog:
 
     def watch(self, pgid: int, cancel: threading.Event, timeout_s: float | None) -> None:
         deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+        guardian().add(pgid)
         with self._lock:
             self._watches[pgid] = _Watch(cancel, deadline, timeout_s)
             if self._thread is None or not self._thread.is_alive():
@@ -44,6 +51,9 @@ class Watchdog:
         """Stop watching; returns why the task was stopped (cancelled, timed out) or None."""
         with self._lock:
             watch = self._watches.pop(pgid, None)
+        if watch is not None and watch.reason is not None:
+            _signal_group(pgid, signal.SIGKILL)  # what is left of a stopped task's group
+        guardian().remove(pgid)
         return watch.reason if watch else None
 
     def _loop(self) -> None:

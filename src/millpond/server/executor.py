@@ -2,10 +2,15 @@
 
 Terminating a run signals its engine process, whoever started it: a server worker, or a
 ``millpond run`` in a terminal (its pid is in the run's row), so the API can stop CLI runs too.
+The cancel is recorded (CANCELING) before the signal goes, so that neither a worker killed
+before its handlers were in place nor a server restart can bring the run back; the engine
+then stops its tasks and records CANCELED. A worker of ours that has not ended after
+``TERMINATE_GRACE_S`` is killed (its guardian kills its tasks) and the run recorded CANCELED.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -14,13 +19,20 @@ import threading
 import time
 from typing import Any
 
-from millpond.runners.processes import is_running, signal_process
+from sqlalchemy import select, update
+
+from millpond.pipelines.cancellation import CANCELING, record_cancelled
+from millpond.runners.processes import is_alive, is_running, signal_process
 from millpond.settings import Settings
+from millpond.store.db import session_factory
+from millpond.store.journal import FINAL_STATES, RunJournal, open_journal
+from millpond.store.models import Run
 
 # A run just created (by ``millpond run``, or by a server whose worker is starting) is PENDING
 # with no engine recorded for a moment: a server starting then leaves a run that young alone
 # until it is this old, then looks again.
 YOUNG_RUN_S = 10.0
+TERMINATE_GRACE_S = 30.0  # an engine stops its tasks within ~5 s (SIGTERM, then SIGKILL)
 
 
 class RunExecutor:
@@ -28,6 +40,13 @@ class RunExecutor:
         self.settings = settings
         self._workers: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
+        self._journal: RunJournal | None = None
+
+    @property
+    def journal(self) -> RunJournal:
+        if self._journal is None:
+            self._journal = open_journal(self.settings.database_url)
+        return self._journal
 
     def start(self, run_id: str, use_cache: bool = True, retry: bool = False) -> None:
         args = [sys.executable, "-m", "millpond.server.worker", run_id]
@@ -49,16 +68,55 @@ class RunExecutor:
             self._workers.pop(run_id, None)
 
     def terminate(self, run_id: str, engine_pid: int | None, engine_start: str | None) -> bool:
-        """Ask the run's engine to stop; False when no engine process is alive to ask."""
+        """Record the cancel and ask the run's engine to stop; False when no engine process is alive to ask."""
         with self._lock:
             worker = self._workers.get(run_id)
-        if worker is not None and worker.poll() is None:
+        ours = worker is not None and worker.poll() is None
+        foreign = not ours and bool(engine_pid) and is_alive(engine_pid, engine_start)
+        if not (ours or foreign):
+            return False
+        self._mark_canceling(run_id)
+        if ours:
+            assert worker is not None
             worker.send_signal(signal.SIGTERM)
-            return True
-        return signal_process(engine_pid, engine_start, signal.SIGTERM)
+        else:
+            signal_process(engine_pid, engine_start, signal.SIGTERM)
+        threading.Thread(target=self._see_stopped, args=(run_id, worker if ours else None, engine_pid, engine_start),
+                         daemon=True, name=f"stop-{run_id[:8]}").start()
+        return True
+
+    def _mark_canceling(self, run_id: str) -> None:
+        """CANCELING, unless the run already reached an end (an engine finishing just now keeps its own)."""
+        with session_factory(self.settings.database_url)() as session:
+            session.execute(update(Run).where(Run.id == run_id, Run.state.in_(("PENDING", "RUNNING")))
+                            .values(state=CANCELING, error="terminated"))
+            session.commit()
+
+    def _see_stopped(
+        self, run_id: str, worker: subprocess.Popen[bytes] | None, engine_pid: int | None, engine_start: str | None,
+    ) -> None:
+        """Wait for the signalled engine to end (killing a worker of ours past the grace), then make sure the
+        run is recorded CANCELED: an engine that died while cancelling did not get to write it."""
+        deadline = time.monotonic() + TERMINATE_GRACE_S
+        if worker is not None:
+            try:
+                worker.wait(timeout=TERMINATE_GRACE_S)
+            except subprocess.TimeoutExpired:
+                worker.kill()  # its guardian stops its tasks
+                worker.wait()
+        else:
+            while is_running(engine_pid, engine_start):
+                if time.monotonic() > deadline:
+                    return  # someone else's engine that will not stop: leave its record to it
+                time.sleep(0.2)
+        if self.journal.get_run(run_id).state not in FINAL_STATES:
+            record_cancelled(self.journal, run_id, "terminated")
 
     def resume_in_flight(self, sessions: Any) -> None:
         """At server start: start or resume the runs left PENDING or RUNNING with no engine alive.
+
+        A run whose cancel was recorded (CANCELING, CANCELED) is never among them: a CANCELING
+        one whose engine is gone is recorded CANCELED instead; only ``runs retry`` runs it again.
 
         A server stop leaves its workers running (they are in their own sessions), so a run
         whose engine (the pid and start time in its row) is still alive is left to it; a run
@@ -71,22 +129,20 @@ class RunExecutor:
         threading.Thread(target=self._resume_in_flight, args=(sessions,), daemon=True, name="resume-runs").start()
 
     def _resume_in_flight(self, sessions: Any) -> None:
-        import datetime as dt
-
-        from sqlalchemy import select
-
-        from millpond.store.models import Run
-
-        def orphans() -> list[Any]:
+        def orphans(states: tuple[str, ...]) -> list[Any]:
             with sessions() as session:
-                rows = session.execute(select(Run.id, Run.created_at, Run.engine_pid, Run.engine_start)
-                                       .where(Run.state.in_(("PENDING", "RUNNING"))))
+                rows = session.execute(select(Run.id, Run.created_at, Run.engine_pid, Run.engine_start, Run.error)
+                                       .where(Run.state.in_(states)))
                 return [row for row in rows if not is_running(row.engine_pid, row.engine_start)]
+
+        for row in orphans((CANCELING,)):  # cancelled, but the engine died before it recorded the end
+            if not self.running(row.id):
+                record_cancelled(self.journal, row.id, row.error or "cancelled")
 
         for attempt in range(2):
             now = dt.datetime.now(dt.UTC)
             young = False
-            for row in orphans():
+            for row in orphans(("PENDING", "RUNNING")):
                 if self.running(row.id):
                     continue
                 created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=dt.UTC)

@@ -2,38 +2,45 @@
 
 A run gets its own process (not a thread of the server) so that terminating it is the same
 SIGTERM that stops ``millpond run`` — the engine records CANCELED and stops its tasks — and
-so that a crashing task never takes the API down with it.
+so that a crashing task never takes the API down with it. The stop handlers go in first, so a
+terminate that comes while the worker still starts up cancels the run rather than killing the
+worker before anything is recorded.
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 
-
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+from millpond.runners import stopping
 
 
 def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGTERM, _terminate)
+    with stopping.handled(), stopping.deferred():  # the engine polls the request; nothing raises mid-step
+        return _work(argv)
+
+
+def _work(argv: list[str]) -> int:
     run_id, use_cache, retry = argv[0], "--no-cache" not in argv, "--retry" in argv
+    # Imported once the handlers are in (a terminate during these ~0.5 s of imports is then a cancel, not a kill).
+    from millpond.pipelines.cancellation import CANCELING, record_cancelled
     from millpond.pipelines.submit import execute_run, resume_run
     from millpond.settings import load_settings
     from millpond.store.journal import open_journal
-    from millpond.store.keys import utcnow
 
     settings = load_settings()
     store = open_journal(settings.database_url)
     run = store.get_run(run_id)
+    if run.state == CANCELING:  # terminated before this worker got going
+        record_cancelled(store, run_id, run.error or "terminated")
+        return 130
     try:
         if retry:  # a finished run's failed part (marked PENDING), or a run a restart found engineless: resume
             _run, result = resume_run(store, settings, run.id)
         else:
             result = execute_run(store, settings, run, use_cache=use_cache)
-    except KeyboardInterrupt:
-        if store.get_run(run_id).state == "PENDING":  # stopped before the engine began
-            store.update_run(run_id, state="CANCELED", error="terminated", finished_at=utcnow())
+    except KeyboardInterrupt as exc:
+        if store.get_run(run_id).state in ("PENDING", "RUNNING", CANCELING):  # stopped before the engine began
+            record_cancelled(store, run_id, str(exc) or "terminated")
         return 130
     return 0 if result.state == "SUCCEEDED" else 1
 
