@@ -299,7 +299,8 @@ def test_bad_input_to_dataset_commands_is_one_line(cli, home, tmp_path, s3_serve
     assert status["phase"] == "Failed"
     assert "127.0.0.1:9" in status["conditions"][0]["message"]
     load = cli("dataset", "load", "unreachable")
-    assert load.code == 2 and load.err.count("\n") == 1
+    # An unreachable store is an outside failure, not bad input: exit 1 (errors.UnavailableError), one line.
+    assert load.code == 1 and load.err.count("\n") == 1 and load.err.startswith("error: load unreachable: ")
     assert ds.server.secret_key not in load.err + json.dumps(status)
 
 
