@@ -17,14 +17,15 @@ from millpond.store.artifacts import StorageError
 from millpond.store.secrets import MissingConfig
 
 
-def _millpond_exception_classes() -> list[type[BaseException]]:
-    found: dict[str, type[BaseException]] = {}
+def _millpond_exception_classes() -> list[type[Exception]]:
+    found: dict[str, type[Exception]] = {}
     for info in pkgutil.walk_packages(millpond.__path__, "millpond."):
         if info.name.endswith("__main__") or ".migrations." in info.name:
             continue
         module = importlib.import_module(info.name)
         for _, obj in inspect.getmembers(module, inspect.isclass):
-            if issubclass(obj, BaseException) and obj.__module__ == info.name:
+            # Errors only: runners.stopping.Stopped is a KeyboardInterrupt, a stop request, not an error.
+            if issubclass(obj, Exception) and obj.__module__ == info.name:
                 found[f"{obj.__module__}.{obj.__qualname__}"] = obj
     return list(found.values())
 
