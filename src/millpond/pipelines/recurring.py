@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.orm import Session, sessionmaker
-
 from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments
 from millpond.pipelines.schedules import make_trigger, parse_time
@@ -82,11 +80,6 @@ def create(store: RecurringRunStore, runs: RunStore, catalog: PipelineStore, new
     )
     store.add(record)
     return record
-
-
-def disable_for_experiment(sessions: sessionmaker[Session], experiment_id: str) -> int:
-    """Disable an experiment's recurring runs, as Kubeflow's ArchiveExperiment disables its jobs; how many were."""
-    return RecurringRunStore(sessions).disable_for_experiment(experiment_id)
 
 
 def scheduled_request(record: RecurringRunRecord, moment: dt.datetime) -> StartRequest:

@@ -24,6 +24,7 @@ from millpond.server.state import ServerState
 from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
 from millpond.store.db import session_factory
+from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
 
 API = "/apis/v2beta1"
@@ -34,14 +35,15 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app = FastAPI(
         title="millpond", version="v2beta1", description="Kubeflow Pipelines v2beta1 API, served by millpond."
     )
+    run_store = RunStore(settings.database_url)
     app.state.millpond = ServerState(
         settings=settings,
-        store=RunStore(settings.database_url),
+        store=run_store,
         pipelines=PipelineStore(settings.database_url),
-        executor=RunExecutor(settings),
-        sessions=session_factory(settings.database_url),
+        executor=RunExecutor(settings, run_store),
+        recurring=RecurringRunStore(session_factory(settings.database_url)),
     )
-    app.router.on_startup.append(lambda: app.state.millpond.executor.resume_in_flight(app.state.millpond.sessions))
+    app.router.on_startup.append(app.state.millpond.executor.resume_in_flight)
     app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
 
     @app.exception_handler(ApiError)

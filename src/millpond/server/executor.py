@@ -17,16 +17,12 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
-
-from sqlalchemy import select, update
 
 from millpond.pipelines.cancellation import CANCELING, record_cancelled
 from millpond.runners.processes import is_alive, is_running, signal_process
 from millpond.settings import Settings
-from millpond.store.db import session_factory
 from millpond.store.journal import FINAL_STATES, RunJournal, open_journal
-from millpond.store.models import Run
+from millpond.store.runs import EngineClaim, RunStore
 
 # A run just created (by ``millpond run``, or by a server whose worker is starting) is PENDING
 # with no engine recorded for a moment: a server starting then leaves a run that young alone
@@ -36,8 +32,9 @@ TERMINATE_GRACE_S = 30.0  # an engine stops its tasks within ~5 s (SIGTERM, then
 
 
 class RunExecutor:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, store: RunStore) -> None:
         self.settings = settings
+        self.store = store
         self._workers: dict[str, subprocess.Popen[bytes]] = {}
         self._lock = threading.Lock()
         self._journal: RunJournal | None = None
@@ -75,7 +72,7 @@ class RunExecutor:
         foreign = not ours and bool(engine_pid) and is_alive(engine_pid, engine_start)
         if not (ours or foreign):
             return False
-        self._mark_canceling(run_id)
+        self.store.mark_canceling(run_id, "terminated")
         if ours:
             assert worker is not None
             worker.send_signal(signal.SIGTERM)
@@ -84,13 +81,6 @@ class RunExecutor:
         threading.Thread(target=self._see_stopped, args=(run_id, worker if ours else None, engine_pid, engine_start),
                          daemon=True, name=f"stop-{run_id[:8]}").start()
         return True
-
-    def _mark_canceling(self, run_id: str) -> None:
-        """CANCELING, unless the run already reached an end (an engine finishing just now keeps its own)."""
-        with session_factory(self.settings.database_url)() as session:
-            session.execute(update(Run).where(Run.id == run_id, Run.state.in_(("PENDING", "RUNNING")))
-                            .values(state=CANCELING, error="terminated"))
-            session.commit()
 
     def _see_stopped(
         self, run_id: str, worker: subprocess.Popen[bytes] | None, engine_pid: int | None, engine_start: str | None,
@@ -112,7 +102,7 @@ class RunExecutor:
         if self.journal.get_run(run_id).state not in FINAL_STATES:
             record_cancelled(self.journal, run_id, "terminated")
 
-    def resume_in_flight(self, sessions: Any) -> None:
+    def resume_in_flight(self) -> None:
         """At server start: start or resume the runs left PENDING or RUNNING with no engine alive.
 
         A run whose cancel was recorded (CANCELING, CANCELED) is never among them: a CANCELING
@@ -126,30 +116,28 @@ class RunExecutor:
         """
         if os.environ.get("MILLPOND_SERVER_RESUME", "1") == "0":
             return
-        threading.Thread(target=self._resume_in_flight, args=(sessions,), daemon=True, name="resume-runs").start()
+        threading.Thread(target=self._resume_in_flight, daemon=True, name="resume-runs").start()
 
-    def _resume_in_flight(self, sessions: Any) -> None:
-        def orphans(states: tuple[str, ...]) -> list[Any]:
-            with sessions() as session:
-                rows = session.execute(select(Run.id, Run.created_at, Run.engine_pid, Run.engine_start, Run.error)
-                                       .where(Run.state.in_(states)))
-                return [row for row in rows if not is_running(row.engine_pid, row.engine_start)]
+    def _resume_in_flight(self) -> None:
+        def orphans(states: tuple[str, ...]) -> list[EngineClaim]:
+            claims = self.store.engine_claims(states)
+            return [claim for claim in claims if not is_running(claim.engine_pid, claim.engine_start)]
 
         for row in orphans((CANCELING,)):  # cancelled, but the engine died before it recorded the end
-            if not self.running(row.id):
-                record_cancelled(self.journal, row.id, row.error or "cancelled")
+            if not self.running(row.run_id):
+                record_cancelled(self.journal, row.run_id, row.error or "cancelled")
 
         for attempt in range(2):
             now = dt.datetime.now(dt.UTC)
             young = False
             for row in orphans(("PENDING", "RUNNING")):
-                if self.running(row.id):
+                if self.running(row.run_id):
                     continue
                 created = row.created_at if row.created_at.tzinfo else row.created_at.replace(tzinfo=dt.UTC)
                 if row.engine_pid is None and (now - created).total_seconds() < YOUNG_RUN_S and attempt == 0:
                     young = True  # maybe a ``millpond run`` about to start its engine: look again later
                     continue
-                self.start(row.id, retry=True)  # the worker's --retry is resume_run, which refuses a live engine
+                self.start(row.run_id, retry=True)  # the worker's --retry is resume_run, which refuses a live engine
             if not young:
                 return
             time.sleep(YOUNG_RUN_S)

@@ -6,7 +6,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from millpond.pipelines.recurring import disable_for_experiment
 from millpond.server.bodies import ExperimentBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
@@ -55,7 +54,7 @@ def get_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
 def archive_experiment(experiment_id: str, request: Request) -> dict[str, Any]:
     """Archive an experiment and, as Kubeflow does, all of its runs, and disable its recurring runs."""
     state_of(request).store.set_experiment_storage_state(experiment_id, "ARCHIVED", with_runs=True)
-    disable_for_experiment(state_of(request).sessions, experiment_id)  # as Kubeflow disables its jobs
+    state_of(request).recurring.disable_for_experiment(experiment_id)  # as Kubeflow disables its jobs
     return {}
 
 

@@ -106,7 +106,7 @@ def install(app: FastAPI, prefix: str) -> None:
     At start, recurring runs an older millpond kept as JSON files in the home are imported first.
     """
     state: ServerState = app.state.millpond
-    store = RecurringRunStore(state.sessions)
+    store = state.recurring
 
     def start(request: StartRequest) -> str:
         return start_run(state.store, state.pipelines, state.settings, request, state.executor.start).id

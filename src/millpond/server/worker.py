@@ -33,6 +33,8 @@ def _work(argv: list[str]) -> int:
     if run.state == CANCELING:  # terminated before this worker got going
         record_cancelled(store, run_id, run.error or "terminated")
         return 130
+    if run.state == "CANCELED":  # `millpond runs terminate` found no engine yet and recorded the end itself
+        return 130
     try:
         if retry:  # a finished run's failed part (marked PENDING), or a run a restart found engineless: resume
             _run, result = resume_run(store, settings, run.id)

@@ -6,7 +6,9 @@ server) sees progress live and a killed engine leaves a consistent record behind
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
@@ -31,6 +33,17 @@ RUN_FIELDS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id"
 EXPERIMENT_FIELDS = {"display_name": Experiment.name, "name": Experiment.name, "experiment_id": Experiment.id,
                      "id": Experiment.id, "created_at": Experiment.created_at,
                      "description": Experiment.description, "storage_state": Experiment.storage_state}
+
+
+@dataclass(frozen=True)
+class EngineClaim:
+    """Which engine process a run's row says drives it (pid and start time), for a server start to check."""
+
+    run_id: str
+    created_at: dt.datetime
+    engine_pid: int | None
+    engine_start: str | None
+    error: str | None
 
 
 class RunStore:
@@ -340,6 +353,19 @@ class RunStore:
                     if isinstance(entry, dict) and isinstance(entry.get("uri"), str):
                         uris.add(entry["uri"])
         return uris
+
+    def engine_claims(self, states: tuple[str, ...]) -> list[EngineClaim]:
+        """The runs in ``states`` with the engine each row names (alive or not: the caller checks)."""
+        query = select(Run.id, Run.created_at, Run.engine_pid, Run.engine_start, Run.error).where(Run.state.in_(states))
+        with self._sessions() as session:
+            return [EngineClaim(*row) for row in session.execute(query)]
+
+    def mark_canceling(self, run_id: str, reason: str) -> None:
+        """CANCELING, unless the run already reached an end (an engine finishing just now keeps its own)."""
+        with self._sessions() as session:
+            session.execute(update(Run).where(Run.id == run_id, Run.state.in_(("PENDING", "RUNNING")))
+                            .values(state="CANCELING", error=reason))
+            session.commit()
 
     def runs_in_flight(self, run_ids: list[str] | None = None, experiment_id: str | None = None) -> int:
         """How many runs (of these ids, of this experiment, or in all) are not final."""
