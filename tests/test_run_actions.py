@@ -224,3 +224,32 @@ def test_retry_says_retried(home: Path) -> None:
     retried = millpond(home, "runs", "retry", failed.json()["run_id"])
     assert retried.code == 1
     assert "retried" in retried.err and "resumed" not in retried.err
+
+
+def test_a_run_terminated_before_its_worker_starts_is_never_started(tmp_path: Path) -> None:
+    """`runs terminate` of a recorded run with no engine yet (a server's worker still starting) records it
+    CANCELED; the worker that starts afterwards must not run it."""
+    from millpond.pipelines.loader import load_pipeline
+    from millpond.pipelines.submit import RunRequest, prepare_run
+    from millpond.settings import load_settings
+    from millpond.store.journal import open_journal
+
+    home = tmp_path / "home"
+    package = tmp_path / "napping.yaml"
+    compiler.Compiler().compile(napping, str(package))
+    marker = tmp_path / "started"
+    os.environ["MILLPOND_HOME"] = str(home)
+    try:
+        settings = load_settings()
+        store = open_journal(settings.database_url)
+        run = prepare_run(store, settings, RunRequest(load_pipeline(package), {}, {"marker": str(marker)}))
+    finally:
+        del os.environ["MILLPOND_HOME"]
+    assert millpond(home, "runs", "terminate", run.id).code == 0
+    worker = subprocess.run([str(MILLPOND_BIN.parent / "python"), "-m", "millpond.server.worker", run.id],
+                            env={**os.environ, "MILLPOND_HOME": str(home)}, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert worker.returncode == 130, worker.stderr
+    assert not marker.exists(), "the worker ran a run that had been terminated"
+    got = millpond(home, "runs", "get", run.id, "-o", "json").json()
+    assert got["state"] == "CANCELED", got
