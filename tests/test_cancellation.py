@@ -217,7 +217,9 @@ def test_a_signal_while_tasks_publish(compiled: dict[str, Path], home: Path, tmp
 
 
 # --- SIGKILL: no cleanup of the engine's own; the guardian and the kernel stop the tasks ---------------
-def test_tasks_do_not_outlive_an_engine_killed_with_sigkill(compiled: dict[str, Path], home: Path, tmp_path: Path) -> None:
+def test_tasks_do_not_outlive_an_engine_killed_with_sigkill(
+    compiled: dict[str, Path], home: Path, tmp_path: Path
+) -> None:
     """Container (``sh -c "sleep …"`` with a grandchild), sandboxed, forked, SIGTERM-ignoring and venv tasks."""
     marks = tmp_path / "marks"
     engine = spawn_cli(home, "run", compiled["cancellable"], "-p", f"folder={marks}",
@@ -242,7 +244,9 @@ def test_server_start_resumes_a_killed_run_but_never_a_cancelled_one(
 ) -> None:
     marks = tmp_path / "marks"
     # 1. cancelled by SIGINT, recorded CANCELED
-    cancelled = spawn_cli(home, "run", compiled["cancellable"], "-p", f"folder={marks / 'a'}", "--run-name", "cancelled")
+    cancelled = spawn_cli(
+        home, "run", compiled["cancellable"], "-p", f"folder={marks / 'a'}", "--run-name", "cancelled"
+    )
     until("a task of the cancelled run", lambda: started(marks / "a") or cancelled.poll() is not None)
     os.kill(cancelled.pid, signal.SIGINT)
     assert cancelled.wait(120) == 130

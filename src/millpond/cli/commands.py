@@ -106,7 +106,8 @@ def _report(store: RunJournal, run, state: str, error: str | None, output: str) 
     tasks = store.list_tasks(run.id)
     if output == "json":
         data = run_json(run, tasks)
-        print_json({key: data[key] for key in ("run_id", "name", "state", "error", "pipeline_root", "tasks", "outputs")})
+        keys = ("run_id", "name", "state", "error", "pipeline_root", "tasks", "outputs")
+        print_json({key: data[key] for key in keys})
     else:
         console.print(f"run {run.id} {styled(state)}" + (f": {error}" if error else ""), soft_wrap=True)
         _print_outputs(console, run, tasks)

@@ -31,14 +31,23 @@ def app() -> None:
 
 @app.command("run")
 @click.argument("pipeline", type=click.Path(path_type=Path))
-@click.option("--param", "-p", "params", multiple=True, metavar="NAME=VALUE", help="A parameter, typed by the pipeline (repeatable).")
+@click.option(
+    "--param",
+    "-p",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A parameter, typed by the pipeline (repeatable).",
+)
 @click.option("--params-file", type=click.Path(path_type=Path), help="A JSON object of parameter values.")
 @click.option("--pipeline", "pipeline_name", help="Which @dsl.pipeline of a .py file to run.")
 @click.option("--pipeline-root", help="Where artifacts go: a folder or s3://BUCKET/PREFIX.")
 @click.option("--experiment", help="Experiment to file the run under.")
 @click.option("--run-name", help="A name for the run.")
 @click.option("--no-cache", is_flag=True, help="Run every task, reusing no cached result.")
-@click.option("--ignore-resources", is_flag=True, help="Run tasks whatever CPU, memory or GPU they request (as kfp.local does).")
+@click.option(
+    "--ignore-resources", is_flag=True, help="Run tasks whatever CPU, memory or GPU they request (as kfp.local does)."
+)
 @OUTPUT
 def run_command(
     pipeline: Path, params: tuple[str, ...], params_file: Path | None, pipeline_name: str | None,

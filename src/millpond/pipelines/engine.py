@@ -21,8 +21,8 @@ from typing import Any, Callable, Protocol
 
 from millpond.errors import MillpondError
 from millpond.pipelines import bindings, ir
-from millpond.pipelines.cancellation import CANCELING, close_tasks
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
+from millpond.pipelines.cancellation import CANCELING, close_tasks
 from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
     CANCELED,
@@ -53,7 +53,6 @@ from millpond.store.journal import TaskRecord as Task
 from millpond.store.keys import new_id, utcnow
 from millpond.store.paths import UnsafePath, contained_path, task_log_file
 from millpond.store.secrets import ConfigStore
-
 
 _STOP_POLL_S = 0.2  # how often the walk, waiting for its tasks, looks for a stop request (SIGINT, SIGTERM)
 
@@ -296,7 +295,9 @@ class Engine:
             self._start_executor(node, component, parameters, artifacts)
 
     # --- loops ----------------------------------------------------------------------------
-    def _start_loop(self, node: Node, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts) -> None:
+    def _start_loop(
+        self, node: Node, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts
+    ) -> None:
         self._record_start(node, "loop", None, {"parameters": parameters, "artifacts": artifacts})
         try:
             item_input, items = bindings.loop_items(node, parameters, artifacts)
@@ -310,7 +311,9 @@ class Engine:
                 scope_artifacts[item_input] = item
             else:
                 scope_parameters[item_input] = coerce(item, item_type)
-            scope = self._new_scope(f"{node.path}/iteration-{index}", component, scope_parameters, scope_artifacts, owner=node)
+            scope = self._new_scope(
+                f"{node.path}/iteration-{index}", component, scope_parameters, scope_artifacts, owner=node
+            )
             node.pending_iterations.append((index, scope))
         if not items:
             self._succeed(node, bindings.collect_iterations(node))
@@ -383,7 +386,9 @@ class Engine:
             self._succeed(owner, bindings.dag_outputs(scope))
 
     # --- executors ------------------------------------------------------------------------
-    def _start_executor(self, node: Node, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts) -> None:
+    def _start_executor(
+        self, node: Node, component: dict[str, Any], parameters: dict[str, Any], artifacts: Artifacts
+    ) -> None:
         label = component["executorLabel"]
         executor = ir.executor(self.spec, label)
         inputs = {"parameters": parameters, "artifacts": artifacts}
@@ -417,7 +422,12 @@ class Engine:
         self._record_start(node, "container", container.get("image"), inputs, log_path, state=PENDING)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            produced = builtin_task(container.get("image", ""), parameters, self.settings.volumes_dir, self.context["pipeline_job_resource_name"])
+            produced = builtin_task(
+                container.get("image", ""),
+                parameters,
+                self.settings.volumes_dir,
+                self.context["pipeline_job_resource_name"],
+            )
         except PlatformError as exc:
             self._fail(node, str(exc))
             return
@@ -480,7 +490,9 @@ class Engine:
             with open(log_path, "a", encoding="utf-8") as log:
                 log.writelines(f"[millpond] {note}\n" for note in platform.notes)
         if platform.labels or platform.annotations:
-            self.store.update_task(node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations})
+            self.store.update_task(
+                node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations}
+            )
         request.on_start = self._starter(node)
         policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
 
@@ -522,7 +534,9 @@ class Engine:
             configs=self.configs,
             volumes_dir=self.settings.volumes_dir,
             scratch_dir=self.settings.staging_dir / f"{node.record_id}-platform",
-            pod=PodInfo(name=f"{self.context['pipeline_job_resource_name']}-{node.name}"[:63], uid=node.record_id or ""),
+            pod=PodInfo(
+                name=f"{self.context['pipeline_job_resource_name']}-{node.name}"[:63], uid=node.record_id or ""
+            ),
         )
 
     def _submit(
@@ -566,7 +580,9 @@ class Engine:
             on_retry=lambda attempt: self.store.update_task(request.task_id, attempts=attempt),
         )
 
-    def _import(self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None) -> TaskOutcome:
+    def _import(
+        self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None
+    ) -> TaskOutcome:
         try:
             outputs = run_importer(importer, component, parameters, workspace)
         except MillpondError as exc:
@@ -616,7 +632,11 @@ class Engine:
         """Record a task that will not run (skipped)."""
         node.record_id = self.store.start_task(
             run_id=self.run.id, path=node.path, name=node.display_name,
-            kind="loop" if node.is_loop else "dag" if "dag" in ir.component(self.spec, node.component_name) else "container",
+            kind=(
+                "loop" if node.is_loop
+                else "dag" if "dag" in ir.component(self.spec, node.component_name)
+                else "container"
+            ),
             component=node.component_name, parent_id=self._parent_record(node), state=state, task_id=node.record_id,
         )
         self.store.update_task(node.record_id, error=reason)

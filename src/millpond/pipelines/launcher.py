@@ -138,7 +138,9 @@ class ContainerLauncher:
         command = list(request.container.get("command") or [])
         args = list(request.container.get("args") or [])
         if not command and not args:
-            raise TaskError("the container has neither command nor args (an image's entrypoint cannot run without its image)")
+            raise TaskError(
+                "the container has neither command nor args (an image's entrypoint cannot run without its image)"
+            )
         prelude = split_prelude(command)
         python_bin = Path(sys.executable).parent
         if prelude is not None:
@@ -257,7 +259,7 @@ class ContainerLauncher:
         for name, entry in executor_input["outputs"]["artifacts"].items():
             items = [dict(item) for item in entry["artifacts"]]
             updates = reported.get(name, {}).get("artifacts", [])
-            for item, update in zip(items, updates):
+            for item, update in zip(items, updates, strict=False):
                 # A pythonic artifact (dsl.get_uri()) names its own URI; a custom path is copied in.
                 item["uri"] = update.get("uri") or item["uri"]
                 item["metadata"] = {**item.get("metadata", {}), **(update.get("metadata") or {})}

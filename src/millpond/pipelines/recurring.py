@@ -50,7 +50,9 @@ class NewRecurringRun:
     namespace: str = ""
 
 
-def create(store: RecurringRunStore, runs: RunStore, catalog: PipelineStore, new: NewRecurringRun) -> RecurringRunRecord:
+def create(
+    store: RecurringRunStore, runs: RunStore, catalog: PipelineStore, new: NewRecurringRun
+) -> RecurringRunRecord:
     """Validate (pipeline, parameters, experiment, limits) and record a recurring run."""
     name = new.name.strip()
     if not name:

@@ -45,7 +45,8 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
         problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)
         kind, name, _task = missing[0]
         raise UserError(
-            f"{request.pipeline.source}: {problems} (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
+            f"{request.pipeline.source}: {problems}"
+            f" (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
         )
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     return store.create_run(
@@ -79,11 +80,15 @@ def resume_run(
             raise UserError(f"run {run.id} was cancelled; to run it again use: millpond runs retry {run.id}")
         if run.state == CANCELING:
             if is_running(run.engine_pid, run.engine_start):
-                raise UserError(f"run {run.id} is still stopping its tasks (engine process {run.engine_pid}); retry it then")
+                raise UserError(
+                    f"run {run.id} is still stopping its tasks (engine process {run.engine_pid}); retry it then"
+                )
             record_cancelled(store, run.id, run.error or "cancelled")  # its engine died while cancelling
     if run.state in ("RUNNING", "PENDING"):
         if only_finished:
-            raise UserError(f"run {run.id} is {run.state}; retry takes a finished run (use 'runs resume' for a killed one)")
+            raise UserError(
+                f"run {run.id} is {run.state}; retry takes a finished run (use 'runs resume' for a killed one)"
+            )
         if is_running(run.engine_pid, run.engine_start):
             raise UserError(f"run {run.id} is still running (engine process {run.engine_pid})")
     for task in store.list_tasks(run.id):
@@ -104,5 +109,7 @@ def execute_run(
     use_cache: bool = True,
     ignore_resources: bool = False,
 ) -> RunResult:
-    engine = Engine(store, settings, runner=runner, listener=listener, use_cache=use_cache, ignore_resources=ignore_resources)
+    engine = Engine(
+        store, settings, runner=runner, listener=listener, use_cache=use_cache, ignore_resources=ignore_resources
+    )
     return engine.execute(run)

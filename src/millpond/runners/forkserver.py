@@ -120,7 +120,9 @@ def _child(request: dict[str, Any]) -> None:
 
 
 # --- the server -----------------------------------------------------------------------
-_WARM_UP_COMPONENT = "from kfp.dsl import *\nfrom typing import *\n\ndef warm_up(x: int, s: str) -> str:\n    return s * x\n"
+_WARM_UP_COMPONENT = (
+    "from kfp.dsl import *\nfrom typing import *\n\ndef warm_up(x: int, s: str) -> str:\n    return s * x\n"
+)
 
 
 def _warm_up() -> None:

@@ -35,7 +35,9 @@ class LocalRunner:
             try:
                 argv = wrap(argv, spec.binds, spec.cwd)
             except SandboxUnavailable as exc:
-                return ProcessResult(exit_code=-1, seconds=0.0, error=f"the task needs a private mount namespace: {exc}")
+                return ProcessResult(
+                    exit_code=-1, seconds=0.0, error=f"the task needs a private mount namespace: {exc}"
+                )
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(spec.log_path, "ab", buffering=0) as log:
@@ -51,7 +53,9 @@ class LocalRunner:
                     preexec_fn=die_with_parent(),  # noqa: PLW1509 - it only calls prctl, resolved before the fork
                 )
             except FileNotFoundError:
-                return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
+                return ProcessResult(
+                    exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}"
+                )
             except PermissionError:
                 return ProcessResult(exit_code=126, seconds=0.0, error=f"command is not executable: {argv[0]!r}")
             self.watchdog.watch(proc.pid, cancel, spec.timeout_s)

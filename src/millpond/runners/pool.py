@@ -125,7 +125,8 @@ class PoolRunner:
     def _qualifies(self, spec: ProcessSpec) -> bool:
         if self.server is None or spec.python_task is None:
             return False
-        if not self.server.ready(wait=True):  # started with the run: ready in ~0.2 s, a fresh process costs ~0.15 s each
+        # started with the run: ready in ~0.2 s, a fresh process costs ~0.15 s each
+        if not self.server.ready(wait=True):
             return False
         if spec.binds and not self.server.can_mount:
             return False
@@ -155,7 +156,9 @@ class PoolRunner:
             client.close()
             reason = watchdog.release(pid)
         if not line:  # the task ran (or runs): never start it a second time
-            return ProcessResult(exit_code=-1, seconds=time.monotonic() - started, error="the fork server stopped while the task ran")
+            return ProcessResult(
+                exit_code=-1, seconds=time.monotonic() - started, error="the fork server stopped while the task ran"
+            )
         code = int(json.loads(line)["exit"])
         return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason)
 

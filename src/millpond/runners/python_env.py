@@ -118,7 +118,12 @@ def python_bin_dir(prelude: Prelude, venvs_dir: Path, cancel: threading.Event | 
     if not prelude.requirements:
         return Path(sys.executable).parent
     key_material = json.dumps(
-        {"req": sorted(prelude.requirements), "opt": list(prelude.index_options), "py": sys.version, "exe": sys.executable}
+        {
+            "req": sorted(prelude.requirements),
+            "opt": list(prelude.index_options),
+            "py": sys.version,
+            "exe": sys.executable,
+        }
     )
     key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
     venv = venvs_dir / key
@@ -163,7 +168,10 @@ def _build_venv(venv: Path, prelude: Prelude, cancel: threading.Event) -> None:
     uv = _uv()
     steps = [
         [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-        [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), *prelude.index_options, *prelude.requirements],
+        [
+            uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+            *prelude.index_options, *prelude.requirements,
+        ],
     ]
     for step in steps:
         code, output = _run_step(step, cancel)
@@ -174,7 +182,8 @@ def _build_venv(venv: Path, prelude: Prelude, cancel: threading.Event) -> None:
             detail = output.strip().splitlines()
             shutil.rmtree(venv, ignore_errors=True)
             reqs = " ".join(prelude.requirements)
-            raise EnvironmentError_(f"could not install packages_to_install ({reqs}): {detail[-1] if detail else 'uv failed'}")
+            cause = detail[-1] if detail else "uv failed"
+            raise EnvironmentError_(f"could not install packages_to_install ({reqs}): {cause}")
     site = next((venv / "lib").glob("python*/site-packages"))
     (site / "_millpond_parent.pth").write_text("\n".join(_own_site_packages()) + "\n")
 
