@@ -117,13 +117,15 @@ def resolve_version(session: Session, pipeline_id: str | None, version_id: str |
 
 # --- uploads (multipart, what kfp.Client uses) ---------------------------------------------
 
+# Uploads are plain ``def`` routes: FastAPI runs them in its threadpool, so parsing a large or
+# hostile document never stalls the event loop (and with it every other request).
 @router.post("/pipelines/upload", tags=["PipelineUploadService"])
-async def upload_pipeline(
+def upload_pipeline(
     request: Request, uploadfile: UploadFile, name: str | None = None, display_name: str | None = None,
     description: str | None = None, namespace: str | None = None, tags: str | None = None,
 ) -> dict[str, Any]:
     """Create a pipeline and its first version (named as the pipeline) from an uploaded package."""
-    data = await _read(uploadfile)
+    data = _read(uploadfile)
     spec, platform = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
     with state_of(request).sessions() as session:
@@ -134,13 +136,13 @@ async def upload_pipeline(
 
 
 @router.post("/pipelines/upload_version", tags=["PipelineUploadService"])
-async def upload_pipeline_version(
+def upload_pipeline_version(
     request: Request, uploadfile: UploadFile, pipelineid: str | None = None, name: str | None = None,
     display_name: str | None = None, description: str | None = None, tags: str | None = None,
 ) -> dict[str, Any]:
     if not pipelineid:
         raise ApiError(400, "pipelineid is required: the id of the pipeline to add a version to")
-    data = await _read(uploadfile)
+    data = _read(uploadfile)
     spec, platform = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
     with state_of(request).sessions() as session:
@@ -308,8 +310,8 @@ def _new_version(
                            description=description or "", pipeline_spec=spec, platform_spec=platform)
 
 
-async def _read(upload: UploadFile) -> bytes:
-    data = await upload.read(MAX_PACKAGE_BYTES + 1)
+def _read(upload: UploadFile) -> bytes:
+    data = upload.file.read(MAX_PACKAGE_BYTES + 1)
     if len(data) > MAX_PACKAGE_BYTES:
         raise ApiError(400, f"uploadfile is over {MAX_PACKAGE_BYTES // (1024 * 1024)} MiB")
     if not data.strip():
