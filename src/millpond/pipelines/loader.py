@@ -12,6 +12,7 @@ NUL), then normalised as protobuf reads JSON (``null`` for a message, map or lis
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import tempfile
 import traceback
@@ -33,8 +34,9 @@ MAX_PIPELINE_NAME = 128
 # Component, executor, task, parameter and artifact names: Kubernetes' longest object name (a DNS
 # subdomain), which also fits the database's 255-character name columns.
 MAX_NAME = 253
-# google.protobuf types whose JSON ``null`` is a value (NULL_VALUE), not "field not set".
-_NULL_IS_VALUE = frozenset({"google.protobuf.Value", "google.protobuf.Struct", "google.protobuf.ListValue"})
+# The one type whose JSON ``null`` is a value (NULL_VALUE) rather than "field not set".
+_NULL_IS_VALUE = frozenset({"google.protobuf.Value"})
+_WELL_KNOWN = "google.protobuf."
 
 
 @dataclass(frozen=True)
@@ -84,25 +86,27 @@ def load_ir_text(text: str, source: str) -> LoadedPipeline:
         platform = platform or spec.get("platformSpec")
         spec = spec["pipelineSpec"]
     if isinstance(spec, dict):
-        spec = _without_nulls(spec, pipeline_spec_pb2().PipelineSpec.DESCRIPTOR)
+        spec = _shaped(spec, pipeline_spec_pb2().PipelineSpec.DESCRIPTOR, source)
         _check_deployment(spec, source)
         _check_names(spec, source)
     validate_pipeline_spec(spec, source)
     if platform is not None:
         if not isinstance(platform, dict):
             raise UserError(f"{source}: the platform spec is not a mapping")
-        platform = _platform_without_nulls(platform)
+        platform = _shaped_platform(platform, source)
         validate_platform_spec(platform, spec, source)
     return LoadedPipeline(spec=spec, platform_spec=platform, source=source)
 
 
-def _without_nulls(value: dict[str, Any], descriptor: Any) -> dict[str, Any]:
-    """``value`` without the ``null`` fields protobuf's JSON reading treats as unset (a copy).
+def _shaped(value: dict[str, Any], descriptor: Any, source: str = "", path: str = "") -> dict[str, Any]:
+    """``value`` shaped as protobuf reads it from JSON (a copy): ``null`` fields dropped, containers checked.
 
-    ``components: null`` is an empty map to the KFP backend; left in, every ``.get(...,  {})``
-    downstream would meet None. Nulls inside google.protobuf.Value/Struct are values and stay.
+    ``components: null`` is an empty map to the KFP backend; left in, every ``.get(..., {})``
+    downstream would meet None. Protobuf's Python parser also lets ``dag: []`` pass as an empty
+    message, so a message, map or list field holding the wrong kind of container is refused here.
+    Nulls inside google.protobuf.Value/Struct are values and stay.
     """
-    if descriptor.full_name in _NULL_IS_VALUE:
+    if descriptor.full_name.startswith(_WELL_KNOWN):
         return value
     fields = {**descriptor.fields_by_name, **{f.json_name: f for f in descriptor.fields}}
     kept: dict[str, Any] = {}
@@ -111,16 +115,31 @@ def _without_nulls(value: dict[str, Any], descriptor: Any) -> dict[str, Any]:
         message = field.message_type if field is not None else None
         if child is None and field is not None and (message is None or message.full_name not in _NULL_IS_VALUE):
             continue
+        where = f"{path}.{key}" if path else str(key)
         if message is not None and message.GetOptions().map_entry:
             entry = message.fields_by_name["value"].message_type
-            if entry is not None and isinstance(child, dict):
-                child = {k: _without_nulls(v, entry) if isinstance(v, dict) else v for k, v in child.items()}
-        elif message is not None and isinstance(child, list):
-            child = [_without_nulls(v, message) if isinstance(v, dict) else v for v in child]
-        elif message is not None and isinstance(child, dict):
-            child = _without_nulls(child, message)
+            child = {k: _message(v, entry, source, f"{where}[{k}]") if entry else v
+                     for k, v in _container(child, dict, source, where).items()}
+        elif message is not None and field.label == field.LABEL_REPEATED:
+            child = [_message(v, message, source, f"{where}[{i}]")
+                     for i, v in enumerate(_container(child, list, source, where))]
+        elif message is not None:
+            child = _message(child, message, source, where)
         kept[key] = child
     return kept
+
+
+def _message(value: Any, descriptor: Any, source: str, where: str) -> Any:
+    if descriptor.full_name.startswith(_WELL_KNOWN):  # JSON forms of their own ("0s", "2024-01-01T00:00:00Z"…)
+        return value
+    return _shaped(_container(value, dict, source, where), descriptor, source, where)
+
+
+def _container(value: Any, kind: type, source: str, where: str) -> Any:
+    if not isinstance(value, kind):
+        expected = "a mapping" if kind is dict else "a list"
+        raise UserError(f"{source}: {where}: expected {expected}, got {type(value).__name__} {json.dumps(value)[:40]}")
+    return value
 
 
 def _check_deployment(spec: dict[str, Any], source: str) -> None:
@@ -131,7 +150,7 @@ def _check_deployment(spec: dict[str, Any], source: str) -> None:
     pb = pipeline_spec_pb2()
     if not isinstance(deployment, dict):
         raise UserError(f"{source}: deploymentSpec: expected a mapping with executors")
-    deployment = _without_nulls(deployment, pb.PipelineDeploymentConfig.DESCRIPTOR)
+    deployment = _shaped(deployment, pb.PipelineDeploymentConfig.DESCRIPTOR, source, "deploymentSpec")
     try:
         json_format.ParseDict(deployment, pb.PipelineDeploymentConfig())
     except json_format.ParseError as exc:
@@ -140,10 +159,10 @@ def _check_deployment(spec: dict[str, Any], source: str) -> None:
     spec["deploymentSpec"] = deployment
 
 
-def _platform_without_nulls(platform: dict[str, Any]) -> dict[str, Any]:
+def _shaped_platform(platform: dict[str, Any], source: str) -> dict[str, Any]:
     """The platform spec with protobuf's unset nulls dropped, executors read as KubernetesExecutorConfig."""
     pb = pipeline_spec_pb2()
-    cleaned = _without_nulls(platform, pb.PlatformSpec.DESCRIPTOR)
+    cleaned = _shaped(platform, pb.PlatformSpec.DESCRIPTOR, source, "platform spec")
     kubernetes = (cleaned.get("platforms") or {}).get("kubernetes")
     if isinstance(kubernetes, dict):
         deployment = kubernetes.get("deploymentSpec")
@@ -151,7 +170,7 @@ def _platform_without_nulls(platform: dict[str, Any]) -> dict[str, Any]:
         if isinstance(executors, dict):
             config = kubernetes_executor_config_pb2().KubernetesExecutorConfig.DESCRIPTOR
             deployment["executors"] = {
-                label: _without_nulls(value, config) if isinstance(value, dict) else value
+                label: _message(value, config, source, f"platform spec executors[{label}]")
                 for label, value in executors.items()
             }
     return cleaned
