@@ -93,7 +93,7 @@ HOSTILE_PIPELINES = [
 def millpond(home: Path, *args: Any, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MILLPOND_HOME": str(home)}
     return subprocess.run([str(MILLPOND_BIN), *map(str, args)], env=env, input=stdin, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, check=False)
 
 
 def assert_refused(result: subprocess.CompletedProcess[str], fragment: str) -> None:
@@ -332,3 +332,10 @@ def test_parsing_an_upload_does_not_stall_other_requests(server: Served) -> None
         order.append("healthz")
         reader.join(300)
     assert order == ["healthz", "upload HTTP/1.1 200 OK"], order
+
+
+def test_apply_refuses_a_mount_point_with_a_bracketed_host(tmp_path: Path) -> None:
+    """Found by tests/test_fuzz_manifests.py: urlsplit raises ValueError on ``[host]`` that is no IPv6 address."""
+    path = tmp_path / "dataset.yaml"
+    path.write_text(DATASET + "  - mountPoint: s3://[nfs-imagenet]/data\n")
+    assert_refused(millpond(tmp_path / "home", "apply", "-f", path), "is not a valid URI")

@@ -373,7 +373,10 @@ def _version_document(body: PipelineVersionBody) -> tuple[dict[str, Any], dict[s
     url = body.package_url.pipeline_url if body.package_url else None
     if not url:
         raise ApiError(400, "a pipeline version needs package_url.pipeline_url or pipeline_spec")
-    parsed = urllib.parse.urlparse(url)
+    try:
+        parsed = urllib.parse.urlparse(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL"
+        raise ApiError(400, f"package_url {url!r} is not a valid URL ({exc})") from None
     try:
         if parsed.scheme in ("http", "https"):
             with urllib.request.urlopen(url, timeout=30) as response:
