@@ -120,13 +120,19 @@ def _shaped(value: dict[str, Any], descriptor: Any, source: str = "", path: str 
             entry = message.fields_by_name["value"].message_type
             child = {k: _message(v, entry, source, f"{where}[{k}]") if entry else v
                      for k, v in _container(child, dict, source, where).items()}
-        elif message is not None and field.label == field.LABEL_REPEATED:
+        elif message is not None and _repeated(field):
             child = [_message(v, message, source, f"{where}[{i}]")
                      for i, v in enumerate(_container(child, list, source, where))]
         elif message is not None:
             child = _message(child, message, source, where)
         kept[key] = child
     return kept
+
+
+def _repeated(field: Any) -> bool:
+    """protobuf ≥ 6 says ``is_repeated``; older ones only have ``label`` (deprecated since)."""
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
 
 
 def _message(value: Any, descriptor: Any, source: str, where: str) -> Any:
