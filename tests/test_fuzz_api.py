@@ -80,13 +80,13 @@ def test_the_seed_run_is_refused_only_for_its_missing_secret(server: Served) -> 
     assert status == 400 and "fuzz-missing-secret" in text, text
 
 
-@fuzz_settings(examples=150)
+@fuzz_settings(examples=400)
 @given(body=st.one_of(mutated(RUN_BODIES, rounds=4), hostile_values))
 def test_create_run_never_answers_500(server: Served, body: Any) -> None:
     assert_answered(*post(server, "/apis/v2beta1/runs", as_json(body), "application/json"))
 
 
-@fuzz_settings(examples=100)
+@fuzz_settings(examples=300)
 @given(text=mutated_text(UPLOAD_TEXTS))
 def test_upload_never_answers_500(server: Served, text: str) -> None:
     boundary = uuid.uuid4().hex
@@ -97,13 +97,13 @@ def test_upload_never_answers_500(server: Served, text: str) -> None:
                           f"multipart/form-data; boundary={boundary}"))
 
 
-@fuzz_settings(examples=150)
+@fuzz_settings(examples=400)
 @given(body=st.one_of(mutated(MANIFESTS), st.lists(mutated(MANIFESTS), max_size=3), hostile_values))
 def test_fluid_apply_of_json_never_answers_500(server: Served, body: Any) -> None:
     assert_answered(*post(server, "/apis/millpond/v1/fluid/apply", as_json(body), "application/json"))
 
 
-@fuzz_settings(examples=100)
+@fuzz_settings(examples=300)
 @given(text=mutated_text(SAFE_TEXTS))
 def test_fluid_apply_of_yaml_never_answers_500(server: Served, text: str) -> None:
     assert_answered(*post(server, "/apis/millpond/v1/fluid/apply", text.encode(errors="surrogatepass"),

@@ -76,32 +76,32 @@ def test_every_seed_loads() -> None:
         load_ir_text(as_text(spec, platform), "seed")
 
 
-@fuzz_settings(examples=300)
+@fuzz_settings(examples=1000)
 @given(mutated(SPECS))
 def test_mutated_ir_loads_or_is_refused(spec: Any) -> None:
     load_or_refuse(as_text(spec))
 
 
-@fuzz_settings(examples=120)
+@fuzz_settings(examples=400)
 @given(st.sampled_from(SPECS), mutated(PLATFORMS))
 def test_mutated_platform_spec_loads_or_is_refused(spec: Any, platform: Any) -> None:
     load_or_refuse(as_text(spec, platform))
 
 
-@fuzz_settings(examples=250)
+@fuzz_settings(examples=800)
 @given(mutated_text(TEXTS))
 def test_mutated_yaml_text_loads_or_is_refused(text: str) -> None:
     load_or_refuse(text)
 
 
-@fuzz_settings(examples=100)
+@fuzz_settings(examples=200)
 @given(hostile_values)
 def test_any_json_value_as_a_whole_document_is_refused(value: Any) -> None:
     with pytest.raises(MillpondError):
         load_ir_text(as_text(value), "fuzz.yaml")
 
 
-@fuzz_settings(examples=150)
+@fuzz_settings(examples=400)
 @given(st.sampled_from(SPECS), st.dictionaries(st.sampled_from(["i", "n", "items", "l", "d", "xs", "s", "f", "b"]),
                                                 hostile_values, max_size=3))
 def test_hostile_run_arguments_bind_or_are_refused(spec: dict[str, Any], values: dict[str, Any]) -> None:

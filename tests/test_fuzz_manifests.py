@@ -51,7 +51,7 @@ def test_mutated_manifest_is_accepted_or_refused(secrets: ConfigStore, doc: Any)
     check_or_refuse(doc, secrets)
 
 
-@fuzz_settings(examples=250)
+@fuzz_settings(examples=800)
 @given(text=mutated_text(TEXTS))
 def test_mutated_manifest_text_is_accepted_or_refused(secrets: ConfigStore, text: str, tmp_path_factory:
                                                       pytest.TempPathFactory) -> None:
