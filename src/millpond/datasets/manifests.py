@@ -9,7 +9,6 @@ file, the object and the field; nothing is stored unless every document passes.
 
 from __future__ import annotations
 
-import datetime as dt
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from millpond.datasets import manifest_checks as checks
 from millpond.datasets.fields import show
 from millpond.datasets.kinds import API_VERSION, KINDS, NOT_ON_ONE_MACHINE, dataset_reference
 from millpond.datasets.schema_check import check_schema
+from millpond.documents import load_yaml_documents
 from millpond.errors import UserError
 from millpond.store.secrets import ConfigStore, check_name
 
@@ -57,19 +57,6 @@ class Manifest:
         return self.body["spec"]
 
 
-def _json_value(value: Any) -> Any:
-    """YAML's extra types as kubectl turns them into JSON: timestamps become strings, keys strings."""
-    if isinstance(value, dict):
-        return {str(key): _json_value(child) for key, child in value.items()}
-    if isinstance(value, list):
-        return [_json_value(child) for child in value]
-    if isinstance(value, (dt.date, dt.datetime)):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return value
-
-
 def _files(path_text: str) -> list[Path]:
     path = Path(path_text).expanduser()
     if path.is_dir():
@@ -83,15 +70,8 @@ def _files(path_text: str) -> list[Path]:
 
 
 def _parse(text: str, source: str) -> list[Any]:
-    import yaml
-
-    try:
-        return [_json_value(doc) for doc in yaml.safe_load_all(text)]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{where}: malformed YAML: {problem}") from None
+    """The documents of one file, parsed within ``millpond.documents``' limits (JSON-shaped, as kubectl makes them)."""
+    return load_yaml_documents(text, source)
 
 
 def read_documents(paths: list[str], stdin: TextIO | None = None) -> list[tuple[str, int, Any]]:

@@ -69,7 +69,10 @@ def parse_mount_point(uri: str, where: str) -> MountPoint:
         raise fail(placeholder_message(uri, placeholder))
     if "://" not in uri:
         raise fail(f"{show(uri)} is not a URI: expected SCHEME://…, such as s3://bucket/path or local:///data")
-    parts = urlsplit(uri)
+    try:
+        parts = urlsplit(uri)
+    except ValueError as exc:  # a bracketed host that is no IPv6 address, as in s3://[bucket]/
+        raise fail(f"{show(uri)} is not a valid URI ({exc})") from None
     scheme = parts.scheme.lower()
     if scheme not in NATIVE_SCHEMES:
         _check_fsspec_protocol(scheme, fail)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from millpond.documents import load_json
 from millpond.errors import UserError
 from millpond.pipelines import ir
 from millpond.pipelines.values import check_json, parse_text
@@ -27,9 +27,10 @@ def read_params_file(path: str | Path) -> dict[str, Any]:
     if not file.is_file():
         raise UserError(f"{file}: no such params file")
     try:
-        data = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{file}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"{file}: not UTF-8 text") from None
+    data = load_json(text, str(file))
     if not isinstance(data, dict):
         raise UserError(f"{file}: expected a JSON object of parameter names to values")
     return data

@@ -3,26 +3,40 @@
 A ``.py`` file is imported and its ``@dsl.pipeline`` compiled with the real kfp compiler;
 a ``.yaml`` is read as IR with its optional second document (the kfp-kubernetes platform
 spec). Every failure here is the user's: one line naming the file and the problem.
+
+Text is parsed by ``millpond.documents`` (bounded: size, depth, aliases, 64-bit integers, no
+NUL), then normalised as protobuf reads JSON (``null`` for a message, map or list field means
+"not set"), so the rest of millpond may trust the IR's shape after ``validate_pipeline_spec``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import tempfile
 import traceback
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from google.protobuf import json_format
 
+from millpond.documents import MAX_TEXT_CHARS, load_yaml_documents
 from millpond.errors import UserError
 from millpond.pipelines.ir import validate_pipeline_spec, validate_platform_spec
+from millpond.pipelines.protos import kubernetes_executor_config_pb2, pipeline_spec_pb2
 
-# libyaml's parser when PyYAML has it (10× faster on large IR files), the pure-Python one otherwise.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# The kfp compiler's rule for pipeline names (kfp.dsl.utils.validate_pipeline_name: at most 128).
+MAX_PIPELINE_NAME = 128
+# Component, executor, task, parameter and artifact names: Kubernetes' longest object name (a DNS
+# subdomain), which also fits the database's 255-character name columns.
+MAX_NAME = 253
+# The one type whose JSON ``null`` is a value (NULL_VALUE) rather than "field not set".
+_NULL_IS_VALUE = frozenset({"google.protobuf.Value"})
+_WELL_KNOWN = "google.protobuf."
 
 
 @dataclass(frozen=True)
@@ -49,19 +63,15 @@ def load_pipeline(path: str | Path, pipeline_name: str | None = None) -> LoadedP
     if file.suffix in (".yaml", ".yml", ".json"):
         if pipeline_name:
             raise UserError(f"{file}: --pipeline picks a function in a .py file; a compiled IR file holds one pipeline")
+        if file.stat().st_size > MAX_TEXT_CHARS * 4:  # the text limit, in the largest UTF-8 encoding
+            raise UserError(f"{file}: larger than {MAX_TEXT_CHARS // (1024 * 1024)} MiB")
         return load_ir_text(file.read_text(encoding="utf-8", errors="replace"), str(file))
     raise UserError(f"{file}: expected a .py file with a @dsl.pipeline or a compiled IR .yaml")
 
 
 def load_ir_text(text: str, source: str) -> LoadedPipeline:
     """Parse IR YAML (one or two documents) and validate it."""
-    try:
-        documents = [doc for doc in yaml.load_all(text, Loader=_SAFE_LOADER) if doc is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UserError(f"{where}: malformed YAML: {problem}") from None
+    documents = [doc for doc in load_yaml_documents(text, source) if doc is not None]
     if not documents:
         raise UserError(f"{source}: empty file, expected a KFP pipeline spec")
     spec = documents[0]
@@ -75,10 +85,143 @@ def load_ir_text(text: str, source: str) -> LoadedPipeline:
         # A PipelineJob wrapper (as the KFP API and Vertex write it).
         platform = platform or spec.get("platformSpec")
         spec = spec["pipelineSpec"]
+    if isinstance(spec, dict):
+        spec = _shaped(spec, pipeline_spec_pb2().PipelineSpec.DESCRIPTOR, source)
+        _check_deployment(spec, source)
+        _check_names(spec, source)
     validate_pipeline_spec(spec, source)
     if platform is not None:
+        if not isinstance(platform, dict):
+            raise UserError(f"{source}: the platform spec is not a mapping")
+        platform = _shaped_platform(platform, source)
         validate_platform_spec(platform, spec, source)
     return LoadedPipeline(spec=spec, platform_spec=platform, source=source)
+
+
+def _shaped(value: dict[str, Any], descriptor: Any, source: str = "", path: str = "") -> dict[str, Any]:
+    """``value`` shaped as protobuf reads it from JSON (a copy): ``null`` fields dropped, containers checked.
+
+    ``components: null`` is an empty map to the KFP backend; left in, every ``.get(..., {})``
+    downstream would meet None. Protobuf's Python parser also lets ``dag: []`` pass as an empty
+    message, so a message, map or list field holding the wrong kind of container is refused here.
+    Nulls inside google.protobuf.Value/Struct are values and stay.
+    """
+    if descriptor.full_name.startswith(_WELL_KNOWN):
+        return value
+    fields = {**descriptor.fields_by_name, **{f.json_name: f for f in descriptor.fields}}
+    kept: dict[str, Any] = {}
+    for key, child in value.items():
+        field = fields.get(key)
+        message = field.message_type if field is not None else None
+        if child is None and field is not None and (message is None or message.full_name not in _NULL_IS_VALUE):
+            continue
+        where = f"{path}.{key}" if path else str(key)
+        if message is not None and message.GetOptions().map_entry:
+            entry = message.fields_by_name["value"].message_type
+            child = {k: _message(v, entry, source, f"{where}[{k}]") if entry else v
+                     for k, v in _container(child, dict, source, where).items()}
+        elif message is not None and _repeated(field):
+            child = [_message(v, message, source, f"{where}[{i}]")
+                     for i, v in enumerate(_container(child, list, source, where))]
+        elif message is not None:
+            child = _message(child, message, source, where)
+        kept[key] = child
+    return kept
+
+
+def _repeated(field: Any) -> bool:
+    """protobuf ≥ 6 says ``is_repeated``; older ones only have ``label`` (deprecated since)."""
+    flag = getattr(field, "is_repeated", None)
+    return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
+
+
+def _message(value: Any, descriptor: Any, source: str, where: str) -> Any:
+    if descriptor.full_name.startswith(_WELL_KNOWN):  # JSON forms of their own ("0s", "2024-01-01T00:00:00Z"…)
+        return value
+    return _shaped(_container(value, dict, source, where), descriptor, source, where)
+
+
+def _container(value: Any, kind: type, source: str, where: str) -> Any:
+    if not isinstance(value, kind):
+        expected = "a mapping" if kind is dict else "a list"
+        raise UserError(f"{source}: {where}: expected {expected}, got {type(value).__name__} {json.dumps(value)[:40]}")
+    return value
+
+
+def _check_deployment(spec: dict[str, Any], source: str) -> None:
+    """deploymentSpec is a Struct in PipelineSpec; the KFP driver reads it as a PipelineDeploymentConfig, so must we."""
+    deployment = spec.get("deploymentSpec")
+    if deployment is None:
+        return
+    pb = pipeline_spec_pb2()
+    if not isinstance(deployment, dict):
+        raise UserError(f"{source}: deploymentSpec: expected a mapping with executors")
+    deployment = _shaped(deployment, pb.PipelineDeploymentConfig.DESCRIPTOR, source, "deploymentSpec")
+    try:
+        json_format.ParseDict(deployment, pb.PipelineDeploymentConfig())
+    except json_format.ParseError as exc:
+        problem = str(exc).splitlines()[0]
+        raise UserError(f"{source}: invalid deploymentSpec: {problem}") from None
+    spec["deploymentSpec"] = deployment
+
+
+def _shaped_platform(platform: dict[str, Any], source: str) -> dict[str, Any]:
+    """The platform spec with protobuf's unset nulls dropped, executors read as KubernetesExecutorConfig."""
+    pb = pipeline_spec_pb2()
+    cleaned = _shaped(platform, pb.PlatformSpec.DESCRIPTOR, source, "platform spec")
+    kubernetes = (cleaned.get("platforms") or {}).get("kubernetes")
+    if isinstance(kubernetes, dict):
+        deployment = kubernetes.get("deploymentSpec")
+        executors = deployment.get("executors") if isinstance(deployment, dict) else None
+        if isinstance(executors, dict):
+            config = kubernetes_executor_config_pb2().KubernetesExecutorConfig.DESCRIPTOR
+            deployment["executors"] = {
+                label: _message(value, config, source, f"platform spec executors[{label}]")
+                for label, value in executors.items()
+            }
+    return cleaned
+
+
+def _check_names(spec: dict[str, Any], source: str) -> None:
+    """Refuse absurdly long names before they reach file names, database columns or log lines."""
+    info = spec.get("pipelineInfo")
+    name = info.get("name") if isinstance(info, dict) else None
+    if isinstance(name, str) and len(name) > MAX_PIPELINE_NAME:
+        raise UserError(f"{source}: pipelineInfo.name is longer than {MAX_PIPELINE_NAME} characters: {name[:40]!r}...")
+    for where, names in _named_maps(spec):
+        for key in names:
+            if not key:
+                raise UserError(f"{source}: {where}: an empty name")
+            if len(key) > MAX_NAME:
+                raise UserError(f"{source}: {where}: name longer than {MAX_NAME} characters: {key[:40]!r}...")
+
+
+def _named_maps(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, map) for every map of the IR whose keys are names: components, executors, tasks, inputs, outputs."""
+    def maps(owner: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        if not isinstance(owner, dict):
+            return
+        for part in ("inputDefinitions", "outputDefinitions"):
+            definitions = owner.get(part)
+            for kind in ("parameters", "artifacts"):
+                named = definitions.get(kind) if isinstance(definitions, dict) else None
+                if isinstance(named, dict):
+                    yield f"{where}.{part}.{kind}", named
+        dag = owner.get("dag")
+        tasks = dag.get("tasks") if isinstance(dag, dict) else None
+        if isinstance(tasks, dict):
+            yield f"{where}.dag.tasks", tasks
+
+    components = spec.get("components")
+    if isinstance(components, dict):
+        yield "components", components
+        for name, component in components.items():
+            yield from maps(component, f"components.{name[:40]}")
+    deployment = spec.get("deploymentSpec")
+    executors = deployment.get("executors") if isinstance(deployment, dict) else None
+    if isinstance(executors, dict):
+        yield "deploymentSpec.executors", executors
+    yield from maps(spec.get("root"), "root")
 
 
 def _import_module(file: Path) -> Any:

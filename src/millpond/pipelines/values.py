@@ -3,6 +3,9 @@
 KFP's IR types every parameter (NUMBER_INTEGER, NUMBER_DOUBLE, STRING, BOOLEAN, LIST,
 STRUCT, TASK_FINAL_STATUS); users hand values in as command-line text or JSON, and
 container components hand them back as the text of an output file.
+
+Integers are 64-bit, as the IR's integer fields and the KFP backend (Go ``int64``) hold them;
+doubles are finite; JSON values obey ``millpond.documents``' limits (depth, size, no NUL).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import math
 from typing import Any
 
+from millpond.documents import INT64_MAX, INT64_MIN, DocumentError, check_value, load_json
 from millpond.errors import UserError
 
 PARAMETER_TYPES = ("NUMBER_INTEGER", "NUMBER_DOUBLE", "STRING", "BOOLEAN", "LIST", "STRUCT", "TASK_FINAL_STATUS")
@@ -41,13 +45,13 @@ def parse_text(text: str, parameter_type: str, where: str) -> Any:
         return text
     if parameter_type == "NUMBER_INTEGER":
         try:
-            return int(text.strip())
+            return _int64(int(text.strip()), where)
         except ValueError:
-            raise _bad(where, parameter_type, shown) from None
+            raise _bad(where, parameter_type, shown[:60]) from None
     if parameter_type == "NUMBER_DOUBLE":
         try:
             value = float(text.strip())
-        except ValueError:
+        except (ValueError, OverflowError):
             raise _bad(where, parameter_type, shown) from None
         if not math.isfinite(value):
             raise _bad(where, parameter_type, shown)
@@ -61,15 +65,17 @@ def parse_text(text: str, parameter_type: str, where: str) -> Any:
         raise _bad(where, parameter_type, shown)
     if parameter_type in ("LIST", "STRUCT", "TASK_FINAL_STATUS"):
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{where}: expected {describe_type(parameter_type)}, got invalid JSON ({exc.msg})") from None
+            value = load_json(text, where)
+        except DocumentError as exc:
+            problem = str(exc).removeprefix(where).lstrip(":0123456789 ")
+            raise UserError(f"{where}: expected {describe_type(parameter_type)}, got invalid JSON ({problem})") from None
         return check_json(value, parameter_type, where)
     raise UserError(f"{where}: unknown parameter type {parameter_type!r}")
 
 
 def check_json(value: Any, parameter_type: str, where: str) -> Any:
-    """Check a JSON value (from a params file or the IR) against its type; ints widen to doubles."""
+    """Check a JSON value (from a params file, an API body or the IR) against its type; ints widen to doubles."""
+    check_value(value, where)
     shown = f"{json.dumps(value)[:60]} ({type(value).__name__})"
     if parameter_type == "STRING":
         if isinstance(value, str):
@@ -79,13 +85,13 @@ def check_json(value: Any, parameter_type: str, where: str) -> Any:
         if isinstance(value, bool):
             raise _bad(where, parameter_type, shown)
         if isinstance(value, int):
-            return value
+            return _int64(value, where)
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            return _int64(int(value), where)
         raise _bad(where, parameter_type, shown)
     if parameter_type == "NUMBER_DOUBLE":
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            return float(value)  # finite: check_value refused NaN, Infinity and ints beyond 64 bits
         raise _bad(where, parameter_type, shown)
     if parameter_type == "BOOLEAN":
         if isinstance(value, bool):
@@ -100,6 +106,12 @@ def check_json(value: Any, parameter_type: str, where: str) -> Any:
             return value
         raise _bad(where, parameter_type, shown)
     raise UserError(f"{where}: unknown parameter type {parameter_type!r}")
+
+
+def _int64(value: int, where: str) -> int:
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise UserError(f"{where}: integer {str(value)[:20]}… does not fit in 64 bits (the IR's int64)")
+    return value
 
 
 def coerce(value: Any, parameter_type: str) -> Any:
@@ -124,7 +136,7 @@ def from_output_file(text: str, parameter_type: str, where: str) -> Any:
     if parameter_type == "STRING":
         return text
     if parameter_type in ("LIST", "STRUCT", "TASK_FINAL_STATUS"):
-        return check_json(json.loads(text), parameter_type, where)
+        return check_json(load_json(text, where), parameter_type, where)
     return parse_text(text, parameter_type, where)
 
 

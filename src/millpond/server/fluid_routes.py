@@ -15,7 +15,6 @@ through the same store and the same checks:
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -26,6 +25,7 @@ from millpond.datasets.cleanup import dataset_deleted
 from millpond.datasets.kinds import GROUP, KINDS, KindInfo, kind_info
 from millpond.datasets.manifests import _parse, check_document, missing_dataset_notes
 from millpond.datasets.status import resource_status
+from millpond.documents import load_json
 from millpond.errors import UserError
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
@@ -118,8 +118,12 @@ def _configs(request: Request, kind: str) -> list[dict[str, Any]]:
 async def apply_manifests(request: Request) -> dict[str, Any]:
     """Create or update Fluid objects, all or none; data operations applied start in the background."""
     raw = await request.body()
-    documents = _documents(raw, request.headers.get("content-type", ""))
-    return await run_in_threadpool(_apply, request, documents)
+    # Parsing too runs off the event loop: a large or hostile body must not stall other requests.
+    return await run_in_threadpool(_parse_and_apply, request, raw, request.headers.get("content-type", ""))
+
+
+def _parse_and_apply(request: Request, raw: bytes, content_type: str) -> dict[str, Any]:
+    return _apply(request, _documents(raw, content_type))
 
 
 def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
@@ -131,12 +135,12 @@ def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
         raise ApiError(400, f"{_SOURCE}: not UTF-8 text") from None
     if media == "application/json":
         try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise ApiError(400, f"{_SOURCE}: malformed JSON: {exc}") from None
-        if isinstance(value, str):
-            value = _parse(value, _SOURCE)
-        elif not isinstance(value, list):
+            value = load_json(text, _SOURCE)
+            if isinstance(value, str):
+                value = _parse(value, _SOURCE)
+        except UserError as exc:
+            raise ApiError(400, _one_line(str(exc))) from None
+        if not isinstance(value, list):
             value = [value]
     elif media not in _YAML_TYPES:
         raise ApiError(415, f"{_SOURCE}: send manifests as application/json or application/yaml, not {media}")

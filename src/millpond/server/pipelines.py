@@ -102,13 +102,15 @@ def resolve_version(server: ServerState, pipeline_id: str | None, version_id: st
 
 # --- uploads (multipart, what kfp.Client uses) ---------------------------------------------
 
+# Uploads are plain ``def`` routes: FastAPI runs them in its threadpool, so parsing a large or
+# hostile document never stalls the event loop (and with it every other request).
 @router.post("/pipelines/upload", tags=["PipelineUploadService"])
-async def upload_pipeline(
+def upload_pipeline(
     request: Request, uploadfile: UploadFile, name: str | None = None, display_name: str | None = None,
     description: str | None = None, namespace: str | None = None, tags: str | None = None,
 ) -> dict[str, Any]:
     """Create a pipeline and its first version (named as the pipeline) from an uploaded package."""
-    data = await _read(uploadfile)
+    data = _read(uploadfile)
     spec, platform = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
     first = VersionDraft(name, display_name or name, description, spec, platform)
@@ -116,13 +118,13 @@ async def upload_pipeline(
 
 
 @router.post("/pipelines/upload_version", tags=["PipelineUploadService"])
-async def upload_pipeline_version(
+def upload_pipeline_version(
     request: Request, uploadfile: UploadFile, pipelineid: str | None = None, name: str | None = None,
     display_name: str | None = None, description: str | None = None, tags: str | None = None,
 ) -> dict[str, Any]:
     if not pipelineid:
         raise ApiError(400, "pipelineid is required: the id of the pipeline to add a version to")
-    data = await _read(uploadfile)
+    data = _read(uploadfile)
     spec, platform = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
     draft = VersionDraft(name, display_name or name, description, spec, platform)
@@ -231,8 +233,8 @@ def _name(name: str | None, display_name: str | None, filename: str | None) -> s
     return chosen
 
 
-async def _read(upload: UploadFile) -> bytes:
-    data = await upload.read(MAX_PACKAGE_BYTES + 1)
+def _read(upload: UploadFile) -> bytes:
+    data = upload.file.read(MAX_PACKAGE_BYTES + 1)
     if len(data) > MAX_PACKAGE_BYTES:
         raise ApiError(400, f"uploadfile is over {MAX_PACKAGE_BYTES // (1024 * 1024)} MiB")
     if not data.strip():
@@ -289,7 +291,10 @@ def _version_document(body: PipelineVersionBody) -> tuple[dict[str, Any], dict[s
     url = body.package_url.pipeline_url if body.package_url else None
     if not url:
         raise ApiError(400, "a pipeline version needs package_url.pipeline_url or pipeline_spec")
-    parsed = urllib.parse.urlparse(url)
+    try:
+        parsed = urllib.parse.urlparse(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL"
+        raise ApiError(400, f"package_url {url!r} is not a valid URL ({exc})") from None
     try:
         if parsed.scheme in ("http", "https"):
             with urllib.request.urlopen(url, timeout=30) as response:
