@@ -6,13 +6,18 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from millpond.cli.main import main
+# No test may touch the user's own ~/.millpond: a test without the ``home`` fixture (or a process it
+# starts) gets this session's scratch home instead. Set before millpond reads its settings.
+os.environ["MILLPOND_HOME"] = tempfile.mkdtemp(prefix="millpond-test-home-")
+
+from millpond.cli.main import main  # noqa: E402 - after the scratch home is in place
 
 pytest_plugins = ["tests.s3_server"]  # the session's one SeaweedFS server (s3_server fixture)
 

@@ -193,6 +193,22 @@ def test_bad_requests_answer_400(server: Served, client: Any) -> None:
     assert status == 400
 
 
+def test_framework_errors_answer_in_kfps_shape(server: Served) -> None:
+    """A body that is not JSON, an unknown route, a wrong method: KFP's {error, code, message}, never FastAPI's {detail}."""
+    request = urllib.request.Request(f"{server.url}/apis/v2beta1/runs", data=b"{not json", method="POST",
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request)
+        pytest.fail("a malformed body was accepted")
+    except urllib.error.HTTPError as exc:
+        status, body = exc.code, json.loads(exc.read())
+    assert status == 400 and body["code"] == 3 and body["message"] and "detail" not in body, body
+    status, body = _request(f"{server.url}/apis/v2beta1/no-such-route")
+    assert status == 404 and body["code"] == 5 and "detail" not in body, body
+    status, body = _request(f"{server.url}/apis/v2beta1/healthz", "DELETE")
+    assert status == 405 and body["message"] and "detail" not in body, body
+
+
 def test_token_is_required_when_set(home: Path) -> None:
     served = Served("s3cret")
     try:

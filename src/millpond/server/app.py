@@ -14,6 +14,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
 
 from millpond.errors import MillpondError, http_status_of
 from millpond.server import experiments, fluid_routes, pipelines, recurring, runs, ui_routes
@@ -53,6 +54,11 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     @app.exception_handler(MillpondError)
     async def millpond_error(request: Request, exc: MillpondError) -> Response:
         return error_response(http_status_of(exc), str(exc))  # errors.py's one table: 400, 404, 409, 503…
+
+    @app.exception_handler(HTTPException)
+    async def framework_error(request: Request, exc: HTTPException) -> Response:
+        """What the framework refuses itself (a body that is not JSON, no such route, a wrong method), in KFP's shape."""
+        return error_response(exc.status_code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
