@@ -53,7 +53,9 @@ json_scalars = st.one_of(
 )
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=12), children, max_size=4)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
     max_leaves=12,
 )
 hostile_values = st.one_of(
@@ -76,7 +78,10 @@ def _slots(doc: Any) -> list[tuple[Any, Any]]:
 
 
 def _fresh(draw: st.DrawFn, strategy: st.SearchStrategy[Any]) -> Any:
-    """A drawn value copied: ``sampled_from`` hands out the same list each time, and edits must not leak between examples."""
+    """A drawn value copied.
+
+    ``sampled_from`` hands out the same list each time, and edits must not leak between examples.
+    """
     return copy.deepcopy(draw(strategy))
 
 

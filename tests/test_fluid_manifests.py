@@ -34,7 +34,8 @@ CORPUS_OUTCOMES = {
     "docs_en_samples_accelerate_s3_minio_9.yaml": "applied",
     "docs_en_samples_alluxio_s3_high_concurrency_10.yaml": "applied",
     "docs_en_samples_alluxio_s3_high_concurrency_11.yaml":
-        "Dataset my-s3: spec.mounts[0].mountPoint: \"s3://<bucket-name>/<path-to-data>/\" holds an unfilled template placeholder <bucket-name>",
+        "Dataset my-s3: spec.mounts[0].mountPoint: \"s3://<bucket-name>/<path-to-data>/\" "
+        "holds an unfilled template placeholder <bucket-name>",
     "docs_en_samples_api_proxy_12.yaml": "applied",
     "docs_en_samples_arm64_13.yaml": "applied",
     "docs_en_samples_arm64_14.yaml": "applied",
@@ -61,7 +62,8 @@ CORPUS_OUTCOMES = {
     "docs_en_samples_juicefs_runtime_38.yaml": "applied",
     "docs_en_samples_knative_39.yaml": "applied",
     "docs_en_samples_machinelearning_41.yaml":
-        'Dataset imagenet: spec.mounts[0].mountPoint: "oss://<OSS_BUCKET>/<OSS_DIRECTORY>/" holds an unfilled template placeholder',
+        'Dataset imagenet: spec.mounts[0].mountPoint: "oss://<OSS_BUCKET>/<OSS_DIRECTORY>/" '
+        "holds an unfilled template placeholder",
     "docs_en_samples_nonroot_access_42.yaml": "applied",
     # encryptOptions written inside options (a documentation slip): options hold strings only.
     "docs_en_samples_s3_configuration_43.yaml":
@@ -206,7 +208,10 @@ def test_every_corpus_manifest_is_applied_or_refused_in_one_line(cli, home: Path
 def test_corpus_manifest_without_its_secret_is_refused(cli) -> None:
     result = cli("apply", "-f", CORPUS / "docs_en_samples_arm64_13.yaml")
     line = error_line(result)
-    assert 'Dataset jfsdemo: spec.mounts[0].encryptOptions[0].valueFrom.secretKeyRef.name: secret "jfs-secret" not found' in line
+    assert (
+        'Dataset jfsdemo: spec.mounts[0].encryptOptions[0].valueFrom.secretKeyRef.name: secret "jfs-secret" not found'
+        in line
+    )
     assert stored(cli, "dataset") == []
 
 
@@ -222,30 +227,45 @@ BAD_DOCUMENTS = {
     "quota not a quantity": (runtime("bad", quota="lots"),
                              'spec.tieredstore.levels[0].quota: "lots" is not a quantity'),
     "quota not a size": (runtime("bad", quota="-1Gi"), "spec.tieredstore.levels[0].quota: '-1Gi' is not a size"),
-    "unknown medium": (runtime("bad", medium="RAM"), 'spec.tieredstore.levels[0].mediumtype: "RAM" is not one of "MEM"'),
-    "relative tier path": (runtime("bad", path="cache"), 'spec.tieredstore.levels[0].path: "cache": the path must be absolute'),
+    "unknown medium": (runtime("bad", medium="RAM"),
+                       'spec.tieredstore.levels[0].mediumtype: "RAM" is not one of "MEM"'),
+    "relative tier path": (runtime("bad", path="cache"),
+                           'spec.tieredstore.levels[0].path: "cache": the path must be absolute'),
     "watermark above 1": (runtime("bad", high="1.5"), 'spec.tieredstore.levels[0].high: "1.5" is outside 0-1'),
     "watermark not a number": (runtime("bad", low="lots"), 'spec.tieredstore.levels[0].low: "lots" is not a number'),
-    "low above high": (runtime("bad", high="0.5", low="0.9"), 'spec.tieredstore.levels[0].low: "0.9" is above high "0.5"'),
+    "low above high": (runtime("bad", high="0.5", low="0.9"),
+                       'spec.tieredstore.levels[0].low: "0.9" is above high "0.5"'),
     "unknown mount scheme": (dataset("foo://bucket/data"), 'spec.mounts[0].mountPoint: unknown scheme "foo"'),
     "bad bucket name": (dataset("s3://My_Bucket/data"), '"My_Bucket" is not a valid bucket name'),
-    "relative local path": (dataset("local://data/x"), 'spec.mounts[0].mountPoint: "local://data/x": the path must be absolute'),
-    "mount point escaping": (dataset("local:///data/../../etc"), "spec.mounts[0].mountPoint: \"local:///data/../../etc\": '..' climbs above"),
+    "relative local path": (dataset("local://data/x"),
+                            'spec.mounts[0].mountPoint: "local://data/x": the path must be absolute'),
+    "mount point escaping": (dataset("local:///data/../../etc"),
+                             "spec.mounts[0].mountPoint: \"local:///data/../../etc\": '..' climbs above"),
     "dataset path escaping": (dataset("https://example.org/x", "path: ../../etc\n"),
                               "spec.mounts[0].path: \"../../etc\": '..' climbs out of the dataset"),
-    "target escaping": (dataload("target:\n  - path: /data/../../etc\n"), "DataLoad bad: spec.target[0].path: \"/data/../../etc\": '..' climbs above /"),
-    "relative target": (dataload("target:\n  - path: data\n"), 'spec.target[0].path: "data": the path must be absolute'),
-    "bad schedule": (dataload("policy: Cron\nschedule: \"61 * * * *\"\n"), 'spec.schedule: "61 * * * *" is not a cron schedule'),
+    "target escaping": (dataload("target:\n  - path: /data/../../etc\n"),
+                        "DataLoad bad: spec.target[0].path: \"/data/../../etc\": '..' climbs above /"),
+    "relative target": (dataload("target:\n  - path: data\n"),
+                        'spec.target[0].path: "data": the path must be absolute'),
+    "bad schedule": (dataload("policy: Cron\nschedule: \"61 * * * *\"\n"),
+                     'spec.schedule: "61 * * * *" is not a cron schedule'),
     "schedule without Cron": (dataload("schedule: \"0 * * * *\"\n"), "spec.schedule: only used with policy: Cron"),
-    "template placeholder": (dataset("https://example.org/x", "options:\n  endpoint: \"http://{{ .Values.host }}:9000\"\n"),
-                             "spec.mounts[0].options.endpoint: \"http://{{ .Values.host }}:9000\" holds an unfilled template placeholder {{ .Values.host }}"),
-    "angle placeholder": (dataset("s3://<bucket-name>/data"), "spec.mounts[0].mountPoint: \"s3://<bucket-name>/data\" holds an unfilled template placeholder <bucket-name>"),
+    "template placeholder": (dataset("https://example.org/x",
+                                     "options:\n  endpoint: \"http://{{ .Values.host }}:9000\"\n"),
+                             "spec.mounts[0].options.endpoint: \"http://{{ .Values.host }}:9000\" "
+                             "holds an unfilled template placeholder {{ .Values.host }}"),
+    "angle placeholder": (dataset("s3://<bucket-name>/data"),
+                          "spec.mounts[0].mountPoint: \"s3://<bucket-name>/data\" "
+                          "holds an unfilled template placeholder <bucket-name>"),
     "missing secret": (with_secret("nosuch", "aws.secretKey"),
                        'spec.mounts[0].encryptOptions[0].valueFrom.secretKeyRef.name: secret "nosuch" not found'),
     "missing secret key": (with_secret("mysecret", "missing"),
-                           'spec.mounts[0].encryptOptions[0].valueFrom.secretKeyRef.key: secret "mysecret" has no key "missing"'),
-    "invalid name": (GOOD_DATASET.replace("name: good", "name: Bad_Name"), "Dataset Bad_Name: metadata.name: invalid Dataset name"),
-    "unknown metadata": (GOOD_DATASET.replace("  name: good", "  name: bad\n  lables: {a: b}"), 'unknown field "metadata.lables"'),
+                           'spec.mounts[0].encryptOptions[0].valueFrom.secretKeyRef.key: '
+                           'secret "mysecret" has no key "missing"'),
+    "invalid name": (GOOD_DATASET.replace("name: good", "name: Bad_Name"),
+                     "Dataset Bad_Name: metadata.name: invalid Dataset name"),
+    "unknown metadata": (GOOD_DATASET.replace("  name: good", "  name: bad\n  lables: {a: b}"),
+                         'unknown field "metadata.lables"'),
     "cluster-only kind": ("apiVersion: data.fluid.io/v1alpha1\nkind: CacheRuntimeClass\nmetadata:\n  name: c\n",
                           "CacheRuntimeClass is a cluster-wide template"),
 }
@@ -288,14 +308,20 @@ def test_apply_get_reapply_change_delete(cli, tmp_path: Path) -> None:
     path = write(tmp_path, GOOD_DATASET + "---\n" + runtime())
     result = cli("apply", "-f", path)
     assert result.code == 0, result.err
-    assert result.out.splitlines() == ["dataset.data.fluid.io/good created", "alluxioruntime.data.fluid.io/good created"]
+    assert result.out.splitlines() == [
+        "dataset.data.fluid.io/good created",
+        "alluxioruntime.data.fluid.io/good created",
+    ]
 
     table = cli("get", "datasets")
     assert table.code == 0, table.err
     header, line = table.out.splitlines()
-    assert header.split("   ")[0:2] == ["NAME", "UFS TOTAL SIZE"] and "CACHED PERCENTAGE" in header and header.endswith("AGE")
+    assert header.split("   ")[0:2] == ["NAME", "UFS TOTAL SIZE"]
+    assert "CACHED PERCENTAGE" in header and header.endswith("AGE")
     assert line.startswith("good") and "[Calculating]" in line
-    assert cli("get", "alluxio").out.splitlines()[0].split() == ["NAME", "MASTER", "PHASE", "WORKER", "PHASE", "FUSE", "PHASE", "AGE"]
+    assert cli("get", "alluxio").out.splitlines()[0].split() == [
+        "NAME", "MASTER", "PHASE", "WORKER", "PHASE", "FUSE", "PHASE", "AGE",
+    ]
 
     one = cli("get", "dataset", "good", "-o", "json").json()
     assert one["apiVersion"] == "data.fluid.io/v1alpha1" and one["kind"] == "Dataset"
@@ -311,7 +337,10 @@ def test_apply_get_reapply_change_delete(cli, tmp_path: Path) -> None:
     assert listing["kind"] == "List" and listing["apiVersion"] == "v1" and listing["items"] == [one]
 
     again = cli("apply", "-f", path)
-    assert again.out.splitlines() == ["dataset.data.fluid.io/good unchanged", "alluxioruntime.data.fluid.io/good unchanged"]
+    assert again.out.splitlines() == [
+        "dataset.data.fluid.io/good unchanged",
+        "alluxioruntime.data.fluid.io/good unchanged",
+    ]
     changed = write(tmp_path, GOOD_DATASET.replace("name: hbase", "name: hbase2"), "changed.yaml")
     assert cli("apply", "-f", changed).out.strip() == "dataset.data.fluid.io/good configured"
     after = cli("get", "dataset", "good", "-o", "json").json()
@@ -360,7 +389,9 @@ def test_get_shows_the_status_the_engine_reports(cli, tmp_path: Path, monkeypatc
         "cacheCapacity": "2.00GiB", "cached": "0.00B", "cachedPercentage": "0.0%"}}
     monkeypatch.setattr(cli_resources, "_status", lambda resource, store: status)
     assert cli("apply", "-f", write(tmp_path, GOOD_DATASET)).code == 0
-    assert cli("get", "dataset").out.splitlines()[1].split() == ["good", "52.18MiB", "0.00B", "2.00GiB", "0.0%", "Bound", "0s"]
+    assert cli("get", "dataset").out.splitlines()[1].split() == [
+        "good", "52.18MiB", "0.00B", "2.00GiB", "0.0%", "Bound", "0s",
+    ]
     assert cli("get", "dataset", "good", "-o", "json").json()["status"] == status
 
 
@@ -429,7 +460,9 @@ def test_fsspec_protocol_without_its_package_names_the_package(monkeypatch: pyte
 
     monkeypatch.setitem(known_implementations, "zzfs", {"class": "zzfs_not_installed.ZZFileSystem",
                                                         "err": "Install zzfs_not_installed to access ZZ"})
-    with pytest.raises(UserError, match=r'scheme "zzfs" needs a package that is not installed: .*pip install zzfs_not_installed'):
+    with pytest.raises(
+        UserError, match=r'scheme "zzfs" needs a package that is not installed: .*pip install zzfs_not_installed'
+    ):
         parse_mount_point("zzfs://bucket/x", "here")
 
 

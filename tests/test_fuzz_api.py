@@ -40,10 +40,12 @@ UPLOAD_TEXTS = [pipeline(), json.dumps(SPEC), pipeline() + "---\n" + yaml.safe_d
 # Datasets and runtimes only: an applied data operation would start work in the background.
 MANIFEST_TEXTS = [path.read_text() for path in sorted((SEEDS / "fluid").glob("*.yaml"))]
 MANIFESTS = [doc for text in MANIFEST_TEXTS for doc in yaml.safe_load_all(text)
-             if isinstance(doc, dict) and (doc.get("kind") == "Dataset" or str(doc.get("kind", "")).endswith("Runtime"))]
+             if isinstance(doc, dict)
+             and (doc.get("kind") == "Dataset" or str(doc.get("kind", "")).endswith("Runtime"))]
 
 SAFE_TEXTS = [text for text in MANIFEST_TEXTS
-              if all(isinstance(doc, dict) and (doc.get("kind") == "Dataset" or str(doc.get("kind")).endswith("Runtime"))
+              if all(isinstance(doc, dict)
+                     and (doc.get("kind") == "Dataset" or str(doc.get("kind")).endswith("Runtime"))
                      for doc in yaml.safe_load_all(text) if doc is not None)]
 
 

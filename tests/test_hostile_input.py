@@ -158,7 +158,8 @@ def test_run_refuses_a_hostile_params_file(tmp_path: Path, params: str, fragment
 DATASET = "apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata:\n  name: hostile\nspec:\n  mounts:\n"
 HOSTILE_MANIFESTS = [
     ("brackets-200000", DATASET + "  - mountPoint: " + DEEP_200K + "\n", "nested deeper than 100 levels"),
-    ("laughs-8", DATASET + "  - mountPoint: s3://b/\n    options: {x: " + laughs(8) + "}\n", "aliases counted as expanded"),
+    ("laughs-8", DATASET + "  - mountPoint: s3://b/\n    options: {x: " + laughs(8) + "}\n",
+     "aliases counted as expanded"),
     ("nul", DATASET.replace("  name: hostile\n", '  name: hostile\n  annotations: {note: "a\\0b"}\n')
      + "  - mountPoint: s3://bucket/\n", "NUL character"),
     # refused by the schema before the fix too; kept so that stays true
@@ -188,7 +189,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def request(server: Served, path: str, body: bytes, content_type: str) -> tuple[int, dict[str, Any]]:
-    call = urllib.request.Request(f"{server.url}{path}", data=body, method="POST", headers={"Content-Type": content_type})
+    call = urllib.request.Request(
+        f"{server.url}{path}", data=body, method="POST", headers={"Content-Type": content_type}
+    )
     try:
         with urllib.request.urlopen(call, timeout=300) as response:
             return response.status, json.loads(response.read())
@@ -203,9 +206,15 @@ def message(answer: dict[str, Any]) -> str:
 
 def upload(server: Served, text: str, name: str) -> tuple[int, dict[str, Any]]:
     boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"uploadfile\"; filename=\"{name}.yaml\"\r\n"
-            f"Content-Type: application/octet-stream\r\n\r\n").encode() + text.encode() + f"\r\n--{boundary}--\r\n".encode()
-    return request(server, f"/apis/v2beta1/pipelines/upload?name={name}", body, f"multipart/form-data; boundary={boundary}")
+    body = (
+        (f"--{boundary}\r\nContent-Disposition: form-data; name=\"uploadfile\"; filename=\"{name}.yaml\"\r\n"
+         f"Content-Type: application/octet-stream\r\n\r\n").encode()
+        + text.encode()
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return request(
+        server, f"/apis/v2beta1/pipelines/upload?name={name}", body, f"multipart/form-data; boundary={boundary}"
+    )
 
 
 def alive(server: Served) -> bool:

@@ -194,7 +194,10 @@ def test_bad_requests_answer_400(server: Served, client: Any) -> None:
 
 
 def test_framework_errors_answer_in_kfps_shape(server: Served) -> None:
-    """A body that is not JSON, an unknown route, a wrong method: KFP's {error, code, message}, never FastAPI's {detail}."""
+    """A body that is not JSON, an unknown route, a wrong method.
+
+    Each answers in KFP's {error, code, message}, never FastAPI's {detail}.
+    """
     request = urllib.request.Request(f"{server.url}/apis/v2beta1/runs", data=b"{not json", method="POST",
                                      headers={"Content-Type": "application/json"})
     try:

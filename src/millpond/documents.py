@@ -218,7 +218,9 @@ def _check_events(text: str, source: str) -> None:
                 sizes[anchor] = total - opened + 1
                 open_anchors.discard(anchor)
         if total > MAX_NODES:
-            raise DocumentError(f"{_where(source, event)}: more than {MAX_NODES:,} values (aliases counted as expanded)")
+            raise DocumentError(
+                f"{_where(source, event)}: more than {MAX_NODES:,} values (aliases counted as expanded)"
+            )
 
 
 def _where(source: str, event: yaml.Event) -> str:

@@ -33,7 +33,10 @@ _USER_METADATA = ("name", "namespace", "labels", "annotations")
 
 @dataclass
 class Manifest:
-    """One checked document: ``body`` holds apiVersion, kind, metadata (name, namespace, labels, annotations) and spec."""
+    """One checked document.
+
+    ``body`` holds apiVersion, kind, metadata (name, namespace, labels, annotations) and spec.
+    """
 
     source: str
     document: int
@@ -84,7 +87,8 @@ def read_documents(paths: list[str], stdin: TextIO | None = None) -> list[tuple[
             sources = []
             for file in _files(path_text):
                 try:
-                    sources.append((str(file) if file != Path(path_text) else path_text, file.read_text(encoding="utf-8")))
+                    name = str(file) if file != Path(path_text) else path_text
+                    sources.append((name, file.read_text(encoding="utf-8")))
                 except UnicodeDecodeError:
                     raise UserError(f"{file}: not UTF-8 text") from None
         for source, text in sources:

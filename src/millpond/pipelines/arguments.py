@@ -69,7 +69,10 @@ def bind_arguments(
             raise UserError(f"missing required parameter {name!r} ({kind}); pass -p {name}=VALUE")
     for name, definition in artifact_inputs.items():
         if not definition.get("isOptional"):
-            raise UserError(f"pipeline input artifact {name!r} cannot be passed from the command line; wrap the pipeline or use an importer")
+            raise UserError(
+                f"pipeline input artifact {name!r} cannot be passed from the command line; "
+                "wrap the pipeline or use an importer"
+            )
     return bound
 
 

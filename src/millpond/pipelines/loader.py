@@ -80,7 +80,10 @@ def load_ir_text(text: str, source: str) -> LoadedPipeline:
         if isinstance(extra, dict) and "platforms" in extra:
             platform = extra
         else:
-            raise UserError(f"{source}: unexpected YAML document after the pipeline spec (expected a platform spec with 'platforms')")
+            raise UserError(
+                f"{source}: unexpected YAML document after the pipeline spec "
+                "(expected a platform spec with 'platforms')"
+            )
     if isinstance(spec, dict) and "pipelineSpec" in spec and "root" not in spec:
         # A PipelineJob wrapper (as the KFP API and Vertex write it).
         platform = platform or spec.get("platformSpec")
@@ -280,7 +283,9 @@ def _load_python(file: Path, pipeline_name: str | None) -> LoadedPipeline:
     elif len(_outermost(pipelines)) == 1:
         chosen = next(iter(_outermost(pipelines).values()))
     elif len(pipelines) > 1:
-        raise UserError(f"{file}: {len(pipelines)} pipelines found ({', '.join(sorted(pipelines))}); pick one with --pipeline NAME")
+        raise UserError(
+            f"{file}: {len(pipelines)} pipelines found ({', '.join(sorted(pipelines))}); pick one with --pipeline NAME"
+        )
     else:
         chosen = next(iter(pipelines.values()))
     with tempfile.TemporaryDirectory(prefix="millpond-compile-") as tmp:

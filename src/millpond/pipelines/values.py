@@ -68,7 +68,9 @@ def parse_text(text: str, parameter_type: str, where: str) -> Any:
             value = load_json(text, where)
         except DocumentError as exc:
             problem = str(exc).removeprefix(where).lstrip(":0123456789 ")
-            raise UserError(f"{where}: expected {describe_type(parameter_type)}, got invalid JSON ({problem})") from None
+            raise UserError(
+                f"{where}: expected {describe_type(parameter_type)}, got invalid JSON ({problem})"
+            ) from None
         return check_json(value, parameter_type, where)
     raise UserError(f"{where}: unknown parameter type {parameter_type!r}")
 

@@ -57,7 +57,10 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
 
     @app.exception_handler(HTTPException)
     async def framework_error(request: Request, exc: HTTPException) -> Response:
-        """What the framework refuses itself (a body that is not JSON, no such route, a wrong method), in KFP's shape."""
+        """What the framework refuses itself, in KFP's shape.
+
+        That is a body that is not JSON, no such route, or a wrong method.
+        """
         return error_response(exc.status_code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)

@@ -189,7 +189,9 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
 
 
 @router.get("/{kind}")
-def list_objects(kind: str, request: Request, namespace: str = "default", all_namespaces: bool = False) -> dict[str, Any]:
+def list_objects(
+    kind: str, request: Request, namespace: str = "default", all_namespaces: bool = False
+) -> dict[str, Any]:
     """Every object of a Fluid kind (``datasets``, ``alluxioruntimes``, ``dataloads``…), with status."""
     return _objects(request, kind, namespace, all_namespaces)
 

@@ -193,7 +193,9 @@ def delete_pipeline(pipeline_id: str, request: Request, cascade: bool = False) -
     pipeline = store.get_pipeline(pipeline_id)
     versions = store.count_versions(pipeline.id)
     if versions and not cascade:
-        raise ApiError(412, f"pipeline {pipeline.name!r} has {versions} version(s); delete them first or pass cascade=true")
+        raise ApiError(
+            412, f"pipeline {pipeline.name!r} has {versions} version(s); delete them first or pass cascade=true"
+        )
     store.delete_pipeline(pipeline.id)
     return {}
 
@@ -272,7 +274,10 @@ def _unpack(data: bytes, source: str) -> str:
     except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
         raise ApiError(400, f"invalid pipeline package {source}: not a readable archive ({exc})") from None
     if len(members) != 1:
-        raise ApiError(400, f"invalid pipeline package {source}: expected exactly one .yaml or .json file inside, found {len(members)}")
+        raise ApiError(
+            400,
+            f"invalid pipeline package {source}: expected exactly one .yaml or .json file inside, found {len(members)}",
+        )
     try:
         return next(iter(members.values())).decode("utf-8")
     except UnicodeDecodeError:
