@@ -102,7 +102,7 @@ def test_simple_cross_site_bodies_cannot_apply_manifests(server: Served, tmp_pat
         status, answer = call(server.port, "POST", f"{FLUID}/fluid/apply",
                               attack_manifests(name, tmp_path, marker).encode(), headers)
         assert status == 415, (content_type, answer)
-        assert answer["code"] == 2 and "application/json" in answer["message"], answer  # KFP's error shape
+        assert answer["code"] == 3 and "application/json" in answer["message"], answer  # KFP's shape, INVALID_ARGUMENT
         assert not stored(server, "datasets", name) and not stored(server, "dataprocesses", f"{name}-script")
     assert not marker.exists()
     # the same manifests as YAML (which a browser cannot send cross-site without a preflight) still apply

@@ -49,7 +49,7 @@ def validate_pipeline_spec(spec: Any, source: str) -> None:
     if not isinstance(executors, dict):
         raise UserError(f"{source}: deploymentSpec.executors must be a mapping, got {type(executors).__name__}")
     for label, executor_spec in executors.items():
-        _check_executor(label, executor_spec, source)
+        check_executor(label, executor_spec, source)
     root = spec["root"]
     if "dag" not in root:
         raise UserError(f"{source}: root has no dag")
@@ -162,7 +162,7 @@ def find_cycle(dependencies: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def _check_executor(label: str, executor_spec: Any, source: str) -> None:
+def check_executor(label: str, executor_spec: Any, source: str) -> None:
     """What the KFP driver would reject only at run time: a container whose command or args are not lists of strings."""
     if not isinstance(executor_spec, dict):
         raise UserError(

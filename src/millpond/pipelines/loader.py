@@ -26,7 +26,7 @@ from google.protobuf import json_format
 
 from millpond.documents import MAX_TEXT_CHARS, load_yaml_documents
 from millpond.errors import UserError
-from millpond.pipelines.ir import validate_pipeline_spec, validate_platform_spec
+from millpond.pipelines.ir import check_executor, validate_pipeline_spec, validate_platform_spec
 from millpond.pipelines.protos import kubernetes_executor_config_pb2, pipeline_spec_pb2
 
 # The kfp compiler's rule for pipeline names (kfp.dsl.utils.validate_pipeline_name: at most 128).
@@ -159,6 +159,9 @@ def _check_deployment(spec: dict[str, Any], source: str) -> None:
     pb = pipeline_spec_pb2()
     if not isinstance(deployment, dict):
         raise UserError(f"{source}: deploymentSpec: expected a mapping with executors")
+    executors = deployment.get("executors")
+    for label, executor_spec in (executors.items() if isinstance(executors, dict) else ()):
+        check_executor(label, executor_spec, source)  # its plain words, before protobuf's for the same mistakes
     deployment = _shaped(deployment, pb.PipelineDeploymentConfig.DESCRIPTOR, source, "deploymentSpec")
     try:
         json_format.ParseDict(deployment, pb.PipelineDeploymentConfig())
