@@ -348,3 +348,25 @@ def test_apply_refuses_a_mount_point_with_a_bracketed_host(tmp_path: Path) -> No
     path = tmp_path / "dataset.yaml"
     path.write_text(DATASET + "  - mountPoint: s3://[nfs-imagenet]/data\n")
     assert_refused(millpond(tmp_path / "home", "apply", "-f", path), "is not a valid URI")
+
+
+@pytest.mark.parametrize("flag", ["--run-name", "--experiment"])
+def test_run_refuses_a_name_longer_than_its_column(tmp_path: Path, flag: str) -> None:
+    """Run and experiment names go into String(255) columns, which PostgreSQL enforces: refuse before anything."""
+    path = tmp_path / "valid.yaml"
+    path.write_text(pipeline())
+    assert_refused(millpond(tmp_path / "home", "run", path, flag, "x" * 300), "longer than 255 characters")
+    assert_no_runs(tmp_path / "home")
+
+
+def test_api_refuses_run_and_experiment_names_longer_than_their_column(server: Served) -> None:
+    body = json.loads(inline_run(base_spec()))
+    body["display_name"] = "r" * 300
+    status, answer = request(server, "/apis/v2beta1/runs", json.dumps(body).encode(), "application/json")
+    assert status == 400 and "longer than 255 characters" in message(answer), answer
+    experiment = json.dumps({"display_name": "e" * 300}).encode()
+    status, answer = request(server, "/apis/v2beta1/experiments", experiment, "application/json")
+    assert status == 400 and "longer than 255 characters" in message(answer), answer
+    experiment = json.dumps({"display_name": "a\u0000b"}).encode()
+    status, answer = request(server, "/apis/v2beta1/experiments", experiment, "application/json")
+    assert status == 400 and "NUL" in message(answer), answer

@@ -67,3 +67,14 @@ def _shown(name: Any) -> str:
     """A name as the error line quotes it: in full up to 80 characters, else its start and its length."""
     text = repr(name)
     return text if len(text) <= 80 else f"{text[:60]}… ({len(str(name))} characters)"
+
+
+MAX_DISPLAY_NAME = 255  # the store's name columns (String(255)); PostgreSQL refuses longer
+
+
+def check_display_name(what: str, name: str) -> None:
+    """A run's or an experiment's name: free text, but it must fit its column and hold no NUL."""
+    if "\x00" in name:
+        raise UserError(f"{what} must not contain a NUL character")
+    if len(name) > MAX_DISPLAY_NAME:
+        raise UserError(f"{what} is longer than {MAX_DISPLAY_NAME} characters: {name[:40]!r}...")

@@ -16,6 +16,7 @@ from millpond.pipelines.arguments import bind_arguments
 from millpond.pipelines.cancellation import CANCELED, CANCELING, record_cancelled
 from millpond.pipelines.engine import Engine, Listener, RunResult
 from millpond.pipelines.loader import LoadedPipeline
+from millpond.pipelines.names import check_display_name
 from millpond.pipelines.platform import missing_configs
 from millpond.runners.base import Runner
 from millpond.runners.processes import is_running, kill_group
@@ -38,6 +39,10 @@ class RunRequest:
 
 def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> RunRecord:
     """Validate everything, then record the run (PENDING). Raises UserError before writing anything."""
+    if request.run_name is not None:
+        check_display_name("the run name", request.run_name)
+    if request.experiment is not None:
+        check_display_name("the experiment name", request.experiment)
     arguments = bind_arguments(request.pipeline.spec, request.texts, request.values, request.params_file)
     root = normalize_root(request.pipeline_root or str(settings.default_pipeline_root))
     missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from millpond.pipelines.names import check_display_name
 from millpond.server.bodies import ExperimentBody
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
@@ -32,6 +33,7 @@ def create_experiment(body: ExperimentBody, request: Request) -> dict[str, Any]:
     name = body.display_name.strip()
     if not name:
         raise ApiError(400, "display_name must not be empty")
+    check_display_name("display_name", name)
     return experiment_view(state_of(request).store.create_experiment(name, body.description or ""))
 
 
