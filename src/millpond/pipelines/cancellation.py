@@ -17,15 +17,21 @@ CANCELING = "CANCELING"
 CANCELED = "CANCELED"
 
 
+def kill_leftover_tasks(store: RunJournal, run_id: str) -> list[str]:
+    """Kill the process group each unfinished task of the run left behind (its engine died); their ids."""
+    unfinished = [task for task in store.list_tasks(run_id) if task.state not in FINAL_STATES]
+    for task in unfinished:
+        kill_group(task.pid, task.pid_start)
+    return [task.id for task in unfinished]
+
+
 def close_tasks(store: RunJournal, run_id: str, reason: str) -> None:
     """Record every task of the run not yet final (in flight, waiting, a loop or sub-DAG) as CANCELED.
 
     A process group such a task left behind (its engine died) is killed first.
     """
-    for task in store.list_tasks(run_id):
-        if task.state not in FINAL_STATES:
-            kill_group(task.pid, task.pid_start)
-            store.finish_task(task.id, state=CANCELED, error=reason)
+    for task_id in kill_leftover_tasks(store, run_id):
+        store.finish_task(task_id, state=CANCELED, error=reason)
 
 
 def record_cancelled(store: RunJournal, run_id: str, reason: str) -> None:

@@ -210,12 +210,8 @@ class Engine:
         wait(list(self._futures))  # the runners saw the cancel flag and stopped the processes
         stopped = [*self._futures.values(), *(node for node, _work, _resources in self._waiting)]
         self._futures.clear()
-        for node, _work, _resources in self._waiting:
-            if node.record_id:
-                self.store.finish_task(node.record_id, state=CANCELED, error=reason)
-            self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self._waiting.clear()
-        close_tasks(self.store, self.run.id, reason)
+        close_tasks(self.store, self.run.id, reason)  # in flight and waiting alike: their rows are not final
         for node in stopped:
             self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
         self.store.update_run(self.run.id, state=state, error=reason, finished_at=utcnow())

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from millpond.errors import MillpondError, UserError
-from millpond.runners.processes import is_running, kill_group, signal_process
+from millpond.pipelines.cancellation import kill_leftover_tasks
+from millpond.runners.processes import is_running, signal_process
 from millpond.settings import Settings
 from millpond.store.artifacts import is_remote
 from millpond.store.journal import FINAL_STATES
@@ -54,10 +55,8 @@ def terminate_run(store: RunStore, run_id: str) -> Run:
     if run.state in FINAL_STATES:
         raise RunStateError(f"run {run.id} is {run.state}: only a PENDING or RUNNING run can be terminated")
     if not signal_process(run.engine_pid, run.engine_start, signal.SIGTERM):
-        for task in store.list_tasks(run.id):
-            if task.state not in FINAL_STATES:
-                kill_group(task.pid, task.pid_start)
-        store.cancel_engineless(run.id, ENGINELESS)
+        kill_leftover_tasks(store, run.id)
+        store.cancel_engineless(run.id, ENGINELESS)  # one transaction: an engine that ended meanwhile wins
     return run
 
 
