@@ -15,6 +15,7 @@ import pytest
 kfp = pytest.importorskip("kfp")
 from kfp import compiler, dsl
 
+from millpond.store.db import HEAD_REVISION
 from tests.server_support import Served, module_home, serving
 from tests.test_server_api import _request
 
@@ -422,5 +423,5 @@ def test_a_home_at_revision_0005_is_upgraded_and_its_files_imported(
     finally:
         served.stop()
     with sqlite3.connect(home / "millpond.db") as db:
-        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [("0006",)]
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD_REVISION,)]
         assert db.execute("SELECT id, recurring_run_id FROM runs").fetchall() == [("r", "from-0005")]

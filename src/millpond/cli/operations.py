@@ -18,6 +18,7 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     from millpond.datasets import operations
+    from millpond.datasets.operations.liveness import observed
     from millpond.store.resources import ResourceStore
 
     for resource in resources:
@@ -42,7 +43,7 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
                     pending.discard(key)
                     print(f"{key[0]} {key[1]}: finished and deleted (ttlSecondsAfterFinished)", file=sys.stderr)
                     continue
-                status = found.status or {}
+                status = observed(store, found)  # a dead process is seen: Failed, or resumed
                 done = status.get("progress") or {}
                 progress.update(tasks[key], phase=status.get("phase", "Pending"), completed=done.get("bytes", 0),
                                 total=done.get("totalBytes"), files=done.get("files", 0))

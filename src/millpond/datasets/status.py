@@ -11,6 +11,7 @@ import datetime as dt
 from typing import Any
 
 from millpond.datasets.config import RUNTIME_KINDS, DatasetConfig, bound_runtime, build_config
+from millpond.datasets.operations.liveness import observed
 from millpond.datasets.quantity import format_bytes, format_percentage
 from millpond.errors import UserError
 from millpond.settings import load_settings
@@ -114,5 +115,6 @@ def resource_status(resource: Resource, store: ResourceStore) -> dict[str, Any]:
         return dataset_status(resource, store)
     if resource.kind in RUNTIME_KINDS:
         return runtime_status(resource, store)
-    # A data operation's status is written by whatever runs it; until then it is Pending.
-    return resource.status or {"phase": "Pending"}
+    # A data operation's status is written by the process that runs it (until then it is Pending),
+    # unless that process died: then it is resumed, or Failed.
+    return observed(store, resource)

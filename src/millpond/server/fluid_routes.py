@@ -15,6 +15,7 @@ through the same store and the same checks:
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,11 +25,13 @@ from millpond.datasets import operations
 from millpond.datasets.cleanup import dataset_deleted
 from millpond.datasets.kinds import GROUP, KINDS, KindInfo, kind_info
 from millpond.datasets.manifests import _parse, check_document, missing_dataset_notes
+from millpond.datasets.operations.liveness import reconcile_all
 from millpond.datasets.status import resource_status
 from millpond.documents import load_json
 from millpond.errors import UserError
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
+from millpond.settings import Settings
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
 
@@ -48,6 +51,16 @@ _APPLY_BODY = {
     },
 }
 _SOURCE = "request body"
+
+
+def check_operations(settings: Settings) -> None:
+    """At server start: every data operation whose process died while nobody looked is resumed or Failed.
+
+    In a background thread, so the API answers at once (a read of one meanwhile checks it too).
+    """
+    threading.Thread(
+        target=reconcile_all, args=(ResourceStore(settings),), daemon=True, name="check-operations"
+    ).start()
 
 
 def _one_line(text: str) -> str:

@@ -145,6 +145,11 @@ class StoredResource(Base):
     status: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # The process running a data operation (pid + start ticks, against pid reuse), and how many
+    # times it was resumed after its process died (0007): see datasets/operations/liveness.py.
+    process_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    process_start: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    process_resumes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class Pipeline(Base):

@@ -25,6 +25,18 @@ if TYPE_CHECKING:
     from millpond.store.models import StoredResource
 
 
+@dataclass(frozen=True)
+class ProcessRecord:
+    """The process running a data operation: pid, start time (clock ticks since boot), resumes so far.
+
+    The start time tells the recorded process from a later one that got the same pid.
+    """
+
+    pid: int
+    start: str
+    resumes: int = 0
+
+
 @dataclass
 class Resource:
     kind: str
@@ -35,6 +47,7 @@ class Resource:
     status: dict[str, Any]
     created_at: dt.datetime
     updated_at: dt.datetime
+    process: ProcessRecord | None = None  # never part of the object shown: see ProcessRecord
 
     def as_object(self, status: dict[str, Any]) -> dict[str, Any]:
         """The object as ``kubectl get -o yaml`` shows it: metadata with uid and creationTimestamp, spec, status."""
@@ -64,7 +77,14 @@ def _resource(row: "StoredResource") -> Resource:
         kind=row.kind, name=row.name, namespace=row.namespace, uid=row.uid,
         manifest=dict(row.manifest), status=dict(row.status or {}),
         created_at=_aware(row.created_at), updated_at=_aware(row.updated_at),
+        process=_process(row),
     )
+
+
+def _process(row: "StoredResource") -> ProcessRecord | None:
+    if row.process_pid is None or row.process_start is None:
+        return None
+    return ProcessRecord(row.process_pid, row.process_start, row.process_resumes or 0)
 
 
 class ResourceStore:
@@ -159,6 +179,53 @@ class ResourceStore:
             row = self._row(session, kind, name, namespace)
             if row is not None:
                 row.status = dict(status)
+
+    def record_process(
+        self, kind: str, name: str, namespace: str, process: ProcessRecord | None, status: dict[str, Any] | None = None
+    ) -> bool:
+        """Record the process running an object (and, with ``status``, its status, in the same write).
+
+        False when the object is gone.
+        """
+        return self._write_process(kind, name, namespace, process, status, None, conditional=False)
+
+    def swap_process(
+        self, kind: str, name: str, namespace: str, expected: ProcessRecord | None, process: ProcessRecord | None,
+        status: dict[str, Any] | None = None,
+    ) -> bool:
+        """``record_process``, only while the recorded process is still ``expected`` (None: none recorded).
+
+        One conditional UPDATE, so of two readers that saw the same process die, exactly one
+        acts on it. False when nothing was written (changed meanwhile, or deleted).
+        """
+        return self._write_process(kind, name, namespace, process, status, expected, conditional=True)
+
+    def _write_process(
+        self, kind: str, name: str, namespace: str, process: ProcessRecord | None, status: dict[str, Any] | None,
+        expected: ProcessRecord | None, *, conditional: bool,
+    ) -> bool:
+        from sqlalchemy import update
+
+        from millpond.store.models import StoredResource
+
+        query = update(StoredResource).where(
+            StoredResource.kind == kind, StoredResource.namespace == namespace, StoredResource.name == name)
+        if conditional and expected is None:
+            query = query.where(StoredResource.process_pid.is_(None))
+        elif conditional and expected is not None:
+            query = query.where(StoredResource.process_pid == expected.pid,
+                                StoredResource.process_start == expected.start,
+                                StoredResource.process_resumes == expected.resumes)
+        values: dict[str, Any] = {
+            "process_pid": process.pid if process else None,
+            "process_start": process.start if process else None,
+            "process_resumes": process.resumes if process else 0,
+        }
+        if status is not None:
+            values["status"] = dict(status)
+        with self._sessions.begin() as session:
+            result = session.execute(query.values(**values).execution_options(synchronize_session=False))
+            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
 
 def read_manifest(

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from millpond.datasets.operations.copied import CopiedFiles
 from millpond.datasets.operations.runner import OperationFailed
 from millpond.datasets.operations.transfer import open_side
 from millpond.runners.environment import inherited_environment
@@ -56,22 +57,30 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
         raise OperationFailed(f"nothing to migrate at {source.describe()}")
     single = len(files) == 1 and files[0][0] == ""
     total = sum(size for _, size in files)
-    done = {"bytes": 0, "files": 0}
+    journal = CopiedFiles(resource)
+    skipped = journal.finished(files, target)  # copied by an earlier process of this run, before it died
+    done = {"bytes": sum(skipped.values()), "files": len(skipped)}
 
     def copy(item: tuple[str, int]) -> None:
         relative, _ = item
         data = source.read(relative)
-        target.write(target.place(relative, single, source.basename()), data)
+        placed = target.place(relative, single, source.basename())
+        target.write(placed, data)
+        journal.add(relative, placed, data)
         done["bytes"] += len(data)
         done["files"] += 1
         progress(done["bytes"], done["files"], total)
 
     parallelism = max(1, int(spec.get("parallelism") or 1))
     with ThreadPoolExecutor(parallelism, thread_name_prefix="millpond-migrate") as pool:
-        for future in [pool.submit(copy, item) for item in files]:
+        for future in [pool.submit(copy, item) for item in files if item[0] not in skipped]:
             future.result()
     target.finish()
-    return {"files": str(done["files"]), "bytes": str(done["bytes"]), "parallelism": str(parallelism)}
+    journal.remove()
+    infos = {"files": str(done["files"]), "bytes": str(done["bytes"]), "parallelism": str(parallelism)}
+    if skipped:
+        infos.update(skippedFiles=str(len(skipped)), skippedBytes=str(sum(skipped.values())))
+    return infos
 
 
 def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:

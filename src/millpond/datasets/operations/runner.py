@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
+from millpond.datasets.operations import copied, liveness
 from millpond.errors import MillpondError, UserError
-from millpond.settings import load_settings
 from millpond.store.resources import Resource, ResourceStore
 
 TERMINAL = ("Complete", "Failed")
@@ -53,17 +52,15 @@ def _set(store: ResourceStore, resource: Resource, status: dict[str, Any]) -> di
 
 
 def start(kind: str, name: str, namespace: str = "default") -> None:
-    """Run an applied operation in a background process (it outlives the caller, as a controller would)."""
+    """Run an applied operation in a background process (it outlives the caller, as a controller would).
+
+    The process is recorded (``liveness``), so that one killed is seen dead; a fresh run
+    forgets the files an earlier DataMigrate of the same object copied.
+    """
     store = ResourceStore()
     resource = _operation(store, kind, name, namespace)
-    _set(store, resource, {"phase": "Pending", "conditions": []})
-    logs = load_settings().home / "operations"
-    logs.mkdir(parents=True, exist_ok=True)
-    with open(logs / f"{namespace}_{kind}_{name}.log", "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "millpond.datasets.operations", kind, name, namespace],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
-        )
+    copied.forget(resource)
+    liveness.launch(store, resource)
 
 
 def wait(kind: str, name: str, namespace: str = "default", timeout: float | None = None) -> dict[str, Any]:
@@ -74,7 +71,7 @@ def wait(kind: str, name: str, namespace: str = "default", timeout: float | None
         found = store.get(kind, name, namespace)
         if found is None:
             return {"phase": "Complete", "deleted": True}  # finished, then deleted by its ttlSecondsAfterFinished
-        status = found.status or {}
+        status = liveness.observed(store, found)  # a dead process is seen: Failed, or resumed
         if status.get("phase") in TERMINAL:
             return status
         if deadline is not None and time.monotonic() > deadline:
@@ -149,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     kind, name = args[0], args[1]
     namespace = args[2] if len(args) > 2 else "default"
+    if not liveness.claim(ResourceStore(), kind, name, namespace):
+        return 0  # seen dead before it started: failed or resumed elsewhere
     try:
         resource = _operation(ResourceStore(), kind, name, namespace)
         if resource.spec.get("policy") == "Cron":

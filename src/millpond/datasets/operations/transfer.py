@@ -14,6 +14,7 @@ import re
 from typing import Any, Protocol
 
 from millpond.datasets.operations.runner import OperationFailed
+from millpond.datasets.ufs import UfsEntry
 from millpond.store.resources import Resource
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
@@ -31,6 +32,8 @@ class Side(Protocol):
     def place(self, relative: str, single: bool, source_name: str) -> str: ...
 
     def write(self, relative: str, data: bytes) -> None: ...
+
+    def stat(self, relative: str) -> UfsEntry | None: ...
 
     def finish(self) -> None: ...
 
@@ -79,6 +82,11 @@ class DatasetSide:
         entry = self.cache.ufs(mount).put(key, data)
         _check(entry, data, f"{self.describe()}/{relative}")
 
+    def stat(self, relative: str) -> UfsEntry | None:
+        """The file as the dataset's UFS holds it now (size, ETag), or None."""
+        mount, key = self.cache.mount_of(self._full(relative))
+        return self.cache.ufs(mount).stat(key)
+
     def finish(self) -> None:
         self.cache.sync()
 
@@ -118,6 +126,10 @@ class ExternalSide:
     def write(self, relative: str, data: bytes) -> None:
         entry = self.ufs.put(relative, data)
         _check(entry, data, f"{self.uri.rstrip('/')}/{relative}" if relative else self.uri)
+
+    def stat(self, relative: str) -> UfsEntry | None:
+        """The object as the store holds it now (size, ETag), or None."""
+        return self.ufs.stat(relative)
 
     def finish(self) -> None:
         """Nothing to refresh: external storage has no listing of millpond's."""

@@ -1,0 +1,187 @@
+"""Whether a data operation's process is alive, and what becomes of the operation when it is not.
+
+The process that runs an operation is recorded in the operation's row (pid + start time, as
+runs record their engine; columns beside the status, which stays what Fluid shows). Whoever
+reads the status — ``millpond get``, the REST API and UI, the SDK, ``wait`` — and the server
+when it starts call ``observed``, which compares the record with /proc:
+
+- alive (the same pid with the same start time, and not a zombie): nothing to do;
+- gone while the operation is Pending or Executing (a Cron operation at any time: its process
+  is its schedule): a DataLoad or DataMigrate is resumed in a new process, copying only what
+  is missing (a DataLoad skips the blocks already cached, a DataMigrate the files an earlier
+  process copied and verified, see ``copied``), at most ``MAX_RESUMES`` times; any other
+  operation, or one whose process keeps dying, is marked Failed, saying
+  ``<Kind> <name>: its process (pid N) died``.
+
+Races, and how they are closed:
+
+- An operation writes Complete or Failed before its process exits; the status is read again
+  after the process was seen gone, so an operation that ended normally is never marked Failed.
+- The start time defeats pid reuse: a recycled pid has another start time.
+- Every change after a death is a compare-and-set on the record seen dead, so of two readers
+  (two CLIs, a CLI and the server) seeing the same death, exactly one resumes or fails it.
+- A new process is recorded in three steps: its launcher records itself (with the status, for
+  a fresh start), spawns it, then records it — or the new process records itself first, as it
+  starts (``claim``). A live process is recorded at every moment, and a launcher killed
+  before its process took over is a dead record like any other; the process it left behind
+  then finds the record no longer its launcher's and exits without doing anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from millpond.datasets.kinds import KINDS
+from millpond.runners.processes import is_running, own_identity, start_ticks
+from millpond.settings import load_settings
+from millpond.store.resources import ProcessRecord, Resource, ResourceStore
+
+MAX_RESUMES = 3
+RESUMABLE = frozenset({"DataLoad", "DataMigrate"})
+OPERATION_KINDS = tuple(info.kind for info in KINDS.values() if info.category == "operation")
+FINISHED = ("Complete", "Failed")
+# How a new operation process learns which launcher's record it takes over (pid:start:resumes).
+LAUNCHER_ENV = "MILLPOND_OPERATION_LAUNCHER"
+
+logger = logging.getLogger(__name__)
+
+
+def log_path(resource: Resource) -> Path:
+    """Where an operation's process writes what it prints (one file per operation, appended to)."""
+    return load_settings().home / "operations" / f"{resource.namespace}_{resource.kind}_{resource.name}.log"
+
+
+def launch(store: ResourceStore, resource: Resource) -> None:
+    """Start a fresh run of the operation: Pending, in a new background process that outlives the caller."""
+    launcher = _me(resumes=0)
+    if store.record_process(
+        resource.kind, resource.name, resource.namespace, launcher, status={"phase": "Pending", "conditions": []}
+    ):
+        _spawn(store, resource, launcher)
+
+
+def claim(store: ResourceStore, kind: str, name: str, namespace: str) -> bool:
+    """In the operation's own process, before anything else: take over the record from its launcher.
+
+    False when this process must not run: its launcher was seen dead meanwhile and the
+    operation failed, or was resumed in another process.
+    """
+    launcher = _decode(os.environ.pop(LAUNCHER_ENV, ""))  # not inherited by what the operation runs
+    if launcher is None:  # started by hand: it is the process to watch from now on
+        store.record_process(kind, name, namespace, _me(resumes=0))
+        return True
+    me = _me(launcher.resumes)
+    if store.swap_process(kind, name, namespace, launcher, me):
+        return True
+    found = store.get(kind, name, namespace)
+    return found is not None and found.process == me  # the launcher recorded this process first
+
+
+def observed(store: ResourceStore, resource: Resource) -> dict[str, Any]:
+    """The operation's status once its record is checked against the processes alive: what to show."""
+    process = resource.process
+    if process is None or not _watched(resource) or is_running(process.pid, process.start):
+        return resource.status or {"phase": "Pending"}
+    return _after_death(store, resource)
+
+
+def reconcile_all(store: ResourceStore) -> None:
+    """``observed`` for every operation of the home: what the server does when it starts."""
+    for kind in OPERATION_KINDS:
+        for resource in store.list(kind):
+            try:
+                observed(store, resource)
+            except Exception:  # noqa: BLE001 - one operation's trouble must not keep the others unseen
+                logger.exception("checking the process of %s %s/%s", kind, resource.namespace, resource.name)
+
+
+def _watched(resource: Resource) -> bool:
+    """Whether the operation needs a live process: until it ends, or for ever when it runs on a schedule."""
+    return resource.spec.get("policy") == "Cron" or (resource.status or {}).get("phase") not in FINISHED
+
+
+def _after_death(store: ResourceStore, seen: Resource) -> dict[str, Any]:
+    """Resume or fail an operation whose process was seen gone (unless its end, or another reader, came first)."""
+    fresh = store.get(seen.kind, seen.name, seen.namespace)
+    if fresh is None:
+        return seen.status or {"phase": "Pending"}
+    dead = fresh.process
+    if dead is None or dead != seen.process or not _watched(fresh):
+        return fresh.status or {"phase": "Pending"}
+    label = f"{fresh.kind} {fresh.name}: its process (pid {dead.pid}) died"
+    if fresh.kind in RESUMABLE and dead.resumes < MAX_RESUMES:
+        launcher = _me(dead.resumes + 1)
+        if store.swap_process(fresh.kind, fresh.name, fresh.namespace, dead, launcher):
+            _note(fresh, f"{label}; resuming it ({launcher.resumes} of at most {MAX_RESUMES} resumes)")
+            _spawn(store, fresh, launcher)
+    else:
+        why = label + (f"; it was resumed {dead.resumes} times and died each time" if dead.resumes else "")
+        if fresh.spec.get("policy") == "Cron":
+            why += "; its schedule no longer runs"
+        store.swap_process(fresh.kind, fresh.name, fresh.namespace, dead, None, _failed(fresh.kind, fresh.status, why))
+    now = store.get(seen.kind, seen.name, seen.namespace)
+    return (now.status if now else fresh.status) or {"phase": "Pending"}
+
+
+def _spawn(store: ResourceStore, resource: Resource, launcher: ProcessRecord) -> None:
+    """Start ``python -m millpond.datasets.operations KIND NAME NS`` and record it in place of its launcher."""
+    log = log_path(resource)
+    key = (resource.kind, resource.name, resource.namespace)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "millpond.datasets.operations", *key],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+                env={**os.environ, LAUNCHER_ENV: _encode(launcher)},
+            )
+    except OSError as exc:
+        why = f"{resource.kind} {resource.name}: cannot start its process: {exc}"
+        store.swap_process(*key, launcher, None, _failed(resource.kind, resource.status, why))
+        return
+    ticks = start_ticks(child.pid)  # present while unreaped, even if it already exited (a zombie)
+    if ticks is not None:
+        store.swap_process(*key, launcher, ProcessRecord(child.pid, ticks, launcher.resumes))
+
+
+def _failed(kind: str, status: dict[str, Any], message: str) -> dict[str, Any]:
+    """Failed, with the reason; the last progress and duration its process wrote are kept."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = {key: value for key, value in (status or {}).items() if key != "waitingFor"}
+    result.update(phase="Failed", completionTime=stamp, conditions=[{
+        "type": "Failed", "status": "True", "reason": f"{kind}Failed", "message": message,
+        "lastProbeTime": stamp, "lastTransitionTime": stamp,
+    }])
+    return result
+
+
+def _note(resource: Resource, line: str) -> None:
+    """A line in the operation's log, where its processes write theirs."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        with open(log_path(resource), "a") as log:
+            log.write(f"{stamp} {line}\n")
+    except OSError:
+        pass  # the resume goes on without its note
+
+
+def _me(resumes: int) -> ProcessRecord:
+    pid, ticks = own_identity()
+    return ProcessRecord(pid, ticks or "", resumes)
+
+
+def _encode(record: ProcessRecord) -> str:
+    return f"{record.pid}:{record.start}:{record.resumes}"
+
+
+def _decode(text: str) -> ProcessRecord | None:
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
+        return None
+    return ProcessRecord(int(parts[0]), parts[1], int(parts[2]))
