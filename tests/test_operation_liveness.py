@@ -209,8 +209,9 @@ def test_a_killed_dataload_resumes_and_fetches_only_what_is_missing(
     assert 0 < cached < TOTAL  # killed mid-copy
     _, down_before = link.settle()
 
+    reading = time.monotonic()
     seen = _status(cli, "dataload", "warm")  # the read that sees the process dead resumes it
-    seen_after = time.monotonic() - killed_at
+    seen_after = time.monotonic() - reading
     assert seen["phase"] in ("Pending", "Executing")
     _one_process(home, "DataLoad", "warm", besides=(first,))
     final = _ended(cli, "dataload", "warm")
@@ -243,8 +244,9 @@ def test_a_killed_datamigrate_resumes_copying_only_the_missing_files(cli, home, 
     at_kill = _copied(s3_server, target)
     assert 0 < len(at_kill) < FILES  # killed mid-copy
 
+    reading = time.monotonic()
     seen = _status(cli, "datamigrate", "move")
-    seen_after = time.monotonic() - killed_at
+    seen_after = time.monotonic() - reading
     assert seen["phase"] in ("Pending", "Executing"), seen
     final = _ended(cli, "datamigrate", "move")
     complete_after = time.monotonic() - killed_at
@@ -278,7 +280,6 @@ def test_an_operation_whose_process_keeps_dying_ends_failed(cli, home, tmp_path,
     message = status["conditions"][0]["message"]
     assert message == (f"DataMigrate doomed: its process (pid {killed[-1]}) died; "
                        f"it was resumed {liveness.MAX_RESUMES} times and died each time")
-    time.sleep(1)
     assert _operation_pids(home, "DataMigrate", "doomed") == []
     assert _status(cli, "datamigrate", "doomed")["phase"] == "Failed"
 
