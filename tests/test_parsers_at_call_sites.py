@@ -2,7 +2,7 @@
 
 Before, four parsers disagreed: a dataset quota took ``2GiB`` and ``1e3`` but not ``500m``, a task's
 resources the reverse; a retry backoff of ``1m30s`` (or ``1.s``) waited 0 s, silently; a quota of
-``999999999999Ei`` ended ``apply`` in an OverflowError traceback; the runtime property
+``999999999999Ei`` was applied, through floats, as a ``999999999999.00EiB`` cache; the runtime property
 ``alluxio.user.file.metadata.sync.interval: 60000`` (Alluxio: a minute) meant 60000 s. Each case
 here goes through the real call site: ``millpond run``/``apply`` as users run them, the REST API, a
 dataset over the session's SeaweedFS.
@@ -185,7 +185,10 @@ def test_a_task_asking_for_memory_kubernetes_refuses_fails_naming_it(shapes_ir: 
 
 
 def _runtime(quota: str = '"2Gi"', extra: str = "") -> str:
+    """A Dataset and its AlluxioRuntime in one file, as Fluid's samples write them."""
     return (
+        "apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata:\n  name: big\nspec:\n  mounts:\n"
+        "    - mountPoint: local:///tmp\n      name: m\n---\n"
         "apiVersion: data.fluid.io/v1alpha1\nkind: AlluxioRuntime\nmetadata:\n  name: big\nspec:\n"
         f"  tieredstore:\n    levels:\n      - mediumtype: SSD\n        path: /tmp/millpond-parsers-never\n"
         f"        quota: {quota}\n{extra}"
@@ -200,7 +203,7 @@ def _runtime(quota: str = '"2Gi"', extra: str = "") -> str:
     ids=["999999999999Ei", "1e30", "9Ei", "quotaList"],
 )
 def test_a_quota_beyond_int64_is_one_error_line_and_nothing_stored(cli, tmp_path: Path, document: str) -> None:
-    """Before: an OverflowError traceback ('999999999999Ei', '1e30'), or a float-rounded 9 EiB cache ('9Ei')."""
+    """Before: each was applied, through floats (status then showed a 999999999999.00EiB cache)."""
     path = tmp_path / "runtime.yaml"
     path.write_text(document)
     result = cli("apply", "-f", path)
@@ -208,9 +211,11 @@ def test_a_quota_beyond_int64_is_one_error_line_and_nothing_stored(cli, tmp_path
     lines = result.err.splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"error: {path}: AlluxioRuntime big: spec.tieredstore.levels[0]."), lines
+    assert ("'999999999999Ei'" in lines[0]) == ("999999999999Ei" in document)
     assert "too large: Kubernetes quantities stop at 2^63-1" in lines[0] and "Traceback" not in result.err
-    listed = cli("get", "alluxioruntimes", "-o", "json")
-    assert listed.code == 0 and listed.json()["items"] == []
+    for kind in ("datasets", "alluxioruntimes"):
+        listed = cli("get", kind, "-o", "json")
+        assert listed.code == 0 and listed.json()["items"] == [], kind
 
 
 def test_fluids_printed_size_is_not_a_quota(cli, tmp_path: Path) -> None:
