@@ -22,6 +22,7 @@ names the value and the notation.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from millpond.errors import UserError
@@ -98,8 +99,14 @@ def _fraction(value: int, precision: int) -> tuple[str, int]:
     return (f".{digits}" if printing else ""), value
 
 
-def _shown(what: str, text: object) -> str:
-    return f"{what} {text!r}".lstrip()
+_GO_FORM = "write a number and a unit for each part, such as 90s, 1m30s, 1.5h or 300ms; units ns, us, µs, ms, s, m, h"
+_PROTOBUF_FORM = "write seconds with an s, such as 90s, 3.5s or 0.250s"
+_ALLUXIO_FORM = "write a whole number and a unit: 60000 (ms), 30s, 5min, 1h, 1d; -1 for never"
+
+
+def _refusal(what: str, text: object, notation: str, form: str, problem: str) -> DurationError:
+    """``quota '1m30s' is not a protobuf Duration (only seconds…; write seconds with an s, such as 90s…)``."""
+    return DurationError(f"{what} {text!r}".lstrip() + f" is not {notation} ({problem}; {form})")
 
 
 def parse_go_duration(text: object, what: str = "") -> Duration:
@@ -108,11 +115,7 @@ def parse_go_duration(text: object, what: str = "") -> Duration:
     ``what`` names the field in the error; DurationError says what is wrong and shows the form.
     """
 
-    def invalid(problem: str) -> DurationError:
-        return DurationError(
-            f"{_shown(what, text)} is not a Go duration ({problem}; write a number and a unit for each part, "
-            "such as 90s, 1m30s, 1.5h or 300ms; units ns, us, µs, ms, s, m, h)"
-        )
+    invalid = functools.partial(_refusal, what, text, "a Go duration", _GO_FORM)
 
     if not isinstance(text, str):
         raise invalid("it is not a string")
@@ -183,11 +186,7 @@ def parse_protobuf_duration(text: object, what: str = "") -> Duration:
     ``.5s`` included; within ±315,576,000,000 s.
     """
 
-    def invalid(problem: str) -> DurationError:
-        return DurationError(
-            f"{_shown(what, text)} is not a protobuf Duration ({problem}; write seconds with an s, "
-            "such as 90s, 3.5s or 0.250s)"
-        )
+    invalid = functools.partial(_refusal, what, text, "a protobuf Duration", _PROTOBUF_FORM)
 
     if not isinstance(text, str):
         raise invalid("it is not a string")
@@ -236,9 +235,10 @@ def parse_alluxio_duration(text: object, what: str = "") -> Duration:
     An integer, optionally negative, and a unit in any case; no unit is milliseconds. The value
     is a Java double times the unit, cut to a long as Java does.
     """
+    invalid = functools.partial(_refusal, what, text, "an Alluxio duration", _ALLUXIO_FORM)
     raw = str(text) if isinstance(text, int) and not isinstance(text, bool) else text
     if not isinstance(raw, str):
-        raise DurationError(f"{_shown(what, text)} is not an Alluxio duration (it is not a string or an integer)")
+        raise invalid("it is not a string or an integer")
     number = raw[1:] if raw.startswith("-") else raw
     i = 0
     while i < len(number) and number[i] in _DIGITS:
@@ -246,10 +246,9 @@ def parse_alluxio_duration(text: object, what: str = "") -> Duration:
     digits, unit_name = number[:i], number[i:]
     letters = not unit_name or (unit_name.isascii() and unit_name.isalpha())
     unit = _ALLUXIO_MS.get(unit_name.lower()) if letters else None
-    if not digits or unit is None:
-        raise DurationError(
-            f"{_shown(what, text)} is not an Alluxio duration (write a whole number and a unit: 60000 (ms), 30s, "
-            "5min, 1h, 1d; -1 for never)"
-        )
+    if not digits:
+        raise invalid("no whole number")
+    if unit is None:
+        raise invalid(f"unknown unit {unit_name!r}" if letters else "not a whole number and a unit")
     millis = min(int(float(digits) * unit + 0.0001), _JAVA_LONG_MAX)  # Java: (long) (douTime * unit + alpha)
     return Duration((-millis if raw.startswith("-") else millis) * 10**6)
