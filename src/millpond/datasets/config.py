@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from millpond.datasets.quantity import parse_quantity
+from millpond.durations import Duration, parse_alluxio_duration, parse_go_duration
 from millpond.errors import UserError
+from millpond.quantities import parse_bytes
 from millpond.settings import Settings, load_settings
 
 RUNTIME_KINDS = (
@@ -27,8 +27,8 @@ MEDIUM_ORDER = {"MEM": 0, "SSD": 1, "HDD": 2}
 DEFAULT_BLOCK_SIZE = 4 << 20
 DEFAULT_METADATA_TTL_S = 60.0
 DEFAULT_QUOTA = 2 << 30  # a runtime without tieredstore still caches: 2 GiB on disk under the home
-TTL_ANNOTATION = "data.millpond.io/metadata-ttl"
-_DURATION = re.compile(r"^\s*(-?[0-9.]+)\s*(ms|s|m|h|min|sec)?\s*$")
+TTL_ANNOTATION = "data.millpond.io/metadata-ttl"  # a Go duration: 30s, 5m, 1h30m; negative: never re-list
+SYNC_INTERVAL_PROPERTY = "alluxio.user.file.metadata.sync.interval"  # Alluxio's: 60000 (ms), 5min; -1: never
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,9 @@ def tiers_of(runtime: dict[str, Any] | None, dataset_dir: str, settings: Setting
         if not paths:
             paths = [str(settings.home / "cache" / medium.lower())]
         quotas = [q for q in str(level.get("quotaList") or "").split(",") if q]
-        total = parse_quantity(level["quota"]) if level.get("quota") not in (None, "") else DEFAULT_QUOTA
+        total = parse_bytes(level["quota"], "quota") if level.get("quota") not in (None, "") else DEFAULT_QUOTA
         for position, path in enumerate(paths):
-            quota = parse_quantity(quotas[position]) if position < len(quotas) else total // len(paths)
+            quota = parse_bytes(quotas[position], "quotaList item") if position < len(quotas) else total // len(paths)
             tiers.append(
                 Tier(
                     index=len(tiers), medium=medium, path=Path(path) / "millpond" / dataset_dir, quota=quota,
@@ -118,27 +118,32 @@ def tiers_of(runtime: dict[str, Any] | None, dataset_dir: str, settings: Setting
     return tuple(tiers)
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in ``30s``, ``5m``, ``1h``, ``500ms`` or a bare number of seconds (``-1``: never)."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise ValueError(f"{text!r} is not a duration")
-    number = float(match.group(1))
-    unit = match.group(2) or "s"
-    return number * {"ms": 0.001, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+def ttl_seconds(duration: Duration) -> float:
+    """A metadata TTL in seconds: a negative one means never re-list (∞), as Alluxio's ``-1``."""
+    return float("inf") if duration.nanoseconds < 0 else duration.seconds
+
+
+def annotation_ttl(annotations: dict[str, Any]) -> Duration | None:
+    """The ``data.millpond.io/metadata-ttl`` annotation (a Go duration), if set; DurationError names it."""
+    text = annotations.get(TTL_ANNOTATION)
+    return None if text is None else parse_go_duration(text, f"metadata.annotations[{TTL_ANNOTATION}]:")
+
+
+def property_ttl(properties: dict[str, Any]) -> Duration | None:
+    """The runtime property ``alluxio.user.file.metadata.sync.interval`` (Alluxio's notation), if set."""
+    text = properties.get(SYNC_INTERVAL_PROPERTY)
+    return None if text is None else parse_alluxio_duration(text, f"spec.properties[{SYNC_INTERVAL_PROPERTY}]:")
 
 
 def metadata_ttl(dataset: dict[str, Any], runtime: dict[str, Any] | None) -> float:
-    """How long listed UFS metadata is trusted before a read looks again (∞ for Alluxio's ``-1``)."""
-    annotations = (dataset.get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(TTL_ANNOTATION)
-    if text is None:
-        properties = ((runtime or {}).get("spec") or {}).get("properties") or {}
-        text = properties.get("alluxio.user.file.metadata.sync.interval")
-    if text is None:
-        return DEFAULT_METADATA_TTL_S
-    seconds = parse_duration(str(text))
-    return float("inf") if seconds < 0 else seconds
+    """How long listed UFS metadata is trusted before a read looks again (∞ for a negative TTL).
+
+    The dataset's annotation wins over the runtime's property; 60 s when neither is set.
+    """
+    duration = annotation_ttl((dataset.get("metadata") or {}).get("annotations") or {})
+    if duration is None:
+        duration = property_ttl(((runtime or {}).get("spec") or {}).get("properties") or {})
+    return DEFAULT_METADATA_TTL_S if duration is None else ttl_seconds(duration)
 
 
 def resolve_options(mount: dict[str, Any], shared: dict[str, Any], secrets: Any, where: str) -> dict[str, str]:

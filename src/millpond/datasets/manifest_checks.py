@@ -16,8 +16,8 @@ from millpond.datasets.fields import field_path, show
 from millpond.datasets.kinds import KINDS
 from millpond.datasets.mount_points import escapes_root, parse_mount_point
 from millpond.datasets.placeholders import placeholder_message, unfilled
-from millpond.datasets.quantity import parse_quantity
 from millpond.errors import UserError
+from millpond.quantities import parse_quantity
 from millpond.store.secrets import ConfigStore, MissingConfig
 
 Path = list[str | int]
@@ -68,7 +68,7 @@ def _fraction(path: Path, value: str) -> float:
 
 def _size(path: Path, value: object) -> int:
     try:
-        size = parse_quantity(value)
+        size = parse_quantity(value).bytes
     except ValueError as exc:
         raise _fail(path, str(exc)) from None
     if size <= 0:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from millpond.datasets import manifest_checks as checks
+from millpond.datasets.config import annotation_ttl, property_ttl
 from millpond.datasets.fields import show
 from millpond.datasets.kinds import API_VERSION, KINDS, NOT_ON_ONE_MACHINE, dataset_reference
 from millpond.datasets.schema_check import check_schema
@@ -147,8 +148,10 @@ def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: ConfigSto
     category = KINDS[kind].category
     if category == "runtime":
         checks.check_tieredstore(spec)
+        property_ttl(spec.get("properties") or {})
     elif category == "dataset":
         checks.check_dataset(spec)
+        annotation_ttl(body["metadata"].get("annotations") or {})
     else:
         checks.check_operation(kind, spec)
     checks.check_secret_refs(spec, secrets)

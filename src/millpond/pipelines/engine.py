@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from millpond.durations import DurationError
 from millpond.errors import MillpondError
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
@@ -436,6 +437,11 @@ class Engine:
         except ValueError as exc:
             self._fail(node, f"invalid resources: {exc}")
             return
+        try:
+            policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
+        except DurationError as exc:  # an IR stored before its durations were checked at submission
+            self._fail(node, str(exc))
+            return
         impossible = self.budget.impossible(resources)
         if impossible:
             self._fail(node, impossible)
@@ -490,7 +496,6 @@ class Engine:
                 node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations}
             )
         request.on_start = self._starter(node)
-        policy = RetryPolicy.from_spec(node.spec.get("retryPolicy"))
 
         def work(gpus: list[int]) -> TaskOutcome:
             try:

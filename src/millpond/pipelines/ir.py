@@ -10,10 +10,12 @@ import json
 import re
 from typing import Any
 
+from millpond.durations import DurationError, parse_protobuf_duration
 from millpond.errors import UserError
 from millpond.pipelines.conditions import check_expression
 from millpond.pipelines.names import check_io_names, check_pipeline_name, check_task_name
 from millpond.pipelines.protos import kubernetes_executor_config_pb2, pipeline_spec_pb2
+from millpond.pipelines.retries import DURATION_FIELDS
 
 _PARSE_PREFIX = re.compile(r"^(Failed to parse \w+ field: )+")
 
@@ -37,6 +39,7 @@ def validate_pipeline_spec(spec: Any, source: str) -> None:
     missing = [key for key in ("root", "pipelineInfo") if key not in spec]
     if missing:
         raise UserError(f"{source}: not a KFP pipeline spec (missing {', '.join(missing)})")
+    _check_retry_durations(spec, source)
     from google.protobuf import json_format
 
     try:
@@ -66,6 +69,27 @@ def validate_pipeline_spec(spec: Any, source: str) -> None:
             _check_dag(name, component, components, source)
         if not label and "dag" not in component:
             raise UserError(f"{source}: component {name!r} has neither an executorLabel nor a dag")
+
+
+def _check_retry_durations(spec: dict[str, Any], source: str) -> None:
+    """Each task's retryPolicy durations in protobuf's JSON form, as the KFP backend (Go protojson) reads them.
+
+    Checked before protobuf's Python parser, which is laxer (it takes ``" 1s"`` and ``"1_0s"``) and,
+    for ``"1m30s"``, answers with a line about ``int()``. Shapes protobuf refuses are left to it.
+    """
+    components = spec.get("components")
+    owners = [("root", spec.get("root")), *(components.items() if isinstance(components, dict) else ())]
+    for owner, component in owners:
+        dag = component.get("dag") if isinstance(component, dict) else None
+        tasks = dag.get("tasks") if isinstance(dag, dict) else None
+        for task_name, task in tasks.items() if isinstance(tasks, dict) else ():
+            policy = task.get("retryPolicy") if isinstance(task, dict) else None
+            for field in DURATION_FIELDS if isinstance(policy, dict) else ():
+                if isinstance(policy.get(field), str):
+                    try:
+                        parse_protobuf_duration(policy[field], f"{owner}.dag.tasks[{task_name}].retryPolicy.{field}")
+                    except DurationError as exc:
+                        raise UserError(f"{source}: {exc}") from None
 
 
 def _check_dag(owner: str, component: dict[str, Any], components: dict[str, Any], source: str) -> None:

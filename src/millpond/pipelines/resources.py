@@ -4,12 +4,14 @@ A task starts only when its request fits what the running tasks leave free, as t
 Kubernetes scheduler would place a pod; a request larger than the whole machine, or for an
 accelerator the machine lacks, fails the task (or, when known before the run, the run).
 GPUs are handed out by index, and a task sees only its own through CUDA_VISIBLE_DEVICES.
+CPU, memory and accelerator counts are Kubernetes quantities (``millpond.quantities``): CPU is
+counted in whole millicores (``500m``, ``0.5``, ``1e3m``), memory in bytes rounded up (``4Gi``,
+``1e9``), as the scheduler counts them.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import threading
@@ -17,20 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_QUANTITY = re.compile(r"^(?P<number>[0-9.]+)(?P<suffix>m|k|K|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$")
-_FACTORS = {
-    None: 1, "m": 1e-3, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-}
+from millpond.quantities import QuantityError, parse_bytes, parse_quantity
+
 GPU_TYPES = ("nvidia.com/gpu", "amd.com/gpu")
-
-
-def parse_quantity(text: Any) -> float:
-    """A Kubernetes quantity ('500m', '2', '4Gi') as a number; ValueError when it is not one."""
-    match = _QUANTITY.match(str(text).strip())
-    if not match:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return float(match["number"]) * _FACTORS[match["suffix"]]
 
 
 @dataclass(frozen=True)
@@ -45,24 +36,50 @@ class ResourceRequest:
         return not (self.cpu or self.memory or self.accelerators)
 
 
+def _first_field(resources: dict[str, Any], *keys: str) -> str | None:
+    """The first of ``keys`` that ``resources`` sets (to something other than empty or 0)."""
+    return next((k for k in keys if resources.get(k) not in (None, "", 0)), None)
+
+
 def _first(resources: dict[str, Any], *keys: str) -> Any:
-    return next((resources[k] for k in keys if resources.get(k) not in (None, "", 0)), None)
+    field = _first_field(resources, *keys)
+    return None if field is None else resources[field]
+
+
+def _cores(text: Any, what: str) -> float:
+    cores = parse_quantity(text, what).cores
+    if cores < 0:
+        raise QuantityError(f"{what} {text!r} is negative: a request is at least 0")
+    return cores
+
+
+def _count(text: Any, what: str) -> int:
+    amount = parse_quantity(text, what).amount
+    if amount.denominator != 1 or amount < 0:
+        raise QuantityError(f"{what} {text!r} is not a whole number of at least 0 (Kubernetes counts GPUs whole)")
+    return amount.numerator
 
 
 def task_request(container: dict[str, Any]) -> ResourceRequest:
-    """What a container asks for: the request, or the limit when only a limit is set (as Kubernetes does)."""
+    """What a container asks for: the request, or the limit when only a limit is set (as Kubernetes does).
+
+    QuantityError (a ValueError) names the field and the value that is not a quantity, or is negative.
+    """
     resources = container.get("resources") or {}
-    cpu_text = _first(resources, "resourceCpuRequest", "resourceCpuLimit")
-    cpu = parse_quantity(cpu_text) if cpu_text is not None else float(_first(resources, "cpuRequest", "cpuLimit") or 0)
-    memory_text = _first(resources, "resourceMemoryRequest", "resourceMemoryLimit")
-    if memory_text is not None:
-        memory = parse_quantity(memory_text)
+    cpu_field = _first_field(resources, "resourceCpuRequest", "resourceCpuLimit")
+    if cpu_field is not None:
+        cpu = _cores(resources[cpu_field], cpu_field)
+    else:
+        cpu = float(_first(resources, "cpuRequest", "cpuLimit") or 0)
+    memory_field = _first_field(resources, "resourceMemoryRequest", "resourceMemoryLimit")
+    if memory_field is not None:
+        memory = float(parse_bytes(resources[memory_field], memory_field))
     else:
         memory = float(_first(resources, "memoryRequest", "memoryLimit") or 0) * 1e9  # the IR's doubles are GB
     accelerator = resources.get("accelerator") or {}
     kind = accelerator.get("resourceType") or accelerator.get("type")
     count_text = accelerator.get("resourceCount") or accelerator.get("count") or 0
-    count = int(parse_quantity(count_text)) if kind else 0
+    count = _count(count_text, "accelerator resourceCount") if kind else 0
     return ResourceRequest(cpu=cpu, memory=memory, accelerator=kind if count else None, accelerators=count)
 
 

@@ -2,35 +2,33 @@
 
 KFP compiles ``set_retry(num_retries, backoff_duration, backoff_factor,
 backoff_max_duration)`` to Argo's retryStrategy: the n-th retry waits duration × factor^n,
-and no retry starts once backoff_max_duration has passed since the first attempt.
+and no retry starts once backoff_max_duration has passed since the first attempt. In the IR
+both durations are protobuf Durations in their JSON form (``"90s"``, ``"3.5s"``), read by
+:func:`millpond.durations.parse_protobuf_duration`; anything else (``"1m30s"``) is refused.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from millpond.durations import parse_protobuf_duration
+
 if TYPE_CHECKING:
     from millpond.pipelines.launcher import TaskOutcome
 
-_DURATION = re.compile(r"^(?P<value>\d+(?:\.\d+)?)(?P<unit>ms|s|m|h)?$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+DURATION_FIELDS = ("backoffDuration", "backoffMaxDuration")
 
 
-def parse_duration(text: str | int | float | None, default: float) -> float:
-    """'1s', '0.5s', '2m', '3600s' (protobuf Duration JSON) → seconds."""
-    if text is None or text == "":
+def _seconds(spec: dict[str, Any], field: str, default: float) -> float:
+    """A retryPolicy duration in seconds (``default`` when absent); DurationError names the field and value."""
+    value = spec.get(field)
+    if value is None or value == "":
         return default
-    if isinstance(text, (int, float)):
-        return float(text)
-    match = _DURATION.match(str(text).strip())
-    if not match:
-        return default
-    return float(match["value"]) * _UNIT_S[match["unit"]]
+    return parse_protobuf_duration(value, f"retryPolicy.{field}").seconds
 
 
 @dataclass(frozen=True)
@@ -42,13 +40,14 @@ class RetryPolicy:
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any] | None) -> "RetryPolicy":
+        """The IR's retryPolicy; DurationError (a UserError) for a duration that is not protobuf's JSON form."""
         if not spec:
             return cls()
         return cls(
             max_retries=int(spec.get("maxRetryCount", 0) or 0),
-            backoff_s=parse_duration(spec.get("backoffDuration"), 0.0),
+            backoff_s=_seconds(spec, "backoffDuration", 0.0),
             factor=float(spec.get("backoffFactor", 2.0) or 2.0),
-            max_duration_s=parse_duration(spec.get("backoffMaxDuration"), 3600.0),
+            max_duration_s=_seconds(spec, "backoffMaxDuration", 3600.0),
         )
 
     def delay_before(self, retry: int, elapsed_s: float) -> float | None:
