@@ -138,46 +138,57 @@ class CachedFile(io.RawIOBase):
             if local is None or not all(local.row.present[first:last + 1]):
                 return None
             fd = local.file.fd
+            seen = local.file.st  # a stat taken before this read (at open, or after an earlier read)
             data = os.pread(fd, end - offset, offset)
-            st = os.fstat(fd)
+            st = local.file.st = os.fstat(fd)
             if st.st_nlink == 0:  # replaced (a rename over it) or removed (``dataset clean``) by another process
                 self._attach(fresh=True)
                 continue
-            if len(data) == end - offset and (
-                verified.key(st, first) in verified if first == last  # the usual read: within one block
-                else all(verified.key(st, b) in verified for b in range(first, last + 1))
+            if len(data) != end - offset:
+                return self._verify(local, first, last, offset, end, st)  # shorter than listed: checked, dropped
+            if verified.key(st, first) in verified if first == last else all(  # the usual read: one block
+                verified.key(st, b) in verified for b in range(first, last + 1)
             ):
                 return data
-            del data  # not checked for this version of the file: read again, between two stats (_verify)
+            whole = offset == first * self._block_size and end == min(self.meta.size, (last + 1) * self._block_size)
+            if whole and same_version(seen, st):  # whole blocks, read while the file stood still: check these
+                return data if self._checked(local.row, first, last, data, st) else None
+            del data  # part of a block, or the file changed meanwhile: read the blocks whole, between two stats
             return self._verify(local, first, last, offset, end, st)
         return None
 
     def _verify(
         self, local: _Local, first: int, last: int, offset: int, end: int, before: os.stat_result
     ) -> bytes | None:
-        """Check blocks ``first..last`` on one read of them whole, and serve from the bytes checked.
+        """Check blocks ``first..last`` on one read of them whole, and serve from the bytes checked."""
+        start, stop = first * self._block_size, min(self.meta.size, (last + 1) * self._block_size)
+        whole = os.pread(local.file.fd, stop - start, start)
+        after = os.fstat(local.file.fd)
+        if not self._checked(local.row, first, last, whole, after if same_version(before, after) else None):
+            return None
+        return whole if (offset, end) == (start, stop) else whole[offset - start:end - start]
 
-        A corrupt block is dropped (None: fetch it). The blocks count as verified for this
-        version of the file only if nothing changed it while they were read.
+    def _checked(self, row: CacheRow, first: int, last: int, whole: bytes, st: os.stat_result | None) -> bool:
+        """Blocks ``first..last``, read whole, match their CRCs; a corrupt one is dropped (False: fetch it).
+
+        ``st``: the version of the file they were read from, where nothing changed it while they
+        were read; its blocks then count as verified (else they are checked again next time).
         """
-        row, fd, size = local.row, local.file.fd, self._block_size
-        start, stop = first * size, min(self.meta.size, (last + 1) * size)
-        whole = os.pread(fd, stop - start, start)
+        size = self._block_size
+        start = first * size
         view = memoryview(whole)
         bad = [
             block for block in range(first, last + 1)
-            if crc32c(view[block * size - start:min(self.meta.size, block * size + size) - start]) != row.crcs[block]
+            if crc32c(whole if first == last else view[block * size - start:block * size + size - start])
+            != row.crcs[block]
         ]
-        if bad:
-            for block in bad:
-                self._drop(row, block)
-            return None
-        after = os.fstat(fd)
-        if same_version(before, after):
+        for block in bad:
+            self._drop(row, block)
+        if not bad and st is not None:
             verified = self.cache.verified
             for block in range(first, last + 1):
-                verified.add(verified.key(after, block))
-        return whole if (offset, end) == (start, stop) else whole[offset - start:end - start]
+                verified.add(verified.key(st, block))
+        return not bad
 
     def _drop(self, row: CacheRow, block: int) -> None:
         """Forget a corrupt block, so it is fetched again."""
