@@ -3,12 +3,14 @@
 While open, it pins the cache file it reads (a shared flock), so the evictor leaves it
 alone. A reader may live as long as a FUSE mount, while other processes repair, replace or
 remove the cache files it holds, so every read of cached bytes is followed by an fstat of
-the file it came from (a microsecond; reads are up to 1 MiB): a file no longer linked
-(replaced by a rename, or removed by ``dataset clean``) is let go and the path opened again,
-and a block is checked against its CRC32C once per version of the file — its inode and
-change time — so bytes written in place since the last check are checked before they are
-served. A corrupt block is dropped and fetched again; the reader never sees the bad bytes.
-Reading block N of a big file in order fetches the next blocks ahead of the reader.
+the file it came from (about a microsecond, where a FUSE read of 1 MiB takes hundreds): a
+file no longer linked (replaced by a rename, or removed by ``dataset clean``) is let go and
+the path opened again, and a block is checked against its CRC32C once per version of the
+file — its inode and change time — so bytes written in place since the last check are
+checked before they are served (damage that leaves the file's times alone, a disk's bit
+rot, is found by the next process to read the file). A corrupt block is dropped and fetched
+again; the reader never sees the bad bytes. Reading block N of a big file in order fetches
+the next blocks ahead of the reader.
 """
 
 from __future__ import annotations
