@@ -4,6 +4,7 @@ restarts, UFS changes, concurrency, write-through, and the status Fluid users re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -170,6 +171,63 @@ def test_a_corrupt_piece_is_detected_and_fetched_again(cli, home, tmp_path, s3_s
         assert read("ds", key) == data
     assert Path(cli("dataset", "path", "ds", "large.bin").out.strip()).read_bytes() == files["large.bin"]
     assert open_cache("ds").index.counters().get("corrupt_blocks", 0) >= 2
+
+
+def _open_files() -> list[str]:
+    """What this process holds open (a removed file shows `` (deleted)`` after its name)."""
+    names = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            names.append(os.readlink(fd))
+        except OSError:
+            continue  # closed meanwhile
+    return names
+
+
+def test_a_reader_shared_by_threads_follows_its_file_being_replaced(cli, home, tmp_path, s3_server) -> None:
+    """One long-lived reader (as a FUSE mount keeps one per file), read by many threads while another
+    writer puts a new copy of its cache file in place again and again: every read is true, none fails,
+    and the reader lets each replaced file go (its space is not held)."""
+    files = {"small.bin": payload("small", 50_000), "large.bin": payload("large", 9 * 1024 * 1024)}
+    create_s3_dataset(cli, home, tmp_path, s3_server, files)
+    assert cli("dataset", "load", "ds").code == 0
+    cache = open_cache("ds")
+    readers = {key: cache.open(key) for key in files}
+    locals_ = {key: Path(cli("dataset", "path", "ds", key).out.strip()) for key in files}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker(key: str, seed: int) -> None:
+        data, reader, step = files[key], readers[key], 65_536 + seed * 4_099
+        offset = seed * 10_007
+        try:
+            while not stop.is_set():
+                offset = (offset + step) % len(data)
+                assert reader.pread(offset, 300_000) == data[offset:offset + 300_000]
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=worker, args=(key, i)) for key in files for i in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        for round_ in range(40):
+            for key, local in locals_.items():
+                fresh = local.with_name(f".{local.name}.{round_}")
+                fresh.write_bytes(files[key])
+                os.replace(fresh, local)
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert not errors, errors[0]
+    for key, reader in readers.items():
+        assert reader.pread(0, len(files[key])) == files[key]  # reads the file now in place, and holds no other:
+    assert not [name for name in _open_files() if name.startswith(str(tmp_path)) and name.endswith(" (deleted)")]
+    for reader in readers.values():
+        reader.close()
 
 
 def test_the_index_survives_a_restart(cli, home, tmp_path, s3_server) -> None:

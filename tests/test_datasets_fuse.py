@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from millpond.datasets.cache.engine import open_cache
-from millpond.datasets.mounts import fuse_available, is_mounted
-from tests.datasets_support import create_s3_dataset, payload
+from millpond.datasets.mounts import fuse_available, is_mounted, records
+from tests.datasets_support import cache_files, create_s3_dataset, env_for, payload
 
 pytestmark = [
     pytest.mark.s3,
@@ -95,3 +97,121 @@ def test_mount_errors_are_one_line(cli, home, tmp_path, s3_server, mountpoint) -
     failed = cli("dataset", "mount", "gone", mountpoint)
     assert failed.code == 2 and failed.err.count("\n") == 1 and "127.0.0.1:9" in failed.err
     assert not is_mounted(str(mountpoint))
+
+
+# -- a mount serves only true bytes, whatever other processes do to the cache files it holds -----
+
+TRUTH = {"small.bin": payload("small", 50_000), "big.bin": payload("big", 9 * 1024 * 1024)}  # one block; three
+
+
+def _forget_pages(path: Path) -> None:
+    """Drop the kernel's pages of a mounted file: the next read asks the mount's process (as after memory pressure)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _settle(local: Path) -> None:
+    """Wait until a write to ``local`` gets a new ctime (file times tick every few ms on older kernels)."""
+    written = local.stat().st_ctime_ns
+    while time.time_ns() < written + 50_000_000:
+        time.sleep(0.01)
+
+
+def _corrupt(local: Path, at: int) -> None:
+    """Flip 100 bytes of a cache file in place (same inode), as a stray writer or a bad disk would."""
+    _settle(local)
+    with open(local, "r+b") as f:
+        f.seek(at)
+        f.write(b"\xff" * 100)
+
+
+def _local(cli, key: str) -> Path:  # type: ignore[no-untyped-def]
+    result = cli("dataset", "path", "ds", key)
+    assert result.code == 0, result.err
+    return Path(result.out.strip())
+
+
+def _held_but_removed(tier: Path) -> list[str]:
+    """Cache files the mount's process still holds open although they were removed or replaced."""
+    (record,) = records()
+    held = []
+    for fd in Path(f"/proc/{record.pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith(str(tier)) and target.endswith(" (deleted)"):
+            held.append(target)
+    return held
+
+
+def _read_all_through(mountpoint: Path) -> None:
+    for key, data in TRUTH.items():
+        assert (mountpoint / key).read_bytes() == data
+
+
+def _load_mount_and_read(cli, home: Path, tmp_path: Path, s3_server, mountpoint: Path) -> None:  # type: ignore[no-untyped-def]
+    """A loaded dataset, mounted and read: the mount holds both cache files open, their blocks verified."""
+    create_s3_dataset(cli, home, tmp_path, s3_server, TRUTH)
+    assert cli("dataset", "load", "ds").code == 0
+    assert cli("dataset", "mount", "ds", mountpoint).code == 0
+    _read_all_through(mountpoint)
+
+
+def test_a_cache_file_corrupted_in_place_under_the_mount_is_fetched_again(
+    cli, home, tmp_path, s3_server, mountpoint
+) -> None:
+    _load_mount_and_read(cli, home, tmp_path, s3_server, mountpoint)
+    for key, data in TRUTH.items():
+        local = _local(cli, key)
+        _corrupt(local, len(data) // 2)  # the middle block of the big file
+        _forget_pages(mountpoint / key)
+        assert (mountpoint / key).read_bytes() == data
+        assert local.read_bytes() == data  # the mount fetched the bad block again and repaired the cache file
+    assert cli("dataset", "unmount", mountpoint).code == 0
+    assert open_cache("ds").index.counters().get("corrupt_blocks", 0) >= 2
+
+
+def test_a_cache_file_replaced_by_another_process_is_read_anew(cli, home, tmp_path, s3_server, mountpoint) -> None:
+    _load_mount_and_read(cli, home, tmp_path, s3_server, mountpoint)
+    small, big = _local(cli, "small.bin"), _local(cli, "big.bin")
+    for key, local in (("small.bin", small), ("big.bin", big)):
+        _corrupt(local, len(TRUTH[key]) // 2)
+    # Another process repairs them, each by writing a new file over the corrupt one (an atomic rename):
+    # a millpond reader re-fetches the small file; the big one is put back whole, as a tier move would.
+    script = "import fsspec,sys; sys.stdout.buffer.write(fsspec.open(sys.argv[1], 'rb').open().read())"
+    repaired = subprocess.run(
+        [sys.executable, "-c", script, "millpond://ds/small.bin"], env=env_for(home), capture_output=True, check=True
+    )
+    assert repaired.stdout == TRUTH["small.bin"]
+    fresh = big.with_name(".big.bin.repair")
+    fresh.write_bytes(TRUTH["big.bin"])
+    os.replace(fresh, big)
+    assert small.read_bytes() == TRUTH["small.bin"] and big.read_bytes() == TRUTH["big.bin"]
+    for key in TRUTH:
+        _forget_pages(mountpoint / key)
+    _read_all_through(mountpoint)  # not the old, corrupt copies the mount held open
+    assert _held_but_removed(tmp_path / "cache-ssd") == []
+    assert cli("dataset", "unmount", mountpoint).code == 0
+
+
+def test_a_cache_cleaned_by_another_process_is_fetched_again_by_the_mount(
+    cli, home, tmp_path, s3_server, mountpoint
+) -> None:
+    _load_mount_and_read(cli, home, tmp_path, s3_server, mountpoint)
+    tier = tmp_path / "cache-ssd"
+    assert len(cache_files(tier)) == 2
+    clean = subprocess.run(
+        [sys.executable, "-m", "millpond.cli.main", "dataset", "clean", "ds"], env=env_for(home), capture_output=True
+    )
+    assert clean.returncode == 0, clean.stderr
+    assert cache_files(tier) == []
+    for key in TRUTH:
+        _forget_pages(mountpoint / key)
+    _read_all_through(mountpoint)  # no EIO: fetched again from the UFS...
+    assert len(cache_files(tier)) == 2  # ...into the cache, which counts them again
+    assert _held_but_removed(tier) == []  # and the removed files' space is given back
+    assert cli("dataset", "unmount", mountpoint).code == 0

@@ -4,7 +4,9 @@
 once DIR is mounted. Reads are served by the dataset's cache (lazily filled from the UFS);
 the kernel keeps file pages between opens (``kernel_cache``) and caches names and attributes
 for the metadata TTL; a ReadOnly mount also declines ``open`` (FUSE's no_open), so a warm file
-is read at page-cache speed without a round trip to Python.
+is read at page-cache speed without a round trip to Python. A mount lives for hours while
+other processes load, repair, replace and clean the cache files it holds open: every read it
+serves checks the file it reads from (see ``cache/reader.py``), so it serves only true bytes.
 A ReadWrite dataset accepts new files: each is written to a temporary file and uploaded to
 the UFS when closed (write-through), then cached.
 """

@@ -18,8 +18,9 @@ class VerifiedBlocks:
     """Blocks already checked in this process, keyed so that any change to the file re-checks them.
 
     A block is verified against its CRC the first time this process reads it; the key holds
-    the file's inode and change time, so rewriting (or corrupting) the file makes the next
-    read verify again.
+    the file's inode and change time, which every write moves, so a file rewritten (or
+    corrupted) in place, or a new file in its place, is verified again at the next read —
+    by a reader that stats the file it reads at each read, not once when it opened it.
     """
 
     def __init__(self) -> None:
@@ -38,6 +39,13 @@ class VerifiedBlocks:
             if len(self._seen) > 1_000_000:
                 self._seen.clear()
             self._seen.add(key)
+
+
+def same_version(before: os.stat_result, after: os.stat_result) -> bool:
+    """Nothing wrote to (or replaced) the file between two stats of it."""
+    return (before.st_dev, before.st_ino, before.st_ctime_ns, before.st_mtime_ns, before.st_size) == (
+        after.st_dev, after.st_ino, after.st_ctime_ns, after.st_mtime_ns, after.st_size
+    )
 
 
 def pin(fd: int) -> os.stat_result | None:

@@ -1,24 +1,57 @@
 """CachedFile: a reader of one dataset file, served from the cache and filled from the UFS.
 
 While open, it pins the cache file it reads (a shared flock), so the evictor leaves it
-alone. Each block is checked against its CRC32C the first time this process reads it; a
-corrupt block is dropped and fetched again, and the reader never sees the bad bytes.
-Reading block N of a big file in order fetches the next blocks ahead of the reader.
+alone. A reader may live as long as a FUSE mount, while other processes repair, replace or
+remove the cache files it holds, so every read of cached bytes is followed by an fstat of
+the file it came from (about a microsecond, where a FUSE read of 1 MiB takes hundreds): a
+file no longer linked (replaced by a rename, or removed by ``dataset clean``) is let go and
+the path opened again, and a block is checked against its CRC32C once per version of the
+file — its inode and change time — so bytes written in place since the last check are
+checked before they are served (damage that leaves the file's times alone, a disk's bit
+rot, is found by the next process to read the file). A corrupt block is dropped and fetched
+again; the reader never sees the bad bytes. Reading block N of a big file in order fetches
+the next blocks ahead of the reader.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
 
-from millpond.datasets.cache.blocks import crc32c, pin
+from millpond.datasets.cache.blocks import crc32c, pin, same_version
 from millpond.datasets.cache.index import CacheRow, FileMeta, block_count
 
 if TYPE_CHECKING:
     from millpond.datasets.cache.engine import DatasetCache
 
 READ_AHEAD_BLOCKS = 8  # a file read in order: how many blocks to fetch ahead of the reader
+
+
+class _Pinned:
+    """An open cache file, share-locked, and its stat when opened.
+
+    Its descriptor is closed with the last reference, not by whoever lets it go: FUSE serves
+    one reader from many threads, and a thread may still be reading a file another thread has
+    just given up (closing it then could hand its number to an unrelated file meanwhile opened).
+    """
+
+    __slots__ = ("fd", "st")
+
+    def __init__(self, fd: int, st: os.stat_result) -> None:
+        self.fd = fd
+        self.st = st
+
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:  # bound now: it may run at exit
+        _close(self.fd)
+
+
+class _Local(NamedTuple):
+    """The cache file a reader holds and the index row it was opened for, swapped as one."""
+
+    row: CacheRow
+    file: _Pinned
 
 
 class CachedFile(io.RawIOBase):
@@ -31,14 +64,12 @@ class CachedFile(io.RawIOBase):
         self.name = meta.path
         self._block_size = cache.config.block_size
         self._blocks = block_count(meta.size, self._block_size)
-        self._row: CacheRow | None = None
-        self._fd: int | None = None
-        self._st: os.stat_result | None = None
+        self._local: _Local | None = None
         self._hits = 0  # bytes served from the cache, counted into the dataset's hit ratio at close
         self._pos = 0
         self._last_block = -1
         self._attach()
-        if self._fd is None and self._blocks == 1:
+        if self._local is None and self._blocks == 1:
             cache.reading_folder(meta)
 
     # -- the cache file ---------------------------------------------------------------------------
@@ -48,24 +79,18 @@ class CachedFile(io.RawIOBase):
         for attempt in range(3):
             row = self.cache.known_row(self.meta.path, fresh=attempt > 0 or fresh)
             if row is None or row.version != self.meta.version:
-                self._release()
-                self._row = None
-                return
+                break
             opened = self._open_local(row)
             if opened is None:
                 continue
-            fd, st = opened
-            if self._fd is not None and self._st is not None and self._st.st_ino == st.st_ino:
-                os.close(fd)  # the same file we already hold: keep that pin
-            else:
-                self._release()
-                self._fd, self._st = fd, st
-            self._row = row
+            held = self._local
+            if held is not None and (held.file.st.st_dev, held.file.st.st_ino) == (opened.st.st_dev, opened.st.st_ino):
+                opened = held.file  # the same file we already hold: keep that pin (the new one closes unused)
+            self._local = _Local(row, opened)
             return
-        self._release()
-        self._row = None
+        self._local = None
 
-    def _open_local(self, row: CacheRow) -> tuple[int, os.stat_result] | None:
+    def _open_local(self, row: CacheRow) -> _Pinned | None:
         tiers = self.cache.tiers
         for complete in (row.complete, not row.complete):  # it may have just moved from partial/ to files/
             try:
@@ -74,14 +99,12 @@ class CachedFile(io.RawIOBase):
                 continue
             st = pin(fd)
             if st is not None:
-                return fd, st
+                return _Pinned(fd, st)
             os.close(fd)  # evicted between open and lock
         return None
 
     def _release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = self._st = None
+        self._local = None  # closed once no read still uses it (see _Pinned)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -90,9 +113,12 @@ class CachedFile(io.RawIOBase):
         end = min(self.meta.size, offset + size)
         if offset >= end:
             return b""
-        fast = self._read_cached(offset, end)
-        if fast is not None:
-            return fast
+        local = self._local
+        if local is not None and local.row.complete:  # a range wholly cached: one pread
+            data = self._read_local(offset // self._block_size, (end - 1) // self._block_size, offset, end)
+            if data is not None:
+                self._hits += len(data)
+                return data
         chunks = []
         while offset < end:
             block = offset // self._block_size
@@ -102,39 +128,69 @@ class CachedFile(io.RawIOBase):
             offset += count
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _read_cached(self, offset: int, end: int) -> bytes | None:
-        """One pread for a range wholly in a complete cached file (CRCs checked on the bytes read); None otherwise."""
-        row, fd = self._row, self._fd
-        if row is None or fd is None or not row.complete:
-            return None
-        first, last = offset // self._block_size, (end - 1) // self._block_size
-        if not all(row.present[first:last + 1]):
-            return None
-        data = os.pread(fd, end - offset, offset)
-        if len(data) != end - offset:
-            return None
-        st = self._st  # as pinned: a file rewritten under an open reader is checked again at the next open
-        assert st is not None
+    def _read_local(self, first: int, last: int, offset: int, end: int) -> bytes | None:
+        """Bytes ``[offset, end)`` from the cache file, blocks ``first..last`` verified; None: fetch them.
+
+        The fstat comes after the read, so a write before the read shows in the change time
+        the check is keyed by; a file no longer linked is let go and the path opened again.
+        """
         verified = self.cache.verified
-        view = memoryview(data)
-        for block in range(first, last + 1):
-            key = verified.key(st, block)
-            if key in verified:
-                continue
-            start = block * self._block_size
-            stop = min(self.meta.size, start + self._block_size)
-            if start >= offset and stop <= end:
-                piece = data if start == offset and stop == end else view[start - offset:stop - offset]
-                good = crc32c(piece) == row.crcs[block]
-                if good:
-                    verified.add(key)
-            else:
-                good = self._verified(row, block)
-            if not good:
-                self._drop(row, block)
+        for _ in range(3):
+            local = self._local
+            if local is None or not all(local.row.present[first:last + 1]):
                 return None
-        self._hits += len(data)
-        return data
+            fd = local.file.fd
+            seen = local.file.st  # a stat taken before this read (at open, or after an earlier read)
+            data = os.pread(fd, end - offset, offset)
+            st = local.file.st = os.fstat(fd)
+            if st.st_nlink == 0:  # replaced (a rename over it) or removed (``dataset clean``) by another process
+                self._attach(fresh=True)
+                continue
+            if len(data) != end - offset:
+                return self._verify(local, first, last, offset, end, st)  # shorter than listed: checked, dropped
+            if verified.key(st, first) in verified if first == last else all(  # the usual read: one block
+                verified.key(st, b) in verified for b in range(first, last + 1)
+            ):
+                return data
+            whole = offset == first * self._block_size and end == min(self.meta.size, (last + 1) * self._block_size)
+            if whole and same_version(seen, st):  # whole blocks, read while the file stood still: check these
+                return data if self._checked(local.row, first, last, data, st) else None
+            del data  # part of a block, or the file changed meanwhile: read the blocks whole, between two stats
+            return self._verify(local, first, last, offset, end, st)
+        return None
+
+    def _verify(
+        self, local: _Local, first: int, last: int, offset: int, end: int, before: os.stat_result
+    ) -> bytes | None:
+        """Check blocks ``first..last`` on one read of them whole, and serve from the bytes checked."""
+        start, stop = first * self._block_size, min(self.meta.size, (last + 1) * self._block_size)
+        whole = os.pread(local.file.fd, stop - start, start)
+        after = os.fstat(local.file.fd)
+        if not self._checked(local.row, first, last, whole, after if same_version(before, after) else None):
+            return None
+        return whole if (offset, end) == (start, stop) else whole[offset - start:end - start]
+
+    def _checked(self, row: CacheRow, first: int, last: int, whole: bytes, st: os.stat_result | None) -> bool:
+        """Blocks ``first..last``, read whole, match their CRCs; a corrupt one is dropped (False: fetch it).
+
+        ``st``: the version of the file they were read from, where nothing changed it while they
+        were read; its blocks then count as verified (else they are checked again next time).
+        """
+        size = self._block_size
+        start = first * size
+        view = memoryview(whole)
+        bad = [
+            block for block in range(first, last + 1)
+            if crc32c(whole if first == last else view[block * size - start:block * size + size - start])
+            != row.crcs[block]
+        ]
+        for block in bad:
+            self._drop(row, block)
+        if not bad and st is not None:
+            verified = self.cache.verified
+            for block in range(first, last + 1):
+                verified.add(verified.key(st, block))
+        return not bad
 
     def _drop(self, row: CacheRow, block: int) -> None:
         """Forget a corrupt block, so it is fetched again."""
@@ -144,11 +200,12 @@ class CachedFile(io.RawIOBase):
         row.present[block] = 0
 
     def _slice(self, block: int, within: int, count: int) -> bytes:
-        if self._row is None or not self._row.has(block):
+        local = self._local
+        if local is None or not local.row.has(block):
             self._attach(fresh=True)  # another reader or the read-ahead may have filled it meanwhile
-        row = self._row
-        if row is not None and self._fd is not None and row.has(block) and self._verified(row, block):
-            data = os.pread(self._fd, count, block * self._block_size + within)
+        offset = block * self._block_size + within
+        data = self._read_local(block, block, offset, offset + count)
+        if data is not None:
             self._hits += len(data)
             self._read_ahead(block)
             return data
@@ -158,26 +215,13 @@ class CachedFile(io.RawIOBase):
         self._read_ahead(block)
         return data[within:within + count]
 
-    def _verified(self, row: CacheRow, block: int) -> bool:
-        """Check a block's CRC once per change of the file; a bad block is dropped for a re-fetch."""
-        assert self._fd is not None
-        key = self.cache.verified.key(os.fstat(self._fd), block)
-        if key in self.cache.verified:
-            return True
-        start = block * self._block_size
-        length = min(self.meta.size, start + self._block_size) - start
-        if crc32c(os.pread(self._fd, length, start)) == row.crcs[block]:
-            self.cache.verified.add(key)
-            return True
-        self._drop(row, block)
-        return False
-
     def _read_ahead(self, block: int) -> None:
         sequential = block == self._last_block + 1
         self._last_block = block
         if not sequential or self._blocks == 1:
             return
-        row = self._row
+        local = self._local
+        row = local.row if local is not None else None
         for following in range(block + 1, min(self._blocks, block + 1 + READ_AHEAD_BLOCKS)):
             if row is None or not row.has(following):
                 self.cache.prefetch(self.meta, following)
