@@ -26,6 +26,9 @@ Limits, and why these values:
 
 YAML's extra types become what kubectl's YAML-to-JSON conversion makes of them: timestamps
 ISO strings, ``!!binary`` text, sets maps to null, non-string keys their JSON text.
+
+Written YAML (``dump_yaml``, every ``-o yaml``) has no anchors or aliases: kubectl prints none,
+and a value that appears twice (a mount's options in spec and in status) is written twice.
 """
 
 from __future__ import annotations
@@ -50,6 +53,18 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPENING = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSING = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
 _NODES = (yaml.AliasEvent, yaml.ScalarEvent, *_OPENING)
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, but a value met twice is written twice, never as ``&id001``/``*id001``."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(value: Any) -> str:
+    """JSON-shaped ``value`` as block YAML in its own key order, the way kubectl prints objects: no anchors."""
+    return yaml.dump(value, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
 class DocumentError(UserError):
