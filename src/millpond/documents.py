@@ -284,7 +284,8 @@ def _frames_path(frames: list[_Frame]) -> str:
         if isinstance(frame.key, int):
             path += f"[{frame.key}]"
         else:
-            path += f".{frame.key}" if path else frame.key
+            key = "".join(c if c.isprintable() else "?" for c in frame.key[:80])  # one line, whatever the key
+            path += f".{key}" if path else key
     return path
 
 
