@@ -22,12 +22,13 @@ from millpond.errors import UserError
 from millpond.store.resources import ResourceStore
 from tests.conftest import MILLPOND_BIN
 
+# Local paths that do not exist: should a check ever let an operation through, it copies nothing.
 DATASET = """\
 apiVersion: data.fluid.io/v1alpha1
 kind: Dataset
 metadata: {name: good}
 spec:
-  mounts: [{mountPoint: "local:///tmp", name: data}]
+  mounts: [{mountPoint: "local:///absent", name: data}]
 ---
 """
 
@@ -52,7 +53,8 @@ CANNOT_WORK = [
      "DataLoad load: spec.ttlSecondsAfterFinished: -1 is below the minimum 0"),
     ("ttl-negative-datamigrate", "DataMigrate",
      _doc("DataMigrate", "mig", "  from: {dataset: {name: good, namespace: default}}\n"
-                                "  to: {externalStorage: {uri: 'local:///tmp/out'}}\n  ttlSecondsAfterFinished: -1\n"),
+                                "  to: {externalStorage: {uri: 'local:///absent/out'}}\n"
+                                "  ttlSecondsAfterFinished: -1\n"),
      "DataMigrate mig: spec.ttlSecondsAfterFinished: -1 is below the minimum 0"),
     ("dataload-no-dataset", "DataLoad", _doc("DataLoad", "load", "  target: [{path: /}]\n"),
      "DataLoad load: spec.dataset: required field is missing"),
@@ -63,22 +65,22 @@ CANNOT_WORK = [
     ("dataprocess-no-dataset", "DataProcess",
      _doc("DataProcess", "proc", "  processor: {script: {image: debian, source: 'true'}}\n"),
      "DataProcess proc: spec.dataset: required field is missing"),
-    ("databackup-no-dataset", "DataBackup", _doc("DataBackup", "bak", "  backupPath: local:///tmp/backup\n"),
+    ("databackup-no-dataset", "DataBackup", _doc("DataBackup", "bak", "  backupPath: local:///absent/backup\n"),
      "DataBackup bak: spec.dataset: required field is missing"),
     ("databackup-empty-dataset", "DataBackup",
-     _doc("DataBackup", "bak", "  dataset: ''\n  backupPath: local:///tmp/backup\n"),
+     _doc("DataBackup", "bak", "  dataset: ''\n  backupPath: local:///absent/backup\n"),
      'DataBackup bak: spec.dataset: "" is too short (at least 1 character)'),
     ("datamigrate-no-dataset-side", "DataMigrate",
-     _doc("DataMigrate", "mig", "  from: {externalStorage: {uri: 'local:///tmp/in'}}\n"
-                                "  to: {externalStorage: {uri: 'local:///tmp/out'}}\n"),
+     _doc("DataMigrate", "mig", "  from: {externalStorage: {uri: 'local:///absent/in'}}\n"
+                                "  to: {externalStorage: {uri: 'local:///absent/out'}}\n"),
      "DataMigrate mig: spec: either spec.from.dataset or spec.to.dataset must be set"),
     ("datamigrate-empty-side", "DataMigrate",
      _doc("DataMigrate", "mig", "  from: {}\n  to: {dataset: {name: good, namespace: default}}\n"),
      "DataMigrate mig: spec.from: names neither a dataset nor an externalStorage"),
     ("datamigrate-side-with-both", "DataMigrate",
      _doc("DataMigrate", "mig", "  from: {dataset: {name: good, namespace: default},"
-                                " externalStorage: {uri: 'local:///tmp/in'}}\n"
-                                "  to: {externalStorage: {uri: 'local:///tmp/out'}}\n"),
+                                " externalStorage: {uri: 'local:///absent/in'}}\n"
+                                "  to: {externalStorage: {uri: 'local:///absent/out'}}\n"),
      "DataMigrate mig: spec.from: names both a dataset and an externalStorage"),
 ]
 
@@ -128,7 +130,7 @@ def test_operations_that_can_work_pass_the_checks(home: Path) -> None:
 
     migrate = {
         "apiVersion": "data.fluid.io/v1alpha1", "kind": "DataMigrate", "metadata": {"name": "in"},
-        "spec": {"from": {"externalStorage": {"uri": "local:///tmp/in"}},
+        "spec": {"from": {"externalStorage": {"uri": "local:///absent/in"}},
                  "to": {"dataset": {"name": "good", "namespace": "default"}}, "ttlSecondsAfterFinished": 0},
     }
     assert check_document(migrate, "in.yaml", 1, ConfigStore(home)).name == "in"
@@ -149,9 +151,9 @@ def test_apply_refuses_a_quota_no_disk_can_hold(cli, tmp_path: Path) -> None:
 LEVELS = 100_000
 DEEP = "[" * LEVELS + "]" * LEVELS
 DEEP_DATASET_YAML = ("apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata: {name: deep}\nspec:\n"
-                     "  mounts:\n  - mountPoint: local:///tmp\n    options:\n      key: " + DEEP + "\n")
+                     "  mounts:\n  - mountPoint: local:///absent\n    options:\n      key: " + DEEP + "\n")
 DEEP_DATASET_JSON = ('{"apiVersion": "data.fluid.io/v1alpha1", "kind": "Dataset", "metadata": {"name": "deep"}, '
-                     '"spec": {"mounts": [{"mountPoint": "local:///tmp", "options": {"key": ' + DEEP + '}}]}}')
+                     '"spec": {"mounts": [{"mountPoint": "local:///absent", "options": {"key": ' + DEEP + '}}]}}')
 FIELD = "spec.mounts[0].options.key[0][0]"
 
 
@@ -215,11 +217,11 @@ def test_the_fluid_sdk_refuses_a_value_nested_100000_deep(home: Path) -> None:
 
     client = fluid.FluidClient()
     with pytest.raises(UserError, match=r"create_dataset: .*spec\.sharedOptions\.key\[0\]\[0\].*nested deeper"):
-        client.create_dataset("deep", "data", "local:///tmp", shared_options={"key": _deep_value()})
+        client.create_dataset("deep", "data", "local:///absent", shared_options={"key": _deep_value()})
     with pytest.raises(UserError, match=r"create_dataset: .*spec\.mounts\[0\]\.options\.key\[0\].*nested deeper"):
-        client.create_dataset("deep", "data", "local:///tmp", options={"key": _deep_value()})
+        client.create_dataset("deep", "data", "local:///absent", options={"key": _deep_value()})
     assert ResourceStore().list("Dataset") == []
-    client.create_dataset("shallow", "data", "local:///tmp")
+    client.create_dataset("shallow", "data", "local:///absent")
     dataset = client.get_dataset("shallow")
     with pytest.raises(UserError, match=r"process: .*spec\.processor\.script\.env\[0\].*nested deeper"):
         dataset.process("/data", {"script": {"image": "debian", "source": "true", "env": _deep_value()}})

@@ -77,12 +77,12 @@ def test_mutated_manifest_text_is_accepted_or_refused(secrets: ConfigStore, text
 OPERATIONS = [
     {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataMigrate", "metadata": {"name": "migrate"},
      "spec": {"from": {"dataset": {"name": "hbase", "namespace": "default"}},
-              "to": {"externalStorage": {"uri": "local:///tmp/out"}}, "parallelism": 2}},
+              "to": {"externalStorage": {"uri": "local:///absent/out"}}, "parallelism": 2}},
     {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataProcess", "metadata": {"name": "process"},
      "spec": {"dataset": {"name": "hbase", "namespace": "default", "mountPath": "/data"},
               "processor": {"script": {"image": "debian", "source": "ls /data"}}}},
     {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataBackup", "metadata": {"name": "backup"},
-     "spec": {"dataset": "hbase", "backupPath": "local:///tmp/backup"}},
+     "spec": {"dataset": "hbase", "backupPath": "local:///absent/backup"}},
 ]
 RUNTIMES = [doc for doc in DOCUMENTS if str(doc.get("kind", "")).endswith("Runtime")]
 LOADS = [doc for doc in DOCUMENTS if doc.get("kind") == "DataLoad"]
