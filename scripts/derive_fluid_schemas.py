@@ -18,6 +18,11 @@ Kinds with no CRD in the reference (JindoRuntime, EFCRuntime, VineyardRuntime, C
 are put together from the runtime pieces every Fluid runtime shares (replicas, tieredstore,
 runAs, volumes, …), taken from the AlluxioRuntime CRD, plus open objects for their
 engine-specific components.
+
+Where a CRD is silent about a value that cannot work, ``STRICTER`` adds the rule Kubernetes or
+Fluid's controllers apply later (a negative count or TTL, a tieredstore with no level, a data
+operation that names no dataset), so ``apply`` refuses it at once with the field's path
+instead of storing an object that fails, or is silently deleted, afterwards.
 """
 
 from __future__ import annotations
@@ -67,6 +72,37 @@ HAND_WRITTEN: dict[str, dict[str, Any]] = {
         "open_list": ("workerGroup",),
     },
 }
+
+
+# Rules added to the CRDs' schemas: (kinds, or None for every kind with the field; path under spec; keywords).
+STRICTER: tuple[tuple[frozenset[str] | None, tuple[str, ...], dict[str, Any]], ...] = (
+    # A count of cache workers: Kubernetes refuses a negative StatefulSet replicas (0 is "none").
+    (None, ("replicas",), {"minimum": 0}),
+    # As Kubernetes validates a Job's ttlSecondsAfterFinished: 0 deletes at once, negative means nothing.
+    (None, ("ttlSecondsAfterFinished",), {"minimum": 0}),
+    # Fluid's Jindo, EFC and Vineyard engines refuse a runtime with no level ("the TieredStore is null");
+    # an empty list written out is a mistake (leave tieredstore out for the default tier).
+    (None, ("tieredstore", "levels"), {"minItems": 1}),
+    # The dataset a DataLoad or DataBackup works on: Fluid's controllers fail the operation without one.
+    (frozenset({"DataLoad"}), (), {"required": ["dataset"]}),
+    (frozenset({"DataBackup"}), (), {"required": ["dataset"]}),
+    (frozenset({"DataBackup"}), ("dataset",), {"minLength": 1}),
+)
+
+
+def stricter(kind: str, schema: dict[str, Any]) -> None:
+    """Add ``STRICTER``'s rules to a kind's schema, where the kind has the field."""
+    for kinds, path, keywords in STRICTER:
+        if kinds is not None and kind not in kinds:
+            continue
+        node: dict[str, Any] | None = schema["properties"]["spec"]
+        for name in path:
+            node = node.get("properties", {}).get(name) if node is not None else None
+        if node is None:
+            continue
+        if "required" in keywords:
+            node["required"] = sorted({*node.get("required", ()), *keywords["required"]})
+        node.update({key: value for key, value in keywords.items() if key != "required"})
 
 
 def compact(schema: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +166,8 @@ def main() -> None:
     schemas = dict(crd_schema(path) for path in sorted(args.crds.glob("data.fluid.io_*.yaml")))
     for kind in HAND_WRITTEN:
         schemas[kind] = hand_written(kind, schemas["AlluxioRuntime"])
+    for kind, schema in schemas.items():
+        stricter(kind, schema)
     args.out.mkdir(parents=True, exist_ok=True)
     for kind, schema in sorted(schemas.items()):
         target = args.out / f"{kind.lower()}.json"

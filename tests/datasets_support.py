@@ -46,9 +46,12 @@ class S3Dataset:
 def manifest(
     name: str, mount_point: str, *, options: dict[str, str] | None = None, secret: bool = True,
     levels: list[dict[str, Any]] | None = None, access: str = "ReadOnlyMany", annotations: dict[str, str] | None = None,
-    path: str = "/",
+    path: str | None = "/",
 ) -> str:
-    """A Dataset and an AlluxioRuntime of the same name, as Fluid's docs write them."""
+    """A Dataset and an AlluxioRuntime of the same name, as Fluid's docs write them.
+
+    The mount is named ``data``; with ``path=None`` it has no ``path`` and sits at ``/data`` (Fluid's rule).
+    """
     option_lines = "".join(f'\n        {k}: "{v}"' for k, v in (options or {}).items())
     encrypt = textwrap.indent(textwrap.dedent(f"""\
         encryptOptions:
@@ -67,7 +70,7 @@ def manifest(
         f"apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata:\n  name: {name}"
         + (f"\n  annotations:{annotation_lines}" if annotations else "")
         + f"\nspec:\n  accessModes: [{access}]\n  mounts:\n    - mountPoint: {mount_point}\n"
-        + f"      name: data\n      path: {path}"
+        + "      name: data" + (f"\n      path: {path}" if path is not None else "")
         + (f"\n      options:{option_lines}" if options else "")
         + ("\n" + encrypt.rstrip() if secret else "")
         + f"\n---\napiVersion: data.fluid.io/v1alpha1\nkind: AlluxioRuntime\nmetadata:\n  name: {name}\n"

@@ -26,6 +26,9 @@ Limits, and why these values:
 
 YAML's extra types become what kubectl's YAML-to-JSON conversion makes of them: timestamps
 ISO strings, ``!!binary`` text, sets maps to null, non-string keys their JSON text.
+
+Written YAML (``dump_yaml``, every ``-o yaml``) has no anchors or aliases: kubectl prints none,
+and a value that appears twice (a mount's options in spec and in status) is written twice.
 """
 
 from __future__ import annotations
@@ -49,6 +52,19 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPENING = (yaml.SequenceStartEvent, yaml.MappingStartEvent)
 _CLOSING = (yaml.SequenceEndEvent, yaml.MappingEndEvent)
+_NODES = (yaml.AliasEvent, yaml.ScalarEvent, *_OPENING)
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, but a value met twice is written twice, never as ``&id001``/``*id001``."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_yaml(value: Any) -> str:
+    """JSON-shaped ``value`` as block YAML in its own key order, the way kubectl prints objects: no anchors."""
+    return yaml.dump(value, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
 class DocumentError(UserError):
@@ -79,6 +95,10 @@ def load_json(text: str, source: str) -> Any:
     except json.JSONDecodeError as exc:
         raise DocumentError(f"{source}:{exc.lineno}:{exc.colno}: malformed JSON: {exc.msg}") from None
     except RecursionError:
+        try:  # JSON is YAML: the event walk names the line, column and field where the depth passes the limit
+            _check_events(text, source)
+        except yaml.YAMLError:
+            pass
         raise DocumentError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as exc:  # an integer of more than 4,300 digits, NaN or Infinity
         raise DocumentError(f"{source}: malformed JSON: {str(exc).splitlines()[0]}") from None
@@ -170,7 +190,10 @@ def _key(key: Any, where: str, path: str) -> str:
 
 
 def _at(path: str) -> str:
-    return f"{path[:120]}: " if path else ""
+    """A field path leading a message, cut to 80 characters: its start names the field."""
+    if not path:
+        return ""
+    return f"{path[:80]}…: " if len(path) > 80 else f"{path}: "
 
 
 def _no_constant(name: str) -> Any:
@@ -189,13 +212,16 @@ def _check_events(text: str, source: str) -> None:
     """Walk the parser's events (flat, no recursion) and refuse what would blow up composing the nodes.
 
     Counts the depth, and the nodes with every alias expanded (an anchor's size is known when
-    its node ends); an alias to a node still open would make a recursive structure.
+    its node ends); an alias to a node still open would make a recursive structure. Keeps the
+    path of keys and indexes to the current node, so a refusal names the field as well as the line.
     """
     sizes: dict[str, int] = {}
-    open_frames: list[tuple[str | None, int]] = []  # (anchor, total nodes when the collection opened)
+    open_frames: list[_Frame] = []
     open_anchors: set[str] = set()
     total = 0
     for event in yaml.parse(text, Loader=_LOADER):
+        if open_frames and isinstance(event, _NODES):
+            open_frames[-1].next_item(event)
         if isinstance(event, yaml.AliasEvent):
             anchor = event.anchor
             if anchor in open_anchors:
@@ -208,19 +234,59 @@ def _check_events(text: str, source: str) -> None:
         elif isinstance(event, _OPENING):
             total += 1
             if len(open_frames) >= MAX_DEPTH:
-                raise DocumentError(f"{_where(source, event)}: nested deeper than {MAX_DEPTH} levels")
-            open_frames.append((event.anchor, total))
+                path = _frames_path(open_frames)
+                raise DocumentError(f"{_where(source, event)}: {_at(path)}nested deeper than {MAX_DEPTH} levels")
+            open_frames.append(_Frame(event.anchor, total, isinstance(event, yaml.MappingStartEvent)))
             if event.anchor:
                 open_anchors.add(event.anchor)
         elif isinstance(event, _CLOSING):
-            anchor, opened = open_frames.pop()
-            if anchor:
-                sizes[anchor] = total - opened + 1
-                open_anchors.discard(anchor)
+            frame = open_frames.pop()
+            if frame.anchor:
+                sizes[frame.anchor] = total - frame.opened + 1
+                open_anchors.discard(frame.anchor)
         if total > MAX_NODES:
             raise DocumentError(
                 f"{_where(source, event)}: more than {MAX_NODES:,} values (aliases counted as expanded)"
             )
+
+
+class _Frame:
+    """One open list or map of ``_check_events``: its anchor, the count when it opened, where it stands."""
+
+    __slots__ = ("anchor", "opened", "mapping", "items", "key")
+
+    def __init__(self, anchor: str | None, opened: int, mapping: bool) -> None:
+        self.anchor, self.opened, self.mapping = anchor, opened, mapping
+        self.items = 0  # nodes seen directly inside (keys and values alternate in a map)
+        self.key: str | int = ""
+
+    def next_item(self, event: yaml.Event) -> None:
+        """A node starts directly inside this frame: remember the key or index it sits at."""
+        if not self.mapping:
+            self.key = self.items
+        elif self.items % 2 == 0:  # a key: a scalar's text, "?" for a collection used as a key
+            self.key = event.value if isinstance(event, yaml.ScalarEvent) else "?"
+        self.items += 1
+
+
+def _frames_path(frames: list[_Frame]) -> str:
+    """The path (``spec.mounts[0].options``) to the node the innermost open frame is filling.
+
+    Built to a little past the 80 characters ``_at`` shows, not through a hundred ``[0]``; empty
+    when it holds no key (``[0][0][0]…`` from the root names no field).
+    """
+    if not any(isinstance(frame.key, str) for frame in frames[:40]):
+        return ""
+    path = ""
+    for frame in frames:
+        if len(path) > 80:
+            break
+        if isinstance(frame.key, int):
+            path += f"[{frame.key}]"
+        else:
+            key = "".join(c if c.isprintable() else "?" for c in frame.key[:80])  # one line, whatever the key
+            path += f".{key}" if path else key
+    return path
 
 
 def _where(source: str, event: yaml.Event) -> str:

@@ -143,11 +143,16 @@ def clean_command(name: str, namespace: str) -> None:
 @click.argument("path", default="")
 @NAMESPACE
 def path_command(name: str, path: str, namespace: str) -> None:
-    """Print the local file holding PATH of NAME, once it is completely cached (exit 1 if it is not)."""
+    """Print the local file holding PATH of NAME, once it is completely cached (exit 1 if it is not).
+
+    PATH is as in the FUSE mount: a mount without ``path`` sits at /<mount name> (Fluid's rule).
+    """
+    from millpond.datasets.path_hints import hint, under_mounts
+
     cache = _cache(name, namespace)
     with _ufs_errors("path", name):
         if cache.stat(path) is None:
-            raise UserError(f"dataset {name} has no file {path!r}")
+            raise UserError(f"dataset {name} has no file {path!r}{hint(under_mounts(cache, path))}")
         local = cache.local_path(path)
     if local is None:
         click.echo(f"{path} is not completely cached (millpond dataset load {name} {path})", err=True)
@@ -161,11 +166,13 @@ def path_command(name: str, path: str, namespace: str) -> None:
 @NAMESPACE
 def ls_command(name: str, path: str, namespace: str) -> None:
     """List a folder of NAME: size, whether it is cached, name."""
+    from millpond.datasets.path_hints import hint, under_mounts
+
     cache = _cache(name, namespace)
     with _ufs_errors("ls", name):
         names = cache.listdir(path)
         if names is None:
-            raise UserError(f"dataset {name} has no folder {path!r}")
+            raise UserError(f"dataset {name} has no folder {path!r}{hint(under_mounts(cache, path, folder=True))}")
         base = path.strip("/")
         for child in names:
             full = f"{base}/{child}" if base else child

@@ -121,9 +121,9 @@ def _print_value(value: Any, output: str) -> None:
     if output == "json":
         sys.stdout.write(json.dumps(value, indent=2) + "\n")
     else:
-        import yaml
+        from millpond.documents import dump_yaml
 
-        sys.stdout.write(yaml.safe_dump(value, sort_keys=False, allow_unicode=True))
+        sys.stdout.write(dump_yaml(value))
 
 
 @click.command("delete")

@@ -3,7 +3,8 @@
 Each check raises a UserError that starts with the field's path (``spec.tieredstore.levels[0].quota: …``);
 the caller puts the file and the object in front. Sizes parse, watermarks are fractions in
 order, paths are absolute and stay inside their root, placeholders are filled, schedules
-parse, and every secret an ``encryptOptions`` names exists with its key.
+parse, a data operation names a valid dataset (a DataMigrate on one side at least, as
+Fluid requires), and every secret an ``encryptOptions`` names exists with its key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from millpond.datasets.mount_points import escapes_root, parse_mount_point
 from millpond.datasets.placeholders import placeholder_message, unfilled
 from millpond.errors import UserError
 from millpond.quantities import parse_quantity
-from millpond.store.secrets import ConfigStore, MissingConfig
+from millpond.store.secrets import ConfigStore, MissingConfig, check_name
 
 Path = list[str | int]
 
@@ -107,8 +108,54 @@ def check_dataset(spec: dict[str, Any]) -> None:
             raise _fail([*at, "path"], f"{show(mount['path'])}: '..' climbs out of the dataset")
 
 
+def _dataset_refs(kind: str, spec: dict[str, Any]) -> Iterator[tuple[Path, str, object]]:
+    """(field path, "dataset" or "namespace", value) of each dataset name or namespace the operation names."""
+    if kind == "DataBackup":
+        if "dataset" in spec:
+            yield ["spec", "dataset"], "dataset", spec["dataset"]
+        return
+    if kind == "DataMigrate":
+        refs: list[tuple[Path, Any]] = [
+            (["spec", side, "dataset"], (spec.get(side) or {}).get("dataset")) for side in ("from", "to")
+        ]
+    else:
+        refs = [(["spec", "dataset"], spec.get("dataset"))]
+    for at, ref in refs:
+        if isinstance(ref, dict):
+            for key, what in (("name", "dataset"), ("namespace", "namespace")):
+                if key in ref:
+                    yield [*at, key], what, ref[key]
+
+
+def check_dataset_refs(kind: str, spec: dict[str, Any]) -> None:
+    """The dataset an operation works on has a valid name (an empty one is never applied, so it would wait forever)."""
+    for at, what, value in _dataset_refs(kind, spec):
+        try:
+            check_name(what, str(value))
+        except UserError as exc:
+            raise _fail(at, str(exc)) from None
+
+
+def check_migrate_sides(spec: dict[str, Any]) -> None:
+    """Each side is a dataset or an external storage, and one side is a dataset (Fluid refuses the spec otherwise)."""
+    datasets = 0
+    for side in ("from", "to"):
+        named = [key for key in ("dataset", "externalStorage") if (spec.get(side) or {}).get(key)]
+        if not named:
+            raise _fail(["spec", side], "names neither a dataset nor an externalStorage: give one")
+        if len(named) == 2:
+            raise _fail(["spec", side], "names both a dataset and an externalStorage: give one")
+        datasets += named == ["dataset"]
+    if not datasets:
+        raise _fail(["spec"], "either spec.from.dataset or spec.to.dataset must be set "
+                              "(a DataMigrate copies into or out of a dataset, as in Fluid)")
+
+
 def check_operation(kind: str, spec: dict[str, Any]) -> None:
-    """Targets are absolute paths inside the dataset; URIs parse; a Cron policy has a valid schedule."""
+    """The dataset is named; targets are absolute paths inside it; URIs parse; a Cron schedule is valid."""
+    check_dataset_refs(kind, spec)
+    if kind == "DataMigrate":
+        check_migrate_sides(spec)
     for index, target in enumerate(spec.get("target") or []):
         check_absolute(["spec", "target", index, "path"], target["path"])
     dataset = spec.get("dataset")

@@ -20,7 +20,7 @@ from millpond.datasets.config import annotation_ttl, property_ttl
 from millpond.datasets.fields import show
 from millpond.datasets.kinds import API_VERSION, KINDS, NOT_ON_ONE_MACHINE, dataset_reference
 from millpond.datasets.schema_check import check_schema
-from millpond.documents import load_yaml_documents
+from millpond.documents import load_yaml_documents, plain_value
 from millpond.errors import UserError
 from millpond.store.secrets import ConfigStore, check_name
 
@@ -161,7 +161,10 @@ def check_document(doc: Any, source: str, number: int, secrets: ConfigStore) -> 
     """One document checked (envelope, schema, what a schema cannot say); its notes name what is only recorded.
 
     ``source`` names where it came from in errors: a file, or the SDK call that built it.
+    A document that was not parsed from text (an SDK call's dicts, an API body) is held to the
+    same limits first (depth, size, JSON values), so no input reaches the checks' recursion.
     """
+    doc = plain_value(doc, f"{source}: document {number}")
     body = _envelope(doc, f"{source}: document {number}")
     label = f"{body['kind']} {body['metadata']['name']}"
     try:

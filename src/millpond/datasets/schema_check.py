@@ -24,8 +24,11 @@ _INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
 
 def _in_range(fmt: str, value: object) -> bool:
+    """An int32/int64 field's value fits; 2147483648.0 counts too (JSON's integers include 2.0, as jsonschema's)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return True
     low, high = _INT_RANGES[fmt]
-    return not isinstance(value, int) or isinstance(value, bool) or low <= value <= high
+    return low <= value <= high
 
 
 @functools.cache
@@ -80,6 +83,7 @@ def describe(error: "ValidationError") -> str:
         bound = "below the minimum" if keyword == "minimum" else "above the maximum"
         return f"{where}: {show(value)} is {bound} {rule}"
     if keyword in ("minLength", "minItems"):
-        unit = "characters" if keyword == "minLength" else "items"
-        return f"{where}: {show(value)} is too short (at least {rule} {unit})"
+        unit = ("character" if keyword == "minLength" else "item") + ("s" if rule != 1 else "")
+        shown = "an empty array" if value == [] else show(value)
+        return f"{where}: {shown} is too short (at least {rule} {unit})"
     return f"{where or 'the document'}: {error.message}"

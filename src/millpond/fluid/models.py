@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from millpond.documents import MAX_DEPTH
+
 
 def camel_case(name: str) -> str:
     """``service_account_name`` → ``serviceAccountName``: how Fluid's CRDs spell a field."""
@@ -18,30 +20,34 @@ def camel_case(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def to_manifest(value: Any) -> Any:
+def to_manifest(value: Any, depth: int = 0) -> Any:
     """A model, a kubernetes client object, or plain data, as manifest JSON (None fields left out).
 
     kubernetes client models (``V1EnvVar``, ``V1Volume``…) carry their own camelCase map;
-    plain dicts keep their keys, since mount ``options`` are not field names.
+    plain dicts keep their keys, since mount ``options`` are not field names. Past
+    ``MAX_DEPTH`` levels the value is left as it is, for the manifest check to refuse with
+    the field's path (converting it would exhaust Python's stack on a hostile value).
     """
+    if depth > MAX_DEPTH:
+        return value
     if isinstance(value, Model):
-        return value.to_dict()
+        return value.to_dict(depth)
     attribute_map = getattr(type(value), "attribute_map", None)
     if isinstance(attribute_map, dict) and hasattr(type(value), "openapi_types"):
-        return {attribute_map[attr]: to_manifest(getattr(value, attr))
+        return {attribute_map[attr]: to_manifest(getattr(value, attr), depth + 1)
                 for attr in attribute_map if getattr(value, attr, None) is not None}
     if isinstance(value, dict):
-        return {key: to_manifest(child) for key, child in value.items()}
+        return {key: to_manifest(child, depth + 1) for key, child in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_manifest(child) for child in value]
+        return [to_manifest(child, depth + 1) for child in value]
     return value
 
 
 class Model:
     """A Fluid model: fields in snake_case, ``to_dict()`` in the manifest's camelCase."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {camel_case(f.name): to_manifest(getattr(self, f.name))
+    def to_dict(self, depth: int = 0) -> dict[str, Any]:
+        return {camel_case(f.name): to_manifest(getattr(self, f.name), depth + 1)
                 for f in fields(self)  # type: ignore[arg-type]
                 if getattr(self, f.name) is not None}
 
