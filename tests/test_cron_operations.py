@@ -35,8 +35,8 @@ REFUSED = [
     ("0 0 31 4,6,9,11 *", "never fires"),
     (", * * * *", "never fires"),
     ("0 0 * * 7", "7 is above 6"),
-    ("@every banana", "not a duration"),
-    ("@every 1mins", "not a duration"),
+    ("@every banana", "not a Go duration"),
+    ("@every 1mins", "not a Go duration"),
     ("@every", "unknown descriptor"),
     ("@Daily", "unknown descriptor"),
     ("CRON_TZ=UTC 0 * * * *", "TZ"),
@@ -266,3 +266,35 @@ def test_a_deleted_operation_ends_its_own_process(cli, home, tmp_path, s3_server
     started = time.monotonic()
     assert cli("delete", "dataload", "alone").code == 0
     print(f"\nthe deleted DataLoad's process ended {_seconds_until_gone([sleeper], started):.2f}s later")
+
+
+@pytest.mark.s3
+def test_a_reapplied_cron_operation_runs_its_new_schedule_in_one_process(cli, home, tmp_path, s3_server) -> None:
+    create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")
+    assert _apply(cli, tmp_path, _dataload("moved", "ds", "@hourly"), "moved").code == 0
+    _wait_for(lambda: _status(cli, "dataload", "moved").get("nextScheduleTime"), GONE_WITHIN_S, "a sleeping Cron")
+    old = _operation_process(home, "DataLoad", "moved")
+    result = _apply(cli, tmp_path, _dataload("moved", "ds", "@daily"), "moved")
+    assert result.code == 0 and "configured" in result.out, result.out
+    started = time.monotonic()
+    old_s = _seconds_until_gone([old], started)
+    new = _operation_process(home, "DataLoad", "moved")
+    midnight = _wait_for(lambda: _status(cli, "dataload", "moved").get("nextScheduleTime", "").endswith("T00:00:00Z"),
+                         GONE_WITHIN_S, "the new schedule's next time")
+    assert midnight and new != old and is_running(*new)
+    assert cli("delete", "dataset", "ds").code == 0
+    print(f"\nthe process of the old schedule ended {old_s:.2f}s after the re-apply")
+
+
+@pytest.mark.s3
+def test_removing_the_home_ends_an_operation_waiting_out_its_ttl(cli, home, tmp_path, s3_server) -> None:
+    create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")
+    text = ("apiVersion: data.fluid.io/v1alpha1\nkind: DataLoad\nmetadata: {name: once}\nspec:\n"
+            "  dataset: {name: ds, namespace: default}\n  ttlSecondsAfterFinished: 3600\n")
+    assert _apply(cli, tmp_path, text, "once").code == 0
+    _wait_for(lambda: _status(cli, "dataload", "once").get("phase") == "Complete", GONE_WITHIN_S, "the load")
+    waiting = _operation_process(home, "DataLoad", "once")
+    started = time.monotonic()
+    shutil.rmtree(home)
+    print(f"\nthe process waiting out its TTL ended {_seconds_until_gone([waiting], started):.2f}s after rm -rf")
+    assert not home.exists()  # it did not make the home again to delete the operation from it

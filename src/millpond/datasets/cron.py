@@ -215,8 +215,12 @@ def _every(text: str) -> dt.timedelta:
 
 
 def _go_duration(text: str) -> int:
-    """Nanoseconds, as Go's ``time.ParseDuration`` reads ``text`` (``1h30m``, ``1.5s``, ``-2m``, ``0``)."""
-    bad = UserError(f"@every: {text!r} is not a duration (a Go duration such as 30s, 5m or 1h30m)")
+    """Nanoseconds, as Go's ``time.ParseDuration`` reads ``text`` (``1h30m``, ``1.5s``, ``-2m``, ``0``).
+
+    The one Go duration parser is ``millpond.durations.parse_go_duration`` (branch ``parsers``):
+    once both are merged, this is ``parse_go_duration(text, "@every").nanoseconds``.
+    """
+    bad = UserError(f"@every {text!r} is not a Go duration (such as 90s, 1m30s, 1.5h; units ns, us, ms, s, m, h)")
     rest, negative = text, False
     if rest[:1] in ("+", "-"):
         negative, rest = rest[0] == "-", rest[1:]
@@ -239,6 +243,6 @@ def _go_duration(text: str) -> int:
             value += int(int(fraction) * scale / 10 ** len(fraction))
         total += value
         if total > _MAX_NS + (1 if negative else 0):
-            raise UserError(f"@every: {text!r} is too long a duration (at most about 292 years)")
+            raise UserError(f"@every {text!r} is not a Go duration (it overflows: at most about 292 years)")
         rest = rest[match.end():]
     return -total if negative else total

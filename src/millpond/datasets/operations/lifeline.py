@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -92,8 +93,12 @@ class Lifeline:
     def working(self) -> Iterator[None]:
         """Hold the operation's lock and watch: a broken lifeline ends this process group at once."""
         path = lock_path(self.settings, self.resource.kind, self.resource.name, self.resource.namespace)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as lock:
+        try:
+            path.parent.mkdir(exist_ok=True)  # not parents: a removed home is not made again
+            lock = open(path, "a")
+        except OSError as exc:
+            _end(self.resource, self.broken() or f"cannot open its lock file: {exc}")
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_SH)
             reason = self.broken()  # deleted before the lock was taken: the deleter did not wait for us
             if reason is not None:
@@ -114,7 +119,7 @@ class Lifeline:
                 _end(self.resource, reason)
 
 
-def _end(resource: Resource, reason: str) -> None:
+def _end(resource: Resource, reason: str) -> NoReturn:
     """Say why in the operation's log, then end this process and what it started (its group)."""
     print(f"{resource.kind} {resource.name}: stopped: {reason}", file=sys.stderr, flush=True)
     if os.getpgid(0) == os.getpid():  # the group leader ``start`` made: its children are ours

@@ -162,15 +162,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{kind} {name}: {status['phase']}", file=sys.stderr)
-    _delete_after_ttl(resource)
+    _delete_after_ttl(resource, lifeline)
     os._exit(0 if status["phase"] == "Complete" else 1)  # background fetch threads must not hold the exit
 
 
-def _delete_after_ttl(resource: Resource) -> None:
-    """``ttlSecondsAfterFinished``: the finished operation is deleted that many seconds later."""
+def _delete_after_ttl(resource: Resource, lifeline: Lifeline) -> None:
+    """``ttlSecondsAfterFinished``: the finished operation is deleted that many seconds later.
+
+    Unless it, its dataset or its home went meanwhile: then this process just ends (within a second).
+    """
     ttl = resource.spec.get("ttlSecondsAfterFinished")
     if ttl is None:
         return
-    time.sleep(max(0, int(ttl)))
-    ResourceStore().delete(resource.kind, resource.name, resource.namespace)
+    if lifeline.sleep_until(time.time() + max(0, int(ttl))) is None:
+        ResourceStore().delete(resource.kind, resource.name, resource.namespace)
 
