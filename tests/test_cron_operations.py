@@ -298,3 +298,24 @@ def test_removing_the_home_ends_an_operation_waiting_out_its_ttl(cli, home, tmp_
     shutil.rmtree(home)
     print(f"\nthe process waiting out its TTL ended {_seconds_until_gone([waiting], started):.2f}s after rm -rf")
     assert not home.exists()  # it did not make the home again to delete the operation from it
+
+
+@pytest.mark.s3
+def test_a_stored_schedule_that_cannot_run_fails_with_the_reason_instead_of_pending_for_ever(
+    cli, home, tmp_path, s3_server
+) -> None:
+    from millpond.datasets import operations
+    from millpond.store.resources import ResourceStore
+
+    create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")
+    # As an older millpond stored it (its apply took "@every banana"): straight into the store.
+    manifest = {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataLoad", "metadata": {"name": "old"},
+                "spec": {"dataset": {"name": "ds", "namespace": "default"}, "policy": "Cron",
+                         "schedule": "@every banana"}}
+    ResourceStore().apply([manifest])
+    operations.start("DataLoad", "old", "default")
+    status = _wait_for(lambda: (s := _status(cli, "dataload", "old"))["phase"] == "Failed" and s, GONE_WITHIN_S,
+                       "the DataLoad to fail")
+    condition = status["conditions"][0]
+    assert condition["reason"] == "InvalidSchedule" and "'@every banana'" in condition["message"], condition
+    assert "not a Go duration" in condition["message"]

@@ -71,7 +71,8 @@ def _update(store: ResourceStore, resource: Resource, fields: dict[str, Any]) ->
 
 def _fail(store: ResourceStore, resource: Resource, message: str) -> int:
     now = _stamp(dt.datetime.now(dt.timezone.utc))
-    condition = {"type": "Failed", "status": "True", "reason": f"{resource.kind}Failed", "message": message,
+    # Kubernetes' word for a CronJob whose schedule cannot run: the schedule, not one run, failed.
+    condition = {"type": "Failed", "status": "True", "reason": "InvalidSchedule", "message": message,
                  "lastProbeTime": now, "lastTransitionTime": now}
     _update(store, resource, {"phase": "Failed", "conditions": [condition]})
     print(f"{resource.kind} {resource.name}: Failed: {message}", file=sys.stderr, flush=True)
