@@ -23,7 +23,7 @@ from millpond.datasets.operations import liveness, wait
 from millpond.runners.processes import start_ticks
 from millpond.store.resources import ProcessRecord, ResourceStore
 from millpond.store.secrets import ConfigStore
-from tests.datasets_support import SECRET, manifest, payload
+from tests.datasets_support import SECRET, manifest, payload, s3_options
 from tests.slow_link import SlowLink
 
 pytestmark = pytest.mark.s3
@@ -170,23 +170,27 @@ def _encrypt() -> str:
 
 
 def _migrate(name: str, source: str, target: str, extra: str = "") -> str:
+    """A DataMigrate out of dataset ``source`` (Fluid's rule: one side is a dataset) to the URI ``target``."""
     return (
         f"apiVersion: data.fluid.io/v1alpha1\nkind: DataMigrate\nmetadata: {{name: {name}}}\nspec:\n"
-        f"  from:\n    externalStorage:\n      uri: {source}\n{_encrypt()}"
+        f"  from:\n    dataset: {{name: {source}, namespace: default, path: /}}\n"
         f"  to:\n    externalStorage:\n      uri: {target}\n{_encrypt()}{extra}"
     )
 
 
-def _migration(home: Path, s3_server, link: SlowLink) -> tuple[str, str, dict[str, bytes]]:
-    """(source URI, target URI through the slow link, the source's files): FILES objects to copy."""
+def _migration(cli, home: Path, tmp_path: Path, s3_server, link: SlowLink) -> tuple[str, str, dict[str, bytes]]:
+    """(source dataset, target URI through the slow link, the source's files): FILES objects to copy."""
     _secret(home, s3_server)
     source, target = s3_server.create_bucket(), s3_server.create_bucket()
     files = {f"part-{i:02d}.bin": payload(f"m{i}", FILE_SIZE) for i in range(FILES)}
     fs = s3_server.filesystem()
     for key, data in files.items():
         fs.pipe_file(f"{source}/in/{key}", data)
-    direct = s3_server.endpoint_url.split("://", 1)[1]
-    return f"minio://{direct}/{source}/in/", f"minio://{link.host}/{target}/out/", files
+    levels = [{"mediumtype": "SSD", "path": str(tmp_path / "cache-src"), "quota": "256Mi"}]
+    (tmp_path / "src.yaml").write_text(manifest("src", f"s3://{source}/in", options=s3_options(s3_server),
+                                                levels=levels))
+    assert cli("apply", "-f", tmp_path / "src.yaml").code == 0
+    return "src", f"minio://{link.host}/{target}/out/", files
 
 
 def _copied(s3_server, target_uri: str) -> dict[str, bytes]:
@@ -234,7 +238,7 @@ def test_a_killed_dataload_resumes_and_fetches_only_what_is_missing(
 
 
 def test_a_killed_datamigrate_resumes_copying_only_the_missing_files(cli, home, tmp_path, s3_server, link) -> None:
-    source, target, files = _migration(home, s3_server, link)
+    source, target, files = _migration(cli, home, tmp_path, s3_server, link)
     _apply(cli, tmp_path, _migrate("move", source, target), "move")
     first = _one_process(home, "DataMigrate", "move")
     _until("a file copied", lambda: (_status(cli, "datamigrate", "move").get("progress") or {}).get("bytes"))
@@ -266,7 +270,7 @@ def test_a_killed_datamigrate_resumes_copying_only_the_missing_files(cli, home, 
 
 
 def test_an_operation_whose_process_keeps_dying_ends_failed(cli, home, tmp_path, s3_server, link) -> None:
-    source, target, _ = _migration(home, s3_server, link)
+    source, target, _ = _migration(cli, home, tmp_path, s3_server, link)
     _apply(cli, tmp_path, _migrate("doomed", source, target), "doomed")
     killed: tuple[int, ...] = ()
     for attempt in range(liveness.MAX_RESUMES + 1):
@@ -285,7 +289,7 @@ def test_an_operation_whose_process_keeps_dying_ends_failed(cli, home, tmp_path,
 
 
 def test_a_killed_step_waiting_on_run_after_fails_and_wait_says_why(cli, home, tmp_path, s3_server, link) -> None:
-    source, target, _ = _migration(home, s3_server, link)
+    source, target, _ = _migration(cli, home, tmp_path, s3_server, link)
     backup = tmp_path / "backups"
     _apply(cli, tmp_path, _migrate("first", source, target) + f"""\
 ---

@@ -1,20 +1,28 @@
-"""What deleting a Dataset leaves behind is removed: its cache files in every tier, its index, its mounts."""
+"""What deleting a Dataset leaves behind is removed: its data operations, its cache files in every
+tier, its index, its mounts."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
-from millpond.settings import load_settings
+from millpond.datasets.kinds import KINDS, owner_dataset
+from millpond.datasets.operations.lifeline import wait_until_idle
+from millpond.settings import Settings, load_settings
+from millpond.store.resources import Resource, ResourceStore
+
+STOP_TIMEOUT_S = 30.0  # a working operation ends within about a second of its deletion; this says it hangs
 
 
 def dataset_deleted(name: str, namespace: str = "default") -> None:
-    """Unmount the dataset's FUSE mounts and remove its cache and index (the UFS is untouched)."""
+    """Delete the dataset's operations, unmount its FUSE mounts, remove its cache and index (not its UFS)."""
     from millpond.datasets.cache.index import CacheIndex
     from millpond.datasets.mounts import unmount_dataset
 
     settings = load_settings()
+    delete_operations(settings, name, namespace)
     unmount_dataset(name, namespace)
     for state_dir in sorted((settings.home / "datasets" / namespace).glob(f"{name}-*")):
         if state_dir.name.rsplit("-", 1)[0] != name or not (state_dir / "index.db").exists():
@@ -27,3 +35,25 @@ def dataset_deleted(name: str, namespace: str = "default") -> None:
         for tier_path in tier_paths:
             shutil.rmtree(Path(tier_path), ignore_errors=True)
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def delete_operations(settings: Settings, name: str, namespace: str) -> list[Resource]:
+    """Delete the data operations the dataset owns, as Fluid's owner references do; the deleted.
+
+    Their processes notice within about a second and end (a scheduled one sleeping, a working
+    one with the scripts it started); this waits for the working ones, so nothing writes into
+    the cache removed next. One still working after ``STOP_TIMEOUT_S`` is named on stderr.
+    """
+    store = ResourceStore(settings)
+    owned = [
+        resource
+        for kind, info in KINDS.items() if info.category == "operation"
+        for resource in store.list(kind)
+        if owner_dataset(kind, resource.spec, resource.namespace) == (name, namespace)
+    ]
+    deleted = [resource for resource in owned if store.delete(resource.kind, resource.name, resource.namespace)]
+    for resource in deleted:
+        if not wait_until_idle(settings, resource.kind, resource.name, resource.namespace, STOP_TIMEOUT_S):
+            print(f"warning: {resource.kind} {resource.name} was deleted but its process is still working "
+                  f"after {STOP_TIMEOUT_S:.0f}s", file=sys.stderr)
+    return deleted

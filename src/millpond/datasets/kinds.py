@@ -108,3 +108,22 @@ def dataset_reference(kind: str, spec: dict[str, Any]) -> tuple[str, str | None]
     if isinstance(ref, dict) and ref.get("name"):
         return ref["name"], ref.get("namespace")
     return None
+
+
+def owner_dataset(kind: str, spec: dict[str, Any], namespace: str) -> tuple[str, str] | None:
+    """The (name, namespace) of the dataset that owns a data operation: deleting it deletes them.
+
+    Fluid's operation controller gives each operation an owner reference to its target dataset:
+    ``spec.dataset`` (a DataBackup's, a name, is in its own namespace); for a DataMigrate, the
+    ``to`` dataset, else the ``from`` one. A reference without a namespace means the operation's.
+    """
+    if kind == "DataMigrate":
+        sides = [(spec.get(side) or {}).get("dataset") for side in ("to", "from")]
+        ref = next((side for side in sides if isinstance(side, dict) and side.get("name")), None)
+    else:
+        ref = spec.get("dataset")
+    if isinstance(ref, str) and ref:
+        return ref, namespace
+    if isinstance(ref, dict) and ref.get("name"):
+        return str(ref["name"]), str(ref.get("namespace") or namespace)
+    return None

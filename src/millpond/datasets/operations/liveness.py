@@ -102,8 +102,15 @@ def reconcile_all(store: ResourceStore) -> None:
 
 
 def _watched(resource: Resource) -> bool:
-    """Whether the operation needs a live process: until it ends, or for ever when it runs on a schedule."""
-    return resource.spec.get("policy") == "Cron" or (resource.status or {}).get("phase") not in FINISHED
+    """Whether the operation needs a live process: until it ends, or for ever when it runs on a schedule.
+
+    A schedule that cannot run (condition ``InvalidSchedule``) ended for good: its process
+    exited on purpose, and resuming it would only replace that reason.
+    """
+    status = resource.status or {}
+    if resource.spec.get("policy") == "Cron":
+        return not any(c.get("reason") == "InvalidSchedule" for c in status.get("conditions") or [])
+    return status.get("phase") not in FINISHED
 
 
 def _after_death(store: ResourceStore, seen: Resource) -> dict[str, Any]:

@@ -15,6 +15,8 @@ import time
 from typing import Any
 
 from millpond.datasets.operations import copied, liveness
+from millpond.datasets.operations.lifeline import Lifeline
+from millpond.datasets.operations.schedule import run_on_schedule
 from millpond.errors import MillpondError, UserError
 from millpond.store.resources import Resource, ResourceStore
 
@@ -150,44 +152,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0  # seen dead before it started: failed or resumed elsewhere
     try:
         resource = _operation(ResourceStore(), kind, name, namespace)
+        lifeline = Lifeline(resource)  # ends this process when the operation, its dataset or its home goes
         if resource.spec.get("policy") == "Cron":
-            _run_on_schedule(resource)
-        status = run(kind, name, namespace)
+            os._exit(run_on_schedule(resource, run, lifeline))
+        with lifeline.working():
+            status = run(kind, name, namespace)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{kind} {name}: {status['phase']}", file=sys.stderr)
-    _delete_after_ttl(resource)
+    _delete_after_ttl(resource, lifeline)
     os._exit(0 if status["phase"] == "Complete" else 1)  # background fetch threads must not hold the exit
 
 
-def _run_on_schedule(resource: Resource) -> None:
-    """``policy: Cron``: run at every time the schedule names, for as long as the operation exists."""
-    from croniter import croniter
+def _delete_after_ttl(resource: Resource, lifeline: Lifeline) -> None:
+    """``ttlSecondsAfterFinished``: the finished operation is deleted that many seconds later.
 
-    schedule = croniter(str(resource.spec.get("schedule") or "@hourly"), dt.datetime.now(dt.timezone.utc))
-    store = ResourceStore()
-    while True:
-        moment = schedule.get_next(dt.datetime)
-        status = dict((store.get(resource.kind, resource.name, resource.namespace) or resource).status or {})
-        status["nextScheduleTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-        if status.get("phase") not in ("Executing",):
-            status.setdefault("phase", "Pending")
-        _set(store, resource, status)
-        time.sleep(max(0.0, moment.timestamp() - time.time()))
-        if store.get(resource.kind, resource.name, resource.namespace) is None:
-            os._exit(0)  # deleted meanwhile: the schedule ends with it
-        run(resource.kind, resource.name, resource.namespace)
-        status = dict(store.get(resource.kind, resource.name, resource.namespace).status or {})  # type: ignore[union-attr]
-        status["lastScheduleTime"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-        _set(store, resource, status)
-
-
-def _delete_after_ttl(resource: Resource) -> None:
-    """``ttlSecondsAfterFinished``: the finished operation is deleted that many seconds later."""
+    Unless it, its dataset or its home went meanwhile: then this process just ends (within a second).
+    """
     ttl = resource.spec.get("ttlSecondsAfterFinished")
     if ttl is None:
         return
-    time.sleep(max(0, int(ttl)))
-    ResourceStore().delete(resource.kind, resource.name, resource.namespace)
+    if lifeline.sleep_until(time.time() + max(0, int(ttl))) is None:
+        ResourceStore().delete(resource.kind, resource.name, resource.namespace)
 
