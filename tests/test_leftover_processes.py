@@ -19,7 +19,7 @@ import pytest
 
 from millpond.datasets.mounts import fuse_available, is_mounted
 from millpond.runners.sandbox import sandbox_problem
-from tests.conftest import PIPELINES
+from tests.conftest import PIPELINES, spawn_cli
 from tests.datasets_support import create_s3_dataset, manifest
 
 pytestmark = [
@@ -49,6 +49,15 @@ def _processes(match: Callable[[list[str]], bool]) -> list[int]:
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and match(_argv(int(entry)))]
 
 
+def _of_home(pid: int) -> bool:
+    """Whether ``pid`` works for this test's home (other tests on this machine run runners of their own)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            return f"MILLPOND_HOME={os.environ['MILLPOND_HOME']}".encode() in environ.read().split(b"\0")
+    except OSError:
+        return False
+
+
 def mount_daemons(folder: Path) -> list[int]:
     """The FUSE daemons serving ``folder``, found in /proc whatever millpond recorded."""
     daemon = ("millpond.datasets.fuse_mount", "millpond.datasets.shared_mounts")
@@ -59,6 +68,7 @@ def runner(kind: str, name: str) -> int:
     """The pid of the background runner of operation ``kind`` ``name``."""
     module = "millpond.datasets.operations"
     found = _processes(lambda argv: module in argv and argv[argv.index(module) + 1:][:2] == [kind, name])
+    found = [pid for pid in found if _of_home(pid)]
     assert len(found) == 1, found
     return found[0]
 
@@ -165,6 +175,28 @@ def test_a_killed_user_s_mount_ends_by_itself(cli, tmp_path: Path, shared: Path)
     until(lambda: not is_mounted(str(shared)) and mount_daemons(shared) == [], "unmounted, its daemon gone")
 
 
+def test_a_mount_whose_daemon_was_killed_is_mounted_afresh_for_the_next_user(cli, tmp_path: Path, shared: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    holding = f"touch {marks}/in\nuntil [ -e {marks}/go ]; do sleep 0.05; done"
+    (tmp_path / "hold.yaml").write_text(process("hold", holding))
+    assert cli("apply", "-f", tmp_path / "hold.yaml").code == 0
+    until(lambda: (marks / "in").exists(), "inside")
+    [daemon] = mount_daemons(shared)
+    os.kill(daemon, signal.SIGKILL)  # the mount stays in the kernel's table, answering every read with an error
+    until(lambda: mount_daemons(shared) == [], "the daemon gone")
+    assert is_mounted(str(shared))
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "read.yaml").write_text(process("read", f"cat /data/raw/a.txt > {out}/a"))
+    result = cli("apply", "--wait", "-f", tmp_path / "read.yaml")
+    assert result.code == 0, result.err
+    assert (out / "a").read_text() == "alpha"
+    (marks / "go").touch()
+    until(lambda: phase(cli, "dataprocess", "hold") in ("Complete", "Failed"), "hold ended")
+    assert not is_mounted(str(shared)) and mount_daemons(shared) == []
+
+
 def test_a_mount_the_user_made_stays_until_unmount(cli, tmp_path: Path, shared: Path) -> None:
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -252,3 +284,44 @@ def test_ps_lists_runners_cron_schedules_and_mounts(cli, tmp_path: Path, shared:
     (marks / "go").touch()
     until(lambda: phase(cli, "dataprocess", "slow") == "Complete", "slow Complete")
     assert [row for row in cli("ps", "-o", "json").json() if row["kind"] != "engine"] == []
+
+
+def test_ps_lists_the_server_while_it_runs(cli, home: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = spawn_cli(home, "server", "--port", port)
+    try:
+        until(lambda: any(row["kind"] == "server" for row in cli("ps", "-o", "json").json()), "the server listed")
+        [row] = [row for row in cli("ps", "-o", "json").json() if row["kind"] == "server"]
+        assert row["object"] == f"http://127.0.0.1:{port}" and row["pid"] == server.pid
+    finally:
+        server.terminate()
+        server.wait(BOUND_S)
+    assert not [row for row in cli("ps", "-o", "json").json() if row["kind"] == "server"]
+
+
+def test_dataset_load_ends_when_its_data_load_process_is_killed(home: Path, tmp_path: Path, cli, s3_server) -> None:
+    files = {f"many/{i:04d}.bin": b"x" * 1000 for i in range(1000)}  # listed and fetched in a few seconds
+    create_s3_dataset(cli, home, tmp_path, s3_server, files)
+    load = spawn_cli(home, "dataset", "load", "ds")
+
+    def data_loads() -> list[int]:
+        return [pid for pid in _processes(lambda argv: "millpond.datasets.operations" in argv and "DataLoad" in argv)
+                if _of_home(pid)]
+
+    try:
+        until(lambda: bool(data_loads()), "the DataLoad's process started")
+        [pid] = data_loads()
+        until(lambda: any(row["pid"] == pid for row in cli("ps", "-o", "json").json()), "its process recorded")
+        os.kill(pid, signal.SIGSTOP)  # held where it is, so it cannot finish first
+        time.sleep(1)  # the command sees it running (it polls every 0.2 s)
+        os.kill(pid, signal.SIGKILL)
+        _, err = load.communicate(timeout=BOUND_S + 30)  # never hangs: it fails, saying why
+    finally:
+        if load.poll() is None:
+            load.kill()
+    assert load.returncode == 1, err
+    assert err.strip().splitlines()[-1].startswith("error: load ds: "), err

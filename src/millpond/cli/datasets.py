@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from millpond.datasets.cache.engine import DatasetCache
 
 FOLLOW_POLL_S = 0.2
+RUNNER_START_S = 60.0  # a DataLoad's runner not seen by then never started (its log says why)
 NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The dataset's namespace.")
 
 
@@ -149,10 +150,14 @@ def _follow(dataset: str, name: str, namespace: str) -> dict[str, Any]:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
+    from millpond.datasets.operations.processes import runner_of
     from millpond.datasets.operations.runner import TERMINAL
+    from millpond.settings import load_settings
     from millpond.store.resources import ResourceStore
 
     store = ResourceStore()
+    began = time.monotonic()
+    seen = False  # the runner was seen running: once it is gone, the status must be final
     console = Console(stderr=True)
     columns = (
         TextColumn(f"load {dataset}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
@@ -173,6 +178,15 @@ def _follow(dataset: str, name: str, namespace: str) -> dict[str, Any]:
                                 files=done.get("files", 0))
                 if status.get("phase") in TERMINAL:
                     return status
+                alive = runner_of("DataLoad", name, namespace) is not None
+                if not alive and (seen or time.monotonic() - began > RUNNER_START_S):
+                    final = (store.get("DataLoad", name, namespace) or found).status or {}
+                    if final.get("phase") in TERMINAL:  # it ended between the two reads
+                        return final
+                    log = load_settings().home / "operations" / f"{namespace}_DataLoad_{name}.log"
+                    raise UnavailableError(f"load {dataset}: the process of DataLoad {name} ended without a result "
+                                           f"(log: {log})")
+                seen = seen or alive
                 time.sleep(FOLLOW_POLL_S)
     except KeyboardInterrupt:
         click.echo(f"DataLoad {name} goes on in the background (millpond get dataload {name})", err=True)

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from millpond.datasets import mount_users
 from millpond.errors import UserError
 from millpond.runners.background import now_iso
 from millpond.runners.processes import is_running, start_ticks
@@ -242,3 +243,4 @@ def unmount_dataset(dataset: str, namespace: str = "default") -> None:
             except UserError:
                 subprocess.run(["umount", "-l", record.folder], capture_output=True)
                 forget(record.folder)
+            mount_users.forget(record.key)  # its users' leases go with it

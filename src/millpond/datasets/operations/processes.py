@@ -38,6 +38,12 @@ def register_runner(kind: str, name: str, namespace: str) -> None:
     register(KIND, f"{kind} {namespace}/{name}", uid=found[0] if found else "")
 
 
+def runner_of(kind: str, name: str, namespace: str = "default") -> BackgroundProcess | None:
+    """The live runner of one operation, or None (not started yet, or ended)."""
+    served = f"{kind} {namespace}/{name}"
+    return next((process for process in running() if process.kind == KIND and process.object == served), None)
+
+
 def _key(process: BackgroundProcess) -> tuple[str, str, str]:
     kind, _, full = process.object.partition(" ")
     namespace, _, name = full.partition("/")
