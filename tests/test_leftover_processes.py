@@ -160,6 +160,8 @@ def test_a_user_killed_with_kill_9_does_not_keep_the_mount(cli, tmp_path: Path, 
     # The next reconcile ends what the dead runner left: its script, the mount nobody uses now.
     result = cli("ps")
     assert result.code == 0, result.err
+    # bwrap took the script's shell with it, not the shell's child (sleep): that is left of the runner.
+    assert "ended: what was left of the runner of DataProcess default/stuck" in result.err
     until(lambda: not is_mounted(str(shared)) and mount_daemons(shared) == [], "unmounted, its daemon gone")
     assert "DataProcess default/stuck" not in cli("ps").out
 
@@ -283,7 +285,7 @@ def test_ps_lists_runners_cron_schedules_and_mounts(cli, tmp_path: Path, shared:
     until(lambda: not _argv(cron_pid), "the Cron runner ended")
     (marks / "go").touch()
     until(lambda: phase(cli, "dataprocess", "slow") == "Complete", "slow Complete")
-    assert [row for row in cli("ps", "-o", "json").json() if row["kind"] != "engine"] == []
+    until(lambda: [row for row in cli("ps", "-o", "json").json() if row["kind"] != "engine"] == [], "nothing left")
 
 
 def test_ps_lists_the_server_while_it_runs(cli, home: Path) -> None:
