@@ -45,6 +45,15 @@ def _argv(pid: int) -> list[str]:
         return []
 
 
+def ended(pid: int) -> bool:
+    """Whether ``pid`` has finished exiting (gone, or a zombie): a killed process takes a moment to end."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 def _processes(match: Callable[[list[str]], bool]) -> list[int]:
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and match(_argv(int(entry)))]
 
@@ -102,6 +111,9 @@ def shared(cli, home: Path, tmp_path: Path, s3_server):
     create_s3_dataset(cli, home, tmp_path, s3_server, dict(FILES))
     folder = (home / "mnt" / "default" / "ds").resolve()
     yield folder
+    for pid in _processes(lambda argv: bool(argv)):  # whatever a failed test left running for this home
+        if pid != os.getpid() and _of_home(pid):
+            os.kill(pid, signal.SIGKILL)
     if is_mounted(str(folder)):
         subprocess.run(["fusermount3", "-u", "-z", str(folder)], check=False)
     for pid in mount_daemons(folder):
@@ -152,15 +164,18 @@ def test_two_users_keep_the_mount_until_both_have_ended(cli, tmp_path: Path, sha
 def test_a_user_killed_with_kill_9_does_not_keep_the_mount(cli, tmp_path: Path, shared: Path) -> None:
     marks = tmp_path / "marks"
     marks.mkdir()
-    (tmp_path / "p.yaml").write_text(process("stuck", f"touch {marks}/in\nsleep 600"))
+    # A background job, as scripts start them: forked before the mark appears, it outlives its shell.
+    (tmp_path / "p.yaml").write_text(process("stuck", f"sleep 600 &\necho $! > {marks}/in\nwait"))
     assert cli("apply", "-f", tmp_path / "p.yaml").code == 0
     until(lambda: (marks / "in").exists(), "inside")
     assert len(mount_daemons(shared)) == 1
-    os.kill(runner("DataProcess", "stuck"), signal.SIGKILL)  # no finally, no release: only its lease is left
+    killed = runner("DataProcess", "stuck")
+    os.kill(killed, signal.SIGKILL)  # no finally, no release: only its lease is left
+    until(lambda: ended(killed), "the runner dead")
     # The next reconcile ends what the dead runner left: its script, the mount nobody uses now.
     result = cli("ps")
     assert result.code == 0, result.err
-    # bwrap took the script's shell with it, not the shell's child (sleep): that is left of the runner.
+    # bwrap took the script's shell with it, not the shell's background job: that is left of the runner.
     assert "ended: what was left of the runner of DataProcess default/stuck" in result.err
     until(lambda: not is_mounted(str(shared)) and mount_daemons(shared) == [], "unmounted, its daemon gone")
     assert "DataProcess default/stuck" not in cli("ps").out
@@ -203,14 +218,18 @@ def test_a_mount_the_user_made_stays_until_unmount(cli, tmp_path: Path, shared: 
     mine = tmp_path / "mine"
     mine.mkdir()
     assert cli("dataset", "mount", "ds", mine).code == 0
-    (tmp_path / "p.yaml").write_text(process("quick", "ls /data > /dev/null"))
-    assert cli("apply", "--wait", "-f", tmp_path / "p.yaml").code == 0
-    assert not is_mounted(str(shared))  # the step's shared mount ended with it
-    cli("ps")  # a reconcile ends nothing the user asked for
-    assert is_mounted(str(mine)) and (mine / "raw" / "a.txt").read_bytes() == b"alpha"
-    assert "mounted by dataset mount" in cli("ps").out
-    assert cli("dataset", "unmount", mine).code == 0
-    assert mount_daemons(mine.resolve()) == []
+    try:
+        (tmp_path / "p.yaml").write_text(process("quick", "ls /data > /dev/null"))
+        assert cli("apply", "--wait", "-f", tmp_path / "p.yaml").code == 0
+        assert not is_mounted(str(shared))  # the step's shared mount ended with it
+        cli("ps")  # a reconcile ends nothing the user asked for
+        assert is_mounted(str(mine)) and (mine / "raw" / "a.txt").read_bytes() == b"alpha"
+        assert "mounted by dataset mount" in cli("ps").out
+        assert cli("dataset", "unmount", mine).code == 0
+        assert mount_daemons(mine.resolve()) == []
+    finally:
+        if is_mounted(str(mine)):
+            subprocess.run(["fusermount3", "-u", "-z", str(mine)], check=False)
 
 
 def test_a_pipeline_task_releases_the_dataset_mount(cli, home: Path, tmp_path: Path, s3_server) -> None:
@@ -280,9 +299,9 @@ def test_ps_lists_runners_cron_schedules_and_mounts(cli, tmp_path: Path, shared:
     # A deleted Cron operation's runner serves nobody: the next reconcile ends it.
     cron_pid = runner("DataLoad", "nightly")
     assert cli("delete", "dataload", "nightly").code == 0
-    ended = cli("ps")
-    assert "ended: runner of DataLoad default/nightly" in ended.err
-    until(lambda: not _argv(cron_pid), "the Cron runner ended")
+    reconciled = cli("ps")
+    assert "ended: runner of DataLoad default/nightly" in reconciled.err
+    until(lambda: ended(cron_pid), "the Cron runner ended")
     (marks / "go").touch()
     until(lambda: phase(cli, "dataprocess", "slow") == "Complete", "slow Complete")
     until(lambda: [row for row in cli("ps", "-o", "json").json() if row["kind"] != "engine"] == [], "nothing left")

@@ -7,6 +7,7 @@ mount point in use, an unreachable UFS) are one ``error:`` line and exit status 
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -122,7 +123,7 @@ def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
         for target in targets:
             inner = normalize(target)
             if not tree.under(inner) and not tree.is_folder(inner):
-                raise FileNotFoundError(2, "no such file or folder in the dataset", target)
+                raise FileNotFoundError(errno.ENOENT, "no such file or folder in the dataset", target)
     spec = {
         "dataset": {"name": name, "namespace": namespace},
         "target": [{"path": "/" + normalize(target)} for target in targets],
