@@ -7,11 +7,12 @@ mount point in use, an unreachable UFS) are one ``error:`` line and exit status 
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +21,7 @@ from millpond.errors import UnavailableError, UserError
 if TYPE_CHECKING:
     from millpond.datasets.cache.engine import DatasetCache
 
+FOLLOW_POLL_S = 0.2
 NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The dataset's namespace.")
 
 
@@ -76,12 +78,15 @@ def unmount_command(folder: Path) -> None:
 
 @dataset_group.command("mounts")
 def mounts_command() -> None:
-    """List the mounts this MILLPOND_HOME started."""
+    """List the mounts this MILLPOND_HOME started (a shared one with who uses it; ``millpond ps`` lists all)."""
     from millpond.datasets.mounts import is_mounted, records
+    from millpond.datasets.shared_mounts import users
 
     for record in records():
         state = "mounted" if is_mounted(record.folder) else "gone"
-        click.echo(f"{record.dataset}\t{record.folder}\tpid {record.pid}\t{state}")
+        holders = "; ".join(lease.user for lease in users(record)) if record.shared else ""
+        use = f"\tshared, used by {holders or 'nobody'}" if record.shared else ""
+        click.echo(f"{record.dataset}\t{record.folder}\tpid {record.pid}\t{state}{use}")
 
 
 @dataset_group.command("sync")
@@ -100,33 +105,80 @@ def sync_command(name: str, namespace: str) -> None:
 @click.argument("paths", nargs=-1)
 @NAMESPACE
 def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
-    """Load NAME's files (or only PATHS under it) into the cache, with progress: a DataLoad."""
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    """Load NAME's files (or only PATHS under it) into the cache, with progress.
 
+    It creates a DataLoad named NAME-load-XXXXX (``millpond get dataloads`` lists it) and
+    follows it to its end; interrupted, the DataLoad goes on in the background.
+    """
+    from millpond.datasets import operations
+    from millpond.datasets.cache.engine import normalize
+    from millpond.datasets.operations.generated import create
     from millpond.datasets.quantity import format_bytes
 
     cache = _cache(name, namespace)
-    with _ufs_errors("load", name):
-        targets = list(paths) or [""]
-        console = Console(stderr=True)
-        columns = (
-            TextColumn(f"load {name}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-            TextColumn("{task.fields[files]} files"), TimeRemainingColumn(),
-        )
+    targets = list(paths) or ["/"]
+    with _ufs_errors("load", name):  # bad paths are refused before any DataLoad exists
+        tree = cache.namespace()
+        for target in targets:
+            inner = normalize(target)
+            if not tree.under(inner) and not tree.is_folder(inner):
+                raise FileNotFoundError(errno.ENOENT, "no such file or folder in the dataset", target)
+    spec = {
+        "dataset": {"name": name, "namespace": namespace},
+        "target": [{"path": "/" + normalize(target)} for target in targets],
+    }
+    load = create("DataLoad", f"{name}-load-", namespace, spec, "dataset load")
+    click.echo(f"dataload/{load.name} created", err=True)
+    operations.start("DataLoad", load.name, namespace)
+    status = _follow(name, load.name, namespace)
+    if status.get("phase") != "Complete":
+        message = (status.get("conditions") or [{}])[0].get("message") or status.get("phase", "?")
+        raise UnavailableError(f"load {name}: DataLoad {load.name} failed: {message}")
+    infos = status.get("infos") or {}
+    fetched, seconds = int(infos.get("fetchedBytes", 0)), float(infos.get("seconds", 0))
+    rate = fetched / seconds / 1e6 if seconds else 0.0
+    click.echo(
+        f"dataset {name}: {infos.get('files', 0)} files ({format_bytes(int(infos.get('bytes', 0)))}) cached; "
+        f"fetched {infos.get('fetchedFiles', 0)} ({format_bytes(fetched)}) in {seconds:.2f}s ({rate:.1f} MB/s)"
+    )
+
+
+def _follow(dataset: str, name: str, namespace: str) -> dict[str, Any]:
+    """Show the DataLoad's progress (bytes, rate, files, ETA) until it ends; its final status."""
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from millpond.datasets.operations.liveness import observed
+    from millpond.datasets.operations.runner import TERMINAL
+    from millpond.store.resources import ResourceStore
+
+    store = ResourceStore()
+    console = Console(stderr=True)
+    columns = (
+        TextColumn(f"load {dataset}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        TextColumn("{task.fields[files]} files"), TimeRemainingColumn(),
+    )
+    try:
         with Progress(
             *columns, console=console, transient=not console.is_terminal, disable=not console.is_terminal
         ) as progress:
             task = progress.add_task("load", total=None, files=0)
-            result = cache.load(
-                targets,
-                lambda done, files, total: progress.update(task, completed=done, total=total, files=files),
-            )
-    rate = result.fetched_bytes / result.seconds / 1e6 if result.seconds else 0.0
-    click.echo(
-        f"dataset {name}: {result.files} files ({format_bytes(result.bytes)}) cached; fetched {result.fetched_files} "
-        f"({format_bytes(result.fetched_bytes)}) in {result.seconds:.2f}s ({rate:.1f} MB/s)"
-    )
+            while True:
+                found = store.get("DataLoad", name, namespace)
+                if found is None:
+                    raise UnavailableError(f"load {dataset}: DataLoad {name} was deleted before it ended")
+                status = observed(store, found)  # a dead process is seen: resumed, or Failed saying so
+                done = status.get("progress") or {}
+                progress.update(task, completed=done.get("bytes", 0), total=done.get("totalBytes"),
+                                files=done.get("files", 0))
+                if status.get("phase") in TERMINAL:
+                    return status
+                time.sleep(FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        click.echo(f"DataLoad {name} goes on in the background (millpond get dataload {name})", err=True)
+        raise
 
 
 @dataset_group.command("clean")

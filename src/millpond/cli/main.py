@@ -13,6 +13,7 @@ import click
 
 from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
+from millpond.cli.processes import ps_command
 from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
 from millpond.cli.server import server_command
@@ -158,6 +159,7 @@ app.add_command(get_command)
 app.add_command(delete_command)
 app.add_command(dataset_group)
 app.add_command(server_command)
+app.add_command(ps_command)
 
 
 def main(argv: list[str] | None = None) -> None:

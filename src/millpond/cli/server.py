@@ -88,8 +88,13 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
         raise UserError(f"refusing to listen on {host} without a token: pass --token-file PATH or set {TOKEN_ENV}")
     import uvicorn
 
+    from millpond.cli.processes import reconcile
+    from millpond.runners.background import register
     from millpond.server.app import create_app
     from millpond.settings import load_settings
 
     app = create_app(load_settings(), token, served_hosts(host, allowed_hosts))
+    for line in reconcile():  # what an earlier server's users left behind
+        click.echo(line, err=True)
+    register("server", f"http://{host}:{port}")  # ``millpond ps`` lists it
     uvicorn.run(app, host=host, port=port, log_level="info")

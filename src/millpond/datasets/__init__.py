@@ -8,6 +8,7 @@ Modules, by concept:
 - ``config``: a Dataset + its runtime manifests resolved into what the cache engine needs.
 - ``cache/``: the tiered cache engine (index, tiers, fills, eviction, checksums).
 - ``fsspec_fs``: the ``millpond://`` fsspec filesystem.
-- ``fuse_mount``: the FUSE mount.
+- ``fuse_mount``: the FUSE mount; ``mounts``: its background process and record.
+- ``shared_mounts``, ``mount_users``: the mount a DataProcess or a task uses, ended with its last user.
 - ``status``: Dataset status the way Fluid reports it.
 """

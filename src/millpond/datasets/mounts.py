@@ -2,7 +2,9 @@
 
 Each mount is a ``python -m millpond.datasets.fuse_mount`` process in its own session (it
 outlives the command that started it) with a record under ``$MILLPOND_HOME/mounts`` naming
-the dataset, the folder and the pid. ``mount`` returns only once the kernel shows the folder
+the dataset, the folder, the pid and its start time, and whether millpond made it for its
+own users (``shared``: ``shared_mounts`` ends it when the last one leaves) or the user asked
+for it (it stays until ``unmount``). ``mount`` returns only once the kernel shows the folder
 mounted, or fails with the process's own error line.
 """
 
@@ -19,7 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from millpond.datasets import mount_users
 from millpond.errors import UserError
+from millpond.runners.background import now_iso
+from millpond.runners.processes import is_running, start_ticks
 from millpond.settings import load_settings
 
 READY_TIMEOUT_S = 60.0
@@ -35,14 +40,38 @@ class MountRecord:
     folder: str
     pid: int
     log: str
+    ticks: str | None = None  # the pid's start time (a record from before it was kept has none)
+    started: str = ""
+    shared: bool = False  # made by millpond for its DataProcess steps and tasks, not by ``dataset mount``
+
+    @property
+    def key(self) -> str:
+        return key_of(self.folder)
 
 
 def _records_dir() -> Path:
     return load_settings().home / "mounts"
 
 
+def key_of(folder: str) -> str:
+    """The name of a mounted folder's record (and of its users' folder): a hash of its absolute path."""
+    return hashlib.sha256(folder.encode()).hexdigest()[:16]
+
+
 def _record_path(folder: str) -> Path:
-    return _records_dir() / (hashlib.sha256(folder.encode()).hexdigest()[:16] + ".json")
+    return _records_dir() / (key_of(folder) + ".json")
+
+
+def record_of(folder: str) -> MountRecord | None:
+    """The record of the mount at ``folder`` (an absolute path), or None."""
+    try:
+        return MountRecord(**json.loads(_record_path(folder).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def forget(folder: str) -> None:
+    _record_path(folder).unlink(missing_ok=True)
 
 
 def is_mounted(folder: str) -> bool:
@@ -72,8 +101,12 @@ def fuse_available() -> str | None:
     return None
 
 
-def mount(dataset: str, folder: Path, namespace: str = "default") -> MountRecord:
-    """Mount ``dataset`` at ``folder`` in a background process; returns once the mount is ready."""
+def mount(dataset: str, folder: Path, namespace: str = "default", shared: bool = False) -> MountRecord:
+    """Mount ``dataset`` at ``folder`` in a background process; returns once the mount is ready.
+
+    ``shared``: the mount is for millpond's own users (``shared_mounts``): its daemon also watches
+    whether any is left, and unmounts itself when none is.
+    """
     from millpond.datasets.config import load_config
 
     load_config(dataset, namespace)  # a dataset that does not exist is a user error, before any process starts
@@ -87,10 +120,11 @@ def mount(dataset: str, folder: Path, namespace: str = "default") -> MountRecord
         raise UserError(f"{target} is already a mount point (millpond dataset unmount {target})")
     records = _records_dir()
     records.mkdir(parents=True, exist_ok=True)
-    log_path = records / (hashlib.sha256(target.encode()).hexdigest()[:16] + ".log")
+    log_path = records / (key_of(target) + ".log")
+    module = "millpond.datasets.shared_mounts" if shared else "millpond.datasets.fuse_mount"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "millpond.datasets.fuse_mount", dataset, target, namespace],
+            [sys.executable, "-m", module, dataset, target, namespace],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
         )
     deadline = time.monotonic() + READY_TIMEOUT_S
@@ -104,8 +138,12 @@ def mount(dataset: str, folder: Path, namespace: str = "default") -> MountRecord
             )
         time.sleep(0.05)
     _raise_read_ahead(target)
-    record = MountRecord(dataset, namespace, target, process.pid, str(log_path))
-    _record_path(target).write_text(json.dumps(record.__dict__))
+    record = MountRecord(
+        dataset, namespace, target, process.pid, str(log_path), start_ticks(process.pid), now_iso(), shared
+    )
+    partial = records / f".{key_of(target)}.tmp"
+    partial.write_text(json.dumps(record.__dict__))
+    os.replace(partial, _record_path(target))  # a reader sees the whole record or none
     return record
 
 
@@ -135,6 +173,7 @@ def _last_error(log_path: Path) -> str:
 
 
 def records() -> list[MountRecord]:
+    """Every mount this home started (and has not seen unmounted), by folder hash."""
     found = []
     for path in sorted(_records_dir().glob("*.json")) if _records_dir().is_dir() else []:
         try:
@@ -147,47 +186,52 @@ def records() -> list[MountRecord]:
 def unmount(folder: Path) -> MountRecord | None:
     """Unmount ``folder`` and wait for its process to end; UserError if nothing is mounted there."""
     target = str(folder.expanduser().resolve())
-    record_path = _record_path(target)
-    record = None
-    if record_path.exists():
-        try:
-            record = MountRecord(**json.loads(record_path.read_text()))
-        except (OSError, ValueError, TypeError):
-            record = None
+    record = record_of(target)
     if not is_mounted(target):
-        record_path.unlink(missing_ok=True)
+        forget(target)
         if record is None:
             raise UserError(f"{target} is not mounted")
         return record
+    detach(target)
+    if record is not None:
+        _wait_gone(record)
+    forget(target)
+    return record
+
+
+def detach(target: str) -> None:
+    """Unmount ``target`` (``fusermount3 -u``); its daemon's loop then ends. UserError if it is busy."""
     tool = shutil.which("fusermount3") or shutil.which("fusermount")
-    command = [tool or "umount", "-u", target] if tool else ["umount", target]
+    command = [tool, "-u", target] if tool else ["umount", target]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         message = (result.stderr or result.stdout).strip().splitlines()
         raise UserError(f"cannot unmount {target}: {message[-1] if message else 'busy'} (is a process still using it?)")
-    if record is not None:
-        _wait_gone(record.pid)
-    record_path.unlink(missing_ok=True)
-    return record
 
 
-def _wait_gone(pid: int) -> None:
+def _wait_gone(record: MountRecord) -> None:
+    """Wait for the mount's daemon to end (SIGKILL past ``STOP_TIMEOUT_S``); a zombie counts as ended."""
+    pid = record.pid
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        try:
             if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
+                return  # our own child: reaped
         except ChildProcessError:
             pass
+        if not daemon_runs(record):
+            return
         time.sleep(0.05)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    if daemon_runs(record):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def daemon_runs(record: MountRecord) -> bool:
+    """Whether the record's daemon still runs: the same pid and start time (if recorded), not a zombie."""
+    return is_running(record.pid, record.ticks or start_ticks(record.pid))
 
 
 def unmount_dataset(dataset: str, namespace: str = "default") -> None:
@@ -198,26 +242,5 @@ def unmount_dataset(dataset: str, namespace: str = "default") -> None:
                 unmount(Path(record.folder))
             except UserError:
                 subprocess.run(["umount", "-l", record.folder], capture_output=True)
-                _record_path(record.folder).unlink(missing_ok=True)
-
-
-def ensure_mounted(dataset: str, namespace: str = "default") -> Path:
-    """The dataset's shared mount under ``$MILLPOND_HOME/mnt``, mounted now if it is not already.
-
-    DataProcess steps and pipeline tasks that mount a dataset bind this folder into their own
-    mount namespace; the mount stays up for the next one (``dataset unmount`` stops it).
-    """
-    folder = load_settings().home / "mnt" / namespace / dataset
-    with _mount_lock(folder):
-        if not is_mounted(str(folder)):
-            folder.mkdir(parents=True, exist_ok=True)
-            mount(dataset, folder, namespace)
-    return folder
-
-
-def _mount_lock(folder: Path):  # type: ignore[no-untyped-def]
-    """One process mounts a shared folder; the others wait and find it mounted."""
-    from filelock import FileLock
-
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder.parent / f".{folder.name}.lock"))
+                forget(record.folder)
+            mount_users.forget(record.key)  # its users' leases go with it

@@ -69,7 +69,8 @@ class TaskPlatform:
     """What a task gets from its kubernetes config: feed env/binds/timeout_s to the launcher.
 
     ``env`` may hold secret values: it is left out of repr, and must never be logged or stored.
-    Call ``cleanup()`` when the task has ended: it removes the folders made for it.
+    Call ``cleanup()`` when the task has ended: it removes the folders made for it and gives
+    back the task's hold on each dataset mount (the mount ends with its last user).
     """
 
     env: dict[str, str] = field(default_factory=dict, repr=False)
@@ -79,11 +80,14 @@ class TaskPlatform:
     notes: list[str] = field(default_factory=list)
     timeout_s: float | None = None
     scratch: list[Path] = field(default_factory=list)
+    releases: list[Callable[[], object]] = field(default_factory=list)
 
     def cleanup(self) -> None:
         for folder in self.scratch:
             shutil.rmtree(folder, ignore_errors=True)
         self.scratch.clear()
+        while self.releases:
+            self.releases.pop()()
 
 
 Resolve = Callable[[dict[str, Any]], Any]
@@ -268,9 +272,10 @@ class _Builder:
             raise PlatformError(f"pvcMount at {target}: the PVC name has no value")
         if not isinstance(value, str):
             raise PlatformError(f"pvcMount at {target}: the PVC name must be a string, got {type(value).__name__}")
-        dataset = _dataset_mount(value)
+        dataset = _dataset_mount(value, f"task {self.pod.name}")
         if dataset is not None:  # Fluid makes a PVC named after each dataset: the task sees the dataset
-            folder, read_only = dataset
+            folder, read_only, release = dataset
+            self.out.releases.append(release)
             sub_path = str(entry.get("subPath") or "").strip("/")
             if ".." in PurePosixPath(sub_path).parts:
                 raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
@@ -428,18 +433,23 @@ def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) 
     return missing
 
 
-def _dataset_mount(name: str) -> tuple[Path, bool] | None:
-    """The shared FUSE mount of the dataset ``name`` and whether it is read-only; None if no such dataset."""
+def _dataset_mount(name: str, user: str) -> tuple[Path, bool, Callable[[], object]] | None:
+    """The shared FUSE mount of the dataset ``name``, whether it is read-only, and how ``user`` lets go of it.
+
+    None if there is no such dataset.
+    """
     from millpond.settings import load_settings
     from millpond.store.resources import read_manifest
 
     if read_manifest(load_settings(), "Dataset", name) is None:
         return None
     from millpond.datasets.config import load_config
-    from millpond.datasets.mounts import ensure_mounted
+    from millpond.datasets.shared_mounts import release, use
     from millpond.errors import UserError
 
     try:
-        return ensure_mounted(name), load_config(name).read_only
+        read_only = load_config(name).read_only
+        shared = use(name, "default", user)
     except UserError as exc:
         raise PlatformError(f"dataset {name}: {exc}") from None
+    return shared.folder, read_only, lambda: release(shared)

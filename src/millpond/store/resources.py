@@ -161,6 +161,28 @@ class ResourceStore:
                 results.append((_resource(row), action))
         return results
 
+    def create(self, manifest: dict[str, Any]) -> Resource | None:
+        """Store a new object (``kubectl create``): None, and nothing written, when its name is taken."""
+        from sqlalchemy.exc import IntegrityError
+
+        from millpond.store.models import StoredResource
+
+        metadata = manifest["metadata"]
+        kind, name, namespace = manifest["kind"], metadata["name"], metadata.get("namespace") or "default"
+        now = utcnow()
+        try:
+            with self._sessions.begin() as session:
+                if self._row(session, kind, name, namespace) is not None:
+                    return None
+                row = StoredResource(uid=new_id(), kind=kind, namespace=namespace, name=name,
+                                     manifest={**manifest, "metadata": {**metadata, "namespace": namespace}},
+                                     status={}, created_at=now, updated_at=now)
+                session.add(row)
+                session.flush()
+                return _resource(row)
+        except IntegrityError:  # another process took the name between our read and our write
+            return None
+
     def delete(self, kind: str, name: str, namespace: str = "default") -> bool:
         """Remove one object; False when there was none."""
         with self._sessions.begin() as session:

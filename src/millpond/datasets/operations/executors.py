@@ -44,7 +44,8 @@ def data_load(resource: Resource, progress: Progress) -> dict[str, Any]:
         cache.sync()
     targets = [str(t.get("path") or "/") for t in resource.spec.get("target") or []] or ["/"]
     result = cache.load(targets, progress)
-    return {"files": str(result.files), "bytes": str(result.bytes), "fetchedBytes": str(result.fetched_bytes)}
+    return {"files": str(result.files), "bytes": str(result.bytes), "fetchedBytes": str(result.fetched_bytes),
+            "fetchedFiles": str(result.fetched_files), "seconds": f"{result.seconds:.2f}"}
 
 
 def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
@@ -84,9 +85,19 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
 
 
 def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
-    """Run the processor's script or containers with the dataset mounted at ``mountPath`` (+ ``subPath``)."""
+    """Run the processor's script or containers with the dataset mounted at ``mountPath`` (+ ``subPath``).
+
+    The dataset's shared mount is held for this step only: it ends with its last user.
+    """
+    from millpond.datasets.shared_mounts import using
+
+    name, namespace = _dataset_name(resource)
+    with using(name, namespace, f"DataProcess {resource.namespace}/{resource.name}") as folder:
+        return _process_in(resource, folder)
+
+
+def _process_in(resource: Resource, folder: Path) -> dict[str, Any]:
     from millpond.datasets.config import load_config
-    from millpond.datasets.mounts import ensure_mounted
     from millpond.runners.base import Bind
     from millpond.runners.sandbox import SandboxUnavailable, wrap
 
@@ -95,7 +106,6 @@ def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
     mount_path = str(ref.get("mountPath") or "/data")
     sub_path = str(ref.get("subPath") or "").strip("/")
     read_only = load_config(name, namespace).read_only
-    folder = ensure_mounted(name, namespace)
     source = folder / sub_path if sub_path else folder
     if not source.is_dir():
         raise OperationFailed(f"dataset {name} has no folder {sub_path!r}")

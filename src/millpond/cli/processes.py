@@ -1,0 +1,111 @@
+"""``millpond ps``: every background process this home keeps, and the end of those nobody uses.
+
+Listed: FUSE mount daemons (a shared one with who uses it), data operations' runners, Cron
+schedules waiting for their next run, the API server, and the engines of runs in flight.
+Before listing, it reconciles: a shared dataset mount whose users have all gone (killed
+ones included) is unmounted, and a runner whose operation was deleted is ended. Each one
+ended is said on stderr, so nothing ends unseen.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass
+
+import click
+
+HEADERS = ("KIND", "OBJECT", "PID", "STARTED", "STATE")
+IN_FLIGHT = ("PENDING", "RUNNING", "CANCELING")
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    object: str
+    pid: int
+    started: str
+    state: str
+
+
+def reconcile() -> list[str]:
+    """End what nobody uses (shared mounts without a live user, runners of deleted operations); one line each."""
+    from millpond.datasets.operations.processes import end_leftovers, end_orphans
+    from millpond.datasets.shared_mounts import reconcile as end_unused_mounts
+    from millpond.runners.background import forget, records
+
+    lines = [f"ended: runner of {v.process.object} (pid {v.process.pid}): its object was deleted"
+             for v in end_orphans()]
+    lines += [f"ended: what was left of the runner of {r.object} (pid {r.pid}, dead)" for r in end_leftovers()]
+    for record in records():
+        if not record.running:
+            forget(record)  # a server that ended: nothing of it is left to list
+    lines += [f"ended: mount of dataset {r.namespace}/{r.dataset} at {r.folder} (pid {r.pid}): no live user"
+              for r in end_unused_mounts()]
+    return lines
+
+
+def mount_rows() -> list[Row]:
+    from millpond.datasets.mounts import daemon_runs, is_mounted, records
+    from millpond.datasets.shared_mounts import users
+
+    rows = []
+    for record in records():
+        if not daemon_runs(record):
+            continue  # a record left by a mount that ended outside millpond: no process to list
+        if not is_mounted(record.folder):
+            state = "unmounted, ending (a leftover of a killed user still had it open)"
+        elif record.shared:
+            holders = users(record)
+            who = "; ".join(f"{h.user} (pid {h.pid})" for h in holders)
+            state = f"shared, used by {who}" if holders else "shared, unused (busy: a file is open in it)"
+        else:
+            state = f"mounted by dataset mount (millpond dataset unmount {record.folder})"
+        rows.append(Row("mount", f"Dataset {record.namespace}/{record.dataset} at {record.folder}", record.pid,
+                        record.started or "?", state))
+    return rows
+
+
+def other_rows() -> list[Row]:
+    from millpond.datasets.operations.processes import KIND, runners
+    from millpond.runners.background import running
+
+    rows = [Row(view.kind, view.process.object, view.process.pid, view.process.started, view.state)
+            for view in runners()]
+    rows += [Row(p.kind, p.object, p.pid, p.started, "serving" if p.kind == "server" else "running")
+             for p in running() if p.kind != KIND]
+    return rows
+
+
+def engine_rows() -> list[Row]:
+    """The engines of runs in flight (a ``millpond run`` in a terminal, or a server's worker)."""
+    from millpond.runners.processes import is_running
+    from millpond.settings import load_settings
+    from millpond.store.runs import RunStore
+
+    rows = []
+    for claim in RunStore(load_settings().database_url).engine_claims(IN_FLIGHT):
+        if claim.engine_pid and is_running(claim.engine_pid, claim.engine_start):
+            rows.append(Row("engine", f"run {claim.run_id}", claim.engine_pid, _iso(claim.created_at), "running"))
+    return rows
+
+
+def _iso(moment: dt.datetime) -> str:
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+    return aware.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@click.command("ps")
+@click.option("--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="A table, or a JSON list.")
+def ps_command(output: str) -> None:
+    """List the background processes this MILLPOND_HOME keeps, after ending those nobody uses."""
+    from millpond.cli.resource_tables import format_table
+
+    for line in reconcile():
+        click.echo(line, err=True)
+    rows = sorted(mount_rows() + other_rows() + engine_rows(), key=lambda row: (row.started, row.pid))
+    if output == "json":
+        click.echo(json.dumps([asdict(row) for row in rows], indent=2))
+        return
+    click.echo(format_table(HEADERS, [[r.kind, r.object, str(r.pid), r.started, r.state] for r in rows]), nl=False)
