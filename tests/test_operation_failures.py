@@ -12,10 +12,12 @@ asserted only says "it does not hang".
 
 from __future__ import annotations
 
+import http.server
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -283,6 +285,67 @@ def test_a_corpus_dataload_over_an_unreachable_host_fails(
     assert _one_error_line(err) == f"error: {message}"
 
 
+class _Stalling(http.server.BaseHTTPRequestHandler):
+    """A web folder that lists its files and answers HEAD, but never sends a file's bytes."""
+
+    files = {"a.bin": 1000, "b.bin": 2000, "c.bin": 3000}
+    release = threading.Event()
+
+    def do_HEAD(self) -> None:  # noqa: N802 - the handler API's name
+        name = self.path.rsplit("/", 1)[-1]
+        if self.path.rstrip("/") == "/data":
+            body = "".join(f'<a href="{n}">{n}</a>\n' for n in self.files).encode()
+            self._answer(200, "text/html", len(body))
+            return body
+        if name not in self.files:
+            self._answer(404, "text/plain", 0)
+            return None
+        self._answer(200, "application/octet-stream", self.files[name])
+        return None
+
+    def do_GET(self) -> None:  # noqa: N802
+        body = self.do_HEAD()
+        if body is not None:
+            self.wfile.write(body)
+        elif self.path.rsplit("/", 1)[-1] in self.files:
+            self.release.wait(HANG_S * 2)  # the headers came; the bytes never do
+
+    def _answer(self, code: int, kind: str, length: int) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_web_store_that_stops_sending_fails_the_load_in_seconds(
+    cli, home: Path, tmp_path: Path, runners, record_property
+) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Stalling)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        levels = [{"mediumtype": "MEM", "path": str(tmp_path / "shm"), "quota": "64Mi"}]
+        url = f"http://127.0.0.1:{server.server_port}/data/"
+        (tmp_path / "ds.yaml").write_text(manifest("web", url, secret=False, levels=levels))
+        assert cli("apply", "-f", tmp_path / "ds.yaml").code == 0
+        (tmp_path / "load.yaml").write_text(
+            "apiVersion: data.fluid.io/v1alpha1\nkind: DataLoad\nmetadata: {name: stalled}\n"
+            "spec:\n  dataset: {name: web, namespace: default}\n"
+        )
+        code, err, seconds = _apply_wait(home, tmp_path / "load.yaml")
+    finally:
+        _Stalling.release.set()
+        server.shutdown()
+    record_property("seconds_until_failed", round(seconds, 1))
+    message = _failed_message(cli, "dataload", "stalled")
+    assert code == 1 and message.startswith(f"DataLoad stalled: cannot read {url}"), message
+    assert "no answer in time" in message, message
+    assert _one_error_line(err) == f"error: {message}"
+
+
 def test_an_error_nobody_foresaw_fails_the_load_and_logs_its_traceback(
     cli, home: Path, tmp_path: Path, work: Path, record_property
 ) -> None:
@@ -393,3 +456,28 @@ def test_a_flow_stops_at_the_failed_step_and_wait_raises_its_reason(
     assert message.startswith(f"DataLoad doomed-step2: runAfter DataMigrate doomed-step1 failed: {cause}"), message
     assert "startTime" not in second()  # it never ran
     client.cleanup_dataset("flowing")
+
+
+@pytest.mark.parametrize("fault", ["black hole", "closed port", "500 to every PUT"])
+def test_the_s3fs_fallback_fails_as_soon(
+    black_hole: str, failing_s3_server: S3Server, record_property, fault: str
+) -> None:
+    """Where obstore is not installed, S3 goes through s3fs/botocore: their retries and timeouts are bounded too."""
+    from millpond.datasets.ufs import UfsError, _s3fs_ufs, s3_settings
+
+    keys = {"access_key": failing_s3_server.access_key, "secret_key": failing_s3_server.secret_key}
+    endpoint = {
+        "black hole": f"http://{black_hole}", "closed port": f"http://127.0.0.1:{_free_ports(1)[0]}",
+        "500 to every PUT": failing_s3_server.endpoint_url,
+    }[fault]
+    bucket = failing_s3_server.create_bucket()
+    ufs = _s3fs_ufs(f"s3://{bucket}/out", bucket, "out", s3_settings({"endpoint": endpoint, **keys}))
+    started = time.monotonic()
+    with pytest.raises(UfsError) as failed:
+        ufs.put("model.pt", b"weights")
+    record_property("seconds_until_failed", round(time.monotonic() - started, 1))
+    assert time.monotonic() - started < HANG_S
+    assert str(failed.value).startswith(f"cannot write s3://{bucket}/out/model.pt: "), str(failed.value)
+    expected = {"black hole": "no answer in time", "closed port": "Could not connect to the endpoint URL",
+                "500 to every PUT": "500 Internal Server Error (InternalError: "}[fault]
+    assert expected in str(failed.value) and "\n" not in str(failed.value), str(failed.value)

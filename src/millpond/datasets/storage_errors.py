@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
 from urllib.parse import urlsplit
 
 MAX_CHARS = 300
@@ -38,6 +40,9 @@ def describe(exc: BaseException) -> Failure:
     text = str(exc)
     if "Error performing" in text or "Debug source" in text:
         return _obstore(text)
+    response = getattr(exc, "response", None) or getattr(exc.__cause__, "response", None)
+    if isinstance(response, dict) and isinstance(response.get("Error"), dict):
+        return _botocore(response)  # a ClientError, or s3fs's OSError made from one
     if isinstance(exc, (FileNotFoundError, PermissionError)):
         return Failure(_first_line(exc), transient=False)
     status = _STATUS.search(text)
@@ -45,9 +50,6 @@ def describe(exc: BaseException) -> Failure:
         return Failure(_first_line(exc), transient=_transient_status(int(status.group(1))))
     if _is_timeout(exc):
         return Failure(f"no answer in time ({_first_line(exc) if text.strip() else 'timed out'})", transient=True)
-    client_error = re.search(r"\((\w+)\) when calling", text)  # botocore's ClientError
-    if client_error is not None and not client_error.group(1).startswith(("Internal", "Slow", "Service")):
-        return Failure(_first_line(exc), transient=False)
     return Failure(_first_line(exc), transient=True)
 
 
@@ -76,6 +78,18 @@ def _obstore(text: str) -> Failure:
     first = re.sub(r"^Generic \w+ error: ", "", first)
     first = re.sub(r" in [\d.]+\w*s, after \d+ retries, max_retries: \d+, retry_timeout: \w+ ", "", first)
     return Failure(_clip(first), transient=True)
+
+
+def _botocore(response: dict[str, Any]) -> Failure:
+    error = response["Error"]
+    code = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+    try:
+        said = f"{code} {HTTPStatus(code).phrase}"
+    except ValueError:
+        said = str(code) if code else "the store refused"
+    if error.get("Code"):
+        said += f" ({error['Code']}: {error['Message']})" if error.get("Message") else f" ({error['Code']})"
+    return Failure(_clip(said), transient=code == 0 or _transient_status(code))
 
 
 def _transient_status(code: int) -> bool:
