@@ -128,7 +128,12 @@ def test_without_data_the_flow_stops_at_the_first_step_and_says_why(cli, home: P
     assert "nothing to migrate" in result.stderr and "--make-data uploads some" in result.stderr
     first = cli("get", "datamigrate", "nodata-step1", "-o", "json").json()["status"]
     assert first["phase"] == "Failed"
-    for step in range(2, 6):  # every later step failed without running
-        status = cli("get", STEPS[step - 1][1].lower(), f"nodata-step{step}", "-o", "json").json()["status"]
-        assert status["phase"] == "Failed" and status["conditions"][0]["message"].endswith("failed; not run"), status
+    for step in range(2, 6):  # every later step failed without running, saying which step before it failed and why
+        kind, before = STEPS[step - 1][1], STEPS[step - 2][1]
+        status = cli("get", kind.lower(), f"nodata-step{step}", "-o", "json").json()["status"]
+        message = status["conditions"][0]["message"]
+        assert status["phase"] == "Failed" and "startTime" not in status, status
+        prefix = f"{kind} nodata-step{step}: runAfter {before} nodata-step{step - 1} failed: "
+        assert message.startswith(prefix), message
+        assert "nothing to migrate" in message, message
     assert cli("get", "dataset", "mydataset").code != 0  # cleaned up all the same

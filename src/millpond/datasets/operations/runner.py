@@ -198,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         except Exception as exc:  # noqa: BLE001 - outside run (the schedule, the store): still recorded
-            status = _fail(kind, name, namespace, _message(exc, log_path(kind, name, namespace)))
+            try:
+                status = _fail(kind, name, namespace, _message(exc, log_path(kind, name, namespace)))
+            except Exception:  # noqa: BLE001 - the store itself fails: say so in the log, and end
+                traceback.print_exc(file=sys.stderr)
+                os._exit(1)
         print(f"{kind} {name}: {status['phase']}", file=sys.stderr)
         if resource is not None:
             _delete_after_ttl(resource)
