@@ -123,14 +123,10 @@ class LocalUfs:
     def _replace(self, key: str, fill: Callable[[Path], object]) -> UfsEntry:
         """Write beside the target, then rename over it: a reader never sees half a file."""
         target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.millpond-partial")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fill(partial)
-            os.replace(partial, target)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise UfsError(f"cannot write {_join(self.uri, key)}: {exc.strerror or exc}", transient=False) from None
+        fill(partial)
+        os.replace(partial, target)
         return _stat_written(self, key)
 
     def remove(self, key: str) -> None:

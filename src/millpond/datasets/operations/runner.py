@@ -68,7 +68,7 @@ def _set(store: ResourceStore, resource: Resource, status: dict[str, Any]) -> di
 
 
 def log_path(kind: str, name: str, namespace: str) -> Path:
-    """Where the background process of an operation writes what it prints (tracebacks included)."""
+    """Where the background process of an operation writes what it prints (the file ``start`` opens)."""
     return load_settings().home / "operations" / f"{namespace}_{kind}_{name}.log"
 
 
@@ -77,9 +77,9 @@ def start(kind: str, name: str, namespace: str = "default") -> None:
     store = ResourceStore()
     resource = _operation(store, kind, name, namespace)
     _set(store, resource, {"phase": "Pending", "conditions": []})
-    log = log_path(kind, name, namespace)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as log:
+    logs = load_settings().home / "operations"
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / f"{namespace}_{kind}_{name}.log", "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "millpond.datasets.operations", kind, name, namespace],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
