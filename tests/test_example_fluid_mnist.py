@@ -144,8 +144,12 @@ def test_without_data_the_flow_stops_at_the_first_step_and_says_why(cli, home: P
     assert "nothing to migrate" in result.stderr and "--make-data uploads some" in result.stderr
     table = _step_table(result.stdout)
     assert table["nodata-step1"][1] == "Failed", table
-    for step in range(2, 6):  # every later step failed without running
+    for step in range(2, 6):  # every later step failed without running, saying which step before it failed and why
+        kind, before = STEPS[step - 1][1], STEPS[step - 2][1]
         row = table[f"nodata-step{step}"]
-        assert row[1] == "Failed" and row[-1].endswith("failed; not run"), row
+        message = row[-1]
+        assert row[1] == "Failed", row
+        assert message.startswith(f"{kind} nodata-step{step}: runAfter {before} nodata-step{step - 1} failed: "), row
+        assert "nothing to migrate" in message, message
     assert cli("get", "dataset", "mydataset").code != 0  # cleaned up all the same, its operations with it
     assert cli("get", "datamigrate", "nodata-step1").code != 0

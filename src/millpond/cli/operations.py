@@ -1,13 +1,20 @@
-"""Starting applied data operations, and following them with live progress (``apply --wait``)."""
+"""Starting applied data operations, and following them with live progress (``apply --wait``).
+
+Each operation's end is one line on stderr: ``KIND NAME: Complete in 3s``, or for a failure
+``error: KIND NAME: CAUSE`` (exit 1). A step that failed only because the step its ``runAfter``
+names failed is a plain line: the ``error:`` line is the cause's.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from millpond.store.resources import Resource
+    from millpond.store.resources import Resource, ResourceStore
+
+Key = tuple[str, str, str]  # kind, name, namespace
 
 POLL_S = 0.25
 
@@ -29,7 +36,7 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
     console = Console(stderr=True)
     columns = (TextColumn("{task.description}"), TextColumn("{task.fields[phase]}"), BarColumn(), DownloadColumn(),
                TransferSpeedColumn(), TextColumn("{task.fields[files]} files"), TimeRemainingColumn())
-    failed = []
+    failed: list[Key] = []
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         tasks = {
             (r.kind, r.name, r.namespace): progress.add_task(f"{r.kind} {r.name}", total=None, phase="Pending", files=0)
@@ -49,13 +56,30 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
                                 total=done.get("totalBytes"), files=done.get("files", 0))
                 if status.get("phase") in ("Complete", "Failed"):
                     pending.discard(key)
-                    message = (status.get("conditions") or [{}])[0].get("message", "")
-                    line = f"{key[0]} {key[1]}: {status['phase']} in {status.get('duration', '?')}" + (
-                        f": {message}" if status["phase"] == "Failed" else ""
+                    line = _end_line(found, status, store, set(tasks))
+                    progress.console.print(line, markup=False, highlight=False) if console.is_terminal else print(
+                        line, file=sys.stderr
                     )
-                    progress.console.print(line) if console.is_terminal else print(line, file=sys.stderr)
                     if status["phase"] == "Failed":
                         failed.append(key)
-            time.sleep(POLL_S)
+            if pending:
+                time.sleep(POLL_S)
     if failed:
         sys.exit(1)
+
+
+def _end_line(resource: Resource, status: dict[str, Any], store: ResourceStore, batch: set[Key]) -> str:
+    """``KIND NAME: Complete in 3s``, or ``error: KIND NAME: CAUSE``.
+
+    Plain, not ``error:``, when the step it runs after is of this batch and failed: that one's line is the error.
+    """
+    from millpond.datasets.operations.runner import failure_reason
+
+    kind, name = resource.kind, resource.name
+    if status["phase"] == "Complete":
+        return f"{kind} {name}: Complete in {status.get('duration', '?')}"
+    line = f"{kind} {name}: {failure_reason(status, kind, name)}"
+    after = resource.spec.get("runAfter") or {}
+    key = (str(after.get("kind") or kind), str(after.get("name")), str(after.get("namespace") or resource.namespace))
+    before = store.get(*key) if key in batch else None
+    return line if before is not None and (before.status or {}).get("phase") == "Failed" else f"error: {line}"

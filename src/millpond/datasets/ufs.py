@@ -14,10 +14,21 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from millpond.datasets.storage_errors import describe
 from millpond.errors import UnavailableError, UserError
+
+# Every remote request is bounded, so an unreachable or failing store is reported in seconds, not
+# minutes: the backends' defaults (obstore: 10 retries within 3 minutes; aiohttp: 30 s to connect,
+# 5 minutes a request; botocore: 60 s to connect) would keep a data operation Executing that long.
+CONNECT_TIMEOUT_S = 5
+READ_TIMEOUT_S = 20  # a stalled connection: no byte for this long
+REQUEST_TIMEOUT_S = 300  # a whole request, body included (a large block over a slow link)
+BACKEND_RETRIES = 2  # retries of one request, by the backend itself, of transient failures only
+BACKEND_RETRY_WINDOW_S = 10  # no retry starts later than this after the first try
 
 
 @dataclass(frozen=True)
@@ -36,7 +47,15 @@ class UfsEntry:
 
 
 class UfsError(UnavailableError):
-    """A UFS could not be reached or answered with an error (the message says which and why)."""
+    """A UFS could not be reached or answered with an error (the message says which and why).
+
+    ``transient``: the same request may succeed later (a 5xx, a refused or timed-out connection);
+    False when it never will (no such file or bucket, access denied).
+    """
+
+    def __init__(self, message: str, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class Ufs(Protocol):
@@ -69,7 +88,7 @@ class LocalUfs:
 
     def list(self) -> Iterator[UfsEntry]:
         if not self.root.is_dir():
-            raise UfsError(f"{self.uri}: no such folder {self.root}")
+            raise UfsError(f"cannot list {self.uri}: no such folder {self.root}", transient=False)
         for folder, dirs, files in os.walk(self.root):
             dirs.sort()
             for name in sorted(files):
@@ -93,7 +112,7 @@ class LocalUfs:
                 size = (end if end is not None else os.fstat(f.fileno()).st_size) - start
                 return os.pread(f.fileno(), max(size, 0), start)
         except OSError as exc:
-            raise UfsError(f"{self.uri}/{key}: {exc.strerror}") from None
+            raise UfsError(f"cannot read {_join(self.uri, key)}: {exc.strerror}", transient=False) from None
 
     def write(self, key: str, source: Path) -> UfsEntry:
         return self._replace(key, lambda partial: shutil.copyfile(source, partial))
@@ -135,8 +154,15 @@ class ObstoreS3Ufs:
             config["secret_access_key"] = settings.secret_key or ""
         else:
             config["skip_signature"] = True
-        client = {"allow_http": True, "timeout": "120s", "connect_timeout": "10s", "pool_max_idle_per_host": "64"}
-        self._store = S3Store(bucket, client_options=client, **config)
+        client = {
+            "allow_http": True, "timeout": f"{REQUEST_TIMEOUT_S}s", "connect_timeout": f"{CONNECT_TIMEOUT_S}s",
+            "read_timeout": f"{READ_TIMEOUT_S}s", "pool_max_idle_per_host": "64",
+        }
+        retry = {
+            "max_retries": BACKEND_RETRIES, "retry_timeout": timedelta(seconds=BACKEND_RETRY_WINDOW_S),
+            "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2), "base": 2},
+        }
+        self._store = S3Store(bucket, client_options=client, retry_config=retry, **config)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -155,7 +181,7 @@ class ObstoreS3Ufs:
                         key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"')
                     )
         except Exception as exc:  # noqa: BLE001 - obstore raises its own exception family
-            raise UfsError(f"{self.uri}: {_short(exc)}") from None
+            raise _error("list", self.uri, exc) from None
 
     def stat(self, key: str) -> UfsEntry | None:
         import obstore
@@ -166,13 +192,13 @@ class ObstoreS3Ufs:
         except NotFoundError:
             return None
         except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+            raise _error("stat", _join(self.uri, key), exc) from None
         return UfsEntry(key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"'))
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
         import obstore
 
-        with _failures(f"{self.uri}/{key}"):
+        with _failures("read", _join(self.uri, key)):
             if start == 0 and end is None:
                 return obstore.get(self._store, self._key(key)).bytes().to_bytes()
             return obstore.get_range(self._store, self._key(key), start=start, end=end).to_bytes()
@@ -180,14 +206,14 @@ class ObstoreS3Ufs:
     def write(self, key: str, source: Path) -> UfsEntry:
         import obstore
 
-        with _failures(f"{self.uri}/{key}"):
+        with _failures("write", _join(self.uri, key)):
             obstore.put(self._store, self._key(key), source)
         return _stat_written(self, key)
 
     def put(self, key: str, data: bytes) -> UfsEntry:
         import obstore
 
-        with _failures(f"{self.uri}/{key}"):
+        with _failures("write", _join(self.uri, key)):
             result = obstore.put(self._store, self._key(key), data)
         etag = (result.get("e_tag") or "").strip('"')
         return UfsEntry(key, len(data), 0.0, etag) if etag else _stat_written(self, key)
@@ -195,7 +221,7 @@ class ObstoreS3Ufs:
     def remove(self, key: str) -> None:
         import obstore
 
-        with _failures(f"{self.uri}/{key}"):
+        with _failures("remove", _join(self.uri, key)):
             obstore.delete(self._store, self._key(key))
 
 
@@ -223,9 +249,9 @@ class FsspecUfs:
             self.fs.ls(self.root, detail=False)
             found = self.fs.find(self.root, detail=True)
         except FileNotFoundError:
-            raise UfsError(f"{self.uri}: not found or unreachable") from None
+            raise UfsError(f"cannot list {self.uri}: not found or unreachable", transient=False) from None
         except Exception as exc:  # noqa: BLE001 - every fsspec backend has its own errors
-            raise UfsError(f"{self.uri}: {_short(exc)}") from None
+            raise _error("list", self.uri, exc) from None
         prefix = self.fs._strip_protocol(self.root).rstrip("/") + "/"
         for path in sorted(found):
             info = found[path]
@@ -235,7 +261,7 @@ class FsspecUfs:
                 try:
                     info = self.fs.info(path)
                 except Exception as exc:  # noqa: BLE001
-                    raise UfsError(f"{self.uri}: {path}: {_short(exc)}") from None
+                    raise _error("stat", path, exc) from None
             stripped = self.fs._strip_protocol(path)
             key = stripped[len(prefix):] if stripped.startswith(prefix) else stripped.rsplit("/", 1)[-1]
             if key:
@@ -247,19 +273,19 @@ class FsspecUfs:
         except FileNotFoundError:
             return None
         except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+            raise _error("stat", _join(self.uri, key), exc) from None
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        with _failures(f"{self.uri}/{key}"):
+        with _failures("read", _join(self.uri, key)):
             return bytes(self.fs.cat_file(self._path(key), start=start or None, end=end))
 
     def write(self, key: str, source: Path) -> UfsEntry:
-        with _failures(f"{self.uri}/{key}"):
+        with _failures("write", _join(self.uri, key)):
             self.fs.put_file(str(source), self._path(key))
         return _stat_written(self, key)
 
     def put(self, key: str, data: bytes) -> UfsEntry:
-        with _failures(f"{self.uri}/{key}"):
+        with _failures("write", _join(self.uri, key)):
             self.fs.pipe_file(self._path(key), data)
         return _stat_written(self, key)
 
@@ -269,7 +295,7 @@ class FsspecUfs:
         except FileNotFoundError:
             pass
         except Exception as exc:  # noqa: BLE001
-            raise UfsError(f"{self.uri}/{key}: {_short(exc)}") from None
+            raise _error("remove", _join(self.uri, key), exc) from None
 
 
 @dataclass(frozen=True)
@@ -434,9 +460,16 @@ def _s3fs_ufs(uri: str, bucket: str, prefix: str, settings: S3Settings) -> Ufs:
     fs = s3fs.S3FileSystem(
         key=settings.access_key, secret=settings.secret_key, anon=settings.access_key is None,
         endpoint_url=settings.endpoint, client_kwargs={"region_name": settings.region},
-        config_kwargs={"s3": {"addressing_style": "path" if settings.path_style else "virtual"}},
+        config_kwargs={
+            "s3": {"addressing_style": "path" if settings.path_style else "virtual"},
+            "connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": READ_TIMEOUT_S,
+            # Two tries of a request (botocore has no time window as obstore has: a third would
+            # make a host that never answers cost 15 s instead of 10).
+            "retries": {"total_max_attempts": 2, "mode": "standard"},
+        },
         skip_instance_cache=True,
     )
+    fs.retries = 1  # s3fs's own loop around botocore's retries (5 tries by default): once is enough
     return FsspecUfs(uri, fs, f"{bucket}/{prefix}".rstrip("/"))
 
 
@@ -444,7 +477,7 @@ def _fsspec_ufs(uri: str, scheme: str, options: dict[str, str]) -> Ufs:
     import fsspec
 
     try:
-        fs = fsspec.filesystem(scheme, skip_instance_cache=True)
+        fs = fsspec.filesystem(scheme, skip_instance_cache=True, **_bounded_client(scheme))
     except ValueError:
         raise UserError(f"{uri}: unknown mount scheme {scheme}://") from None
     except ImportError as exc:
@@ -453,26 +486,42 @@ def _fsspec_ufs(uri: str, scheme: str, options: dict[str, str]) -> Ufs:
     return FsspecUfs(uri, fs, root)
 
 
+def _bounded_client(scheme: str) -> dict[str, Any]:
+    """The web filesystem's aiohttp timeouts, bounded (its defaults: 30 s to connect, 5 minutes a request)."""
+    if scheme not in ("http", "https"):
+        return {}
+    import aiohttp
+
+    timeout = aiohttp.ClientTimeout(
+        total=REQUEST_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S
+    )
+    return {"client_kwargs": {"timeout": timeout}}
+
+
+def _join(uri: str, key: str) -> str:
+    return f"{uri.rstrip('/')}/{key}" if key else uri
+
+
+def _error(verb: str, where: str, exc: BaseException) -> UfsError:
+    """``cannot VERB WHERE: CAUSE``, the cause condensed from whatever the backend raised."""
+    failure = describe(exc)
+    return UfsError(f"cannot {verb} {where}: {failure.cause}", transient=failure.transient)
+
+
 @contextmanager
-def _failures(where: str) -> Iterator[None]:
+def _failures(verb: str, where: str) -> Iterator[None]:
     """Any backend's exception (obstore, botocore, aiohttp…) as one UfsError line naming ``where``."""
     try:
         yield
     except UfsError:
         raise
     except Exception as exc:  # noqa: BLE001 - every backend has its own exception family
-        raise UfsError(f"{where}: {_short(exc)}") from None
+        raise _error(verb, where, exc) from None
 
 
 def _stat_written(ufs: Ufs, key: str) -> UfsEntry:
     """The entry of a file just written (its new version is what the cache records)."""
     entry = ufs.stat(key)
     if entry is None:
-        raise UfsError(f"{ufs.uri}/{key}: written but not found afterwards")
+        raise UfsError(f"cannot write {_join(ufs.uri, key)}: written but not found afterwards")
     return entry
-
-
-def _short(exc: BaseException) -> str:
-    """The first line of an exception, without credentials or a wall of backend detail."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text[:300]

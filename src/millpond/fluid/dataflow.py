@@ -166,10 +166,12 @@ class FlowHandle:
              timeout: float | None = None) -> None:
         """Block until every step completed, logging ``<Kind> <name> completed`` for each.
 
-        Raises DataFlowFailed naming the first failed step and why; TimeoutError when a step
-        takes longer than ``timeout_for_each_step`` or the whole run longer than ``timeout``.
+        Raises DataFlowFailed naming the first failed step and why (a failed step always ends
+        Failed, whatever went wrong, so this comes as soon as it does); TimeoutError only when a
+        step is still running after ``timeout_for_each_step`` or the whole run after ``timeout``.
         """
         from millpond.datasets.operations import wait
+        from millpond.datasets.operations.runner import failure_reason
 
         deadline = None if timeout is None else time.monotonic() + timeout
         for step in self.flow_steps:
@@ -181,7 +183,7 @@ class FlowHandle:
             except TimeoutError as exc:
                 raise TimeoutError(f"failed to wait data operation {name}: {exc}") from None
             if status.get("phase") != "Complete":
-                why = "; ".join(c.get("message", "") for c in status.get("conditions") or [] if c.get("message"))
-                raise DataFlowFailed(f'failed to wait data operation {name}: {kind} "{namespace}/{name}" failed'
-                                     + (f": {why}" if why else ""), kind, name, status)
+                why = failure_reason(status, kind, name)
+                message = f'failed to wait data operation {name}: {kind} "{namespace}/{name}" failed: {why}'
+                raise DataFlowFailed(message, kind, name, status)
             logger.info(f"{kind} {name} completed")

@@ -449,10 +449,18 @@ class DatasetCache:
         if progress:
             progress(done_bytes, done_files, total_bytes)
 
+        failed = threading.Event()
+
         def one(item: tuple[FileMeta, int]) -> None:
             nonlocal done_bytes, done_files, fetched_bytes
+            if failed.is_set():
+                return  # a block failed: the load ends (a worker that took this one before the cancel skips it)
             meta, block = item
-            data = self.fetch(meta, block, batch=True)
+            try:
+                data = self.fetch(meta, block, batch=True)
+            except BaseException:
+                failed.set()
+                raise
             with lock:
                 done_bytes += len(data)
                 fetched_bytes += len(data)
@@ -466,10 +474,14 @@ class DatasetCache:
         work.sort(key=lambda item: -item[0].size)
         errors: list[BaseException] = []
         with ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="millpond-load") as pool:
-            for future in [pool.submit(one, item) for item in work]:
+            futures = [pool.submit(one, item) for item in work]
+            for future in futures:
                 exc = future.exception()
                 if exc is not None:
                     errors.append(exc)
+                    for queued in futures:  # the first failure ends the load: a dead UFS is not asked per block
+                        queued.cancel()
+                    break
         self.flush()
         if errors:
             raise errors[0]

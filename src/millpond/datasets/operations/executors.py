@@ -10,14 +10,16 @@ import json
 import sqlite3
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 from millpond.datasets.operations.copied import CopiedFiles
 from millpond.datasets.operations.runner import OperationFailed
 from millpond.datasets.operations.transfer import open_side
+from millpond.datasets.operations.transient import attempt
 from millpond.runners.environment import inherited_environment
 from millpond.settings import load_settings
 from millpond.store.resources import Resource
@@ -53,7 +55,7 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
     spec = resource.spec
     source = open_side(spec.get("from") or {}, resource, "from")
     target = open_side(spec.get("to") or {}, resource, "to")
-    files = source.files()
+    files = attempt(source.files)
     if not files:
         raise OperationFailed(f"nothing to migrate at {source.describe()}")
     single = len(files) == 1 and files[0][0] == ""
@@ -61,22 +63,37 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
     journal = CopiedFiles(resource)
     skipped = journal.finished(files, target)  # copied by an earlier process of this run, before it died
     done = {"bytes": sum(skipped.values()), "files": len(skipped)}
+    lock = threading.Lock()
+    failed = threading.Event()
 
     def copy(item: tuple[str, int]) -> None:
+        if failed.is_set():
+            return  # another copy failed: a worker that took this file before the rest were cancelled skips it
         relative, _ = item
-        data = source.read(relative)
-        placed = target.place(relative, single, source.basename())
-        target.write(placed, data)
-        journal.add(relative, placed, data)
-        done["bytes"] += len(data)
-        done["files"] += 1
-        progress(done["bytes"], done["files"], total)
+        try:
+            data = attempt(lambda: source.read(relative))
+            placed = target.place(relative, single, source.basename())
+            attempt(lambda: target.write(placed, data))
+        except BaseException:
+            failed.set()
+            raise
+        with lock:
+            journal.add(relative, placed, data)
+            done["bytes"] += len(data)
+            done["files"] += 1
+            progress(done["bytes"], done["files"], total)
 
     parallelism = max(1, int(spec.get("parallelism") or 1))
-    with ThreadPoolExecutor(parallelism, thread_name_prefix="millpond-migrate") as pool:
-        for future in [pool.submit(copy, item) for item in files if item[0] not in skipped]:
-            future.result()
-    target.finish()
+    pool = ThreadPoolExecutor(parallelism, thread_name_prefix="millpond-migrate")
+    futures = [pool.submit(copy, item) for item in files if item[0] not in skipped]
+    try:
+        for future in as_completed(futures):
+            future.result()  # the first failure ends the copy: the files not yet started are not tried
+    finally:
+        for future in futures:
+            future.cancel()
+        pool.shutdown(wait=True)  # only the copies under way remain, each bounded by the storage timeouts
+    attempt(target.finish)
     journal.remove()
     infos = {"files": str(done["files"]), "bytes": str(done["bytes"]), "parallelism": str(parallelism)}
     if skipped:

@@ -52,9 +52,9 @@ LAUNCHER_ENV = "MILLPOND_OPERATION_LAUNCHER"
 logger = logging.getLogger(__name__)
 
 
-def log_path(resource: Resource) -> Path:
+def log_path(kind: str, name: str, namespace: str) -> Path:
     """Where an operation's process writes what it prints (one file per operation, appended to)."""
-    return load_settings().home / "operations" / f"{resource.namespace}_{resource.kind}_{resource.name}.log"
+    return load_settings().home / "operations" / f"{namespace}_{kind}_{name}.log"
 
 
 def launch(store: ResourceStore, resource: Resource) -> None:
@@ -138,7 +138,7 @@ def _after_death(store: ResourceStore, seen: Resource) -> dict[str, Any]:
 
 def _spawn(store: ResourceStore, resource: Resource, launcher: ProcessRecord) -> None:
     """Start ``python -m millpond.datasets.operations KIND NAME NS`` and record it in place of its launcher."""
-    log = log_path(resource)
+    log = log_path(resource.kind, resource.name, resource.namespace)
     key = (resource.kind, resource.name, resource.namespace)
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -172,7 +172,7 @@ def _note(resource: Resource, line: str) -> None:
     """A line in the operation's log, where its processes write theirs."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
-        with open(log_path(resource), "a") as log:
+        with open(log_path(resource.kind, resource.name, resource.namespace), "a") as log:
             log.write(f"{stamp} {line}\n")
     except OSError:
         pass  # the resume goes on without its note
