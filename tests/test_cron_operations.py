@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from millpond.datasets.cron import cron_problem, parse_schedule
+from millpond.cron import CRONJOB, cron_problem, parse_schedule
 from millpond.datasets.mounts import fuse_available
 from millpond.runners.processes import is_running, start_ticks
 from tests.datasets_support import create_s3_dataset, payload
@@ -56,20 +56,20 @@ REFUSED = [
 
 @pytest.mark.parametrize("schedule", ACCEPTED)
 def test_every_schedule_a_cronjob_accepts_is_accepted_and_has_a_next_time(schedule: str) -> None:
-    assert cron_problem(schedule) is None
+    assert cron_problem(schedule, CRONJOB) is None
     now = dt.datetime.now(dt.timezone.utc)
-    assert parse_schedule(schedule).next_after(now, now) is not None  # what the scheduler calls
+    assert parse_schedule(schedule, CRONJOB).next_after(now, now) is not None  # what the scheduler calls
 
 
 @pytest.mark.parametrize(("schedule", "said"), REFUSED)
 def test_a_schedule_a_cronjob_refuses_or_that_never_fires_is_refused(schedule: str, said: str) -> None:
-    problem = cron_problem(schedule)
+    problem = cron_problem(schedule, CRONJOB)
     assert problem is not None and said in problem, problem
     assert "\n" not in problem
 
 
 def _times(schedule: str, start: dt.datetime, count: int = 4) -> list[str]:
-    parsed, moment, found = parse_schedule(schedule), start, []
+    parsed, moment, found = parse_schedule(schedule, CRONJOB), start, []
     for _ in range(count):
         moment = parsed.next_after(moment, start)
         found.append(moment.strftime("%a %d %H:%M:%S"))
@@ -88,11 +88,11 @@ def test_times_follow_robfig_day_rule_and_every_counts_from_creation() -> None:
     assert _times("@weekly", wednesday)[:1] == ["Sun 05 00:00:00"]
     # @every: creation time (to the second) plus whole intervals, whenever the scheduler asks.
     created = wednesday.replace(microsecond=600_000)
-    every = parse_schedule("@every 1m30s")
+    every = parse_schedule("@every 1m30s", CRONJOB)
     assert every.next_after(created, created) == wednesday + dt.timedelta(seconds=90)
     later = wednesday + dt.timedelta(seconds=200)
     assert every.next_after(later, created) == wednesday + dt.timedelta(seconds=270)
-    assert parse_schedule("@every 0.3s").every == dt.timedelta(seconds=1)  # robfig's Every: at least 1 s
+    assert parse_schedule("@every 0.3s", CRONJOB).every == dt.timedelta(seconds=1)  # robfig's Every: at least 1 s
 
 
 # --- real processes -------------------------------------------------------------------------------

@@ -95,13 +95,101 @@ def test_full_concurrency_keeps_the_time_due(store: RecurringRunStore, tmp_path:
 
 
 def test_start_and_end_times_bound_the_schedule(store: RecurringRunStore) -> None:
+    """The first time is the first after start_time, never start_time itself, as Kubeflow's controller
+    has it (robfig's Next is strictly after; its cron_schedule_test.go: start 10:10:00, "0 * * * * *",
+    first run 10:11:00); none after end_time."""
     recorder = Recorder(store)
     start, end = T0 + dt.timedelta(seconds=100), T0 + dt.timedelta(seconds=125)
     _add(store, make_trigger("cron_schedule", "*/10 * * * * *", None, start.isoformat(), end.isoformat()))
     recorder.scheduler.tick(T0 + dt.timedelta(seconds=90))
     assert recorder.started == []
     recorder.scheduler.tick(T0 + dt.timedelta(seconds=200))
-    assert recorder.started == _names(100, 110, 120)
+    assert recorder.started == _names(110, 120)
+
+
+# (cron, seconds after creation the scheduler looks, the runs started by then): Kubeflow reads a
+# cron with robfig/cron v1.2.0's Parse, seconds first; five fields leave out the day of week.
+KUBEFLOW_READS = [
+    ("0 */5 * * *", 11 * 60, [300, 600]),  # every 5 minutes at second 0 (millpond read every 5 hours)
+    ("*/2 * * * *", 7, [2, 4, 6]),  # every 2 seconds (millpond read every 2 minutes)
+    ("0 0 * * * *", 2 * 3600 + 1, [3600, 7200]),  # Kubeflow's docs: hourly
+    ("*/2 * * * * *", 7, [2, 4, 6]),
+    ("@every 90s", 200, [90, 180]),  # robfig's descriptors (millpond refused them)
+    ("@every 1m30s", 200, [90, 180]),
+    ("@hourly", 3601, [3600]),
+    ("0 0 * * 7 *", 3601, []),  # the fifth field is the month: hourly in July
+]
+
+
+@pytest.mark.parametrize(("cron", "look_at", "expected"), KUBEFLOW_READS)
+def test_cron_fields_are_read_as_kubeflow_reads_them(
+    store: RecurringRunStore, cron: str, look_at: int, expected: list[int]
+) -> None:
+    recorder = Recorder(store)
+    _add(store, make_trigger("cron_schedule", cron, None, None, None), max_concurrency=10)
+    recorder.scheduler.tick(T0 + dt.timedelta(seconds=look_at))
+    assert recorder.started == _names(*expected)
+
+
+@pytest.mark.parametrize(("cron", "said"), [
+    ("0 0 0 * * 7", "day of week field '7': 7 is above 6"),  # robfig's days are 0-6 (croniter took 7)
+    ("0 0 * * * * *", "expected 5 to 6 fields"),
+    ("0 * * *", "found 4"),
+    ("@every banana", "not a Go duration"),
+    ("@Hourly", "unknown descriptor"),
+    ("0 0 0 30 2 *", "never fires"),
+])
+def test_a_cron_kubeflow_refuses_is_refused(cron: str, said: str) -> None:
+    with pytest.raises(UserError) as refused:
+        make_trigger("cron_schedule", cron, None, None, None)
+    assert said in str(refused.value) and "seconds first" in str(refused.value), refused.value
+
+
+def test_every_counts_from_start_time_and_stops_at_end_time(store: RecurringRunStore) -> None:
+    recorder = Recorder(store)
+    start, end = T0 + dt.timedelta(seconds=100), T0 + dt.timedelta(seconds=125)
+    _add(store, make_trigger("cron_schedule", "@every 10s", None, start.isoformat(), end.isoformat()))
+    recorder.scheduler.tick(T0 + dt.timedelta(seconds=105))
+    assert recorder.started == []
+    recorder.scheduler.tick(T0 + dt.timedelta(seconds=200))
+    assert recorder.started == _names(110, 120)
+
+
+@pytest.mark.parametrize("trigger", [
+    make_trigger("cron_schedule", "* * * * * *", None, None, None), Trigger(interval_second=1),
+], ids=["cron", "periodic"])
+def test_no_catchup_far_behind_runs_the_latest_time(store: RecurringRunStore, trigger: Trigger) -> None:
+    """A day behind an every-second schedule: the one run is for the latest time, not the 10,000th."""
+    recorder = Recorder(store)
+    _add(store, trigger, no_catchup=True)
+    recorder.scheduler.tick(T0 + dt.timedelta(days=1, milliseconds=500))
+    assert recorder.started == _names(86400)
+
+
+def test_no_catchup_runs_the_latest_time_before_end_time(store: RecurringRunStore) -> None:
+    recorder = Recorder(store)
+    end = T0 + dt.timedelta(seconds=125)
+    _add(store, make_trigger("cron_schedule", "*/10 * * * * *", None, None, end.isoformat()), no_catchup=True)
+    recorder.scheduler.tick(T0 + dt.timedelta(seconds=500))
+    assert recorder.started == _names(120)
+    recorder.scheduler.tick(T0 + dt.timedelta(seconds=900))
+    assert recorder.started == _names(120)
+
+
+def test_a_stored_cron_this_parser_refuses_starts_nothing_and_says_why_once(
+    store: RecurringRunStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A home's recurring run stored when millpond read crons with croniter: day of week 7 (Sunday there)."""
+    recorder = Recorder(store)
+    _add(store, Trigger(cron="0 0 0 * * 7"))
+    with caplog.at_level(logging.WARNING, logger="millpond.pipelines.scheduler"):
+        for days in (8, 9, 10):
+            recorder.scheduler.tick(T0 + dt.timedelta(days=days))
+    assert recorder.started == []
+    record = store.get("r1")
+    assert record is not None and record.error is not None
+    assert "the schedule cannot run: cron '0 0 0 * * 7'" in record.error and "7 is above 6" in record.error
+    assert [r.levelname for r in caplog.records] == ["WARNING"], caplog.text  # once, and no traceback
 
 
 def test_disabled_recurring_runs_start_nothing(store: RecurringRunStore) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 kfp = pytest.importorskip("kfp")
 from kfp import compiler, dsl
@@ -163,6 +164,43 @@ def test_cron_schedule_with_seconds(client: Any, packages: dict[str, str]) -> No
     )
     _wait_for(lambda: _runs_of(client, experiment.experiment_id), 15, "a run from the cron schedule")
     client.delete_recurring_run(job.recurring_run_id)
+
+
+def test_an_every_descriptor_starts_runs_within_seconds(client: Any, packages: dict[str, str]) -> None:
+    """robfig's ``@every`` (Kubeflow takes it; millpond answered 400)."""
+    experiment = client.create_experiment("recurring-every")
+    job = client.create_recurring_run(
+        experiment.experiment_id, "every-2s", cron_expression="@every 2s", pipeline_package_path=packages["adder"],
+        max_concurrency=5,
+    )
+    assert client.get_recurring_run(job.recurring_run_id).trigger.cron_schedule.cron == "@every 2s"
+    _wait_for(lambda: len(_runs_of(client, experiment.experiment_id)) >= 2, 60, "two runs of '@every 2s'")
+    client.delete_recurring_run(job.recurring_run_id)
+
+
+def test_five_fields_are_read_seconds_first(client: Any, packages: dict[str, str]) -> None:
+    """Kubeflow reads ``*/2 * * * *`` as second minute hour day-of-month month: every 2 seconds.
+    millpond read it minute first, every 2 minutes: at most one run in any minute."""
+    experiment = client.create_experiment("recurring-five-fields")
+    job = client.create_recurring_run(
+        experiment.experiment_id, "five-fields", cron_expression="*/2 * * * *", pipeline_package_path=packages["adder"],
+        max_concurrency=10,
+    )
+    # 55 s hold at most one even minute: millpond's old reading could not start three runs in them.
+    _wait_for(lambda: len(_runs_of(client, experiment.experiment_id)) >= 3, 55, "three runs of '*/2 * * * *'")
+    client.delete_recurring_run(job.recurring_run_id)
+
+
+def test_a_cron_kubeflow_refuses_answers_400_and_is_not_stored(server: Served, packages: dict[str, str]) -> None:
+    url = f"{server.url}{API}/recurringruns"
+    spec = yaml.safe_load(Path(packages["adder"]).read_text())
+    before = _request(f"{url}?page_size=100")[1].get("total_size", 0)
+    for cron, said in (("0 0 0 * * 7", "7 is above 6"), ("0 0 0 30 2 *", "never fires"),
+                       ("0 0 * * * * *", "expected 5 to 6 fields"), ("@every banana", "not a Go duration")):
+        body = {"display_name": "refused", "pipeline_spec": spec, "trigger": {"cron_schedule": {"cron": cron}}}
+        status, answer = _request(url, "POST", body)
+        assert status == 400 and said in answer["message"], (cron, status, answer)
+    assert _request(f"{url}?page_size=100")[1].get("total_size", 0) == before
 
 
 def test_max_concurrency_holds_runs_back(client: Any, packages: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from millpond.datasets.cron import cron_problem
+from millpond.cron import CRONJOB, cron_problem
 from millpond.datasets.fields import field_path, show
 from millpond.datasets.kinds import KINDS
 from millpond.datasets.mount_points import escapes_root, parse_mount_point
@@ -175,7 +175,7 @@ def check_operation(kind: str, spec: dict[str, Any]) -> None:
     if policy == "Cron":
         if not spec.get("schedule"):
             raise _fail(["spec", "schedule"], "required with policy: Cron (a cron expression such as \"0 * * * *\")")
-        problem = cron_problem(spec["schedule"])
+        problem = cron_problem(spec["schedule"], CRONJOB)
         if problem:
             raise _fail(["spec", "schedule"], f"{show(spec['schedule'])} is not a cron schedule: {problem}")
     elif spec.get("schedule"):

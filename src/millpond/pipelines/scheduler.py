@@ -5,7 +5,9 @@ bound to its store and workers), so a scheduled run is like any other. It honour
 ``max_concurrency`` (a due time waits while that many of the recurring run's runs are in
 flight) and ``no_catchup`` (when several times are due, e.g. after a disable/enable or a
 restart, only the latest is run; otherwise each missed time is run, at most
-``CATCHUP_PER_TICK`` per tick).
+``CATCHUP_PER_TICK`` per tick). A recurring run whose stored cron expression cannot be read
+(kept from an older millpond) says so in its ``error`` and starts nothing, as Kubeflow's
+controller never schedules an unparsable one.
 
 Each due time is claimed in the database before its run starts (``RecurringRunStore.claim``),
 so two servers on one home never start the same scheduled run twice. A run that cannot be
@@ -86,10 +88,16 @@ class Scheduler:
                 self._note(record.id, f"scheduling failed: {type(exc).__name__}: {exc}")
 
     def _advance(self, record: RecurringRunRecord, now: dt.datetime) -> None:
-        due = due_times(record.trigger, record.created_at, record.last_scheduled_at, now)
-        if record.no_catchup:
-            due = due[-1:]
-        for moment in due[:CATCHUP_PER_TICK]:
+        try:
+            due = due_times(record.trigger, record.created_at, record.last_scheduled_at, now,
+                            catchup=not record.no_catchup, most=CATCHUP_PER_TICK)
+        except UserError as exc:  # a stored cron expression this millpond refuses: it never runs
+            message = f"the schedule cannot run: cron {record.trigger.cron!r}: {exc}"
+            if record.error != message:  # said once, not at every tick
+                log.warning("recurring run %s: %s", record.id, message)
+                self._note(record.id, message)
+            return
+        for moment in due:
             if self.store.in_flight(record.id, now - CLAIM_TTL) >= record.max_concurrency:
                 return  # wait: the time stays due
             claim = self.store.claim(record.id, moment)

@@ -35,7 +35,7 @@ RECURRING_RUN_FIELDS = {
 
 @dataclass(frozen=True)
 class Trigger:
-    """When runs start: a cron expression (six fields, seconds first) or every ``interval_second`` seconds."""
+    """When runs start: a cron expression (as Kubeflow reads it, seconds first) or every ``interval_second`` seconds."""
 
     cron: str | None = None
     interval_second: int | None = None

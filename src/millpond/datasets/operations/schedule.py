@@ -1,6 +1,6 @@
 """``policy: Cron``: run an operation at each time its schedule names, for as long as it lives.
 
-As the CronJob Fluid makes for it would: the schedule is read by :mod:`millpond.datasets.cron`
+As the CronJob Fluid makes for it would: the schedule is read by :mod:`millpond.cron` (``CRONJOB``)
 (the very parser ``apply`` checked it with), in UTC; one run at a time, a time that passes
 during a run being skipped. Between runs the process sleeps in steps of at most
 ``lifeline.WAKE_S``, so deleting the operation or its dataset, or removing its home, ends it
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from millpond.datasets.cron import HORIZON_YEARS, parse_schedule
+from millpond.cron import CRONJOB, HORIZON_YEARS, parse_schedule
 from millpond.datasets.operations.lifeline import Lifeline
 from millpond.errors import UserError
 from millpond.store.resources import Resource, ResourceStore
@@ -37,7 +37,7 @@ def run_on_schedule(resource: Resource, run: Run, lifeline: Lifeline) -> int:
     """
     store = ResourceStore(lifeline.settings)
     try:
-        schedule = parse_schedule(str(resource.spec.get("schedule") or ""))
+        schedule = parse_schedule(str(resource.spec.get("schedule") or ""), CRONJOB)
     except UserError as exc:
         return _fail(store, resource, f"spec.schedule {resource.spec.get('schedule')!r} cannot run: {exc}")
     while True:
