@@ -42,3 +42,18 @@ def cpu_hogs(folder: str) -> None:
 @dsl.pipeline(name="too-big")
 def too_big() -> None:
     visible_gpus().set_memory_request("100000Gi")
+
+
+@dsl.component
+def gpu_sleeper() -> str:
+    import os
+    import time
+
+    time.sleep(1.5)
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+
+
+@dsl.pipeline(name="gpu-sleeper")
+def gpu_sleeper_pipeline() -> str:
+    task = gpu_sleeper().set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(1)
+    return task.set_caching_options(False).output
