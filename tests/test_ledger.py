@@ -13,6 +13,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,11 @@ def test_processes_acquiring_at_once_never_hold_the_same_gpu(home: Path, tmp_pat
     claims = tmp_path / "claims"
     claims.mkdir()
     racers = [_worker(home, "race", 120, claims) for _ in range(3)]
-    outputs = [racer.communicate(timeout=300) for racer in racers]
+    try:
+        outputs = [racer.communicate(timeout=300) for racer in racers]
+    finally:
+        for racer in racers:
+            racer.kill()
     for racer, (out, err) in zip(racers, outputs, strict=True):
         assert racer.returncode == 0, out + err  # 3: two processes held one index at once
     latencies = sorted(s for out, _ in outputs for s in json.loads(out.splitlines()[-1]))
@@ -184,7 +189,11 @@ def test_gpu_fallback_takes_only_its_values(cli, monkeypatch: pytest.MonkeyPatch
 def test_two_runs_at_once_never_share_a_gpu(home: Path) -> None:
     env = {"MILLPOND_FAKE_GPUS": "1"}
     runs = [spawn_cli(home, "run", RESOURCES, "--pipeline", "gpu-sleeper", "-o", "json", env=env) for _ in range(2)]
-    results = [run.communicate(timeout=300) for run in runs]
+    try:
+        results = [run.communicate(timeout=300) for run in runs]
+    finally:
+        for run in runs:
+            run.kill()
     for run, (out, err) in zip(runs, results, strict=True):
         assert run.returncode == 0, out + err
         assert json.loads(out)["outputs"] == {"Output": "0"}  # each saw GPU 0 ...
@@ -195,4 +204,27 @@ def test_two_runs_at_once_never_share_a_gpu(home: Path) -> None:
     assert second.started_at >= first.finished_at  # ... but never at the same time
     waited = Path(second.log_path or "").read_text()
     assert "[millpond] waiting for resources: needs 1 GPU, 0 free (held by task gpu-sleeper-" in waited
+    assert Ledger().grants() == []
+
+
+def test_a_run_killed_with_kill_9_does_not_keep_its_gpu(home: Path) -> None:
+    env = {"MILLPOND_FAKE_GPUS": "1"}
+    killed = spawn_cli(home, "run", RESOURCES, "--pipeline", "gpu-sleeper", "-p", "seconds=600", env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not Ledger().grants():
+            assert killed.poll() is None and time.monotonic() < deadline, "the run never got its GPU"
+            time.sleep(0.05)
+        [held] = Ledger().grants()
+        assert (held.holder.pid, held.gpus) == (killed.pid, (0,))
+    finally:
+        killed.kill()  # SIGKILL: the engine gives nothing back
+        killed.communicate(timeout=60)
+    second = spawn_cli(home, "run", RESOURCES, "--pipeline", "gpu-sleeper", "-p", "seconds=0", "-o", "json", env=env)
+    try:
+        out, err = second.communicate(timeout=300)  # without reclaiming, it would wait for GPU 0 forever
+    finally:
+        second.kill()
+    assert second.returncode == 0, out + err
+    assert json.loads(out)["outputs"] == {"Output": "0"}
     assert Ledger().grants() == []

@@ -45,15 +45,15 @@ def too_big() -> None:
 
 
 @dsl.component
-def gpu_sleeper() -> str:
+def gpu_sleeper(seconds: float) -> str:
     import os
     import time
 
-    time.sleep(1.5)
+    time.sleep(seconds)
     return os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
 
 
 @dsl.pipeline(name="gpu-sleeper")
-def gpu_sleeper_pipeline() -> str:
-    task = gpu_sleeper().set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(1)
+def gpu_sleeper_pipeline(seconds: float = 1.5) -> str:
+    task = gpu_sleeper(seconds=seconds).set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(1)
     return task.set_caching_options(False).output
