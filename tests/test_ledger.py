@@ -58,7 +58,9 @@ def test_processes_acquiring_at_once_never_hold_the_same_gpu(home: Path, tmp_pat
     assert Ledger().grants() == []  # every grant was given back
 
 
-def test_a_holder_killed_with_kill_9_has_its_gpus_reclaimed(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_holder_killed_with_kill_9_has_its_gpus_reclaimed(
+    cli, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2")
     holder = _worker(home, "hold", 2)
     assert holder.stdout is not None
@@ -67,6 +69,9 @@ def test_a_holder_killed_with_kill_9_has_its_gpus_reclaimed(home: Path, monkeypa
     assert ledger.try_acquire(Request(gpus=1), _me()) is None
     assert ledger.why_waiting(Request(gpus=1)) == f"needs 1 GPU, 0 free (held by task holder-{holder.pid})"
     assert [g.holder.pid for g in ledger.grants()] == [holder.pid]
+    listed = [row for row in cli("ps", "-o", "json").json() if row["pid"] == holder.pid]
+    rows = [(r["kind"], r["object"], r["state"]) for r in listed]
+    assert rows == [("task", f"holder-{holder.pid}", "holds GPUs 0,1")]
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait(timeout=60)
     grant = ledger.try_acquire(Request(gpus=2), _me())  # the dead holder's grant is reclaimed here
@@ -207,7 +212,7 @@ def test_two_runs_at_once_never_share_a_gpu(home: Path) -> None:
     assert Ledger().grants() == []
 
 
-def test_a_run_killed_with_kill_9_does_not_keep_its_gpu(home: Path) -> None:
+def test_a_run_killed_with_kill_9_does_not_keep_its_gpu(cli, home: Path) -> None:
     env = {"MILLPOND_FAKE_GPUS": "1"}
     killed = spawn_cli(home, "run", RESOURCES, "--pipeline", "gpu-sleeper", "-p", "seconds=600", env=env)
     try:
@@ -217,6 +222,8 @@ def test_a_run_killed_with_kill_9_does_not_keep_its_gpu(home: Path) -> None:
             time.sleep(0.05)
         [held] = Ledger().grants()
         assert (held.holder.pid, held.gpus) == (killed.pid, (0,))
+        engine = [row for row in cli("ps", "-o", "json").json() if row["pid"] == killed.pid]
+        assert [row["state"] for row in engine] == ["running, holds GPU 0"]
     finally:
         killed.kill()  # SIGKILL: the engine gives nothing back
         killed.communicate(timeout=60)

@@ -89,6 +89,20 @@ class GrantRecord:
     gpus: tuple[int, ...]
     granted_at: str
 
+    @property
+    def summary(self) -> str:
+        """What it holds, in words: ``GPU 0, 2 CPUs, 4.0 GiB``."""
+        parts = []
+        if self.gpus:
+            parts.append(f"GPU{'s' if len(self.gpus) > 1 else ''} {','.join(map(str, self.gpus))}")
+        elif self.request.gpus:
+            parts.append(f"no GPU ({self.request.gpus} asked: gpu-fallback cpu)")
+        if self.request.cpu_millis:
+            parts.append(f"{self.request.cpu_millis / 1000:g} CPU{'' if self.request.cpu_millis == 1000 else 's'}")
+        if self.request.memory_bytes:
+            parts.append(f"{self.request.memory_bytes / 2**30:.1f} GiB")
+        return ", ".join(parts) or "nothing"
+
 
 def _boot_id() -> str:
     try:
