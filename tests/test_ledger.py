@@ -22,6 +22,7 @@ from millpond.runners.processes import own_identity
 from millpond.scheduling import Holder, Ledger, Request
 from millpond.settings import load_settings
 from millpond.store.journal import open_journal
+from millpond.store.runs import RunStore
 from tests.conftest import PIPELINES, spawn_cli
 
 RESOURCES = PIPELINES / "resources.py"
@@ -235,3 +236,29 @@ def test_a_run_killed_with_kill_9_does_not_keep_its_gpu(cli, home: Path) -> None
     assert second.returncode == 0, out + err
     assert json.loads(out)["outputs"] == {"Output": "0"}
     assert Ledger().grants() == []
+
+
+def test_a_run_waiting_for_a_gpu_another_process_holds_can_be_stopped(home: Path) -> None:
+    holder = _worker(home, "hold", 1, gpus=1)
+    try:
+        assert holder.stdout is not None and json.loads(holder.stdout.readline()) == [0]
+        env = {"MILLPOND_FAKE_GPUS": "1"}
+        waiting = spawn_cli(home, "run", RESOURCES, "--pipeline", "gpu-sleeper", "-o", "json", env=env)
+        try:
+            logs = home / "logs"
+            deadline = time.monotonic() + 120
+            note = f"waiting for resources: needs 1 GPU, 0 free (held by task holder-{holder.pid})"
+            while not any(note in p.read_text() for p in logs.rglob("*.log")):
+                assert waiting.poll() is None and time.monotonic() < deadline, "the task never said it waits"
+                time.sleep(0.05)
+            waiting.send_signal(signal.SIGTERM)
+            out, err = waiting.communicate(timeout=60)  # the walk, with only a waiting task, still stops
+        finally:
+            waiting.kill()
+        assert waiting.returncode == 130, out + err
+        assert [g.holder.pid for g in Ledger().grants()] == [holder.pid]  # the run took nothing
+        [(run, _)] = RunStore(load_settings().database_url).list_runs()
+        assert run.state == "CANCELED"
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
