@@ -262,3 +262,20 @@ def test_a_run_waiting_for_a_gpu_another_process_holds_can_be_stopped(home: Path
     finally:
         holder.kill()
         holder.wait(timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("visible", "gpus"),
+    [("2,0", (2, 0)), ("", ()), ("-1", ()), ("1,oops,3", (1,)), ("0,0,1", (0, 1))],
+)
+def test_the_gpus_are_those_cuda_visible_devices_names(
+    home: Path, monkeypatch: pytest.MonkeyPatch, visible: str, gpus: tuple[int, ...]
+) -> None:
+    monkeypatch.delenv("MILLPOND_FAKE_GPUS", raising=False)
+    monkeypatch.delenv("MILLPOND_GPUS", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    ledger = Ledger()
+    assert ledger.capacity.gpus == gpus
+    if gpus:  # handed out by those indices, as a child's CUDA_VISIBLE_DEVICES takes them
+        grant = ledger.try_acquire(Request(gpus=1), _me())
+        assert grant is not None and grant.gpus == (gpus[0],)
