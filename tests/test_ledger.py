@@ -279,3 +279,17 @@ def test_the_gpus_are_those_cuda_visible_devices_names(
     if gpus:  # handed out by those indices, as a child's CUDA_VISIBLE_DEVICES takes them
         grant = ledger.try_acquire(Request(gpus=1), _me())
         assert grant is not None and grant.gpus == (gpus[0],)
+
+
+def test_a_damaged_ledger_is_one_error_line_naming_the_file(cli, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "ledger.db").write_bytes(b"not a database, " * 512)
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "1")
+    result = cli("run", RESOURCES, "--pipeline", "gpu-task", "-o", "json")
+    assert result.code == 1 and "Traceback" not in result.err
+    assert result.err.endswith(
+        f"error: the resource ledger {home / 'ledger.db'} cannot be used: file is not a database "
+        "(if it is damaged, remove it while no millpond process runs)\n"
+    )
+    (home / "ledger.db").unlink()
+    assert cli("run", RESOURCES, "--pipeline", "gpu-task", "-o", "json").code == 0
