@@ -87,6 +87,15 @@ class _Waiting:
     noted: bool = False  # its log already says what it waits for
 
 
+def _covers(request: ResourceRequest, smaller: ResourceRequest) -> bool:
+    """True when ``request`` asks for at least what ``smaller`` asks, in every resource."""
+    return (
+        request.cpu >= smaller.cpu
+        and request.memory >= smaller.memory
+        and request.accelerators >= smaller.accelerators
+    )
+
+
 @dataclass
 class RunResult:
     state: str
@@ -593,23 +602,40 @@ class Engine:
         return Holder(kind="task", name=name, pid=pid, start=ticks)
 
     def _release_all(self) -> None:
-        """Give back every grant still held (a walk that ends by an exception leaves some)."""
+        """Give back every grant still held (a walk that ends by an exception leaves some).
+
+        A ledger that cannot be written now keeps them only until this process ends: the next
+        request after that reclaims them.
+        """
         holding, self._holding = self._holding, {}
         for grant in holding.values():
-            self.budget.release(grant)
+            try:
+                self.budget.release(grant)
+            except MillpondError:
+                break
 
     def _start_waiting(self, note: bool = False) -> None:
         """Start the waiting tasks that fit now; with ``note``, the log of a task still waiting says
         what for, once (not at its first try: its own run may be about to give back what it needs)."""
         waiting, self._waiting = self._waiting, []
+        refused: list[ResourceRequest] = []  # in this pass: a request at least as large as one of these fails too
+        reasons: dict[ResourceRequest, str] = {}
         for entry in waiting:
             if self.cancel.is_set():
                 self._never_started(entry.node, "canceled while it waited for resources")
                 continue
-            still = self._submit(entry.node, entry.work, entry.resources, entry.log_path, entry.noted or note)
-            if still is not None and note and not entry.noted and entry.log_path is not None:
+            noted = entry.noted or note
+            if any(_covers(entry.resources, smaller) for smaller in refused):
+                self._waiting.append(_Waiting(entry.node, entry.work, entry.resources, entry.log_path, noted))
+            elif self._submit(entry.node, entry.work, entry.resources, entry.log_path, noted) is not None:
+                refused.append(entry.resources)
+            else:
+                continue
+            if note and not entry.noted and entry.log_path is not None:
+                if entry.resources not in reasons:
+                    reasons[entry.resources] = self.budget.why_waiting(entry.resources)
                 with open(entry.log_path, "a", encoding="utf-8") as log:
-                    log.write(f"[millpond] waiting for resources: {self.budget.why_waiting(entry.resources)}\n")
+                    log.write(f"[millpond] waiting for resources: {reasons[entry.resources]}\n")
 
     def _never_started(self, node: Node, reason: str) -> None:
         """A task that waited (PENDING) and will not run: CANCELED, with no start time."""
