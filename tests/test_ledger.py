@@ -153,9 +153,11 @@ def test_a_bad_fake_gpu_count_is_one_error_line(cli, monkeypatch: pytest.MonkeyP
 def test_gpu_fallback_cpu_runs_gpu_requests_without_gpus(cli, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MILLPOND_FAKE_GPUS", "0")
     monkeypatch.delenv("MILLPOND_GPU_FALLBACK", raising=False)
-    assert cli("config", "get", "gpu-fallback").out == "\n"
+    assert cli("config", "get", "gpu-fallback").out == "none\n"
     assert cli("config", "set", "gpu-fallback", "cpu").code == 0
     assert cli("config", "get", "gpu-fallback").out == "cpu\n"
+    assert cli("config", "view").out == "gpu-fallback: cpu\n"
+    assert json.loads((home / "settings.json").read_text()) == {"gpu-fallback": "cpu"}
     ledger = Ledger(load_settings())
     assert ledger.impossible(Request(gpus=2)) is None
     grant = ledger.try_acquire(Request(gpus=2), _me())

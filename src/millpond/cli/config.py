@@ -63,9 +63,9 @@ def config_unset(key: str) -> None:
 @config_group.command("get")
 @click.argument("key")
 def config_get(key: str) -> None:
-    """Print the value of KEY in force (empty when unset)."""
+    """Print the value of KEY in force (``none`` when off)."""
     _key(key)
-    click.echo(configured(load_settings().home, key) or "")
+    click.echo(configured(load_settings().home, key) or "none")
 
 
 @config_group.command("view")
@@ -73,4 +73,4 @@ def config_view() -> None:
     """Print every setting and its value in force."""
     home = load_settings().home
     for key in sorted(CONFIGURABLE):
-        click.echo(f"{key}: {configured(home, key) or ''}")
+        click.echo(f"{key}: {configured(home, key) or 'none'}")
