@@ -1,10 +1,10 @@
 """Resource requests: a GPU task, and two tasks that each want every CPU of the machine."""
 
-import os
-
 from kfp import dsl
 
-ALL_CPUS = str(os.cpu_count() or 1)
+from millpond.scheduling.machine import cpu_millis
+
+ALL_CPUS = str(cpu_millis() // 1000)  # the CPUs the scheduler counts: affinity, bounded by a cgroup quota
 
 
 @dsl.component
