@@ -13,14 +13,17 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from millpond.runners.processes import own_identity
 from millpond.scheduling import Holder, Ledger, Request
-from millpond.settings import load_settings
+from millpond.settings import Settings, load_settings
 from millpond.store.journal import open_journal
 from millpond.store.runs import RunStore
 from tests.conftest import PIPELINES, spawn_cli
@@ -295,3 +298,40 @@ def test_a_damaged_ledger_is_one_error_line_naming_the_file(cli, home: Path, mon
     )
     (home / "ledger.db").unlink()
     assert cli("run", RESOURCES, "--pipeline", "gpu-task", "-o", "json").code == 0
+
+
+_STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("acquire"), st.integers(0, 3), st.integers(0, 2500), st.integers(0, 3)),
+        st.tuples(st.just("release"), st.integers(0, 20), st.just(0), st.just(0)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=_STEPS)
+def test_the_ledger_grants_exactly_what_is_free(steps: list[tuple[str, int, int, int]]) -> None:
+    """Any sequence of acquires and releases: a grant comes exactly when the request fits what the
+    live grants leave, its GPUs are the lowest free ones, and no index is ever held twice."""
+    with tempfile.TemporaryDirectory(prefix="millpond-ledger-") as folder:
+        ledger = Ledger(Settings(home=Path(folder), max_parallel=1, fake_gpus=3))
+        cpus = ledger.capacity.cpu_millis
+        held: dict[str, tuple[Request, tuple[int, ...]]] = {}
+        for op, gpus, millis, pick in steps:
+            if op == "release":
+                if held:
+                    grant_id = sorted(held)[gpus % len(held)]
+                    ledger.release(grant_id)
+                    del held[grant_id]
+                continue
+            request = Request(gpus=gpus, cpu_millis=min(millis, cpus), memory_bytes=pick)
+            taken = {i for _, indices in held.values() for i in indices}
+            free = [i for i in range(3) if i not in taken]
+            fits = gpus <= len(free) and request.cpu_millis <= cpus - sum(r.cpu_millis for r, _ in held.values())
+            grant = ledger.try_acquire(request, _me())
+            assert (grant is not None) == fits
+            if grant is not None:
+                assert grant.gpus == tuple(free[:gpus])
+                held[grant.id] = (request, grant.gpus)
+        assert {g.id: (g.request, g.gpus) for g in ledger.grants()} == held
