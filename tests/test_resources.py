@@ -12,7 +12,7 @@ RESOURCES = PIPELINES / "resources.py"
 
 
 def test_gpu_request_without_gpu_fails_before_any_task(cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MILLPOND_GPUS", "0")
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "0")
     result = cli("run", RESOURCES, "--pipeline", "gpu-task", "-o", "json")
     assert result.code == 1
     data = result.json()
@@ -22,14 +22,14 @@ def test_gpu_request_without_gpu_fails_before_any_task(cli, monkeypatch: pytest.
 
 
 def test_gpu_task_sees_only_its_own_gpu(cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MILLPOND_GPUS", "2")
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2")
     result = cli("run", RESOURCES, "--pipeline", "gpu-task", "-o", "json")
     assert result.code == 0, result.err
     assert result.json()["outputs"] == {"Output": "0"}
 
 
 def test_ignore_resources_runs_the_gpu_task_anyway(cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MILLPOND_GPUS", "0")
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "0")
     result = cli("run", RESOURCES, "--pipeline", "gpu-task", "--ignore-resources", "-o", "json")
     assert result.code == 0, result.err
 

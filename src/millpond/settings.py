@@ -1,10 +1,20 @@
-"""One place for configuration: the MILLPOND_* environment variables and the home folder."""
+"""One place for configuration: the MILLPOND_* environment variables, the home folder, and the
+settings ``millpond config set`` keeps in the home (``settings.json``; the environment wins)."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from millpond.errors import UserError
+
+SETTINGS_FILE = "settings.json"
+# Each setting ``millpond config set`` knows: its environment variable and the values it takes.
+CONFIGURABLE: dict[str, tuple[str, tuple[str, ...]]] = {
+    "gpu-fallback": ("MILLPOND_GPU_FALLBACK", ("cpu", "none")),
+}
 
 
 @dataclass(frozen=True)
@@ -14,6 +24,10 @@ class Settings:
     home: Path
     max_parallel: int
     fork_server: bool = True  # lightweight tasks fork from a warm process (MILLPOND_FORK_SERVER=0: never)
+    # "cpu": a GPU request this machine can never meet runs on CPU, with a warning, instead of being refused
+    gpu_fallback: str | None = None
+    # MILLPOND_FAKE_GPUS=N, for tests only: the scheduler hands out N GPUs (0..N-1) with no device behind them
+    fake_gpus: int | None = None
 
     @property
     def database_url(self) -> str:
@@ -42,6 +56,37 @@ class Settings:
         return self.home / "volumes"
 
 
+def stored_settings(home: Path) -> dict[str, str]:
+    """What ``millpond config set`` stored in ``home`` (nothing when the file is missing or unreadable)."""
+    try:
+        data = json.loads((home / SETTINGS_FILE).read_text(encoding="utf-8")[:65536])
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if k in CONFIGURABLE and isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def configured(home: Path, key: str) -> str | None:
+    """The value of setting ``key``: its environment variable, else the home's settings file; checked."""
+    variable, allowed = CONFIGURABLE[key]
+    value = os.environ.get(variable) or stored_settings(home).get(key)
+    if value is None:
+        return None
+    if value not in allowed:
+        source = variable if os.environ.get(variable) else f"{key} in {home / SETTINGS_FILE}"
+        raise UserError(f"{source} is {value!r}; it takes one of: {', '.join(allowed)}")
+    return None if value == "none" else value
+
+
+def _fake_gpus() -> int | None:
+    """MILLPOND_FAKE_GPUS (test-only; MILLPOND_GPUS is its older name, still read), checked."""
+    text = os.environ.get("MILLPOND_FAKE_GPUS", os.environ.get("MILLPOND_GPUS"))
+    if text is None:
+        return None
+    if not text.strip().isdigit():
+        raise UserError(f"MILLPOND_FAKE_GPUS={text!r} is not a whole number of GPUs (a test-only setting)")
+    return int(text)
+
+
 def load_settings() -> Settings:
     """Read settings from the environment each call, so tests can point MILLPOND_HOME anywhere."""
     home = Path(os.environ.get("MILLPOND_HOME") or Path.home() / ".millpond").expanduser().resolve()
@@ -50,4 +95,6 @@ def load_settings() -> Settings:
         home=home,
         max_parallel=int(parallel) if parallel else (os.cpu_count() or 1),
         fork_server=os.environ.get("MILLPOND_FORK_SERVER", "1").lower() not in ("0", "false", "no"),
+        gpu_fallback=configured(home, "gpu-fallback"),
+        fake_gpus=_fake_gpus(),
     )

@@ -1,10 +1,10 @@
 """Resource requests: a GPU task, and two tasks that each want every CPU of the machine."""
 
-import os
-
 from kfp import dsl
 
-ALL_CPUS = str(os.cpu_count() or 1)
+from millpond.scheduling.machine import cpu_millis
+
+ALL_CPUS = str(cpu_millis() // 1000)  # the CPUs the scheduler counts: affinity, bounded by a cgroup quota
 
 
 @dsl.component
@@ -42,3 +42,18 @@ def cpu_hogs(folder: str) -> None:
 @dsl.pipeline(name="too-big")
 def too_big() -> None:
     visible_gpus().set_memory_request("100000Gi")
+
+
+@dsl.component
+def gpu_sleeper(seconds: float) -> str:
+    import os
+    import time
+
+    time.sleep(seconds)
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+
+
+@dsl.pipeline(name="gpu-sleeper")
+def gpu_sleeper_pipeline(seconds: float = 1.5) -> str:
+    task = gpu_sleeper(seconds=seconds).set_accelerator_type("nvidia.com/gpu").set_accelerator_limit(1)
+    return task.set_caching_options(False).output

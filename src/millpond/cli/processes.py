@@ -1,7 +1,8 @@
 """``millpond ps``: every background process this home keeps, and the end of those nobody uses.
 
 Listed: FUSE mount daemons (a shared one with who uses it), data operations' runners, Cron
-schedules waiting for their next run, the API server, and the engines of runs in flight.
+schedules waiting for their next run, the API server, and the engines of runs in flight —
+each with what it holds in the machine-wide ledger (GPUs, CPUs, memory), and any other holder.
 Before listing, it reconciles: a shared dataset mount whose users have all gone (killed
 ones included) is unmounted, and a runner whose operation was deleted is ended. Each one
 ended is said on stderr, so nothing ends unseen.
@@ -90,6 +91,25 @@ def engine_rows() -> list[Row]:
     return rows
 
 
+def with_grants(rows: list[Row]) -> list[Row]:
+    """``rows``, each saying what its process holds in the ledger, and a row for any other holder."""
+    from millpond.scheduling import Ledger
+
+    held: dict[int, list[str]] = {}
+    others = []
+    listed = {row.pid for row in rows}
+    for grant in Ledger().grants():
+        held.setdefault(grant.holder.pid, []).append(grant.summary)
+        if grant.holder.pid not in listed:
+            others.append(Row(grant.holder.kind, grant.holder.name, grant.holder.pid, grant.granted_at[:19] + "Z", ""))
+    rows = [*rows, *{row.pid: row for row in others}.values()]
+    return [
+        Row(r.kind, r.object, r.pid, r.started, ", ".join(filter(None, [r.state, "holds " + "; ".join(held[r.pid])])))
+        if r.pid in held else r
+        for r in rows
+    ]
+
+
 def _iso(moment: dt.datetime) -> str:
     aware = moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
     return aware.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -104,7 +124,7 @@ def ps_command(output: str) -> None:
 
     for line in reconcile():
         click.echo(line, err=True)
-    rows = sorted(mount_rows() + other_rows() + engine_rows(), key=lambda row: (row.started, row.pid))
+    rows = sorted(with_grants(mount_rows() + other_rows() + engine_rows()), key=lambda row: (row.started, row.pid))
     if output == "json":
         click.echo(json.dumps([asdict(row) for row in rows], indent=2))
         return

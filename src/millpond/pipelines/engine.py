@@ -2,7 +2,8 @@
 
 One thread owns the walk and the database writes; task processes run on a pool of worker
 threads and hand their outcome back. A container task is PENDING while it waits for the
-resource budget and a process slot; its worker records it RUNNING, with its start time, when
+resource budget (the home's machine-wide ledger, shared with other runs and training jobs) and
+a process slot; its worker records it RUNNING, with its start time, when
 its process starts — so a task's duration never counts its wait. A task is ready when the
 tasks it depends on are final; its trigger condition (CEL) decides whether it runs.
 Sub-DAGs (nested pipelines, condition branches, exit-handler bodies) and loop iterations
@@ -47,6 +48,7 @@ from millpond.runners import stopping
 from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import own_identity, start_ticks
+from millpond.scheduling import Grant, Holder
 from millpond.settings import Settings
 from millpond.store.journal import RunJournal
 from millpond.store.journal import RunRecord as Run
@@ -72,6 +74,26 @@ class _Silent:
 
     def run_changed(self, state: str, error: str | None) -> None:
         pass
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """A task whose resources are not free yet: retried whenever something may have been given back."""
+
+    node: Node
+    work: Callable[[list[int]], TaskOutcome]
+    resources: ResourceRequest
+    log_path: Path | None
+    noted: bool = False  # its log already says what it waits for
+
+
+def _covers(request: ResourceRequest, smaller: ResourceRequest) -> bool:
+    """True when ``request`` asks for at least what ``smaller`` asks, in every resource."""
+    return (
+        request.cpu >= smaller.cpu
+        and request.memory >= smaller.memory
+        and request.accelerators >= smaller.accelerators
+    )
 
 
 @dataclass
@@ -115,10 +137,10 @@ class Engine:
         self.cancel = threading.Event()
         self._failed: list[str] = []
         self._futures: dict[Future[TaskOutcome], Node] = {}
-        self._holding: dict[Future[TaskOutcome], tuple[ResourceRequest, list[int]]] = {}
-        self._waiting: list[tuple[Node, Callable[[list[int]], TaskOutcome], ResourceRequest]] = []
+        self._holding: dict[Future[TaskOutcome], Grant] = {}
+        self._waiting: list[_Waiting] = []
         self._previous: dict[str, Task] = {}
-        self.budget = Budget()
+        self.budget = Budget(settings)  # the home's machine-wide ledger: shared with other runs and jobs
 
     # --- the walk -------------------------------------------------------------------------
     def execute(self, run: Run, resume: bool = False) -> RunResult:
@@ -142,7 +164,7 @@ class Engine:
         }
         if resume:
             self._previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED}
-        pid, ticks = own_identity()
+        pid, ticks = self._identity = own_identity()
         self.store.update_run(
             run.id, state=RUNNING, error=None, started_at=run.started_at or utcnow(), finished_at=None,
             engine_pid=pid, engine_start=ticks,
@@ -163,20 +185,29 @@ class Engine:
             try:
                 self.stop.check()
                 self._advance(root)
-                while self._futures:
-                    done, _ = wait(list(self._futures), timeout=_STOP_POLL_S, return_when=FIRST_COMPLETED)
+                while self._futures or self._waiting:
+                    if self._futures:
+                        done, _ = wait(list(self._futures), timeout=_STOP_POLL_S, return_when=FIRST_COMPLETED)
+                    else:  # only tasks waiting for what other runs or jobs hold: look again shortly
+                        done = set()
+                        self.cancel.wait(_STOP_POLL_S)
                     self.stop.check()
                     for future in done:
                         node = self._futures.pop(future)
-                        request, gpus = self._holding.pop(future)
-                        self.budget.release(request, gpus)
-                        self._task_finished(node, future.result())
+                        grant = self._holding.pop(future)
+                        try:  # recorded finished before its resources go to another run's task
+                            self._task_finished(node, future.result())
+                        finally:
+                            self.budget.release(grant)
                         self._start_waiting()
+                    if not done:  # another process may have given back what a waiting task needs
+                        self._start_waiting(note=True)
             except BaseException as exc:
                 self._abandon(exc)
                 raise
             finally:
                 self.runner.close()
+                self._release_all()
         state, error = self._outcome(root)
         outputs = bindings.dag_outputs(root) if state == SUCCEEDED else Outputs()
         self.store.update_run(run.id, state=state, error=error, outputs=outputs.to_json(), finished_at=utcnow())
@@ -209,7 +240,8 @@ class Engine:
             self.store.update_run(self.run.id, state=CANCELING, error=reason)
             self.listener.run_changed(CANCELING, reason)
         wait(list(self._futures))  # the runners saw the cancel flag and stopped the processes
-        stopped = [*self._futures.values(), *(node for node, _work, _resources in self._waiting)]
+        stopped = [*self._futures.values(), *(waiting.node for waiting in self._waiting)]
+        self._release_all()  # the machine-wide ledger outlives this walk (a server's engine thread)
         self._futures.clear()
         self._waiting.clear()
         close_tasks(self.store, self.run.id, reason)  # in flight and waiting alike: their rows are not final
@@ -503,7 +535,7 @@ class Engine:
             finally:
                 platform.cleanup()  # secret files live only while the task runs
 
-        self._submit(node, work, resources)
+        self._submit(node, work, resources, log_path)
 
     def _starter(self, node: Node) -> Callable[[int | None], None]:
         """What a worker thread calls when ``node``'s work really begins (its process, with a pid): the
@@ -541,24 +573,69 @@ class Engine:
         )
 
     def _submit(
-        self, node: Node, work: Callable[[list[int]], TaskOutcome], resources: ResourceRequest = ResourceRequest()
-    ) -> None:
-        """Hand ``work`` to a worker once ``resources`` fit what the running tasks leave free."""
-        gpus = self.budget.acquire(resources)
-        if gpus is None:
-            self._waiting.append((node, work, resources))
-            return
-        future = self.pool.submit(work, gpus)
+        self,
+        node: Node,
+        work: Callable[[list[int]], TaskOutcome],
+        resources: ResourceRequest = ResourceRequest(),
+        log_path: Path | None = None,
+        noted: bool = False,
+    ) -> _Waiting | None:
+        """Hand ``work`` to a worker once ``resources`` fit what the running tasks (of every run and
+        job of this home: the machine-wide ledger) leave free."""
+        grant = self.budget.acquire(resources, self._holder(node))
+        if grant is None:
+            self._waiting.append(_Waiting(node, work, resources, log_path, noted))
+            return self._waiting[-1]
+        warning = self.budget.fallback_warning(resources)
+        if warning and log_path is not None:
+            with open(log_path, "a", encoding="utf-8") as log:
+                log.write(f"[millpond] warning: {warning}\n")
+        future = self.pool.submit(work, list(grant.gpus))
         self._futures[future] = node
-        self._holding[future] = (resources, gpus)
+        self._holding[future] = grant
+        return None
 
-    def _start_waiting(self) -> None:
+    def _holder(self, node: Node) -> Holder:
+        """Who holds a task's grant in the ledger: this engine's process (its death frees it)."""
+        pid, ticks = self._identity
+        name = f"{self.context['pipeline_job_resource_name']}/{node.path}"
+        return Holder(kind="task", name=name, pid=pid, start=ticks)
+
+    def _release_all(self) -> None:
+        """Give back every grant still held (a walk that ends by an exception leaves some).
+
+        A ledger that cannot be written now keeps them only until this process ends: the next
+        request after that reclaims them.
+        """
+        holding, self._holding = self._holding, {}
+        for grant in holding.values():
+            try:
+                self.budget.release(grant)
+            except MillpondError:
+                break
+
+    def _start_waiting(self, note: bool = False) -> None:
+        """Start the waiting tasks that fit now; with ``note``, the log of a task still waiting says
+        what for, once (not at its first try: its own run may be about to give back what it needs)."""
         waiting, self._waiting = self._waiting, []
-        for node, work, resources in waiting:
+        refused: list[ResourceRequest] = []  # in this pass: a request at least as large as one of these fails too
+        reasons: dict[ResourceRequest, str] = {}
+        for entry in waiting:
             if self.cancel.is_set():
-                self._never_started(node, "canceled while it waited for resources")
+                self._never_started(entry.node, "canceled while it waited for resources")
                 continue
-            self._submit(node, work, resources)
+            noted = entry.noted or note
+            if any(_covers(entry.resources, smaller) for smaller in refused):
+                self._waiting.append(_Waiting(entry.node, entry.work, entry.resources, entry.log_path, noted))
+            elif self._submit(entry.node, entry.work, entry.resources, entry.log_path, noted) is not None:
+                refused.append(entry.resources)
+            else:
+                continue
+            if note and not entry.noted and entry.log_path is not None:
+                if entry.resources not in reasons:
+                    reasons[entry.resources] = self.budget.why_waiting(entry.resources)
+                with open(entry.log_path, "a", encoding="utf-8") as log:
+                    log.write(f"[millpond] waiting for resources: {reasons[entry.resources]}\n")
 
     def _never_started(self, node: Node, reason: str) -> None:
         """A task that waited (PENDING) and will not run: CANCELED, with no start time."""

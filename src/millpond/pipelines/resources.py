@@ -1,7 +1,8 @@
 """The machine's budget of CPUs, memory and accelerators, and what each task asks of it.
 
-A task starts only when its request fits what the running tasks leave free, as the
-Kubernetes scheduler would place a pod; a request larger than the whole machine, or for an
+A task starts only when its request fits what the running tasks — of every run, and every
+training job, of this home (``millpond.scheduling``'s ledger) — leave free, as the Kubernetes
+scheduler would place a pod; a request larger than the whole machine, or for an
 accelerator the machine lacks, fails the task (or, when known before the run, the run).
 GPUs are handed out by index, and a task sees only its own through CUDA_VISIBLE_DEVICES.
 CPU, memory and accelerator counts are Kubernetes quantities (``millpond.quantities``): CPU is
@@ -11,15 +12,13 @@ counted in whole millicores (``500m``, ``0.5``, ``1e3m``), memory in bytes round
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import threading
-from dataclasses import dataclass, field
-from pathlib import Path
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from millpond.quantities import QuantityError, parse_bytes, parse_quantity
+from millpond.scheduling import Grant, Holder, Ledger, Request
+from millpond.settings import Settings
 
 GPU_TYPES = ("nvidia.com/gpu", "amd.com/gpu")
 
@@ -83,81 +82,55 @@ def task_request(container: dict[str, Any]) -> ResourceRequest:
     return ResourceRequest(cpu=cpu, memory=memory, accelerator=kind if count else None, accelerators=count)
 
 
-def count_gpus() -> int:
-    """GPUs on this machine (MILLPOND_GPUS overrides, for tests and for sharing a machine)."""
-    override = os.environ.get("MILLPOND_GPUS")
-    if override is not None:
-        return int(override)
-    proc = Path("/proc/driver/nvidia/gpus")
-    if proc.is_dir():
-        return len(list(proc.iterdir()))
-    if shutil.which("nvidia-smi"):
-        try:
-            listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return 0
-        return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-    return 0
+def ledger_request(request: ResourceRequest) -> Request:
+    """``request`` in the ledger's units: whole millicores and bytes, rounded up, and a GPU count."""
+    return Request(
+        cpu_millis=math.ceil(request.cpu * 1000 - 1e-6),
+        memory_bytes=math.ceil(request.memory),
+        gpus=request.accelerators,
+    )
 
 
-def total_memory() -> float:
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError):
-        return float("inf")
-
-
-@dataclass
 class Budget:
-    """What is free right now; the engine's thread asks and returns."""
+    """The engine's view of the machine-wide ledger (``millpond.scheduling``).
 
-    cpus: float = field(default_factory=lambda: float(os.cpu_count() or 1))
-    memory: float = field(default_factory=total_memory)
-    gpus: int = field(default_factory=count_gpus)
+    Every run's engine, and every training job, draws from the same ledger in the home, so two
+    runs at once never hand out the same GPU index; this class only translates a task's
+    request and names the accelerator in the messages. A task that asks for nothing never
+    touches the ledger.
+    """
 
-    def __post_init__(self) -> None:
-        self._free_cpu = self.cpus
-        self._free_memory = self.memory
-        self._free_gpus = list(range(self.gpus))
-        self._lock = threading.Lock()
+    def __init__(self, settings: Settings) -> None:
+        self.ledger = Ledger(settings)
+
+    @property
+    def gpus(self) -> int:
+        return len(self.ledger.capacity.gpus)
 
     def impossible(self, request: ResourceRequest) -> str | None:
         """Why ``request`` can never be met on this machine, or None."""
-        if request.accelerators:
-            if request.accelerator not in GPU_TYPES:
-                return f"accelerator {request.accelerator!r} is not available on this machine"
-            if request.accelerators > self.gpus:
-                have = f"only {self.gpus}" if self.gpus else "none"
-                return f"requests {request.accelerators} {request.accelerator} but this machine has {have}"
-        if request.cpu > self.cpus:
-            return f"requests {request.cpu:g} CPUs but this machine has {self.cpus:g}"
-        if request.memory > self.memory:
-            return (
-                f"requests {request.memory / 2**30:.1f} GiB of memory "
-                f"but this machine has {self.memory / 2**30:.1f} GiB"
-            )
-        return None
+        if request.accelerators and request.accelerator not in GPU_TYPES:
+            return f"accelerator {request.accelerator!r} is not available on this machine"
+        return self.ledger.impossible(ledger_request(request), gpu_name=request.accelerator)
 
-    def acquire(self, request: ResourceRequest) -> list[int] | None:
-        """Reserve ``request`` and return the GPU indices it got, or None when it does not fit now."""
-        with self._lock:
-            cpu = min(request.cpu, self.cpus)
-            if (
-                cpu > self._free_cpu + 1e-9
-                or request.memory > self._free_memory
-                or request.accelerators > len(self._free_gpus)
-            ):
-                return None
-            self._free_cpu -= cpu
-            self._free_memory -= request.memory
-            gpus, self._free_gpus = self._free_gpus[: request.accelerators], self._free_gpus[request.accelerators :]
-            return gpus
+    def acquire(self, request: ResourceRequest, holder: Holder) -> Grant | None:
+        """Reserve ``request`` for ``holder``, or None when it does not fit now (an empty request always fits)."""
+        if request.empty:
+            return _NOTHING
+        return self.ledger.try_acquire(ledger_request(request), holder)
 
-    def release(self, request: ResourceRequest, gpus: list[int]) -> None:
-        with self._lock:
-            self._free_cpu += min(request.cpu, self.cpus)
-            self._free_memory += request.memory
-            self._free_gpus = sorted(self._free_gpus + gpus)
+    def release(self, grant: Grant) -> None:
+        if grant.id:
+            self.ledger.release(grant.id)
+
+    def why_waiting(self, request: ResourceRequest) -> str:
+        return self.ledger.why_waiting(ledger_request(request))
+
+    def fallback_warning(self, request: ResourceRequest) -> str | None:
+        return self.ledger.fallback_warning(ledger_request(request)) if request.accelerators else None
+
+
+_NOTHING = Grant(id="", gpus=())  # what an empty request gets: nothing to record, nothing to release
 
 
 def static_accelerator_problems(spec: dict[str, Any], budget: Budget) -> list[str]:

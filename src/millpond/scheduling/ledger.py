@@ -1,0 +1,319 @@
+"""One machine-wide ledger of the CPU, memory and GPUs handed out, shared by every millpond
+process of a home: pipeline tasks and training jobs draw from it, so two runs and a job never
+hand out the same GPU index.
+
+Why a SQLite file in the home, and not the metadata database: what is handed out belongs to
+this machine (pids, GPU indices), while the metadata may live in a shared PostgreSQL
+(``MILLPOND_DATABASE_URL``) that other machines also use. A local SQLite file gives what the
+ledger needs across processes: ``BEGIN IMMEDIATE`` makes each acquire one atomic
+read-check-write (other writers wait on SQLite's file lock), and a process killed with kill -9
+mid-write leaves no half-written ledger (the journal is rolled back by the next one to open it,
+and the OS drops a dead process's locks). A JSON file under ``flock`` would need its own atomic
+rename dance for the same. The ``gpus`` table's primary key is a second guard: one index can
+belong to one grant only, whatever the code above it does.
+
+A grant names its holder by pid and start time (``runners.processes``). Whoever acquires first
+reclaims the grants of holders that are gone — killed, crashed, or from before a reboot — so
+kill -9 never leaks a GPU for longer than it takes the next request to arrive.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from millpond.errors import UnavailableError
+from millpond.runners.processes import is_running, start_ticks
+from millpond.scheduling import machine
+from millpond.settings import Settings, load_settings
+
+LEDGER_FILE = "ledger.db"
+_BUSY_TIMEOUT_S = 30.0  # a writer holds the lock for about a millisecond; 30 s means something is wrong
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS grants (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    start TEXT,
+    boot TEXT NOT NULL,
+    cpu_millis INTEGER NOT NULL,
+    memory_bytes INTEGER NOT NULL,
+    gpus_requested INTEGER NOT NULL,
+    granted_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS gpus (
+    idx INTEGER PRIMARY KEY,
+    grant_id TEXT NOT NULL REFERENCES grants(id)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a task or a job instance asks for, as the Kubernetes scheduler counts it."""
+
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a grant: a ``job`` or a ``task``, and the process whose death releases it."""
+
+    kind: str
+    name: str
+    pid: int
+    start: str | None  # the process's start ticks; None: read now from /proc
+
+
+@dataclass(frozen=True)
+class Grant:
+    id: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GrantRecord:
+    """One grant as the ledger holds it (``arena top node``, ``millpond ps``)."""
+
+    id: str
+    holder: Holder
+    request: Request
+    gpus: tuple[int, ...]
+    granted_at: str
+
+    @property
+    def summary(self) -> str:
+        """What it holds, in words: ``GPU 0, 2 CPUs, 4.0 GiB``."""
+        parts = []
+        if self.gpus:
+            parts.append(f"GPU{'s' if len(self.gpus) > 1 else ''} {','.join(map(str, self.gpus))}")
+        elif self.request.gpus:
+            parts.append(f"no GPU ({self.request.gpus} asked: gpu-fallback cpu)")
+        if self.request.cpu_millis:
+            parts.append(f"{self.request.cpu_millis / 1000:g} CPU{'' if self.request.cpu_millis == 1000 else 's'}")
+        if self.request.memory_bytes:
+            parts.append(f"{self.request.memory_bytes / 2**30:.1f} GiB")
+        return ", ".join(parts) or "nothing"
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+class Ledger:
+    """The machine's resources, and who holds which, for every millpond process of a home."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.path = self.settings.home / LEDGER_FILE
+        self._capacity: machine.Capacity | None = None
+        self._boot = _boot_id()
+
+    # --- what the machine has ---------------------------------------------------------------
+    @property
+    def capacity(self) -> machine.Capacity:
+        """Counted once per ledger object (the GPU count may ask nvidia-smi)."""
+        if self._capacity is None:
+            self._capacity = machine.capacity(self.settings.fake_gpus)
+        return self._capacity
+
+    def falls_back(self, request: Request) -> bool:
+        """True when ``request`` asks for more GPUs than the machine has and gpu-fallback is cpu:
+        it then runs on CPU (with no GPU) instead of being refused."""
+        return (
+            self.settings.gpu_fallback == "cpu"
+            and request.gpus > 0
+            and request.gpus > len(self.capacity.gpus)
+        )
+
+    def fallback_warning(self, request: Request) -> str | None:
+        """The warning to show when ``request`` runs on CPU instead of its GPUs, or None."""
+        if not self.falls_back(request):
+            return None
+        have = len(self.capacity.gpus)
+        return (
+            f"requests {_plural(request.gpus, 'GPU')} but this machine has {have or 'none'}: "
+            "running on CPU instead (gpu-fallback is cpu)"
+        )
+
+    def impossible(self, request: Request, gpu_name: str | None = None) -> str | None:
+        """Why ``request`` can never be met on this machine, in one line, or None.
+
+        ``gpu_name`` names the GPUs in the message (``nvidia.com/gpu``); default "GPU(s)".
+        """
+        cap = self.capacity
+        if request.gpus > len(cap.gpus) and not self.falls_back(request):
+            have = f"only {len(cap.gpus)}" if cap.gpus else "none"
+            asked = f"{request.gpus} {gpu_name}" if gpu_name else _plural(request.gpus, "GPU")
+            hint = "" if cap.gpus else " (millpond config set gpu-fallback cpu runs GPU requests on CPU)"
+            return f"requests {asked} but this machine has {have}{hint}"
+        if request.cpu_millis > cap.cpu_millis:
+            return f"requests {request.cpu_millis / 1000:g} CPUs but this machine has {cap.cpu_millis / 1000:g}"
+        if request.memory_bytes > cap.memory_bytes:
+            return (
+                f"requests {request.memory_bytes / 2**30:.1f} GiB of memory "
+                f"but this machine has {cap.memory_bytes / 2**30:.1f} GiB"
+            )
+        return None
+
+    # --- handing out --------------------------------------------------------------------------
+    def try_acquire(self, request: Request, holder: Holder) -> Grant | None:
+        """Reserve ``request`` for ``holder`` if it fits what is free now; None when it does not.
+
+        Atomic across processes. Grants of holders that are gone are reclaimed first.
+        """
+        gpus_wanted = 0 if self.falls_back(request) else request.gpus
+        start = holder.start if holder.start is not None else start_ticks(holder.pid)
+        with self._transaction() as db:
+            held = self._live(db)
+            free_gpus = self._free_gpus(held)
+            cpu_free, memory_free = self._free_cpu_memory(held)
+            if (
+                gpus_wanted > len(free_gpus)
+                or request.cpu_millis > cpu_free
+                or request.memory_bytes > memory_free
+            ):
+                return None
+            grant = Grant(id=uuid.uuid4().hex, gpus=tuple(free_gpus[:gpus_wanted]))
+            db.execute(
+                "INSERT INTO grants VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    grant.id, holder.kind, holder.name, holder.pid, start, self._boot,
+                    request.cpu_millis, request.memory_bytes, request.gpus,
+                    datetime.now(timezone.utc).isoformat(),
+                ),
+            )
+            db.executemany("INSERT INTO gpus VALUES (?, ?)", [(index, grant.id) for index in grant.gpus])
+            return grant
+
+    def release(self, grant_id: str) -> None:
+        """Give a grant back (releasing one already gone is no error)."""
+        with self._transaction() as db:
+            self._delete(db, [grant_id])
+
+    def why_waiting(self, request: Request) -> str:
+        """What ``request`` waits for, in one line: ``needs 2 GPUs, 0 free (held by job x, task y)``."""
+        with self._transaction() as db:
+            held = self._live(db)
+        gpus_wanted = 0 if self.falls_back(request) else request.gpus
+        free_gpus = self._free_gpus(held)
+        cpu_free, memory_free = self._free_cpu_memory(held)
+        reasons = []
+        if gpus_wanted > len(free_gpus):
+            holders = _names(g for g in held if g.gpus)
+            reasons.append(f"needs {_plural(gpus_wanted, 'GPU')}, {len(free_gpus)} free{holders}")
+        if request.cpu_millis > cpu_free:
+            holders = _names(g for g in held if g.request.cpu_millis)
+            reasons.append(f"needs {request.cpu_millis / 1000:g} CPUs, {max(0, cpu_free) / 1000:g} free{holders}")
+        if request.memory_bytes > memory_free:
+            holders = _names(g for g in held if g.request.memory_bytes)
+            reasons.append(
+                f"needs {request.memory_bytes / 2**30:.1f} GiB of memory, "
+                f"{max(0, memory_free) / 2**30:.1f} GiB free{holders}"
+            )
+        return "; ".join(reasons) or "nothing: it fits now"
+
+    def grants(self) -> list[GrantRecord]:
+        """Every grant of a live holder, oldest first."""
+        with self._transaction() as db:
+            return self._live(db)
+
+    # --- the file -----------------------------------------------------------------------------
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the ledger file: committed on success, rolled back on error."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise UnavailableError(f"the resource ledger {self.path} cannot be opened: {exc}") from exc
+        try:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
+                db.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last grants; never corrupts
+                db.execute("BEGIN IMMEDIATE")
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            except sqlite3.Error as exc:
+                raise UnavailableError(
+                    f"the resource ledger {self.path} cannot be used: {exc} "
+                    "(if it is damaged, remove it while no millpond process runs)"
+                ) from exc
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            try:
+                db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise UnavailableError(f"the resource ledger {self.path} cannot be written: {exc}") from exc
+        finally:
+            db.close()
+
+    def _live(self, db: sqlite3.Connection) -> list[GrantRecord]:
+        """The grants whose holders still run; the others are deleted (reclaimed) here."""
+        rows = db.execute(
+            "SELECT id, kind, name, pid, start, boot, cpu_millis, memory_bytes, gpus_requested, granted_at "
+            "FROM grants ORDER BY granted_at, id"
+        ).fetchall()
+        indices: dict[str, list[int]] = {}
+        for index, grant_id in db.execute("SELECT idx, grant_id FROM gpus ORDER BY idx"):
+            indices.setdefault(grant_id, []).append(index)
+        live, gone = [], []
+        for grant_id, kind, name, pid, start, boot, cpu, memory, gpus, granted_at in rows:
+            if boot != self._boot or not is_running(pid, start):
+                gone.append(grant_id)
+                continue
+            live.append(
+                GrantRecord(
+                    id=grant_id,
+                    holder=Holder(kind=kind, name=name, pid=pid, start=start),
+                    request=Request(cpu_millis=cpu, memory_bytes=memory, gpus=gpus),
+                    gpus=tuple(indices.get(grant_id, ())),
+                    granted_at=granted_at,
+                )
+            )
+        orphans = set(indices) - {g.id for g in live} - set(gone)
+        self._delete(db, [*gone, *orphans])
+        return live
+
+    @staticmethod
+    def _delete(db: sqlite3.Connection, grant_ids: list[str]) -> None:
+        if grant_ids:
+            db.executemany("DELETE FROM gpus WHERE grant_id = ?", [(g,) for g in grant_ids])
+            db.executemany("DELETE FROM grants WHERE id = ?", [(g,) for g in grant_ids])
+
+    def _free_gpus(self, held: list[GrantRecord]) -> list[int]:
+        taken = {index for grant in held for index in grant.gpus}
+        return [index for index in self.capacity.gpus if index not in taken]
+
+    def _free_cpu_memory(self, held: list[GrantRecord]) -> tuple[int, int]:
+        cpu = self.capacity.cpu_millis - sum(g.request.cpu_millis for g in held)
+        memory = self.capacity.memory_bytes - sum(g.request.memory_bytes for g in held)
+        return cpu, memory
+
+
+def _names(grants: Iterator[GrantRecord] | list[GrantRecord]) -> str:
+    """`` (held by job x, task y)``: who holds what a request waits for, five at most."""
+    names = list(dict.fromkeys(f"{g.holder.kind} {g.holder.name}" for g in grants))
+    if not names:
+        return ""
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    return f" (held by {', '.join(names[:5])}{more})"
