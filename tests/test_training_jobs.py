@@ -163,3 +163,31 @@ def test_a_supervisor_killed_mid_job_is_seen_dead_at_the_next_get(capsys, home: 
     assert all(gone(i.pid, i.pid_start) for i in started)
     assert [i["status"] for i in info["instances"]] == ["Failed", "Failed"]
     assert "SupervisorDied" in arena(capsys, "get", "orphan", "-e").out
+
+
+TORCHRUN_SCRIPT = textwrap.dedent("""\
+    import os
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    value = torch.tensor([1.0])
+    dist.all_reduce(value)
+    print("rank", os.environ["RANK"], "local", os.environ["LOCAL_RANK"], "world", os.environ["WORLD_SIZE"],
+          "sum", int(value.item()), flush=True)
+    dist.destroy_process_group()
+""")
+
+
+def test_nproc_per_node_runs_torchrun_in_each_instance(capsys, home: Path, tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "all_reduce.py").write_text(TORCHRUN_SCRIPT)
+    result = arena(capsys, "submit", "pytorch", "--name", "procs", "--workers", "2", "--nproc-per-node", "2",
+                   "--data-dir", f"{code}:/code", sys.executable, "/code/all_reduce.py")
+    assert result.code == 0, result.err
+    info = wait_status(capsys, "procs")
+    assert info["status"] == "SUCCEEDED", arena(capsys, "logs", "procs").out
+    lines = [line for name in ("procs-master-0", "procs-worker-0")
+             for line in arena(capsys, "logs", "procs", "-i", name).out.splitlines() if line.startswith("rank ")]
+    assert sorted(lines) == [f"rank {r} local {r % 2} world 4 sum 4" for r in range(4)]

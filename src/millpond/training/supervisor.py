@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -71,6 +72,9 @@ class Supervisor:
         if grant is None:
             self._end_stopped()
             return
+        if wanted.gpus > len(grant.gpus):
+            self.event("NoGPUs", f"asked for {wanted.gpus} GPUs, granted {len(grant.gpus)}: no ledger assigns GPUs "
+                       "here (training.resources.LocalFallback); CUDA_VISIBLE_DEVICES lists none", "Warning")
         try:
             with ExitStack() as held:
                 binds = self._binds(held)
@@ -210,7 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda num, _frame: supervisor.ask_stop(
             f"stopped: its supervisor got {signal.Signals(num).name}"))
-    supervisor.run()
+    try:
+        supervisor.run()
+    except Exception as exc:  # noqa: BLE001 - any failure ends the job FAILED with its cause, not "died"
+        traceback.print_exc()  # into supervisor.log
+        why = f"its supervisor failed: {type(exc).__name__}: {exc}"
+        if supervisor.status("FAILED", "SupervisorFailed", why):
+            supervisor.event("SupervisorFailed", why, "Warning")
+        return 1
     return 0
 
 
