@@ -29,6 +29,7 @@ class Allocator(Protocol):
     def try_acquire(self, wanted: Resources, name: str, pid: int, start: str | None) -> Granted | None: ...
     def release(self, grant_id: str) -> None: ...
     def why_waiting(self, wanted: Resources) -> str: ...
+    def fallback_warning(self, wanted: Resources) -> str | None: ...
 
 
 class LocalFallback:
@@ -45,6 +46,9 @@ class LocalFallback:
 
     def why_waiting(self, wanted: Resources) -> str:
         return ""
+
+    def fallback_warning(self, wanted: Resources) -> str | None:
+        return None
 
 
 class LedgerAllocator:
@@ -69,6 +73,11 @@ class LedgerAllocator:
 
     def why_waiting(self, wanted: Resources) -> str:
         return self._ledger.why_waiting(self._request(wanted))
+
+    def fallback_warning(self, wanted: Resources) -> str | None:
+        """``gpu-fallback cpu``: why GPUs asked for run on CPU (a ledger without the setting: None)."""
+        warning = getattr(self._ledger, "fallback_warning", None)
+        return warning(self._request(wanted)) if warning else None
 
 
 def allocator() -> Allocator:

@@ -72,7 +72,10 @@ class Supervisor:
         if grant is None:
             self._end_stopped()
             return
-        if wanted.gpus > len(grant.gpus):
+        fallback = ledger.fallback_warning(wanted)
+        if fallback:
+            self.event("GPUFallback", fallback, "Warning")
+        elif wanted.gpus > len(grant.gpus):
             self.event("NoGPUs", f"asked for {wanted.gpus} GPUs, granted {len(grant.gpus)}: no ledger assigns GPUs "
                        "here (training.resources.LocalFallback); CUDA_VISIBLE_DEVICES lists none", "Warning")
         try:
