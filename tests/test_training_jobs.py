@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,37 @@ def test_nproc_per_node_runs_torchrun_in_each_instance(capsys, home: Path, tmp_p
     lines = [line for name in ("procs-master-0", "procs-worker-0")
              for line in arena(capsys, "logs", "procs", "-i", name).out.splitlines() if line.startswith("rank ")]
     assert sorted(lines) == [f"rank {r} local {r % 2} world 4 sum 4" for r in range(4)]
+
+
+def test_logs_follow_prints_until_the_job_ends(capsys, home: Path) -> None:
+    line = "for i in 1 2 3; do echo line $i; sleep 0.5; done"
+    assert arena(capsys, "submit", "pytorch", "--name", "chatty", line).code == 0
+    wait_status(capsys, "chatty", ("RUNNING", "SUCCEEDED"), timeout=60)
+    followed = arena(capsys, "logs", "chatty", "-f")  # returns once the job ended and its log is read
+    assert followed.code == 0 and followed.out.splitlines() == ["line 1", "line 2", "line 3"]
+    assert job_json(capsys, "chatty")["status"] == "SUCCEEDED"
+
+
+def test_clean_task_policy_none_lets_the_others_finish(capsys, home: Path) -> None:
+    line = 'if [ "$RANK" = 1 ]; then exit 5; fi; sleep 1; echo master finished'
+    assert arena(capsys, "submit", "pytorch", "--name", "lenient", "--workers", "2", "--clean-task-policy", "None",
+                 line).code == 0
+    info = wait_status(capsys, "lenient")
+    assert info["status"] == "FAILED" and record("lenient").message == "lenient-worker-0 exited with code 5"
+    master, _ = instances("lenient")
+    assert (master.status, master.exit_code) == ("Succeeded", 0)
+    assert arena(capsys, "logs", "lenient").out.strip() == "master finished"
+
+
+def test_ttl_after_finished_deletes_the_job_at_a_later_list(capsys, home: Path) -> None:
+    assert arena(capsys, "submit", "pytorch", "--name", "brief", "--ttl-after-finished", "1s", "true").code == 0
+    wait_status(capsys, "brief")
+    time.sleep(1.5)
+    assert "brief" not in arena(capsys, "list").out
+    assert arena(capsys, "get", "brief").code == 2
+
+
+def test_millpond_train_is_the_same_command(cli, capsys) -> None:
+    assert cli("train", "submit", "pytorch", "--name", "viamillpond", "true").code == 0
+    assert wait_status(capsys, "viamillpond")["status"] == "SUCCEEDED"
+    assert cli("train", "list").out.splitlines()[1].split()[:2] == ["viamillpond", "SUCCEEDED"]
