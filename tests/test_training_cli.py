@@ -27,6 +27,11 @@ BAD = [
     (["submit", "pytorch", "--name", "j", "--clean-task-policy", "Sometimes", "true"], "--clean-task-policy"),
     (["submit", "pytorch", "--name", "j", "--cpu", "lots", "true"], "--cpu"),
     (["submit", "pytorch", "--name", "j", "--gpus", "-1", "true"], "--gpus"),
+    (["submit", "pytorch", "--name", "j", "-e", "BAD NAME=1", "true"], "not a valid variable name"),
+    (["submit", "pytorch", "--name", "j", "--data-dir", "/tmp:/", "true"], "nothing can be mounted at '/'"),
+    (["submit", "pytorch", "--name", "j", "--data-dir", "/tmp:/x", "--data-dir", "/var:/x/", "true"],
+     "/x is mounted twice"),
+    (["submit", "pytorch", "--name", "j", "--data-dir", "tmp:/x", "true"], "/HOST/PATH:/ABSOLUTE/PATH"),
 ]
 
 

@@ -171,15 +171,15 @@ class JobStore:
     def set_status(self, uid: str, status: str, reason: str | None = None, message: str | None = None,
                    supervisor: tuple[int | None, str | None] | None = None) -> bool:
         """Write ``status`` unless the job already finished (or, with ``supervisor``, is no longer that
-        process's): True if it was written. RUNNING stamps the start, a finished status the end."""
-        from sqlalchemy import update
+        process's): True if it was written. The first RUNNING stamps the start, a finished status the end."""
+        from sqlalchemy import func, update
 
         from millpond.store.models import TrainingJob
 
         values: dict[str, Any] = {"status": status, "reason": reason, "message": message}
         now = utcnow()
         if status == "RUNNING":
-            values["started_at"] = now
+            values["started_at"] = func.coalesce(TrainingJob.started_at, now)  # a restart keeps the first start
         if status in FINISHED:
             values["finished_at"] = now
         query = update(TrainingJob).where(TrainingJob.uid == uid, TrainingJob.status.not_in(FINISHED))

@@ -7,6 +7,7 @@ and run with ``sh -c``, as Arena does. Every malformed value is a UserError nami
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from millpond.durations import parse_go_duration
@@ -51,6 +52,9 @@ class CommonArgs:
     share_memory: str = "2Gi"
 
 
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # Kubernetes' rule for a container's variable names
+
+
 def pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[str, str], ...]:
     """``K=V`` values of a repeatable flag; a value without ``=`` or with an empty key is refused."""
     result = []
@@ -58,17 +62,27 @@ def pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[str, str], ...]:
         key, sep, rest = value.partition("=")
         if not sep or not key.strip():
             raise UserError(f"{flag} {value!r} must be KEY=VALUE")
+        if flag == "--env" and not ENV_NAME.match(key):
+            raise UserError(f"--env {value!r}: {key!r} is not a valid variable name (letters, digits, '-', '.', '_')")
         result.append((key.strip(), rest))
     return tuple(result)
 
 
-def _bindings(values: tuple[str, ...], flag: str) -> list[tuple[str, str]]:
+def _bindings(values: tuple[str, ...], flag: str, seen: set[str]) -> list[tuple[str, str]]:
+    """``SOURCE:/PATH`` values; a path may be mounted once, never at ``/``, and a host folder is absolute."""
     result = []
     for value in values:
         source, sep, target = value.partition(":")
-        if not sep or not source or not target.startswith("/"):
-            raise UserError(f"{flag} {value!r} must be {'NAME' if flag == '--data' else 'HOST_PATH'}:/ABSOLUTE/PATH")
-        result.append((source, target))
+        form = "NAME:/ABSOLUTE/PATH" if flag == "--data" else "/HOST/PATH:/ABSOLUTE/PATH"
+        if not sep or not source or not target.startswith("/") or (flag != "--data" and not source.startswith("/")):
+            raise UserError(f"{flag} {value!r} must be {form}")
+        normal = "/" + "/".join(part for part in target.split("/") if part)
+        if normal == "/" or ".." in normal.split("/"):
+            raise UserError(f"{flag} {value!r}: nothing can be mounted at {target!r}")
+        if normal in seen:
+            raise UserError(f"{flag} {value!r}: {normal} is mounted twice")
+        seen.add(normal)
+        result.append((source, normal))
     return result
 
 
@@ -119,11 +133,13 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
         raise UserError(f"--clean-task-policy {args.clean_task_policy!r} must be Running, All or None") from None
     if args.working_dir and not args.working_dir.startswith("/"):
         raise UserError(f"--working-dir {args.working_dir!r} must be an absolute path")
+    targets: set[str] = set()
+    data = tuple(DataBinding(n, p) for n, p in _bindings(args.data, "--data", targets))
+    data_dirs = tuple(HostBinding(h, p) for h, p in _bindings(args.data_dirs, "--data-dir", targets))
     return JobSpec(
         name=args.name, namespace=args.namespace, trainer=trainer, replicas=replicas, image=args.image,
         working_dir=args.working_dir, env=pairs(args.env, "--env"),
-        data=tuple(DataBinding(n, p) for n, p in _bindings(args.data, "--data")),
-        data_dirs=tuple(HostBinding(h, p) for h, p in _bindings(args.data_dirs, "--data-dir")),
+        data=data, data_dirs=data_dirs,
         retry=args.retry, running_timeout_s=_seconds(args.running_timeout, "--running-timeout"),
         ttl_after_finished_s=_seconds(args.ttl_after_finished, "--ttl-after-finished"),
         clean_task_policy=policy, nproc_per_node=args.nproc_per_node or None, priority=args.priority,
