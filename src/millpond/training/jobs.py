@@ -25,6 +25,7 @@ from millpond.runners.background import register
 from millpond.runners.processes import is_running, kill_group, signal_process, start_ticks
 from millpond.store.keys import utcnow
 from millpond.store.training import JobRecord, JobStore
+from millpond.training.launch import PLANNERS
 from millpond.training.paths import job_folder, supervisor_log
 from millpond.training.resources import allocator
 from millpond.training.spec import JobSpec, spec_to_json
@@ -38,6 +39,8 @@ def check(spec: JobSpec) -> None:
     """Refuse a spec that can never run here (UserError: one line, nothing recorded)."""
     from millpond.store.resources import ResourceStore
 
+    if spec.trainer not in PLANNERS:
+        raise UserError(f"{spec.trainer.value} jobs cannot run on this version of millpond (only pytorchjob)")
     if not NAME.match(spec.name) or len(spec.name) > 63:
         raise UserError(f"--name {spec.name!r} must be a DNS-1123 label: lower case letters, digits and '-'")
     if spec.instance_count < 1:

@@ -18,8 +18,10 @@ from __future__ import annotations
 import shutil
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from millpond.errors import TaskFailure
 from millpond.training.spec import JobSpec, ReplicaSpec, Trainer
 
 LOCAL_ADDR = "127.0.0.1"
@@ -54,9 +56,19 @@ def _rank(replica: ReplicaSpec, index: int) -> int:
 
 
 def plan(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
-    """Every instance of ``spec`` with its environment; ``gpus`` are the job's granted GPUs, shared in order."""
-    if spec.trainer is not Trainer.PYTORCH:
-        raise NotImplementedError(f"{spec.trainer.value} jobs are not launched yet")
+    """Every instance of ``spec`` with its environment; ``gpus`` are the job's granted GPUs, shared in order.
+
+    One planner per trainer (``PLANNERS``): mpi (a launcher running mpirun over a hostfile) and tf
+    (``TF_CONFIG`` per replica) add theirs beside pytorch's.
+    """
+    planner = PLANNERS.get(spec.trainer)
+    if planner is None:
+        raise TaskFailure(f"{spec.trainer.value} jobs cannot be launched by this version of millpond")
+    return planner(spec, gpus, port)
+
+
+def _pytorch(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
+    """The PyTorchJob controller's variables (see the module's docstring), torchrun with --nproc-per-node."""
     total = spec.instance_count
     nproc = spec.nproc_per_node or 1
     planned = []
@@ -80,6 +92,9 @@ def plan(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
             argv = (*torchrun(), "--no-python", *argv)
         planned.append(Planned(f"{spec.name}-{replica.role}-{index}", replica.role, index, rank, argv, env, share))
     return planned
+
+
+PLANNERS: dict[Trainer, Callable[[JobSpec, tuple[int, ...], int], list[Planned]]] = {Trainer.PYTORCH: _pytorch}
 
 
 def torchrun() -> tuple[str, ...]:
