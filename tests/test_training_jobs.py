@@ -1,9 +1,10 @@
 """Training jobs end to end, with real processes: a 2-instance DDP job over gloo writing a checkpoint
-into a ReadWrite dataset, a failing instance, --retry, --running-timeout, delete, SIGTERM and kill -9
+into a ReadWrite dataset over SeaweedFS, a failing instance, --retry, --running-timeout, delete, SIGTERM and kill -9
 of the supervisor."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from millpond.datasets.mounts import fuse_available, is_mounted
-from tests.datasets_support import manifest
+from tests.datasets_support import create_s3_dataset
 from tests.training_support import arena, gone, instances, job_json, record, wait_status
 
 torch = pytest.importorskip("torch")
@@ -49,24 +50,20 @@ DDP_SCRIPT = textwrap.dedent("""\
 
 
 @pytest.fixture
-def rw_dataset(cli, home: Path, tmp_path: Path):
-    """A ReadWrite dataset ``work`` over a local folder (its storage), holding the training script."""
+def rw_dataset(cli, home: Path, tmp_path: Path, s3_server):
+    """A ReadWrite dataset ``work`` over a SeaweedFS bucket, holding the training script."""
     if fuse_available() is not None:
         pytest.skip(f"FUSE unavailable: {fuse_available()}")
-    store = tmp_path / "store"
-    store.mkdir()
-    (store / "train.py").write_text(DDP_SCRIPT)
-    levels = [{"mediumtype": "MEM", "path": str(tmp_path / "shm"), "quota": "256Mi"}]
-    (tmp_path / "ds.yaml").write_text(
-        manifest("work", f"local://{store}", secret=False, levels=levels, access="ReadWriteMany"))
-    assert cli("apply", "-f", tmp_path / "ds.yaml").code == 0
-    yield store
+    dataset = create_s3_dataset(cli, home, tmp_path, s3_server, {"train.py": DDP_SCRIPT.encode()}, name="work",
+                                access="ReadWriteMany")
+    yield dataset
     folder = home / "mnt" / "default" / "work"
     if is_mounted(str(folder)):
         subprocess.run(["fusermount3", "-u", "-z", str(folder)], check=False)
 
 
-def test_ddp_job_over_gloo_checks_its_environment_and_writes_a_checkpoint(capsys, rw_dataset: Path) -> None:
+@pytest.mark.s3
+def test_ddp_job_over_gloo_checks_its_environment_and_writes_a_checkpoint(capsys, rw_dataset) -> None:
     submitted = arena(capsys, "submit", "pytorch", "--name", "ddp", "--workers", "2", "-e", "EPOCHS=1",
                       "--data", "work:/data", sys.executable, "/data/train.py")
     assert submitted.code == 0, submitted.err
@@ -74,7 +71,8 @@ def test_ddp_job_over_gloo_checks_its_environment_and_writes_a_checkpoint(capsys
     info = wait_status(capsys, "ddp")
     assert info["status"] == "SUCCEEDED", (info, arena(capsys, "logs", "ddp").out, arena(capsys, "get", "ddp").out)
     assert [i["status"] for i in info["instances"]] == ["Succeeded", "Succeeded"]
-    checkpoint = torch.load(rw_dataset / "ckpt" / "model.pt")  # through the mount, into the dataset's storage
+    saved = rw_dataset.object("ckpt/model.pt")  # written through the mount into the dataset's bucket
+    checkpoint = torch.load(io.BytesIO(saved))
     assert checkpoint == {"sum": 3.0, "world": 2}
     assert arena(capsys, "logs", "ddp").out.splitlines()[-1] == "rank 0 done"
     worker = arena(capsys, "logs", "ddp", "-i", "ddp-worker-0", "--tail", "1", "--timestamps").out.strip()
