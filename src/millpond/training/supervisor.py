@@ -18,6 +18,7 @@ reader that saw it dead (``status.observed``) and this process never both decide
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
-from millpond.runners.processes import own_identity
+from millpond.runners.processes import is_running, own_identity
 from millpond.store.keys import utcnow
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import instances as launching
@@ -213,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     job = store.by_uid(args[0])
     if job is None or job.finished:
         return 0
+    if job.supervisor_pid not in (None, os.getpid()) and is_running(job.supervisor_pid, job.supervisor_start):
+        return 0  # another supervisor runs this job: one per job
     supervisor = Supervisor(store, job)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda num, _frame: supervisor.ask_stop(
