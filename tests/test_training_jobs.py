@@ -224,3 +224,22 @@ def test_millpond_train_is_the_same_command(cli, capsys) -> None:
     assert cli("train", "submit", "pytorch", "--name", "viamillpond", "true").code == 0
     assert wait_status(capsys, "viamillpond")["status"] == "SUCCEEDED"
     assert cli("train", "list").out.splitlines()[1].split()[:2] == ["viamillpond", "SUCCEEDED"]
+
+
+@pytest.mark.s3
+def test_a_killed_supervisor_leaves_no_dataset_mount_behind(capsys, home: Path, rw_dataset) -> None:
+    folder = home / "mnt" / "default" / "work"
+    assert arena(capsys, "submit", "pytorch", "--name", "mounted", "--data", "work:/data", "ls /data; sleep 300"
+                 ).code == 0
+    (master,) = _running(capsys, "mounted", 1)
+    assert is_mounted(str(folder))
+    job = record("mounted")
+    os.kill(job.supervisor_pid, signal.SIGKILL)
+    assert gone(job.supervisor_pid, job.supervisor_start)
+    assert job_json(capsys, "mounted")["status"] == "FAILED"
+    assert gone(master.pid, master.pid_start)
+    deadline = time.monotonic() + 60
+    while is_mounted(str(folder)):  # its lease died with the supervisor: the mount's daemon ends it
+        assert time.monotonic() < deadline, "the dataset stayed mounted after its only user was killed"
+        time.sleep(0.2)
+    assert "train.py" in arena(capsys, "logs", "mounted").out
