@@ -199,6 +199,9 @@ def test_logs_follow_prints_until_the_job_ends(capsys, home: Path) -> None:
     followed = arena(capsys, "logs", "chatty", "-f")  # returns once the job ended and its log is read
     assert followed.code == 0 and followed.out.splitlines() == ["line 1", "line 2", "line 3"]
     assert job_json(capsys, "chatty")["status"] == "SUCCEEDED"
+    assert arena(capsys, "logs", "chatty", "--since", "1h").out.splitlines() == ["line 1", "line 2", "line 3"]
+    assert arena(capsys, "logs", "chatty", "--since", "1ns").out == ""  # every line is older than that
+    assert arena(capsys, "logs", "chatty", "-t", "2").out.splitlines() == ["line 2", "line 3"]
 
 
 def test_clean_task_policy_none_lets_the_others_finish(capsys, home: Path) -> None:
