@@ -39,10 +39,6 @@ class Planned:
     env: dict[str, str]
     gpus: tuple[int, ...]
 
-    @property
-    def chief(self) -> bool:
-        return self.role in ("master", "chief", "launcher")
-
 
 def free_port() -> int:
     """A TCP port free on the loopback now (the master binds it a moment later, as on a cluster)."""

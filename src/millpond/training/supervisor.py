@@ -43,6 +43,8 @@ QUEUE_POLL_S = 1.0
 
 
 class Supervisor:
+    """One job's run, in its supervisor process: every status it writes is conditional on being its own."""
+
     def __init__(self, store: JobStore, job: JobRecord) -> None:
         self.store = store
         self.job = job
@@ -132,6 +134,9 @@ class Supervisor:
         deadline = (time.monotonic() + self.spec.running_timeout_s) if self.spec.running_timeout_s else None
         attempt = 0
         while True:
+            if self.stopping.is_set():  # stopped while its datasets were being mounted, or between attempts
+                self._end_stopped()
+                return
             outcome = self._attempt(attempt, grant, binds, deadline)
             if outcome is None:
                 if self.status("SUCCEEDED", "JobSucceeded", f"{self.job.name} succeeded"):
