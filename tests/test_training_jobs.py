@@ -17,7 +17,16 @@ import pytest
 
 from millpond.datasets.mounts import fuse_available, is_mounted
 from tests.datasets_support import create_s3_dataset
-from tests.training_support import arena, gone, instances, job_json, record, wait_status
+from tests.training_support import (
+    arena,
+    gone,
+    group_empty,
+    instances,
+    job_json,
+    reaped,
+    record,
+    wait_status,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -89,7 +98,7 @@ def test_a_failing_instance_fails_the_job_and_stops_its_peer(capsys, home: Path)
     master, worker = instances("broken")
     assert (worker.status, worker.exit_code) == ("Failed", 3)
     assert master.status == "Failed" and master.exit_code != 0  # stopped, not left sleeping
-    assert gone(master.pid, master.pid_start)
+    assert gone(master.pid, master.pid_start) and group_empty(master.pid)
     assert "giving up" in arena(capsys, "logs", "broken", "-i", "broken-worker-0").out
 
 
@@ -135,7 +144,7 @@ def test_delete_stops_a_running_job(capsys, home: Path) -> None:
     job = record("doomed")
     result = arena(capsys, "delete", "doomed")
     assert result.code == 0, result.err
-    assert all(gone(i.pid, i.pid_start) for i in started)
+    assert all(gone(i.pid, i.pid_start) and group_empty(i.pid) for i in started)
     assert gone(job.supervisor_pid, job.supervisor_start)
     missing = arena(capsys, "get", "doomed")
     assert missing.code == 2 and missing.err.startswith("error: no training job doomed")
@@ -151,15 +160,19 @@ def test_sigterm_to_the_supervisor_stops_the_job_failed(capsys, home: Path) -> N
 
 
 def test_a_supervisor_killed_mid_job_is_seen_dead_at_the_next_get(capsys, home: Path) -> None:
-    assert arena(capsys, "submit", "pytorch", "--name", "orphan", "--workers", "2", "sleep 300").code == 0
+    # "sleep 300; true": the shell forks the sleep (no exec), so the instance's group outlives its leader.
+    line = "sleep 300; true"
+    assert arena(capsys, "submit", "pytorch", "--name", "orphan", "--workers", "2", line).code == 0
     started = _running(capsys, "orphan")
     job = record("orphan")
     os.kill(job.supervisor_pid, signal.SIGKILL)
     assert gone(job.supervisor_pid, job.supervisor_start)
+    for item in started:  # the leaders die with their parent (bwrap --die-with-parent): let them be reaped first
+        reaped(item.pid, timeout=5)
     info = job_json(capsys, "orphan")  # the first read after the death
     assert info["status"] == "FAILED"
     assert record("orphan").message == f"its supervisor (pid {job.supervisor_pid}) died"
-    assert all(gone(i.pid, i.pid_start) for i in started)
+    assert all(gone(i.pid, i.pid_start) and group_empty(i.pid) for i in started)
     assert [i["status"] for i in info["instances"]] == ["Failed", "Failed"]
     assert "SupervisorDied" in arena(capsys, "get", "orphan", "-e").out
 
@@ -241,6 +254,7 @@ def test_a_killed_supervisor_leaves_no_dataset_mount_behind(capsys, home: Path, 
     assert gone(job.supervisor_pid, job.supervisor_start)
     assert job_json(capsys, "mounted")["status"] == "FAILED"
     assert gone(master.pid, master.pid_start)
+    assert group_empty(master.pid), "the instance's shell died, but the sleep it started is still running"
     deadline = time.monotonic() + 60
     while is_mounted(str(folder)):  # its lease died with the supervisor: the mount's daemon ends it
         assert time.monotonic() < deadline, "the dataset stayed mounted after its only user was killed"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from typing import Any
 
 from millpond.cli.arena import main as arena_main
-from millpond.runners.processes import is_running
+from millpond.runners.processes import is_running, start_ticks
 from millpond.store.training import JobStore
 from tests.conftest import CliResult
 
@@ -51,6 +52,31 @@ def gone(pid: int | None, ticks: str | None, timeout: float = 20) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+def reaped(pid: int | None, timeout: float = 20) -> bool:
+    """Whether no process has the pid any more (not even a zombie waiting for its parent)."""
+    deadline = time.monotonic() + timeout
+    while start_ticks(int(pid or 0)) is not None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def group_empty(pgid: int | None, timeout: float = 20) -> bool:
+    """Whether no process is left in the process group ``pgid`` (an instance's leader and all it started)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(int(pgid or 0), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # someone else's group: the pid is not ours any more
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
 
 
 def record(name: str, namespace: str = "default"):

@@ -22,7 +22,7 @@ from typing import IO
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
 from millpond.runners.environment import inherited_environment
-from millpond.runners.processes import kill_group, start_ticks
+from millpond.runners.processes import start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, sandbox_problem, wrap
 from millpond.training.launch import Planned
 
@@ -70,6 +70,24 @@ def _copy(source: IO[bytes], log: Path) -> None:
             out.write(stamp + b" " + (line if line.endswith(b"\n") else line + b"\n"))
 
 
+def end_group(pid: int | None, ticks: str | None) -> bool:
+    """SIGKILL an instance's process group, whether its leader is alive, a zombie or already reaped.
+
+    The leader (the instance's first process, bwrap when sandboxed) may be gone while what it
+    started lives on: a shell's forked children survive bwrap's ``--die-with-parent``, and a
+    leader reaped before anyone looked no longer matches its start time. The group is still
+    ours: the kernel gives no process a pid that is the id of a group with members. Only a pid
+    now held by another process (a different start time) is left alone. True if a group was signalled.
+    """
+    if not pid or start_ticks(pid) not in (None, ticks):
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def stop(running: list[Running]) -> None:
     """SIGTERM each instance's group still running, SIGKILL what is left after ``STOP_GRACE_S``."""
     alive = [item for item in running if item.process.poll() is None]
@@ -82,7 +100,7 @@ def stop(running: list[Running]) -> None:
     while time.monotonic() < deadline and any(item.process.poll() is None for item in alive):
         time.sleep(0.1)
     for item in running:
-        kill_group(item.process.pid, item.ticks)  # also what a finished leader left behind in its group
+        end_group(item.process.pid, item.ticks)  # also what a finished leader left behind in its group
         try:
             item.process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -25,6 +25,7 @@ from millpond.runners.background import register
 from millpond.runners.processes import is_running, kill_group, signal_process, start_ticks
 from millpond.store.keys import utcnow
 from millpond.store.training import JobRecord, JobStore
+from millpond.training.instances import end_group
 from millpond.training.launch import PLANNERS
 from millpond.training.paths import job_folder, supervisor_log
 from millpond.training.resources import allocator
@@ -107,7 +108,7 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
     if fresh is None or fresh.finished:
         return fresh or job
     for instance in store.instances(job.uid):
-        kill_group(instance.pid, instance.pid_start)
+        end_group(instance.pid, instance.pid_start)
     why = f"its supervisor (pid {job.supervisor_pid}) died"
     if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
                         supervisor=(job.supervisor_pid, job.supervisor_start)):
@@ -156,7 +157,7 @@ def delete(name: str, namespace: str = "default", store: JobStore | None = None)
 
 def _remove(store: JobStore, job: JobRecord) -> None:
     for instance in store.instances(job.uid):
-        kill_group(instance.pid, instance.pid_start)
+        end_group(instance.pid, instance.pid_start)
     store.delete(job.uid)
     shutil.rmtree(job_folder(job.uid), ignore_errors=True)
 
