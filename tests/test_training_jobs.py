@@ -260,3 +260,16 @@ def test_a_killed_supervisor_leaves_no_dataset_mount_behind(capsys, home: Path, 
         assert time.monotonic() < deadline, "the dataset stayed mounted after its only user was killed"
         time.sleep(0.2)
     assert "train.py" in arena(capsys, "logs", "mounted").out
+
+
+def test_millpond_ps_fails_a_job_whose_supervisor_died_and_ends_its_instances(cli, capsys, home: Path) -> None:
+    assert arena(capsys, "submit", "pytorch", "--name", "unwatched", "sleep 300; true").code == 0
+    (master,) = _running(capsys, "unwatched", 1)
+    job = record("unwatched")
+    assert "training-job" in cli("ps").out  # the supervisor is one of the home's background processes
+    os.kill(job.supervisor_pid, signal.SIGKILL)
+    assert gone(job.supervisor_pid, job.supervisor_start)
+    result = cli("ps")
+    assert f"failed: training job default/unwatched: its supervisor (pid {job.supervisor_pid}) died" in result.err
+    assert group_empty(master.pid)
+    assert record("unwatched").status == "FAILED"

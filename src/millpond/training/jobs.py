@@ -119,6 +119,16 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
     return store.by_uid(job.uid) or fresh
 
 
+def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:
+    """``observed`` for every unfinished job of the home (``millpond ps``): the jobs it found abandoned."""
+    store = store or JobStore()
+    ended = []
+    for job in store.list(None):
+        if not job.finished and observed(store, job).finished:
+            ended.append(store.by_uid(job.uid) or job)
+    return ended
+
+
 def get(name: str, namespace: str = "default", store: JobStore | None = None) -> JobRecord:
     store = store or JobStore()
     job = store.get(name, namespace)
