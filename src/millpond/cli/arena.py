@@ -62,7 +62,7 @@ def list_command(namespace: str, all_namespaces: bool, output: str, trainer: str
         return
     header = ["NAME", "STATUS", "TRAINER", "DURATION", "GPU(Requested)", "GPU(Allocated)", "NODE"]
     if output == "wide":
-        header += ["PRIORITY", "REASON"]
+        header += ["PRIORITY", "MESSAGE"]
     if all_namespaces:
         header = ["NAMESPACE", *header]
     rows = [header]
