@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from millpond.cli.arena import arena_group
 from millpond.cli.config import config_group
 from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
@@ -162,6 +163,7 @@ app.add_command(dataset_group)
 app.add_command(server_command)
 app.add_command(ps_command)
 app.add_command(config_group)
+app.add_command(arena_group, "train")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,6 +41,9 @@ def reconcile() -> list[str]:
     for record in records():
         if not record.running:
             forget(record)  # a server that ended: nothing of it is left to list
+    from millpond.training.jobs import reconcile_all as end_abandoned_jobs
+
+    lines += [f"failed: training job {j.namespace}/{j.name}: {j.message}" for j in end_abandoned_jobs()]
     lines += [f"ended: mount of dataset {r.namespace}/{r.dataset} at {r.folder} (pid {r.pid}): no live user"
               for r in end_unused_mounts()]
     return lines

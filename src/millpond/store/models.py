@@ -234,3 +234,60 @@ class ScheduledRun(Base):
     claimed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class TrainingJob(Base):
+    """A training job (``arena submit``, 0008): spec, status with its reason, supervising process."""
+
+    __tablename__ = "training_jobs"
+    __table_args__ = (UniqueConstraint("namespace", "name", name="uq_training_jobs_namespace_name"),)
+
+    uid: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(253))
+    namespace: Mapped[str] = mapped_column(String(253))
+    trainer: Mapped[str] = mapped_column(String(32))
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    supervisor_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    supervisor_start: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    gpus: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class TrainingInstance(Base):
+    """One process group of a training job's current attempt (``NAME-master-0``, ``NAME-worker-0``)."""
+
+    __tablename__ = "training_instances"
+
+    job_uid: Mapped[str] = mapped_column(ForeignKey("training_jobs.uid", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    role: Mapped[str] = mapped_column(String(32))
+    index: Mapped[int] = mapped_column(Integer)
+    rank: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pid_start: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    gpus: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class TrainingEvent(Base):
+    """One line of ``arena get -e``: when, Normal or Warning, a reason word, a message."""
+
+    __tablename__ = "training_events"
+    __table_args__ = (Index("ix_training_events_job", "job_uid", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_uid: Mapped[str] = mapped_column(ForeignKey("training_jobs.uid", ondelete="CASCADE"))
+    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    type: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text)

@@ -1,0 +1,97 @@
+"""``arena submit pytorch`` (alias ``pytorchjob``): Arena's flags with Arena's defaults, then the command.
+
+``submit_options`` is the flag set every trainer shares (mpi and tf add theirs on top). Flags
+that only mean something on a Kubernetes cluster are accepted and named in one info line.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from millpond.training.builder import CommonArgs
+
+CLUSTER_ONLY = (
+    ("--toleration", True), ("--selector", True), ("--rdma", False), ("--image-pull-policy", True),
+    ("--image-pull-secret", True), ("--sync-mode", True), ("--sync-source", True), ("--sync-image", True),
+    ("--gang", False), ("--scheduler", True), ("--tensorboard", False), ("--logdir", True),
+)
+
+
+def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Arena's common submit flags (``pkg/argsbuilder``), outermost first so ``--help`` lists them in order."""
+    for flag, takes_value in reversed(CLUSTER_ONLY):
+        key = "cluster_" + flag.lstrip("-").replace("-", "_")
+        if takes_value:
+            command = click.option(flag, key, multiple=True, hidden=True)(command)
+        else:
+            command = click.option(flag, key, is_flag=True, hidden=True)(command)
+    options = [
+        click.option("--name", required=True, help="The job's name (unique in its namespace)."),
+        click.option("-n", "--namespace", default="default", show_default=True),
+        click.option("--image", default="", help="Recorded, not pulled: the command runs on this machine."),
+        click.option("--gpus", type=int, default=0, show_default=True, help="GPUs per instance."),
+        click.option("--workers", type=int, default=1, show_default=True, help="Instances (counts the master)."),
+        click.option("--retry", type=int, default=0, show_default=True, help="Restarts of the job after a failure."),
+        click.option("--working-dir", default="", help="The command's folder (default: the job's own folder)."),
+        click.option("-e", "--env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable)."),
+        click.option("-d", "--data", multiple=True, metavar="NAME:PATH", help="Mount dataset NAME at PATH."),
+        click.option("--data-dir", "data_dirs", multiple=True, metavar="HOST:PATH", help="Bind a host folder."),
+        click.option("-a", "--annotation", "annotations", multiple=True, metavar="KEY=VALUE"),
+        click.option("-l", "--label", "labels", multiple=True, metavar="KEY=VALUE"),
+        click.option("-p", "--priority", default="", help="Recorded (priority class)."),
+        click.option("--queue", default="", help="Recorded (scheduler queue)."),
+        click.option("--cpu", default="", help="CPU per instance (a quantity: 2, 500m)."),
+        click.option("--memory", default="", help="Memory per instance (a quantity: 4Gi)."),
+        click.option("--clean-task-policy", default="Running", show_default=True,
+                     help="Running, All or None: stop the other instances when one fails (None: let them run)."),
+        click.option("--running-timeout", default="", help="A Go duration (1h30m): then the job fails."),
+        click.option("--ttl-after-finished", default="", help="A Go duration: a finished job is deleted after it."),
+        click.option("--nproc-per-node", type=int, default=0,
+                     help="Run torchrun with this many processes per instance."),
+        click.option("--share-memory", default="2Gi", show_default=True, help="Recorded (/dev/shm size)."),
+        click.argument("command", nargs=-1, type=click.UNPROCESSED),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def common_args(values: dict[str, Any]) -> CommonArgs:
+    """The flags as typed; cluster-only ones named in one info line on stderr."""
+    ignored = [flag for flag, _ in CLUSTER_ONLY if values.get("cluster_" + flag.lstrip("-").replace("-", "_"))]
+    if ignored:
+        word = "means" if len(ignored) == 1 else "mean"
+        print(f"info: {', '.join(ignored)} only {word} something on a Kubernetes cluster; ignored on this machine",
+              file=sys.stderr)
+    fields = CommonArgs.__dataclass_fields__
+    return CommonArgs(**{key: tuple(value) if isinstance(value, (list, tuple)) else value
+                         for key, value in values.items() if key in fields})
+
+
+SUBMIT_SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": False}
+
+
+@click.group("submit")
+def submit_group() -> None:
+    """Submit a training job: pytorch (pytorchjob)."""
+
+
+@submit_group.command("pytorch", context_settings=SUBMIT_SETTINGS)
+@submit_options
+def submit_pytorch(**values: Any) -> None:
+    """A PyTorchJob: --workers instances (a master and workers), each with MASTER_ADDR, RANK, WORLD_SIZE."""
+    from millpond.training import jobs
+    from millpond.training.builder import pytorch_spec
+
+    job = jobs.submit(pytorch_spec(common_args(values)))
+    click.echo(f"{job.trainer}.kubeflow.org/{job.name} created")
+    click.echo(f"INFO: The Job {job.name} has been submitted successfully", err=True)
+    click.echo(f"INFO: You can run `arena get {job.name} --type {job.trainer} -n {job.namespace}` "
+               "to check the job status", err=True)
+
+
+submit_group.add_command(submit_pytorch, "pytorchjob")

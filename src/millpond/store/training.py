@@ -1,0 +1,255 @@
+"""Training jobs in the metadata database: the job, its instances, its events (``arena get -e``).
+
+Every status change is a compare-and-set on a job that has not finished: once a job is
+SUCCEEDED or FAILED nothing writes another status over it, so two writers (the supervisor
+ending a job, a reader that saw its supervisor dead, a ``delete``) never leave a status that
+lies. The rows are handed out as frozen records; nobody outside ``store`` sees SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from millpond.errors import ConflictError
+from millpond.store.keys import new_id, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from millpond.settings import Settings
+    from millpond.store.models import TrainingEvent, TrainingInstance, TrainingJob
+
+FINISHED = ("SUCCEEDED", "FAILED")
+
+
+def _aware(moment: dt.datetime | None) -> dt.datetime | None:
+    """SQLite hands timestamps back without their zone: they were written in UTC."""
+    if moment is None:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    uid: str
+    name: str
+    namespace: str
+    trainer: str
+    spec: dict[str, Any]
+    status: str
+    reason: str | None
+    message: str | None
+    created_at: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    supervisor_pid: int | None
+    supervisor_start: str | None
+    attempt: int
+    gpus: tuple[int, ...]  # the GPUs the ledger granted this job's current attempt
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    name: str
+    role: str
+    index: int
+    rank: int
+    status: str
+    pid: int | None = None
+    pid_start: str | None = None
+    exit_code: int | None = None
+    log_path: str | None = None
+    gpus: tuple[int, ...] = ()
+    started_at: dt.datetime | None = None
+    finished_at: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    at: dt.datetime
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+def _job(row: "TrainingJob") -> JobRecord:
+    return JobRecord(
+        uid=row.uid, name=row.name, namespace=row.namespace, trainer=row.trainer, spec=dict(row.spec),
+        status=row.status, reason=row.reason, message=row.message, created_at=_aware(row.created_at) or utcnow(),
+        started_at=_aware(row.started_at), finished_at=_aware(row.finished_at),
+        supervisor_pid=row.supervisor_pid, supervisor_start=row.supervisor_start, attempt=row.attempt or 0,
+        gpus=tuple(row.gpus or ()),
+    )
+
+
+def _instance(row: "TrainingInstance") -> InstanceRecord:
+    return InstanceRecord(
+        name=row.name, role=row.role, index=row.index, rank=row.rank, status=row.status, pid=row.pid,
+        pid_start=row.pid_start, exit_code=row.exit_code, log_path=row.log_path, gpus=tuple(row.gpus or ()),
+        started_at=_aware(row.started_at), finished_at=_aware(row.finished_at),
+    )
+
+
+class JobStore:
+    """Training jobs of one millpond home (``settings.database_url``)."""
+
+    def __init__(self, settings: "Settings | None" = None) -> None:
+        from millpond.settings import load_settings
+        from millpond.store.db import session_factory
+
+        self._sessions: sessionmaker[Session] = session_factory((settings or load_settings()).database_url)
+
+    # ------------------------------------------------------------------ jobs
+
+    def create(self, name: str, namespace: str, trainer: str, spec: dict[str, Any], status: str,
+               reason: str | None = None, message: str | None = None) -> JobRecord:
+        """Record a new job; a (namespace, name) already taken is a ConflictError and nothing is written."""
+        from sqlalchemy.exc import IntegrityError
+
+        from millpond.store.models import TrainingJob
+
+        row = TrainingJob(uid=new_id(), name=name, namespace=namespace, trainer=trainer, spec=spec, status=status,
+                          reason=reason, message=message, created_at=utcnow(), attempt=0)
+        try:
+            with self._sessions.begin() as session:
+                session.add(row)
+        except IntegrityError:
+            raise ConflictError(f"the job {name} already exists in namespace {namespace}") from None
+        return _job(row)
+
+    def get(self, name: str, namespace: str = "default") -> JobRecord | None:
+        from sqlalchemy import select
+
+        from millpond.store.models import TrainingJob
+
+        with self._sessions() as session:
+            row = session.scalar(select(TrainingJob).where(
+                TrainingJob.namespace == namespace, TrainingJob.name == name))
+            return _job(row) if row else None
+
+    def by_uid(self, uid: str) -> JobRecord | None:
+        from millpond.store.models import TrainingJob
+
+        with self._sessions() as session:
+            row = session.get(TrainingJob, uid)
+            return _job(row) if row else None
+
+    def list(self, namespace: str | None = None) -> list[JobRecord]:
+        """Jobs of ``namespace`` (all when None), oldest first."""
+        from sqlalchemy import select
+
+        from millpond.store.models import TrainingJob
+
+        query = select(TrainingJob).order_by(TrainingJob.created_at, TrainingJob.name)
+        if namespace is not None:
+            query = query.where(TrainingJob.namespace == namespace)
+        with self._sessions() as session:
+            return [_job(row) for row in session.scalars(query)]
+
+    def delete(self, uid: str) -> None:
+        from sqlalchemy import delete
+
+        from millpond.store.models import TrainingEvent, TrainingInstance, TrainingJob
+
+        with self._sessions.begin() as session:
+            session.execute(delete(TrainingEvent).where(TrainingEvent.job_uid == uid))
+            session.execute(delete(TrainingInstance).where(TrainingInstance.job_uid == uid))
+            session.execute(delete(TrainingJob).where(TrainingJob.uid == uid))
+
+    def set_supervisor(self, uid: str, pid: int, start: str | None) -> None:
+        self._update_job(uid, supervisor_pid=pid, supervisor_start=start)
+
+    def set_attempt(self, uid: str, attempt: int, gpus: tuple[int, ...]) -> None:
+        self._update_job(uid, attempt=attempt, gpus=list(gpus))
+
+    def set_status(self, uid: str, status: str, reason: str | None = None, message: str | None = None,
+                   supervisor: tuple[int | None, str | None] | None = None) -> bool:
+        """Write ``status`` unless the job already finished (or, with ``supervisor``, is no longer that
+        process's): True if it was written. The first RUNNING stamps the start, a finished status the end."""
+        from sqlalchemy import func, update
+
+        from millpond.store.models import TrainingJob
+
+        values: dict[str, Any] = {"status": status, "reason": reason, "message": message}
+        now = utcnow()
+        if status == "RUNNING":
+            values["started_at"] = func.coalesce(TrainingJob.started_at, now)  # a restart keeps the first start
+        if status in FINISHED:
+            values["finished_at"] = now
+        query = update(TrainingJob).where(TrainingJob.uid == uid, TrainingJob.status.not_in(FINISHED))
+        if supervisor is not None:
+            query = query.where(TrainingJob.supervisor_pid == supervisor[0],
+                                TrainingJob.supervisor_start == supervisor[1])
+        with self._sessions.begin() as session:
+            return session.execute(query.values(**values)).rowcount == 1  # type: ignore[attr-defined]
+
+    def _update_job(self, uid: str, **values: Any) -> None:
+        from sqlalchemy import update
+
+        from millpond.store.models import TrainingJob
+
+        with self._sessions.begin() as session:
+            session.execute(update(TrainingJob).where(TrainingJob.uid == uid).values(**values))
+
+    # ------------------------------------------------------------------ instances
+
+    def replace_instances(self, uid: str, instances: list[InstanceRecord]) -> None:
+        """The instances of a new attempt, in place of the last attempt's."""
+        from sqlalchemy import delete
+
+        from millpond.store.models import TrainingInstance
+
+        with self._sessions.begin() as session:
+            session.execute(delete(TrainingInstance).where(TrainingInstance.job_uid == uid))
+            for item in instances:
+                session.add(TrainingInstance(
+                    job_uid=uid, name=item.name, role=item.role, index=item.index, rank=item.rank,
+                    status=item.status, pid=item.pid, pid_start=item.pid_start, exit_code=item.exit_code,
+                    log_path=item.log_path, gpus=list(item.gpus), started_at=item.started_at,
+                    finished_at=item.finished_at,
+                ))
+
+    def update_instance(self, uid: str, name: str, **values: Any) -> None:
+        from sqlalchemy import update
+
+        from millpond.store.models import TrainingInstance
+
+        if "gpus" in values:
+            values["gpus"] = list(values["gpus"])
+        with self._sessions.begin() as session:
+            session.execute(update(TrainingInstance).where(
+                TrainingInstance.job_uid == uid, TrainingInstance.name == name).values(**values))
+
+    def instances(self, uid: str) -> list[InstanceRecord]:
+        from sqlalchemy import select
+
+        from millpond.store.models import TrainingInstance
+
+        with self._sessions() as session:
+            rows = session.scalars(select(TrainingInstance).where(TrainingInstance.job_uid == uid)
+                                   .order_by(TrainingInstance.rank, TrainingInstance.name))
+            return [_instance(row) for row in rows]
+
+    # ------------------------------------------------------------------ events
+
+    def add_event(self, uid: str, reason: str, message: str, kind: str = "Normal") -> None:
+        from millpond.store.models import TrainingEvent
+
+        with self._sessions.begin() as session:
+            session.add(TrainingEvent(job_uid=uid, at=utcnow(), type=kind, reason=reason, message=message))
+
+    def events(self, uid: str) -> list[EventRecord]:
+        from sqlalchemy import select
+
+        from millpond.store.models import TrainingEvent
+
+        with self._sessions() as session:
+            rows: list[TrainingEvent] = list(session.scalars(
+                select(TrainingEvent).where(TrainingEvent.job_uid == uid).order_by(TrainingEvent.id)))
+            return [EventRecord(_aware(r.at) or utcnow(), r.type, r.reason, r.message) for r in rows]

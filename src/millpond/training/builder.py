@@ -1,0 +1,148 @@
+"""Arena's submit flags, parsed into a ``JobSpec``: the one place that knows what each flag means.
+
+``arena submit pytorch`` (and later ``mpi`` and ``tf``, which take the same common flags) and
+``TrainingClient.submit`` build their spec here. The command's words are joined with spaces
+and run with ``sh -c``, as Arena does. Every malformed value is a UserError naming the flag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from millpond.durations import parse_go_duration
+from millpond.errors import UserError
+from millpond.quantities import parse_bytes, parse_quantity
+from millpond.training.spec import (
+    CleanTaskPolicy,
+    DataBinding,
+    HostBinding,
+    JobSpec,
+    ReplicaSpec,
+    Resources,
+    Trainer,
+)
+
+
+@dataclass(frozen=True)
+class CommonArgs:
+    """The flags every ``arena submit`` trainer takes, as typed (strings, lists of strings)."""
+
+    name: str
+    command: tuple[str, ...]
+    namespace: str = "default"
+    image: str = ""
+    gpus: int = 0
+    workers: int = 1
+    retry: int = 0
+    working_dir: str = ""
+    env: tuple[str, ...] = ()
+    data: tuple[str, ...] = ()
+    data_dirs: tuple[str, ...] = ()
+    annotations: tuple[str, ...] = ()
+    labels: tuple[str, ...] = ()
+    priority: str = ""
+    queue: str = ""
+    cpu: str = ""
+    memory: str = ""
+    clean_task_policy: str = "Running"
+    running_timeout: str = ""
+    ttl_after_finished: str = ""
+    nproc_per_node: int = 0
+    share_memory: str = "2Gi"
+
+
+ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # Kubernetes' rule for a container's variable names
+
+
+def pairs(values: tuple[str, ...], flag: str) -> tuple[tuple[str, str], ...]:
+    """``K=V`` values of a repeatable flag; a value without ``=`` or with an empty key is refused."""
+    result = []
+    for value in values:
+        key, sep, rest = value.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"{flag} {value!r} must be KEY=VALUE")
+        if flag == "--env" and not ENV_NAME.match(key):
+            raise UserError(f"--env {value!r}: {key!r} is not a valid variable name (letters, digits, '-', '.', '_')")
+        result.append((key.strip(), rest))
+    return tuple(result)
+
+
+def _bindings(values: tuple[str, ...], flag: str, seen: set[str]) -> list[tuple[str, str]]:
+    """``SOURCE:/PATH`` values; a path may be mounted once, never at ``/``, and a host folder is absolute."""
+    result = []
+    for value in values:
+        source, sep, target = value.partition(":")
+        form = "NAME:/ABSOLUTE/PATH" if flag == "--data" else "/HOST/PATH:/ABSOLUTE/PATH"
+        if not sep or not source or not target.startswith("/") or (flag != "--data" and not source.startswith("/")):
+            raise UserError(f"{flag} {value!r} must be {form}")
+        normal = "/" + "/".join(part for part in target.split("/") if part)
+        if normal == "/" or ".." in normal.split("/"):
+            raise UserError(f"{flag} {value!r}: nothing can be mounted at {target!r}")
+        if normal in seen:
+            raise UserError(f"{flag} {value!r}: {normal} is mounted twice")
+        seen.add(normal)
+        result.append((source, normal))
+    return result
+
+
+def _seconds(text: str, flag: str) -> int | None:
+    if not text:
+        return None
+    seconds = parse_go_duration(text, flag).seconds
+    if seconds < 0:
+        raise UserError(f"{flag} {text!r} is negative")
+    return int(seconds) or None
+
+
+def _resources(args: CommonArgs) -> Resources:
+    if args.gpus < 0:
+        raise UserError(f"--gpus {args.gpus} is negative")
+    cpu = parse_quantity(args.cpu, "--cpu").milli_value() if args.cpu else 0
+    memory = parse_bytes(args.memory, "--memory") if args.memory else 0
+    if cpu < 0:
+        raise UserError(f"--cpu {args.cpu!r} is negative")
+    return Resources(cpu_millis=cpu, memory_bytes=memory, gpus=args.gpus)
+
+
+def pytorch_spec(args: CommonArgs) -> JobSpec:
+    """A PyTorchJob: a master and ``workers - 1`` workers (``--workers`` counts the master, as in Arena)."""
+    if args.workers < 1:
+        raise UserError(f"--workers {args.workers}: a pytorch job has at least 1 (the master)")
+    replicas = [ReplicaSpec("master", 1, _command(args), _resources(args))]
+    if args.workers > 1:
+        replicas.append(ReplicaSpec("worker", args.workers - 1, _command(args), _resources(args)))
+    return _common(args, Trainer.PYTORCH, tuple(replicas))
+
+
+def _command(args: CommonArgs) -> tuple[str, ...]:
+    line = " ".join(args.command).strip()
+    if not line:
+        raise UserError("no command: put the training command after the flags")
+    return ("sh", "-c", line)
+
+
+def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...]) -> JobSpec:
+    if args.retry < 0:
+        raise UserError(f"--retry {args.retry} is negative")
+    if args.nproc_per_node < 0:
+        raise UserError(f"--nproc-per-node {args.nproc_per_node} is negative")
+    try:
+        policy = CleanTaskPolicy(args.clean_task_policy)
+    except ValueError:
+        raise UserError(f"--clean-task-policy {args.clean_task_policy!r} must be Running, All or None") from None
+    if args.working_dir and not args.working_dir.startswith("/"):
+        raise UserError(f"--working-dir {args.working_dir!r} must be an absolute path")
+    targets: set[str] = set()
+    data = tuple(DataBinding(n, p) for n, p in _bindings(args.data, "--data", targets))
+    data_dirs = tuple(HostBinding(h, p) for h, p in _bindings(args.data_dirs, "--data-dir", targets))
+    return JobSpec(
+        name=args.name, namespace=args.namespace, trainer=trainer, replicas=replicas, image=args.image,
+        working_dir=args.working_dir, env=pairs(args.env, "--env"),
+        data=data, data_dirs=data_dirs,
+        retry=args.retry, running_timeout_s=_seconds(args.running_timeout, "--running-timeout"),
+        ttl_after_finished_s=_seconds(args.ttl_after_finished, "--ttl-after-finished"),
+        clean_task_policy=policy, nproc_per_node=args.nproc_per_node or None, priority=args.priority,
+        queue=args.queue, labels=pairs(args.labels, "--label"), annotations=pairs(args.annotations, "--annotation"),
+        share_memory=parse_bytes(args.share_memory, "--share-memory") if args.share_memory else 0,
+    )

@@ -1,0 +1,184 @@
+"""What every front end does with training jobs: submit, read (with the supervisor checked), delete, prune.
+
+``submit`` checks the spec (datasets exist, the machine can ever meet the request), records the
+job QUEUING and starts its supervisor in the background; nothing is recorded when a check fails.
+Every read goes through ``observed``: an unfinished job whose recorded supervisor is no longer
+running (pid + start ticks, as ``runners.processes`` tells) was abandoned — killed with
+``kill -9``, or its machine restarted — and is marked FAILED, saying so, with its instances'
+process groups killed. Only one reader wins that write (a compare-and-set on the dead
+supervisor), and a supervisor that ended the job itself is never contradicted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+from millpond.errors import NotFoundError, UserError
+from millpond.runners.background import register
+from millpond.runners.processes import is_running, kill_group, signal_process, start_ticks
+from millpond.store.keys import utcnow
+from millpond.store.training import JobRecord, JobStore
+from millpond.training.instances import end_group
+from millpond.training.launch import PLANNERS
+from millpond.training.paths import job_folder, supervisor_log
+from millpond.training.resources import allocator
+from millpond.training.spec import JobSpec, spec_to_json
+
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+UNSTARTED_GRACE_S = 60.0  # a job recorded this long with no supervisor lost it before it started
+DELETE_WAIT_S = 30.0
+
+
+def check(spec: JobSpec) -> None:
+    """Refuse a spec that can never run here (UserError: one line, nothing recorded)."""
+    from millpond.store.resources import ResourceStore
+
+    if spec.trainer not in PLANNERS:
+        raise UserError(f"{spec.trainer.value} jobs cannot run on this version of millpond (only pytorchjob)")
+    if not NAME.match(spec.name) or len(spec.name) > 63:
+        raise UserError(f"--name {spec.name!r} must be a DNS-1123 label: lower case letters, digits and '-'")
+    if spec.instance_count < 1:
+        raise UserError("a job needs at least one instance (--workers is at least 1)")
+    if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
+        raise UserError("no command: put the training command after the flags")
+    resources = ResourceStore()
+    for data in spec.data:
+        if resources.get("Dataset", data.dataset, spec.namespace) is None:
+            raise NotFoundError(f"--data {data.dataset}:{data.path}: no dataset {data.dataset} in namespace "
+                                f"{spec.namespace} (millpond get datasets)")
+    for host in spec.data_dirs:
+        if not os.path.isdir(host.host):
+            raise UserError(f"--data-dir {host.host}:{host.path}: {host.host} is not a folder on this machine")
+    why = allocator().impossible(spec.total)
+    if why:
+        raise UserError(f"the job {spec.name} can never run here: {why}")
+
+
+def submit(spec: JobSpec, store: JobStore | None = None) -> JobRecord:
+    """Record the job QUEUING and start its supervisor; returns at once."""
+    check(spec)
+    store = store or JobStore()
+    job = store.create(spec.name, spec.namespace, spec.trainer.value, spec_to_json(spec), "QUEUING",
+                       "Submitted", "waiting for its supervisor")
+    store.add_event(job.uid, "Submitted", f"{spec.trainer.value} {spec.name}: {spec.instance_count} instances")
+    _spawn(store, job)
+    return store.by_uid(job.uid) or job
+
+
+def _spawn(store: JobStore, job: JobRecord) -> None:
+    """``python -m millpond.training.supervisor UID`` in its own session, recorded by pid + start ticks."""
+    log = supervisor_log(job.uid)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "millpond.training.supervisor", job.uid],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+            )
+    except OSError as exc:
+        store.set_status(job.uid, "FAILED", "JobFailed", f"cannot start its supervisor: {exc}")
+        return
+    # Reaped when it ends, so a long-lived caller (the server, a notebook) keeps no zombie.
+    threading.Thread(target=child.wait, daemon=True, name=f"reap-{child.pid}").start()
+    ticks = start_ticks(child.pid)
+    if ticks is not None:
+        store.set_supervisor(job.uid, child.pid, ticks)
+        register("training-job", f"{job.namespace}/{job.name}", job.uid, pid=child.pid)
+
+
+def observed(store: JobStore, job: JobRecord) -> JobRecord:
+    """The job as it is: FAILED (and its instances killed) if its supervisor died before ending it."""
+    if job.finished:
+        return job
+    if job.supervisor_pid is None:
+        if (utcnow() - job.created_at).total_seconds() < UNSTARTED_GRACE_S:
+            return job
+        store.set_status(job.uid, "FAILED", "JobFailed", "its supervisor never started", supervisor=(None, None))
+        return store.by_uid(job.uid) or job
+    if is_running(job.supervisor_pid, job.supervisor_start):
+        return job
+    fresh = store.by_uid(job.uid)
+    if fresh is None or fresh.finished:
+        return fresh or job
+    for instance in store.instances(job.uid):
+        end_group(instance.pid, instance.pid_start)
+    why = f"its supervisor (pid {job.supervisor_pid}) died"
+    if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
+                        supervisor=(job.supervisor_pid, job.supervisor_start)):
+        store.add_event(job.uid, "SupervisorDied", why + "; its instances were stopped", "Warning")
+        for instance in store.instances(job.uid):
+            if instance.status in ("Pending", "Running"):
+                store.update_instance(job.uid, instance.name, status="Failed", finished_at=utcnow())
+    return store.by_uid(job.uid) or fresh
+
+
+def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:
+    """``observed`` for every unfinished job of the home (``millpond ps``): the jobs it found abandoned."""
+    store = store or JobStore()
+    ended = []
+    for job in store.list(None):
+        if not job.finished and observed(store, job).finished:
+            ended.append(store.by_uid(job.uid) or job)
+    return ended
+
+
+def get(name: str, namespace: str = "default", store: JobStore | None = None) -> JobRecord:
+    store = store or JobStore()
+    job = store.get(name, namespace)
+    if job is None:
+        raise NotFoundError(f"no training job {name} in namespace {namespace} (arena list)")
+    return observed(store, job)
+
+
+def list_jobs(namespace: str | None = "default", store: JobStore | None = None) -> list[JobRecord]:
+    """Every job (of ``namespace``, all when None), observed; finished jobs past their TTL are deleted."""
+    store = store or JobStore()
+    jobs = []
+    for job in store.list(namespace):
+        job = observed(store, job)
+        ttl = job.spec.get("ttl_after_finished_s")
+        if job.finished and ttl and job.finished_at and (utcnow() - job.finished_at).total_seconds() > ttl:
+            _remove(store, job)
+            continue
+        jobs.append(job)
+    return jobs
+
+
+def delete(name: str, namespace: str = "default", store: JobStore | None = None) -> None:
+    """Stop the job's processes (supervisor first, so it stops its instances), then forget it."""
+    store = store or JobStore()
+    job = store.get(name, namespace)
+    if job is None:
+        raise NotFoundError(f"no training job {name} in namespace {namespace} (arena list)")
+    if signal_process(job.supervisor_pid, job.supervisor_start):
+        deadline = time.monotonic() + DELETE_WAIT_S
+        while time.monotonic() < deadline and is_running(job.supervisor_pid, job.supervisor_start):
+            time.sleep(0.1)
+        kill_group(job.supervisor_pid, job.supervisor_start)
+    _remove(store, job)
+
+
+def _remove(store: JobStore, job: JobRecord) -> None:
+    for instance in store.instances(job.uid):
+        end_group(instance.pid, instance.pid_start)
+    store.delete(job.uid)
+    shutil.rmtree(job_folder(job.uid), ignore_errors=True)
+
+
+def prune(older_than_s: float, namespace: str | None = "default", store: JobStore | None = None) -> list[str]:
+    """Delete the finished jobs that ended more than ``older_than_s`` ago; their names."""
+    store = store or JobStore()
+    cutoff = utcnow() - dt.timedelta(seconds=older_than_s)
+    pruned = []
+    for job in list_jobs(namespace, store):
+        if job.finished and job.finished_at is not None and job.finished_at < cutoff:
+            _remove(store, job)
+            pruned.append(job.name)
+    return pruned

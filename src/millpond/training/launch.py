@@ -1,0 +1,99 @@
+"""What each instance of a job runs, and with which environment, as the operators set it.
+
+PyTorch (training-operator's ``pytorch/envvar.go``): every instance gets ``MASTER_ADDR``,
+``MASTER_PORT`` (the master's), ``WORLD_SIZE`` (instances × processes per instance), ``RANK``
+(the master 0, worker ``i`` ``i + 1``), ``PYTHONUNBUFFERED``, and the variables torchrun reads:
+``PET_MASTER_ADDR``, ``PET_MASTER_PORT``, ``PET_NNODES`` (instances), ``PET_NODE_RANK`` (the
+instance's rank), ``PET_NPROC_PER_NODE``. On one machine the master is ``127.0.0.1`` and its
+port a free one. With ``--nproc-per-node`` the instance runs torchrun (``--no-python``, so
+Arena's ``sh -c LINE`` stays the program), which reads the ``PET_*`` variables.
+
+GPUs: an instance gets ``CUDA_VISIBLE_DEVICES`` listing the GPUs the ledger granted it
+(its share of the job's grant, in order), and the empty string when it has none, so a
+CPU job never grabs a GPU by accident.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from millpond.errors import TaskFailure
+from millpond.training.spec import JobSpec, ReplicaSpec, Trainer
+
+LOCAL_ADDR = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One instance to start: its name, role, index, rank, argv, own variables and GPUs."""
+
+    name: str
+    role: str
+    index: int
+    rank: int
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    gpus: tuple[int, ...]
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback now (the master binds it a moment later, as on a cluster)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOCAL_ADDR, 0))
+        return int(probe.getsockname()[1])
+
+
+def _rank(replica: ReplicaSpec, index: int) -> int:
+    return index + 1 if replica.role == "worker" else index
+
+
+def plan(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
+    """Every instance of ``spec`` with its environment; ``gpus`` are the job's granted GPUs, shared in order.
+
+    One planner per trainer (``PLANNERS``): mpi (a launcher running mpirun over a hostfile) and tf
+    (``TF_CONFIG`` per replica) add theirs beside pytorch's.
+    """
+    planner = PLANNERS.get(spec.trainer)
+    if planner is None:
+        raise TaskFailure(f"{spec.trainer.value} jobs cannot be launched by this version of millpond")
+    return planner(spec, gpus, port)
+
+
+def _pytorch(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
+    """The PyTorchJob controller's variables (see the module's docstring), torchrun with --nproc-per-node."""
+    total = spec.instance_count
+    nproc = spec.nproc_per_node or 1
+    planned = []
+    offset = 0
+    for replica, index in spec.instances():
+        rank = _rank(replica, index)
+        share = tuple(gpus[offset:offset + replica.resources.gpus])
+        offset += replica.resources.gpus
+        env = {
+            "PYTHONUNBUFFERED": "0",
+            "MASTER_ADDR": LOCAL_ADDR, "MASTER_PORT": str(port),
+            "PET_MASTER_ADDR": LOCAL_ADDR, "PET_MASTER_PORT": str(port),
+            "WORLD_SIZE": str(total * nproc), "RANK": str(rank),
+            "PET_NNODES": str(total), "PET_NODE_RANK": str(rank), "PET_NPROC_PER_NODE": str(nproc),
+            "CUDA_VISIBLE_DEVICES": ",".join(map(str, share)),
+        }
+        env.update(dict(spec.env))
+        env.update(dict(replica.env))
+        argv = tuple(replica.command)
+        if spec.nproc_per_node:
+            argv = (*torchrun(), "--no-python", *argv)
+        planned.append(Planned(f"{spec.name}-{replica.role}-{index}", replica.role, index, rank, argv, env, share))
+    return planned
+
+
+PLANNERS: dict[Trainer, Callable[[JobSpec, tuple[int, ...], int], list[Planned]]] = {Trainer.PYTORCH: _pytorch}
+
+
+def torchrun() -> tuple[str, ...]:
+    """torchrun as found on PATH, else the one of the interpreter running millpond."""
+    found = shutil.which("torchrun")
+    return (found,) if found else (sys.executable, "-m", "torch.distributed.run")

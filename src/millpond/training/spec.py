@@ -1,0 +1,162 @@
+"""What a training job is, whichever way it was asked for: Arena's flags, a Kubeflow manifest, the SDK.
+
+Every front end (``arena submit``, ``millpond apply -f`` of a PyTorchJob/MPIJob/TFJob/TrainJob,
+``TrainingClient.submit``) builds one ``JobSpec``; the supervisor runs it. Replicas are the
+operators' model: a PyTorchJob has a Master and Workers, an MPIJob a Launcher and Workers, a
+TFJob a Chief, Workers and PS. Arena's ``--workers N`` for pytorch counts the master (N
+instances in all), as Arena's PyTorchJob does; for mpi it counts the workers (plus a launcher);
+for tf it counts the workers (``--chief``/``--ps N`` add the others).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Trainer(str, Enum):
+    """The kind of job, named as Arena names it (``arena get`` prints ``TRAINER``)."""
+
+    PYTORCH = "pytorchjob"
+    MPI = "mpijob"
+    TF = "tfjob"
+
+
+class JobStatus(str, Enum):
+    """Arena's statuses (``arena list``): a job waits QUEUING for resources, then PENDING while it starts."""
+
+    QUEUING = "QUEUING"
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED)
+
+
+class CleanTaskPolicy(str, Enum):
+    """What happens to the other instances when the job ends (Kubeflow's ``cleanPodPolicy``)."""
+
+    RUNNING = "Running"  # the default: instances still running are stopped
+    ALL = "All"
+    NONE = "None"
+
+
+@dataclass(frozen=True)
+class DataBinding:
+    """``--data NAME:PATH``: millpond dataset NAME (a Fluid Dataset of the same namespace) seen at PATH."""
+
+    dataset: str
+    path: str
+
+
+@dataclass(frozen=True)
+class HostBinding:
+    """``--data-dir HOST:PATH``: a host folder seen at PATH."""
+
+    host: str
+    path: str
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ONE instance asks for: millicores, bytes, whole GPUs (0 when none)."""
+
+    cpu_millis: int = 0
+    memory_bytes: int = 0
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """A group of identical instances: ``role`` is the operator's replica type, lower case
+    (``master``, ``worker``, ``launcher``, ``chief``, ``ps``, ``evaluator``, ``node`` for TrainJob)."""
+
+    role: str
+    replicas: int
+    command: tuple[str, ...]  # argv; Arena's command line is run as ("sh", "-c", LINE)
+    resources: Resources = Resources()
+    env: tuple[tuple[str, str], ...] = ()  # replica-specific variables, after the job's
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job, as the supervisor runs it; stored whole (JSON) with the job."""
+
+    name: str
+    namespace: str
+    trainer: Trainer
+    replicas: tuple[ReplicaSpec, ...]
+    image: str = ""  # recorded, never pulled: the command runs on the host, in the sandbox
+    working_dir: str = ""  # "" = a fresh folder per job under the home
+    env: tuple[tuple[str, str], ...] = ()
+    data: tuple[DataBinding, ...] = ()
+    data_dirs: tuple[HostBinding, ...] = ()
+    retry: int = 0  # restarts of the whole job after a failure (Arena's --retry, Kubeflow's backoffLimit)
+    running_timeout_s: int | None = None  # --running-timeout / activeDeadlineSeconds
+    ttl_after_finished_s: int | None = None
+    clean_task_policy: CleanTaskPolicy = CleanTaskPolicy.RUNNING
+    nproc_per_node: int | None = None  # pytorch: run torchrun with this many processes per instance
+    priority: str = ""
+    queue: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+    annotations: tuple[tuple[str, str], ...] = ()
+    share_memory: int = 0  # bytes of /dev/shm asked for (--share-memory); recorded
+    source: str = "arena"  # arena | manifest | sdk: how it was submitted (what `get -o yaml` can show back)
+    manifest: dict[str, Any] = field(default_factory=dict, compare=False)  # the applied manifest, if any
+
+    @property
+    def instance_count(self) -> int:
+        return sum(replica.replicas for replica in self.replicas)
+
+    @property
+    def total(self) -> Resources:
+        """What all instances ask for together: the job starts only when all of it is free at once."""
+        cpu = memory = gpus = 0
+        for replica in self.replicas:
+            cpu += replica.resources.cpu_millis * replica.replicas
+            memory += replica.resources.memory_bytes * replica.replicas
+            gpus += replica.resources.gpus * replica.replicas
+        return Resources(cpu, memory, gpus)
+
+    def instances(self) -> list[tuple[ReplicaSpec, int]]:
+        """Every instance as (its replica group, its index in the group), in the operators' order."""
+        return [(replica, index) for replica in self.replicas for index in range(replica.replicas)]
+
+
+def spec_to_json(spec: JobSpec) -> dict[str, Any]:
+    """The spec as stored (a JSON column): plain lists and strings, read back by ``spec_from_json``."""
+    data = asdict(spec)
+    data["trainer"] = spec.trainer.value
+    data["clean_task_policy"] = spec.clean_task_policy.value
+    return data
+
+
+def _pairs(items: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((str(key), str(value)) for key, value in items or ())
+
+
+def spec_from_json(data: dict[str, Any]) -> JobSpec:
+    replicas = tuple(
+        ReplicaSpec(
+            role=r["role"], replicas=int(r["replicas"]), command=tuple(r["command"]),
+            resources=Resources(**r.get("resources") or {}), env=_pairs(r.get("env")),
+        )
+        for r in data["replicas"]
+    )
+    return JobSpec(
+        name=data["name"], namespace=data["namespace"], trainer=Trainer(data["trainer"]), replicas=replicas,
+        image=data.get("image", ""), working_dir=data.get("working_dir", ""), env=_pairs(data.get("env")),
+        data=tuple(DataBinding(**d) for d in data.get("data") or ()),
+        data_dirs=tuple(HostBinding(**d) for d in data.get("data_dirs") or ()),
+        retry=int(data.get("retry") or 0), running_timeout_s=data.get("running_timeout_s"),
+        ttl_after_finished_s=data.get("ttl_after_finished_s"),
+        clean_task_policy=CleanTaskPolicy(data.get("clean_task_policy") or "Running"),
+        nproc_per_node=data.get("nproc_per_node"), priority=data.get("priority", ""), queue=data.get("queue", ""),
+        labels=_pairs(data.get("labels")), annotations=_pairs(data.get("annotations")),
+        share_memory=int(data.get("share_memory") or 0), source=data.get("source", "arena"),
+        manifest=dict(data.get("manifest") or {}),
+    )

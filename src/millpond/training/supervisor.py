@@ -1,0 +1,240 @@
+"""``python -m millpond.training.supervisor UID``: the background process that runs one training job.
+
+Started by ``submit`` in its own session, it outlives the command that submitted the job. It
+records itself (pid + start ticks) in the job's row, then:
+
+1. QUEUING: asks the ledger for everything the job's instances ask for together, and waits
+   (the reason in the job's row and events) until it is granted;
+2. PENDING: mounts the ``--data`` datasets (shared mounts, read-write for ReadWrite datasets),
+   starts every instance (``instances.start``), RUNNING once all started;
+3. watches them: all exited 0 → SUCCEEDED; one failed → the others are stopped (per
+   ``--clean-task-policy``) and the job restarts while ``--retry`` allows, else FAILED;
+   ``--running-timeout`` passed → FAILED; SIGTERM (``arena delete``) → instances stopped, FAILED;
+4. stops what is left, releases the mounts and the grant, exits.
+
+Every status it writes is conditional on the job still being its own and unfinished, so a
+reader that saw it dead (``status.observed``) and this process never both decide the end.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from contextlib import ExitStack
+from pathlib import Path
+
+from millpond.errors import MillpondError
+from millpond.runners.base import Bind
+from millpond.runners.processes import is_running, own_identity
+from millpond.store.keys import utcnow
+from millpond.store.training import InstanceRecord, JobRecord, JobStore
+from millpond.training import instances as launching
+from millpond.training.launch import free_port, plan
+from millpond.training.paths import instance_log, job_folder
+from millpond.training.resources import Allocator, Granted, allocator
+from millpond.training.spec import CleanTaskPolicy, JobSpec, Resources, spec_from_json
+
+POLL_S = 0.2
+QUEUE_POLL_S = 1.0
+
+
+class Supervisor:
+    """One job's run, in its supervisor process: every status it writes is conditional on being its own."""
+
+    def __init__(self, store: JobStore, job: JobRecord) -> None:
+        self.store = store
+        self.job = job
+        self.spec: JobSpec = spec_from_json(job.spec)
+        self.me = own_identity()
+        self.stopping = threading.Event()
+        self.stop_reason = ""
+
+    # ---------------------------------------------------------------- status
+
+    def status(self, status: str, reason: str | None = None, message: str | None = None) -> bool:
+        return self.store.set_status(self.job.uid, status, reason, message, supervisor=self.me)
+
+    def event(self, reason: str, message: str, kind: str = "Normal") -> None:
+        self.store.add_event(self.job.uid, reason, message, kind)
+
+    def ask_stop(self, reason: str) -> None:
+        self.stop_reason = self.stop_reason or reason
+        self.stopping.set()
+
+    # ---------------------------------------------------------------- the job
+
+    def run(self) -> None:
+        self.store.set_supervisor(self.job.uid, *self.me)
+        ledger = allocator()
+        wanted = self.spec.total
+        grant = self._queue(ledger, wanted)
+        if grant is None:
+            self._end_stopped()
+            return
+        fallback = ledger.fallback_warning(wanted)
+        if fallback:
+            self.event("GPUFallback", fallback, "Warning")
+        elif wanted.gpus > len(grant.gpus):
+            self.event("NoGPUs", f"asked for {wanted.gpus} GPUs, granted {len(grant.gpus)}: no ledger assigns GPUs "
+                       "here (training.resources.LocalFallback); CUDA_VISIBLE_DEVICES lists none", "Warning")
+        try:
+            with ExitStack() as held:
+                binds = self._binds(held)
+                self._attempts(grant, binds)
+        except MillpondError as exc:
+            if self.status("FAILED", "JobFailed", str(exc)):
+                self.event("JobFailed", str(exc), "Warning")
+        finally:
+            if grant.id:
+                ledger.release(grant.id)
+
+    def _queue(self, ledger: Allocator, wanted: Resources) -> Granted | None:
+        """Wait QUEUING until the ledger grants the whole job; None when stopped meanwhile."""
+        said = ""
+        while not self.stopping.is_set():
+            grant = ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
+            if grant is not None:
+                return grant
+            why = ledger.why_waiting(wanted)
+            if why != said:
+                said = why
+                self.status("QUEUING", "Queuing", why)
+                self.event("Queuing", why)
+            self.stopping.wait(QUEUE_POLL_S)
+        return None
+
+    def _binds(self, held: ExitStack) -> list[Bind]:
+        """The job's datasets (shared mounts, held until the job ends) and host folders, as binds."""
+        from millpond.datasets.config import load_config
+        from millpond.datasets.shared_mounts import release, use
+
+        binds = []
+        for data in self.spec.data:
+            user = f"job {self.job.namespace}/{self.job.name}"
+            shared = use(data.dataset, self.job.namespace, user)
+            held.callback(release, shared)
+            read_only = load_config(data.dataset, self.job.namespace).read_only
+            binds.append(Bind(shared.folder, data.path, read_only=read_only))
+        for host in self.spec.data_dirs:
+            binds.append(Bind(Path(host.host), host.path))
+        return binds
+
+    def _cwd(self) -> Path:
+        if self.spec.working_dir:
+            return Path(self.spec.working_dir)
+        folder = job_folder(self.job.uid) / "work"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def _attempts(self, grant: Granted, binds: list[Bind]) -> None:
+        deadline = (time.monotonic() + self.spec.running_timeout_s) if self.spec.running_timeout_s else None
+        attempt = 0
+        while True:
+            if self.stopping.is_set():  # stopped while its datasets were being mounted, or between attempts
+                self._end_stopped()
+                return
+            outcome = self._attempt(attempt, grant, binds, deadline)
+            if outcome is None:
+                if self.status("SUCCEEDED", "JobSucceeded", f"{self.job.name} succeeded"):
+                    self.event("JobSucceeded", f"all {self.spec.instance_count} instances exited 0")
+                return
+            final = self.stopping.is_set() or attempt >= self.spec.retry
+            if final:
+                if self.status("FAILED", "JobFailed", outcome):
+                    self.event("JobFailed", outcome, "Warning")
+                return
+            attempt += 1
+            self.event("Restarting", f"{outcome}; restarting (retry {attempt} of {self.spec.retry})", "Warning")
+
+    def _attempt(self, attempt: int, grant: Granted, binds: list[Bind], deadline: float | None) -> str | None:
+        """Run every instance once: None when all exited 0, else why the attempt failed."""
+        self.store.set_attempt(self.job.uid, attempt, grant.gpus)
+        self.status("PENDING", "Starting", f"starting {self.spec.instance_count} instances (attempt {attempt})")
+        planned = plan(self.spec, grant.gpus, free_port())
+        self.store.replace_instances(self.job.uid, [
+            InstanceRecord(p.name, p.role, p.index, p.rank, "Pending", log_path=str(instance_log(self.job.uid, p.name)),
+                           gpus=p.gpus) for p in planned])
+        cwd = self._cwd()
+        running: list[launching.Running] = []
+        try:
+            for item in planned:
+                started = launching.start(item, binds, cwd, instance_log(self.job.uid, item.name))
+                running.append(started)
+                self.store.update_instance(self.job.uid, item.name, status="Running", pid=started.process.pid,
+                                           pid_start=started.ticks, started_at=utcnow())
+            if attempt == 0:
+                self.status("RUNNING", "Running", f"{len(running)} instances running")
+            else:
+                self.status("RUNNING", "Restarted", f"{len(running)} instances running (attempt {attempt})")
+            self.event("Started", f"started {', '.join(r.planned.name for r in running)} (attempt {attempt})")
+            return self._watch(running, deadline)
+        finally:
+            launching.stop(running)
+            for item in running:
+                code = item.process.returncode
+                if code is not None:
+                    self.store.update_instance(self.job.uid, item.planned.name, exit_code=code,
+                                               status="Succeeded" if code == 0 else "Failed", finished_at=utcnow())
+
+    def _watch(self, running: list[launching.Running], deadline: float | None) -> str | None:
+        finished: set[str] = set()
+        while True:
+            for item in running:
+                code = item.process.poll()
+                if code is None or item.planned.name in finished:
+                    continue
+                finished.add(item.planned.name)
+                self.store.update_instance(self.job.uid, item.planned.name, exit_code=code,
+                                           status="Succeeded" if code == 0 else "Failed", finished_at=utcnow())
+                if code != 0:
+                    why = f"{item.planned.name} exited with code {code}"
+                    if self.spec.clean_task_policy is CleanTaskPolicy.NONE:
+                        self._wait_others(running)  # the others run on; the job ends when they do
+                    return why
+            if len(finished) == len(running):
+                return None
+            if self.stopping.is_set():
+                return self.stop_reason
+            if deadline is not None and time.monotonic() > deadline:
+                self.stopping.set()
+                return f"running timeout: the job ran longer than {self.spec.running_timeout_s}s (--running-timeout)"
+            time.sleep(POLL_S)
+
+    def _wait_others(self, running: list[launching.Running]) -> None:
+        while not self.stopping.is_set() and any(item.process.poll() is None for item in running):
+            time.sleep(POLL_S)
+
+    def _end_stopped(self) -> None:
+        if self.status("FAILED", "JobStopped", self.stop_reason):
+            self.event("JobStopped", self.stop_reason, "Warning")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    store = JobStore()
+    job = store.by_uid(args[0])
+    if job is None or job.finished:
+        return 0
+    if job.supervisor_pid not in (None, os.getpid()) and is_running(job.supervisor_pid, job.supervisor_start):
+        return 0  # another supervisor runs this job: one per job
+    supervisor = Supervisor(store, job)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda num, _frame: supervisor.ask_stop(
+            f"stopped: its supervisor got {signal.Signals(num).name}"))
+    try:
+        supervisor.run()
+    except Exception as exc:  # noqa: BLE001 - any failure ends the job FAILED with its cause, not "died"
+        traceback.print_exc()  # into supervisor.log
+        why = f"its supervisor failed: {type(exc).__name__}: {exc}"
+        if supervisor.status("FAILED", "SupervisorFailed", why):
+            supervisor.event("SupervisorFailed", why, "Warning")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,84 @@
+"""A job as Arena shows it: ``TrainingJobInfo`` (``arena get -o json``) and the ``arena list`` row.
+
+The field names are those of Arena's ``pkg/apis/types/training.go``; on one machine the node
+is this host and every instance's address the loopback.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+from typing import Any
+
+from millpond.store.keys import utcnow
+from millpond.store.training import EventRecord, InstanceRecord, JobRecord
+
+LOCAL_IP = "127.0.0.1"
+
+
+def short_duration(seconds: float) -> str:
+    """Arena's (Kubernetes') ShortHumanDuration: ``45s``, ``12m``, ``5h``, ``3d``, ``2y``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h"
+    if s < 86400 * 365:
+        return f"{s // 86400}d"
+    return f"{s // (86400 * 365)}y"
+
+
+def duration_s(job: JobRecord) -> float:
+    """From the job's start (its creation while it waited) to its end, or to now."""
+    begin = job.started_at or job.created_at
+    end = job.finished_at or utcnow()
+    return (end - begin).total_seconds()
+
+
+def requested_gpus(job: JobRecord) -> int:
+    return sum(int(r.get("replicas", 0)) * int((r.get("resources") or {}).get("gpus", 0))
+               for r in job.spec.get("replicas", []))
+
+
+def allocated_gpus(job: JobRecord) -> int:
+    """GPUs the job holds now: its grant while it runs, none once it ended or while it waits."""
+    return len(job.gpus) if job.status in ("PENDING", "RUNNING") else 0
+
+
+def _chief(instance: InstanceRecord) -> bool:
+    return instance.role in ("master", "chief", "launcher")
+
+
+def node_name() -> str:
+    return socket.gethostname()
+
+
+def instance_info(instance: InstanceRecord) -> dict[str, Any]:
+    start = instance.started_at
+    return {
+        "name": instance.name, "status": instance.status,
+        "age": short_duration((utcnow() - start).total_seconds()) if start else "0s",
+        "node": node_name() if start else "N/A", "ip": LOCAL_IP if start else "",
+        "chief": _chief(instance), "requestGPUs": len(instance.gpus), "gpuMetrics": {},
+    }
+
+
+def job_info(job: JobRecord, instances: list[InstanceRecord]) -> dict[str, Any]:
+    """Arena's ``TrainingJobInfo``."""
+    chief = next((i.name for i in instances if _chief(i)), "")
+    return {
+        "name": job.name, "namespace": job.namespace, "uuid": job.uid, "duration": short_duration(duration_s(job)),
+        "status": job.status, "trainer": job.trainer, "tensorboard": "", "chiefName": chief,
+        "priority": job.spec.get("priority") or "N/A",
+        "requestGPUs": requested_gpus(job), "allocatedGPUs": allocated_gpus(job),
+        "creationTimestamp": int(job.created_at.timestamp()),
+        "instances": [instance_info(i) for i in instances],
+    }
+
+
+def event_info(event: EventRecord) -> dict[str, Any]:
+    return {"type": event.type, "reason": event.reason, "message": event.message,
+            "time": event.at.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "age": short_duration((utcnow() - event.at).total_seconds())}
