@@ -227,6 +227,8 @@ def test_tasks_do_not_outlive_an_engine_killed_with_sigkill(
     other = spawn_cli(home, "run", compiled["stubborn"], "-p", f"folder={marks}")
     until("all eight tasks to run", lambda: len(started(marks)) == 8 or engine.poll() is not None
           or other.poll() is not None, 120)
+    for early in (process for process in (engine, other) if process.poll() is not None):
+        pytest.fail(f"an engine ended before its tasks ran (exit {early.returncode}): {early.communicate()[1][-3000:]}")
     pids = [int(pid) for name in started(marks) for pid in (marks / f"{name}.pids").read_text().split()]
     assert len(pids) == 16
     os.kill(engine.pid, signal.SIGKILL)

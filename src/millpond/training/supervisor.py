@@ -78,9 +78,6 @@ class Supervisor:
         fallback = ledger.fallback_warning(wanted)
         if fallback:
             self.event("GPUFallback", fallback, "Warning")
-        elif wanted.gpus > len(grant.gpus):
-            self.event("NoGPUs", f"asked for {wanted.gpus} GPUs, granted {len(grant.gpus)}: no ledger assigns GPUs "
-                       "here (training.resources.LocalFallback); CUDA_VISIBLE_DEVICES lists none", "Warning")
         try:
             with ExitStack() as held:
                 binds = self._binds(held)
@@ -89,8 +86,7 @@ class Supervisor:
             if self.status("FAILED", "JobFailed", str(exc)):
                 self.event("JobFailed", str(exc), "Warning")
         finally:
-            if grant.id:
-                ledger.release(grant.id)
+            ledger.release(grant.id)
 
     def _queue(self, ledger: Allocator, wanted: Resources) -> Granted | None:
         """Wait QUEUING until the ledger grants the whole job; None when stopped meanwhile."""
