@@ -125,10 +125,11 @@ def compact(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def crd_schema(path: Path) -> tuple[str, dict[str, Any]]:
+def crd_schema(path: Path, version_name: str = "v1alpha1") -> tuple[str, dict[str, Any]]:
+    """A CRD's kind and the compact schema of its ``version_name``; ``status`` is open (millpond writes it)."""
     crd = yaml.safe_load(path.read_text(encoding="utf-8"))
     kind = crd["spec"]["names"]["kind"]
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == version_name]
     schema = compact(version["schema"]["openAPIV3Schema"])
     schema["properties"]["status"] = dict(OPEN)
     return kind, schema

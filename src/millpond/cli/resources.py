@@ -1,4 +1,8 @@
-"""``millpond apply -f``, ``millpond get`` and ``millpond delete``: Fluid manifests as kubectl handles them.
+"""``millpond apply -f``, ``millpond get`` and ``millpond delete``: manifests as kubectl handles them.
+
+Fluid's kinds (``datasets.kinds``) and Kubeflow's training kinds (``training.kinds``, handled
+in ``training_resources``) share these commands; a document goes to its kind's checks, and
+nothing is stored unless every document of the apply passes.
 
 Only click is imported here; the manifest checks and the store load when a command runs,
 so ``millpond run`` does not pay for them.
@@ -48,19 +52,29 @@ def _not_found(plural: str, name: str, namespace: str) -> str:
     "--wait", "wait_for", is_flag=True, help="Wait for the data operations applied to end, showing their progress."
 )
 def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
-    """Create or update Fluid objects (data.fluid.io/v1alpha1) from manifests: all of them, or none.
+    """Create or update objects from manifests: all of them, or none.
 
-    Data operations start at once, in the background (after the step their runAfter names).
+    Fluid's kinds (data.fluid.io/v1alpha1), Kubeflow's training jobs (kubeflow.org/v1 PyTorchJob,
+    MPIJob, TFJob; trainer.kubeflow.org/v1alpha1 TrainJob) and training runtimes. Data operations
+    and jobs start at once, in the background (a data operation after the step its runAfter names).
     """
+    from millpond.cli import training_resources as training
     from millpond.datasets.kinds import KINDS
-    from millpond.datasets.manifests import load_manifests, missing_dataset_notes
+    from millpond.datasets.manifests import check_documents, missing_dataset_notes, read_documents
+    from millpond.errors import UserError
     from millpond.settings import load_settings
     from millpond.store.resources import ResourceStore
     from millpond.store.secrets import ConfigStore
+    from millpond.training.kinds import KINDS as TRAINING_KINDS
 
     settings = load_settings()
-    manifests = load_manifests(list(files), ConfigStore(settings.home))
+    documents = read_documents(list(files))
+    if not documents:
+        raise UserError(f"{', '.join(files)}: no manifests found (every document is empty)")
     store = ResourceStore(settings)
+    manifests = check_documents([d for d in documents if not training.is_training(d[2])], ConfigStore(settings.home),
+                                tuple(TRAINING_KINDS))
+    jobs, job_actions = training.check([d for d in documents if training.is_training(d[2])], store)
     notes = [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
     started = []
@@ -68,6 +82,7 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
         print(f"{KINDS[resource.kind].resource}/{resource.name} {action}")
         if KINDS[resource.kind].category == "operation" and action != "unchanged":
             started.append(resource)
+    training.apply(jobs, job_actions, store)
     for note in notes:
         print(f"info: {note}", file=sys.stderr)
     if started:
@@ -84,12 +99,14 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
               help="A table, or the whole objects as JSON or YAML.")
 def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
-    """Show Fluid objects of KIND (dataset, alluxioruntime, dataload, …), or the one named NAME."""
+    """Show objects of KIND (dataset, alluxioruntime, dataload, pytorchjob, trainjob, …), or the one named NAME."""
     from millpond.cli.resource_tables import COLUMNS, format_table, row
-    from millpond.datasets.kinds import kind_info
     from millpond.store.resources import ResourceStore
 
-    info = kind_info(kind)
+    info, training_kind = _resolve(kind)
+    if training_kind is not None:
+        _get_training(training_kind, name, namespace, all_namespaces, output)
+        return
     store = ResourceStore()
     if name is not None:
         found = store.get(info.kind, name, namespace)
@@ -117,6 +134,38 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
     sys.stdout.write(format_table(headers, rows))
 
 
+def _resolve(text: str) -> tuple[Any, Any]:
+    """(Fluid kind, None) or (None, training kind) for a kind as kubectl spells it; an unknown one names both sets."""
+    from millpond.datasets.kinds import kind_info
+    from millpond.errors import UserError
+    from millpond.training.kinds import KINDS, find_kind
+
+    training_kind = find_kind(text)
+    if training_kind is not None:
+        return None, training_kind
+    try:
+        return kind_info(text), None
+    except UserError as exc:
+        if not str(exc).startswith("unknown resource type"):
+            raise
+        more = ", ".join(f"{info.kind.lower()} ({info.plural})" for info in KINDS.values())
+        raise UserError(f"{exc}, {more}") from None
+
+
+def _get_training(info: Any, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
+    from millpond.cli import training_resources
+    from millpond.cli.resource_tables import format_table
+
+    found = training_resources.get(info, name, namespace, all_namespaces, output)
+    if found is None:
+        where = "any namespace" if all_namespaces else f"{namespace} namespace"
+        print(f"No resources found in {where}.", file=sys.stderr)
+    elif found[2] is not None:
+        _print_value(found[2], output)
+    else:
+        sys.stdout.write(format_table(tuple(found[0]), found[1]))
+
+
 def _print_value(value: Any, output: str) -> None:
     if output == "json":
         sys.stdout.write(json.dumps(value, indent=2) + "\n")
@@ -131,11 +180,15 @@ def _print_value(value: Any, output: str) -> None:
 @click.argument("name")
 @NAMESPACE
 def delete_command(kind: str, name: str, namespace: str) -> None:
-    """Delete the Fluid object NAME of KIND (a dataset's cache goes with it)."""
-    from millpond.datasets.kinds import kind_info
+    """Delete the object NAME of KIND (a dataset's cache goes with it; a running job is stopped)."""
     from millpond.store.resources import ResourceStore
 
-    info = kind_info(kind)
+    info, training_kind = _resolve(kind)
+    if training_kind is not None:
+        from millpond.cli import training_resources
+
+        training_resources.delete(training_kind, name, namespace)
+        return
     if not ResourceStore().delete(info.kind, name, namespace):
         raise NotFoundError(_not_found(info.plural, name, namespace))
     if info.kind == "Dataset":

@@ -103,7 +103,7 @@ def read_documents(paths: list[str], stdin: TextIO | None = None) -> list[tuple[
     return documents
 
 
-def _envelope(doc: Any, where: str) -> dict[str, Any]:
+def _envelope(doc: Any, where: str, other_kinds: tuple[str, ...] = ()) -> dict[str, Any]:
     """apiVersion, kind and metadata checked; the body that is stored (spec defaults to {})."""
     if not isinstance(doc, dict):
         raise UserError(f"{where}: expected a mapping with apiVersion, kind, metadata and spec, found {show(doc)}")
@@ -114,7 +114,7 @@ def _envelope(doc: Any, where: str) -> dict[str, Any]:
         raise UserError(f"{where}: {NOT_ON_ONE_MACHINE[kind]}")
     if kind not in KINDS:
         near = [known for known in KINDS if known.lower() == kind.lower()]
-        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join(KINDS)}"
+        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join((*KINDS, *other_kinds))}"
         raise UserError(f"{where}: unknown kind {show(kind)}{hint}")
     if doc.get("apiVersion") != API_VERSION:
         raise UserError(f"{where}: {kind}: apiVersion {show(doc.get('apiVersion'))} is not supported "
@@ -157,15 +157,17 @@ def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: ConfigSto
     checks.check_secret_refs(spec, secrets)
 
 
-def check_document(doc: Any, source: str, number: int, secrets: ConfigStore) -> Manifest:
+def check_document(doc: Any, source: str, number: int, secrets: ConfigStore,
+                   other_kinds: tuple[str, ...] = ()) -> Manifest:
     """One document checked (envelope, schema, what a schema cannot say); its notes name what is only recorded.
 
     ``source`` names where it came from in errors: a file, or the SDK call that built it.
     A document that was not parsed from text (an SDK call's dicts, an API body) is held to the
     same limits first (depth, size, JSON values), so no input reaches the checks' recursion.
+    ``other_kinds`` are the kinds other packages apply (training's), named when a kind is unknown.
     """
     doc = plain_value(doc, f"{source}: document {number}")
-    body = _envelope(doc, f"{source}: document {number}")
+    body = _envelope(doc, f"{source}: document {number}", other_kinds)
     label = f"{body['kind']} {body['metadata']['name']}"
     try:
         check_manifest(doc, body, secrets)
@@ -180,10 +182,16 @@ def check_document(doc: Any, source: str, number: int, secrets: ConfigStore) -> 
 
 def load_manifests(paths: list[str], secrets: ConfigStore, stdin: TextIO | None = None) -> list[Manifest]:
     """Every document of ``paths``, checked; the first problem raises a UserError naming file, object and field."""
-    manifests = [check_document(doc, source, number, secrets) for source, number, doc in read_documents(paths, stdin)]
+    manifests = check_documents(read_documents(paths, stdin), secrets)
     if not manifests:
         raise UserError(f"{', '.join(paths)}: no manifests found (every document is empty)")
     return manifests
+
+
+def check_documents(documents: list[tuple[str, int, Any]], secrets: ConfigStore,
+                    other_kinds: tuple[str, ...] = ()) -> list[Manifest]:
+    """``read_documents``' documents checked, in order; the first problem raises a UserError."""
+    return [check_document(doc, source, number, secrets, other_kinds) for source, number, doc in documents]
 
 
 def missing_dataset_notes(manifests: list[Manifest], dataset_exists: Callable[[str, str], bool]) -> list[str]:

@@ -1,4 +1,7 @@
-"""Check a manifest against its kind's JSON Schema (derived from Fluid's CRDs) with ``jsonschema``.
+"""Check a manifest against its kind's JSON Schema (derived from a CRD) with ``jsonschema``.
+
+Fluid's kinds use ``SCHEMAS_DIR``; other packages (training's Kubeflow kinds) pass their own
+schema file to ``check_schema_file``, so there is one validator and one way of naming a field.
 
 The first problem becomes one line that names the field as kubectl would:
 ``spec.replicas: "two" is not of type integer``, ``unknown field "spec.foo"``.
@@ -32,10 +35,10 @@ def _in_range(fmt: str, value: object) -> bool:
 
 
 @functools.cache
-def _validator(kind: str) -> "Validator":
+def _validator(schema_file: Path) -> "Validator":
     from jsonschema import Draft202012Validator, FormatChecker
 
-    schema = json.loads((SCHEMAS_DIR / f"{kind.lower()}.json").read_text(encoding="utf-8"))
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
     checker = FormatChecker(formats=())  # only the integer widths the CRDs declare
     for fmt in _INT_RANGES:
         checker.checks(fmt)(functools.partial(_in_range, fmt))
@@ -43,10 +46,15 @@ def _validator(kind: str) -> "Validator":
 
 
 def check_schema(kind: str, document: dict[str, Any]) -> None:
-    """Raise UserError for the first field of ``document`` its kind's schema refuses."""
+    """Raise UserError for the first field of ``document`` its (Fluid) kind's schema refuses."""
+    check_schema_file(SCHEMAS_DIR / f"{kind.lower()}.json", document)
+
+
+def check_schema_file(schema_file: Path, document: dict[str, Any]) -> None:
+    """Raise UserError for the first field of ``document`` the JSON Schema in ``schema_file`` refuses."""
     from jsonschema.exceptions import best_match
 
-    error = best_match(_validator(kind).iter_errors(document))
+    error = best_match(_validator(schema_file).iter_errors(document))
     if error is not None:
         raise UserError(describe(error))
 

@@ -47,8 +47,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _rank(replica: ReplicaSpec, index: int) -> int:
-    return index + 1 if replica.role == "worker" else index
+def _rank(replica: ReplicaSpec, index: int, has_master: bool) -> int:
+    """The master is rank 0 and worker i rank i + 1; with no master (a Worker-only PyTorchJob), worker i is i."""
+    return index + 1 if replica.role == "worker" and has_master else index
 
 
 def plan(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
@@ -69,8 +70,9 @@ def _pytorch(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
     nproc = spec.nproc_per_node or 1
     planned = []
     offset = 0
+    has_master = any(replica.role == "master" for replica in spec.replicas)
     for replica, index in spec.instances():
-        rank = _rank(replica, index)
+        rank = _rank(replica, index, has_master)
         share = tuple(gpus[offset:offset + replica.resources.gpus])
         offset += replica.resources.gpus
         env = {

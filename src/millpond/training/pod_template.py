@@ -1,0 +1,158 @@
+"""A replica's pod template, read as one machine can run it: the container's command on the host.
+
+What the operator would run in a pod, millpond runs as an instance process: the training
+container's ``command`` + ``args`` (the image is recorded, never pulled), its ``env``, its
+``resources`` (``cpu``, ``memory``, ``nvidia.com/gpu``; limits, else requests, through
+``millpond.quantities``), ``workingDir``, and its volume mounts: a ``persistentVolumeClaim``
+whose ``claimName`` names a millpond dataset is mounted as ``--data`` would, a ``hostPath``
+as ``--data-dir``. Scheduling fields (nodeSelector, tolerations, affinity…) are recorded only.
+Anything that cannot exist here (another resource kind, a value from a Secret, a ConfigMap
+volume, an init container) raises one UserError naming its field.
+
+A container with no command runs its image's entrypoint on a cluster; here there is no image,
+so its instances fail at once, saying so (``NO_COMMAND``), rather than the job being refused:
+Kubernetes accepts such a job too.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from millpond.datasets.fields import field_path, show
+from millpond.errors import UserError
+from millpond.quantities import parse_bytes, parse_quantity
+from millpond.training.spec import DataBinding, HostBinding, Resources
+
+GPU = "nvidia.com/gpu"
+# Resources that cost nothing here, accepted and not counted.
+_UNCOUNTED = frozenset({"ephemeral-storage"})
+_RECORDED_VOLUMES = frozenset({"emptyDir"})  # a scratch folder: the instance's working folder serves
+
+
+@dataclass
+class Container:
+    """What one replica's instances run, read from its pod template."""
+
+    argv: tuple[str, ...]
+    image: str
+    env: tuple[tuple[str, str], ...]
+    resources: Resources
+    working_dir: str
+    has_command: bool = True
+    data: list[DataBinding] = field(default_factory=list)
+    data_dirs: list[HostBinding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def no_command(image: str) -> tuple[str, ...]:
+    """The argv of an instance whose container gave no command: it fails, saying why."""
+    why = (f"error: the container has no command: image {image or '(none)'}'s entrypoint is not run here "
+           "(millpond records images, never pulls them); give the container a command")
+    return ("sh", "-c", f"echo {shlex.quote(why)} >&2; exit 127")
+
+
+def resources(spec: Any, where: list[str | int]) -> Resources:
+    """``limits`` (else ``requests``) of cpu, memory and nvidia.com/gpu; another resource is refused."""
+    spec = spec or {}
+    merged: dict[str, Any] = {**(spec.get("requests") or {}), **(spec.get("limits") or {})}
+    for key in ("requests", "limits"):
+        for name in spec.get(key) or {}:
+            if name not in ("cpu", "memory", GPU) and name not in _UNCOUNTED:
+                raise UserError(f"{field_path([*where, key, name])}: the resource {name} cannot exist on this "
+                                "machine (millpond counts cpu, memory and nvidia.com/gpu)")
+    cpu = parse_quantity(merged["cpu"], field_path([*where, "cpu"])).milli_value() if "cpu" in merged else 0
+    memory = parse_bytes(merged["memory"], field_path([*where, "memory"])) if "memory" in merged else 0
+    gpus = 0
+    if GPU in merged:
+        value = parse_quantity(merged[GPU], field_path([*where, GPU]))
+        if value.milli_value() % 1000:
+            raise UserError(f"{field_path([*where, GPU])}: {merged[GPU]!r} is not a whole number of GPUs")
+        gpus = value.value()
+    return Resources(cpu, memory, gpus)
+
+
+def env_pairs(items: Any, where: list[str | int]) -> tuple[tuple[str, str], ...]:
+    """``env: [{name, value}]``; a ``valueFrom`` (Secret, ConfigMap, the pod's fields) is refused."""
+    pairs = []
+    for index, item in enumerate(items or ()):
+        if item.get("valueFrom") is not None:
+            raise UserError(f"{field_path([*where, index, 'valueFrom'])}: a value from a Secret, ConfigMap or the "
+                            "pod's fields cannot exist here; give the value")
+        pairs.append((str(item["name"]), str(item.get("value", ""))))
+    return tuple(pairs)
+
+
+def _mounts(container: dict[str, Any], pod: dict[str, Any], where: list[str | int], out: Container) -> None:
+    volumes = {volume.get("name"): (index, volume) for index, volume in enumerate(pod.get("volumes") or ())}
+    seen: set[str] = set()
+    for index, mount in enumerate(container.get("volumeMounts") or ()):
+        here = [*where, "volumeMounts", index]
+        target = PurePosixPath(str(mount["mountPath"]))
+        if not target.is_absolute() or str(target) == "/" or ".." in target.parts or str(target) in seen:
+            raise UserError(f"{field_path([*here, 'mountPath'])}: {show(mount['mountPath'])} must be an absolute "
+                            "path other than /, without '..', mounted once")
+        seen.add(str(target))
+        if mount.get("subPath") or mount.get("subPathExpr"):
+            raise UserError(f"{field_path([*here, 'subPath'])}: a volume's sub-path cannot be mounted here")
+        found = volumes.get(mount["name"])
+        if found is None:
+            raise UserError(f"{field_path([*here, 'name'])}: no volume {mount['name']!r} in the pod's volumes")
+        vindex, volume = found
+        vwhere = [*where[:-2], "volumes", vindex]
+        if volume.get("persistentVolumeClaim"):
+            out.data.append(DataBinding(volume["persistentVolumeClaim"]["claimName"], mount["mountPath"]))
+        elif volume.get("hostPath"):
+            host = PurePosixPath(str(volume["hostPath"]["path"]))
+            if not host.is_absolute() or ".." in host.parts:
+                raise UserError(f"{field_path([*vwhere, 'hostPath', 'path'])}: {show(str(host))} must be an absolute "
+                                "path without '..'")
+            out.data_dirs.append(HostBinding(volume["hostPath"]["path"], mount["mountPath"]))
+        elif any(key in volume for key in _RECORDED_VOLUMES):
+            out.notes.append(f"{field_path(vwhere)}: an emptyDir is not mounted (the instance's folder serves)")
+        else:
+            kind = next((key for key in volume if key != "name"), "?")
+            raise UserError(f"{field_path([*vwhere, kind])}: a {kind} volume cannot exist here "
+                            "(millpond mounts a persistentVolumeClaim naming a dataset, or a hostPath)")
+
+
+def pick_container(pod: dict[str, Any], preferred: str, where: list[str | int]) -> tuple[int, dict[str, Any]]:
+    """The operator's training container: the one named ``preferred``, else the first."""
+    if pod.get("initContainers"):
+        raise UserError(f"{field_path([*where, 'initContainers'])}: init containers cannot run here")
+    containers = pod.get("containers") or []
+    if not containers:
+        raise UserError(f"{field_path([*where, 'containers'])}: a pod needs a container")
+    for index, container in enumerate(containers):
+        if container.get("name") == preferred:
+            chosen = index, container
+            break
+    else:
+        chosen = 0, containers[0]
+    if len(containers) > 1:
+        other = 1 if chosen[0] == 0 else 0
+        raise UserError(f"{field_path([*where, 'containers', other])}: a second container (a sidecar) cannot run "
+                        "beside the training one here")
+    return chosen
+
+
+def read_pod(pod: dict[str, Any], preferred: str, where: list[str | int]) -> Container:
+    """The training container of a pod spec (``where`` is the pod spec's path), as an instance runs it."""
+    index, container = pick_container(pod, preferred, where)
+    cwhere = [*where, "containers", index]
+    if container.get("envFrom"):
+        raise UserError(f"{field_path([*cwhere, 'envFrom'])}: variables from a Secret or ConfigMap cannot exist "
+                        "here; list them under env")
+    image = str(container.get("image") or "")
+    argv = tuple(str(word) for word in (*(container.get("command") or ()), *(container.get("args") or ())))
+    if not container.get("command"):
+        argv = no_command(image)
+    out = Container(argv=argv, image=image, env=env_pairs(container.get("env"), [*cwhere, "env"]),
+                    resources=resources(container.get("resources"), [*cwhere, "resources"]),
+                    working_dir=str(container.get("workingDir") or ""), has_command=bool(container.get("command")))
+    if not container.get("command"):
+        out.notes.append(f"{field_path(cwhere)}: no command (the image's entrypoint): its instances will fail")
+    _mounts(container, pod, cwhere, out)
+    return out
