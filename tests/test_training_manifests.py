@@ -6,6 +6,7 @@ rows apply or are refused as EXPECTED.tsv says."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -14,9 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
+from millpond.datasets.mounts import fuse_available, is_mounted
 from millpond.store.training import JobStore
+from millpond.training.kinds import KINDS
 from millpond.training.launch import PLANNERS
+from millpond.training.manifests import replica_job_spec
 from millpond.training.spec import Trainer
+from tests.datasets_support import create_s3_dataset
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "k8s-manifests"
 if not CORPUS.is_dir():
@@ -129,6 +134,45 @@ def test_trainjob_num_nodes_2_runs_torchrun_with_its_pet_variables(cli, tmp_path
     ranks = [line.split()[-1] for log in logs for line in log.splitlines() if "torchrun env ok" in line]
     assert sorted(ranks) == ["0", "1"], logs
     assert cli("get", "pytorchjobs").out == ""  # a TrainJob lists as a TrainJob only
+
+
+@pytest.mark.s3
+def test_a_pvc_naming_a_dataset_is_mounted_read_write(cli, home: Path, tmp_path: Path, s3_server) -> None:
+    if fuse_available() is not None:
+        pytest.skip(f"FUSE unavailable: {fuse_available()}")
+    dataset = create_s3_dataset(cli, home, tmp_path, s3_server, {"in.txt": b"from the bucket"}, name="work",
+                                access="ReadWriteMany")
+    script = "d = open('/data/in.txt').read(); open('/data/out.txt', 'w').write(d.upper())"
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pvc"},
+           "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
+               "containers": [{"name": "pytorch", "image": "x", "command": [sys.executable, "-c", script],
+                               "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+               "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "work"}}]}}}}}}
+    try:
+        applied = cli("apply", "-f", write(tmp_path, job))
+        assert applied.code == 0, applied.err
+        done = wait_state(cli, "pytorchjobs", "pvc", ("Succeeded", "Failed"))
+        assert done["status"]["conditions"][-1]["type"] == "Succeeded", done["status"]
+        assert dataset.object("out.txt") == b"FROM THE BUCKET"  # written through the mount into the bucket
+    finally:
+        folder = home / "mnt" / "default" / "work"
+        if is_mounted(str(folder)):
+            subprocess.run(["fusermount3", "-u", "-z", str(folder)], check=False)
+
+
+def test_mpijob_and_tfjob_become_the_operators_replica_groups() -> None:
+    """The conversion the launchers will run (refused at apply only while their planners are missing)."""
+    mpi = yaml.safe_load((CORPUS / "mpi-operator__examples_v2beta1_pi_pi.yaml").read_text())
+    spec, _ = replica_job_spec(KINDS["MPIJob"], {**mpi, "metadata": {"name": "pi", "namespace": "default"}})
+    assert spec.trainer is Trainer.MPI and [(r.role, r.replicas) for r in spec.replicas] == [("launcher", 1),
+                                                                                            ("worker", 2)]
+    assert spec.replicas[0].command[0] == "mpirun" and spec.replicas[0].resources.cpu_millis == 1000
+    assert spec.ttl_after_finished_s == 60 and spec.image.startswith("mpioperator/mpi-pi")
+    tf = yaml.safe_load((CORPUS / "kueue__site_static_examples_jobs_sample-tfjob.yaml").read_text())
+    spec, _ = replica_job_spec(KINDS["TFJob"], {**tf, "metadata": {**tf["metadata"], "namespace": "default"}})
+    assert [(r.role, r.replicas) for r in spec.replicas] == [("worker", 2), ("ps", 1)]
+    assert spec.replicas[0].resources.memory_bytes == 200 * 2**20 and spec.queue == "user-queue"
+    assert spec.replicas[0].command[:2] == ("sh", "-c") and "no command" in spec.replicas[0].command[2]
 
 
 def _pod(container: dict[str, Any], **pod: Any) -> dict[str, Any]:
