@@ -117,6 +117,19 @@ def test_pytorchjob_master_and_worker_run_to_succeeded(cli, tmp_path: Path, venv
     assert JobStore().get("envcheck") is None
 
 
+def test_a_worker_only_pytorchjob_numbers_its_workers_from_rank_0(cli, tmp_path: Path) -> None:
+    """As the operator does with no Master (an elastic job): worker 0 is rank 0, not 1."""
+    script = ("import os; r = os.environ['RANK']; assert r == os.environ['PET_NODE_RANK'] and r in '01', r; "
+              "assert os.environ['WORLD_SIZE'] == '2'")
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "workers"},
+           "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {
+               "containers": [{"name": "pytorch", "image": "x", "command": [sys.executable, "-c", script]}]}}}}}}
+    assert cli("apply", "-f", write(tmp_path, job)).code == 0
+    done = wait_state(cli, "pytorchjobs", "workers", ("Succeeded", "Failed"))
+    assert done["status"]["conditions"][-1]["type"] == "Succeeded", done["status"]
+    assert done["status"]["replicaStatuses"] == {"Worker": {"succeeded": 2}}
+
+
 def test_trainjob_num_nodes_2_runs_torchrun_with_its_pet_variables(cli, tmp_path: Path, venv_path: None) -> None:
     trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
                 "spec": {"runtimeRef": {"name": "torch-distributed"},
