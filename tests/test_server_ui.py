@@ -658,3 +658,48 @@ def test_retry_and_clone_a_run_in_chromium(server: Served, client: Any, tmp_path
     original = client.get_run(greeted.run_id)
     assert clone.display_name == "Clone of to clone" and clone.runtime_config.parameters == {"name": "cloned"}
     assert clone.experiment_id == original.experiment_id and clone.pipeline_spec == original.pipeline_spec
+
+
+HOSTILE_LINE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>'
+
+
+def test_jobs_page_lists_a_job_and_follows_its_log_in_chromium(server: Served, tmp_path: Path) -> None:
+    """A job submitted with TrainingClient: in the Jobs list, then its page with instances, events and a log
+    that grows while it runs; a log line (and a job name in the URL) that look like HTML stay text."""
+    sync_api = _browser()
+    from millpond.training import PytorchJobBuilder, TrainingClient
+
+    gate = tmp_path / "go-on"
+    command = (f"echo 'first line from the job'; echo '{HOSTILE_LINE}'; "
+               f"while [ ! -e {gate} ]; do sleep 0.2; done; echo 'second line, after the gate'")
+    client = TrainingClient()
+    client.submit(PytorchJobBuilder().with_name("ui-job").with_workers(2).with_command(command).build())
+    try:
+        with chromium_page(height=900) as (page, errors):
+            page.goto(server.url + "/#/runs")
+            page.click("header nav a[data-nav=jobs]")
+            row = page.locator('tr.job-row[data-job="default/ui-job"]')
+            sync_api.expect(row).to_contain_text("PYTORCHJOB", timeout=15_000)
+            sync_api.expect(row.locator(".state")).to_have_text("RUNNING", timeout=30_000)
+            row.click()
+            page.wait_for_url("**/#/jobs/default/ui-job")
+            sync_api.expect(page.locator("#job-header .state")).to_have_text("RUNNING", timeout=15_000)
+            sync_api.expect(page.locator('#job-instances tr[data-instance="ui-job-worker-0"]')).to_be_visible()
+            sync_api.expect(page.locator("#job-events")).to_contain_text("Submitted")
+            log = page.locator("#job-log")
+            sync_api.expect(log).to_contain_text("first line from the job", timeout=15_000)
+            sync_api.expect(log).to_contain_text(HOSTILE_LINE)  # shown as text, not made into elements
+            assert page.locator("#job-log img, #job-log script").count() == 0
+            gate.touch()  # the job goes on: the page shows the line it prints next, and the end
+            sync_api.expect(log).to_contain_text("second line, after the gate", timeout=30_000)
+            sync_api.expect(page.locator("#job-header .state")).to_have_text("SUCCEEDED", timeout=30_000)
+            page.screenshot(path=str(tmp_path / "job.png"), full_page=True)
+
+            hostile = urllib.parse.quote('<img src=x onerror="window.pwned=3">', safe="")
+            page.goto(f"{server.url}/#/jobs/default/{hostile}")
+            sync_api.expect(page.locator("#job-error")).to_contain_text("no training job <img", timeout=15_000)
+            assert page.evaluate("window.pwned") is None
+            assert not errors, errors
+    finally:
+        gate.touch()
+        client.delete("ui-job")

@@ -1,8 +1,8 @@
 """The ``arena`` command (also ``millpond train``): Arena's training-job CLI on one machine.
 
-``submit`` (see ``arena_submit``), ``list``, ``get``, ``logs``, ``delete``, ``prune``, with
-Arena's flags, columns and ``-o json`` shapes, so a script written for Arena (``arena get NAME
--o json | jq .status``) runs as it is. Bad input is one ``error:`` line and exit 2.
+``submit`` (see ``arena_submit``), ``list``, ``get``, ``logs``, ``delete``, ``prune``, ``top``
+(see ``arena_top``), with Arena's flags, columns and ``-o json`` shapes, so a script written
+for Arena (``arena get NAME -o json | jq .status``) runs as it is. Bad input is one ``error:`` line and exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from millpond.cli.arena_submit import submit_group
+from millpond.cli.arena_top import top_group
 from millpond.errors import MillpondError, UserError, exit_code_of
 
 NAMESPACE = click.option("-n", "--namespace", default="default", show_default=True)
@@ -24,10 +25,11 @@ PRUNE_SINCE = "48h"  # Arena's prune default
 
 @click.group("arena", context_settings={"help_option_names": ["-h", "--help"]})
 def arena_group() -> None:
-    """Training jobs, as Arena runs them: submit, list, get, logs, delete, prune."""
+    """Training jobs, as Arena runs them: submit, list, get, logs, delete, prune, top."""
 
 
 arena_group.add_command(submit_group)
+arena_group.add_command(top_group)
 
 
 def _dump(data: Any, output: str) -> None:

@@ -17,7 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from millpond.errors import MillpondError, http_status_of
-from millpond.server import experiments, fluid_routes, pipelines, recurring, runs, ui_routes
+from millpond.server import experiments, fluid_routes, jobs_routes, pipelines, recurring, runs, ui_routes
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
 from millpond.server.security import HostPolicy, RequestGuard
@@ -27,6 +27,7 @@ from millpond.store.catalog import PipelineStore
 from millpond.store.db import session_factory
 from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
+from millpond.store.training import JobStore
 
 API = "/apis/v2beta1"
 
@@ -43,6 +44,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
         pipelines=PipelineStore(settings.database_url),
         executor=RunExecutor(settings, run_store),
         recurring=RecurringRunStore(session_factory(settings.database_url)),
+        jobs=JobStore(settings),
     )
     app.router.on_startup.append(app.state.millpond.executor.resume_in_flight)
     app.router.on_startup.append(lambda: fluid_routes.check_operations(settings))  # dead ones: resumed or Failed
@@ -81,6 +83,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
     app.include_router(pipelines.router, prefix=API)
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
+    app.include_router(jobs_routes.router, prefix=jobs_routes.PREFIX)  # before fluid's /{kind}, which would take /jobs
     app.include_router(fluid_routes.router, prefix=fluid_routes.PREFIX)  # datasets, data operations, secrets' names
     return app
 

@@ -15,11 +15,13 @@ from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
 from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
+from millpond.store.training import JobStore
 
 
 @dataclass
 class ServerState:
-    """Settings, the stores (runs, tasks and experiments; pipelines; recurring runs), and the workers executing runs.
+    """Settings, the stores (runs, tasks and experiments; pipelines; recurring runs; training jobs), and the
+    workers executing runs.
 
     Routes reach the database only through these stores' methods, never through raw sessions.
     """
@@ -29,6 +31,7 @@ class ServerState:
     pipelines: PipelineStore
     executor: RunExecutor
     recurring: RecurringRunStore
+    jobs: JobStore
 
 
 def state_of(request: Request) -> ServerState:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
     from millpond.settings import Settings
+    from millpond.store.listing import ListQuery, Page
     from millpond.store.models import TrainingEvent, TrainingInstance, TrainingJob
 
 FINISHED = ("SUCCEEDED", "FAILED")
@@ -151,6 +152,23 @@ class JobStore:
             query = query.where(TrainingJob.namespace == namespace)
         with self._sessions() as session:
             return [_job(row) for row in session.scalars(query)]
+
+    def page(self, namespace: str | None, spec: "ListQuery") -> "Page[JobRecord]":
+        """One page of the jobs of ``namespace`` (all when None), filtered and sorted by ``name``,
+        ``namespace``, ``status``, ``trainer`` or ``created_at`` (default: oldest first)."""
+        from sqlalchemy import select
+
+        from millpond.store.listing import Page, one_page
+        from millpond.store.models import TrainingJob
+
+        columns = {"name": TrainingJob.name, "namespace": TrainingJob.namespace, "status": TrainingJob.status,
+                   "trainer": TrainingJob.trainer, "created_at": TrainingJob.created_at}
+        query = select(TrainingJob)
+        if namespace is not None:
+            query = query.where(TrainingJob.namespace == namespace)
+        with self._sessions() as session:
+            found = one_page(session, query, spec, columns, TrainingJob.created_at)
+            return Page([_job(row) for row in found.items], found.total, found.next_offset)
 
     def delete(self, uid: str) -> None:
         from sqlalchemy import delete

@@ -24,6 +24,7 @@ from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
 from millpond.runners.processes import is_running, kill_group, signal_process, start_ticks
 from millpond.store.keys import utcnow
+from millpond.store.listing import ListQuery, Page
 from millpond.store.training import JobRecord, JobStore
 from millpond.training.instances import end_group
 from millpond.training.launch import PLANNERS
@@ -149,6 +150,14 @@ def list_jobs(namespace: str | None = "default", store: JobStore | None = None) 
             continue
         jobs.append(job)
     return jobs
+
+
+def page_jobs(namespace: str | None, spec: ListQuery, store: JobStore | None = None) -> Page[JobRecord]:
+    """One page of jobs (the REST list), after every job was observed and the expired ones deleted, as
+    ``list_jobs`` does, so a page never shows a job whose supervisor died as still running."""
+    store = store or JobStore()
+    list_jobs(namespace, store)
+    return store.page(namespace, spec)
 
 
 def delete(name: str, namespace: str = "default", store: JobStore | None = None) -> None:

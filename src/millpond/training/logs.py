@@ -39,6 +39,25 @@ def read(log: Path, tail: int | None = None, since: dt.datetime | None = None, t
     return [_render(line, timestamps) for line in lines]
 
 
+def tail_bounded(log: Path, lines: int, max_bytes: int, timestamps: bool = False) -> list[str]:
+    """The last ``lines`` lines of the log, reading at most its last ``max_bytes`` bytes (the REST API and
+    the UI ask for it again and again while a job runs: a log of gigabytes must cost no more than this).
+    A line cut by the byte bound is dropped rather than shown in part."""
+    try:
+        with open(log, "rb") as source:
+            size = source.seek(0, 2)
+            start = max(0, size - max_bytes)
+            source.seek(start)
+            data = source.read(max_bytes)
+    except FileNotFoundError:
+        return []
+    raw = data.decode(errors="replace").splitlines()
+    if start > 0 and raw:
+        raw = raw[1:]
+    kept = raw[-lines:] if lines > 0 else []
+    return [_render(line, timestamps) for line in kept]
+
+
 def follow(log: Path, start: int, finished: Callable[[], bool], timestamps: bool = False) -> Iterator[str]:
     """The lines after the first ``start`` ones, as they are written, until the job ended and nothing is new."""
     offset = 0

@@ -12,6 +12,8 @@
 // and #/pipelines/details/ID/version/VER) open the same pages.
 //   #/recurring             recurring runs: trigger, concurrency, enable / disable
 //   #/datasets              datasets (millpond's Fluid routes) with their cache percentage
+//   #/jobs                  training jobs (arena submit, TrainingClient, manifests): status, trainer, GPUs
+//   #/jobs/NAMESPACE/NAME   a job: its instances, events, and an instance's log, followed while it runs
 "use strict";
 
 const API = "/apis/v2beta1";
@@ -175,6 +177,8 @@ function route() {
   if (parts[0] === "pipelines") return pipelinesList(main);
   if (parts[0] === "recurring") return recurringList(main);
   if (parts[0] === "datasets") return datasetsList(main);
+  if (parts[0] === "jobs" && parts[1] && parts[2]) return jobDetail(main, parts[1], parts[2]);
+  if (parts[0] === "jobs") return jobsList(main);
   return runsList(main, null);
 }
 
@@ -657,6 +661,133 @@ function datasetsList(main) {
         h("td", {}, isNaN(percent) ? "" : h("div", { className: "bar" }, h("div", { style: `width:${Math.min(100, percent)}%` }))));
     }));
     if (!items.length) body.append(h("tr", {}, h("td", { colspan: 7, className: "muted" }, "No datasets.")));
+  });
+}
+
+// ---- training jobs ----------------------------------------------------------------
+// Every name, message and log line goes into the page as text (h() and textContent), never as HTML.
+
+const JOBS = "/apis/millpond/v1/jobs";
+const JOB_FINAL = new Set(["SUCCEEDED", "FAILED"]);
+const JOB_LOG_LINES = 500;
+
+function jobPath(namespace, name) {
+  return `${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+}
+
+// A plain-text answer (a job's log), with the token and errors handled as api() does.
+async function getText(url) {
+  const headers = { Accept: "text/plain" };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const response = await fetch(url, { headers });
+  if (response.status === 401) {
+    askForToken(token ? "That token was refused: enter the server's token." : null);
+    throw new Error("the server wants a token");
+  }
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    throw new Error(body.message || `${response.status} ${response.statusText}`);
+  }
+  return response.text();
+}
+
+function jobsList(main) {
+  const body = h("tbody");
+  main.append(h("h1", {}, "Training jobs"),
+    h("table", { id: "jobs" },
+      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Namespace"), h("th", {}, "Status"), h("th", {}, "Trainer"),
+        h("th", {}, "Duration"), h("th", {}, "GPUs (allocated/requested)"), h("th", {}, "Instances"))),
+      body));
+  every(REFRESH_MS, async () => {
+    const token = routeToken;
+    const rows = [];
+    let pageToken = "";
+    do {
+      const page = await getJSON(`${JOBS}?all_namespaces=true&page_size=200&sort_by=${encodeURIComponent("created_at desc")}&page_token=${encodeURIComponent(pageToken)}`);
+      rows.push(...(page.jobs || []));
+      pageToken = page.next_page_token || "";
+    } while (pageToken && rows.length < 2000);
+    if (token !== routeToken) return;
+    body.replaceChildren(...rows.map((job) => {
+      const href = `#/jobs/${jobPath(job.namespace, job.name)}`;
+      return h("tr", { className: "run-row job-row", "data-job": `${job.namespace}/${job.name}`, onclick: () => { location.hash = href; } },
+        h("td", {}, h("a", { href }, job.name)), h("td", {}, job.namespace), h("td", {}, stateBadge(job.status)),
+        h("td", {}, String(job.trainer || "").toUpperCase()), h("td", {}, job.duration),
+        h("td", { className: "gpus" }, `${job.allocatedGPUs}/${job.requestGPUs}`), h("td", {}, String((job.instances || []).length)));
+    }));
+    if (!rows.length) body.append(h("tr", {}, h("td", { colspan: 7, className: "muted" }, "No training jobs. Submit one with arena submit pytorch.")));
+  });
+}
+
+function jobDetail(main, namespace, name) {
+  const view = { instance: "", finalSeen: false };
+  const header = h("div", { id: "job-header" });
+  const instances = h("tbody");
+  const events = h("tbody");
+  const chooser = h("select", { id: "job-instance", onchange: () => { view.instance = chooser.value; refreshLog(); } });
+  const log = h("pre", { className: "log", id: "job-log" });
+  main.append(header,
+    h("h2", {}, "Instances"),
+    h("table", { id: "job-instances" }, h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Status"), h("th", {}, "Age"),
+      h("th", {}, "Chief"), h("th", {}, "GPUs"), h("th", {}, "Node"))), instances),
+    h("h2", {}, "Events"),
+    h("table", { id: "job-events" }, h("thead", {}, h("tr", {}, h("th", {}, "Type"), h("th", {}, "Reason"), h("th", {}, "Age"),
+      h("th", {}, "Message"))), events),
+    h("h2", {}, "Log"), h("div", { className: "toolbar" }, h("label", { for: "job-instance" }, "Instance"), chooser), log);
+
+  async function refreshLog() {
+    const token = routeToken;
+    const text = await getText(`${JOBS}/${jobPath(namespace, name)}/logs?tail=${JOB_LOG_LINES}&instance=${encodeURIComponent(view.instance)}`);
+    if (token !== routeToken || log.textContent === text) return;
+    const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.textContent = text;
+    if (atBottom) log.scrollTop = log.scrollHeight;
+  }
+
+  const stop = every(REFRESH_MS / 2, async () => {
+    const token = routeToken;
+    let job;
+    try {
+      job = await getJSON(`${JOBS}/${jobPath(namespace, name)}`);
+    } catch (err) {
+      if (token === routeToken) {
+        header.replaceChildren(h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", name),
+          h("div", { className: "error", id: "job-error" }, `${namespace}/${name}: ${err.message}`));
+        stop();
+      }
+      return;
+    }
+    const found = await getJSON(`${JOBS}/${jobPath(namespace, name)}/events`);
+    if (token !== routeToken) return;
+    header.replaceChildren(
+      h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", job.name, " ", stateBadge(job.status)),
+      h("div", { className: "kv" },
+        h("div", {}, "Namespace"), h("div", {}, job.namespace),
+        h("div", {}, "Trainer"), h("div", {}, String(job.trainer || "").toUpperCase()),
+        h("div", {}, "Duration"), h("div", {}, job.duration),
+        h("div", {}, "Priority"), h("div", {}, job.priority),
+        h("div", {}, "GPUs"), h("div", {}, `${job.allocatedGPUs} allocated of ${job.requestGPUs} requested`),
+        h("div", {}, "UID"), h("div", {}, job.uuid)));
+    instances.replaceChildren(...(job.instances || []).map((i) => h("tr", { "data-instance": i.name },
+      h("td", {}, i.name), h("td", {}, i.status), h("td", {}, i.age), h("td", {}, i.chief ? "yes" : ""),
+      h("td", {}, String(i.requestGPUs)), h("td", {}, i.node))));
+    if (!(job.instances || []).length) instances.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, "No instance started yet.")));
+    events.replaceChildren(...(found.events || []).map((e) => h("tr", {},
+      h("td", {}, e.type), h("td", {}, e.reason), h("td", {}, e.age), h("td", { className: "wrap" }, e.message))));
+    const names = (job.instances || []).map((i) => i.name);
+    if (chooser.options.length !== names.length) {
+      fill(chooser, names.map((n) => h("option", { value: n }, n)));
+      const chief = (job.instances || []).find((i) => i.chief);
+      if (!names.includes(view.instance)) view.instance = chief ? chief.name : names[0] || "";
+      chooser.value = view.instance;
+    }
+    await refreshLog();
+    setStatus(`updated ${new Date().toLocaleTimeString()}`);
+    if (JOB_FINAL.has(job.status)) {
+      if (view.finalSeen) stop();  // one more round after the end: the last lines written meanwhile
+      view.finalSeen = true;
+    }
   });
 }
 
