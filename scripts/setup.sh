@@ -2,7 +2,8 @@
 # Set millpond up in .venv/ (creating it if needed), then run the demo or the tests.
 #   bash scripts/setup.sh demo          # install, then run examples/digits_pipeline.py
 #   bash scripts/setup.sh test [ARGS]   # install with test extras, then pytest [ARGS]
-# Debian packages millpond uses (bubblewrap for task sandboxes, fuse3 for dataset mounts) are installed when running
+# Debian packages millpond uses (bubblewrap for task sandboxes, fuse3 for dataset mounts, openmpi-bin for mpi
+# training jobs) are installed when running
 # as root with apt-get; otherwise the one command that would install them is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,8 @@ missing=()
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 # FUSE mounts of datasets: fusermount3 and libfuse3 (the fuse3 package brings both).
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+# MPI training jobs (arena submit mpi): the launcher runs Open MPI's mpirun (openmpi-bin brings its libraries).
+command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
 # The web UI's browser tests (tests/test_server_ui.py) drive Debian's Chromium through Playwright.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 if ((${#missing[@]})); then

@@ -19,7 +19,8 @@ from millpond.cli.arena_top import top_group
 from millpond.errors import MillpondError, UserError, exit_code_of
 
 NAMESPACE = click.option("-n", "--namespace", default="default", show_default=True)
-TYPE = click.option("-T", "--type", "trainer", default="", help="Only a job of this trainer (pytorchjob).")
+TYPE = click.option("-T", "--type", "trainer", default="",
+                    help="Only a job of this trainer (pytorchjob, mpijob, tfjob).")
 PRUNE_SINCE = "48h"  # Arena's prune default
 
 

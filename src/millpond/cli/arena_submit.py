@@ -1,7 +1,8 @@
-"""``arena submit pytorch`` (alias ``pytorchjob``): Arena's flags with Arena's defaults, then the command.
+"""``arena submit pytorch|mpi|tf`` (aliases ``pytorchjob``, ``mpijob``/``mj``, ``tfjob``): Arena's flags
+with Arena's defaults, then the command.
 
-``submit_options`` is the flag set every trainer shares (mpi and tf add theirs on top). Flags
-that only mean something on a Kubernetes cluster are accepted and named in one info line.
+``submit_options`` is the flag set every trainer shares (tf adds its replicas' flags on top).
+Flags that only mean something on a Kubernetes cluster are accepted and named in one info line.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-n", "--namespace", default="default", show_default=True),
         click.option("--image", default="", help="Recorded, not pulled: the command runs on this machine."),
         click.option("--gpus", type=int, default=0, show_default=True, help="GPUs per instance."),
-        click.option("--workers", type=int, default=1, show_default=True, help="Instances (counts the master)."),
+        click.option("--workers", type=int, default=1, show_default=True,
+                     help="Instances (pytorch: counting the master; mpi, tf: the workers)."),
         click.option("--retry", type=int, default=0, show_default=True, help="Restarts of the job after a failure."),
         click.option("--working-dir", default="", help="The command's folder (default: the job's own folder)."),
         click.option("-e", "--env", multiple=True, metavar="KEY=VALUE", help="An environment variable (repeatable)."),
@@ -51,7 +53,7 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--running-timeout", default="", help="A Go duration (1h30m): then the job fails."),
         click.option("--ttl-after-finished", default="", help="A Go duration: a finished job is deleted after it."),
         click.option("--nproc-per-node", type=int, default=0,
-                     help="Run torchrun with this many processes per instance."),
+                     help="pytorch: run torchrun with this many processes per instance."),
         click.option("--share-memory", default="2Gi", show_default=True, help="Recorded (/dev/shm size)."),
         click.argument("command", nargs=-1, type=click.UNPROCESSED),
     ]
@@ -60,9 +62,13 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def common_args(values: dict[str, Any]) -> CommonArgs:
+TF_CLUSTER_ONLY = (("--ps-image", True), ("--worker-port", True), ("--ps-port", True), ("--chief-port", True))
+
+
+def common_args(values: dict[str, Any], extra: tuple[tuple[str, bool], ...] = ()) -> CommonArgs:
     """The flags as typed; cluster-only ones named in one info line on stderr."""
-    ignored = [flag for flag, _ in CLUSTER_ONLY if values.get("cluster_" + flag.lstrip("-").replace("-", "_"))]
+    ignored = [flag for flag, _ in CLUSTER_ONLY + extra
+               if values.get("cluster_" + flag.lstrip("-").replace("-", "_"))]
     if ignored:
         word = "means" if len(ignored) == 1 else "mean"
         print(f"info: {', '.join(ignored)} only {word} something on a Kubernetes cluster; ignored on this machine",
@@ -77,21 +83,75 @@ SUBMIT_SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": F
 
 @click.group("submit")
 def submit_group() -> None:
-    """Submit a training job: pytorch (pytorchjob)."""
+    """Submit a training job: pytorch (pytorchjob), mpi (mpijob, mj), tf (tfjob)."""
 
 
-@submit_group.command("pytorch", context_settings=SUBMIT_SETTINGS)
-@submit_options
-def submit_pytorch(**values: Any) -> None:
-    """A PyTorchJob: --workers instances (a master and workers), each with MASTER_ADDR, RANK, WORLD_SIZE."""
+def _submitted(spec: Any) -> None:
     from millpond.training import jobs
-    from millpond.training.builder import pytorch_spec
 
-    job = jobs.submit(pytorch_spec(common_args(values)))
+    job = jobs.submit(spec)
     click.echo(f"{job.trainer}.kubeflow.org/{job.name} created")
     click.echo(f"INFO: The Job {job.name} has been submitted successfully", err=True)
     click.echo(f"INFO: You can run `arena get {job.name} --type {job.trainer} -n {job.namespace}` "
                "to check the job status", err=True)
 
 
+@submit_group.command("pytorch", context_settings=SUBMIT_SETTINGS)
+@submit_options
+def submit_pytorch(**values: Any) -> None:
+    """A PyTorchJob: --workers instances (a master and workers), each with MASTER_ADDR, RANK, WORLD_SIZE."""
+    from millpond.training.builder import pytorch_spec
+
+    _submitted(pytorch_spec(common_args(values)))
+
+
+@submit_group.command("mpi", context_settings=SUBMIT_SETTINGS)
+@submit_options
+def submit_mpi(**values: Any) -> None:
+    """An MPIJob: a launcher running mpirun over --workers workers (--gpus slots each, or 1)."""
+    from millpond.training.builder import mpi_spec
+
+    _submitted(mpi_spec(common_args(values)))
+
+
+def tf_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Arena's tfjob flags on top of the common ones; ports and the ps image are cluster-only here."""
+    for flag, _ in reversed(TF_CLUSTER_ONLY):
+        command = click.option(flag, "cluster_" + flag.lstrip("-").replace("-", "_"), multiple=True,
+                               hidden=True)(command)
+    options = [
+        click.option("--ps", type=int, default=0, show_default=True, help="Parameter servers."),
+        click.option("--chief", is_flag=True, help="Add a chief (required for an Estimator)."),
+        click.option("--evaluator", is_flag=True, help="Add an evaluator (not part of the training cluster)."),
+        click.option("--worker-image", default="", help="Recorded, as --image."),
+        click.option("--worker-cpu", default="", help="CPU per worker (default --cpu)."),
+        click.option("--worker-memory", default="", help="Memory per worker (default --memory)."),
+        click.option("--ps-cpu", default="", help="CPU per parameter server (default --cpu)."),
+        click.option("--ps-memory", default="", help="Memory per parameter server (default --memory)."),
+        click.option("--ps-gpus", type=int, default=0, show_default=True, help="GPUs per parameter server."),
+        click.option("--chief-cpu", default="", help="CPU of the chief (default --cpu)."),
+        click.option("--chief-memory", default="", help="Memory of the chief (default --memory)."),
+        click.option("--evaluator-cpu", default="", help="CPU of the evaluator (default --cpu)."),
+        click.option("--evaluator-memory", default="", help="Memory of the evaluator (default --memory)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@submit_group.command("tf", context_settings=SUBMIT_SETTINGS)
+@tf_options
+@submit_options
+def submit_tf(**values: Any) -> None:
+    """A TFJob: --workers workers (with --chief, --ps N, --evaluator), each with its TF_CONFIG."""
+    from millpond.training.builder import TfArgs, tf_spec
+
+    fields = TfArgs.__dataclass_fields__
+    tf = TfArgs(**{key: value for key, value in values.items() if key in fields})
+    _submitted(tf_spec(common_args(values, TF_CLUSTER_ONLY), tf))
+
+
 submit_group.add_command(submit_pytorch, "pytorchjob")
+submit_group.add_command(submit_mpi, "mpijob")
+submit_group.add_command(submit_mpi, "mj")
+submit_group.add_command(submit_tf, "tfjob")

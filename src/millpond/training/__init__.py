@@ -1,14 +1,14 @@
 """Training jobs: Arena's model (submit, list, get, logs, delete) run by a background supervisor per job.
 
-``TrainingClient`` and ``PytorchJobBuilder`` (Python, shaped like Arena's SDK) are imported on
-first use, so the supervisor and the CLI load only what they need.
+``TrainingClient`` and the builders (``PytorchJobBuilder``, ``MPIJobBuilder``, ``TFJobBuilder``; Python,
+shaped like Arena's SDK) are imported on first use, so the supervisor and the CLI load only what they need.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PytorchJobBuilder", "TrainingClient", "TrainingJobInfo"]
+__all__ = ["MPIJobBuilder", "PytorchJobBuilder", "TFJobBuilder", "TrainingClient", "TrainingJobInfo"]
 
 
 def __getattr__(name: str) -> Any:

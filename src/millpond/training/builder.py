@@ -1,6 +1,6 @@
 """Arena's submit flags, parsed into a ``JobSpec``: the one place that knows what each flag means.
 
-``arena submit pytorch`` (and later ``mpi`` and ``tf``, which take the same common flags) and
+``arena submit pytorch|mpi|tf`` (which take the same common flags, tf adding its replicas') and
 ``TrainingClient.submit`` build their spec here. The command's words are joined with spaces
 and run with ``sh -c``, as Arena does. Every malformed value is a UserError naming the flag.
 """
@@ -8,7 +8,7 @@ and run with ``sh -c``, as Arena does. Every malformed value is a UserError nami
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from millpond.durations import parse_go_duration
 from millpond.errors import UserError
@@ -113,6 +113,86 @@ def pytorch_spec(args: CommonArgs) -> JobSpec:
     if args.workers > 1:
         replicas.append(ReplicaSpec("worker", args.workers - 1, _command(args), _resources(args)))
     return _common(args, Trainer.PYTORCH, tuple(replicas))
+
+
+def mpi_spec(args: CommonArgs) -> JobSpec:
+    """An MPIJob: a launcher and ``--workers`` workers (Arena's mpijob counts the workers only).
+
+    The launcher runs mpirun (it asks for nothing: the ranks run as the workers, which hold the
+    ``--gpus``, ``--cpu`` and ``--memory`` asked per worker).
+    """
+    if args.workers < 1:
+        raise UserError(f"--workers {args.workers}: an mpi job has at least 1 worker (a launcher is added)")
+    _pytorch_only(args, "mpi")
+    replicas = (ReplicaSpec("launcher", 1, _command(args)), ReplicaSpec("worker", args.workers, _command(args),
+                                                                       _resources(args)))
+    return _common(args, Trainer.MPI, replicas)
+
+
+@dataclass(frozen=True)
+class TfArgs:
+    """What ``arena submit tf`` adds: a chief (``--chief``), parameter servers (``--ps N``), an evaluator,
+    and each role's own ``--ROLE-cpu``/``--ROLE-memory`` (``--ps-gpus``), as Arena's tfjob flags."""
+
+    ps: int = 0
+    chief: bool = False
+    evaluator: bool = False
+    worker_image: str = ""
+    worker_cpu: str = ""
+    worker_memory: str = ""
+    ps_cpu: str = ""
+    ps_memory: str = ""
+    ps_gpus: int = 0
+    chief_cpu: str = ""
+    chief_memory: str = ""
+    evaluator_cpu: str = ""
+    evaluator_memory: str = ""
+
+
+def _role(base: Resources, role: str, cpu: str, memory: str, gpus: int | None) -> Resources:
+    """``base`` (the common --cpu/--memory/--gpus) with a role's own flags over it."""
+    if gpus is not None and gpus < 0:
+        raise UserError(f"--{role}-gpus {gpus} is negative")
+    milli = parse_quantity(cpu, f"--{role}-cpu").milli_value() if cpu else base.cpu_millis
+    if milli < 0:
+        raise UserError(f"--{role}-cpu {cpu!r} is negative")
+    size = parse_bytes(memory, f"--{role}-memory") if memory else base.memory_bytes
+    return Resources(milli, size, base.gpus if gpus is None else gpus)
+
+
+def tf_spec(args: CommonArgs, tf: TfArgs) -> JobSpec:
+    """A TFJob: ``--workers`` workers, plus a chief, ``--ps`` parameter servers and an evaluator if asked.
+
+    The chief and the workers get ``--gpus`` each, parameter servers ``--ps-gpus`` (0 by
+    default), the evaluator none; every role ``--cpu``/``--memory`` unless its own flags say.
+    """
+    if args.workers < 0 or (args.workers == 0 and not tf.chief):
+        raise UserError(f"--workers {args.workers}: a tf job has at least 1 worker (or a --chief)")
+    if tf.ps < 0:
+        raise UserError(f"--ps {tf.ps} is negative")
+    _pytorch_only(args, "tf")
+    base = _resources(args)
+    replicas = []
+    if tf.chief:
+        replicas.append(ReplicaSpec("chief", 1, _command(args), _role(base, "chief", tf.chief_cpu, tf.chief_memory,
+                                                                       None)))
+    if args.workers:
+        replicas.append(ReplicaSpec("worker", args.workers, _command(args),
+                                    _role(base, "worker", tf.worker_cpu, tf.worker_memory, None)))
+    if tf.ps:
+        replicas.append(ReplicaSpec("ps", tf.ps, _command(args), _role(base, "ps", tf.ps_cpu, tf.ps_memory,
+                                                                       tf.ps_gpus)))
+    if tf.evaluator:
+        replicas.append(ReplicaSpec("evaluator", 1, _command(args),
+                                    _role(base, "evaluator", tf.evaluator_cpu, tf.evaluator_memory, 0)))
+    if tf.worker_image and not args.image:
+        args = replace(args, image=tf.worker_image)
+    return _common(args, Trainer.TF, tuple(replicas))
+
+
+def _pytorch_only(args: CommonArgs, trainer: str) -> None:
+    if args.nproc_per_node:
+        raise UserError(f"--nproc-per-node is a pytorch flag: a {trainer} job has no torchrun")
 
 
 def _command(args: CommonArgs) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """``millpond.training.TrainingClient``: training jobs from Python, shaped like Arena's Python SDK.
 
 Arena's SDK builds a job (``PytorchJobBuilder().with_name(..).with_workers(..).with_command(..)
-.build()``) and hands it to ``client.training().submit(job)``; ``get``, ``list``, ``logs`` and
+.build()``; ``MPIJobBuilder`` and ``TFJobBuilder`` likewise) and hands it to
+``client.training().submit(job)``; ``get``, ``list``, ``logs`` and
 ``delete`` follow. Here the builder makes a ``JobSpec`` through the same flag parser as ``arena
 submit``, and the client answers ``TrainingJobInfo`` records whose ``as_dict()`` is ``arena get
 -o json``. ``wait`` polls until the job ends, as a pipeline step that trains needs.
@@ -11,12 +12,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Self
 
 from millpond.errors import UserError
 from millpond.store.training import JobStore
 from millpond.training import jobs, logs, views
-from millpond.training.builder import CommonArgs, pytorch_spec
+from millpond.training.builder import CommonArgs, TfArgs, mpi_spec, pytorch_spec, tf_spec
 from millpond.training.paths import instance_log
 from millpond.training.spec import JobSpec
 
@@ -74,63 +75,97 @@ class PytorchJobBuilder:
     def __init__(self) -> None:
         self._args: dict[str, Any] = {}
 
-    def _set(self, key: str, value: Any) -> PytorchJobBuilder:
+    def _set(self, key: str, value: Any) -> Self:
         self._args[key] = value
         return self
 
-    def with_name(self, name: str) -> PytorchJobBuilder:
+    def with_name(self, name: str) -> Self:
         return self._set("name", name)
 
-    def with_namespace(self, namespace: str) -> PytorchJobBuilder:
+    def with_namespace(self, namespace: str) -> Self:
         return self._set("namespace", namespace)
 
-    def with_image(self, image: str) -> PytorchJobBuilder:
+    def with_image(self, image: str) -> Self:
         return self._set("image", image)
 
-    def with_workers(self, workers: int) -> PytorchJobBuilder:
+    def with_workers(self, workers: int) -> Self:
         return self._set("workers", workers)
 
-    def with_gpus(self, gpus: int) -> PytorchJobBuilder:
+    def with_gpus(self, gpus: int) -> Self:
         return self._set("gpus", gpus)
 
-    def with_cpu(self, cpu: str) -> PytorchJobBuilder:
+    def with_cpu(self, cpu: str) -> Self:
         return self._set("cpu", cpu)
 
-    def with_memory(self, memory: str) -> PytorchJobBuilder:
+    def with_memory(self, memory: str) -> Self:
         return self._set("memory", memory)
 
-    def with_retry(self, retry: int) -> PytorchJobBuilder:
+    def with_retry(self, retry: int) -> Self:
         return self._set("retry", retry)
 
-    def with_working_dir(self, folder: str) -> PytorchJobBuilder:
+    def with_working_dir(self, folder: str) -> Self:
         return self._set("working_dir", folder)
 
-    def with_envs(self, envs: dict[str, str]) -> PytorchJobBuilder:
+    def with_envs(self, envs: dict[str, str]) -> Self:
         return self._set("env", tuple(f"{k}={v}" for k, v in envs.items()))
 
-    def with_datas(self, datas: dict[str, str]) -> PytorchJobBuilder:
+    def with_datas(self, datas: dict[str, str]) -> Self:
         """Datasets by name → the path each is seen at (Arena: PVC name → path)."""
         return self._set("data", tuple(f"{k}:{v}" for k, v in datas.items()))
 
-    def with_data_dirs(self, dirs: dict[str, str]) -> PytorchJobBuilder:
+    def with_data_dirs(self, dirs: dict[str, str]) -> Self:
         return self._set("data_dirs", tuple(f"{k}:{v}" for k, v in dirs.items()))
 
-    def with_running_timeout(self, duration: str) -> PytorchJobBuilder:
+    def with_running_timeout(self, duration: str) -> Self:
         return self._set("running_timeout", duration)
 
-    def with_clean_task_policy(self, policy: str) -> PytorchJobBuilder:
+    def with_clean_task_policy(self, policy: str) -> Self:
         return self._set("clean_task_policy", policy)
 
-    def with_nproc_per_node(self, count: int) -> PytorchJobBuilder:
+    def with_nproc_per_node(self, count: int) -> Self:
         return self._set("nproc_per_node", count)
 
-    def with_command(self, command: str) -> PytorchJobBuilder:
+    def with_command(self, command: str) -> Self:
         return self._set("command", (command,))
 
     def build(self) -> JobSpec:
         if "name" not in self._args:
             raise UserError("the job needs a name (with_name)")
         return pytorch_spec(CommonArgs(**{"command": (), **self._args}))
+
+
+class MPIJobBuilder(PytorchJobBuilder):
+    """Arena SDK's builder for an MPIJob: ``with_workers`` counts the workers (a launcher is added)."""
+
+    def build(self) -> JobSpec:
+        if "name" not in self._args:
+            raise UserError("the job needs a name (with_name)")
+        return mpi_spec(CommonArgs(**{"command": (), **self._args}))
+
+
+class TFJobBuilder(PytorchJobBuilder):
+    """Arena SDK's builder for a TFJob: workers, and ``with_ps_count``, ``enable_chief``, ``enable_evaluator``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tf: dict[str, Any] = {}
+
+    def with_ps_count(self, count: int) -> Self:
+        self._tf["ps"] = count
+        return self
+
+    def enable_chief(self) -> Self:
+        self._tf["chief"] = True
+        return self
+
+    def enable_evaluator(self) -> Self:
+        self._tf["evaluator"] = True
+        return self
+
+    def build(self) -> JobSpec:
+        if "name" not in self._args:
+            raise UserError("the job needs a name (with_name)")
+        return tf_spec(CommonArgs(**{"command": (), **self._args}), TfArgs(**self._tf))
 
 
 class TrainingClient:

@@ -4,17 +4,21 @@ Each instance is started in a new session (so it leads its own process group and
 the group reaches everything it started), inside bubblewrap when the job binds datasets or host
 folders (``--die-with-parent``: an instance never outlives its supervisor). Its output goes
 through a pipe to a thread of the supervisor that writes each line to the instance's log with
-the time it was read.
+the time it was read. A launcher's output (mpirun with ``OMPI_MCA_orte_tag_output``) carries
+each rank's tag, ``[1,RANK]<stdout>:``: the tag is taken off, and the line also goes to the log
+of the worker that rank belongs to, so ``arena logs -i NAME-worker-1`` shows that worker.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -26,6 +30,7 @@ from millpond.runners.processes import start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, sandbox_problem, wrap
 from millpond.training.launch import Planned
 
+RANK_TAG = re.compile(rb"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:")  # Open MPI 4's --tag-output
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (a pod's grace period, shortened)
 
 
@@ -39,8 +44,11 @@ class Running:
     pump: threading.Thread
 
 
-def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path) -> Running:
-    """Start ``planned`` in its own session; a sandbox that cannot be made when binds need it is a TaskFailure."""
+def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: list[Path] | None = None) -> Running:
+    """Start ``planned`` in its own session; a sandbox that cannot be made when binds need it is a TaskFailure.
+
+    ``rank_logs``: per MPI rank, the log that also gets the rank's tagged lines (a launcher's).
+    """
     argv = list(planned.argv)
     if binds or sandbox_problem() is None:
         try:
@@ -57,30 +65,74 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path) -> Running:
     except OSError as exc:
         raise TaskFailure(f"cannot start {planned.name}: {exc}") from None
     assert process.stdout is not None
-    pump = threading.Thread(target=_copy, args=(process.stdout, log), daemon=True, name=f"log-{planned.name}")
+    pump = threading.Thread(target=_copy, args=(process.stdout, log, rank_logs or []), daemon=True,
+                            name=f"log-{planned.name}")
     pump.start()
     return Running(planned, process, start_ticks(process.pid), pump)
 
 
-def _copy(source: IO[bytes], log: Path) -> None:
-    """Every line the instance prints, appended to its log after the time it was read."""
-    with open(log, "ab", buffering=0) as out:
+def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
+    """Every line the instance prints, appended to its log after the time it was read (and to its rank's)."""
+    with ExitStack() as files:
+        out = files.enter_context(open(log, "ab", buffering=0))
+        ranks: dict[Path, IO[bytes]] = {}
         for line in iter(source.readline, b""):
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
-            out.write(stamp + b" " + (line if line.endswith(b"\n") else line + b"\n"))
+            tag = RANK_TAG.match(line) if rank_logs else None
+            if tag:
+                line = line[tag.end():]
+            text = stamp + b" " + (line if line.endswith(b"\n") else line + b"\n")
+            out.write(text)
+            rank = int(tag.group(1)) if tag else -1
+            if 0 <= rank < len(rank_logs):
+                target = rank_logs[rank]
+                if target not in ranks:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    ranks[target] = files.enter_context(open(target, "ab", buffering=0))
+                ranks[target].write(text)
+
+
+def session_members(sid: int) -> list[int]:
+    """Every process whose session is ``sid`` (from ``/proc``): an instance's whole tree, whatever its groups.
+
+    mpirun puts each rank in a process group of its own, so signalling the launcher's group
+    misses them; they all stay in the session the instance was started in.
+    """
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after the command: state ppid pgrp session ...
+        if len(fields) > 3 and fields[3] == str(sid):
+            members.append(int(entry))
+    return members
+
+
+def _signal_session(sid: int, signum: int) -> None:
+    for member in session_members(sid):
+        try:
+            os.kill(member, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def end_group(pid: int | None, ticks: str | None) -> bool:
-    """SIGKILL an instance's process group, whether its leader is alive, a zombie or already reaped.
+    """SIGKILL an instance's process group and session, whether its leader is alive, a zombie or already reaped.
 
     The leader (the instance's first process, bwrap when sandboxed) may be gone while what it
-    started lives on: a shell's forked children survive bwrap's ``--die-with-parent``, and a
-    leader reaped before anyone looked no longer matches its start time. The group is still
-    ours: the kernel gives no process a pid that is the id of a group with members. Only a pid
-    now held by another process (a different start time) is left alone. True if a group was signalled.
+    started lives on: a shell's forked children survive bwrap's ``--die-with-parent``, mpirun's
+    ranks lead groups of their own in the leader's session, and a leader reaped before anyone
+    looked no longer matches its start time. The group and session are still ours: the kernel
+    gives no process a pid that is the id of a group or session with members. Only a pid now held
+    by another process (a different start time) is left alone. True if a group was signalled.
     """
     if not pid or start_ticks(pid) not in (None, ticks):
         return False
+    _signal_session(pid, signal.SIGKILL)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -89,13 +141,14 @@ def end_group(pid: int | None, ticks: str | None) -> bool:
 
 
 def stop(running: list[Running]) -> None:
-    """SIGTERM each instance's group still running, SIGKILL what is left after ``STOP_GRACE_S``."""
+    """SIGTERM each instance's group (and session) still running, SIGKILL what is left after ``STOP_GRACE_S``."""
     alive = [item for item in running if item.process.poll() is None]
     for item in alive:
         try:
             os.killpg(item.process.pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
+        _signal_session(item.process.pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
     while time.monotonic() < deadline and any(item.process.poll() is None for item in alive):
         time.sleep(0.1)

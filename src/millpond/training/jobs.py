@@ -30,7 +30,7 @@ from millpond.training.instances import end_group
 from millpond.training.launch import PLANNERS
 from millpond.training.paths import job_folder, supervisor_log
 from millpond.training.resources import allocator
-from millpond.training.spec import JobSpec, spec_to_json
+from millpond.training.spec import JobSpec, Trainer, spec_to_json
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 UNSTARTED_GRACE_S = 60.0  # a job recorded this long with no supervisor lost it before it started
@@ -42,7 +42,9 @@ def check(spec: JobSpec) -> None:
     from millpond.store.resources import ResourceStore
 
     if spec.trainer not in PLANNERS:
-        raise UserError(f"{spec.trainer.value} jobs cannot run on this version of millpond (only pytorchjob)")
+        raise UserError(f"{spec.trainer.value} jobs cannot run on this version of millpond")
+    if spec.trainer is Trainer.MPI and shutil.which("mpirun") is None:
+        raise UserError("an mpi job needs mpirun: install Debian's openmpi-bin (scripts/setup.sh does)")
     if not NAME.match(spec.name) or len(spec.name) > 63:
         raise UserError(f"--name {spec.name!r} must be a DNS-1123 label: lower case letters, digits and '-'")
     if spec.instance_count < 1:

@@ -11,40 +11,24 @@ Arena's ``sh -c LINE`` stays the program), which reads the ``PET_*`` variables.
 GPUs: an instance gets ``CUDA_VISIBLE_DEVICES`` listing the GPUs the ledger granted it
 (its share of the job's grant, in order), and the empty string when it has none, so a
 CPU job never grabs a GPU by accident.
+
+MPI and TF have their own planners (``launch_mpi``, ``launch_tf``), registered in ``PLANNERS``.
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from pathlib import Path
 
 from millpond.errors import TaskFailure
+from millpond.training.launch_mpi import plan_mpi
+from millpond.training.launch_tf import plan_tf
+from millpond.training.planned import LOCAL_ADDR, Planned, free_port
 from millpond.training.spec import JobSpec, ReplicaSpec, Trainer
 
-LOCAL_ADDR = "127.0.0.1"
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One instance to start: its name, role, index, rank, argv, own variables and GPUs."""
-
-    name: str
-    role: str
-    index: int
-    rank: int
-    argv: tuple[str, ...]
-    env: dict[str, str]
-    gpus: tuple[int, ...]
-
-
-def free_port() -> int:
-    """A TCP port free on the loopback now (the master binds it a moment later, as on a cluster)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOCAL_ADDR, 0))
-        return int(probe.getsockname()[1])
+__all__ = ["LOCAL_ADDR", "PLANNERS", "Planned", "free_port", "plan", "torchrun"]
 
 
 def _rank(replica: ReplicaSpec, index: int, has_master: bool) -> int:
@@ -52,19 +36,20 @@ def _rank(replica: ReplicaSpec, index: int, has_master: bool) -> int:
     return index + 1 if replica.role == "worker" and has_master else index
 
 
-def plan(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
+def plan(spec: JobSpec, gpus: tuple[int, ...], port: int, folder: Path) -> list[Planned]:
     """Every instance of ``spec`` with its environment; ``gpus`` are the job's granted GPUs, shared in order.
 
-    One planner per trainer (``PLANNERS``): mpi (a launcher running mpirun over a hostfile) and tf
-    (``TF_CONFIG`` per replica) add theirs beside pytorch's.
+    One planner per trainer (``PLANNERS``): pytorch's here, mpi's (a launcher running mpirun over
+    a hostfile) and tf's (``TF_CONFIG`` per replica) in their modules. ``folder`` is the job's
+    own folder, where a planner's files (the MPI hostfile) go.
     """
     planner = PLANNERS.get(spec.trainer)
     if planner is None:
         raise TaskFailure(f"{spec.trainer.value} jobs cannot be launched by this version of millpond")
-    return planner(spec, gpus, port)
+    return planner(spec, gpus, port, folder)
 
 
-def _pytorch(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
+def _pytorch(spec: JobSpec, gpus: tuple[int, ...], port: int, folder: Path) -> list[Planned]:
     """The PyTorchJob controller's variables (see the module's docstring), torchrun with --nproc-per-node."""
     total = spec.instance_count
     nproc = spec.nproc_per_node or 1
@@ -92,7 +77,8 @@ def _pytorch(spec: JobSpec, gpus: tuple[int, ...], port: int) -> list[Planned]:
     return planned
 
 
-PLANNERS: dict[Trainer, Callable[[JobSpec, tuple[int, ...], int], list[Planned]]] = {Trainer.PYTORCH: _pytorch}
+Planner = Callable[[JobSpec, tuple[int, ...], int, Path], list[Planned]]
+PLANNERS: dict[Trainer, Planner] = {Trainer.PYTORCH: _pytorch, Trainer.MPI: plan_mpi, Trainer.TF: plan_tf}
 
 
 def torchrun() -> tuple[str, ...]:

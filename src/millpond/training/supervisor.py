@@ -6,7 +6,7 @@ records itself (pid + start ticks) in the job's row, then:
 1. QUEUING: asks the ledger for everything the job's instances ask for together, and waits
    (the reason in the job's row and events) until it is granted;
 2. PENDING: mounts the ``--data`` datasets (shared mounts, read-write for ReadWrite datasets),
-   starts every instance (``instances.start``), RUNNING once all started;
+   starts every instance (``instances.start``; an MPI job's workers are its launcher's ranks), RUNNING once all started;
 3. watches them: all exited 0 → SUCCEEDED; one failed → the others are stopped (per
    ``--clean-task-policy``) and the job restarts while ``--retry`` allows, else FAILED;
    ``--running-timeout`` passed → FAILED; SIGTERM (``arena delete``) → instances stopped, FAILED;
@@ -52,6 +52,7 @@ class Supervisor:
         self.me = own_identity()
         self.stopping = threading.Event()
         self.stop_reason = ""
+        self.followers: dict[str, list[str]] = {}  # instance -> the instances its process starts (MPI ranks)
 
     # ---------------------------------------------------------------- status
 
@@ -147,21 +148,32 @@ class Supervisor:
             self.event("Restarting", f"{outcome}; restarting (retry {attempt} of {self.spec.retry})", "Warning")
 
     def _attempt(self, attempt: int, grant: Granted, binds: list[Bind], deadline: float | None) -> str | None:
-        """Run every instance once: None when all exited 0, else why the attempt failed."""
+        """Run every instance once: None when all exited 0, else why the attempt failed.
+
+        Instances started by another (MPI workers: mpirun's ranks) are not started here; their
+        status follows their starter's (``_record``).
+        """
         self.store.set_attempt(self.job.uid, attempt, grant.gpus)
         self.status("PENDING", "Starting", f"starting {self.spec.instance_count} instances (attempt {attempt})")
-        planned = plan(self.spec, grant.gpus, free_port())
+        planned = plan(self.spec, grant.gpus, free_port(), job_folder(self.job.uid))
         self.store.replace_instances(self.job.uid, [
             InstanceRecord(p.name, p.role, p.index, p.rank, "Pending", log_path=str(instance_log(self.job.uid, p.name)),
                            gpus=p.gpus) for p in planned])
+        self.followers = {p.name: [q.name for q in planned if q.started_by == p.name] for p in planned}
         cwd = self._cwd()
         running: list[launching.Running] = []
         try:
             for item in planned:
-                started = launching.start(item, binds, cwd, instance_log(self.job.uid, item.name))
+                if item.started_by:
+                    continue
+                for path, text in item.files:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(text)
+                rank_logs = [instance_log(self.job.uid, name) for name in item.rank_logs]
+                started = launching.start(item, binds, cwd, instance_log(self.job.uid, item.name), rank_logs)
                 running.append(started)
-                self.store.update_instance(self.job.uid, item.name, status="Running", pid=started.process.pid,
-                                           pid_start=started.ticks, started_at=utcnow())
+                self._record(item.name, status="Running", pid=started.process.pid, pid_start=started.ticks,
+                             started_at=utcnow())
             if attempt == 0:
                 self.status("RUNNING", "Running", f"{len(running)} instances running")
             else:
@@ -173,8 +185,16 @@ class Supervisor:
             for item in running:
                 code = item.process.returncode
                 if code is not None:
-                    self.store.update_instance(self.job.uid, item.planned.name, exit_code=code,
-                                               status="Succeeded" if code == 0 else "Failed", finished_at=utcnow())
+                    self._record(item.planned.name, exit_code=code, status="Succeeded" if code == 0 else "Failed",
+                                 finished_at=utcnow())
+
+    def _record(self, name: str, **fields: object) -> None:
+        """Update an instance's row and those of the instances it started: their status and times
+        follow its own (mpirun does not say how each rank ended), with no pid or exit code of their own."""
+        self.store.update_instance(self.job.uid, name, **fields)
+        follower_fields = {key: value for key, value in fields.items() if key not in ("pid", "pid_start", "exit_code")}
+        for follower in self.followers.get(name, ()):
+            self.store.update_instance(self.job.uid, follower, **follower_fields)
 
     def _watch(self, running: list[launching.Running], deadline: float | None) -> str | None:
         finished: set[str] = set()
@@ -184,8 +204,8 @@ class Supervisor:
                 if code is None or item.planned.name in finished:
                     continue
                 finished.add(item.planned.name)
-                self.store.update_instance(self.job.uid, item.planned.name, exit_code=code,
-                                           status="Succeeded" if code == 0 else "Failed", finished_at=utcnow())
+                self._record(item.planned.name, exit_code=code, status="Succeeded" if code == 0 else "Failed",
+                             finished_at=utcnow())
                 if code != 0:
                     why = f"{item.planned.name} exited with code {code}"
                     if self.spec.clean_task_policy is CleanTaskPolicy.NONE:
