@@ -1,11 +1,13 @@
 """MPI and TF jobs with real processes: a 2-rank mpirun job whose ranks check Open MPI's variables and
-exchange their ranks through files, a failing rank failing the job, a TF job whose replicas check their
+exchange their ranks through files, a real MPI_Allreduce (where mpicc is installed), a failing rank failing
+the job, deleting a running job stopping its ranks, a TF job whose replicas check their
 TF_CONFIG (and bind their own address), the planners' shapes, and bad input."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import textwrap
 import time
@@ -120,6 +122,38 @@ def test_a_two_rank_mpi_job_runs_its_ranks_as_the_workers(capsys, home: Path, tm
     assert worker_0.endswith(" rank 0 of 2 saw rank 1") and worker_0.startswith("20"), worker_0
     rows = arena(capsys, "get", "mpi2").out
     assert "mpi2-launcher-0" in rows and "mpi2-worker-1" in rows
+
+
+ALLREDUCE_C = textwrap.dedent("""\
+    #include <mpi.h>
+    #include <stdio.h>
+    int main(int argc, char **argv) {
+        int rank, size, value, sum;
+        MPI_Init(&argc, &argv);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        value = rank + 1;
+        MPI_Allreduce(&value, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        printf("rank %d of %d sum %d\\n", rank, size, sum);
+        MPI_Finalize();
+        return sum == size * (size + 1) / 2 ? 0 : 1;
+    }
+""")
+
+
+@needs_mpirun
+@pytest.mark.skipif(not shutil.which("mpicc"), reason="mpicc is not installed (Debian's libopenmpi-dev)")
+def test_a_real_mpi_allreduce_runs_across_the_workers(capsys, home: Path, tmp_path: Path) -> None:
+    source = tmp_path / "allreduce.c"
+    source.write_text(ALLREDUCE_C)
+    subprocess.run(["mpicc", "-o", str(tmp_path / "allreduce"), str(source)], check=True)
+    assert arena(capsys, "submit", "mpi", "--name", "allreduce", "--workers", "2", "mpirun",
+                 tmp_path / "allreduce").code == 0
+    info = wait_status(capsys, "allreduce")
+    assert info["status"] == "SUCCEEDED", arena(capsys, "logs", "allreduce").out
+    for rank in (0, 1):
+        shown = arena(capsys, "logs", "allreduce", "-i", f"allreduce-worker-{rank}").out.strip()
+        assert shown == f"rank {rank} of 2 sum 3"
 
 
 @needs_mpirun
