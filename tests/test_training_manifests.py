@@ -257,6 +257,11 @@ def test_corpus_training_rows_apply_or_are_refused_as_expected(cli, monkeypatch:
     try:
         if not_yet:  # refused until the trainer's planner lands in launch.PLANNERS
             assert result.code == 2 and "is not runnable yet" in result.err, result.err
+        elif expected == "apply" and result.code == 2 and any(
+                why in result.err for why in ("can never run here", ": no dataset ")):
+            # a valid sample this machine cannot hold (more CPUs than it has, a claim naming no dataset here)
+            assert len(result.err.strip().splitlines()) == 1 and JobStore().list(None) == []
+            pytest.skip(f"this machine cannot run {file}: {result.err.strip()}")
         elif expected == "apply":
             assert result.code == 0, result.err
         elif expected == "refuse":
@@ -270,5 +275,6 @@ def test_corpus_training_rows_apply_or_are_refused_as_expected(cli, monkeypatch:
             resource, _, action = line.partition(" ")
             kind, _, name = resource.partition("/")
             if action == "created" and kind.split(".")[0] in ("pytorchjob", "mpijob", "tfjob", "trainjob"):
-                deleted = cli("delete", kind.split(".")[0], name)
+                namespace = next((j.namespace for j in JobStore().list(None) if j.name == name), "default")
+                deleted = cli("delete", kind.split(".")[0], name, "-n", namespace)
                 assert deleted.code == 0, deleted.err

@@ -237,3 +237,15 @@ def test_the_sdk_builders_make_mpi_and_tf_specs() -> None:
           .with_command("python x.py").build())
     assert [(r.role, r.replicas) for r in tf.replicas] == [("chief", 1), ("worker", 2), ("ps", 1), ("evaluator", 1)]
     assert tf.trainer.value == "tfjob" and mpi.trainer.value == "mpijob"
+
+
+def test_an_mpi_job_without_workers_is_refused(home: Path) -> None:
+    """A Launcher-only MPIJob (from a manifest) has no ranks to run here: one line, nothing recorded."""
+    from millpond.errors import UserError
+    from millpond.training import jobs
+    from millpond.training.spec import JobSpec, ReplicaSpec, Trainer
+
+    spec = JobSpec("solo", "default", Trainer.MPI, (ReplicaSpec("launcher", 1, ("mpirun", "true")),))
+    with pytest.raises(UserError, match="one launcher and at least one worker"):
+        jobs.check(spec)
+    assert JobStore().list(None) == []

@@ -43,8 +43,12 @@ def check(spec: JobSpec) -> None:
 
     if spec.trainer not in PLANNERS:
         raise UserError(f"{spec.trainer.value} jobs cannot run on this version of millpond")
-    if spec.trainer is Trainer.MPI and shutil.which("mpirun") is None:
-        raise UserError("an mpi job needs mpirun: install Debian's openmpi-bin (scripts/setup.sh does)")
+    if spec.trainer is Trainer.MPI:
+        roles = [(replica.role, replica.replicas) for replica in spec.replicas]
+        if sorted(role for role, _ in roles) != ["launcher", "worker"] or ("launcher", 1) not in roles:
+            raise UserError("an mpi job here has one launcher and at least one worker (mpirun's ranks)")
+        if shutil.which("mpirun") is None:
+            raise UserError("an mpi job needs mpirun: install Debian's openmpi-bin (scripts/setup.sh does)")
     if not NAME.match(spec.name) or len(spec.name) > 63:
         raise UserError(f"--name {spec.name!r} must be a DNS-1123 label: lower case letters, digits and '-'")
     if spec.instance_count < 1:
