@@ -111,13 +111,13 @@ def test_a_two_rank_mpi_job_runs_its_ranks_as_the_workers(capsys, home: Path, tm
     assert info["trainer"] == "mpijob"
     assert [(i["name"], i["status"], i["chief"]) for i in info["instances"]] == [
         ("mpi2-launcher-0", "Succeeded", True), ("mpi2-worker-0", "Succeeded", False),
-        ("mpi2-worker-1", "Succeeded", False)]
+        ("mpi2-worker-1", "Succeeded", False)], info
     pids = {int((out / f"rank-{rank}").read_text().split()[1]) for rank in (0, 1)}
     assert len(pids) == 2  # two processes: mpirun's two ranks
-    assert "rank 0 of 2 saw rank 1" in launcher_log and "rank 1 of 2 saw rank 0" in launcher_log
-    assert "[1," not in launcher_log  # the rank tags are taken off
+    assert "rank 0 of 2 saw rank 1" in launcher_log and "rank 1 of 2 saw rank 0" in launcher_log, launcher_log
+    assert "[1," not in launcher_log, launcher_log  # the rank tags are taken off
     worker_1 = arena(capsys, "logs", "mpi2", "-i", "mpi2-worker-1")
-    assert worker_1.code == 0 and worker_1.out.strip() == "rank 1 of 2 saw rank 0", worker_1
+    assert worker_1.code == 0 and worker_1.out.strip() == "rank 1 of 2 saw rank 0", (worker_1, launcher_log)
     worker_0 = arena(capsys, "logs", "mpi2", "-i", "mpi2-worker-0", "--timestamps").out.strip()
     assert worker_0.endswith(" rank 0 of 2 saw rank 1") and worker_0.startswith("20"), worker_0
     rows = arena(capsys, "get", "mpi2").out
