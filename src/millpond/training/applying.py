@@ -53,7 +53,7 @@ def plan_actions(manifests: list[TrainingManifest], store: JobStore) -> list[str
             actions.append("unchanged")
             continue
         try:
-            jobs.check(manifest.spec)
+            jobs.check(manifest.spec, beyond_capacity_waits=True)
         except UserError as exc:
             raise type(exc)(f"{manifest.info.kind} {manifest.name}: {exc}") from None
         actions.append("created")
@@ -68,7 +68,7 @@ def apply(manifests: list[TrainingManifest], actions: list[str], store: JobStore
         if manifest.spec is None:
             [(_, action)] = resources.apply([manifest.body])
         elif action == "created":
-            jobs.submit(manifest.spec, store)
+            jobs.submit(manifest.spec, store, beyond_capacity_waits=True)
         done.append((manifest.info, manifest.name, action))
     return done
 

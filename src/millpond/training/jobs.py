@@ -37,8 +37,13 @@ UNSTARTED_GRACE_S = 60.0  # a job recorded this long with no supervisor lost it 
 DELETE_WAIT_S = 30.0
 
 
-def check(spec: JobSpec) -> None:
-    """Refuse a spec that can never run here (UserError: one line, nothing recorded)."""
+def check(spec: JobSpec, *, beyond_capacity_waits: bool = False) -> None:
+    """Refuse a spec that can never run here (UserError: one line, nothing recorded).
+
+    ``beyond_capacity_waits``: a request larger than this machine is accepted and waits QUEUING,
+    saying so, as Kubernetes accepts such a manifest and leaves its pods Pending ("Insufficient
+    cpu"); ``millpond apply`` of a manifest does that, while ``arena submit`` refuses at once.
+    """
     from millpond.store.resources import ResourceStore
 
     if spec.trainer not in PLANNERS:
@@ -64,13 +69,13 @@ def check(spec: JobSpec) -> None:
         if not os.path.isdir(host.host):
             raise UserError(f"--data-dir {host.host}:{host.path}: {host.host} is not a folder on this machine")
     why = allocator().impossible(spec.total)
-    if why:
+    if why and not beyond_capacity_waits:
         raise UserError(f"the job {spec.name} can never run here: {why}")
 
 
-def submit(spec: JobSpec, store: JobStore | None = None) -> JobRecord:
+def submit(spec: JobSpec, store: JobStore | None = None, *, beyond_capacity_waits: bool = False) -> JobRecord:
     """Record the job QUEUING and start its supervisor; returns at once."""
-    check(spec)
+    check(spec, beyond_capacity_waits=beyond_capacity_waits)
     store = store or JobStore()
     job = store.create(spec.name, spec.namespace, spec.trainer.value, spec_to_json(spec), "QUEUING",
                        "Submitted", "waiting for its supervisor")

@@ -96,7 +96,7 @@ class Supervisor:
             grant = ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
             if grant is not None:
                 return grant
-            why = ledger.why_waiting(wanted)
+            why = ledger.impossible(wanted) or ledger.why_waiting(wanted)  # beyond the machine: waits, saying so
             if why != said:
                 said = why
                 self.status("QUEUING", "Queuing", why)
