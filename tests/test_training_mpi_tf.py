@@ -5,6 +5,7 @@ TF_CONFIG (and bind their own address), the planners' shapes, and bad input."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -249,3 +250,15 @@ def test_an_mpi_job_without_workers_is_refused(home: Path) -> None:
     with pytest.raises(UserError, match="one launcher and at least one worker"):
         jobs.check(spec)
     assert JobStore().list(None) == []
+
+
+def test_a_rank_line_mpirun_tagged_twice_is_logged_without_its_tags(tmp_path: Path) -> None:
+    """mpirun tags each chunk it reads: a line written in two pieces carries its rank's tag inside (seen in CI)."""
+    from millpond.training.instances import _copy
+
+    output = io.BytesIO(b"[1,0]<stdout>:rank 0 of 2 saw rank 1[1,0]<stdout>:\n[1,1]<stdout>:rank 1 saw 0\n")
+    _copy(output, tmp_path / "launcher.log", [tmp_path / "w0.log", tmp_path / "w1.log"])
+    launcher = [line.split(" ", 1)[1] for line in (tmp_path / "launcher.log").read_text().splitlines()]
+    assert launcher == ["rank 0 of 2 saw rank 1", "rank 1 saw 0"]
+    assert (tmp_path / "w0.log").read_text().split(" ", 1)[1] == "rank 0 of 2 saw rank 1\n"
+    assert (tmp_path / "w1.log").read_text().split(" ", 1)[1] == "rank 1 saw 0\n"

@@ -79,8 +79,8 @@ def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
         for line in iter(source.readline, b""):
             stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
             tag = RANK_TAG.match(line) if rank_logs else None
-            if tag:
-                line = line[tag.end():]
+            if tag:  # mpirun tags each chunk it reads, so a line split in two writes carries its tag again inside
+                line = line[tag.end():].replace(tag.group(0), b"")
             text = stamp + b" " + (line if line.endswith(b"\n") else line + b"\n")
             out.write(text)
             rank = int(tag.group(1)) if tag else -1
