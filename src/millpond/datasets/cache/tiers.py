@@ -57,8 +57,8 @@ class TierSet:
         """Bytes per tier: what the index records plus what was reserved and is not recorded yet."""
         if refresh or time.monotonic() - self._usage_at > USAGE_REFRESH_S:
             self._flush()
-            counted = self.index.usage()
-            with self._lock:
+            with self._lock:  # read under the lock: a row settled between the read and the sum would count nowhere
+                counted = self.index.usage()
                 tiers = set(counted) | set(self._pending)
                 self._usage = {t: counted.get(t, 0) + self._pending.get(t, 0) for t in tiers}
                 self._usage_at = time.monotonic()
