@@ -278,6 +278,7 @@ def test_a_training_job_that_never_starts_is_deleted_and_fails_the_step(
         message, log, elapsed = _train_alone(local_dataset, "stuck", shlex.quote("echo never runs"), timeout_s=2)
         assert message == ("DataProcess stuck-step1: the script exited with status 1: "
                            "the arena job mnist-pytorch was still QUEUING after 2s: deleted it"), message
+        assert "+ status=QUEUING" in log and "deleted successfully" in log, log
         assert elapsed < 60, elapsed  # the poll (5 s) and a few arena commands; the wait above bounds a hang
         gone = _arena(home, "get", "mnist-pytorch")
         assert gone.returncode != 0 and "mnist-pytorch" in gone.stderr, gone  # it cannot start after its step failed
