@@ -12,6 +12,7 @@ supervisor), and a supervisor that ended the job itself is never contradicted.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 import shutil
@@ -35,6 +36,8 @@ from millpond.training.spec import JobSpec, Trainer, spec_to_json
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 UNSTARTED_GRACE_S = 60.0  # a job recorded this long with no supervisor lost it before it started
 DELETE_WAIT_S = 30.0
+
+logger = logging.getLogger(__name__)
 
 
 def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
@@ -138,12 +141,22 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
 
 
 def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:
-    """``observed`` for every unfinished job of the home (``millpond ps``): the jobs it found abandoned."""
+    """``observed`` for every unfinished job of the home: the jobs it found abandoned.
+
+    What ``millpond ps`` does, and ``millpond server`` when it starts (a supervisor killed while
+    nothing was watching is settled then, not at the first read). One job's trouble (a store
+    error) is logged and the others are still checked.
+    """
     store = store or JobStore()
     ended = []
     for job in store.list(None):
-        if not job.finished and observed(store, job).finished:
-            ended.append(store.by_uid(job.uid) or job)
+        if job.finished:
+            continue
+        try:
+            if observed(store, job).finished:
+                ended.append(store.by_uid(job.uid) or job)
+        except Exception:  # noqa: BLE001 - one job must not keep the others unchecked
+            logger.exception("checking the supervisor of training job %s/%s", job.namespace, job.name)
     return ended
 
 
