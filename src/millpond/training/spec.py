@@ -93,6 +93,7 @@ class JobSpec:
     ttl_after_finished_s: int | None = None
     clean_task_policy: CleanTaskPolicy = CleanTaskPolicy.RUNNING
     nproc_per_node: int | None = None  # pytorch: run torchrun with this many processes per instance
+    slots_per_worker: int | None = None  # mpi: an MPIJob's slotsPerWorker (ranks = workers × slots); None: --gpus or 1
     priority: str = ""
     queue: str = ""
     labels: tuple[tuple[str, str], ...] = ()
@@ -148,7 +149,8 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         retry=int(data.get("retry") or 0), running_timeout_s=data.get("running_timeout_s"),
         ttl_after_finished_s=data.get("ttl_after_finished_s"),
         clean_task_policy=CleanTaskPolicy(data.get("clean_task_policy") or "Running"),
-        nproc_per_node=data.get("nproc_per_node"), priority=data.get("priority", ""), queue=data.get("queue", ""),
+        nproc_per_node=data.get("nproc_per_node"), slots_per_worker=data.get("slots_per_worker"),
+        priority=data.get("priority", ""), queue=data.get("queue", ""),
         labels=_pairs(data.get("labels")), annotations=_pairs(data.get("annotations")),
         share_memory=int(data.get("share_memory") or 0), source=data.get("source", "arena"),
         manifest=dict(data.get("manifest") or {}),
