@@ -1,6 +1,6 @@
 """``millpond.training.components.train_job`` in real compiled pipelines: a 2-instance gloo DDP job trained by a
 pipeline step (whose task holds every CPU while the job waits for one), a FAILED job failing its task with the
-reason, a cancelled run stopping its job, and a step refusing a job name someone else took."""
+reason, a cancelled run stopping its job, and a rerun replacing its own job but never one someone else named."""
 
 from __future__ import annotations
 
@@ -109,12 +109,21 @@ def test_cancelling_the_run_stops_its_job(compiled, home: Path) -> None:
     assert "Stopping" in [event.reason for event in store.events(job.uid)]
 
 
-def test_a_step_never_takes_over_a_job_someone_else_named(capsys, home: Path, monkeypatch) -> None:
+def test_a_rerun_of_the_same_run_replaces_its_own_job_and_never_takes_over_another(capsys, home: Path,
+                                                                                      monkeypatch) -> None:
     assert arena(capsys, "submit", "pytorch", "--name", "taken", "true").code == 0
     monkeypatch.setenv("MILLPOND_RUN_ID", "run-1")
     monkeypatch.setenv("MILLPOND_TASK_ID", "task-1")
     with pytest.raises(ConflictError, match="started by arena"):
         pipeline_step.run_step(pipeline_step.StepInputs(command="true", name="taken"))
+    first = pipeline_step.run_step(pipeline_step.StepInputs(command="true", name="mine"))
+    first_uid = JobStore().get("mine").uid  # type: ignore[union-attr]
+    again = pipeline_step.run_step(pipeline_step.StepInputs(command="true", name="mine"))  # the task's retry
+    assert first == again == pipeline_step.StepResult("SUCCEEDED", "mine")
+    assert JobStore().get("mine").uid != first_uid  # type: ignore[union-attr]  # run again, not just read back
+    monkeypatch.setenv("MILLPOND_RUN_ID", "run-2")
+    with pytest.raises(ConflictError, match="started by run run-1"):
+        pipeline_step.run_step(pipeline_step.StepInputs(command="true", name="mine"))
     with pytest.raises(UserError, match="trainer 'horovod'"):
         pipeline_step.job_spec(pipeline_step.StepInputs(command="true", trainer="horovod"), "r", "t")
 
