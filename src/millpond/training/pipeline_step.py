@@ -38,7 +38,6 @@ from typing import Any
 
 from millpond.errors import ConflictError, TaskFailure, UserError
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV
-from millpond.runners.processes import is_running, signal_process
 from millpond.scheduling import GRANT_ENV, Ledger
 from millpond.store.training import JobRecord, JobStore
 from millpond.training import jobs
@@ -198,10 +197,11 @@ def _stop(store: JobStore, job: JobRecord, signal_name: str) -> None:
     """Stop the job (its supervisor ends it FAILED) and wait a moment for that end to be recorded."""
     store.add_event(job.uid, "Stopping", f"its pipeline task got {signal_name} (the run was cancelled or timed out)",
                     "Warning")
-    if not signal_process(job.supervisor_pid, job.supervisor_start):
+    supervisor = jobs.supervisor_of(job)
+    if not supervisor.signal():
         return
     deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline and is_running(job.supervisor_pid, job.supervisor_start):
+    while time.monotonic() < deadline and supervisor.is_running():
         time.sleep(0.05)
 
 

@@ -126,6 +126,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
     data = asdict(spec)
     data["trainer"] = spec.trainer.value
     data["clean_task_policy"] = spec.clean_task_policy.value
+    if spec.slots_per_worker is None:  # only an MPIJob manifest sets it: other specs are stored as before it existed
+        del data["slots_per_worker"]
     return data
 
 
