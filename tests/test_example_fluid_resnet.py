@@ -30,37 +30,36 @@ EPOCH_LINE = re.compile(r"^epoch 1/1: train loss (\d+\.\d+), train accuracy (\d+
                         re.MULTILINE)
 
 
+PACKAGES = (("torch", "PyTorch (torch==2.13.0, the test extra)"), ("sklearn", "scikit-learn"),
+            ("PIL", "Pillow (the examples or test extra)"))
+
+
 def _missing() -> str | None:
-    for module, why in (("torch", "PyTorch (torch==2.13.0, the test extra)"), ("sklearn", "scikit-learn"),
-                        ("PIL", "Pillow (the examples or test extra)")):
-        if importlib.util.find_spec(module) is None:
-            return f"{why} is not installed"
-    return None
+    return next((f"{why} is not installed" for module, why in PACKAGES if importlib.util.find_spec(module) is None),
+                None)
 
 
-def _missing_isolation() -> str | None:
-    problem = fuse_available()
-    if problem is not None:
-        return f"FUSE unavailable: {problem}"
-    problem = sandbox_problem()
-    return None if problem is None else f"training instances need a mount namespace: {problem}"
+def _cannot_run_jobs() -> str | None:
+    """Why this machine cannot run the example's job (its instances mount the dataset in a sandbox), or None."""
+    problems = [f"FUSE unavailable: {fuse_available()}" if fuse_available() else "",
+                f"no mount namespace for the instances: {sandbox_problem()}" if sandbox_problem() else ""]
+    return "; ".join(p for p in problems if p) or None
 
 
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=str(_missing()))
 
 
-def _load(name: str):
-    sys.path.insert(0, str(EXAMPLE))
-    spec = importlib.util.spec_from_file_location(f"fluid_resnet_{name}", EXAMPLE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _example(name: str):
+    """A module of the example's folder (put on the path: train.py imports imagefolder from beside it)."""
+    if str(EXAMPLE) not in sys.path:
+        sys.path.insert(0, str(EXAMPLE))
+    return importlib.import_module(name)
 
 
 def test_the_image_folder_is_deterministic_distinct_and_reads_back(tmp_path: Path) -> None:
     from PIL import Image
 
-    make_images, imagefolder, train = _load("make_images"), _load("imagefolder"), _load("train")
+    make_images, imagefolder, train = _example("make_images"), _example("imagefolder"), _example("train")
     first = make_images.write_image_folder(tmp_path / "a", count=60, seed=3)
     again = make_images.write_image_folder(tmp_path / "b", count=60, seed=3)
     other = make_images.write_image_folder(tmp_path / "c", count=60, seed=4)
@@ -85,7 +84,7 @@ def test_the_image_folder_is_deterministic_distinct_and_reads_back(tmp_path: Pat
 
 
 @pytest.mark.s3
-@pytest.mark.skipif(_missing_isolation() is not None, reason=str(_missing_isolation()))
+@pytest.mark.skipif(_cannot_run_jobs() is not None, reason=str(_cannot_run_jobs()))
 def test_arena_trains_the_resnet_over_the_cached_image_dataset(cli, capsys, home: Path, tmp_path: Path,
                                                                 s3_server) -> None:
     import torch
@@ -95,13 +94,12 @@ def test_arena_trains_the_resnet_over_the_cached_image_dataset(cli, capsys, home
     env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
     env["MILLPOND_HOME"] = str(home)
     started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLE / "run_example.py"), "--bucket", bucket, "--endpoint", s3_server.endpoint_url,
-         "--access-key", s3_server.access_key, "--secret-key", s3_server.secret_key, "--count", "600",
-         "--epochs", "1", "--name", "resnet", "--cache-path", str(cache), "--checkpoint", str(checkpoint),
-         "--timeout", "150"],
-        env=env, capture_output=True, text=True, timeout=240, check=False,
-    )
+    command = [sys.executable, str(EXAMPLE / "run_example.py"), "--bucket", bucket, "--endpoint",
+               s3_server.endpoint_url, "--access-key", s3_server.access_key, "--secret-key", s3_server.secret_key,
+               "--epochs", "1", "--name", "resnet", "--cache-path", str(cache), "--checkpoint", str(checkpoint),
+               "--timeout", "150"]
+    result = subprocess.run([*command, "--count", "600"], env=env, capture_output=True, text=True, timeout=240,
+                            check=False)
     elapsed = time.monotonic() - started
     try:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-3000:]
@@ -134,6 +132,13 @@ def test_arena_trains_the_resnet_over_the_cached_image_dataset(cli, capsys, home
         dataset = json.loads(cli("get", "dataset", "imagenet", "-o", "json").out)
         assert dataset["status"]["phase"] == "Bound", dataset["status"]
         assert dataset["status"]["cacheStates"]["cachedPercentage"] == "100.0%", dataset["status"]
+
+        # A second run under the same job name stops at once, saying so, before making or uploading anything.
+        again = subprocess.run([*command, "--count", "20"], env=env, capture_output=True, text=True, timeout=60,
+                               check=False)
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert again.stderr.strip() == ("error: a job named 'resnet' exists: arena delete resnet, or pass --name")
+        assert again.stdout == "" and len(s3_server.filesystem().find(f"{bucket}/imagenet")) == 600
     finally:
         arena(capsys, "delete", "resnet")
         cli("delete", "dataset", "imagenet")

@@ -165,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     run("arena", "submit", "pytorch", "--name", args.name, "--workers", "2", "--working-dir", str(HERE),
         "--data", f"{DATASET}:/data", *[word for key, value in env.items() for word in ("-e", f"{key}={value}")],
         "./train.sh")
-    info = wait(args.name, args.timeout)
+    try:
+        info = wait(args.name, args.timeout)
+    except KeyboardInterrupt:  # the job is supervised in the background: it goes on, as with Arena
+        print(f"\ninterrupted: {args.name} goes on; arena logs {args.name} -f follows it, "
+              f"arena delete {args.name} stops it", file=sys.stderr)
+        return 130
     print(f"the job took {time.monotonic() - submitted:.1f} s", flush=True)
     run("arena", "get", args.name, check=False)
     run("arena", "logs", args.name, check=False)
