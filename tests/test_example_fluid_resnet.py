@@ -83,6 +83,15 @@ def test_the_image_folder_is_deterministic_distinct_and_reads_back(tmp_path: Pat
     assert 200_000 < params < 700_000, params
 
 
+def test_train_py_without_an_image_folder_is_one_error_line(tmp_path: Path) -> None:
+    (tmp_path / "train" / "n00").mkdir(parents=True)  # a class folder with no images, and no val/ at all
+    result = subprocess.run([sys.executable, str(EXAMPLE / "train.py"), "--data", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == (f"error: {tmp_path}/train: no images (.jpeg, .jpg, .png) in class folders "
+                             "(DATA_DIR must hold train/ and val/ with a folder per class)\n")
+
+
 @pytest.mark.s3
 @pytest.mark.skipif(_cannot_run_jobs() is not None, reason=str(_cannot_run_jobs()))
 def test_arena_trains_the_resnet_over_the_cached_image_dataset(cli, capsys, home: Path, tmp_path: Path,

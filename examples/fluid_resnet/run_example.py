@@ -177,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     run("arena", "logs", args.name, "-i", f"{args.name}-worker-0", "--tail", "4", check=False)
     run("millpond", "get", "dataset", DATASET, check=False)
     print(f"done in {time.monotonic() - started:.1f} s: {info['status']}")
+    if info["status"] != "SUCCEEDED" and args.skip_upload:
+        print(f"hint: is the image folder in s3://{args.bucket}/imagenet/? Without --skip-upload it is made and "
+              "uploaded first", file=sys.stderr)
     return 0 if info["status"] == "SUCCEEDED" else 1
 
 

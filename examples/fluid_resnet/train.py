@@ -125,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.epochs < 1:
         parser.error(f"--epochs must be at least 1, got {args.epochs}")
 
+    try:  # before joining the others: every rank sees the same folder, so all of them stop the same way
+        train_set, val_set = ImageFolder(args.data / "train"), ImageFolder(args.data / "val")
+    except FileNotFoundError as exc:
+        print(f"error: {exc} (DATA_DIR must hold train/ and val/ with a folder per class)", file=sys.stderr)
+        return 2
+
     started = time.monotonic()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1:
@@ -133,7 +139,6 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
 
-    train_set, val_set = ImageFolder(args.data / "train"), ImageFolder(args.data / "val")
     train_loader, train_sampler = _loader(train_set, args.batch_size, args.loader_workers, True, args.seed, world, rank)
     # The val shard is a tenth of the train one: read in the rank's own process, no workers to start.
     val_loader, _ = _loader(val_set, args.batch_size, 0, False, args.seed, world, rank)
