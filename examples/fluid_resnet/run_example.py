@@ -153,10 +153,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"uploaded {uploaded} files to s3://{args.bucket}/imagenet/ in {time.monotonic() - moment:.1f} s",
                   flush=True)
 
-    run("millpond", "secret", "create", SECRET, "--replace", "--from-literal", f"aws.accessKeyId={args.access_key}",
-        "--from-literal", f"aws.secretKey={args.secret_key}",
-        shown=("millpond", "secret", "create", SECRET, "--replace", "--from-literal", "aws.accessKeyId=…",
-               "--from-literal", "aws.secretKey=…"))
+    with tempfile.TemporaryDirectory(prefix="imagenet-keys-") as keys:  # files, so no key shows in ps
+        (Path(keys) / "id").write_text(args.access_key)
+        (Path(keys) / "secret").write_text(args.secret_key)
+        run("millpond", "secret", "create", SECRET, "--replace", "--from-file", f"aws.accessKeyId={keys}/id",
+            "--from-file", f"aws.secretKey={keys}/secret",
+            shown=("millpond", "secret", "create", SECRET, "--replace", "--from-literal", "aws.accessKeyId=…",
+                   "--from-literal", "aws.secretKey=…"))
     with tempfile.NamedTemporaryFile("w", prefix="dataset-", suffix=".yaml") as filled:
         filled.write(manifests(args.bucket, args.endpoint, args.region, args.cache_path))
         filled.flush()
