@@ -35,7 +35,7 @@ def test_a_missing_bucket_fails_with_the_reason_until_it_exists(cli, home, tmp_p
     status = _status(cli, "nob")
     assert status["phase"] == "Failed"
     [condition] = status["conditions"]
-    assert condition["reason"] == "BucketNotFound" and condition["status"] == "False"
+    assert (condition["type"], condition["status"], condition["reason"]) == ("NotReady", "True", "BucketNotFound")
     assert "NoSuchBucket" in condition["message"] and bucket in condition["message"]
     assert s3_server.secret_key not in str(status)
     assert "Failed" in cli("get", "dataset").out

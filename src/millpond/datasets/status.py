@@ -65,7 +65,8 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
         "highWaterMark": f"{first.high:g}",
     }
     if check_error:
-        failed = _condition("Ready", False, ufs_check.reason(check_error), check_error)
+        # Fluid's condition for a dataset that cannot be set up: NotReady, status True, the error as message
+        failed = _condition("NotReady", True, ufs_check.reason(check_error), check_error)
         status.update(phase="Failed", conditions=[failed])
         return status
     if stats.synced_at is None:
