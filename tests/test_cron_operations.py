@@ -19,6 +19,8 @@ from millpond.datasets.mounts import fuse_available
 from millpond.runners.processes import is_running, start_ticks
 from tests.datasets_support import create_s3_dataset, payload
 
+pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
+
 GONE_WITHIN_S = 60.0  # generous: it says "it does not hang", not how fast
 
 # Accepted by robfig/cron's ParseStandard (what the Kubernetes API server checks a CronJob with).

@@ -1,0 +1,114 @@
+"""MILLPOND_DATABASE_URL: PostgreSQL shared by several processes, and a URL that cannot be used.
+
+A bad URL is one ``error:`` line naming it without its password — exit 2 when it is malformed
+or names a driver that is not here, exit 1 when the server does not take it — and the
+password shows nowhere: not in errors, ``millpond config view``, the API or the database.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from sqlalchemy import inspect, text
+
+from millpond.store.db import get_engine, redacted
+from tests.conftest import PIPELINES, spawn_cli
+from tests.pg_server import PASSWORD, PgServer
+from tests.server_support import Served
+
+pytestmark = pytest.mark.postgresql
+
+
+@pytest.fixture
+def on_pg(home, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """This test's home keeps its metadata in a fresh PostgreSQL database."""
+    monkeypatch.setenv("MILLPOND_DATABASE_URL", pg_url)
+    return pg_url
+
+
+def database_text(url: str) -> str:
+    """Every row of every table, as text: what reading the raw database would show."""
+    engine = get_engine(url)
+    with engine.connect() as conn:
+        return "\n".join(
+            repr(row) for table in inspect(conn).get_table_names()
+            for row in conn.execute(text(f'SELECT * FROM "{table}"'))
+        )
+
+
+@pytest.mark.parametrize(
+    ("url", "code", "says"),
+    [
+        ("postgresql://millpond:PW@127.0.0.1:notaport/db", 2, "invalid literal for int()"),
+        ("mysql+nothere://millpond:PW@127.0.0.1/db", 2, "Can't load plugin"),
+        ("no url at all", 2, "give sqlite:///PATH or postgresql://"),
+        ("postgresql://millpond:PW@127.0.0.1:1/db", 1, "cannot be used: connection failed"),
+    ],
+)
+def test_an_unusable_url_is_one_line_without_its_password(cli, url: str, code: int, says: str) -> None:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MILLPOND_DATABASE_URL", url.replace("PW", PASSWORD))
+        result = cli("runs", "list")
+    assert result.code == code, result.err
+    assert result.err.startswith("error: ") and result.err.count("\n") == 1, result.err
+    assert says in result.err and redacted(url.replace("PW", PASSWORD)) in result.err
+    assert PASSWORD not in result.err + result.out and "Traceback" not in result.err
+
+
+def test_a_wrong_password_or_database_is_one_line(cli, pg_server: PgServer, monkeypatch) -> None:
+    monkeypatch.setenv("MILLPOND_DATABASE_URL", pg_server.url("postgres", password="not-" + PASSWORD))
+    wrong = cli("runs", "list")
+    assert (wrong.code, wrong.err.count("\n")) == (1, 1), wrong.err
+    assert 'password authentication failed for user "millpond"' in wrong.err
+    assert PASSWORD not in wrong.err and "postgresql://millpond:***@127.0.0.1" in wrong.err
+    monkeypatch.setenv("MILLPOND_DATABASE_URL", pg_server.url("no_such_database"))
+    missing = cli("runs", "list")
+    assert (missing.code, missing.err.count("\n")) == (1, 1), missing.err
+    assert 'database "no_such_database" does not exist' in missing.err and PASSWORD not in missing.err
+
+
+def test_config_view_and_the_api_never_show_the_password(cli, on_pg: str) -> None:
+    viewed = cli("config", "view")
+    assert viewed.code == 0 and f"database: {redacted(on_pg)}\n" in viewed.out and PASSWORD not in viewed.out
+    ran = cli("run", PIPELINES / "typed_params.py", "--pipeline", "returns_int", "-o", "json")
+    assert ran.code == 0, ran.err
+    served = Served()
+    try:
+        for path in ("/apis/v2beta1/runs", "/apis/v2beta1/experiments", "/apis/v2beta1/healthz"):
+            with urllib.request.urlopen(served.url + path, timeout=30) as response:
+                body = response.read().decode()
+            assert PASSWORD not in body
+        with urllib.request.urlopen(f"{served.url}/apis/v2beta1/runs", timeout=30) as response:
+            assert ran.json()["run_id"] in response.read().decode()  # the server reads the shared database
+    finally:
+        served.stop()
+
+
+def test_secrets_a_pipeline_reads_never_reach_the_database(cli, on_pg: str) -> None:
+    """Secrets live in the home (0600 files); a run that uses one leaves no value in the shared database."""
+    value = "s3cr3t-value-in-no-row"
+    assert cli("secret", "create", "db-creds", "--from-literal", "username=u",
+               "--from-literal", f"password={value}").code == 0
+    assert cli("configmap", "create", "app-settings", "--from-literal", "level=debug").code == 0
+    result = cli("run", PIPELINES / "platform_secrets.py", "--pipeline", "platform_secrets", "-o", "json")
+    assert result.code == 0, result.err
+    stored = database_text(on_pg)
+    assert result.json()["run_id"] in stored  # the run is there ...
+    assert value not in stored  # ... its secret is not
+
+
+def test_engines_in_two_processes_migrate_an_empty_database_once_and_share_it(cli, home, on_pg: str) -> None:
+    """Two processes open one empty PostgreSQL database at once: one migrates (under an advisory lock),
+    the other waits and finds the schema at head; both runs land in the one database."""
+    runs = [spawn_cli(home, "run", PIPELINES / "typed_params.py", "--pipeline", "returns_int", "-p", f"i={i}",
+                      "-o", "json") for i in range(2)]
+    results = [run.communicate(timeout=300) for run in runs]
+    for run, (_out, err) in zip(runs, results, strict=True):
+        assert run.returncode == 0, err
+    ids = {json.loads(out)["run_id"] for out, _ in results}
+    listed = cli("runs", "list", "-o", "json").json()
+    assert {run["run_id"] for run in listed} == ids
+    # times read back in UTC, though the test server's TimeZone is Asia/Kolkata (+05:30)
+    assert all(run["created_at"].endswith("+00:00") for run in listed), listed
