@@ -8,14 +8,16 @@ password shows nowhere: not in errors, ``millpond config view``, the API or the 
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
 
 from millpond.store.db import get_engine, redacted
 from tests.conftest import PIPELINES, spawn_cli
-from tests.pg_server import PASSWORD, PgServer
+from tests.pg_server import PASSWORD, PgServer, start_server
 from tests.server_support import Served
 
 pytestmark = pytest.mark.postgresql
@@ -112,3 +114,24 @@ def test_engines_in_two_processes_migrate_an_empty_database_once_and_share_it(cl
     assert {run["run_id"] for run in listed} == ids
     # times read back in UTC, though the test server's TimeZone is Asia/Kolkata (+05:30)
     assert all(run["created_at"].endswith("+00:00") for run in listed), listed
+
+
+def test_a_database_that_goes_away_mid_run_is_one_line(home: Path, tmp_path: Path, monkeypatch) -> None:
+    """Its own server, stopped while a run's task sleeps: the engine says so in one line, exit 1."""
+    own = start_server()
+    try:
+        monkeypatch.setenv("MILLPOND_DATABASE_URL", own.url(own.new_database()))
+        run = spawn_cli(home, "run", PIPELINES / "cancellable.py", "--pipeline", "cancellable",
+                        "-p", f"folder={tmp_path}", "-p", "seconds=4")
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob("*.pids")) and run.poll() is None:  # its tasks have started
+            assert time.monotonic() < deadline, "no task started"
+            time.sleep(0.1)
+        own.stop()
+        _out, err = run.communicate(timeout=120)
+    finally:
+        own.stop()
+    lines = [line for line in err.splitlines() if "FutureWarning" not in line and "@dsl.component" not in line]
+    assert run.returncode == 1, err
+    assert lines[-1].startswith("error: the metadata database postgresql://millpond:***@127.0.0.1:"), err
+    assert "Traceback" not in err and PASSWORD not in err

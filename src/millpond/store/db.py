@@ -16,6 +16,7 @@ not answer), never a traceback.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,6 +130,22 @@ def _first_line(exc: BaseException) -> str:
 def _unreachable(url: str, exc: BaseException) -> UnavailableError:
     """The error for a database that does not answer, naming it without its password."""
     return UnavailableError(f"the database {redacted(url)} (MILLPOND_DATABASE_URL) cannot be used: {_first_line(exc)}")
+
+
+def database_failure(exc: BaseException) -> UnavailableError | None:
+    """The one-line error for a metadata database that failed under a command or a request (the
+    server went away, refused a connection, a lock timed out), or None for any other exception.
+
+    SQLAlchemy's own message carries the statement and its parameters; this names the database
+    (password hidden) and the driver's first line only. SQLAlchemy is not imported for the check.
+    """
+    errors = sys.modules.get("sqlalchemy.exc")
+    if errors is None or not isinstance(exc, (errors.OperationalError, errors.InterfaceError)):
+        return None
+    from millpond.settings import load_settings
+
+    url = redacted(load_settings().database_url)
+    return UnavailableError(f"the metadata database {url} failed: {_first_line(exc)}")
 
 
 def get_engine(url: str) -> "Engine":
