@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -135,3 +137,43 @@ def test_a_database_that_goes_away_mid_run_is_one_line(home: Path, tmp_path: Pat
     assert run.returncode == 1, err
     assert lines[-1].startswith("error: the metadata database postgresql://millpond:***@127.0.0.1:"), err
     assert "Traceback" not in err and PASSWORD not in err
+
+
+def _listed(served: Served, path: str, *predicates: dict) -> tuple[int, dict]:
+    query = urllib.parse.quote(json.dumps({"predicates": list(predicates)}))
+    try:
+        with urllib.request.urlopen(f"{served.url}{path}?filter={query}", timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_list_filters_compare_like_with_like_on_both_databases(cli, database: str) -> None:
+    """A time field takes RFC 3339 or epoch seconds, a text field any scalar as text; what cannot match is a 400
+    (PostgreSQL refuses to compare a time with text, SQLite compared anything and answered nothing)."""
+    ran = cli("run", PIPELINES / "typed_params.py", "--pipeline", "returns_int", "-o", "json")
+    assert ran.code == 0, ran.err
+    run_id = ran.json()["run_id"]
+    served = Served()
+    try:
+        for later in ({"timestamp_value": "2001-01-01T00:00:00Z"}, {"int_value": 978307200}):
+            status, body = _listed(served, "/apis/v2beta1/runs", {"key": "created_at", "operation": "GREATER_THAN",
+                                                                  **later})
+            assert (status, [r["run_id"] for r in body.get("runs", [])]) == (200, [run_id]), body
+        early = {"key": "created_at", "operation": "LESS_THAN", "timestamp_value": "2001-01-01T00:00:00"}
+        status, body = _listed(served, "/apis/v2beta1/runs", early)
+        assert (status, body.get("runs") or []) == (200, []), body
+        status, body = _listed(served, "/apis/v2beta1/experiments", {"key": "name", "operation": "IN",
+                                                                     "int_values": {"values": [1, 2]}})
+        assert (status, body.get("experiments") or []) == (200, []), body
+        for refused, said in (
+            ({"key": "created_at", "operation": "IS_SUBSTRING", "string_value": "20"}, "is a time"),
+            ({"key": "created_at", "operation": "EQUALS", "string_value": "yesterday"}, "is a time"),
+            ({"key": "name", "operation": "EQUALS", "string_value": "a\x00b"}, "NUL character"),
+        ):
+            for path in ("/apis/v2beta1/runs", "/apis/v2beta1/experiments", "/apis/v2beta1/pipelines",
+                         "/apis/v2beta1/recurringruns"):
+                status, body = _listed(served, path, refused)
+                assert status == 400 and said in json.dumps(body), (path, refused, body)
+    finally:
+        served.stop()

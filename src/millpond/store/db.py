@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from millpond.errors import UnavailableError, UserError
+from millpond.errors import MillpondError, UnavailableError, UserError
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -132,15 +132,21 @@ def _unreachable(url: str, exc: BaseException) -> UnavailableError:
     return UnavailableError(f"the database {redacted(url)} (MILLPOND_DATABASE_URL) cannot be used: {_first_line(exc)}")
 
 
-def database_failure(exc: BaseException) -> UnavailableError | None:
+def database_failure(exc: BaseException) -> MillpondError | None:
     """The one-line error for a metadata database that failed under a command or a request (the
-    server went away, refused a connection, a lock timed out), or None for any other exception.
+    server went away, refused a connection, a lock timed out: UnavailableError), or refused a value
+    (PostgreSQL, unlike SQLite, holds a VARCHAR to its length and text to no NUL: UserError);
+    None for any other exception.
 
     SQLAlchemy's own message carries the statement and its parameters; this names the database
     (password hidden) and the driver's first line only. SQLAlchemy is not imported for the check.
     """
     errors = sys.modules.get("sqlalchemy.exc")
-    if errors is None or not isinstance(exc, (errors.OperationalError, errors.InterfaceError)):
+    if errors is None:
+        return None
+    if isinstance(exc, errors.DataError):
+        return UserError(f"the metadata database cannot store a value given: {_first_line(exc)}")
+    if not isinstance(exc, (errors.OperationalError, errors.InterfaceError)):
         return None
     from millpond.settings import load_settings
 
