@@ -177,3 +177,39 @@ def test_list_filters_compare_like_with_like_on_both_databases(cli, database: st
                 assert status == 400 and said in json.dumps(body), (path, refused, body)
     finally:
         served.stop()
+
+
+def test_a_run_whose_engine_is_on_another_machine_is_left_to_that_machine(cli, on_pg: str) -> None:
+    """The database is shared; pids are not. A RUNNING run whose engine mark names another machine is
+    neither taken over by a server starting here, nor terminated, resumed or signalled from here."""
+    import subprocess
+
+    from millpond.runners.processes import machine, start_ticks
+    from millpond.store.runs import RunStore
+
+    ran = cli("run", PIPELINES / "typed_params.py", "--pipeline", "returns_int", "-o", "json")
+    assert ran.code == 0, ran.err
+    store = RunStore(on_pg)
+    assert store.get_run(ran.json()["run_id"]).engine_start.endswith(f"@{machine()}")  # the engine's own mark
+    bystander = subprocess.Popen(["sleep", "120"])  # a live local pid, as the remote engine's pid might be here
+    try:
+        run = store.create_run(name="remote", experiment="Default", pipeline_name="p", pipeline_spec={},
+                               platform_spec=None, parameters={}, pipeline_root="s3://shared/root")
+        store.update_run(run.id, state="RUNNING", engine_pid=bystander.pid,
+                         engine_start=f"{start_ticks(bystander.pid)}@0therMachine")
+        for action in ("terminate", "resume", "delete"):
+            refused = cli("runs", action, run.id)
+            assert refused.code == 2 and refused.err.splitlines()[-1].startswith("error: "), (action, refused.err)
+            assert "Traceback" not in refused.err
+        assert "RUNNING on another machine (engine process" in cli("runs", "terminate", run.id).err
+        served = Served()  # resumes orphaned runs at start: this one is not an orphan of this machine
+        try:
+            time.sleep(3)
+        finally:
+            served.stop()
+        again = store.get_run(run.id)
+        assert (again.state, again.engine_pid) == ("RUNNING", bystander.pid)
+        assert bystander.poll() is None, "a process of this machine was signalled for another machine's engine"
+    finally:
+        bystander.kill()
+        bystander.wait()
