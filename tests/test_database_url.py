@@ -213,3 +213,19 @@ def test_a_run_whose_engine_is_on_another_machine_is_left_to_that_machine(cli, o
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_the_writer_connection_outlives_a_dropped_database_connection(on_pg: str, pg_server: PgServer) -> None:
+    """A long-lived store (the server's) keeps one connection for the engine's writes; when PostgreSQL
+    drops it (a restart, an idle timeout) the next write goes through on a new one."""
+    from millpond.store.runs import RunStore
+
+    store = RunStore(on_pg)
+    run = store.create_run(name="r", experiment="Default", pipeline_name="p", pipeline_spec={}, platform_spec=None,
+                           parameters={}, pipeline_root="/tmp/x")
+    store.update_run(run.id, state="RUNNING")
+    database = on_pg.rsplit("/", 1)[1]
+    pg_server.admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
+    store.update_run(run.id, state="SUCCEEDED")
+    task = store.start_task(run_id=run.id, path="a", name="a", kind="container", component="c", parent_id=None)
+    assert store.get_run(run.id).state == "SUCCEEDED" and [t.id for t in store.list_tasks(run.id)] == [task]
