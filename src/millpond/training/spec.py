@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from millpond.scheduling.ledger import Request
+
 
 class Trainer(str, Enum):
     """The kind of job, named as Arena names it (``arena get`` prints ``TRAINER``)."""
@@ -62,15 +64,6 @@ class HostBinding:
 
 
 @dataclass(frozen=True)
-class Resources:
-    """What ONE instance asks for: millicores, bytes, whole GPUs (0 when none)."""
-
-    cpu_millis: int = 0
-    memory_bytes: int = 0
-    gpus: int = 0
-
-
-@dataclass(frozen=True)
 class ReplicaSpec:
     """A group of identical instances: ``role`` is the operator's replica type, lower case
     (``master``, ``worker``, ``launcher``, ``chief``, ``ps``, ``evaluator``, ``node`` for TrainJob)."""
@@ -78,7 +71,7 @@ class ReplicaSpec:
     role: str
     replicas: int
     command: tuple[str, ...]  # argv; Arena's command line is run as ("sh", "-c", LINE)
-    resources: Resources = Resources()
+    resources: Request = Request()  # what ONE instance asks for: millicores, bytes, whole GPUs
     env: tuple[tuple[str, str], ...] = ()  # replica-specific variables, after the job's
 
 
@@ -100,6 +93,7 @@ class JobSpec:
     ttl_after_finished_s: int | None = None
     clean_task_policy: CleanTaskPolicy = CleanTaskPolicy.RUNNING
     nproc_per_node: int | None = None  # pytorch: run torchrun with this many processes per instance
+    slots_per_worker: int | None = None  # mpi: an MPIJob's slotsPerWorker (ranks = workers × slots); None: --gpus or 1
     priority: str = ""
     queue: str = ""
     labels: tuple[tuple[str, str], ...] = ()
@@ -113,14 +107,14 @@ class JobSpec:
         return sum(replica.replicas for replica in self.replicas)
 
     @property
-    def total(self) -> Resources:
+    def total(self) -> Request:
         """What all instances ask for together: the job starts only when all of it is free at once."""
         cpu = memory = gpus = 0
         for replica in self.replicas:
             cpu += replica.resources.cpu_millis * replica.replicas
             memory += replica.resources.memory_bytes * replica.replicas
             gpus += replica.resources.gpus * replica.replicas
-        return Resources(cpu, memory, gpus)
+        return Request(cpu, memory, gpus)
 
     def instances(self) -> list[tuple[ReplicaSpec, int]]:
         """Every instance as (its replica group, its index in the group), in the operators' order."""
@@ -132,6 +126,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
     data = asdict(spec)
     data["trainer"] = spec.trainer.value
     data["clean_task_policy"] = spec.clean_task_policy.value
+    if spec.slots_per_worker is None:  # only an MPIJob manifest sets it: other specs are stored as before it existed
+        del data["slots_per_worker"]
     return data
 
 
@@ -143,7 +139,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
     replicas = tuple(
         ReplicaSpec(
             role=r["role"], replicas=int(r["replicas"]), command=tuple(r["command"]),
-            resources=Resources(**r.get("resources") or {}), env=_pairs(r.get("env")),
+            resources=Request(**r.get("resources") or {}), env=_pairs(r.get("env")),
         )
         for r in data["replicas"]
     )
@@ -155,7 +151,8 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         retry=int(data.get("retry") or 0), running_timeout_s=data.get("running_timeout_s"),
         ttl_after_finished_s=data.get("ttl_after_finished_s"),
         clean_task_policy=CleanTaskPolicy(data.get("clean_task_policy") or "Running"),
-        nproc_per_node=data.get("nproc_per_node"), priority=data.get("priority", ""), queue=data.get("queue", ""),
+        nproc_per_node=data.get("nproc_per_node"), slots_per_worker=data.get("slots_per_worker"),
+        priority=data.get("priority", ""), queue=data.get("queue", ""),
         labels=_pairs(data.get("labels")), annotations=_pairs(data.get("annotations")),
         share_memory=int(data.get("share_memory") or 0), source=data.get("source", "arena"),
         manifest=dict(data.get("manifest") or {}),

@@ -3,8 +3,9 @@
 Started by ``submit`` in its own session, it outlives the command that submitted the job. It
 records itself (pid + start ticks) in the job's row, then:
 
-1. QUEUING: asks the ledger for everything the job's instances ask for together, and waits
-   (the reason in the job's row and events) until it is granted;
+1. QUEUING: waits until every dataset it mounts exists (a manifest's claim may name one not
+   applied yet), then asks the ledger for everything the job's instances ask for together, and
+   waits (the reason in the job's row and events) until it is granted;
 2. PENDING: mounts the ``--data`` datasets (shared mounts, read-write for ReadWrite datasets),
    starts every instance (``instances.start``; an MPI job's workers are its launcher's ranks), RUNNING once all started;
 3. watches them: all exited 0 → SUCCEEDED; one failed → the others are stopped (per
@@ -29,14 +30,15 @@ from pathlib import Path
 
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
-from millpond.runners.processes import is_running, own_identity
+from millpond.runners.processes import ProcessIdentity, own_identity
+from millpond.scheduling.ledger import Request
 from millpond.store.keys import utcnow
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import instances as launching
 from millpond.training.launch import free_port, plan
 from millpond.training.paths import instance_log, job_folder
 from millpond.training.resources import Allocator, Granted, allocator
-from millpond.training.spec import CleanTaskPolicy, JobSpec, Resources, spec_from_json
+from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
 
 POLL_S = 0.2
 QUEUE_POLL_S = 1.0
@@ -89,20 +91,38 @@ class Supervisor:
         finally:
             ledger.release(grant.id)
 
-    def _queue(self, ledger: Allocator, wanted: Resources) -> Granted | None:
-        """Wait QUEUING until the ledger grants the whole job; None when stopped meanwhile."""
+    def _queue(self, ledger: Allocator, wanted: Request) -> Granted | None:
+        """Wait QUEUING until every dataset it mounts exists and the ledger grants the whole job;
+        None when stopped meanwhile."""
         said = ""
         while not self.stopping.is_set():
-            grant = ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
+            missing = self._missing_datasets()
+            grant = None if missing else ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
             if grant is not None:
                 return grant
-            why = ledger.impossible(wanted) or ledger.why_waiting(wanted)  # beyond the machine: waits, saying so
+            if missing:  # a manifest's claim naming a dataset not applied yet: Kubernetes leaves such pods Pending
+                reason = "WaitingForDataset"
+                why = (f"waiting for dataset {missing} (namespace {self.job.namespace}), which a volume names: "
+                       "it does not exist yet (millpond apply -f its Dataset)")
+            else:
+                reason = "Queuing"
+                why = ledger.impossible(wanted) or ledger.why_waiting(wanted)  # beyond the machine: waits, saying so
             if why != said:
                 said = why
-                self.status("QUEUING", "Queuing", why)
-                self.event("Queuing", why)
+                self.status("QUEUING", reason, why)
+                self.event(reason, why)
             self.stopping.wait(QUEUE_POLL_S)
         return None
+
+    def _missing_datasets(self) -> str:
+        """The first dataset the job mounts that does not exist (yet), or ""."""
+        from millpond.store.resources import ResourceStore
+
+        resources = ResourceStore()
+        for data in self.spec.data:
+            if resources.get("Dataset", data.dataset, self.job.namespace) is None:
+                return data.dataset
+        return ""
 
     def _binds(self, held: ExitStack) -> list[Bind]:
         """The job's datasets (shared mounts, held until the job ends) and host folders, as binds."""
@@ -235,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     job = store.by_uid(args[0])
     if job is None or job.finished:
         return 0
-    if job.supervisor_pid not in (None, os.getpid()) and is_running(job.supervisor_pid, job.supervisor_start):
+    other = ProcessIdentity(job.supervisor_pid or 0, job.supervisor_start)
+    if other.pid not in (0, os.getpid()) and other.is_running():
         return 0  # another supervisor runs this job: one per job
     supervisor = Supervisor(store, job)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
