@@ -9,7 +9,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -19,7 +19,8 @@ os.environ["MILLPOND_HOME"] = tempfile.mkdtemp(prefix="millpond-test-home-")
 
 from millpond.cli.main import main  # noqa: E402 - after the scratch home is in place
 
-pytest_plugins = ["tests.s3_server"]  # the session's one SeaweedFS server (s3_server fixture)
+# the session's one SeaweedFS server (s3_server fixture) and one PostgreSQL server (pg_server, pg_url)
+pytest_plugins = ["tests.s3_server", "tests.pg_server"]
 
 PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"
@@ -40,6 +41,23 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "home"
     monkeypatch.setenv("MILLPOND_HOME", str(path))
     return path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])
+def database(request: pytest.FixtureRequest, home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The metadata database URL a test runs on: the home's SQLite file, then a fresh PostgreSQL database.
+
+    A module that exercises the store says ``pytestmark = pytest.mark.usefixtures("database")``
+    and each of its tests runs twice; ``-m "not postgresql"`` runs the SQLite half only.
+    """
+    if request.param == "sqlite":
+        monkeypatch.delenv("MILLPOND_DATABASE_URL", raising=False)
+        yield f"sqlite:///{home / 'millpond.db'}"
+        return
+    url: str = request.getfixturevalue("pg_url")
+    monkeypatch.setenv("MILLPOND_DATABASE_URL", url)
+    yield url
+    assert not (home / "millpond.db").exists(), "a process wrote the home's SQLite file instead of PostgreSQL"
 
 
 @pytest.fixture

@@ -210,6 +210,7 @@ def test_every_two_seconds_runs_again_and_again_and_a_question_mark_schedule_is_
 
 @pytest.mark.s3
 @pytest.mark.skipif(fuse_available() is not None, reason=f"FUSE unavailable: {fuse_available()}")
+@pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 def test_deleting_a_dataset_deletes_its_operations_and_ends_their_processes(cli, home, tmp_path, s3_server) -> None:
     create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")
     create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="other")
@@ -244,6 +245,7 @@ def test_deleting_a_dataset_deletes_its_operations_and_ends_their_processes(cli,
 
 
 @pytest.mark.s3
+@pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 def test_removing_the_home_ends_a_scheduled_operation(cli, home, tmp_path, s3_server) -> None:
     create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")
     assert _apply(cli, tmp_path, _dataload("hourly", "ds", "@hourly"), "hourly").code == 0
@@ -269,6 +271,7 @@ def test_a_deleted_operation_ends_its_own_process(cli, home, tmp_path, s3_server
 
 
 @pytest.mark.s3
+@pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 def test_a_reapplied_cron_operation_runs_its_new_schedule_in_one_process(cli, home, tmp_path, s3_server) -> None:
     create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")
     assert _apply(cli, tmp_path, _dataload("moved", "ds", "@hourly"), "moved").code == 0

@@ -15,6 +15,7 @@ from tests.datasets_support import SECRET, manifest, payload
 
 pytestmark = [
     pytest.mark.s3,
+    pytest.mark.usefixtures("database"),  # on SQLite and on PostgreSQL
     pytest.mark.skipif(fuse_available() is not None, reason=f"FUSE unavailable: {fuse_available()}"),
 ]
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PIPELINES, spawn_cli, task
+
+pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 
 
 def test_runs_list_get_and_experiments(cli) -> None:

@@ -1,5 +1,7 @@
 """The recurring-run scheduler's rules, by the clock, over a real metadata database.
 
+The tests that use the ``store`` run on SQLite and on PostgreSQL (the ``database`` fixture).
+
 Runs are recorded by the ``start`` function the scheduler is given (the server gives it
 ``pipelines.start.start_run``); everything else — claims, schedule, errors — is the real store.
 """
@@ -14,14 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 from sqlalchemy.orm import sessionmaker
 
 from millpond.errors import UserError
 from millpond.pipelines.scheduler import Scheduler
 from millpond.pipelines.schedules import make_trigger
 from millpond.pipelines.start import StartRequest
-from millpond.store.db import get_engine, session_factory
+from millpond.store.db import driver_url, get_engine, session_factory
 from millpond.store.recurring import RecurringRunRecord, RecurringRunStore, Trigger
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -44,8 +46,8 @@ class Recorder:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> RecurringRunStore:
-    return RecurringRunStore(session_factory(f"sqlite:///{tmp_path / 'millpond.db'}"))
+def store(database: str) -> RecurringRunStore:
+    return RecurringRunStore(session_factory(database))
 
 
 def _add(store: RecurringRunStore, trigger: Trigger, **fields: object) -> RecurringRunRecord:
@@ -78,18 +80,19 @@ def test_no_catchup_runs_only_the_latest(store: RecurringRunStore) -> None:
     assert recorder.started == _names(30)
 
 
-def test_full_concurrency_keeps_the_time_due(store: RecurringRunStore, tmp_path: Path) -> None:
+def test_full_concurrency_keeps_the_time_due(store: RecurringRunStore, database: str) -> None:
     recorder = Recorder(store)
     _add(store, Trigger(interval_second=10))
-    with sqlite3.connect(tmp_path / "millpond.db") as db:  # a run of r1 in flight
-        db.execute("INSERT INTO experiments (id, name, description, created_at) VALUES ('e', 'e', '', '2030-01-01')")
-        db.execute("INSERT INTO runs (id, name, experiment_id, pipeline_name, pipeline_spec, parameters, pipeline_root,"
-                   " state, outputs, created_at, recurring_run_id) VALUES ('busy', 'b', 'e', 'p', '{}', '{}', '/x',"
-                   " 'RUNNING', '{}', '2030-01-01', 'r1')")
+    with get_engine(database).begin() as db:  # a run of r1 in flight
+        db.execute(text("INSERT INTO experiments (id, name, description, created_at)"
+                        " VALUES ('e', 'e', '', '2030-01-01')"))
+        db.execute(text("INSERT INTO runs (id, name, experiment_id, pipeline_name, pipeline_spec, parameters,"
+                        " pipeline_root, state, outputs, created_at, recurring_run_id) VALUES ('busy', 'b', 'e', 'p',"
+                        " '{}', '{}', '/x', 'RUNNING', '{}', '2030-01-01', 'r1')"))
     recorder.scheduler.tick(T0 + dt.timedelta(seconds=25))
     assert recorder.started == []
-    with sqlite3.connect(tmp_path / "millpond.db") as db:
-        db.execute("UPDATE runs SET state = 'SUCCEEDED' WHERE id = 'busy'")
+    with get_engine(database).begin() as db:
+        db.execute(text("UPDATE runs SET state = 'SUCCEEDED' WHERE id = 'busy'"))
     recorder.scheduler.tick(T0 + dt.timedelta(seconds=26))
     assert recorder.started == _names(10, 20)
 
@@ -199,12 +202,12 @@ def test_disabled_recurring_runs_start_nothing(store: RecurringRunStore) -> None
     assert recorder.started == []
 
 
-def test_two_schedulers_start_each_time_once(tmp_path: Path) -> None:
-    """Two servers on one home: each has its own engine and scheduler; the claims let one through per time."""
-    url = f"sqlite:///{tmp_path / 'millpond.db'}"
-    get_engine(url)  # the schema
-    stores = [RecurringRunStore(sessionmaker(bind=create_engine(url, connect_args={"timeout": 30}),
-                                             expire_on_commit=False)) for _ in range(2)]
+def test_two_schedulers_start_each_time_once(database: str) -> None:
+    """Two servers on one database: each has its own engine and scheduler; the claims let one through per time."""
+    get_engine(database)  # the schema
+    options = {"connect_args": {"timeout": 30}} if database.startswith("sqlite") else {}
+    engines = [create_engine(driver_url(database), **options) for _ in range(2)]
+    stores = [RecurringRunStore(sessionmaker(bind=engine, expire_on_commit=False)) for engine in engines]
     _add(stores[0], Trigger(interval_second=1), max_concurrency=10)
     recorders = [Recorder(store) for store in stores]
     barrier = threading.Barrier(2)
@@ -219,6 +222,8 @@ def test_two_schedulers_start_each_time_once(tmp_path: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join(60)
+    for engine in engines:
+        engine.dispose()
     started = recorders[0].started + recorders[1].started
     assert sorted(started) == _names(*range(1, 39)), "a scheduled time was started twice or never"
     assert all(run_id for _, run_id, _ in stores[0].scheduled("r1"))

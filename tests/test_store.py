@@ -1,10 +1,12 @@
-"""The store: migrations match the models, and the stdlib journal writes what the ORM reads."""
+"""The store: migrations match the models, and the stdlib journal writes what the ORM reads.
+
+Each test runs on SQLite and on PostgreSQL (the ``database`` fixture)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
@@ -13,16 +15,18 @@ from millpond.store.journal import open_journal
 from millpond.store.models import Base
 from millpond.store.runs import RunStore
 
+pytestmark = pytest.mark.usefixtures("database")
 
-def test_migrations_build_exactly_the_models_schema(tmp_path: Path) -> None:
-    engine = get_engine(f"sqlite:///{tmp_path / 'm.db'}")
+
+def test_migrations_build_exactly_the_models_schema(database: str) -> None:
+    engine = get_engine(database)  # an empty database: 0001 to head run here
     with engine.connect() as conn:
         differences = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert differences == []
 
 
-def test_journal_rows_read_back_through_the_orm(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'j.db'}"
+def test_journal_rows_read_back_through_the_orm(database: str) -> None:
+    url = database
     journal = open_journal(url)
     run = journal.create_run(name="r", experiment="exp", pipeline_name="p", pipeline_spec={"root": {}},
                              platform_spec=None, parameters={"n": 1}, pipeline_root="/tmp/x")

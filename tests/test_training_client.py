@@ -9,6 +9,8 @@ import pytest
 from millpond.errors import NotFoundError, UserError
 from millpond.training import PytorchJobBuilder, TrainingClient
 
+pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
+
 
 def test_client_submits_waits_and_reads_a_job(home: Path) -> None:
     job = (PytorchJobBuilder().with_name("sdk").with_workers(2).with_envs({"GREETING": "hi"})

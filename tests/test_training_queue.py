@@ -14,6 +14,8 @@ pytest.importorskip("millpond.scheduling.ledger")
 from millpond.store.training import JobStore
 from tests.training_support import arena, gone, instances, record, wait_status
 
+pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
+
 
 @pytest.fixture
 def two_gpus(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,5 +1,8 @@
 """``millpond config set|get|unset|view``: the home's settings (``settings.json``).
 
+``view`` also names the metadata database in force (``MILLPOND_DATABASE_URL``, else the
+home's SQLite file), never with its password.
+
 A setting's environment variable, when set, wins over what is stored here (``config get``
 says which one is in force). Only the settings millpond knows are accepted, each with its own
 values, so a typo is refused with one line instead of being stored and ignored.
@@ -14,6 +17,7 @@ import click
 
 from millpond.errors import UserError
 from millpond.settings import CONFIGURABLE, SETTINGS_FILE, configured, load_settings, stored_settings
+from millpond.store.db import redacted
 
 
 def _key(key: str) -> tuple[str, tuple[str, ...]]:
@@ -70,7 +74,8 @@ def config_get(key: str) -> None:
 
 @config_group.command("view")
 def config_view() -> None:
-    """Print every setting and its value in force."""
-    home = load_settings().home
+    """Print every setting and its value in force, then the metadata database (its password hidden)."""
+    settings = load_settings()
     for key in sorted(CONFIGURABLE):
-        click.echo(f"{key}: {configured(home, key) or 'none'}")
+        click.echo(f"{key}: {configured(settings.home, key) or 'none'}")
+    click.echo(f"database: {redacted(settings.database_url)}")

@@ -21,6 +21,7 @@ from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
 from millpond.cli.server import server_command
 from millpond.errors import MillpondError, exit_code_of
 from millpond.runners import stopping
+from millpond.store.db import database_failure
 
 OUTPUT = click.option(
     "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table or json."
@@ -183,6 +184,12 @@ def main(argv: list[str] | None = None) -> None:
         except MillpondError as exc:  # bad input exits 2, an outside failure 1: errors.exit_code_of decides
             print(f"error: {exc}", file=sys.stderr)
             sys.exit(exit_code_of(exc))
+        except Exception as exc:
+            failure = database_failure(exc)  # the metadata database went away mid-command: one line, exit 1
+            if failure is None:
+                raise
+            print(f"error: {failure}", file=sys.stderr)
+            sys.exit(exit_code_of(failure))
         except KeyboardInterrupt as exc:
             print(str(exc) if isinstance(exc, stopping.Stopped) else "interrupted", file=sys.stderr)
             sys.exit(130)

@@ -47,7 +47,7 @@ from millpond.pipelines.values import coerce
 from millpond.runners import stopping
 from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
-from millpond.runners.processes import own_identity, start_ticks
+from millpond.runners.processes import engine_mark, own_identity, start_ticks
 from millpond.scheduling import GRANT_ENV, Grant, Holder
 from millpond.settings import Settings
 from millpond.store.journal import RunJournal
@@ -167,7 +167,7 @@ class Engine:
         pid, ticks = self._identity = own_identity()
         self.store.update_run(
             run.id, state=RUNNING, error=None, started_at=run.started_at or utcnow(), finished_at=None,
-            engine_pid=pid, engine_start=ticks,
+            engine_pid=pid, engine_start=engine_mark(ticks),  # TICKS@MACHINE: other machines may share the database
         )
         self.listener.run_changed(RUNNING, None)
         problems = [] if self.ignore_resources else static_accelerator_problems(self.spec, self.budget)

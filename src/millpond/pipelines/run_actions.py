@@ -16,7 +16,7 @@ from pathlib import Path
 
 from millpond.errors import MillpondError, UserError
 from millpond.pipelines.cancellation import kill_leftover_tasks
-from millpond.runners.processes import is_running, signal_process
+from millpond.runners.processes import elsewhere, is_running, signal_process
 from millpond.settings import Settings
 from millpond.store.artifacts import is_remote
 from millpond.store.journal import FINAL_STATES
@@ -45,6 +45,16 @@ class DeletedRun:
     kept: list[str] = field(default_factory=list)
 
 
+def refuse_elsewhere(run: Run, action: str) -> None:
+    """A run whose engine is on another machine sharing the database is stopped there: from here its
+    engine can be neither signalled nor known dead (only a live engine stops its tasks)."""
+    if run.state not in FINAL_STATES and elsewhere(run.engine_start):
+        raise RunStateError(
+            f"run {run.id} is {run.state} on another machine (engine process {run.engine_pid} there): "
+            f"it can be {action} only on that machine (millpond runs terminate, or its server)"
+        )
+
+
 def terminate_run(store: RunStore, run_id: str) -> Run:
     """Ask the run's engine to stop (SIGTERM): it records CANCELED and stops its tasks.
 
@@ -54,6 +64,7 @@ def terminate_run(store: RunStore, run_id: str) -> Run:
     run = store.get_run(run_id)
     if run.state in FINAL_STATES:
         raise RunStateError(f"run {run.id} is {run.state}: only a PENDING or RUNNING run can be terminated")
+    refuse_elsewhere(run, "terminated")
     if not signal_process(run.engine_pid, run.engine_start, signal.SIGTERM):
         kill_leftover_tasks(store, run.id)
         store.cancel_engineless(run.id, ENGINELESS)  # one transaction: an engine that ended meanwhile wins

@@ -6,14 +6,43 @@ operations' runners, Cron schedules, training jobs' supervisors, the server), a 
 operation's row (``store.resources.ProcessRecord``), a training job's supervisor and
 instances, a mount's daemon and its users' leases, a run's engine, a ledger grant's holder.
 Where the pid and the start are stored differs (a file, a row's columns); the check is this one.
+
+A run's engine is recorded as pid and ``TICKS@MACHINE`` (:func:`engine_mark`): with the metadata
+in a database several machines share, a pid means something on its own machine only. Another
+machine's process is never judged by this machine's ``/proc``: it counts as running (it may
+well be), and it is never signalled from here.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+
+
+@functools.cache
+def machine() -> str:
+    """This machine, as long as it stays up: the kernel's boot id, shortened (``unknown`` without /proc)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip().replace("-", "")[:12] or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def engine_mark(ticks: str | None) -> str | None:
+    """What a run's row keeps beside the engine's pid: its start ticks and the machine it runs on."""
+    return f"{ticks}@{machine()}" if ticks is not None else None
+
+
+def elsewhere(ticks: str | None) -> bool:
+    """True when ``ticks`` is another machine's mark: its process cannot be seen or signalled from here."""
+    return ticks is not None and "@" in ticks and ticks.split("@", 1)[1] != machine()
+
+
+def _local_ticks(ticks: str | None) -> str | None:
+    return ticks.split("@", 1)[0] if ticks is not None else None
 
 
 def start_ticks(pid: int) -> str | None:
@@ -28,13 +57,17 @@ def start_ticks(pid: int) -> str | None:
 
 
 def is_alive(pid: int | None, ticks: str | None) -> bool:
-    return bool(pid) and ticks is not None and start_ticks(int(pid)) == ticks  # type: ignore[arg-type]
+    if elsewhere(ticks):
+        return bool(pid)  # another machine's: not this one's to call dead
+    return bool(pid) and ticks is not None and start_ticks(int(pid)) == _local_ticks(ticks)  # type: ignore[arg-type]
 
 
 def is_running(pid: int | None, ticks: str | None) -> bool:
     """``is_alive``, and not a zombie: an engine killed but not yet reaped by its parent is not running."""
     if not is_alive(pid, ticks):
         return False
+    if elsewhere(ticks):
+        return True
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
     except (OSError, IndexError):
@@ -49,7 +82,7 @@ def signal_process(pid: int | None, ticks: str | None, signum: int = signal.SIGT
     server's worker): the pid and start time in the run's row name it, and a reused pid or a
     zombie is never signalled.
     """
-    if not is_running(pid, ticks):
+    if elsewhere(ticks) or not is_running(pid, ticks):
         return False
     try:
         os.kill(int(pid), signum)  # type: ignore[arg-type]
@@ -60,7 +93,7 @@ def signal_process(pid: int | None, ticks: str | None, signum: int = signal.SIGT
 
 def kill_group(pid: int | None, ticks: str | None) -> bool:
     """SIGKILL the process group led by ``pid`` if it is still the recorded process; True if it was."""
-    if not is_alive(pid, ticks):
+    if elsewhere(ticks) or not is_alive(pid, ticks):
         return False
     try:
         os.killpg(int(pid), signal.SIGKILL)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from millpond.server.security import HostPolicy, RequestGuard
 from millpond.server.state import ServerState
 from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
-from millpond.store.db import session_factory
+from millpond.store.db import database_failure, session_factory
 from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
 from millpond.store.training import JobStore
@@ -73,6 +73,9 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> Response:
+        failure = database_failure(exc)  # the metadata database went away: 503, its URL without the password
+        if failure is not None:
+            return error_response(http_status_of(failure), str(failure))
         return error_response(500, f"internal error: {type(exc).__name__}: {exc}")
 
     @app.get(f"{API}/healthz", tags=["HealthzService"])

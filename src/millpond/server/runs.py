@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from millpond.pipelines.run_actions import RunStillRunning
+from millpond.pipelines.run_actions import RunStillRunning, refuse_elsewhere
 from millpond.pipelines.run_actions import delete_run as delete_recorded_run
 from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import RunBody
@@ -81,6 +81,7 @@ def terminate_run(run_id: str, request: Request) -> dict[str, Any]:
     run = server.store.find_run(run_id)
     if run.state in FINAL_STATES:
         return {}
+    refuse_elsewhere(run, "terminated")
     if not server.executor.terminate(run.id, run.engine_pid, run.engine_start):
         server.store.update_run(run.id, state="CANCELED", error="terminated", finished_at=utcnow())
     return {}

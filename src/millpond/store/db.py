@@ -1,23 +1,53 @@
-"""Open the metadata database: SQLite in WAL mode by default, migrated to the newest schema.
+"""Open the metadata database: SQLite in WAL mode by default, PostgreSQL when
+``MILLPOND_DATABASE_URL`` names one; either is migrated to the newest schema on first use.
 
-Several millpond processes may share one home, so migrations run under a file lock and
-SQLite waits (busy_timeout) instead of failing when another writer holds the lock.
+Several millpond processes may share one database, so migrations run under a lock — a file
+lock beside a SQLite file, a transaction-scoped advisory lock on PostgreSQL (processes on
+other machines share the database, not a file system) — and the revision is read again
+once the lock is held. SQLite waits (busy_timeout) instead of failing when another writer
+holds its lock; PostgreSQL's row locks need no such setting.
+
+A URL is user input and carries a password: every message here names it through
+:func:`redacted`, and a URL that cannot be used is one error line (``UserError`` when it is
+malformed or names a driver that is not installed, ``UnavailableError`` when the server does
+not answer), never a traceback.
 """
 
 from __future__ import annotations
 
-import functools
+import re
+import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
+from millpond.errors import MillpondError, UnavailableError, UserError
+
 if TYPE_CHECKING:
-    from sqlalchemy import Engine
+    from sqlalchemy import Connection, Engine
     from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 HEAD_REVISION = "0008"
+_MIGRATION_LOCK_KEY = 0x6D696C6C706F6E64  # "millpond": the advisory lock every migrating process takes
+_PASSWORD = re.compile(r"(?P<head>://[^/@:]*):[^@/]*@")
+_ENGINES: dict[str, "Engine"] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (what any message may show of it)."""
+    return _PASSWORD.sub(r"\g<head>:***@", url)
+
+
+def driver_url(url: str) -> str:
+    """The URL SQLAlchemy is given: ``postgresql://`` and ``postgres://`` mean psycopg 3 (the postgres extra)."""
+    for scheme in ("postgresql://", "postgres://"):
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url.removeprefix(scheme)
+    return url
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
@@ -29,49 +59,134 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _current_revision(engine: "Engine") -> str | None:
-    from sqlalchemy import text
+def _revision(conn: "Connection") -> str | None:
+    from sqlalchemy import inspect, text
 
+    if not inspect(conn).has_table("alembic_version"):
+        return None  # a new database
+    return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _current_revision(engine: "Engine") -> str | None:
     with engine.connect() as conn:
-        try:
-            return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
-        except Exception:  # no alembic_version table yet: a new database
-            return None
+        return _revision(conn)
 
 
 def _migrate(engine: "Engine") -> None:
     from alembic import command
     from alembic.config import Config
+    from sqlalchemy import text
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Held until this transaction ends: a second engine starting beside this one waits here,
+            # then finds the schema at head. DDL is transactional on PostgreSQL, so a killed
+            # migration leaves the database as it was.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+            if _revision(conn) == HEAD_REVISION:
+                return
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
 
 
-@functools.cache
-def get_engine(url: str) -> "Engine":
-    """One engine per URL and process; the schema is brought to head on first use."""
+def _create_engine(url: str) -> "Engine":
     from sqlalchemy import create_engine, event
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
     if url.startswith("sqlite:///"):
         db_path = Path(url.removeprefix("sqlite:///"))
         db_path.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
-        lock = FileLock(str(db_path) + ".migrate.lock")
-    else:
-        engine = create_engine(url, pool_pre_ping=True)
-        lock = None
-    if _current_revision(engine) != HEAD_REVISION:
-        if lock is None:
-            _migrate(engine)
-        else:
-            with lock:
+        return engine
+    shown = redacted(url)
+    try:
+        if url.startswith("postgresql"):
+            # connect_timeout: an unreachable host is one error line in seconds, not a hang. timezone=UTC:
+            # times come back in UTC whatever the server's TimeZone, as millpond shows them (and SQLite has them).
+            options = {"connect_timeout": 10, "options": "-c timezone=UTC"}
+            return create_engine(driver_url(url), pool_pre_ping=True, connect_args=options)
+        return create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        raise UserError(
+            f"the database URL {shown} needs the Python module {exc.name!r}: pip install 'millpond[postgres]'"
+            if url.startswith("postgres") else f"the database URL {shown} needs the Python module {exc.name!r}"
+        ) from None
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise UserError(
+            f"the database URL {shown} (MILLPOND_DATABASE_URL) is not one millpond can use ({_first_line(exc)}); "
+            "give sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message, any URL in it without its password."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return redacted(lines[0]) if lines else type(exc).__name__
+
+
+def _unreachable(url: str, exc: BaseException) -> UnavailableError:
+    """The error for a database that does not answer, naming it without its password."""
+    return UnavailableError(f"the database {redacted(url)} (MILLPOND_DATABASE_URL) cannot be used: {_first_line(exc)}")
+
+
+def database_failure(exc: BaseException) -> MillpondError | None:
+    """The one-line error for a metadata database that failed under a command or a request (the
+    server went away, refused a connection, a lock timed out: UnavailableError), or refused a value
+    (PostgreSQL, unlike SQLite, holds a VARCHAR to its length and text to no NUL: UserError);
+    None for any other exception.
+
+    SQLAlchemy's own message carries the statement and its parameters; this names the database
+    (password hidden) and the driver's first line only. SQLAlchemy is not imported for the check.
+    """
+    errors = sys.modules.get("sqlalchemy.exc")
+    if errors is None:
+        return None
+    if isinstance(exc, errors.DataError):
+        return UserError(f"the metadata database cannot store a value given: {_first_line(exc)}")
+    if not isinstance(exc, (errors.OperationalError, errors.InterfaceError)):
+        return None
+    from millpond.settings import load_settings
+
+    url = redacted(load_settings().database_url)
+    return UnavailableError(f"the metadata database {url} failed: {_first_line(exc)}")
+
+
+def get_engine(url: str) -> "Engine":
+    """One engine per URL and process; the schema is brought to head on first use."""
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(url)
+        if engine is not None:
+            return engine
+        engine = _create_engine(url)
+        from sqlalchemy.exc import DBAPIError
+
+        try:
+            if url.startswith("sqlite:///"):
                 if _current_revision(engine) != HEAD_REVISION:
-                    _migrate(engine)
-    return engine
+                    with FileLock(url.removeprefix("sqlite:///") + ".migrate.lock"):
+                        if _current_revision(engine) != HEAD_REVISION:
+                            _migrate(engine)
+            elif _current_revision(engine) != HEAD_REVISION:
+                _migrate(engine)
+        except DBAPIError as exc:
+            engine.dispose()
+            if not url.startswith("sqlite:///"):
+                raise _unreachable(url, exc) from None
+            raise
+        _ENGINES[url] = engine
+        return engine
+
+
+def forget_engines() -> None:
+    """Close every engine's pooled connections and forget the engines (tests drop their databases)."""
+    with _ENGINES_LOCK:
+        engines = list(_ENGINES.values())
+        _ENGINES.clear()
+    for engine in engines:
+        engine.dispose()
 
 
 def session_factory(url: str) -> "sessionmaker[Session]":

@@ -7,10 +7,11 @@ above the store builds SQL. A key or sort field a list does not have is a UserEr
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import DateTime, Select, func, select
 from sqlalchemy.orm import Session
 
 from millpond.errors import UserError
@@ -47,15 +48,43 @@ class Page(Generic[T]):
     next_offset: int | None = None
 
 
+def _moment(key: str, value: Any) -> dt.datetime:
+    """A filter's time: RFC 3339 text (KFP's ``timestamp_value``) or seconds since the epoch (as KFP stores times)."""
+    try:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return dt.datetime.fromtimestamp(value, dt.timezone.utc)
+        if isinstance(value, str):
+            moment = dt.datetime.fromisoformat(value)
+            return (moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        pass
+    raise UserError(f"invalid filter: {key!r} is a time: give RFC 3339 text or seconds since the epoch, not {value!r}")
+
+
+def _typed(key: str, column: Any, value: Any) -> Any:
+    """``value`` as the column holds it: PostgreSQL compares only like with like (SQLite would compare
+    anything, and match nothing), and stores no NUL character, so no text with one can match."""
+    if isinstance(column.type, DateTime):
+        return _moment(key, value)
+    text = str(value)
+    if "\x00" in text:
+        raise UserError(f"invalid filter: the value for {key!r} holds a NUL character")
+    return text
+
+
 def filtered(query: Select[Any], predicates: tuple[Predicate, ...], columns: dict[str, Any]) -> Select[Any]:
-    """``query`` narrowed by ``predicates``; ``columns`` maps field names to columns."""
+    """``query`` narrowed by ``predicates``; ``columns`` maps field names to columns (text or times)."""
     for predicate in predicates:
         if predicate.key not in columns:
             raise UserError(f"invalid filter: unknown key {predicate.key!r} (known: {', '.join(sorted(columns))})")
-        column, value, operation = columns[predicate.key], predicate.value, predicate.operation
+        column, operation = columns[predicate.key], predicate.operation
+        if operation == "IS_SUBSTRING" and isinstance(column.type, DateTime):
+            raise UserError(f"invalid filter: IS_SUBSTRING takes a text field, and {predicate.key!r} is a time")
         if operation == "IN":
-            query = query.where(column.in_([str(v) for v in value]))
-        elif operation == "EQUALS":
+            query = query.where(column.in_([_typed(predicate.key, column, v) for v in predicate.value]))
+            continue
+        value = _typed(predicate.key, column, predicate.value)
+        if operation == "EQUALS":
             query = query.where(column == value)
         elif operation == "NOT_EQUALS":
             query = query.where(column != value)

@@ -96,13 +96,22 @@ class ResourceStore:
 
         self._sessions: sessionmaker[Session] = session_factory((settings or load_settings()).database_url)
 
-    def _row(self, session: "Session", kind: str, name: str, namespace: str) -> "StoredResource | None":
+    def _row(
+        self, session: "Session", kind: str, name: str, namespace: str, *, lock: bool = False
+    ) -> "StoredResource | None":
+        """One object's row; ``lock`` for a read that a write in the same transaction depends on.
+
+        SQLite has one writer at a time already; on PostgreSQL the row is read ``FOR UPDATE``, so
+        two processes applying or deleting the same object take turns instead of both acting on
+        what they read (SQLAlchemy leaves the clause out on SQLite).
+        """
         from sqlalchemy import select
 
         from millpond.store.models import StoredResource
 
-        return session.scalar(select(StoredResource).where(
-            StoredResource.kind == kind, StoredResource.namespace == namespace, StoredResource.name == name))
+        query = select(StoredResource).where(
+            StoredResource.kind == kind, StoredResource.namespace == namespace, StoredResource.name == name)
+        return session.scalar(query.with_for_update() if lock else query)
 
     def get(self, kind: str, name: str, namespace: str = "default") -> Resource | None:
         with self._sessions() as session:
@@ -145,7 +154,7 @@ class ResourceStore:
                 kind, name = manifest["kind"], metadata["name"]
                 namespace = metadata.get("namespace") or "default"
                 stored = {**manifest, "metadata": {**metadata, "namespace": namespace}}
-                row = self._row(session, kind, name, namespace)
+                row = self._row(session, kind, name, namespace, lock=True)
                 now = utcnow()
                 if row is None:
                     row = StoredResource(uid=new_id(), kind=kind, namespace=namespace, name=name,
@@ -186,7 +195,7 @@ class ResourceStore:
     def delete(self, kind: str, name: str, namespace: str = "default") -> bool:
         """Remove one object; False when there was none."""
         with self._sessions.begin() as session:
-            row = self._row(session, kind, name, namespace)
+            row = self._row(session, kind, name, namespace, lock=True)
             if row is None:
                 return False
             session.delete(row)
@@ -198,7 +207,7 @@ class ResourceStore:
         ``updated_at`` stays the time of the last applied change: status is not the user's edit.
         """
         with self._sessions.begin() as session:
-            row = self._row(session, kind, name, namespace)
+            row = self._row(session, kind, name, namespace, lock=True)
             if row is not None:
                 row.status = dict(status)
 
