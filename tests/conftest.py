@@ -19,7 +19,10 @@ os.environ["MILLPOND_HOME"] = tempfile.mkdtemp(prefix="millpond-test-home-")
 
 from millpond.cli.main import main  # noqa: E402 - after the scratch home is in place
 
-pytest_plugins = ["tests.s3_server"]  # the session's one SeaweedFS server (s3_server fixture)
+pytest_plugins = [
+    "tests.s3_server",  # the session's one SeaweedFS server (s3_server fixture)
+    "tests.ray_cluster",  # a local Ray head and two worker nodes, started when a test asks (ray_cluster fixture)
+]
 
 PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"

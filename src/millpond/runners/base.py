@@ -30,7 +30,8 @@ class ProcessSpec:
     log_path: Path
     binds: list[Bind] = field(default_factory=list)
     timeout_s: float | None = None
-    on_start: Callable[[int], None] | None = None  # told the pid once the process runs
+    # told the pid once the process runs (None when it runs on another machine: a Ray node)
+    on_start: Callable[[int | None], None] | None = None
     # kfp's standard executor program (component source, executor arguments), when that is
     # all the task runs with millpond's own interpreter: a runner may run it from a warm process.
     python_task: tuple[str, list[str]] | None = None
