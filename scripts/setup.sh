@@ -3,7 +3,7 @@
 #   bash scripts/setup.sh demo          # install, then run examples/digits_pipeline.py
 #   bash scripts/setup.sh test [ARGS]   # install with test extras, then pytest [ARGS]
 # Debian packages millpond uses (bubblewrap for task sandboxes, fuse3 for dataset mounts, openmpi-bin for mpi
-# training jobs) are installed when running
+# training jobs, jq for the scripts that read `arena get -o json`) are installed when running
 # as root with apt-get; otherwise the one command that would install them is printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,8 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 # MPI training jobs (arena submit mpi): the launcher runs Open MPI's mpirun (openmpi-bin brings its libraries).
 command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
+# Scripts written for Arena poll a job with `arena get NAME -o json | jq .status` (seed 000's training step).
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 # The web UI's browser tests (tests/test_server_ui.py) drive Debian's Chromium through Playwright.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 if ((${#missing[@]})); then

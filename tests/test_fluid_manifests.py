@@ -15,10 +15,12 @@ import pytest
 import yaml
 
 from millpond.cli.resource_tables import human_age
-from millpond.datasets.kinds import canonical_kind
+from millpond.datasets import kinds as fluid_kinds  # noqa: F401 - registers Fluid's kinds
 from millpond.datasets.mount_points import parse_mount_point
 from millpond.errors import UserError
+from millpond.kinds import REGISTRY
 from millpond.store.secrets import ConfigStore
+from millpond.training import kinds as training_kinds  # noqa: F401 - the table holds every owner's kinds
 
 REPO = Path(__file__).parents[1]
 CORPUS = (REPO / "../shared/conformance/fluid-manifests").resolve()
@@ -431,15 +433,20 @@ def test_secret_values_stay_out_of_output_and_database(cli, home: Path, tmp_path
     ("alluxioruntime", "AlluxioRuntime"), ("alluxioruntimes", "AlluxioRuntime"), ("alluxio", "AlluxioRuntime"),
     ("juicefsruntimes", "JuiceFSRuntime"), ("dataload", "DataLoad"), ("dataloads", "DataLoad"),
     ("datamigrates", "DataMigrate"), ("dataprocesses", "DataProcess"), ("databackup", "DataBackup"),
-    ("vineyardruntime", "VineyardRuntime"),
+    ("vineyardruntime", "VineyardRuntime"), ("dataset.v1alpha1.data.fluid.io", "Dataset"),
+    ("pytorchjobs", "PyTorchJob"), ("MPIJob", "MPIJob"), ("tfjob.kubeflow.org", "TFJob"),
+    ("trainjobs.v1alpha1.trainer.kubeflow.org", "TrainJob"), ("clustertrainingruntimes", "ClusterTrainingRuntime"),
 ])
-def test_canonical_kind(text: str, kind: str) -> None:
-    assert canonical_kind(text) == kind
+def test_every_kind_resolves_by_kubectls_names(text: str, kind: str) -> None:
+    assert REGISTRY.resolve(text).kind == kind
 
 
-def test_canonical_kind_refuses_unknown_names() -> None:
-    with pytest.raises(UserError, match="unknown resource type 'pods': use one of dataset \\(datasets\\)"):
-        canonical_kind("pods")
+def test_an_unknown_kind_is_one_line_naming_every_known_kind() -> None:
+    with pytest.raises(UserError, match="unknown resource type 'pods': use one of dataset \\(datasets\\)") as info:
+        REGISTRY.resolve("pods")
+    assert "\n" not in str(info.value) and str(info.value).endswith("clustertrainingruntime (clustertrainingruntimes)")
+    with pytest.raises(UserError, match="CacheRuntimeClass is a cluster-wide template"):
+        REGISTRY.resolve("cacheruntimeclasses")
 
 
 def test_parse_mount_point() -> None:

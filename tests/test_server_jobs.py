@@ -162,3 +162,31 @@ def test_the_request_guard_covers_the_job_routes(server: Served, finished: Train
             assert answer.read() == b"done\n"
     finally:
         guarded.stop()
+
+
+def test_the_resource_routes_take_training_kinds_by_kubectls_names(server: Served, finished: TrainingClient) -> None:
+    """``GET/DELETE /apis/millpond/v1/KIND[/NAME]`` and ``POST …/fluid/apply`` dispatch every kind through one table."""
+    api = "/apis/millpond/v1"
+    status, listed, _ = _call(server, f"{api}/pytorchjobs")
+    assert status == 200 and listed["kind"] == "List"
+    assert [(o["kind"], o["metadata"]["name"]) for o in listed["items"]] == [("PyTorchJob", "hello"),
+                                                                            ("PyTorchJob", "later")]
+    status, one, _ = _call(server, f"{api}/pytorchjob.v1.kubeflow.org/later")
+    assert status == 200 and one["status"]["conditions"][-1]["type"] == "Succeeded"
+    manifest = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "applied"},
+                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "pytorch", "image": "x", "command": ["sh", "-c", "sleep 300"]}]}}}}}}
+    request = urllib.request.Request(f"{server.url}{api}/fluid/apply", data=json.dumps([manifest]).encode(),
+                                     method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        applied = json.loads(answer.read())
+    assert [(i["kind"], i["name"], i["action"], i["started"]) for i in applied["items"]] == [
+        ("PyTorchJob", "applied", "created", True)]
+    assert _call(server, f"{api}/pytorchjobs/applied")[0] == 200
+    status, deleted, _ = _call(server, f"{api}/pytorchjobs/applied", "DELETE")
+    assert status == 200 and deleted["message"] == 'pytorchjob.kubeflow.org "applied" deleted'
+    status, missing, _ = _call(server, f"{api}/pytorchjobs/applied")
+    assert status == 404 and missing["message"] == 'pytorchjobs.kubeflow.org "applied" not found'
+    status, unknown, _ = _call(server, f"{api}/widgets")
+    assert status == 404 and "unknown resource type 'widgets'" in unknown["message"]
+    assert "dataset (datasets)" in unknown["message"] and "pytorchjob (pytorchjobs)" in unknown["message"]

@@ -266,7 +266,8 @@ def test_millpond_ps_fails_a_job_whose_supervisor_died_and_ends_its_instances(cl
     assert arena(capsys, "submit", "pytorch", "--name", "unwatched", "sleep 300; true").code == 0
     (master,) = _running(capsys, "unwatched", 1)
     job = record("unwatched")
-    assert "training-job" in cli("ps").out  # the supervisor is one of the home's background processes
+    (line,) = [line for line in cli("ps").out.splitlines() if line.startswith("training-job")]
+    assert "default/unwatched" in line and "RUNNING" in line  # the supervisor, with its job's status
     os.kill(job.supervisor_pid, signal.SIGKILL)
     assert gone(job.supervisor_pid, job.supervisor_start)
     result = cli("ps")

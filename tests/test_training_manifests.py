@@ -5,6 +5,7 @@ rows apply or are refused as EXPECTED.tsv says."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,11 +17,12 @@ import pytest
 import yaml
 
 from millpond.datasets.mounts import fuse_available, is_mounted
+from millpond.scheduling.ledger import Request
 from millpond.store.training import JobStore
 from millpond.training.kinds import KINDS
 from millpond.training.launch import PLANNERS
 from millpond.training.manifests import replica_job_spec
-from millpond.training.spec import Trainer
+from millpond.training.spec import Trainer, spec_from_json, spec_to_json
 from tests.datasets_support import create_s3_dataset
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "k8s-manifests"
@@ -206,6 +208,23 @@ def test_mpijob_and_tfjob_become_the_operators_replica_groups() -> None:
     assert [(r.role, r.replicas) for r in spec.replicas] == [("worker", 2), ("ps", 1)]
     assert spec.replicas[0].resources.memory_bytes == 200 * 2**20 and spec.queue == "user-queue"
     assert spec.replicas[0].command[:2] == ("sh", "-c") and "no command" in spec.replicas[0].command[2]
+
+
+def test_a_spec_stored_before_resources_became_the_ledgers_request_reads_back_the_same() -> None:
+    """A job's spec column as the code before this one wrote it (each replica's ``resources``
+    with cpu_millis, memory_bytes, gpus) reads back, and is written again byte for byte."""
+    old = {"name": "j", "namespace": "default", "trainer": "pytorchjob", "replicas": [
+        {"role": "master", "replicas": 1, "command": ["true"], "env": [],
+         "resources": {"cpu_millis": 500, "memory_bytes": 2**20, "gpus": 1}},
+        {"role": "worker", "replicas": 2, "command": ["true"], "env": [["A", "1"]],
+         "resources": {"cpu_millis": 0, "memory_bytes": 0, "gpus": 0}}],
+        "image": "", "working_dir": "", "env": [], "data": [], "data_dirs": [], "retry": 0,
+        "running_timeout_s": None, "ttl_after_finished_s": None, "clean_task_policy": "Running",
+        "nproc_per_node": None, "priority": "", "queue": "", "labels": [], "annotations": [], "share_memory": 0,
+        "source": "arena", "manifest": {}}
+    spec = spec_from_json(old)
+    assert spec.replicas[0].resources == Request(500, 2**20, 1) and spec.total == Request(500, 2**20, 1)
+    assert json.dumps(spec_to_json(spec), sort_keys=True) == json.dumps(old, sort_keys=True)
 
 
 def _pod(container: dict[str, Any], **pod: Any) -> dict[str, Any]:

@@ -16,11 +16,23 @@ against any S3-compatible bucket (SeaweedFS, MinIO, AWS). What differs from the 
 - The raw data comes from ``BUCKET/mnist/`` (``--make-data`` writes it with make_data.py:
   MNIST-format files made from scikit-learn's digits), named ``minio://HOST:PORT/BUCKET/…``
   for a plain-HTTP endpoint where the notebook had ``oss://BUCKET.ENDPOINT/…``.
-- Training: the notebook's step 4 submits an Arena PyTorchJob from a container and polls it;
-  here the step's script runs ``python train.py`` itself (this folder's train.py, with this
-  Python), in the step's private mount namespace where the dataset is at /data/mnist. Its
-  checkpoint is therefore at ``/MNIST/raw/ckpt/mnist_cnn.pt`` in the dataset (the notebook's
-  job mounted the whole dataset at /data and wrote ``/ckpt``).
+- Training: step 4 is the notebook's cell 11 as written: its bash script runs ``arena submit
+  pytorch --name=mnist-pytorch --gpus=1 --workers=1 --data=mydataset:/data ...`` (millpond's
+  ``arena``, which the step's script finds first on its PATH) and polls ``arena get mnist-pytorch
+  -o json | jq .status`` every 5 s. Only the training command differs: this folder's train.py
+  run by this Python (``PYTHON train.py --epochs 2 --data /data --save-model --save-model-path
+  /data/ckpt``) where the notebook ran /workspace/main.py inside the job's image. The job mounts
+  the whole dataset at /data, so the checkpoint is ``/ckpt/mnist_cnn.pt`` in the dataset, as in
+  the notebook. Two branches are added to the polling loop so the step always ends (the notebook's
+  polls forever): a FAILED job fails the step with the job's message (the instance's last log
+  lines before it), and a job not done within ``--job-timeout`` (600 s; one still QUEUING, or
+  hung) is deleted and fails the step. DataProcess has no timeout of its own.
+- ``--gpus=1``: on a machine without a GPU the job runs on the CPU: unless gpu-fallback is
+  configured (``millpond config set gpu-fallback …`` or MILLPOND_GPU_FALLBACK), run_flow.py sets
+  MILLPOND_GPU_FALLBACK=cpu for the flow and says so; on a machine with a GPU, the job gets one.
+- The job stays after the flow (``arena get mnist-pytorch``, ``arena logs mnist-pytorch``), as
+  a Kubernetes job does; a second run refuses to start until it is deleted (``arena delete
+  mnist-pytorch``), since the notebook's job name is fixed.
 - Images (``debian:buster`` …) are recorded in the manifests for Kubernetes and not pulled.
 
     python examples/fluid_mnist/run_flow.py --endpoint http://127.0.0.1:8333 --bucket BUCKET --make-data
@@ -114,26 +126,82 @@ gzip -d --keep train-labels-idx1-ubyte.gz
 """
 
 
-def get_train_script(command: str) -> str:
-    """The notebook's step 4 submitted an Arena job running ``command`` and polled it; here the step runs it."""
+JOB_NAME = "mnist-pytorch"  # the name cell 11 gives the Arena job
+JOB_IMAGE = "cloudnative4ai/torch-samples:cuda-mnist"  # recorded with the job, not pulled
+JOB_TIMEOUT_S = 600
+
+
+def get_submit_job_script(dataset_name: str, job_image: str, command: str, timeout_s: int = JOB_TIMEOUT_S) -> str:
+    """Cell 11's script: submit the Arena PyTorch job, then poll it every 5 s until it SUCCEEDED.
+
+    As the notebook writes it, plus two exits from its loop so the step always ends: a FAILED job
+    fails the step, the job's message on the last line (which the DataProcess's Failed condition
+    quotes), and a job not done within ``timeout_s`` is deleted, so it cannot run after its step
+    failed. ``set +x`` first, so the reason, not the trace of ``exit``, is the last line.
+    """
     return f"""
     #!/bin/bash
     set -ex
-    {command}
+    arena submit pytorch \
+        --name=mnist-pytorch \
+        --gpus=1 \
+        --workers=1 \
+        --image={job_image} \
+        --data={dataset_name}:/data \
+        {command}
+
+    deadline=$((SECONDS + {timeout_s}))
+    while true; do
+        sleep 5
+        status=$(arena get mnist-pytorch -o json | jq .status | tr -d '"')
+        if [ "$status" == "SUCCEEDED" ]; then
+            break
+        fi
+        if [ "$status" == "FAILED" ]; then
+            set +x
+            arena logs mnist-pytorch --tail 10
+            echo "the arena job mnist-pytorch FAILED: $(arena get mnist-pytorch | sed -n 's/^Message: *//p')"
+            exit 1
+        fi
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            set +x
+            arena delete mnist-pytorch
+            echo "the arena job mnist-pytorch was still ${{status:-unknown}} after {timeout_s}s: deleted it"
+            exit 1
+        fi
+    done
     """
 
 
 def train_command(epochs: int) -> str:
-    """The notebook's training command.
+    """Cell 11's training command, pointing at this folder's train.py run by this Python.
 
-    ``python /workspace/main.py --epochs 2 --data /data --save-model --save-model-path /data/ckpt``
+    The notebook: ``'python /workspace/main.py --epochs 2 --data /data --save-model --save-model-path /data/ckpt'``
+    (one word, quoted, which arena joins and runs with ``sh -c``).
     """
     python, script = shlex.quote(sys.executable), shlex.quote(str(HERE / "train.py"))
-    return f"{python} {script} --epochs {epochs} --data /data/mnist --save-model --save-model-path /data/mnist/ckpt"
+    return shlex.quote(f"{python} {script} --epochs {epochs} --data /data --save-model --save-model-path /data/ckpt")
 
 
-def build_flow(dataset: fluid.FluidDataset, endpoint: str | None, bucket: str, epochs: int) -> fluid.FluidDataFlow:
-    """Cells 8-12: migrate in, decompress, preload, train, migrate the checkpoint out."""
+def train_step(flow: fluid.FluidDataset | fluid.FluidDataFlow, dataset_name: str, command: str,
+               timeout_s: int = JOB_TIMEOUT_S) -> fluid.FluidDataFlow:
+    """Cell 11's step: the submit-and-poll script, the dataset's MNIST/raw at /data/mnist as the notebook has it.
+
+    The script does not read it; the step holds the dataset's shared mount, which the job's
+    ``--data`` then uses (``$MILLPOND_HOME/mnt/NAMESPACE/NAME``), until the job is done.
+    """
+    return flow.process(dataset_mountpath="/data/mnist", sub_path="MNIST/raw", processor=models.Processor(
+        service_account_name="fluid-demo",
+        script=models.ScriptProcessor(
+            command=["bash"],
+            source=get_submit_job_script(dataset_name, JOB_IMAGE, command, timeout_s),
+            image="registry.cn-beijing.aliyuncs.com/fluid-namespace/python-arena",
+            image_tag="3.7-0.9.11-ce87d10-01101736")))
+
+
+def build_flow(dataset: fluid.FluidDataset, endpoint: str | None, bucket: str, epochs: int,
+               job_timeout_s: int = JOB_TIMEOUT_S) -> fluid.FluidDataFlow:
+    """Cells 8-12: migrate in, decompress, preload, train (an Arena job), migrate the checkpoint out."""
     flow = dataset.migrate(path="/MNIST/raw/", migrate_direction=constants.DATA_MIGRATE_DIRECTION_FROM,
                            external_storage=models.ExternalStorage(
                                uri=external_uri(endpoint, bucket, "mnist/"),
@@ -148,18 +216,44 @@ def build_flow(dataset: fluid.FluidDataset, endpoint: str | None, bucket: str, e
 
     flow = flow.preload(target_path="/MNIST/raw")
 
-    flow = flow.process(dataset_mountpath="/data/mnist", sub_path="MNIST/raw", processor=models.Processor(
-        script=models.ScriptProcessor(
-            command=["bash"],
-            source=get_train_script(train_command(epochs)),
-            image="cloudnative4ai/torch-samples",
-            image_tag="cpu-mnist")))
+    flow = train_step(flow, dataset.name, train_command(epochs), job_timeout_s)
 
-    flow = flow.migrate(path="/MNIST/raw/ckpt/mnist_cnn.pt", migrate_direction=constants.DATA_MIGRATE_DIRECTION_TO,
+    flow = flow.migrate(path="/ckpt/mnist_cnn.pt", migrate_direction=constants.DATA_MIGRATE_DIRECTION_TO,
                         external_storage=models.ExternalStorage(
                             uri=external_uri(endpoint, bucket, "mnist_ckpt/mnist_cnn.pt"),
                             encrypt_options=get_oss_encrypt_options("oss-access-creds")))
     return flow
+
+
+def gpu_fallback_note() -> str | None:
+    """Set MILLPOND_GPU_FALLBACK=cpu for this flow when gpu-fallback is not configured and there is no GPU.
+
+    Cell 11 asks ``--gpus=1``; without a GPU and without the fallback, ``arena submit`` refuses
+    the job. Returns the line saying so, or None when nothing was changed.
+    """
+    from millpond.scheduling.machine import capacity
+    from millpond.settings import CONFIGURABLE, load_settings, stored_settings
+
+    variable = CONFIGURABLE["gpu-fallback"][0]
+    settings = load_settings()
+    if os.environ.get(variable) or "gpu-fallback" in stored_settings(settings.home):
+        return None
+    if capacity(settings.fake_gpus).gpus:
+        return None
+    os.environ[variable] = "cpu"  # the DataProcess runner, its script and arena inherit it
+    return (f"no GPU here: the job's --gpus=1 runs on the CPU "
+            f"({variable}=cpu, as `millpond config set gpu-fallback cpu`)")
+
+
+def left_over_job() -> str | None:
+    """The status of an Arena job named ``JOB_NAME`` left by an earlier run, or None."""
+    from millpond.errors import NotFoundError
+    from millpond.training import TrainingClient
+
+    try:
+        return TrainingClient().get(JOB_NAME).status
+    except NotFoundError:
+        return None
 
 
 def step_table(run: fluid.FlowHandle) -> list[dict[str, Any]]:
@@ -198,6 +292,14 @@ def print_log(path: str, lines: int = 20) -> None:
         print("\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:]))
 
 
+def print_job_log(lines: int = 6) -> None:
+    """The end of the training job's log, as ``arena logs mnist-pytorch --tail 6`` prints it."""
+    from millpond.training import TrainingClient
+
+    print(f"--- arena logs {JOB_NAME} --tail {lines}")
+    print(TrainingClient().logs(JOB_NAME, tail=lines), end="")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Seed 000's MNIST dataflow (Fluid SDK) against an S3 bucket.")
     parser.add_argument(
@@ -216,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", default="torch-mnist-training")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument(
+        "--job-timeout", type=int, default=JOB_TIMEOUT_S, metavar="SECONDS",
+        help="the training step deletes its Arena job and fails when the job is not done by then",
+    )
+    parser.add_argument(
         "--cache-medium", default="MEM", choices=["MEM", "SSD", "HDD"],
         help="the runtime's cache tier (the notebook: MEM)",
     )
@@ -225,7 +331,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.access_key or not args.secret_key:
         parser.error("S3 keys are needed: --access-key/--secret-key or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+    if args.job_timeout < 1:
+        parser.error("--job-timeout is at least 1 second")
+    left = left_over_job()
+    if left is not None:
+        print(f"error: the Arena job {JOB_NAME} exists ({left}, left by an earlier run): "
+              f"arena delete {JOB_NAME}, then run again", file=sys.stderr)
+        return 2
     started = time.monotonic()
+    note = gpu_fallback_note()
+    if note:
+        print(note)
 
     if args.make_data:
         sys.path.insert(0, str(HERE))
@@ -274,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         print(dataset.report_status("binding_status"))
 
         # In [8]-[12]: the dataflow, lazily built
-        flow = build_flow(dataset, args.endpoint, args.bucket, args.epochs)
+        flow = build_flow(dataset, args.endpoint, args.bucket, args.epochs, args.job_timeout)
 
         # In [13]: run it and wait
         try:
@@ -305,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             if row["kind"] == constants.DATA_PROCESS_KIND:
                 print_log(row["log"], lines=6)
+        print_job_log()
         print(f"checkpoint: {external_uri(args.endpoint, args.bucket, 'mnist_ckpt/mnist_cnn.pt')}")
     finally:
         # The notebook's last cell: clean the dataset up (its files stay in the bucket)

@@ -1,12 +1,13 @@
 """Train a small CNN on MNIST-format IDX files and save its checkpoint (CPU, seconds).
 
 The seed's training step runs PyTorch's MNIST example (``python main.py --epochs 2 --data
-/data --save-model --save-model-path /data/ckpt``) in a container. This is the same idea
-with no torchvision: the decompressed IDX files are parsed with numpy, a two-layer CNN is
+/data --save-model --save-model-path /data/ckpt``) as an Arena job. This is the same idea
+with no torchvision: the decompressed IDX files (under ``DATA/MNIST/raw``, where torchvision's
+``MNIST(root=DATA)`` looks, or in ``DATA`` itself) are parsed with numpy, a two-layer CNN is
 trained for ``--epochs`` on the CPU, the t10k accuracy is printed after each epoch, and
 the model's ``state_dict`` is written to ``SAVE_MODEL_PATH/mnist_cnn.pt``.
 
-    python examples/fluid_mnist/train.py --data /data/mnist --save-model-path /data/mnist/ckpt
+    python examples/fluid_mnist/train.py --data /data --save-model-path /data/ckpt
 """
 
 from __future__ import annotations
@@ -42,8 +43,16 @@ def read_idx(path: Path) -> np.ndarray:
     return array.reshape(shape)
 
 
+def raw_folder(data: Path) -> Path:
+    """Where the IDX files are: ``DATA/MNIST/raw`` when there is one (torchvision's ``MNIST(root=DATA)``
+    layout, which the seed's ``--data /data`` relies on), else ``DATA`` itself."""
+    nested = data / "MNIST" / "raw"
+    return nested if nested.is_dir() else data
+
+
 def load_split(folder: Path, split: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Images as float tensors (N, 1, 28, 28) normalised as PyTorch's MNIST example does, labels as int64."""
+    folder = raw_folder(folder)
     images = read_idx(folder / f"{split}-images-idx3-ubyte")
     labels = read_idx(folder / f"{split}-labels-idx1-ubyte")
     if len(images) != len(labels):
@@ -78,7 +87,10 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Train a small CNN on MNIST-format IDX files (CPU).")
-    parser.add_argument("--data", type=Path, required=True, help="folder with the decompressed *-idx?-ubyte files")
+    parser.add_argument(
+        "--data", type=Path, required=True,
+        help="torchvision's MNIST root (files in DATA/MNIST/raw) or the folder of the decompressed *-idx?-ubyte files",
+    )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-3)
@@ -95,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     x_train, y_train = load_split(args.data, "train")
     x_test, y_test = load_split(args.data, "t10k")
     print(
-        f"data: {len(x_train)} train and {len(x_test)} test images of {tuple(x_train.shape[2:])} from {args.data}",
+        f"data: {len(x_train)} train and {len(x_test)} test images of {tuple(x_train.shape[2:])} "
+        f"from {raw_folder(args.data)}",
         flush=True,
     )
 

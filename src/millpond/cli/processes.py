@@ -1,8 +1,10 @@
 """``millpond ps``: every background process this home keeps, and the end of those nobody uses.
 
 Listed: FUSE mount daemons (a shared one with who uses it), data operations' runners, Cron
-schedules waiting for their next run, the API server, and the engines of runs in flight —
-each with what it holds in the machine-wide ledger (GPUs, CPUs, memory), and any other holder.
+schedules waiting for their next run, training jobs' supervisors (with the job's status), the
+API server, and the engines of runs in flight — each with what it holds in the machine-wide
+ledger (GPUs, CPUs, memory), and any other holder. Every one is told alive or gone by its
+``runners.processes.ProcessIdentity`` (pid + start time), wherever it is recorded.
 Before listing, it reconciles: a shared dataset mount whose users have all gone (killed
 ones included) is unmounted, and a runner whose operation was deleted is ended. Each one
 ended is said on stderr, so nothing ends unseen.
@@ -13,8 +15,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from millpond.runners.background import BackgroundProcess
 
 HEADERS = ("KIND", "OBJECT", "PID", "STARTED", "STATE")
 IN_FLIGHT = ("PENDING", "RUNNING", "CANCELING")
@@ -76,9 +82,22 @@ def other_rows() -> list[Row]:
 
     rows = [Row(view.kind, view.process.object, view.process.pid, view.process.started, view.state)
             for view in runners()]
-    rows += [Row(p.kind, p.object, p.pid, p.started, "serving" if p.kind == "server" else "running")
-             for p in running() if p.kind != KIND]
+    rows += [Row(p.kind, p.object, p.pid, p.started, _state(p)) for p in running() if p.kind != KIND]
     return rows
+
+
+def _state(process: "BackgroundProcess") -> str:
+    if process.kind == "server":
+        return "serving"
+    if process.kind != "training-job":
+        return "running"
+    from millpond.store.training import JobStore
+
+    namespace, _, name = process.object.partition("/")
+    job = JobStore().get(name, namespace)
+    if job is None or process.uid and job.uid != process.uid:
+        return "its job was deleted"
+    return job.status + (f": {job.message}" if job.status == "QUEUING" and job.message else "")
 
 
 def engine_rows() -> list[Row]:

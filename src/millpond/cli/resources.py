@@ -1,8 +1,9 @@
 """``millpond apply -f``, ``millpond get`` and ``millpond delete``: manifests as kubectl handles them.
 
 Fluid's kinds (``datasets.kinds``) and Kubeflow's training kinds (``training.kinds``, handled
-in ``training_resources``) share these commands; a document goes to its kind's checks, and
-nothing is stored unless every document of the apply passes.
+in ``training_resources``) share these commands: a kind's name (``get``/``delete``) or a
+document's ``kind:`` (``apply``) is looked up in the one table of kinds, ``millpond.kinds``,
+and goes to its owner's checks; nothing is stored unless every document of the apply passes.
 
 Only click is imported here; the manifest checks and the store load when a command runs,
 so ``millpond run`` does not pay for them.
@@ -20,6 +21,7 @@ import click
 from millpond.errors import NotFoundError
 
 if TYPE_CHECKING:
+    from millpond.kinds import KindTable
     from millpond.store.resources import Resource, ResourceStore
 
 NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The object's namespace.")
@@ -39,10 +41,13 @@ def _dataset_deleted(name: str, namespace: str) -> None:
     dataset_deleted(name, namespace)
 
 
-def _not_found(plural: str, name: str, namespace: str) -> str:
-    from millpond.datasets.kinds import GROUP
+def _kinds() -> "KindTable":
+    """The table of kinds, filled by both owners (importing their kinds modules registers them)."""
+    from millpond.datasets import kinds as fluid_kinds  # noqa: F401 - registers Fluid's kinds
+    from millpond.kinds import REGISTRY
+    from millpond.training import kinds as training_kinds  # noqa: F401 - registers Kubeflow's kinds
 
-    return f'{plural}.{GROUP} "{name}" not found' + (f' in namespace "{namespace}"' if namespace != "default" else "")
+    return REGISTRY
 
 
 @click.command("apply")
@@ -65,16 +70,20 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     from millpond.settings import load_settings
     from millpond.store.resources import ResourceStore
     from millpond.store.secrets import ConfigStore
-    from millpond.training.kinds import KINDS as TRAINING_KINDS
 
     settings = load_settings()
     documents = read_documents(list(files))
     if not documents:
         raise UserError(f"{', '.join(files)}: no manifests found (every document is empty)")
     store = ResourceStore(settings)
-    manifests = check_documents([d for d in documents if not training.is_training(d[2])], ConfigStore(settings.home),
-                                tuple(TRAINING_KINDS))
-    jobs, job_actions = training.check([d for d in documents if training.is_training(d[2])], store)
+    kinds = _kinds()
+
+    def is_training(doc: Any) -> bool:
+        entry = kinds.named(doc.get("kind")) if isinstance(doc, dict) else None
+        return entry is not None and entry.owner == "training"
+
+    manifests = check_documents([d for d in documents if not is_training(d[2])], ConfigStore(settings.home))
+    jobs, job_actions = training.check([d for d in documents if is_training(d[2])], store)
     notes = [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
     started = []
@@ -103,15 +112,18 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
     from millpond.cli.resource_tables import COLUMNS, format_table, row
     from millpond.store.resources import ResourceStore
 
-    info, training_kind = _resolve(kind)
-    if training_kind is not None:
-        _get_training(training_kind, name, namespace, all_namespaces, output)
+    entry = _kinds().resolve(kind)
+    if entry.owner == "training":
+        _get_training(entry.kind, name, namespace, all_namespaces, output)
         return
+    from millpond.datasets.kinds import KINDS
+
+    info = KINDS[entry.kind]
     store = ResourceStore()
     if name is not None:
         found = store.get(info.kind, name, namespace)
         if found is None:
-            raise NotFoundError(_not_found(info.plural, name, namespace))
+            raise NotFoundError(entry.not_found(name, namespace))
         resources = [found]
     else:
         resources = store.list(info.kind, None if all_namespaces else namespace)
@@ -134,29 +146,12 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
     sys.stdout.write(format_table(headers, rows))
 
 
-def _resolve(text: str) -> tuple[Any, Any]:
-    """(Fluid kind, None) or (None, training kind) for a kind as kubectl spells it; an unknown one names both sets."""
-    from millpond.datasets.kinds import kind_info
-    from millpond.errors import UserError
-    from millpond.training.kinds import KINDS, find_kind
-
-    training_kind = find_kind(text)
-    if training_kind is not None:
-        return None, training_kind
-    try:
-        return kind_info(text), None
-    except UserError as exc:
-        if not str(exc).startswith("unknown resource type"):
-            raise
-        more = ", ".join(f"{info.kind.lower()} ({info.plural})" for info in KINDS.values())
-        raise UserError(f"{exc}, {more}") from None
-
-
-def _get_training(info: Any, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
+def _get_training(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
     from millpond.cli import training_resources
     from millpond.cli.resource_tables import format_table
+    from millpond.training.kinds import KINDS
 
-    found = training_resources.get(info, name, namespace, all_namespaces, output)
+    found = training_resources.get(KINDS[kind], name, namespace, all_namespaces, output)
     if found is None:
         where = "any namespace" if all_namespaces else f"{namespace} namespace"
         print(f"No resources found in {where}.", file=sys.stderr)
@@ -183,14 +178,15 @@ def delete_command(kind: str, name: str, namespace: str) -> None:
     """Delete the object NAME of KIND (a dataset's cache goes with it; a running job is stopped)."""
     from millpond.store.resources import ResourceStore
 
-    info, training_kind = _resolve(kind)
-    if training_kind is not None:
+    entry = _kinds().resolve(kind)
+    if entry.owner == "training":
         from millpond.cli import training_resources
+        from millpond.training.kinds import KINDS
 
-        training_resources.delete(training_kind, name, namespace)
+        training_resources.delete(KINDS[entry.kind], name, namespace)
         return
-    if not ResourceStore().delete(info.kind, name, namespace):
-        raise NotFoundError(_not_found(info.plural, name, namespace))
-    if info.kind == "Dataset":
+    if not ResourceStore().delete(entry.kind, name, namespace):
+        raise NotFoundError(entry.not_found(name, namespace))
+    if entry.kind == "Dataset":
         _dataset_deleted(name, namespace)
-    print(f'{info.resource} "{name}" deleted')
+    print(f'{entry.resource} "{name}" deleted')

@@ -3,6 +3,7 @@
 One table says, for each ``data.fluid.io/v1alpha1`` kind, what it is (dataset, runtime or
 data operation), how kubectl spells it (``datasets``, ``alluxio``, ``load``…) and which of
 its spec fields millpond acts on; the other fields are recorded and reported, not applied.
+Its names go into ``millpond.kinds.REGISTRY``, where every kind's name is resolved.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from millpond.errors import UserError
+from millpond.kinds import REGISTRY, KindName
 
-API_VERSION = "data.fluid.io/v1alpha1"
 GROUP = "data.fluid.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
 
 Category = Literal["dataset", "runtime", "operation"]
 
@@ -63,32 +65,11 @@ NOT_ON_ONE_MACHINE = {
 }
 
 
-def _spellings() -> dict[str, str]:
-    names: dict[str, str] = {}
-    for info in KINDS.values():
-        for name in (info.kind, info.plural, *info.short_names):
-            names[name.lower()] = info.kind
-            names[f"{name.lower()}.{GROUP}"] = info.kind
-    return names
-
-
-_NAMES = _spellings()
-
-
-def canonical_kind(text: str) -> str:
-    """``Dataset`` for ``dataset``, ``datasets``, ``datasets.data.fluid.io``…; UserError lists the valid names."""
-    found = _NAMES.get(text.strip().lower())
-    if found:
-        return found
-    for refused, reason in NOT_ON_ONE_MACHINE.items():
-        if text.strip().lower() in (refused.lower(), refused.lower() + "es"):
-            raise UserError(reason)
-    valid = ", ".join(f"{info.kind.lower()} ({info.plural})" for info in KINDS.values())
-    raise UserError(f"unknown resource type {text!r}: use one of {valid}")
-
-
-def kind_info(kind: str) -> KindInfo:
-    return KINDS[canonical_kind(kind)]
+# Their names, in the one table that ``millpond get``/``delete`` and the server resolve names by.
+REGISTRY.register(
+    (KindName(info.kind, info.plural, GROUP, (VERSION,), "datasets", info.short_names) for info in KINDS.values()),
+    refused=NOT_ON_ONE_MACHINE,
+)
 
 
 def dataset_reference(kind: str, spec: dict[str, Any]) -> tuple[str, str | None] | None:

@@ -22,6 +22,7 @@ from millpond.datasets.kinds import API_VERSION, KINDS, NOT_ON_ONE_MACHINE, data
 from millpond.datasets.schema_check import check_schema
 from millpond.documents import load_yaml_documents, plain_value
 from millpond.errors import UserError
+from millpond.kinds import REGISTRY
 from millpond.store.secrets import ConfigStore, check_name
 
 STDIN_NAME = "STDIN"
@@ -103,7 +104,7 @@ def read_documents(paths: list[str], stdin: TextIO | None = None) -> list[tuple[
     return documents
 
 
-def _envelope(doc: Any, where: str, other_kinds: tuple[str, ...] = ()) -> dict[str, Any]:
+def _envelope(doc: Any, where: str) -> dict[str, Any]:
     """apiVersion, kind and metadata checked; the body that is stored (spec defaults to {})."""
     if not isinstance(doc, dict):
         raise UserError(f"{where}: expected a mapping with apiVersion, kind, metadata and spec, found {show(doc)}")
@@ -114,7 +115,7 @@ def _envelope(doc: Any, where: str, other_kinds: tuple[str, ...] = ()) -> dict[s
         raise UserError(f"{where}: {NOT_ON_ONE_MACHINE[kind]}")
     if kind not in KINDS:
         near = [known for known in KINDS if known.lower() == kind.lower()]
-        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join((*KINDS, *other_kinds))}"
+        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join(REGISTRY.kinds())}"
         raise UserError(f"{where}: unknown kind {show(kind)}{hint}")
     if doc.get("apiVersion") != API_VERSION:
         raise UserError(f"{where}: {kind}: apiVersion {show(doc.get('apiVersion'))} is not supported "
@@ -157,17 +158,16 @@ def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: ConfigSto
     checks.check_secret_refs(spec, secrets)
 
 
-def check_document(doc: Any, source: str, number: int, secrets: ConfigStore,
-                   other_kinds: tuple[str, ...] = ()) -> Manifest:
+def check_document(doc: Any, source: str, number: int, secrets: ConfigStore) -> Manifest:
     """One document checked (envelope, schema, what a schema cannot say); its notes name what is only recorded.
 
     ``source`` names where it came from in errors: a file, or the SDK call that built it.
     A document that was not parsed from text (an SDK call's dicts, an API body) is held to the
     same limits first (depth, size, JSON values), so no input reaches the checks' recursion.
-    ``other_kinds`` are the kinds other packages apply (training's), named when a kind is unknown.
+    An unknown kind's error names every kind registered in ``millpond.kinds`` (training's too, where loaded).
     """
     doc = plain_value(doc, f"{source}: document {number}")
-    body = _envelope(doc, f"{source}: document {number}", other_kinds)
+    body = _envelope(doc, f"{source}: document {number}")
     label = f"{body['kind']} {body['metadata']['name']}"
     try:
         check_manifest(doc, body, secrets)
@@ -188,10 +188,9 @@ def load_manifests(paths: list[str], secrets: ConfigStore, stdin: TextIO | None 
     return manifests
 
 
-def check_documents(documents: list[tuple[str, int, Any]], secrets: ConfigStore,
-                    other_kinds: tuple[str, ...] = ()) -> list[Manifest]:
+def check_documents(documents: list[tuple[str, int, Any]], secrets: ConfigStore) -> list[Manifest]:
     """``read_documents``' documents checked, in order; the first problem raises a UserError."""
-    return [check_document(doc, source, number, secrets, other_kinds) for source, number, doc in documents]
+    return [check_document(doc, source, number, secrets) for source, number, doc in documents]
 
 
 def missing_dataset_notes(manifests: list[Manifest], dataset_exists: Callable[[str, str], bool]) -> list[str]:

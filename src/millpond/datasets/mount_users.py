@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from millpond.runners.background import now_iso
-from millpond.runners.processes import is_running, own_identity
+from millpond.runners.processes import ProcessIdentity
 from millpond.settings import load_settings
 
 
@@ -34,7 +34,7 @@ class Lease:
 
     @property
     def alive(self) -> bool:
-        return is_running(self.pid, self.ticks)
+        return ProcessIdentity(self.pid, self.ticks).is_running()
 
 
 def _folder(key: str) -> Path:
@@ -43,8 +43,8 @@ def _folder(key: str) -> Path:
 
 def take(key: str, user: str) -> Lease:
     """Record that ``user``, in this process, uses the mount ``key`` from now on."""
-    pid, ticks = own_identity()
-    lease = Lease(key, uuid.uuid4().hex[:12], user, pid, ticks, now_iso())
+    me = ProcessIdentity.own()
+    lease = Lease(key, uuid.uuid4().hex[:12], user, me.pid, me.start, now_iso())
     folder = _folder(key)
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f".{lease.id}.tmp"

@@ -24,7 +24,7 @@ from pathlib import Path
 from millpond.datasets import mount_users
 from millpond.errors import UserError
 from millpond.runners.background import now_iso
-from millpond.runners.processes import is_running, start_ticks
+from millpond.runners.processes import ProcessIdentity
 from millpond.settings import load_settings
 
 READY_TIMEOUT_S = 60.0
@@ -139,7 +139,7 @@ def mount(dataset: str, folder: Path, namespace: str = "default", shared: bool =
         time.sleep(0.05)
     _raise_read_ahead(target)
     record = MountRecord(
-        dataset, namespace, target, process.pid, str(log_path), start_ticks(process.pid), now_iso(), shared
+        dataset, namespace, target, process.pid, str(log_path), ProcessIdentity.of(process.pid).start, now_iso(), shared
     )
     partial = records / f".{key_of(target)}.tmp"
     partial.write_text(json.dumps(record.__dict__))
@@ -231,7 +231,8 @@ def _wait_gone(record: MountRecord) -> None:
 
 def daemon_runs(record: MountRecord) -> bool:
     """Whether the record's daemon still runs: the same pid and start time (if recorded), not a zombie."""
-    return is_running(record.pid, record.ticks or start_ticks(record.pid))
+    daemon = ProcessIdentity(record.pid, record.ticks) if record.ticks else ProcessIdentity.of(record.pid)
+    return daemon.is_running()
 
 
 def unmount_dataset(dataset: str, namespace: str = "default") -> None:

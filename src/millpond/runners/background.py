@@ -1,14 +1,16 @@
 """The background processes a home keeps, so that ``millpond ps`` can list them and nothing is left unseen.
 
-A data operation's runner, a Cron schedule waiting for its next time and the API server live
-beyond the command that started them. Each writes one record under ``$MILLPOND_HOME/processes``
-as it starts: what it is (``kind``, the ``object`` it serves), its pid and the pid's start time
-(pids are reused: a record only counts while that very process runs) and when it started.
-Nothing removes a record when the process exits (a runner leaves with ``os._exit``, a killed one
-runs nothing): whoever reconciles (``millpond ps``) ends what is left of a dead one's process
-group, then drops its record.
+A data operation's runner, a Cron schedule waiting for its next time, a training job's
+supervisor and the API server live beyond the command that started them. Each writes one
+record under ``$MILLPOND_HOME/processes`` as it starts: what it is (``kind``, the ``object`` it
+serves), its pid and the pid's start time (pids are reused: a record only counts while that
+very process runs) and when it started. Nothing removes a record when the process exits (a
+runner leaves with ``os._exit``, a killed one runs nothing): whoever reconciles (``millpond
+ps``) ends what is left of a dead one's process group, then drops its record.
 
-FUSE mount daemons keep their own records (``datasets.mounts``), with the folder they serve.
+FUSE mount daemons keep their own records (``datasets.mounts``), with the folder they serve;
+``millpond ps`` lists them beside these. Every record names its process by a
+``ProcessIdentity`` and asks it whether the process runs.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import signal
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from millpond.runners.processes import is_running, own_identity, start_ticks
+from millpond.runners.processes import ProcessIdentity, start_ticks
 from millpond.settings import load_settings
 
 
@@ -36,8 +38,12 @@ class BackgroundProcess:
     uid: str = ""  # the served object's uid where it has one: a re-created object is another object
 
     @property
+    def identity(self) -> ProcessIdentity:
+        return ProcessIdentity(self.pid, self.ticks)
+
+    @property
     def running(self) -> bool:
-        return is_running(self.pid, self.ticks)
+        return self.identity.is_running()
 
 
 def _folder() -> Path:
@@ -52,16 +58,13 @@ def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def register(kind: str, served: str, uid: str = "", pid: int | None = None) -> BackgroundProcess:
-    """Record this process (or ``pid``) as the home's ``kind`` process for ``served``; the record it wrote."""
-    if pid is None:
-        pid, ticks = own_identity()
-    else:
-        ticks = start_ticks(pid)
-    record = BackgroundProcess(kind, served, pid, ticks, now_iso(), uid)
+def register(kind: str, served: str, uid: str = "", process: ProcessIdentity | None = None) -> BackgroundProcess:
+    """Record this process (or ``process``, one it spawned) as the home's ``kind`` process for ``served``."""
+    who = process or ProcessIdentity.own()
+    record = BackgroundProcess(kind, served, who.pid, who.start, now_iso(), uid)
     folder = _folder()
     folder.mkdir(parents=True, exist_ok=True)
-    path = _file(pid, ticks)
+    path = _file(who.pid, who.start)
     partial = path.with_suffix(".tmp")
     partial.write_text(json.dumps(asdict(record)))
     os.replace(partial, path)  # a reader sees the whole record or none

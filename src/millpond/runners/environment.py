@@ -8,10 +8,42 @@ would let it (or anything it runs) drive the API.
 from __future__ import annotations
 
 import os
+import sys
+import sysconfig
+from pathlib import Path
 
 SERVER_ONLY = ("MILLPOND_TOKEN",)
+CONSOLE_SCRIPT = "arena"  # one of millpond's console scripts, to find the folder they were installed in
 
 
 def inherited_environment() -> dict[str, str]:
     """A copy of this process's environment without ``SERVER_ONLY`` variables."""
     return {name: value for name, value in os.environ.items() if name not in SERVER_ONLY}
+
+
+def console_scripts_folder() -> Path | None:
+    """The folder of this installation's console scripts (``arena``, ``millpond``), or None if none is found.
+
+    A venv's ``bin`` (beside its interpreter, even when the venv was never activated), else the
+    scheme's scripts folder (``/usr/local/bin``), else the user scheme's (``~/.local/bin``).
+    """
+    candidates = [Path(sys.executable).parent, Path(sysconfig.get_path("scripts"))]
+    try:
+        candidates.append(Path(sysconfig.get_path("scripts", f"{os.name}_user")))
+    except KeyError:
+        pass
+    return next((folder for folder in candidates if os.access(folder / CONSOLE_SCRIPT, os.X_OK)), None)
+
+
+def with_console_scripts(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with millpond's console scripts first on PATH.
+
+    A script written for Arena (seed 000's training step runs ``arena submit`` then polls
+    ``arena get``) must reach this millpond's ``arena``, not another on PATH, and not find
+    none because the venv millpond runs from was never activated.
+    """
+    folder = console_scripts_folder()
+    if folder is None:
+        return dict(env)
+    rest = [part for part in env.get("PATH", os.defpath).split(os.pathsep) if part and part != str(folder)]
+    return {**env, "PATH": os.pathsep.join([str(folder), *rest])}

@@ -1,9 +1,18 @@
-"""Telling whether a recorded process is still the one we started (pids get reused)."""
+"""Telling whether a recorded process is still the one we started (pids get reused).
+
+Every record of a background process keeps a ``ProcessIdentity`` (pid + start time) and asks it
+whether that process lives: the home's background records (``runners.background``: data
+operations' runners, Cron schedules, training jobs' supervisors, the server), a data
+operation's row (``store.resources.ProcessRecord``), a training job's supervisor and
+instances, a mount's daemon and its users' leases, a run's engine, a ledger grant's holder.
+Where the pid and the start are stored differs (a file, a row's columns); the check is this one.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -62,3 +71,36 @@ def kill_group(pid: int | None, ticks: str | None) -> bool:
 
 def own_identity() -> tuple[int, str | None]:
     return os.getpid(), start_ticks(os.getpid())
+
+
+@dataclass(frozen=True)
+class ProcessIdentity:
+    """One process, told apart from a later one given the same pid by its start time (clock ticks
+    since boot, /proc/PID/stat field 22; None when it could not be read, and then it never counts
+    as alive)."""
+
+    pid: int
+    start: str | None
+
+    @classmethod
+    def own(cls) -> ProcessIdentity:
+        return cls(*own_identity())
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessIdentity:
+        """The process ``pid`` is now (a child just spawned: present while unreaped, even if it exited)."""
+        return cls(pid, start_ticks(pid))
+
+    def is_alive(self) -> bool:
+        """The same pid with the same start time exists (a zombie too)."""
+        return is_alive(self.pid, self.start)
+
+    def is_running(self) -> bool:
+        """``is_alive``, and not a zombie: the process still does its work."""
+        return is_running(self.pid, self.start)
+
+    def signal(self, signum: int = signal.SIGTERM) -> bool:
+        return signal_process(self.pid, self.start, signum)
+
+    def kill_group(self) -> bool:
+        return kill_group(self.pid, self.start)

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from millpond.errors import UnavailableError
-from millpond.runners.processes import is_running, start_ticks
+from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling import machine
 from millpond.settings import Settings, load_settings
 
@@ -71,6 +71,10 @@ class Holder:
     name: str
     pid: int
     start: str | None  # the process's start ticks; None: read now from /proc
+
+    @property
+    def identity(self) -> ProcessIdentity:
+        return ProcessIdentity(self.pid, self.start) if self.start is not None else ProcessIdentity.of(self.pid)
 
 
 @dataclass(frozen=True)
@@ -178,7 +182,7 @@ class Ledger:
         Atomic across processes. Grants of holders that are gone are reclaimed first.
         """
         gpus_wanted = 0 if self.falls_back(request) else request.gpus
-        start = holder.start if holder.start is not None else start_ticks(holder.pid)
+        start = holder.identity.start
         with self._transaction() as db:
             held = self._live(db)
             free_gpus = self._free_gpus(held)
@@ -278,7 +282,7 @@ class Ledger:
             indices.setdefault(grant_id, []).append(index)
         live, gone = [], []
         for grant_id, kind, name, pid, start, boot, cpu, memory, gpus, granted_at in rows:
-            if boot != self._boot or not is_running(pid, start):
+            if boot != self._boot or not ProcessIdentity(pid, start).is_running():
                 gone.append(grant_id)
                 continue
             live.append(

@@ -1,15 +1,18 @@
-"""millpond's own routes, under ``/apis/millpond/v1``: Fluid objects, secrets and config maps.
+"""millpond's own routes, under ``/apis/millpond/v1``: Fluid and Kubeflow objects, secrets and config maps.
 
 What ``millpond apply -f``, ``millpond get -o json`` and ``millpond delete`` do, over HTTP,
-through the same store and the same checks:
+through the same store, the same checks and the same table of kinds (``millpond.kinds``):
 
 - ``GET /datasets``, ``GET /datasets/{name}``: Datasets with their status (cache percentage…).
-- ``GET /{kind}``, ``GET /{kind}/{name}``: any Fluid kind by a name kubectl accepts
-  (``alluxioruntimes``, ``dataload``, ``load``…), as ``millpond get KIND -o json`` shows it.
-- ``DELETE /{kind}/{name}``: remove one object (a dataset's cache goes with it).
+- ``GET /{kind}``, ``GET /{kind}/{name}``: any kind by a name kubectl accepts
+  (``alluxioruntimes``, ``dataload``, ``load``, ``pytorchjobs``…), as ``millpond get KIND -o json``
+  shows it.
+- ``DELETE /{kind}/{name}``: remove one object (a dataset's cache goes with it; a job's
+  processes are stopped).
 - ``POST /fluid/apply``: a JSON list of manifests (or one manifest, or a ``kind: List``), or
   YAML text; every document checked as ``millpond apply`` checks it, all stored or none
-  (400 with the first problem on one line); data operations start at once, in the background.
+  (400 with the first problem on one line); data operations and training jobs start at once,
+  in the background.
 - ``GET /secrets``, ``GET /configmaps``: names and key names; never a value.
 """
 
@@ -23,17 +26,21 @@ from starlette.concurrency import run_in_threadpool
 
 from millpond.datasets import operations
 from millpond.datasets.cleanup import dataset_deleted
-from millpond.datasets.kinds import GROUP, KINDS, KindInfo, kind_info
+from millpond.datasets.kinds import KINDS
 from millpond.datasets.manifests import _parse, check_document, missing_dataset_notes
 from millpond.datasets.operations.liveness import reconcile_all
 from millpond.datasets.status import resource_status
 from millpond.documents import load_json
 from millpond.errors import UserError
+from millpond.kinds import REGISTRY, KindName
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
 from millpond.settings import Settings
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
+from millpond.training import kinds as training_kinds
+from millpond.training import objects as training_objects
+from millpond.training.applying import apply as apply_training
 
 PREFIX = "/apis/millpond/v1"
 router = APIRouter(tags=["Millpond"])
@@ -71,20 +78,28 @@ def _store(request: Request) -> ResourceStore:
     return ResourceStore(state_of(request).settings)
 
 
-def _kind(text: str) -> KindInfo:
+def _kind(text: str) -> KindName:
     try:
-        return kind_info(text)
+        return REGISTRY.resolve(text)
     except UserError as exc:
         raise ApiError(404, _one_line(str(exc))) from None
 
 
-def _not_found(info: KindInfo, name: str, namespace: str) -> ApiError:
-    where = f' in namespace "{namespace}"' if namespace != "default" else ""
-    return ApiError(404, f'{info.plural}.{GROUP} "{name}" not found{where}')
+def _not_found(info: KindName, name: str, namespace: str) -> ApiError:
+    return ApiError(404, info.not_found(name, namespace))
+
+
+def _training(request: Request, info: KindName, name: str | None, namespace: str,
+              all_namespaces: bool) -> dict[str, Any]:
+    """A training kind's object or List, as ``millpond get KIND -o json`` prints it (NotFoundError: 404)."""
+    return training_objects.as_objects(training_kinds.KINDS[info.kind], name, namespace, all_namespaces,
+                                       state_of(request).jobs, _store(request))
 
 
 def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) -> dict[str, Any]:
     info = _kind(kind)
+    if info.owner == "training":
+        return _training(request, info, None, namespace, all_namespaces)
     store = _store(request)
     resources = store.list(info.kind, None if all_namespaces else namespace)
     return {"apiVersion": "v1", "kind": "List", "items": [r.as_object(resource_status(r, store)) for r in resources]}
@@ -92,6 +107,8 @@ def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) 
 
 def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str, Any]:
     info = _kind(kind)
+    if info.owner == "training":
+        return _training(request, info, name, namespace, False)
     store = _store(request)
     found = store.get(info.kind, name, namespace)
     if found is None:
@@ -175,14 +192,22 @@ def _documents(raw: bytes, content_type: str) -> list[tuple[int, Any]]:
     return documents
 
 
+def _is_training(doc: Any) -> bool:
+    entry = REGISTRY.named(doc.get("kind")) if isinstance(doc, dict) else None
+    return entry is not None and entry.owner == "training"
+
+
 def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]:
     settings = state_of(request).settings
     secrets = ConfigStore(settings.home)
+    store, job_store = _store(request), state_of(request).jobs
     try:
-        manifests = [check_document(doc, _SOURCE, number, secrets) for number, doc in documents]
+        manifests = [check_document(doc, _SOURCE, number, secrets)
+                     for number, doc in documents if not _is_training(doc)]
+        jobs, job_actions = training_objects.check(
+            [(_SOURCE, number, doc) for number, doc in documents if _is_training(doc)], store, job_store)
     except UserError as exc:
         raise ApiError(400, _one_line(str(exc))) from None
-    store = _store(request)
     notes = [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
     try:
@@ -198,6 +223,15 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
         items.append({"kind": resource.kind, "name": resource.name, "namespace": resource.namespace,
                       "uid": resource.uid, "action": action, "started": started,
                       "message": f"{info.resource}/{resource.name} {action}"})
+    try:
+        done = apply_training(jobs, job_actions, job_store, store)
+    except UserError as exc:
+        raise ApiError(409, _one_line(str(exc))) from None
+    for manifest, (kind, name, action) in zip(jobs, done, strict=True):
+        items.append({"kind": kind.kind, "name": name, "namespace": manifest.namespace, "action": action,
+                      "started": manifest.spec is not None and action == "created",
+                      "message": f"{kind.resource}/{name} {action}"})
+        notes += [f"{kind.kind} {name}: {note}" for note in manifest.notes]
     return {"items": items, "notes": notes}
 
 
@@ -205,21 +239,24 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
 def list_objects(
     kind: str, request: Request, namespace: str = "default", all_namespaces: bool = False
 ) -> dict[str, Any]:
-    """Every object of a Fluid kind (``datasets``, ``alluxioruntimes``, ``dataloads``…), with status."""
+    """Every object of a kind (``datasets``, ``alluxioruntimes``, ``dataloads``, ``pytorchjobs``…), with status."""
     return _objects(request, kind, namespace, all_namespaces)
 
 
 @router.get("/{kind}/{name}")
 def get_object(kind: str, name: str, request: Request, namespace: str = "default") -> dict[str, Any]:
-    """One object of a Fluid kind, with its status (a data operation's phase, duration, progress)."""
+    """One object of a kind, with its status (a data operation's phase, duration, progress; a job's conditions)."""
     return _object(request, kind, name, namespace)
 
 
 @router.delete("/{kind}/{name}")
 def delete_object(kind: str, name: str, request: Request, namespace: str = "default") -> dict[str, Any]:
-    """Delete one Fluid object; a Dataset's cache and mounts go with it (its UFS is untouched)."""
+    """Delete one object; a Dataset's cache and mounts go with it (its UFS is untouched), a job's processes stop."""
     info = _kind(kind)
-    if not _store(request).delete(info.kind, name, namespace):
+    if info.owner == "training":
+        training_objects.delete(training_kinds.KINDS[info.kind], name, namespace, state_of(request).jobs,
+                                _store(request))  # NotFoundError: 404
+    elif not _store(request).delete(info.kind, name, namespace):
         raise _not_found(info, name, namespace)
     if info.kind == "Dataset":
         dataset_deleted(name, namespace)

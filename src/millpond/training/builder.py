@@ -13,13 +13,13 @@ from dataclasses import dataclass, replace
 from millpond.durations import parse_go_duration
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes, parse_quantity
+from millpond.scheduling.ledger import Request
 from millpond.training.spec import (
     CleanTaskPolicy,
     DataBinding,
     HostBinding,
     JobSpec,
     ReplicaSpec,
-    Resources,
     Trainer,
 )
 
@@ -95,14 +95,14 @@ def _seconds(text: str, flag: str) -> int | None:
     return int(seconds) or None
 
 
-def _resources(args: CommonArgs) -> Resources:
+def _resources(args: CommonArgs) -> Request:
     if args.gpus < 0:
         raise UserError(f"--gpus {args.gpus} is negative")
     cpu = parse_quantity(args.cpu, "--cpu").milli_value() if args.cpu else 0
     memory = parse_bytes(args.memory, "--memory") if args.memory else 0
     if cpu < 0:
         raise UserError(f"--cpu {args.cpu!r} is negative")
-    return Resources(cpu_millis=cpu, memory_bytes=memory, gpus=args.gpus)
+    return Request(cpu_millis=cpu, memory_bytes=memory, gpus=args.gpus)
 
 
 def pytorch_spec(args: CommonArgs) -> JobSpec:
@@ -149,7 +149,7 @@ class TfArgs:
     evaluator_memory: str = ""
 
 
-def _role(base: Resources, role: str, cpu: str, memory: str, gpus: int | None) -> Resources:
+def _role(base: Request, role: str, cpu: str, memory: str, gpus: int | None) -> Request:
     """``base`` (the common --cpu/--memory/--gpus) with a role's own flags over it."""
     if gpus is not None and gpus < 0:
         raise UserError(f"--{role}-gpus {gpus} is negative")
@@ -157,7 +157,7 @@ def _role(base: Resources, role: str, cpu: str, memory: str, gpus: int | None) -
     if milli < 0:
         raise UserError(f"--{role}-cpu {cpu!r} is negative")
     size = parse_bytes(memory, f"--{role}-memory") if memory else base.memory_bytes
-    return Resources(milli, size, base.gpus if gpus is None else gpus)
+    return Request(milli, size, base.gpus if gpus is None else gpus)
 
 
 def tf_spec(args: CommonArgs, tf: TfArgs) -> JobSpec:

@@ -22,7 +22,7 @@ import time
 
 from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
-from millpond.runners.processes import is_running, kill_group, signal_process, start_ticks
+from millpond.runners.processes import ProcessIdentity
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.training import JobRecord, JobStore
@@ -99,10 +99,15 @@ def _spawn(store: JobStore, job: JobRecord) -> None:
         return
     # Reaped when it ends, so a long-lived caller (the server, a notebook) keeps no zombie.
     threading.Thread(target=child.wait, daemon=True, name=f"reap-{child.pid}").start()
-    ticks = start_ticks(child.pid)
-    if ticks is not None:
-        store.set_supervisor(job.uid, child.pid, ticks)
-        register("training-job", f"{job.namespace}/{job.name}", job.uid, pid=child.pid)
+    supervisor = ProcessIdentity.of(child.pid)
+    if supervisor.start is not None:
+        store.set_supervisor(job.uid, supervisor.pid, supervisor.start)
+        register("training-job", f"{job.namespace}/{job.name}", job.uid, supervisor)
+
+
+def supervisor_of(job: JobRecord) -> ProcessIdentity:
+    """The job's supervisor as recorded (pid 0, never alive, when none was)."""
+    return ProcessIdentity(job.supervisor_pid or 0, job.supervisor_start)
 
 
 def observed(store: JobStore, job: JobRecord) -> JobRecord:
@@ -114,7 +119,7 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
             return job
         store.set_status(job.uid, "FAILED", "JobFailed", "its supervisor never started", supervisor=(None, None))
         return store.by_uid(job.uid) or job
-    if is_running(job.supervisor_pid, job.supervisor_start):
+    if supervisor_of(job).is_running():
         return job
     fresh = store.by_uid(job.uid)
     if fresh is None or fresh.finished:
@@ -177,11 +182,12 @@ def delete(name: str, namespace: str = "default", store: JobStore | None = None)
     job = store.get(name, namespace)
     if job is None:
         raise NotFoundError(f"no training job {name} in namespace {namespace} (arena list)")
-    if signal_process(job.supervisor_pid, job.supervisor_start):
+    supervisor = supervisor_of(job)
+    if supervisor.signal():
         deadline = time.monotonic() + DELETE_WAIT_S
-        while time.monotonic() < deadline and is_running(job.supervisor_pid, job.supervisor_start):
+        while time.monotonic() < deadline and supervisor.is_running():
             time.sleep(0.1)
-        kill_group(job.supervisor_pid, job.supervisor_start)
+        supervisor.kill_group()
     _remove(store, job)
 
 

@@ -3,7 +3,8 @@
 One table says, for each kind, its API group and the versions read (each with a JSON Schema
 derived from its CRD by ``scripts/derive_training_schemas.py``), how kubectl spells it
 (``pytorchjobs``, ``trainjob``…), the trainer it runs as, and the container the operator
-treats as the training one (``pytorch``, ``tensorflow``; MPIJob v1 ``mpi``). Runtimes
+treats as the training one (``pytorch``, ``tensorflow``; MPIJob v1 ``mpi``); the names go into
+``millpond.kinds.REGISTRY``, where every kind's name is resolved. Runtimes
 (``ClusterTrainingRuntime``, ``TrainingRuntime``) run nothing: they give a TrainJob its meaning.
 """
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millpond.errors import UserError
+from millpond.kinds import REGISTRY, KindName
 from millpond.training.spec import Trainer
 
 SCHEMAS_DIR = Path(__file__).parent / "schemas"
@@ -57,22 +59,9 @@ KINDS: dict[str, TrainingKind] = {info.kind: info for info in (
 KIND_OF_TRAINER = {Trainer.PYTORCH: "PyTorchJob", Trainer.MPI: "MPIJob", Trainer.TF: "TFJob"}
 
 
-def _spellings() -> dict[str, str]:
-    names: dict[str, str] = {}
-    for info in KINDS.values():
-        for name in (info.kind, info.plural, *info.short_names):
-            names[name.lower()] = info.kind
-            names[f"{name.lower()}.{info.group}"] = info.kind
-    return names
-
-
-_NAMES = _spellings()
-
-
-def find_kind(text: str) -> TrainingKind | None:
-    """The training kind spelt ``text`` (``pytorchjobs``, ``TrainJob``, ``tfjob.kubeflow.org``), or None."""
-    found = _NAMES.get(text.strip().lower())
-    return KINDS[found] if found else None
+# Their names, in the one table that ``millpond apply``/``get``/``delete`` and the server resolve names by.
+REGISTRY.register(KindName(info.kind, info.plural, info.group, info.versions, "training", info.short_names,
+                           info.cluster_scoped) for info in KINDS.values())
 
 
 def check_api_version(info: TrainingKind, api_version: object) -> str:

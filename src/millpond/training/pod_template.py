@@ -24,7 +24,8 @@ from typing import Any
 from millpond.datasets.fields import field_path, show
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes, parse_quantity
-from millpond.training.spec import DataBinding, HostBinding, Resources
+from millpond.scheduling.ledger import Request
+from millpond.training.spec import DataBinding, HostBinding
 
 GPU = "nvidia.com/gpu"
 # Resources that cost nothing here, accepted and not counted.
@@ -39,7 +40,7 @@ class Container:
     argv: tuple[str, ...]
     image: str
     env: tuple[tuple[str, str], ...]
-    resources: Resources
+    resources: Request
     working_dir: str
     has_command: bool = True
     data: list[DataBinding] = field(default_factory=list)
@@ -54,7 +55,7 @@ def no_command(image: str) -> tuple[str, ...]:
     return ("sh", "-c", f"echo {shlex.quote(why)} >&2; exit 127")
 
 
-def resources(spec: Any, where: list[str | int]) -> Resources:
+def resources(spec: Any, where: list[str | int]) -> Request:
     """``limits`` (else ``requests``) of cpu, memory and nvidia.com/gpu; another resource is refused."""
     spec = spec or {}
     merged: dict[str, Any] = {**(spec.get("requests") or {}), **(spec.get("limits") or {})}
@@ -71,7 +72,7 @@ def resources(spec: Any, where: list[str | int]) -> Resources:
         if value.milli_value() % 1000:
             raise UserError(f"{field_path([*where, GPU])}: {merged[GPU]!r} is not a whole number of GPUs")
         gpus = value.value()
-    return Resources(cpu, memory, gpus)
+    return Request(cpu, memory, gpus)
 
 
 def env_pairs(items: Any, where: list[str | int]) -> tuple[tuple[str, str], ...]:

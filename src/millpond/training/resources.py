@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from millpond.scheduling.ledger import Holder, Ledger, Request
-from millpond.training.spec import Resources
 
 
 @dataclass(frozen=True)
@@ -21,32 +20,28 @@ class Granted:
     gpus: tuple[int, ...]
 
 
-def _request(wanted: Resources) -> Request:
-    return Request(cpu_millis=wanted.cpu_millis, memory_bytes=wanted.memory_bytes, gpus=wanted.gpus)
-
-
 class Allocator:
     """The machine-wide ledger, seen from a training job."""
 
     def __init__(self) -> None:
         self._ledger = Ledger()
 
-    def impossible(self, wanted: Resources) -> str | None:
-        return self._ledger.impossible(_request(wanted))
+    def impossible(self, wanted: Request) -> str | None:
+        return self._ledger.impossible(wanted)
 
-    def try_acquire(self, wanted: Resources, name: str, pid: int, start: str | None) -> Granted | None:
-        grant = self._ledger.try_acquire(_request(wanted), Holder("job", name, pid, start))
+    def try_acquire(self, wanted: Request, name: str, pid: int, start: str | None) -> Granted | None:
+        grant = self._ledger.try_acquire(wanted, Holder("job", name, pid, start))
         return None if grant is None else Granted(grant.id, tuple(grant.gpus))
 
     def release(self, grant_id: str) -> None:
         self._ledger.release(grant_id)
 
-    def why_waiting(self, wanted: Resources) -> str:
-        return self._ledger.why_waiting(_request(wanted))
+    def why_waiting(self, wanted: Request) -> str:
+        return self._ledger.why_waiting(wanted)
 
-    def fallback_warning(self, wanted: Resources) -> str | None:
+    def fallback_warning(self, wanted: Request) -> str | None:
         """``gpu-fallback cpu``: why the GPUs asked for run on CPU, or None."""
-        return self._ledger.fallback_warning(_request(wanted))
+        return self._ledger.fallback_warning(wanted)
 
 
 def allocator() -> Allocator:

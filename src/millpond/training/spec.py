@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
+from millpond.scheduling.ledger import Request
+
 
 class Trainer(str, Enum):
     """The kind of job, named as Arena names it (``arena get`` prints ``TRAINER``)."""
@@ -62,15 +64,6 @@ class HostBinding:
 
 
 @dataclass(frozen=True)
-class Resources:
-    """What ONE instance asks for: millicores, bytes, whole GPUs (0 when none)."""
-
-    cpu_millis: int = 0
-    memory_bytes: int = 0
-    gpus: int = 0
-
-
-@dataclass(frozen=True)
 class ReplicaSpec:
     """A group of identical instances: ``role`` is the operator's replica type, lower case
     (``master``, ``worker``, ``launcher``, ``chief``, ``ps``, ``evaluator``, ``node`` for TrainJob)."""
@@ -78,7 +71,7 @@ class ReplicaSpec:
     role: str
     replicas: int
     command: tuple[str, ...]  # argv; Arena's command line is run as ("sh", "-c", LINE)
-    resources: Resources = Resources()
+    resources: Request = Request()  # what ONE instance asks for: millicores, bytes, whole GPUs
     env: tuple[tuple[str, str], ...] = ()  # replica-specific variables, after the job's
 
 
@@ -113,14 +106,14 @@ class JobSpec:
         return sum(replica.replicas for replica in self.replicas)
 
     @property
-    def total(self) -> Resources:
+    def total(self) -> Request:
         """What all instances ask for together: the job starts only when all of it is free at once."""
         cpu = memory = gpus = 0
         for replica in self.replicas:
             cpu += replica.resources.cpu_millis * replica.replicas
             memory += replica.resources.memory_bytes * replica.replicas
             gpus += replica.resources.gpus * replica.replicas
-        return Resources(cpu, memory, gpus)
+        return Request(cpu, memory, gpus)
 
     def instances(self) -> list[tuple[ReplicaSpec, int]]:
         """Every instance as (its replica group, its index in the group), in the operators' order."""
@@ -143,7 +136,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
     replicas = tuple(
         ReplicaSpec(
             role=r["role"], replicas=int(r["replicas"]), command=tuple(r["command"]),
-            resources=Resources(**r.get("resources") or {}), env=_pairs(r.get("env")),
+            resources=Request(**r.get("resources") or {}), env=_pairs(r.get("env")),
         )
         for r in data["replicas"]
     )

@@ -29,14 +29,15 @@ from pathlib import Path
 
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
-from millpond.runners.processes import is_running, own_identity
+from millpond.runners.processes import ProcessIdentity, own_identity
+from millpond.scheduling.ledger import Request
 from millpond.store.keys import utcnow
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import instances as launching
 from millpond.training.launch import free_port, plan
 from millpond.training.paths import instance_log, job_folder
 from millpond.training.resources import Allocator, Granted, allocator
-from millpond.training.spec import CleanTaskPolicy, JobSpec, Resources, spec_from_json
+from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
 
 POLL_S = 0.2
 QUEUE_POLL_S = 1.0
@@ -89,7 +90,7 @@ class Supervisor:
         finally:
             ledger.release(grant.id)
 
-    def _queue(self, ledger: Allocator, wanted: Resources) -> Granted | None:
+    def _queue(self, ledger: Allocator, wanted: Request) -> Granted | None:
         """Wait QUEUING until the ledger grants the whole job; None when stopped meanwhile."""
         said = ""
         while not self.stopping.is_set():
@@ -235,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     job = store.by_uid(args[0])
     if job is None or job.finished:
         return 0
-    if job.supervisor_pid not in (None, os.getpid()) and is_running(job.supervisor_pid, job.supervisor_start):
+    other = ProcessIdentity(job.supervisor_pid or 0, job.supervisor_start)
+    if other.pid not in (0, os.getpid()) and other.is_running():
         return 0  # another supervisor runs this job: one per job
     supervisor = Supervisor(store, job)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

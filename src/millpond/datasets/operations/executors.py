@@ -20,7 +20,7 @@ from millpond.datasets.operations.copied import CopiedFiles
 from millpond.datasets.operations.runner import OperationFailed
 from millpond.datasets.operations.transfer import open_side
 from millpond.datasets.operations.transient import attempt
-from millpond.runners.environment import inherited_environment
+from millpond.runners.environment import inherited_environment, with_console_scripts
 from millpond.settings import load_settings
 from millpond.store.resources import Resource
 
@@ -127,7 +127,8 @@ def _process_in(resource: Resource, folder: Path) -> dict[str, Any]:
     if not source.is_dir():
         raise OperationFailed(f"dataset {name} has no folder {sub_path!r}")
     commands, env = _commands(resource)
-    logs = load_settings().home / "operations"
+    home = load_settings().home
+    logs = home / "operations"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / f"{resource.namespace}_DataProcess_{resource.name}.out"
     with tempfile.TemporaryDirectory(prefix="millpond-process-") as work, open(log_path, "wb") as log:
@@ -141,13 +142,24 @@ def _process_in(resource: Resource, folder: Path) -> dict[str, Any]:
             except SandboxUnavailable as exc:
                 raise OperationFailed(f"cannot mount the dataset at {mount_path}: {exc}") from None
             result = subprocess.run(
-                words, env={**inherited_environment(), **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work
+                words, env={**_script_environment(home), **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work
             )
             if result.returncode != 0:
                 log.flush()
                 tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:] or [""]
                 raise OperationFailed(f"the script exited with status {result.returncode}: {tail[0][:200]}")
     return {"log": str(log_path)}
+
+
+def _script_environment(home: Path) -> dict[str, str]:
+    """What a script starts with: millpond's environment, its console scripts first on PATH, its home pinned.
+
+    So a script that drives millpond (``arena submit``, ``arena get NAME -o json``, as seed
+    000's training step does) reaches this installation and this home's store and ledger,
+    even when the venv was never activated or ``MILLPOND_HOME`` was relative (the script runs
+    in a folder of its own).
+    """
+    return {**with_console_scripts(inherited_environment()), "MILLPOND_HOME": str(home)}
 
 
 def _commands(resource: Resource) -> tuple[list[tuple[list[str], str | None]], dict[str, str]]:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.datasets.kinds import KINDS
-from millpond.runners.processes import is_running, own_identity, start_ticks
+from millpond.runners.processes import ProcessIdentity
 from millpond.settings import load_settings
 from millpond.store.resources import ProcessRecord, Resource, ResourceStore
 
@@ -86,7 +86,7 @@ def claim(store: ResourceStore, kind: str, name: str, namespace: str) -> bool:
 def observed(store: ResourceStore, resource: Resource) -> dict[str, Any]:
     """The operation's status once its record is checked against the processes alive: what to show."""
     process = resource.process
-    if process is None or not _watched(resource) or is_running(process.pid, process.start):
+    if process is None or not _watched(resource) or ProcessIdentity(process.pid, process.start).is_running():
         return resource.status or {"phase": "Pending"}
     return _after_death(store, resource)
 
@@ -152,9 +152,9 @@ def _spawn(store: ResourceStore, resource: Resource, launcher: ProcessRecord) ->
         why = f"{resource.kind} {resource.name}: cannot start its process: {exc}"
         store.swap_process(*key, launcher, None, _failed(resource.kind, resource.status, why))
         return
-    ticks = start_ticks(child.pid)  # present while unreaped, even if it already exited (a zombie)
-    if ticks is not None:
-        store.swap_process(*key, launcher, ProcessRecord(child.pid, ticks, launcher.resumes))
+    spawned = ProcessIdentity.of(child.pid)  # present while unreaped, even if it already exited (a zombie)
+    if spawned.start is not None:
+        store.swap_process(*key, launcher, ProcessRecord(child.pid, spawned.start, launcher.resumes))
 
 
 def _failed(kind: str, status: dict[str, Any], message: str) -> dict[str, Any]:
@@ -179,8 +179,8 @@ def _note(resource: Resource, line: str) -> None:
 
 
 def _me(resumes: int) -> ProcessRecord:
-    pid, ticks = own_identity()
-    return ProcessRecord(pid, ticks or "", resumes)
+    me = ProcessIdentity.own()
+    return ProcessRecord(me.pid, me.start or "", resumes)
 
 
 def _encode(record: ProcessRecord) -> str:

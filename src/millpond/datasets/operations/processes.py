@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from millpond.runners.background import BackgroundProcess, end_leftover_group, forget, records, register, running
-from millpond.runners.processes import kill_group
 from millpond.settings import load_settings
 from millpond.store.resources import Resource, ResourceStore, read_manifest
 
@@ -79,7 +78,7 @@ def _state(resource: Resource | None, orphaned: bool) -> str:
 def end_orphans(store: ResourceStore | None = None) -> list[RunnerView]:
     """End every runner whose operation no longer exists; the ones ended."""
     return [view for view in runners(store)
-            if view.orphaned and kill_group(view.process.pid, view.process.ticks)]
+            if view.orphaned and view.process.identity.kill_group()]
 
 
 def end_leftovers() -> list[BackgroundProcess]:
