@@ -11,6 +11,7 @@ from pathlib import Path
 from millpond.datasets.kinds import KINDS, owner_dataset
 from millpond.datasets.operations.lifeline import wait_until_idle
 from millpond.settings import Settings, load_settings
+from millpond.store.node_caches import NodeCacheStore
 from millpond.store.resources import Resource, ResourceStore
 
 STOP_TIMEOUT_S = 30.0  # a working operation ends within about a second of its deletion; this says it hangs
@@ -24,6 +25,7 @@ def dataset_deleted(name: str, namespace: str = "default") -> None:
     settings = load_settings()
     delete_operations(settings, name, namespace)
     unmount_dataset(name, namespace)
+    NodeCacheStore(settings).forget(name, namespace)  # the cluster nodes' claims (their files stay theirs)
     for state_dir in sorted((settings.home / "datasets" / namespace).glob(f"{name}-*")):
         if state_dir.name.rsplit("-", 1)[0] != name or not (state_dir / "index.db").exists():
             continue

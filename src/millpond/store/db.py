@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0008"
+HEAD_REVISION = "0009"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
