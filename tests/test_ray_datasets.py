@@ -207,3 +207,27 @@ def test_node_selector_and_required_affinity_select_nodes_as_kubernetes_does() -
     required["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = bad
     with pytest.raises(UserError, match="operator 'Gt' is not supported"):
         selected({"affinity": required}, members)
+
+
+def test_claims_are_bounded_by_replicas_and_a_restarted_node_keeps_its_claim(home: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from millpond.store.node_caches import CacheReport, NodeCacheStore
+
+    store = NodeCacheStore()
+    assert store.claim("u1", "default", "ds", "n1", "/nodes/a", 2)
+    assert store.claim("u1", "default", "ds", "n1", "/nodes/a", 2)  # again: the same claim
+    # Two nodes race for the last slot: exactly one gets it.
+    with ThreadPoolExecutor(2) as pool:
+        won = list(pool.map(lambda n: store.claim("u1", "default", "ds", n, f"/nodes/{n}", 2), ["n2", "n3"]))
+    assert sorted(won) == [False, True]
+    assert len(store.states("u1")) == 2
+    holder = next(s for s in store.states("u1") if s.node_id != "n1")
+    # Restarted with a new id, on its old folder: it keeps its claim and its numbers.
+    store.report("u1", "n1", CacheReport(cached=5, capacity=10, hit_bytes=1, miss_bytes=2))
+    assert store.claim("u1", "default", "ds", "n1-restarted", "/nodes/a", 2)
+    states = {s.node_id: s for s in store.states("u1")}
+    assert set(states) == {"n1-restarted", holder.node_id} and states["n1-restarted"].cached == 5
+    assert store.claim("u1", "default", "ds", "n4", "/nodes/n4", None)  # no replicas: no bound
+    store.forget("ds", "default")
+    assert store.states("u1") == []

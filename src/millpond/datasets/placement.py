@@ -10,6 +10,7 @@ Ray runs it on another node when that one is full, lost, or lacks what the task 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -19,13 +20,10 @@ from millpond.store.node_caches import NodeCacheStore
 from millpond.store.resources import ResourceStore
 
 
-def _live_nodes() -> set[str] | None:
+def live_nodes() -> set[str] | None:
     """The live nodes of the cluster this process joined, or None when it joined none (nothing to filter by)."""
-    try:
-        import ray
-    except ImportError:
-        return None
-    if not ray.is_initialized():
+    ray = sys.modules.get("ray")  # not imported: not joined (and importing Ray to find out costs a second)
+    if ray is None or not ray.is_initialized():
         return None
     from millpond.runners.ray_cluster import cluster_nodes
 
@@ -56,7 +54,7 @@ def preferred_node_of(datasets: Iterable[tuple[str, str]], settings: Settings | 
         for position, state in enumerate(nodes.states(found.uid)):
             held[state.node_id] = held.get(state.node_id, 0) + state.cached
             order.setdefault(state.node_id, position)
-    live = _live_nodes()
+    live = live_nodes()
     candidates = [node for node in held if live is None or node in live]
     if not candidates:
         return None

@@ -98,14 +98,20 @@ def worker_counts(runtime: Resource, nodes: list[NodeCacheState]) -> dict[str, i
 
     ``replicas`` is what is desired (Fluid starts that many workers; here a node's cache comes
     into being when a task or a DataLoad first uses the dataset there); without it, every node
-    that holds one. Outside cluster mode the engine's own cache is the one worker.
+    that holds one. A node lost from the cluster still holds its slot but is not ready (when this
+    process has joined the cluster and can tell). Outside cluster mode the engine's own cache is
+    the one worker.
     """
+    from millpond.datasets.placement import live_nodes
+
     replicas = (runtime.spec or {}).get("replicas")
     held = len(nodes) or 1
     desired = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and nodes else held
+    live = live_nodes() if nodes else None  # known when this process has joined the cluster
+    ready = held if live is None else sum(1 for node in nodes if node.node_id in live)
     return {
         "desiredWorkerNumberScheduled": desired, "currentWorkerNumberScheduled": held,
-        "workerNumberReady": held, "workerNumberAvailable": held, "workerNumberUnavailable": max(0, desired - held),
+        "workerNumberReady": ready, "workerNumberAvailable": ready, "workerNumberUnavailable": max(0, desired - ready),
     }
 
 

@@ -1,10 +1,11 @@
 """Nodes' caches of datasets (cluster mode): each node's claim on a cache slot and its last report.
 
-A node's cache of a dataset writes one row, keyed by (dataset uid, Ray node id). The row is
+A node's cache of a dataset writes one row, keyed by (dataset uid, Ray node id), naming the
+node's folder (a node restarted on the same machine keeps its folder and takes its row over). The row is
 first a *claim*: a runtime's ``replicas`` bounds how many nodes hold a cache of its dataset
-(Fluid's worker count), and the claims, ordered by when they were made, decide which nodes
-hold one. Two nodes claiming the last slot at once both insert, both read the order, and the
-later one withdraws, so the bound holds without a lock shared between machines. The row's
+(Fluid's worker count). A claim inserts its row and counts the others in one transaction that
+holds the database's write lock (SQLite's, taken by the insert; PostgreSQL's table lock), so
+two nodes claiming the last slot at once cannot both get it. The row's
 numbers are then updated by the node as it caches and serves, and read by whoever computes
 the dataset's status.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from millpond.errors import MillpondError
 from millpond.store.keys import utcnow
 
 if TYPE_CHECKING:
@@ -42,6 +44,10 @@ class CacheReport:
     miss_bytes: int
 
 
+class _Refused(MillpondError):  # noqa: N818 - internal: rolls the claim's transaction back, never escapes
+    """Every slot is held: the claim's insert is rolled back."""
+
+
 class NodeCacheStore:
     """The ``dataset_node_caches`` rows of the database ``settings`` names (shared by every node)."""
 
@@ -55,7 +61,7 @@ class NodeCacheStore:
         self, uid: str, namespace: str, name: str, node_id: str, node_dir: str, replicas: int | None
     ) -> bool:
         """Take a cache slot of dataset ``uid`` for ``node_id``; False when ``replicas`` nodes already hold one."""
-        from sqlalchemy import select
+        from sqlalchemy import func, select, text
         from sqlalchemy.exc import IntegrityError
 
         from millpond.store.models import DatasetNodeCache
@@ -63,28 +69,32 @@ class NodeCacheStore:
         with self._sessions.begin() as session:
             if session.get(DatasetNodeCache, (uid, node_id)) is not None:
                 return True
+            # The same folder under a new node id: the node was restarted (Ray gives it a new id) and
+            # its cache files are still there, so its claim is the old one's.
+            restarted = session.scalar(select(DatasetNodeCache).where(
+                DatasetNodeCache.dataset_uid == uid, DatasetNodeCache.node_dir == node_dir))
+            if restarted is not None:
+                restarted.node_id = node_id
+                return True
         try:
             with self._sessions.begin() as session:
+                if session.get_bind().dialect.name == "postgresql":  # SQLite's insert below is its write lock
+                    session.execute(text("LOCK TABLE dataset_node_caches IN EXCLUSIVE MODE"))
                 now = utcnow()
                 session.add(DatasetNodeCache(
                     dataset_uid=uid, node_id=node_id, namespace=namespace, name=name, node_dir=node_dir,
                     cached=0, capacity=0, hit_bytes=0, miss_bytes=0, claimed_at=now, updated_at=now,
                 ))
+                session.flush()
+                others = session.scalar(select(func.count()).select_from(DatasetNodeCache).where(
+                    DatasetNodeCache.dataset_uid == uid, DatasetNodeCache.node_id != node_id)) or 0
+                if replicas is not None and others >= replicas:
+                    raise _Refused
         except IntegrityError:  # the same node claimed it meanwhile (another process of that node)
             return True
-        if replicas is None:
-            return True
-        with self._sessions.begin() as session:
-            order = session.scalars(
-                select(DatasetNodeCache.node_id).where(DatasetNodeCache.dataset_uid == uid)
-                .order_by(DatasetNodeCache.claimed_at, DatasetNodeCache.node_id)
-            ).all()
-            if node_id in order[:replicas]:
-                return True
-            mine = session.get(DatasetNodeCache, (uid, node_id))
-            if mine is not None:
-                session.delete(mine)
-        return False
+        except _Refused:
+            return False
+        return True
 
     def report(self, uid: str, node_id: str, report: CacheReport) -> None:
         """Write a node's numbers into its claim (nothing when the claim is gone: the dataset was deleted)."""
