@@ -135,13 +135,13 @@ def _status_bytes(size: int) -> str:
     return format_bytes(size)
 
 
-def _dataload(cli, tmp_path: Path, name: str, extra: str = "") -> dict:
+def _dataload(cli, tmp_path: Path, name: str, extra: str = "", code: int = 0) -> dict:
     (tmp_path / f"{name}.yaml").write_text(
         "apiVersion: data.fluid.io/v1alpha1\nkind: DataLoad\n"
         f"metadata: {{name: {name}}}\nspec:\n  dataset: {{name: {name.split('-')[0]}, namespace: default}}\n{extra}"
     )
     result = cli("apply", "--wait", "-f", tmp_path / f"{name}.yaml")
-    assert result.code == 0, result.err
+    assert result.code == code, result.err
     return _status(cli, "dataload", name)
 
 
@@ -178,6 +178,10 @@ def test_a_dataload_warms_every_node_or_those_its_node_selector_names(
     runtime = _status(cli, "alluxioruntime", "one")
     assert (runtime["desiredWorkerNumberScheduled"], runtime["currentWorkerNumberScheduled"]) == (3, 1)
     assert preferred_node("one") == nodes["c"].node_id
+
+    status = _dataload(cli, tmp_path, "one-nowhere", '  nodeSelector: {"zone": "nowhere"}\n', code=1)
+    assert status["phase"] == "Failed"
+    assert "no node of the Ray cluster matches" in status["conditions"][0]["message"]
 
 
 def test_node_selector_and_required_affinity_select_nodes_as_kubernetes_does() -> None:
