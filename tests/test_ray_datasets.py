@@ -235,3 +235,14 @@ def test_claims_are_bounded_by_replicas_and_a_restarted_node_keeps_its_claim(hom
     assert store.claim("u1", "default", "ds", "n4", "/nodes/n4", None)  # no replicas: no bound
     store.forget("ds", "default")
     assert store.states("u1") == []
+
+
+def test_a_preferred_node_becomes_a_soft_node_affinity_of_the_ray_task() -> None:
+    from millpond.runners.base import Demand
+    from millpond.runners.ray_cluster import ray_resources
+
+    placed = ray_resources(Demand(cpus=2, prefer_node="ab" * 28))
+    assert (placed.node_id, placed.soft, placed.num_cpus) == ("ab" * 28, True, 2)
+    strategy = placed.options()["scheduling_strategy"]
+    assert strategy.node_id == "ab" * 28 and strategy.soft
+    assert ray_resources(Demand(cpus=1)).node_id is None  # no dataset cached anywhere: Ray decides

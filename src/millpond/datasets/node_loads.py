@@ -19,14 +19,8 @@ from typing import Any
 
 from millpond.errors import UserError
 
-ADDRESS_VAR = "MILLPOND_RAY_ADDRESS"
 NODE_ID_LABEL = "ray.io/node-id"  # a label every Ray node has; selecting by it names one node
 CARRIED_VARS = ("MILLPOND_HOME", "MILLPOND_DATABASE_URL")  # what a node needs to find the dataset and the database
-
-
-def cluster_address() -> str | None:
-    """The Ray cluster this process sends work to (``MILLPOND_RAY_ADDRESS``), or None: local mode."""
-    return os.environ.get(ADDRESS_VAR) or None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -536,6 +536,11 @@ class Engine:
             )
         request.on_start = self._starter(node)
         request.demand = demand(resources)
+        if self.settings.ray_address and platform.datasets:  # prefer the node caching the task's datasets
+            from millpond.datasets.placement import preferred_node_of
+
+            node = preferred_node_of([(name, "default") for name in platform.datasets], self.settings)
+            request.demand = replace(request.demand, prefer_node=node)
 
         def work(grant: Grant) -> TaskOutcome:
             try:

@@ -30,6 +30,7 @@ class Demand:
     memory_bytes: int = 0
     gpus: int = 0
     accelerator: str | None = None  # "nvidia.com/gpu", or a kind such as "NVIDIA_TESLA_T4"
+    prefer_node: str | None = None  # a node holding the task's datasets' cache (datasets.placement): soft affinity
 
 
 @dataclass

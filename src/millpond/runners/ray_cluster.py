@@ -301,7 +301,8 @@ def ray_resources(demand: Demand) -> RayResources:
     if demand.gpus and demand.accelerator and demand.accelerator not in GPU_KINDS:
         extra[f"accelerator_type:{demand.accelerator}"] = ACCELERATOR_SHARE
     return RayResources(
-        num_cpus=demand.cpus or 1.0, memory=demand.memory_bytes, num_gpus=float(demand.gpus), resources=extra
+        num_cpus=demand.cpus or 1.0, memory=demand.memory_bytes, num_gpus=float(demand.gpus), resources=extra,
+        node_id=demand.prefer_node, soft=demand.prefer_node is not None,  # placement follows the data, softly
     )
 
 
