@@ -183,6 +183,12 @@ def test_a_dataload_warms_every_node_or_those_its_node_selector_names(
     assert status["phase"] == "Failed"
     assert "no node of the Ray cluster matches" in status["conditions"][0]["message"]
 
+    # Deleting a dataset removes every node's cache of it (each node its own), and the nodes' rows.
+    assert cli("delete", "dataset", "every").code == 0
+    assert all(held(node, "every") == 0 for node in nodes)
+    assert not any(list(nodes[node].node_dir.glob("datasets/default/every-*")) for node in nodes)
+    assert held("c", "one") == TOTAL  # the other dataset's cache stays
+
 
 def test_node_selector_and_required_affinity_select_nodes_as_kubernetes_does() -> None:
     from millpond.datasets.node_loads import ClusterMember, selected

@@ -20,6 +20,7 @@ from typing import Any
 from millpond.errors import UserError
 
 NODE_ID_LABEL = "ray.io/node-id"  # a label every Ray node has; selecting by it names one node
+CLEAN_TIMEOUT_S = 60.0
 CARRIED_VARS = ("MILLPOND_HOME", "MILLPOND_DATABASE_URL")  # what a node needs to find the dataset and the database
 
 
@@ -149,3 +150,36 @@ def load_on_nodes(
     if skipped:
         infos["skippedNodes"] = ",".join(skipped)  # beyond the runtime's replicas
     return infos
+
+
+def clean_here(name: str, namespace: str) -> None:
+    """On a node (a Ray task): remove this node's caches of the deleted dataset."""
+    from millpond.datasets.cleanup import remove_caches
+    from millpond.runners.ray_node import node_dir
+
+    remove_caches(node_dir(), name, namespace)
+
+
+def clean_on_nodes(address: str, nodes: list[str], name: str, namespace: str) -> list[str]:
+    """Remove the deleted dataset's caches on each of ``nodes`` that is alive; what could not be cleaned."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from millpond.runners.ray_cluster import connect
+
+    connect(address)
+    live = {member.node_id for member in _members()}
+    problems = [f"Ray node {node[:12]} is gone: its cache of {namespace}/{name} stays in its folder"
+                for node in nodes if node not in live]
+    remote = ray.remote(max_retries=0, num_cpus=0)(clean_here)
+    refs = {
+        remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+        .remote(name, namespace): node
+        for node in nodes if node in live
+    }
+    for ref, node in refs.items():
+        try:
+            ray.get(ref, timeout=CLEAN_TIMEOUT_S)
+        except (ray.exceptions.RayError, TimeoutError) as exc:
+            problems.append(f"Ray node {node[:12]} could not remove its cache of {namespace}/{name}: {exc}")
+    return problems

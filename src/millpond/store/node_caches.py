@@ -125,6 +125,19 @@ class NodeCacheStore:
                 NodeCacheState(r.node_id, r.node_dir, r.cached, r.capacity, r.hit_bytes, r.miss_bytes) for r in rows
             ]
 
+    def nodes_of(self, name: str, namespace: str) -> list[NodeCacheState]:
+        """Every node holding a cache of the dataset ``namespace/name`` (whatever its uid)."""
+        from sqlalchemy import select
+
+        from millpond.store.models import DatasetNodeCache
+
+        with self._sessions() as session:
+            rows = session.scalars(select(DatasetNodeCache).where(
+                DatasetNodeCache.namespace == namespace, DatasetNodeCache.name == name)).all()
+            return [
+                NodeCacheState(r.node_id, r.node_dir, r.cached, r.capacity, r.hit_bytes, r.miss_bytes) for r in rows
+            ]
+
     def forget(self, name: str, namespace: str) -> None:
         """The dataset is deleted: its nodes' rows go with it (each node's files are its own to clean)."""
         from sqlalchemy import delete
