@@ -29,12 +29,24 @@ class NodeReport:
 
     @classmethod
     def claim(cls, config: DatasetConfig) -> NodeReport | None:
-        """Claim a cache slot for this node: None off a cluster node, or when ``replicas`` nodes hold one."""
+        """Claim a cache slot for this node: None off a cluster node, or when ``replicas`` nodes hold one.
+
+        A database that does not answer is no slot either: the node's readers are served from
+        the UFS, uncached, rather than failed (the bound cannot be checked, and nothing would
+        report what the node held).
+        """
+        from sqlalchemy.exc import SQLAlchemyError
+
         node = config.node
         if node is None:
             return None
         store = NodeCacheStore()
-        held = store.claim(config.uid, config.namespace, config.name, node.node_id, str(node.folder), config.replicas)
+        try:
+            held = store.claim(
+                config.uid, config.namespace, config.name, node.node_id, str(node.folder), config.replicas
+            )
+        except SQLAlchemyError:
+            return None
         return cls(store, config.uid, node.node_id) if held else None
 
     def send(self, index: CacheIndex, capacity: int) -> None:
