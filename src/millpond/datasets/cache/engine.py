@@ -187,6 +187,9 @@ class DatasetCache:
                 {
                     "synced_at": repr(time.time()), "fingerprint": self.config.fingerprint(),
                     "generation": generation, "sync_error": "",
+                    # a listing that succeeded is also ufs_check's answer: the mounts answer
+                    "checked_at": repr(time.time()), "checked_fingerprint": self.config.fingerprint(),
+                    "check_error": "",
                 },
             )
             self._drop(stale)
