@@ -252,3 +252,33 @@ def test_a_preferred_node_becomes_a_soft_node_affinity_of_the_ray_task() -> None
     strategy = placed.options()["scheduling_strategy"]
     assert strategy.node_id == "ab" * 28 and strategy.soft
     assert ray_resources(Demand(cpus=1)).node_id is None  # no dataset cached anywhere: Ray decides
+
+
+def test_a_node_whose_database_does_not_answer_serves_reads_from_the_ufs_uncached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from millpond.datasets.cache.engine import DatasetCache
+    from millpond.datasets.config import build_config
+
+    broken = tmp_path / "not-a-database"
+    broken.write_bytes(b"garbage" * 1000)
+    node = tmp_path / "node"
+    monkeypatch.setenv("MILLPOND_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MILLPOND_DATABASE_URL", f"sqlite:///{broken}")
+    monkeypatch.setenv("MILLPOND_NODE_DIR", str(node))
+    monkeypatch.setenv("MILLPOND_RAY_NODE_ID", "ab" * 28)
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "x.bin").write_bytes(b"x" * 1000)
+    dataset = {"metadata": {"name": "ds"}, "spec": {"mounts": [{"mountPoint": f"local://{source}", "name": "data",
+                                                                "path": "/"}]}}
+    config = build_config(dataset, None, "0" * 36)
+    assert config.node is not None and node in config.state_dir.parents  # the node's folder, not the home
+    assert all(node in tier.path.parents for tier in config.tiers)
+    cache = DatasetCache(config, tmp_path / "volumes")
+    try:
+        assert not cache.holds_cache
+        assert cache.read_file("x.bin") == b"x" * 1000
+    finally:
+        cache.close()
+    assert _cached(node) == []

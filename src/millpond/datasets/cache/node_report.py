@@ -40,8 +40,8 @@ class NodeReport:
         node = config.node
         if node is None:
             return None
-        store = NodeCacheStore()
         try:
+            store = NodeCacheStore()
             held = store.claim(
                 config.uid, config.namespace, config.name, node.node_id, str(node.folder), config.replicas
             )
