@@ -137,7 +137,7 @@ class RayCluster:
         node.temp_dir.mkdir(parents=True, exist_ok=True)
         node.node_dir.mkdir(parents=True, exist_ok=True)
         # Ray's per-node ports: each local node needs its own, or the second one fails to bind.
-        nm, om, agent_grpc, agent_http, metrics, runtime_env, worker_lo = free_ports(7)
+        nm, om, agent_grpc, agent_http, metrics, runtime_env, worker_lo, dashboard = free_ports(8)
         argv = [
             self._ray, "start", "--block", "--disable-usage-stats",
             f"--num-cpus={node.cpus}", f"--num-gpus={node.gpus}", f"--memory={node.memory_bytes}",
@@ -151,7 +151,10 @@ class RayCluster:
             f"--min-worker-port={worker_lo}", f"--max-worker-port={worker_lo + 40}",
         ]
         if name == "head":
-            argv += [f"--port={self.address.rsplit(':', 1)[1]}", "--head", "--include-dashboard=false"]
+            # Ray 2.60 still starts its dashboard process (for the job API) without the UI: on its own port,
+            # so two clusters on one machine (two test sessions) do not both want 8265
+            argv += [f"--port={self.address.rsplit(':', 1)[1]}", "--head", "--include-dashboard=false",
+                     f"--dashboard-port={dashboard}"]
         else:
             argv += [f"--address={self.address}"]
         env = {

@@ -228,7 +228,7 @@ def run_on_cluster(
         argv=list(spec.argv), env=dict(spec.env), cwd=str(spec.cwd.resolve()),
         binds=[(str(b.source.resolve()), b.target, b.read_only) for b in spec.binds],
         timeout_s=spec.timeout_s, workspace=str(workspace), archive=archive,
-        python_bin=str(Path(sys.executable).parent),
+        python_bin=str(Path(sys.executable).parent), fetch=[(uri, str(path)) for uri, path in spec.fetch],
     )
     started = time.monotonic()
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -284,7 +284,8 @@ def run_on_cluster(
     if finished is None:
         error = "cancelled" if cancel.is_set() else f"{where} ended the task without saying how"
         return ProcessResult(exit_code=-1, seconds=time.monotonic() - started, error=error)
-    unpack(finished.archive, workspace)
+    if finished.archive:  # none when the node could not even prepare the task
+        unpack(finished.archive, workspace)
     return ProcessResult(exit_code=finished.exit_code, seconds=finished.seconds, error=finished.error)
 
 
@@ -308,6 +309,8 @@ def ray_resources(demand: Demand) -> RayResources:
 
 class RayRunner:
     """The Runner of cluster mode: each task's process runs as a Ray task on the cluster at ``address``."""
+
+    fetches_inputs = True  # the node downloads a task's remote inputs from the pipeline root itself
 
     def __init__(self, address: str) -> None:
         self.address = address
