@@ -19,8 +19,11 @@ os.environ["MILLPOND_HOME"] = tempfile.mkdtemp(prefix="millpond-test-home-")
 
 from millpond.cli.main import main  # noqa: E402 - after the scratch home is in place
 
-# the session's one SeaweedFS server (s3_server fixture) and one PostgreSQL server (pg_server, pg_url)
-pytest_plugins = ["tests.s3_server", "tests.pg_server"]
+pytest_plugins = [
+    "tests.s3_server",  # the session's one SeaweedFS server (s3_server fixture)
+    "tests.pg_server",  # one PostgreSQL server (pg_server, pg_url fixtures)
+    "tests.ray_cluster",  # a local Ray head and two worker nodes, started when a test asks (ray_cluster fixture)
+]
 
 PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"

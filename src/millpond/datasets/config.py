@@ -58,6 +58,39 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class CacheNode:
+    """A cluster node serving a dataset from its own cache (Fluid's per-node worker).
+
+    A Ray task runs with ``MILLPOND_NODE_DIR`` (the node's millpond folder) and
+    ``MILLPOND_RAY_NODE_ID`` (Ray's id for the node) set: a dataset opened there keeps its
+    cache tiers and index under that folder, never in the engine's home.
+    """
+
+    node_id: str
+    folder: Path
+
+    @property
+    def key(self) -> str:
+        """A short name for the node in shared tier folders (an explicit tieredstore path is every node's)."""
+        return f"node-{self.node_id[:12]}"
+
+
+# runners.ray_node's NODE_DIR_VAR and NODE_ID_VAR, named here so that opening a dataset (every
+# FUSE mount and millpond:// reader starts with it) need not import the cluster runner (~20 ms).
+NODE_DIR_VAR, NODE_ID_VAR = "MILLPOND_NODE_DIR", "MILLPOND_RAY_NODE_ID"
+
+
+def this_node() -> CacheNode | None:
+    """The cluster node this process runs on, or None outside cluster mode (the engine's own machine)."""
+    import os
+
+    folder, node_id = os.environ.get(NODE_DIR_VAR), os.environ.get(NODE_ID_VAR)
+    if not folder or not node_id:
+        return None
+    return CacheNode(node_id=node_id, folder=Path(folder))
+
+
+@dataclass(frozen=True)
 class DatasetConfig:
     """Everything the engine needs to serve one dataset."""
 
@@ -71,6 +104,8 @@ class DatasetConfig:
     metadata_ttl_s: float
     state_dir: Path  # index and locks
     block_size: int = DEFAULT_BLOCK_SIZE
+    node: CacheNode | None = None  # cluster mode: the node whose cache this is (its tiers and index are there)
+    replicas: int | None = None  # the runtime's ``replicas``: how many nodes may hold a cache (None: every node)
 
     @property
     def capacity(self) -> int:
@@ -94,15 +129,25 @@ def _ratio(value: Any, default: float) -> float:
     return float(value) if value not in (None, "") else default
 
 
-def tiers_of(runtime: dict[str, Any] | None, dataset_dir: str, settings: Settings) -> tuple[Tier, ...]:
-    """The runtime's tieredstore levels, fastest first; a single disk tier when it has none."""
+def tiers_of(
+    runtime: dict[str, Any] | None, dataset_dir: str, settings: Settings, node: CacheNode | None = None
+) -> tuple[Tier, ...]:
+    """The runtime's tieredstore levels, fastest first; a single disk tier when it has none.
+
+    On a cluster node, what would be under the home is under the node's folder, and an
+    explicit path gets the node's key (each machine has its own ``/dev/shm``; local nodes
+    sharing one machine must not share files).
+    """
+    base = node.folder if node is not None else settings.home
+    if node is not None:
+        dataset_dir = f"{node.key}/{dataset_dir}"
     levels = ((runtime or {}).get("spec") or {}).get("tieredstore", {}).get("levels") or []
     tiers: list[Tier] = []
     for level in sorted(levels, key=lambda lv: MEDIUM_ORDER.get(str(lv.get("mediumtype", "SSD")), 1)):
         medium = str(level.get("mediumtype") or "SSD")
         paths = [p for p in str(level.get("path") or ("/dev/shm" if medium == "MEM" else "")).split(",") if p]
         if not paths:
-            paths = [str(settings.home / "cache" / medium.lower())]
+            paths = [str(base / "cache" / medium.lower())]
         quotas = [q for q in str(level.get("quotaList") or "").split(",") if q]
         total = parse_bytes(level["quota"], "quota") if level.get("quota") not in (None, "") else DEFAULT_QUOTA
         for position, path in enumerate(paths):
@@ -114,7 +159,7 @@ def tiers_of(runtime: dict[str, Any] | None, dataset_dir: str, settings: Setting
                 )
             )
     if not tiers:
-        tiers.append(Tier(0, "SSD", settings.home / "cache" / "ssd" / dataset_dir, DEFAULT_QUOTA, 0.95, 0.7))
+        tiers.append(Tier(0, "SSD", base / "cache" / "ssd" / dataset_dir, DEFAULT_QUOTA, 0.95, 0.7))
     return tuple(tiers)
 
 
@@ -193,14 +238,18 @@ def build_config(
             )
         )
     dataset_dir = f"{namespace}/{name}-{uid[:8]}"
+    node = this_node()
+    replicas = ((runtime or {}).get("spec") or {}).get("replicas")
     return DatasetConfig(
         name=name, namespace=namespace, uid=uid,
         runtime_kind=(runtime or {}).get("kind"),
         mounts=tuple(mounts),
-        tiers=tiers_of(runtime, dataset_dir, settings),
+        tiers=tiers_of(runtime, dataset_dir, settings, node),
         read_only=read_only,
         metadata_ttl_s=metadata_ttl(dataset, runtime),
-        state_dir=settings.home / "datasets" / dataset_dir,
+        state_dir=(node.folder if node is not None else settings.home) / "datasets" / dataset_dir,
+        node=node,
+        replicas=replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas > 0 else None,
     )
 
 

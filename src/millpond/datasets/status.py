@@ -19,6 +19,7 @@ from millpond.datasets.operations.liveness import observed
 from millpond.datasets.quantity import format_bytes, format_percentage
 from millpond.errors import UserError
 from millpond.settings import load_settings
+from millpond.store.node_caches import CacheReport, NodeCacheState, NodeCacheStore
 from millpond.store.resources import Resource, ResourceStore
 
 RUNTIME_TYPES = {
@@ -55,12 +56,14 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
         return status
     stats, check_error = _stats(config, sync_if_new)
     first = config.tiers[0]
+    total = _summed(stats, NodeCacheStore().states(resource.uid))
     status["cacheStates"] = {
-        "cacheCapacity": format_bytes(stats.capacity),
-        "cached": format_bytes(stats.cached),
-        "cachedPercentage": format_percentage(stats.cached, stats.ufs_total),
-        "cacheHitRatio": format_percentage(stats.hit_bytes, stats.hit_bytes + stats.miss_bytes),
-        "localHitRatio": format_percentage(stats.hit_bytes, stats.hit_bytes + stats.miss_bytes),
+        "cacheCapacity": format_bytes(total.capacity),
+        "cached": format_bytes(total.cached),
+        # Two nodes may hold the same file: the share of the dataset cached somewhere is at most all of it.
+        "cachedPercentage": format_percentage(min(total.cached, stats.ufs_total), stats.ufs_total),
+        "cacheHitRatio": format_percentage(total.hit_bytes, total.hit_bytes + total.miss_bytes),
+        "localHitRatio": format_percentage(total.hit_bytes, total.hit_bytes + total.miss_bytes),
         "lowWaterMark": f"{first.low:g}",
         "highWaterMark": f"{first.high:g}",
     }
@@ -82,6 +85,43 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
     if stats.sync_error:
         status["conditions"].append(_condition("MetadataSynced", False, "UFSUnreachable", stats.sync_error))
     return status
+
+
+def _summed(local: Any, nodes: list[NodeCacheState]) -> CacheReport:
+    """The dataset's caches summed, as Fluid sums its workers': every node's, and the engine's own.
+
+    The engine's own cache (its home) counts when it was used, or when no node holds one
+    (local mode: it is the only worker).
+    """
+    parts = [CacheReport(n.cached, n.capacity, n.hit_bytes, n.miss_bytes) for n in nodes]
+    if not nodes or local.cached or local.hit_bytes or local.miss_bytes:
+        parts.append(CacheReport(local.cached, local.capacity, local.hit_bytes, local.miss_bytes))
+    return CacheReport(
+        cached=sum(p.cached for p in parts), capacity=sum(p.capacity for p in parts),
+        hit_bytes=sum(p.hit_bytes for p in parts), miss_bytes=sum(p.miss_bytes for p in parts),
+    )
+
+
+def worker_counts(runtime: Resource, nodes: list[NodeCacheState]) -> dict[str, int]:
+    """Fluid's worker numbers: the nodes holding a cache of the dataset are its workers.
+
+    ``replicas`` is what is desired (Fluid starts that many workers; here a node's cache comes
+    into being when a task or a DataLoad first uses the dataset there); without it, every node
+    that holds one. A node lost from the cluster still holds its slot but is not ready (when this
+    process has joined the cluster and can tell). Outside cluster mode the engine's own cache is
+    the one worker.
+    """
+    from millpond.datasets.placement import live_nodes
+
+    replicas = (runtime.spec or {}).get("replicas")
+    held = len(nodes) or 1
+    desired = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and nodes else held
+    live = live_nodes() if nodes else None  # known when this process has joined the cluster
+    ready = held if live is None else sum(1 for node in nodes if node.node_id in live)
+    return {
+        "desiredWorkerNumberScheduled": desired, "currentWorkerNumberScheduled": held,
+        "workerNumberReady": ready, "workerNumberAvailable": ready, "workerNumberUnavailable": max(0, desired - ready),
+    }
 
 
 def _stats(config: DatasetConfig, check: bool) -> tuple[Any, str | None]:
@@ -121,6 +161,7 @@ def runtime_status(resource: Resource, store: ResourceStore) -> dict[str, Any]:
                               "valueFile": "", "setupDuration": "0s"}
     if dataset is not None:
         status["cacheStates"] = dataset_status(dataset, store, sync_if_new=False).get("cacheStates", {})
+        status.update(worker_counts(resource, NodeCacheStore().states(dataset.uid)))
     return status
 
 

@@ -81,6 +81,7 @@ class TaskPlatform:
     timeout_s: float | None = None
     scratch: list[Path] = field(default_factory=list)
     releases: list[Callable[[], object]] = field(default_factory=list)
+    datasets: list[str] = field(default_factory=list)  # the datasets it mounts (their PVCs), for placement
 
     def cleanup(self) -> None:
         for folder in self.scratch:
@@ -276,6 +277,7 @@ class _Builder:
         if dataset is not None:  # Fluid makes a PVC named after each dataset: the task sees the dataset
             folder, read_only, release = dataset
             self.out.releases.append(release)
+            self.out.datasets.append(value)
             sub_path = str(entry.get("subPath") or "").strip("/")
             if ".." in PurePosixPath(sub_path).parts:
                 raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")

@@ -22,6 +22,17 @@ class Bind:
     read_only: bool = False
 
 
+@dataclass(frozen=True)
+class Demand:
+    """What the process asked for (its task's requests), for a runner that places it on another machine."""
+
+    cpus: float = 0.0
+    memory_bytes: int = 0
+    gpus: int = 0
+    accelerator: str | None = None  # "nvidia.com/gpu", or a kind such as "NVIDIA_TESLA_T4"
+    prefer_node: str | None = None  # a node holding the task's datasets' cache (datasets.placement): soft affinity
+
+
 @dataclass
 class ProcessSpec:
     argv: list[str]
@@ -30,10 +41,18 @@ class ProcessSpec:
     log_path: Path
     binds: list[Bind] = field(default_factory=list)
     timeout_s: float | None = None
-    on_start: Callable[[int], None] | None = None  # told the pid once the process runs
+    # told the pid once the process runs (None when it runs on another machine: a Ray node)
+    on_start: Callable[[int | None], None] | None = None
     # kfp's standard executor program (component source, executor arguments), when that is
     # all the task runs with millpond's own interpreter: a runner may run it from a warm process.
     python_task: tuple[str, list[str]] | None = None
+    demand: Demand = field(default_factory=Demand)
+    # The folder that holds every path of this machine the process uses (its cwd, its mounts'
+    # sources, its staged files): a runner on another machine carries it there and back.
+    workspace: Path | None = None
+    # Remote objects (URI, path in the workspace) the process reads, left for the runner to fetch
+    # where the process runs (only for a runner that says ``fetches_inputs``; others find them staged).
+    fetch: list[tuple[str, Path]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

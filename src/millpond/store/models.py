@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from millpond.store.keys import new_id, utcnow
@@ -291,3 +291,25 @@ class TrainingEvent(Base):
     type: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text)
+
+
+class DatasetNodeCache(Base):
+    """One node's cache of one dataset in cluster mode (0009): written by that node's cache, read by status.
+
+    A row exists while the node holds (or may hold) a cache of the dataset: it is the node's
+    claim on one of the runtime's ``replicas``, and its numbers are what the node last reported.
+    """
+
+    __tablename__ = "dataset_node_caches"
+
+    dataset_uid: Mapped[str] = mapped_column(String(36), primary_key=True)
+    node_id: Mapped[str] = mapped_column(String(64), primary_key=True)  # Ray's hex node id
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    node_dir: Mapped[str] = mapped_column(Text)  # the node's MILLPOND_NODE_DIR, where its tiers and index are
+    cached: Mapped[int] = mapped_column(BigInteger, default=0)
+    capacity: Mapped[int] = mapped_column(BigInteger, default=0)
+    hit_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    miss_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    claimed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -24,12 +24,13 @@ import weakref
 from array import array
 from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from millpond.datasets.cache.blocks import VerifiedBlocks, crc32c
 from millpond.datasets.cache.index import CacheIndex, CacheRow, FileMeta, block_count
 from millpond.datasets.cache.namespace import Namespace
+from millpond.datasets.cache.node_report import NodeReport
 from millpond.datasets.cache.reader import CachedFile
 from millpond.datasets.cache.tiers import TierSet
 from millpond.datasets.config import DatasetConfig
@@ -66,7 +67,12 @@ class DatasetCache:
         self.config = config
         self.volumes_dir = volumes_dir
         self.index = CacheIndex(config.state_dir)
-        self.tiers = TierSet(config.tiers, self.index, config.state_dir, self._flush_rows)
+        # On a cluster node the cache first claims one of the runtime's replicas; a node beyond
+        # the bound serves its readers straight from the UFS (tiers of no room), caching nothing.
+        self.node_report = NodeReport.claim(config)
+        self.holds_cache = self.node_report is not None or config.node is None
+        tiers = config.tiers if self.holds_cache else tuple(replace(t, quota=0) for t in config.tiers)
+        self.tiers = TierSet(tiers, self.index, config.state_dir, self._flush_rows)
         self._ufs: dict[int, Ufs] = {}
         self._lock = threading.RLock()
         self._sync_lock = threading.Lock()
@@ -118,6 +124,8 @@ class DatasetCache:
             self.index.touch(accessed)
         if counters:
             self.index.add_counters(counters)
+        if self.node_report is not None:
+            self.node_report.send(self.index, self.config.capacity)
 
     def _flush_rows(self) -> None:
         with self._lock:

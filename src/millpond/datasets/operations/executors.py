@@ -39,12 +39,16 @@ def _dataset_name(resource: Resource) -> tuple[str, str]:
 def data_load(resource: Resource, progress: Progress) -> dict[str, Any]:
     """Preload ``target`` paths (the whole dataset when none) into the cache."""
     from millpond.datasets.cache.engine import open_cache
+    from millpond.datasets.node_loads import load_on_nodes
 
     name, namespace = _dataset_name(resource)
+    targets = [str(t.get("path") or "/") for t in resource.spec.get("target") or []] or ["/"]
+    address = load_settings().ray_address
+    if address is not None:  # cluster mode: each node it is told to warm loads its own cache
+        return load_on_nodes(address, resource.spec, name, namespace, targets, progress)
     cache = open_cache(name, namespace)
     if resource.spec.get("loadMetadata"):
         cache.sync()
-    targets = [str(t.get("path") or "/") for t in resource.spec.get("target") or []] or ["/"]
     result = cache.load(targets, progress)
     return {"files": str(result.files), "bytes": str(result.bytes), "fetchedBytes": str(result.fetched_bytes),
             "fetchedFiles": str(result.fetched_files), "seconds": f"{result.seconds:.2f}"}

@@ -1,0 +1,202 @@
+"""The node side of cluster mode: what a Ray task runs on whichever node Ray placed it.
+
+The engine ships a task's *workspace* — the folder holding its work dir, staged inputs and
+output folders, as a tar archive — and a process description whose paths name the engine's
+own folders. Here, on the node, the workspace is unpacked under the node's own folder
+(``MILLPOND_NODE_DIR``, else ``$TMPDIR/millpond-node``), every engine path is rewritten to its
+node twin (the workspace, and the engine's interpreter folder to this node's), and the process
+runs through the same ``LocalRunner`` as locally (its sandbox, watchdog and guardian). Its log
+goes to a node-local file that this generator yields in chunks while the process runs; the
+last item is the exit and the workspace, packed again, so the engine reads outputs exactly as
+it does for a local task. Nothing here assumes the node shares a filesystem with the engine.
+
+Cancelling is ``ray.cancel`` without force first: Ray raises KeyboardInterrupt here, and the
+task's whole process group is stopped as locally (the watchdog: SIGTERM, then SIGKILL) — the
+group matters, as a worker killed outright takes only its direct children with it (Ray kills
+those; a shell's child would be left). The engine forces the cancel (the worker dies) only
+when this does not end the task within a grace period.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import sys
+import tarfile
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from millpond.errors import MillpondError
+from millpond.runners.base import Bind, ProcessResult, ProcessSpec
+from millpond.runners.local import LocalRunner
+
+NODE_DIR_VAR = "MILLPOND_NODE_DIR"
+NODE_ID_VAR = "MILLPOND_RAY_NODE_ID"  # set in each task's environment: Ray's id of the node it runs on
+LOG_POLL_S = 0.2
+CHUNK_BYTES = 256 * 1024
+STOP_GRACE_S = 8.0  # a cancelled task's process group gets SIGTERM, then SIGKILL (the watchdog's grace)
+
+
+@dataclass
+class NodeTask:
+    """A ProcessSpec in a form that crosses machines: plain values, engine paths named as strings."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    binds: list[tuple[str, str, bool]]
+    timeout_s: float | None
+    workspace: str  # the engine's folder that the archive holds
+    archive: bytes  # tar of that folder
+    python_bin: str  # the engine's interpreter folder, replaced by this node's
+    fetch: list[tuple[str, str]] = field(default_factory=list)  # (URI, engine path): downloaded here first
+
+
+@dataclass
+class NodeStarted:
+    node_id: str
+    host: str
+    node_dir: str
+
+
+@dataclass
+class NodeFinished:
+    exit_code: int
+    seconds: float
+    error: str | None
+    archive: bytes  # the workspace after the process, packed
+
+
+def node_dir() -> Path:
+    """This node's millpond folder: where task workspaces and logs live while they run."""
+    configured = os.environ.get(NODE_DIR_VAR)
+    return Path(configured) if configured else Path(tempfile.gettempdir()) / "millpond-node"
+
+
+def pack(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.add(str(folder), arcname=".")
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, folder: Path) -> None:
+    """Unpack ``data`` into ``folder``; members that would land outside it (links, ``..``) are refused."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
+        archive.extractall(str(folder), filter="data")
+
+
+def _rewrite(text: str, mapping: list[tuple[str, str]]) -> str:
+    for old, new in mapping:
+        text = text.replace(old, new)
+    return text
+
+
+def _current_node_id() -> str:
+    try:
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
+    except Exception:  # outside a Ray worker (the unit of this module run directly)
+        return ""
+
+
+def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
+    """Run ``task`` here: first where it runs, then log chunks as they come, then how it ended."""
+    base = node_dir()
+    key = uuid.uuid4().hex[:12]
+    workspace = base / "tasks" / key
+    log_path = base / "logs" / f"{key}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        unpack(task.archive, workspace)
+        here_bin = str(Path(sys.executable).parent)
+        mapping = [(task.workspace.rstrip("/"), str(workspace)), (task.python_bin.rstrip("/"), here_bin)]
+        binds = []
+        for source, target, read_only in task.binds:
+            mapped = _rewrite(source, mapping)
+            binds.append(Bind(Path(mapped), target, read_only))
+        env = {key_: _rewrite(value, mapping) for key_, value in task.env.items()}
+        node_id = _current_node_id()
+        env[NODE_DIR_VAR] = str(base)  # the task's own node: its folder and Ray's id for it
+        env[NODE_ID_VAR] = node_id
+        spec = ProcessSpec(
+            argv=[_rewrite(arg, mapping) for arg in task.argv],
+            env=env,
+            cwd=Path(_rewrite(task.cwd, mapping)),
+            log_path=log_path,
+            binds=binds,
+            timeout_s=task.timeout_s,
+        )
+        log_path.touch()
+        yield NodeStarted(node_id=node_id, host=socket.gethostname(), node_dir=str(base))
+        try:
+            _fetch(task, mapping)
+        except MillpondError as exc:  # the root unreachable, access denied: the attempt fails with this line
+            yield NodeFinished(exit_code=-1, seconds=0.0, error=str(exc), archive=b"")
+            return
+        outcome: list[ProcessResult] = []
+        cancel = threading.Event()  # set when Ray delivers a cancel (KeyboardInterrupt, below)
+
+        def run() -> None:
+            outcome.append(LocalRunner().run(spec, cancel))
+
+        thread = threading.Thread(target=run, name="millpond-node-task", daemon=True)
+        thread.start()
+        with open(log_path, "rb") as log:
+            while True:
+                try:
+                    thread.join(LOG_POLL_S)
+                except KeyboardInterrupt:  # ray.cancel without force: stop the task's whole group, then end
+                    cancel.set()
+                    thread.join(STOP_GRACE_S)
+                    raise
+                while chunk := log.read(CHUNK_BYTES):
+                    yield chunk
+                if not thread.is_alive():
+                    break
+        result = outcome[0] if outcome else ProcessResult(exit_code=-1, seconds=0.0, error="the node's runner failed")
+        yield NodeFinished(
+            exit_code=result.exit_code, seconds=result.seconds, error=result.error, archive=pack(workspace)
+        )
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+        log_path.unlink(missing_ok=True)
+
+
+CREDENTIAL_PREFIXES = ("AWS_", "GOOGLE_APPLICATION_CREDENTIALS")
+
+
+def _fetch(task: NodeTask, mapping: list[tuple[str, str]]) -> None:
+    """Download the task's remote inputs from the pipeline root into its workspace, here on the node,
+    with the object-store credentials the task itself is given (its AWS_* variables)."""
+    if not task.fetch:
+        return
+    from millpond.store import artifacts
+
+    credentials = {k: v for k, v in task.env.items() if k.startswith(CREDENTIAL_PREFIXES)}
+    saved = {k: os.environ.get(k) for k in credentials}
+    os.environ.update(credentials)  # a Ray worker runs one task at a time: nothing else reads them meanwhile
+    try:
+        for uri, path in task.fetch:
+            artifacts.filesystem(uri).clear_instance_cache()  # one made with other credentials must not serve
+            artifacts.download(uri, Path(_rewrite(path, mapping)))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def node_identity() -> dict[str, Any]:
+    """Who runs this (for tests and ``arena top node``): Ray's node id, the host, the node folder."""
+    return {"node_id": _current_node_id(), "host": socket.gethostname(), "node_dir": str(node_dir())}
