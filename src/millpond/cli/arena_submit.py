@@ -55,6 +55,11 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--nproc-per-node", type=int, default=0,
                      help="pytorch: run torchrun with this many processes per instance."),
         click.option("--share-memory", default="2Gi", show_default=True, help="Recorded (/dev/shm size)."),
+        click.option("--ray", default="", metavar="HOST:PORT",
+                     help="Run the instances on this Ray cluster (default: $MILLPOND_RAY_ADDRESS)."),
+        click.option("--ray-placement", default="PACK", show_default=True,
+                     help="The Ray placement group's strategy: PACK (one node if they fit, else spread), "
+                          "SPREAD, STRICT_SPREAD (one node each) or STRICT_PACK."),
         click.argument("command", nargs=-1, type=click.UNPROCESSED),
     ]
     for option in reversed(options):

@@ -50,6 +50,9 @@ class RayResources:
     resources: dict[str, float] = field(default_factory=dict)  # "accelerator_type:A100", "node_b"
     node_id: str | None = None  # hard affinity to one node (Ray's NodeAffinitySchedulingStrategy)
     soft: bool = False  # the affinity is a preference: another node may run it when that one cannot
+    # A bundle of a placement group (ray.util.placement_group) the task runs in: a training job's instance
+    placement_group: Any = None
+    bundle_index: int = -1
 
     def options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
@@ -61,6 +64,12 @@ class RayResources:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=self.soft)
+        elif self.placement_group is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                self.placement_group, placement_group_bundle_index=self.bundle_index
+            )
         return options
 
 

@@ -7,6 +7,7 @@ and run with ``sh -c``, as Arena does. Every malformed value is a UserError nami
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 
@@ -50,6 +51,8 @@ class CommonArgs:
     ttl_after_finished: str = ""
     nproc_per_node: int = 0
     share_memory: str = "2Gi"
+    ray: str = ""  # the Ray cluster's address (--ray, else $MILLPOND_RAY_ADDRESS): cluster mode
+    ray_placement: str = "PACK"
 
 
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # Kubernetes' rule for a container's variable names
@@ -225,4 +228,16 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
         clean_task_policy=policy, nproc_per_node=args.nproc_per_node or None, priority=args.priority,
         queue=args.queue, labels=pairs(args.labels, "--label"), annotations=pairs(args.annotations, "--annotation"),
         share_memory=parse_bytes(args.share_memory, "--share-memory") if args.share_memory else 0,
+        ray_address=(args.ray or os.environ.get(RAY_ADDRESS_VAR, "")).strip(), ray_placement=_placement(args),
     )
+
+
+RAY_ADDRESS_VAR = "MILLPOND_RAY_ADDRESS"
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_SPREAD", "STRICT_PACK")  # Ray's placement group strategies
+
+
+def _placement(args: CommonArgs) -> str:
+    strategy = args.ray_placement.upper().replace("-", "_")
+    if strategy not in PLACEMENTS:
+        raise UserError(f"--ray-placement {args.ray_placement!r} must be one of {', '.join(PLACEMENTS)}")
+    return strategy

@@ -21,7 +21,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
@@ -34,14 +34,32 @@ RANK_TAG = re.compile(rb"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:")  # Open MP
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (a pod's grace period, shortened)
 
 
+class InstanceProcess(Protocol):
+    """What the supervisor asks of an instance's process: a local ``Popen``, or a Ray task
+    (``ray_jobs``), whose process is another machine's and has no pid here."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+
 @dataclass
 class Running:
-    """A started instance: its process, its recorded identity, the thread copying its output."""
+    """A started instance: its process, its recorded identity, the thread copying its output.
+
+    ``failure`` says why it ended when its exit code does not (a lost Ray node); ``waiter`` is
+    the thread waiting for a Ray task."""
 
     planned: Planned
-    process: subprocess.Popen[bytes]
+    process: InstanceProcess
     ticks: str | None
     pump: threading.Thread
+    failure: str | None = None
+    waiter: threading.Thread | None = None
 
 
 def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: list[Path] | None = None) -> Running:

@@ -98,6 +98,10 @@ class JobSpec:
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     share_memory: int = 0  # bytes of /dev/shm asked for (--share-memory); recorded
+    # Cluster mode: the Ray cluster (HOST:PORT) its instances run on, "" for this machine, and the
+    # placement group's strategy there (PACK: one node when they fit, else spread; STRICT_SPREAD...)
+    ray_address: str = ""
+    ray_placement: str = "PACK"
     source: str = "arena"  # arena | manifest | sdk: how it was submitted (what `get -o yaml` can show back)
     manifest: dict[str, Any] = field(default_factory=dict, compare=False)  # the applied manifest, if any
 
@@ -150,6 +154,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         clean_task_policy=CleanTaskPolicy(data.get("clean_task_policy") or "Running"),
         nproc_per_node=data.get("nproc_per_node"), priority=data.get("priority", ""), queue=data.get("queue", ""),
         labels=_pairs(data.get("labels")), annotations=_pairs(data.get("annotations")),
-        share_memory=int(data.get("share_memory") or 0), source=data.get("source", "arena"),
+        share_memory=int(data.get("share_memory") or 0), ray_address=data.get("ray_address", ""),
+        ray_placement=data.get("ray_placement") or "PACK", source=data.get("source", "arena"),
         manifest=dict(data.get("manifest") or {}),
     )
