@@ -9,8 +9,11 @@ Use it by loading this module as a plugin (tests/conftest.py does) and asking fo
         ray_cluster.start_node("b")     # and bring it back (a new node id)
 
 The nodes are ``head`` (custom resource ``node_head``), ``b`` (``node_b``) and ``c`` (``node_c``),
-one CPU each (two on the head, which also runs the drivers' bookkeeping) and the smallest object
-store Ray accepts. A task pins itself to a node by asking for ``{"node_b": 0.01}``.
+one CPU on each worker and none on the head (as Ray advises for a real cluster: the head's
+processes keep their room, and tasks run on the workers), and the smallest object store Ray
+accepts. A task pins itself to a node by asking for ``{"node_b": 0.01}``, or by what
+only that node has (``SHAPES``): a GPU of type T4 on b (declared to Ray, no device), 6 GiB of
+memory on c (2 GiB elsewhere).
 
 Each node is a separate ``ray start --block`` process in a session of its own, with its own
 ``--temp-dir``, its own ports (found free at start) and its own millpond node folder: its
@@ -54,6 +57,12 @@ START_TIMEOUT_S = 90.0
 NODE_NAMES = ("head", "b", "c")
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # Ray's minimum is 75 MiB; the tests move only small results
 NODE_DIR_VAR = "MILLPOND_NODE_DIR"
+# What sets the workers apart, so a task's ordinary requests place it: only b has a GPU (a T4, as
+# Ray would label it: resource "accelerator_type:T4"), only c has 6 GiB of memory (the others 2).
+SHAPES: dict[str, dict[str, object]] = {
+    "b": {"gpus": 1, "extra": {"accelerator_type:T4": 1.0}},
+    "c": {"memory_bytes": 6 * 2**30},
+}
 
 
 def _session_token() -> Path:
@@ -89,6 +98,9 @@ class RayNode:
     node_dir: Path  # MILLPOND_NODE_DIR of every process on this node
     temp_dir: Path
     cpus: int
+    gpus: int = 0  # declared to Ray only (no device): a task asking for one is placed here
+    memory_bytes: int = 2 * 2**30  # declared to Ray (its scheduling unit), not a limit on the processes
+    extra: dict[str, float] = field(default_factory=dict)  # more custom resources ("accelerator_type:T4")
     node_id: str = ""  # Ray's hex id; a restarted node gets a new one
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
@@ -128,8 +140,8 @@ class RayCluster:
         nm, om, agent_grpc, agent_http, metrics, runtime_env, worker_lo = free_ports(7)
         argv = [
             self._ray, "start", "--block", "--disable-usage-stats",
-            f"--num-cpus={node.cpus}", "--num-gpus=0",
-            f"--resources={json.dumps({node.resource: 1})}",
+            f"--num-cpus={node.cpus}", f"--num-gpus={node.gpus}", f"--memory={node.memory_bytes}",
+            f"--resources={json.dumps({node.resource: 1, **node.extra})}",
             f"--object-store-memory={OBJECT_STORE_BYTES}",
             f"--temp-dir={node.temp_dir}",
             "--node-ip-address=127.0.0.1",
@@ -201,8 +213,10 @@ class RayCluster:
 
 
 def _node_processes(node: RayNode) -> list[int]:
-    """Every process whose command line names this node's temp dir (Ray's raylet, workers, agents)."""
+    """Every process of this "machine": whose command line names the node's temp dir (Ray's raylet,
+    workers, agents) or whose environment names its MILLPOND_NODE_DIR (whatever its tasks started)."""
     marker = str(node.temp_dir).encode()
+    variable = f"{NODE_DIR_VAR}={node.node_dir}\0".encode()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -210,6 +224,10 @@ def _node_processes(node: RayNode) -> list[int]:
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as f:
                 if marker in f.read():
+                    found.append(int(entry))
+                    continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if variable in f.read():
                     found.append(int(entry))
         except OSError:
             continue
@@ -258,7 +276,7 @@ def start_cluster(root: Path) -> RayCluster:
     nodes = {
         name: RayNode(
             name=name, resource=f"node_{name}", node_dir=root / "nodes" / name, temp_dir=short / name,
-            cpus=2 if name == "head" else 1,
+            cpus=0 if name == "head" else 1, **SHAPES.get(name, {}),  # type: ignore[arg-type]
         )
         for name in NODE_NAMES
     }

@@ -28,6 +28,11 @@ class Settings:
     gpu_fallback: str | None = None
     # MILLPOND_FAKE_GPUS=N, for tests only: the scheduler hands out N GPUs (0..N-1) with no device behind them
     fake_gpus: int | None = None
+    # Cluster mode: the Ray cluster's head (HOST:PORT) tasks run on (MILLPOND_RAY_ADDRESS, or --ray)
+    ray_address: str | None = None
+    # Local folders every Ray node sees at the same path (MILLPOND_SHARED_ROOTS, separated by ':'):
+    # a pipeline root under one of them is allowed in cluster mode, as s3:// is
+    shared_roots: tuple[str, ...] = ()
 
     @property
     def database_url(self) -> str:
@@ -97,4 +102,6 @@ def load_settings() -> Settings:
         fork_server=os.environ.get("MILLPOND_FORK_SERVER", "1").lower() not in ("0", "false", "no"),
         gpu_fallback=configured(home, "gpu-fallback"),
         fake_gpus=_fake_gpus(),
+        ray_address=os.environ.get("MILLPOND_RAY_ADDRESS") or None,
+        shared_roots=tuple(p for p in os.environ.get("MILLPOND_SHARED_ROOTS", "").split(os.pathsep) if p),
     )

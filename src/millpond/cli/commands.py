@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,12 +48,15 @@ def run_pipeline_command(
     output: str,
     use_cache: bool = True,
     ignore_resources: bool = False,
+    ray_address: str | None = None,
 ) -> int:
     from millpond.pipelines.arguments import parse_assignments, read_params_file
     from millpond.pipelines.loader import load_pipeline
     from millpond.pipelines.submit import RunRequest, execute_run, prepare_run
 
     settings = load_settings()
+    if ray_address:
+        settings = dataclasses.replace(settings, ray_address=ray_address)
     texts = parse_assignments(params)
     values = read_params_file(params_file) if params_file else {}
     loaded = load_pipeline(pipeline, pipeline_name)

@@ -79,10 +79,19 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
 @click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
               help="Also answer requests whose Host is NAME ('*.example.org' for sub-domains; '*' for any, "
                    "behind a proxy that checks it). Repeatable. Others are refused (DNS rebinding).")
+@click.option("--ray", "ray_address", metavar="HOST:PORT",
+              help="Run every run's tasks on this Ray cluster (default: $MILLPOND_RAY_ADDRESS).")
 def server_command(host: str, port: int, token_file: Path | None, token: str | None,
-                   allowed_hosts: tuple[str, ...]) -> None:
+                   allowed_hosts: tuple[str, ...], ray_address: str | None) -> None:
     """Serve the Kubeflow Pipelines v2beta1 REST API (for kfp.Client) over this machine's runs."""
     token = choose_token(token, token_file)
+    if ray_address:  # the runs' worker processes inherit it, as they read their settings from the environment
+        os.environ["MILLPOND_RAY_ADDRESS"] = ray_address
+    cluster = os.environ.get("MILLPOND_RAY_ADDRESS")
+    if cluster:  # checked now: a server whose runs could never start says so at once
+        from millpond.runners.ray_cluster import connect
+
+        connect(cluster)
     os.environ.pop(TOKEN_ENV, None)  # read: the runs, workers and tasks this server starts never see it
     if not is_loopback(host) and not token:
         raise UserError(f"refusing to listen on {host} without a token: pass --token-file PATH or set {TOKEN_ENV}")

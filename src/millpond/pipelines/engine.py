@@ -25,6 +25,7 @@ from millpond.errors import MillpondError
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
 from millpond.pipelines.cancellation import CANCELING, close_tasks
+from millpond.pipelines.cluster import ClusterBudget, demand
 from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
     CANCELED,
@@ -48,6 +49,7 @@ from millpond.runners import stopping
 from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import own_identity, start_ticks
+from millpond.runners.ray_cluster import RayRunner, cluster_cpus
 from millpond.scheduling import Grant, Holder
 from millpond.settings import Settings
 from millpond.store.journal import RunJournal
@@ -130,8 +132,14 @@ class Engine:
         self.ignore_resources = ignore_resources  # kfp.local's way: requests are not scheduled
         self.configs = ConfigStore(settings.home)
         self.settings = settings
+        self.budget: Budget | ClusterBudget = Budget(settings)  # the home's ledger: shared with other runs and jobs
+        parallel = max_parallel or settings.max_parallel
+        if runner is None and settings.ray_address:  # cluster mode: tasks are Ray tasks; Ray places and queues
+            runner = RayRunner(settings.ray_address)
+            self.budget = ClusterBudget()
+            parallel = max(parallel, cluster_cpus())
         self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)
-        self.max_parallel = max(1, max_parallel or settings.max_parallel)
+        self.max_parallel = max(1, parallel)
         self.launcher = ContainerLauncher(self.runner, threading.Semaphore(self.max_parallel))
         self.listener = listener or _Silent()
         self.cancel = threading.Event()
@@ -140,7 +148,6 @@ class Engine:
         self._holding: dict[Future[TaskOutcome], Grant] = {}
         self._waiting: list[_Waiting] = []
         self._previous: dict[str, Task] = {}
-        self.budget = Budget(settings)  # the home's machine-wide ledger: shared with other runs and jobs
 
     # --- the walk -------------------------------------------------------------------------
     def execute(self, run: Run, resume: bool = False) -> RunResult:
@@ -528,6 +535,7 @@ class Engine:
                 node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations}
             )
         request.on_start = self._starter(node)
+        request.demand = demand(resources)
 
         def work(gpus: list[int]) -> TaskOutcome:
             try:
@@ -546,7 +554,8 @@ class Engine:
         def started(pid: int | None) -> None:
             process = {"pid": pid, "pid_start": start_ticks(pid)} if pid is not None else {}
             if began.is_set():
-                self.store.update_task(task_id, **process)
+                if process:  # a retry on a Ray node has no pid of this machine to record
+                    self.store.update_task(task_id, **process)
                 return
             began.set()
             self.store.update_task(task_id, state=RUNNING, started_at=utcnow(), **process)

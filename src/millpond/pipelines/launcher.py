@@ -23,7 +23,7 @@ from millpond.pipelines import ir
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
-from millpond.runners.base import Bind, ProcessSpec, Runner
+from millpond.runners.base import Bind, Demand, ProcessSpec, Runner
 from millpond.runners.environment import inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.store.paths import check_segment, contained_path, contained_uri
@@ -50,7 +50,8 @@ class TaskRequest:
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_binds: list[Bind] = field(default_factory=list)
     timeout_s: float | None = None
-    on_start: Callable[[int], None] | None = None
+    on_start: Callable[[int | None], None] | None = None
+    demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
 
 
 @dataclass
@@ -163,6 +164,7 @@ class ContainerLauncher:
             argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=staging.binds + request.extra_binds,
             timeout_s=request.timeout_s, on_start=request.on_start,
             python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
+            demand=request.demand, workspace=attempt_dir,
         )
         if self.slots is None:
             result = self.runner.run(spec, cancel)

@@ -14,6 +14,7 @@ from typing import Any
 from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments
 from millpond.pipelines.cancellation import CANCELED, CANCELING, record_cancelled
+from millpond.pipelines.cluster import check_cluster
 from millpond.pipelines.engine import Engine, Listener, RunResult
 from millpond.pipelines.loader import LoadedPipeline
 from millpond.pipelines.names import check_display_name
@@ -45,6 +46,8 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
         check_display_name("the experiment name", request.experiment)
     arguments = bind_arguments(request.pipeline.spec, request.texts, request.values, request.params_file)
     root = normalize_root(request.pipeline_root or str(settings.default_pipeline_root))
+    if settings.ray_address:  # cluster mode: Ray answers, every node reaches the root, every request fits a node
+        check_cluster(settings, root, request.pipeline.spec)
     missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
     if missing:
         problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)

@@ -22,6 +22,16 @@ class Bind:
     read_only: bool = False
 
 
+@dataclass(frozen=True)
+class Demand:
+    """What the process asked for (its task's requests), for a runner that places it on another machine."""
+
+    cpus: float = 0.0
+    memory_bytes: int = 0
+    gpus: int = 0
+    accelerator: str | None = None  # "nvidia.com/gpu", or a kind such as "NVIDIA_TESLA_T4"
+
+
 @dataclass
 class ProcessSpec:
     argv: list[str]
@@ -35,6 +45,10 @@ class ProcessSpec:
     # kfp's standard executor program (component source, executor arguments), when that is
     # all the task runs with millpond's own interpreter: a runner may run it from a warm process.
     python_task: tuple[str, list[str]] | None = None
+    demand: Demand = field(default_factory=Demand)
+    # The folder that holds every path of this machine the process uses (its cwd, its mounts'
+    # sources, its staged files): a runner on another machine carries it there and back.
+    workspace: Path | None = None
 
 
 @dataclass(frozen=True)

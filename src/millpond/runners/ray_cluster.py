@@ -18,7 +18,7 @@ and millpond's retry policy decides whether the task runs again (on whichever no
 
 from __future__ import annotations
 
-import importlib.util
+import signal
 import socket
 import sys
 import threading
@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from millpond.errors import UserError
-from millpond.runners.base import ProcessResult, ProcessSpec
+from millpond.runners.base import Demand, ProcessResult, ProcessSpec
 from millpond.runners.ray_node import NodeFinished, NodeStarted, NodeTask, pack, run_task, unpack
 
 INSTALL_HINT = "cluster mode needs Ray: pip install 'millpond[ray]'"
 CONNECT_TIMEOUT_S = 5.0
+FORCE_AFTER_S = 15.0  # a cancel the node has not acted on by then kills the Ray worker
 MAX_WORKSPACE_BYTES = 512 * 1024 * 1024  # what one task may ship each way through Ray's object store
 
 
@@ -74,8 +75,10 @@ class RayResources:
 
 
 def require_ray() -> None:
-    if importlib.util.find_spec("ray") is None:
-        raise ClusterUnavailable(INSTALL_HINT)
+    try:
+        import ray  # noqa: F401 - cluster mode imports it next anyway
+    except ImportError:
+        raise ClusterUnavailable(INSTALL_HINT) from None
 
 
 def _reachable(address: str) -> None:
@@ -109,6 +112,7 @@ def connect(address: str) -> None:
             raise ClusterUnavailable(f"this process already uses the Ray cluster at {_connected}, not {address}")
         import ray
 
+        saved = _signal_handlers()
         try:
             ray.init(
                 address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
@@ -116,7 +120,26 @@ def connect(address: str) -> None:
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise ClusterUnavailable(f"cannot join the Ray cluster at {address}: {exc}") from None
+        finally:
+            _restore(saved)
         _connected = address
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _signal_handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
+
+
+def _restore(saved: dict[int, Any]) -> None:
+    """Put back the handlers ``ray.init`` replaced: its SIGTERM handler exits at once, where millpond's
+    stop handlers cancel the run, stop its tasks and record CANCELED (``runners.stopping``)."""
+    for sig, handler in saved.items():
+        if handler is not None:
+            signal.signal(sig, handler)
 
 
 @dataclass(frozen=True)
@@ -136,6 +159,11 @@ def cluster_nodes() -> list[ClusterNode]:
         for n in ray.nodes()
         if n.get("Alive")
     ]
+
+
+def cluster_cpus() -> int:
+    """How many CPUs the connected cluster's live nodes have together (the engine's parallelism there)."""
+    return int(sum(node.resources.get("CPU", 0.0) for node in cluster_nodes()))
 
 
 def unmet(request: RayResources, nodes: list[ClusterNode]) -> str | None:
@@ -220,7 +248,9 @@ def run_on_cluster(
     def watch() -> None:  # cancel arrives on another thread; the generator's next() blocks
         while not stopped.wait(0.1):
             if cancel.is_set():
-                ray.cancel(generator, force=True)
+                ray.cancel(generator)  # the node stops the task's process group (ray_node)
+                if not stopped.wait(FORCE_AFTER_S):
+                    ray.cancel(generator, force=True)  # the worker dies, and its children with it
                 return
 
     watcher = threading.Thread(target=watch, name="millpond-ray-cancel", daemon=True)
@@ -266,3 +296,35 @@ def run_on_cluster(
     unpack(finished.archive, workspace)
     return ProcessResult(exit_code=finished.exit_code, seconds=finished.seconds, error=finished.error)
 
+
+
+GPU_KINDS = ("nvidia.com/gpu", "amd.com/gpu")
+ACCELERATOR_SHARE = 0.001  # what Ray's own accelerator_type option asks of "accelerator_type:X"
+
+
+def ray_resources(demand: Demand) -> RayResources:
+    """A task's requests in Ray's terms: CPUs (Ray's default of 1 when none is asked), memory in
+    bytes, GPUs, and an accelerator kind other than the generic GPU names as ``accelerator_type:KIND``
+    (the resource Ray's nodes advertise for their GPU model, e.g. ``accelerator_type:A100``)."""
+    extra: dict[str, float] = {}
+    if demand.gpus and demand.accelerator and demand.accelerator not in GPU_KINDS:
+        extra[f"accelerator_type:{demand.accelerator}"] = ACCELERATOR_SHARE
+    return RayResources(
+        num_cpus=demand.cpus or 1.0, memory=demand.memory_bytes, num_gpus=float(demand.gpus), resources=extra
+    )
+
+
+class RayRunner:
+    """The Runner of cluster mode: each task's process runs as a Ray task on the cluster at ``address``."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        connect(address)
+
+    def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
+        if spec.workspace is None:
+            return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: the task has no workspace")
+        return run_on_cluster(spec, cancel, ray_resources(spec.demand), spec.workspace)
+
+    def close(self) -> None:
+        pass  # the driver's connection serves every run of this process

@@ -10,9 +10,11 @@ goes to a node-local file that this generator yields in chunks while the process
 last item is the exit and the workspace, packed again, so the engine reads outputs exactly as
 it does for a local task. Nothing here assumes the node shares a filesystem with the engine.
 
-Cancelling (``ray.cancel(..., force=True)``) kills this worker process: the task's process gets
-SIGKILL from the kernel (it dies with the thread that started it) and the worker's guardian
-kills what else carries its token, so no process of the task outlives its Ray task.
+Cancelling is ``ray.cancel`` without force first: Ray raises KeyboardInterrupt here, and the
+task's whole process group is stopped as locally (the watchdog: SIGTERM, then SIGKILL) — the
+group matters, as a worker killed outright takes only its direct children with it (Ray kills
+those; a shell's child would be left). The engine forces the cancel (the worker dies) only
+when this does not end the task within a grace period.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ NODE_DIR_VAR = "MILLPOND_NODE_DIR"
 NODE_ID_VAR = "MILLPOND_RAY_NODE_ID"  # set in each task's environment: Ray's id of the node it runs on
 LOG_POLL_S = 0.2
 CHUNK_BYTES = 256 * 1024
+STOP_GRACE_S = 8.0  # a cancelled task's process group gets SIGTERM, then SIGKILL (the watchdog's grace)
 
 
 @dataclass
@@ -136,7 +139,7 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         log_path.touch()
         yield NodeStarted(node_id=node_id, host=socket.gethostname(), node_dir=str(base))
         outcome: list[ProcessResult] = []
-        cancel = threading.Event()  # a cancel arrives as the end of this worker (force)
+        cancel = threading.Event()  # set when Ray delivers a cancel (KeyboardInterrupt, below)
 
         def run() -> None:
             outcome.append(LocalRunner().run(spec, cancel))
@@ -145,7 +148,12 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         thread.start()
         with open(log_path, "rb") as log:
             while True:
-                thread.join(LOG_POLL_S)
+                try:
+                    thread.join(LOG_POLL_S)
+                except KeyboardInterrupt:  # ray.cancel without force: stop the task's whole group, then end
+                    cancel.set()
+                    thread.join(STOP_GRACE_S)
+                    raise
                 while chunk := log.read(CHUNK_BYTES):
                     yield chunk
                 if not thread.is_alive():
