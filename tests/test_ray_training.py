@@ -179,6 +179,35 @@ def test_delete_of_a_running_job_stops_its_remote_processes(
     assert arena(capsys, "get", "deleted").code == 2
 
 
+def test_a_lost_node_fails_the_job_saying_which(
+    ray_cluster: RayCluster, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = f"lost-{uuid.uuid4().hex[:8]}"
+    folder = _script(tmp_path, "lost", SLEEPER)
+    submitted = arena(capsys, "submit", "pytorch", "--name", "lost", "--workers", "2", "-e", "FAIL=0",
+                      "--ray", ray_cluster.address, "--ray-placement", "STRICT_SPREAD", "--working-dir", folder,
+                      sys.executable, "job.py", token)
+    assert submitted.code == 0, submitted.err
+    wait_status(capsys, "lost", ("RUNNING",), timeout=90)
+    _wait(lambda: len(_processes(token)) >= 2, 60, "both instances' processes run")
+    events = arena(capsys, "get", "lost", "-e").out
+    placed = re.search(r"lost-worker-0 on node (\w+)", events)
+    assert placed, events
+    victim = next(name for name, node in ray_cluster.nodes.items() if node.node_id.startswith(placed.group(1)))
+    try:
+        ray_cluster.stop_node(victim)  # the worker's machine is gone
+        info = wait_status(capsys, "lost", timeout=120)
+        described = arena(capsys, "get", "lost").out
+        assert info["status"] == "FAILED", described
+        assert "lost-worker-0: Ray node" in described and ("was lost" in described or "died" in described), described
+        master_pid = int(re.search(r"started 0 (\d+)", _logs(capsys, "lost", "lost-master-0")).group(1))
+        _wait(lambda: master_pid not in _processes(token), 30, f"the master's process ended ({master_pid})")
+    finally:
+        for pid in _processes(token):  # what the lost "machine" left on this one (a real one takes it along)
+            os.kill(pid, 9)
+        ray_cluster.start_node(victim)
+
+
 def test_top_node_lists_the_clusters_nodes(ray_cluster: RayCluster, home: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     import ray

@@ -228,12 +228,20 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
         clean_task_policy=policy, nproc_per_node=args.nproc_per_node or None, priority=args.priority,
         queue=args.queue, labels=pairs(args.labels, "--label"), annotations=pairs(args.annotations, "--annotation"),
         share_memory=parse_bytes(args.share_memory, "--share-memory") if args.share_memory else 0,
-        ray_address=(args.ray or os.environ.get(RAY_ADDRESS_VAR, "")).strip(), ray_placement=_placement(args),
+        ray_address=_ray_address(args, trainer), ray_placement=_placement(args),
     )
 
 
 RAY_ADDRESS_VAR = "MILLPOND_RAY_ADDRESS"
 PLACEMENTS = ("PACK", "SPREAD", "STRICT_SPREAD", "STRICT_PACK")  # Ray's placement group strategies
+
+
+def _ray_address(args: CommonArgs, trainer: Trainer) -> str:
+    """``--ray``, else ``$MILLPOND_RAY_ADDRESS`` for a pytorch job: mpi and tf jobs run on this machine
+    (their launchers assume one), so the variable, set for pipelines too, leaves them local."""
+    if args.ray:
+        return args.ray.strip()
+    return os.environ.get(RAY_ADDRESS_VAR, "").strip() if trainer is Trainer.PYTORCH else ""
 
 
 def _placement(args: CommonArgs) -> str:

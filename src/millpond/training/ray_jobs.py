@@ -54,6 +54,7 @@ from millpond.training.spec import JobSpec, Trainer
 READY_POLL_S = 1.0
 PUMP_POLL_S = 0.2
 STOP_WAIT_S = 20.0  # how long stopping waits for a cancelled Ray task to say it ended
+NODE_WATCH_S = 2.0  # how often the supervisor asks the cluster whether its instances' nodes live
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (as a local instance's stop)
 MARK_VAR = "MILLPOND_INSTANCE_MARK"
 MASTER_VARS = ("MASTER_ADDR", "PET_MASTER_ADDR")
@@ -164,6 +165,10 @@ class Placement:
         self.shapes = bundles(spec)
         self.uid = uid
         self.cancels: dict[str, threading.Event] = {}
+        self.started: list[Running] = []
+        self.lock = threading.Lock()
+        self.closed = threading.Event()
+        self.watcher: threading.Thread | None = None
         self.where: list[tuple[str, str]] = []  # each bundle's node (id, address), once placed
         connect(spec.ray_address)
         from ray.util.placement_group import placement_group
@@ -259,11 +264,18 @@ class Placement:
                 result = ProcessResult(exit_code=-1, seconds=0.0, error=f"{type(exc).__name__}: {exc}")
             finally:
                 finished.set()
-            if result.error and not cancel.is_set():
-                running.failure = f"{item.name}: {result.error}"
-            code = result.exit_code
-            process.returncode = code if code != 0 or not result.error else -1
+            with self.lock:
+                if process.returncode is not None:  # the node watch already ended it (its node was lost)
+                    return
+                if result.error and not cancel.is_set():
+                    running.failure = f"{item.name}: {result.error}"
+                code = result.exit_code
+                process.returncode = code if code != 0 or not result.error else -1
 
+        self.started.append(running)
+        if self.watcher is None:
+            self.watcher = threading.Thread(target=self._watch_nodes, daemon=True, name="ray-node-watch")
+            self.watcher.start()
         waiter = threading.Thread(target=wait, daemon=True, name=f"ray-{item.name}")
         pump = threading.Thread(target=_stamp, args=(raw, log, finished), daemon=True, name=f"log-{item.name}")
         running.pump = pump
@@ -271,6 +283,24 @@ class Placement:
         waiter.start()
         pump.start()
         return running
+
+    def _watch_nodes(self) -> None:
+        """End a running instance whose node the cluster marked dead, saying so: Ray's own error for
+        the task can come late or not at all (the task's owner waits on a stream from a node gone)."""
+        while not self.closed.wait(NODE_WATCH_S):
+            try:
+                live = {node.node_id for node in cluster_nodes()}
+            except Exception:  # noqa: BLE001, S112 - the GCS did not answer this time: ask again
+                continue
+            with self.lock:
+                for item in self.started:
+                    index = self.shapes_index(item)
+                    node_id, address = self.where[index] if index < len(self.where) else ("", "")
+                    if not node_id or node_id in live or item.process.poll() is not None:
+                        continue
+                    item.failure = f"{item.planned.name}: Ray node {node_id[:12]} ({address}) running it was lost"
+                    item.process.returncode = -1  # type: ignore[misc]
+                    self.cancels[item.planned.name].set()
 
     def _mark(self, item: Planned) -> str:
         return f"{self.uid}/{item.name}"
@@ -283,10 +313,11 @@ class Placement:
 
         alive = [item for item in running if item.process.poll() is None]
         ender = ray.remote(num_cpus=0, max_retries=0)(_end_marked)
+        live = {node.node_id for node in cluster_nodes()} if alive else set()
         sweeps = []
         for item in alive:
             node_id = self.where[self.shapes_index(item)][0] if self.where else ""
-            if node_id:
+            if node_id in live:  # a lost node took the instance's processes with it
                 strategy = NodeAffinitySchedulingStrategy(node_id, soft=False)
                 mark = self._mark(item.planned)
                 sweeps.append(ender.options(scheduling_strategy=strategy).remote(mark, STOP_GRACE_S))
@@ -311,6 +342,7 @@ class Placement:
         """Give the placement group back (Ray kills whatever still runs in it)."""
         from ray.util.placement_group import remove_placement_group
 
+        self.closed.set()
         try:
             remove_placement_group(self.group)
         except Exception:  # noqa: BLE001, S110 - the cluster is gone: nothing of the job is left on it
