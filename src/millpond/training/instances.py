@@ -89,13 +89,18 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
     return Running(planned, process, start_ticks(process.pid), pump)
 
 
+def stamp_now() -> bytes:
+    """The time a log line is written before it (``arena logs --timestamps`` reads it back)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+
+
 def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
     """Every line the instance prints, appended to its log after the time it was read (and to its rank's)."""
     with ExitStack() as files:
         out = files.enter_context(open(log, "ab", buffering=0))
         ranks: dict[Path, IO[bytes]] = {}
         for line in iter(source.readline, b""):
-            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+            stamp = stamp_now()
             tag = RANK_TAG.match(line) if rank_logs else None
             if tag:  # mpirun tags each chunk it reads, so a line split in two writes carries its tag again inside
                 line = line[tag.end():].replace(tag.group(0), b"")

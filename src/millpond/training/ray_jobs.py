@@ -31,7 +31,6 @@ folders, and ``--data`` datasets, until datasets are served by the nodes' own ca
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import shutil
 import signal
@@ -47,7 +46,7 @@ from millpond.errors import TaskFailure, UserError
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.environment import inherited_environment
 from millpond.runners.ray_cluster import RayResources, cluster_nodes, connect, run_on_cluster, unmet
-from millpond.training.instances import Running
+from millpond.training.instances import Running, stamp_now
 from millpond.training.planned import Planned
 from millpond.training.spec import JobSpec, Trainer
 
@@ -372,7 +371,7 @@ def _stamp(raw: Path, log: Path, finished: threading.Event) -> None:
                 lines.append(pending)
                 pending = b""
             if lines:
-                stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+                stamp = stamp_now()
                 out.write(b"".join(stamp + b" " + line + b"\n" for line in lines))
             if done:
                 return
