@@ -4,7 +4,8 @@
 logs) and runs its instances as Ray tasks in a placement group: a 2-instance DDP job over gloo
 spans two nodes with MASTER_ADDR the master's node; a failing instance fails the job and its
 peer's process is gone; ``arena delete`` stops the remote processes; ``arena top node`` lists
-the cluster's nodes; a request no node can meet is one error line at submit, nothing stored.
+the cluster's nodes; a lost node fails the job naming it; ``arena submit ray`` runs a driver
+that joins the cluster; a request no node can meet is one error line at submit, nothing stored.
 
 The nodes are processes of this machine, so a test finds an instance's process by a token
 in its command line, as it would on the node.
@@ -206,6 +207,40 @@ def test_a_lost_node_fails_the_job_saying_which(
         for pid in _processes(token):  # what the lost "machine" left on this one (a real one takes it along)
             os.kill(pid, 9)
         ray_cluster.start_node(victim)
+
+
+RAY_DRIVER = textwrap.dedent("""\
+    import ray
+
+    ray.init(address="auto", log_to_driver=False)  # RAY_ADDRESS, set by the job
+
+    @ray.remote(num_cpus=1)
+    def where():
+        return ray.get_runtime_context().get_node_id()
+
+    print("nodes", " ".join(sorted(set(ray.get([where.remote() for _ in range(6)])))), flush=True)
+""")
+
+
+def test_a_ray_job_runs_its_driver_against_the_cluster_and_its_log_is_the_jobs(
+    ray_cluster: RayCluster, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _script(tmp_path, "driver", RAY_DRIVER)
+    submitted = arena(capsys, "submit", "ray", "--name", "rj", "--ray", ray_cluster.address, "--worker-replicas", "2",
+                      "--working-dir", folder, sys.executable, "job.py")
+    assert submitted.code == 0, submitted.err
+    assert "rayjob.ray.io/rj created" in submitted.out
+    assert "--worker-replicas only means something on a Kubernetes cluster" in submitted.err
+    info = wait_status(capsys, "rj", timeout=120)
+    log = arena(capsys, "logs", "rj").out
+    assert info["status"] == "SUCCEEDED", (info, log)
+    found = re.search(r"^nodes (.+)$", log, re.M)
+    assert found, log
+    assert set(found.group(1).split()) <= {node.node_id for node in ray_cluster.nodes.values()}, log
+    shown = arena(capsys, "get", "rj")
+    assert shown.code == 0 and "RAYJOB" in shown.out, shown
+    refused = arena(capsys, "submit", "ray", "--name", "rj2", "python", "x.py")  # no address anywhere
+    assert refused.code == 2 and "--ray HOST:PORT" in refused.err, refused.err
 
 
 def test_top_node_lists_the_clusters_nodes(ray_cluster: RayCluster, home: Path,

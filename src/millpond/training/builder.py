@@ -193,6 +193,19 @@ def tf_spec(args: CommonArgs, tf: TfArgs) -> JobSpec:
     return _common(args, Trainer.TF, tuple(replicas))
 
 
+def ray_spec(args: CommonArgs) -> JobSpec:
+    """Arena's rayjob on an existing cluster: one driver running the command with ``RAY_ADDRESS`` set
+    (``launch_ray``); ``--workers`` is the cluster's business, so it must stay 1."""
+    if args.workers != 1:
+        raise UserError(f"--workers {args.workers}: a ray job is one driver; the Ray cluster has the workers")
+    _pytorch_only(args, "ray")
+    spec = _common(args, Trainer.RAY, (ReplicaSpec("driver", 1, _command(args), _resources(args)),))
+    if not spec.ray_address:
+        raise UserError("a ray job joins a Ray cluster: give its address with --ray HOST:PORT "
+                        "or MILLPOND_RAY_ADDRESS")
+    return spec
+
+
 def _pytorch_only(args: CommonArgs, trainer: str) -> None:
     if args.nproc_per_node:
         raise UserError(f"--nproc-per-node is a pytorch flag: a {trainer} job has no torchrun")
@@ -241,7 +254,7 @@ def _ray_address(args: CommonArgs, trainer: Trainer) -> str:
     (their launchers assume one), so the variable, set for pipelines too, leaves them local."""
     if args.ray:
         return args.ray.strip()
-    return os.environ.get(RAY_ADDRESS_VAR, "").strip() if trainer is Trainer.PYTORCH else ""
+    return os.environ.get(RAY_ADDRESS_VAR, "").strip() if trainer in (Trainer.PYTORCH, Trainer.RAY) else ""
 
 
 def _placement(args: CommonArgs) -> str:

@@ -60,7 +60,11 @@ def check(spec: JobSpec, *, beyond_capacity_waits: bool = False) -> None:
         raise UserError("a job needs at least one instance (--workers is at least 1)")
     if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
         raise UserError("no command: put the training command after the flags")
-    if spec.ray_address:  # cluster mode: the cluster's nodes, not this machine, must be able to hold it
+    if spec.trainer is Trainer.RAY:  # a driver runs here: the cluster it joins must answer
+        from millpond.runners.ray_cluster import connect
+
+        connect(spec.ray_address)
+    elif spec.ray_address:  # cluster mode: the cluster's nodes, not this machine, must be able to hold it
         from millpond.training.ray_jobs import check as check_on_cluster
 
         check_on_cluster(spec)

@@ -23,6 +23,7 @@ class Trainer(str, Enum):
     PYTORCH = "pytorchjob"
     MPI = "mpijob"
     TF = "tfjob"
+    RAY = "rayjob"  # a driver joining an existing Ray cluster (launch_ray)
 
 
 class JobStatus(str, Enum):
@@ -104,6 +105,11 @@ class JobSpec:
     ray_placement: str = "PACK"
     source: str = "arena"  # arena | manifest | sdk: how it was submitted (what `get -o yaml` can show back)
     manifest: dict[str, Any] = field(default_factory=dict, compare=False)  # the applied manifest, if any
+
+    @property
+    def instances_on_ray(self) -> bool:
+        """Whether the instances run as Ray tasks on ``ray_address`` (a rayjob's driver runs here and joins it)."""
+        return bool(self.ray_address) and self.trainer is not Trainer.RAY
 
     @property
     def instance_count(self) -> int:

@@ -78,7 +78,7 @@ class Supervisor:
 
     def run(self) -> None:
         self.store.set_supervisor(self.job.uid, *self.me)
-        if self.spec.ray_address:
+        if self.spec.instances_on_ray:
             self._run_on_cluster()
             return
         ledger = allocator()
