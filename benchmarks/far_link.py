@@ -324,11 +324,7 @@ class FarLink:
 
     def relay_cpu_s(self) -> float:
         """CPU seconds the relay has used so far (0 where it cannot be read)."""
-        try:
-            fields = Path(f"/proc/{self.relay_pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return 0.0
+        return cpu_seconds(self.relay_pid)
 
     def describe(self) -> str:
         if self.mode == "far link":
@@ -385,6 +381,17 @@ class FarLink:
         self.rtt_ms = _get_ms(tiny_url)
         self.server_ms = _get_ms(tiny_url.replace(self.endpoint_url, self.direct_url, 1))
         fs.rm(f"{bucket}/link-probe", recursive=True)
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds a process (all its threads) has used so far; 0 where it cannot be read."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _get_ms(url: str, tries: int = 20) -> float:

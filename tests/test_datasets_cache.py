@@ -14,7 +14,7 @@ from pathlib import Path
 import fsspec
 import pytest
 
-from millpond.datasets.cache.engine import open_cache
+from millpond.datasets.cache.engine import FETCH_THREADS, open_cache
 from tests.datasets_support import cache_files, create_s3_dataset, env_for, payload
 
 pytestmark = pytest.mark.s3
@@ -66,6 +66,64 @@ def test_a_folder_read_in_order_is_read_ahead(cli, home, tmp_path, s3_server) ->
     cache._pool.shutdown(wait=True)  # let the read-ahead finish
     cached = {row.path for row in cache.index.entries()} | {row.path for row in cache._pending_rows}
     assert set(keys[3:3 + 30]) <= cached
+
+
+def test_a_folder_read_in_a_shuffled_order_is_read_ahead_whole(cli, home, tmp_path, s3_server) -> None:
+    # A training loop's shuffled epoch: every file of train/ is wanted, in an order nobody can guess.
+    files = SMALL | {f"val/{i:03d}.bin": payload(f"val/{i:03d}", 9_000 + i) for i in range(10)}
+    ds = create_s3_dataset(cli, home, tmp_path, s3_server, files)
+    keys = list(SMALL)
+    for position in (0, 17, 5, 29, 11):  # after the first, four opens out of order
+        assert read("ds", keys[position]) == ds.files[keys[position]]
+    cache = open_cache("ds")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(cache.index.entry(key) for key in keys):
+        time.sleep(0.05)
+    assert all(cache.index.entry(key) for key in keys), "train/ was not read ahead whole"
+    assert not any(cache.index.entry(key) for key in files if key.startswith("val/")), "val/ was never opened"
+    assert cache.local_path(keys[33]).read_bytes() == ds.files[keys[33]]
+
+
+def test_a_shuffled_folder_is_not_read_ahead_past_half_the_free_room(cli, home, tmp_path, s3_server) -> None:
+    # 40 files of ~10 kB (~400 kB) against 0.95 × 600 KiB of room: read ahead, they would evict
+    # what is cached for files nobody has asked for yet.
+    levels = [{"mediumtype": "SSD", "path": str(tmp_path / "cache-ssd"), "quota": "600Ki"}]
+    create_s3_dataset(cli, home, tmp_path, s3_server, SMALL, levels=levels)
+    cache = open_cache("ds")
+    cache._sweep("train")
+    assert not cache._inflight
+    assert cache.index.entries() == []
+    fits = dict(list(SMALL.items())[:20])  # ~200 kB: under half the room, so it is read ahead
+    create_s3_dataset(cli, home, tmp_path, s3_server, fits, name="small", levels=[
+        {"mediumtype": "SSD", "path": str(tmp_path / "cache-small"), "quota": "600Ki"}])
+    small = open_cache("small")
+    small._sweep("train")
+    small._pool.shutdown(wait=True)  # the sweep queued every fetch before returning: let them finish
+    assert sorted(row.path for row in small.index.entries()) == sorted(fits)
+
+
+def test_a_reader_takes_over_a_read_ahead_still_queued(cli, home, tmp_path, s3_server) -> None:
+    ds = create_s3_dataset(cli, home, tmp_path, s3_server, SMALL)
+    cache = open_cache("ds")
+    gate = threading.Event()
+    busy = [cache._pool.submit(gate.wait) for _ in range(FETCH_THREADS)]  # every read-ahead thread taken
+    try:
+        meta = cache.stat("train/007.bin")
+        cache.prefetch(meta, 0)  # queued behind them
+        assert not cache._inflight[(meta.path, 0)].running()
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda: got.append(cache.fetch(meta, 0)))
+        reader.start()
+        reader.join(30)
+        assert got == [ds.files["train/007.bin"]], "the reader waited behind the read-ahead queue"
+    finally:
+        gate.set()
+    for future in busy:
+        future.result(timeout=30)
+    cache._pool.shutdown(wait=True)  # the read-ahead taken over is skipped, not fetched a second time
+    cache.flush()
+    assert cache.index.counters()["ufs_fetched_bytes"] == len(ds.files["train/007.bin"])
+    assert not cache._inflight
 
 
 def test_load_caches_everything_and_cached_files_have_plain_local_paths(cli, home, tmp_path, s3_server) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -215,3 +216,32 @@ def test_a_cache_cleaned_by_another_process_is_fetched_again_by_the_mount(
     assert len(cache_files(tier)) == 2  # ...into the cache, which counts them again
     assert _held_but_removed(tier) == []  # and the removed files' space is given back
     assert cli("dataset", "unmount", mountpoint).code == 0
+
+
+def test_a_readonly_mount_declines_flush_and_reads_a_shuffled_folder_ahead(
+    cli, home, tmp_path, s3_server, mountpoint
+) -> None:
+    import mfusepy
+
+    from millpond.datasets.fuse_mount import make_operations
+
+    ds = create_s3_dataset(cli, home, tmp_path, s3_server, FILES)
+    # FLUSH answered ENOSYS: the kernel stops sending it (no_flush), so close() costs no round trip.
+    with pytest.raises(mfusepy.FuseOSError) as declined:
+        make_operations(open_cache("ds")).flush("/mnist/000.gz", 0)
+    assert declined.value.errno == errno.ENOSYS
+    assert cli("dataset", "mount", "ds", mountpoint).code == 0
+    names = sorted(os.listdir(mountpoint / "mnist"))
+    order = [names[i] for i in (0, 17, 5, 29, 11, 23, 2)]  # a shuffled epoch's first files
+    for name in order:
+        with open(mountpoint / "mnist" / name, "rb") as f:  # every close still succeeds
+            assert f.read() == ds.files[f"mnist/{name}"]
+    # The rest of the folder is fetched ahead of the reader, many at once, without being opened.
+    index = open_cache("ds").index
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(index.entry(f"mnist/{n}") for n in names):
+        time.sleep(0.05)
+    assert all(index.entry(f"mnist/{n}") for n in names), "the shuffled folder was not read ahead"
+    assert index.entry("big.bin") is None  # another folder's file, never opened
+    assert cli("dataset", "unmount", mountpoint).code == 0
+

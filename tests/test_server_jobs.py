@@ -190,3 +190,39 @@ def test_the_resource_routes_take_training_kinds_by_kubectls_names(server: Serve
     status, unknown, _ = _call(server, f"{api}/widgets")
     assert status == 404 and "unknown resource type 'widgets'" in unknown["message"]
     assert "dataset (datasets)" in unknown["message"] and "pytorchjob (pytorchjobs)" in unknown["message"]
+
+
+def test_a_server_start_fails_a_job_whose_supervisor_died_while_no_server_ran(home) -> None:
+    """kill -9 of a supervisor with no server (and no reader) about; the server's start settles the job within
+    seconds, before any request, and ends what its instances left running."""
+    import os
+    import signal
+
+    from millpond.store.training import JobStore
+    from tests.training_support import group_empty
+
+    TrainingClient().submit(PytorchJobBuilder().with_name("orphan").with_workers(2)
+                            .with_command("sleep 300; true").build())  # the shell forks the sleep: it outlives sh
+    store = JobStore()
+    deadline = time.monotonic() + 60
+    while (job := store.get("orphan")) is None or job.status != "RUNNING":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    running = store.instances(job.uid)
+    os.kill(job.supervisor_pid, signal.SIGKILL)
+    assert gone(job.supervisor_pid, job.supervisor_start)
+    time.sleep(0.5)
+    assert store.get("orphan").status == "RUNNING"  # nobody looked: the store still says so
+    started = time.monotonic()
+    served = Served()
+    try:
+        while (seen := store.get("orphan")).status != "FAILED":  # the stored row: no read that would check it
+            assert time.monotonic() - started < 10, seen
+            time.sleep(0.05)
+        settled_after = time.monotonic() - started
+        assert seen.message == f"its supervisor (pid {job.supervisor_pid}) died"
+        assert all(group_empty(i.pid) for i in running)
+        assert [i.status for i in store.instances(job.uid)] == ["Failed", "Failed"]
+    finally:
+        served.stop()
+    print(f"\na job whose supervisor died while no server ran: FAILED {settled_after:.2f}s after the server started")

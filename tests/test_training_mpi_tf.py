@@ -262,3 +262,48 @@ def test_a_rank_line_mpirun_tagged_twice_is_logged_without_its_tags(tmp_path: Pa
     assert launcher == ["rank 0 of 2 saw rank 1", "rank 1 saw 0"]
     assert (tmp_path / "w0.log").read_text().split(" ", 1)[1] == "rank 0 of 2 saw rank 1\n"
     assert (tmp_path / "w1.log").read_text().split(" ", 1)[1] == "rank 1 saw 0\n"
+
+
+def _slots_mpijob(slots: object) -> dict:
+    """An MPIJob (v2beta1) whose launcher echoes each rank; its workers' own command (sshd) is not run here."""
+    echo = 'echo "rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE"'
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": "slots", "namespace": "default"},
+            "spec": {"slotsPerWorker": slots, "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "launcher", "image": "x", "command": ["mpirun", "sh", "-c", echo]}]}}},
+                "Worker": {"replicas": 2, "template": {"spec": {"containers": [
+                    {"name": "worker", "image": "x", "command": ["/usr/sbin/sshd", "-De"]}]}}}}}}
+
+
+def test_slots_per_worker_sets_the_hostfile_and_each_workers_ranks(tmp_path: Path) -> None:
+    """mpi-operator's meaning: each worker has slotsPerWorker slots, ranks = workers × slots, rank r on worker r//S."""
+    from millpond.errors import UserError
+    from millpond.training.kinds import KINDS
+    from millpond.training.manifests import replica_job_spec
+
+    spec, _ = replica_job_spec(KINDS["MPIJob"], _slots_mpijob(3))
+    assert spec.slots_per_worker == 3
+    launcher, *workers = plan(spec, (), 0, tmp_path)
+    assert launcher.files == ((tmp_path / "hostfile", "localhost slots=6\n"),)
+    assert launcher.env["OMPI_MCA_orte_set_default_slots"] == "3"
+    assert launcher.rank_logs == ("slots-worker-0",) * 3 + ("slots-worker-1",) * 3
+    assert [w.rank for w in workers] == [0, 3]
+    with pytest.raises(UserError, match="spec.slotsPerWorker: 0 is below the minimum 1"):
+        replica_job_spec(KINDS["MPIJob"], _slots_mpijob(0))
+
+
+@needs_mpirun
+def test_an_mpijob_with_two_slots_per_worker_runs_four_ranks(cli, capsys, home: Path, tmp_path: Path) -> None:
+    import yaml
+
+    manifest = tmp_path / "slots.yaml"
+    manifest.write_text(yaml.safe_dump(_slots_mpijob(2)))
+    applied = cli("apply", "-f", manifest)
+    assert applied.code == 0, applied.err
+    info = wait_status(capsys, "slots")
+    launcher_log = arena(capsys, "logs", "slots").out
+    assert info["status"] == "SUCCEEDED", launcher_log
+    for worker, ranks in (("slots-worker-0", (0, 1)), ("slots-worker-1", (2, 3))):
+        lines = sorted(arena(capsys, "logs", "slots", "-i", worker).out.split("\n"))[1:]
+        assert lines == [f"rank {rank} of 4" for rank in ranks], (worker, lines, launcher_log)

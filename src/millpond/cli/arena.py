@@ -61,7 +61,10 @@ def list_command(namespace: str, all_namespaces: bool, output: str, trainer: str
     store = JobStore()
     found = [j for j in jobs.list_jobs(None if all_namespaces else namespace, store) if trainer in ("", j.trainer)]
     if output in ("json", "yaml"):
-        _dump([views.job_info(job, store.instances(job.uid)) for job in found], output)
+        from millpond.scheduling import gpu_metrics
+
+        metrics = gpu_metrics.read()
+        _dump([views.job_info(job, store.instances(job.uid), metrics) for job in found], output)
         return
     header = ["NAME", "STATUS", "TRAINER", "DURATION", "GPU(Requested)", "GPU(Allocated)", "NODE"]
     if output == "wide":
@@ -95,12 +98,15 @@ def get_command(name: str, namespace: str, trainer: str, output: str, events: bo
     if trainer and trainer != job.trainer:
         raise UserError(f"the job {name} is a {job.trainer}, not a {trainer}")
     instances = store.instances(job.uid)
-    info = views.job_info(job, instances)
     if output in ("json", "yaml"):
+        from millpond.scheduling import gpu_metrics
+
+        info = views.job_info(job, instances, gpu_metrics.read())
         if events:
             info["events"] = [views.event_info(e) for e in store.events(job.uid)]
         _dump(info, output)
         return
+    info = views.job_info(job, instances)
     created = job.created_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     ended = job.finished_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if job.finished_at else ""
     for label, value in (("Name", job.name), ("Status", job.status), ("Namespace", job.namespace),

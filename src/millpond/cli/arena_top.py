@@ -1,20 +1,56 @@
 """``arena top job [NAME]`` and ``arena top node [-d]``: GPU use of jobs and of this machine, as Arena prints it.
 
-The figures come from ``training.top`` (the job store and the machine-wide ledger); this module
-only lays them out in Arena's columns and summary lines.
+The figures come from ``training.top`` (the job store and the machine-wide ledger) and the GPUs'
+own metrics from ``scheduling.gpu_metrics`` (nvidia-smi; ``N/A`` without it); this module only
+lays them out in Arena's columns and summary lines. ``-r/--refresh`` (Arena's "display
+continuously") redraws every 2 seconds, as Arena does, until Ctrl-C, which ends it with exit 0:
+in a terminal the screen is cleared before each frame, into a pipe each frame is followed by
+Arena's dated separator line.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import sys
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 
+from millpond.errors import MillpondError, UserError
+
 if TYPE_CHECKING:
+    from millpond.scheduling.gpu_metrics import GpuMetric
     from millpond.store.training import JobRecord, JobStore
     from millpond.training.top import NodeView
 
 SEPARATOR = "-" * 91  # Arena's line above the cluster summary
+REFRESH_S = 2.0  # Arena's fixed refresh period
+
+
+def _refresh(draw: Callable[[], None], separator: str) -> None:
+    """Draw, wait, draw again until interrupted. A frame that fails (the job was deleted meanwhile)
+    prints its one error line and the loop goes on, as Arena's does."""
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            if tty:
+                click.clear()
+            try:
+                draw()
+            except MillpondError as exc:
+                click.echo(f"error: {exc}", err=True)
+            if not tty:
+                click.echo(separator % dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"))
+            sys.stdout.flush()
+            time.sleep(REFRESH_S)
+    except KeyboardInterrupt:  # Ctrl-C is how a refreshing top is meant to end
+        return
+
+
+def _mib(value: float) -> str:
+    return f"{value / (1024 * 1024):.1f}"
 
 
 def _table(rows: list[list[str]], indent: str = "") -> None:
@@ -31,16 +67,38 @@ def top_group() -> None:
 @top_group.command("job")
 @click.argument("name", required=False, default="")
 @click.option("-n", "--namespace", default="default", show_default=True)
-@click.option("-A", "--allNamespaces", "all_namespaces", is_flag=True, help="Jobs of every namespace.")
-def top_job(name: str, namespace: str, all_namespaces: bool) -> None:
+@click.option("-A", "--all-namespaces", "--allNamespaces", "all_namespaces", is_flag=True,
+              help="Jobs of every namespace.")
+@click.option("-r", "--refresh", is_flag=True, help="Display continuously (every 2s, until Ctrl-C); needs NAME.")
+@click.option("-i", "--instance", default="", help="Display only this instance of the job.")
+def top_job(name: str, namespace: str, all_namespaces: bool, refresh: bool, instance: str) -> None:
     """GPUs requested and allocated per job: NAME STATUS TRAINER AGE GPU(Requested) GPU(Allocated) NODE."""
     from millpond.store.training import JobStore
-    from millpond.training import jobs, top
+    from millpond.training import jobs
 
     store = JobStore()
+    if refresh and not name:
+        raise UserError("you must specify the job name when using `-r` flag")
+    if instance and not name:
+        raise UserError("-i/--instance needs the job's NAME")
     if name:
-        _one_job(store, jobs.get(name, namespace, store))
+        jobs.get(name, namespace, store)  # a job that does not exist is an error before any frame
+
+        def draw() -> None:
+            _one_job(store, jobs.get(name, namespace, store), instance)
+
+        if refresh:
+            _refresh(draw, "------------------------------------------- %s "
+                           "----------------------------------------------------")
+        else:
+            draw()
         return
+    _all_jobs(store, namespace, all_namespaces)
+
+
+def _all_jobs(store: JobStore, namespace: str, all_namespaces: bool) -> None:
+    from millpond.training import jobs, top
+
     rows = [top.job_row(job, store) for job in jobs.list_jobs(None if all_namespaces else namespace, store)]
     header = ["NAME", "STATUS", "TRAINER", "AGE", "GPU(Requested)", "GPU(Allocated)", "NODE"]
     lines = [["NAMESPACE", *header] if all_namespaces else header]
@@ -53,22 +111,37 @@ def top_job(name: str, namespace: str, all_namespaces: bool) -> None:
     click.echo(f"Total Allocated/Requested GPUs of Training Jobs: {allocated}/{requested}")
 
 
-def _one_job(store: JobStore, job: JobRecord) -> None:
-    """Arena's ``top job NAME``: the job, its instances with their GPU indices, its GPU count."""
+def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
+    """Arena's ``top job NAME``: the job, its instances with their GPU indices and each GPU's
+    duty cycle and memory (one line per GPU), its GPU count."""
+    from millpond.scheduling import gpu_metrics
     from millpond.training import views
 
-    info = views.job_info(job, store.instances(job.uid))
+    instances = store.instances(job.uid)
+    if only and only not in {i.name for i in instances}:
+        raise UserError(f"the job {job.name} has no instance {only}")
+    metrics = gpu_metrics.read()
+    info = views.job_info(job, instances)
     for label, value in (("Name", job.name), ("Status", job.status), ("Namespace", job.namespace),
                          ("Priority", info["priority"]), ("Trainer", job.trainer.upper()),
                          ("Duration", info["duration"])):
         click.echo(f"{label + ':':<11}{value}")
     click.echo("\nInstances:")
-    rows = [["NAME", "STATUS", "GPU(Request)", "NODE", "GPU(DeviceIndex)"],
-            ["----", "------", "------------", "----", "----------------"]]
-    for instance in store.instances(job.uid):
-        rows.append([instance.name, instance.status, str(len(instance.gpus)),
-                     views.LOCAL_IP if instance.started_at else "N/A",
-                     ",".join(map(str, instance.gpus)) or "N/A"])
+    rows = [["NAME", "STATUS", "GPU(Request)", "NODE", "GPU(DeviceIndex)", "GPU(DutyCycle)", "GPU_MEMORY(Used/Total)"],
+            ["----", "------", "------------", "----", "----------------", "--------------", "----------------------"]]
+    for instance in instances:
+        if only and instance.name != only:
+            continue
+        first = [instance.name, instance.status, str(len(instance.gpus)),
+                 views.LOCAL_IP if instance.started_at else "N/A"]
+        held = views.instance_metrics(instance, metrics)
+        if not held:
+            rows.append([*first, ",".join(map(str, instance.gpus)) or "N/A", "N/A", "N/A"])
+            continue
+        for number, (index, metric) in enumerate(sorted(held.items(), key=lambda item: int(item[0]))):
+            lead = first if number == 0 else [""] * len(first)
+            rows.append([*lead, index, f"{metric.duty_cycle:.1f}%",
+                         f"{_mib(metric.memory_used)}/{_mib(metric.memory_total)}(MiB)"])
     _table(rows, "  ")
     click.echo("\nGPUs:")
     click.echo(f"  Allocated/Requested GPUs of Job: {info['allocatedGPUs']}/{info['requestGPUs']}")
@@ -76,14 +149,16 @@ def _one_job(store: JobStore, job: JobRecord) -> None:
 
 @top_group.command("node")
 @click.argument("names", nargs=-1)
-@click.option("-d", "--details", is_flag=True, help="Also who holds what on the node.")
+@click.option("-d", "--details", is_flag=True, help="Also who holds what on the node, and each GPU's use.")
+@click.option("-r", "--refresh", is_flag=True, help="Display continuously (every 2s, until Ctrl-C); with -d.")
 @click.option("--ray", "ray_address", default="", metavar="HOST:PORT",
               help="List the nodes of this Ray cluster (default: $MILLPOND_RAY_ADDRESS).")
-def top_node(names: tuple[str, ...], details: bool, ray_address: str) -> None:
+def top_node(names: tuple[str, ...], details: bool, refresh: bool, ray_address: str) -> None:
     """This machine as one node (or a Ray cluster's nodes): NAME IPADDRESS ROLE STATUS GPU(Total) GPU(Allocated)."""
     import os
 
     from millpond.errors import NotFoundError
+    from millpond.scheduling import gpu_metrics
     from millpond.training import top
 
     address = ray_address or os.environ.get("MILLPOND_RAY_ADDRESS", "")
@@ -95,8 +170,14 @@ def top_node(names: tuple[str, ...], details: bool, ray_address: str) -> None:
     unknown = [name for name in names if name not in (node.name, node.ip)]
     if unknown:
         raise NotFoundError(f"no node {unknown[0]}: this machine is the only node ({node.name})")
+    if refresh and not details:
+        raise UserError("-r/--refresh displays the node's details: use it with -d")
     if details:
-        _node_details(node)
+        if refresh:
+            _refresh(lambda: _node_details(top.node_view(), gpu_metrics.read()),
+                     "------------------------- %s -------------------------------------")
+        else:
+            _node_details(node, gpu_metrics.read())
         return
     _table([["NAME", "IPADDRESS", "ROLE", "STATUS", "GPU(Total)", "GPU(Allocated)"],
             [node.name, node.ip, node.role, node.status, str(node.gpu_total), str(node.gpu_allocated)]])
@@ -105,7 +186,7 @@ def top_node(names: tuple[str, ...], details: bool, ray_address: str) -> None:
     click.echo(f"{node.gpu_allocated}/{node.gpu_total} ({node.percent:.1f}%)")
 
 
-def _node_details(node: NodeView) -> None:
+def _node_details(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
     click.echo("")
     for label, value in (("Name", node.name), ("Status", node.status), ("Role", node.role),
                          ("Type", "GPUExclusive" if node.gpu_total else "none"), ("Address", node.ip)):
@@ -117,10 +198,26 @@ def _node_details(node: NodeView) -> None:
         rows.append([holder.namespace or "N/A", holder.name, holder.kind, "Running", str(holder.gpus_requested),
                      ",".join(f"gpu{index}" for index in holder.gpus) or "N/A", holder.holds])
     _table(rows, "  ")
+    _node_gpus(node, metrics)
     click.echo("GPU Summary:")
     click.echo(f"  Total GPUs:     {node.gpu_total}")
     click.echo(f"  Allocated GPUs: {node.gpu_allocated}")
     click.echo("  Unhealthy GPUs: 0")
+
+
+def _node_gpus(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
+    """Arena's per-GPU table under metrics: each device's memory and duty cycle, and who holds it."""
+    click.echo("GPUs:")
+    held = {index: f"{holder.namespace}/{holder.name}" if holder.namespace else holder.name
+            for holder in node.holders for index in holder.gpus}
+    rows = [["INDEX", "MEMORY(Total)", "MEMORY(Used)", "DUTY_CYCLE", "HELD_BY"],
+            ["-----", "-------------", "------------", "----------", "-------"]]
+    for index in node.gpu_indices:
+        metric = metrics.get(index)
+        used = (f"{_mib(metric.memory_total)} MiB", f"{_mib(metric.memory_used)} MiB",
+                f"{metric.duty_cycle:.1f}%") if metric else ("N/A", "N/A", "N/A")
+        rows.append([str(index), *used, held.get(index, "-")])
+    _table(rows, "  ")
 
 
 def _ray_nodes(address: str, names: tuple[str, ...]) -> None:

@@ -3,8 +3,9 @@
 ``millpond dataset mount NAME DIR`` starts this module as a background process and returns
 once DIR is mounted. Reads are served by the dataset's cache (lazily filled from the UFS);
 the kernel keeps file pages between opens (``kernel_cache``) and caches names and attributes
-for the metadata TTL; a ReadOnly mount also declines ``open`` (FUSE's no_open), so a warm file
-is read at page-cache speed without a round trip to Python. A mount lives for hours while
+for the metadata TTL; a ReadOnly mount also declines ``open`` and ``flush`` (FUSE's no_open and
+no_flush), so a warm file is opened, read and closed at page-cache speed without a round trip
+to Python. A mount lives for hours while
 other processes load, repair, replace and clean the cache files it holds open: every read it
 serves checks the file it reads from (see ``cache/reader.py``), so it serves only true bytes.
 A ReadWrite dataset accepts new files: each is written to a temporary file and uploaded to
@@ -229,6 +230,10 @@ def make_operations(cache: DatasetCache) -> Any:
                 raise fuse_error(errno.EIO) from None
 
         def flush(self, path: str, fh: int) -> int:
+            if read_only:
+                # Nothing to flush, ever: ENOSYS makes the kernel stop sending FLUSH on every close()
+                # (FUSE's no_flush), one round trip to Python less per file a training loop opens.
+                raise fuse_error(errno.ENOSYS)
             handle = self.handles.get(fh)
             if isinstance(handle, _Upload):
                 self._upload(handle)

@@ -1,8 +1,11 @@
 """Status of Fluid objects the way Fluid reports it, computed from the cache index on demand.
 
 A Dataset is ``NotBound`` until a runtime of the same name exists, then ``Bound`` once its
-UFS has been listed, or ``Failed`` with a condition saying why (a mount that cannot be
-reached, a secret that went missing). Sizes are printed as Fluid prints them.
+UFS has been listed, or ``Failed`` with a condition saying why (a bucket that does not exist,
+keys that are refused, a mount that cannot be reached, a secret that went missing). Whether the
+mounts answer is asked again on a read once the last answer is older than a few seconds, bounded
+in time (``ufs_check``), so a bucket deleted after the first listing shows, and so does one
+created after a failure. Sizes are printed as Fluid prints them.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from millpond.datasets import ufs_check
 from millpond.datasets.config import RUNTIME_KINDS, DatasetConfig, bound_runtime, build_config
 from millpond.datasets.operations.liveness import observed
 from millpond.datasets.quantity import format_bytes, format_percentage
@@ -49,7 +53,7 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
     except UserError as exc:
         status.update(phase="Failed", conditions=[_condition("Ready", False, "ConfigError", str(exc))])
         return status
-    stats = _stats(config, sync_if_new)
+    stats, check_error = _stats(config, sync_if_new)
     first = config.tiers[0]
     status["cacheStates"] = {
         "cacheCapacity": format_bytes(stats.capacity),
@@ -60,6 +64,11 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
         "lowWaterMark": f"{first.low:g}",
         "highWaterMark": f"{first.high:g}",
     }
+    if check_error:
+        # Fluid's condition for a dataset that cannot be set up: NotReady, status True, the error as message
+        failed = _condition("NotReady", True, ufs_check.reason(check_error), check_error)
+        status.update(phase="Failed", conditions=[failed])
+        return status
     if stats.synced_at is None:
         status["phase"] = "Failed" if stats.sync_error else "Bound"
         if stats.sync_error:
@@ -75,15 +84,21 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
     return status
 
 
-def _stats(config: DatasetConfig, sync_if_new: bool) -> Any:
-    """Cache numbers from the index; lists the UFS first if it never was (so a new dataset shows its size)."""
+def _stats(config: DatasetConfig, check: bool) -> tuple[Any, str | None]:
+    """Cache numbers from the index, and what the last check of the mounts found wrong.
+
+    With ``check``, the mounts are asked again if that answer is stale (bounded in time); when
+    they answer and were never listed (or the mounts changed since), the UFS is listed first, so a
+    new dataset shows its size. Without it (a runtime's status) only what is recorded is read."""
     from millpond.datasets.cache.engine import cache_stats
     from millpond.datasets.cache.index import CacheIndex
     from millpond.datasets.ufs import UfsError
 
     index = CacheIndex(config.state_dir)
     try:
-        if sync_if_new and index.meta("synced_at") is None:
+        error = ufs_check.check(config, index, load_settings().volumes_dir) if check else index.meta("check_error")
+        unlisted = index.meta("synced_at") is None or index.meta("fingerprint") != config.fingerprint()
+        if check and not error and unlisted:
             from millpond.datasets.cache.engine import DatasetCache
 
             cache = DatasetCache(config, load_settings().volumes_dir)
@@ -93,7 +108,7 @@ def _stats(config: DatasetConfig, sync_if_new: bool) -> Any:
                 index.set_meta({"sync_error": str(exc)})
             finally:
                 cache.close()
-        return cache_stats(index, config)
+        return cache_stats(index, config), error or None
     finally:
         index.close()
 

@@ -120,7 +120,8 @@ class FluidDataset:
         status = dataset_status(self._resource(store), store)
         if status.get("phase") != "Bound":
             reasons = "; ".join(
-                c.get("message", "") for c in status.get("conditions") or [] if c.get("status") != "True"
+                c.get("message", "") for c in status.get("conditions") or []
+                if c.get("status") != "True" or c.get("type") == "NotReady"  # NotReady is true when it failed
             )
             why = f": {reasons}" if reasons else ""
             raise UserError(f'Dataset "{self.namespace}/{self.name}" is {status.get("phase")}{why}')

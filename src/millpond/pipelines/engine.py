@@ -50,7 +50,7 @@ from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import own_identity, start_ticks
 from millpond.runners.ray_cluster import RayRunner, cluster_cpus
-from millpond.scheduling import Grant, Holder
+from millpond.scheduling import GRANT_ENV, Grant, Holder
 from millpond.settings import Settings
 from millpond.store.journal import RunJournal
 from millpond.store.journal import RunRecord as Run
@@ -83,7 +83,7 @@ class _Waiting:
     """A task whose resources are not free yet: retried whenever something may have been given back."""
 
     node: Node
-    work: Callable[[list[int]], TaskOutcome]
+    work: Callable[[Grant], TaskOutcome]
     resources: ResourceRequest
     log_path: Path | None
     noted: bool = False  # its log already says what it waits for
@@ -437,7 +437,7 @@ class Engine:
             workspace = self._workspace()
             began = self._starter(node)
 
-            def imported(_gpus: list[int]) -> TaskOutcome:
+            def imported(_grant: Grant) -> TaskOutcome:
                 began(None)
                 return self._import(executor["importer"], component, parameters, workspace)
 
@@ -537,9 +537,9 @@ class Engine:
         request.on_start = self._starter(node)
         request.demand = demand(resources)
 
-        def work(gpus: list[int]) -> TaskOutcome:
+        def work(grant: Grant) -> TaskOutcome:
             try:
-                return self._attempts(request, policy, gpus)
+                return self._attempts(request, policy, grant)
             finally:
                 platform.cleanup()  # secret files live only while the task runs
 
@@ -584,7 +584,7 @@ class Engine:
     def _submit(
         self,
         node: Node,
-        work: Callable[[list[int]], TaskOutcome],
+        work: Callable[[Grant], TaskOutcome],
         resources: ResourceRequest = ResourceRequest(),
         log_path: Path | None = None,
         noted: bool = False,
@@ -599,7 +599,7 @@ class Engine:
         if warning and log_path is not None:
             with open(log_path, "a", encoding="utf-8") as log:
                 log.write(f"[millpond] warning: {warning}\n")
-        future = self.pool.submit(work, list(grant.gpus))
+        future = self.pool.submit(work, grant)
         self._futures[future] = node
         self._holding[future] = grant
         return None
@@ -654,8 +654,11 @@ class Engine:
             self.store.finish_task(node.record_id, state=CANCELED, error=reason)
         self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
 
-    def _attempts(self, request: TaskRequest, policy: RetryPolicy, gpus: list[int]) -> TaskOutcome:
+    def _attempts(self, request: TaskRequest, policy: RetryPolicy, grant: Grant) -> TaskOutcome:
         """Run a container task, retrying per its retryPolicy (in a worker thread)."""
+        gpus = list(grant.gpus)
+        if grant.id:  # a task that hands its work on (a training job) may give its grant back
+            request.extra_env[GRANT_ENV] = grant.id
         if gpus or self.budget.gpus:
             visible = ",".join(str(g) for g in gpus)
             request.extra_env.update({"CUDA_VISIBLE_DEVICES": visible, "NVIDIA_VISIBLE_DEVICES": visible or "void"})

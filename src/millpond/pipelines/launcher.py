@@ -24,7 +24,7 @@ from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.runners.base import Bind, Demand, ProcessSpec, Runner
-from millpond.runners.environment import inherited_environment
+from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.store.paths import check_segment, contained_path, contained_uri
 
@@ -156,6 +156,7 @@ class ContainerLauncher:
         env["PYTHONUNBUFFERED"] = "1"
         env["TMPDIR"] = str(tmpdir)
         env.pop("VIRTUAL_ENV", None)
+        env[RUN_ID_ENV], env[TASK_ID_ENV] = request.run_id, request.task_id
         for item in request.container.get("env") or []:
             env[item["name"]] = context.substitute(str(item.get("value", "")))
         env.update(request.extra_env)

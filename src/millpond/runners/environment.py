@@ -14,6 +14,9 @@ from pathlib import Path
 
 SERVER_ONLY = ("MILLPOND_TOKEN",)
 CONSOLE_SCRIPT = "arena"  # one of millpond's console scripts, to find the folder they were installed in
+# Who a task is, for code in it that acts on millpond itself (the train_job component names and finds its job).
+RUN_ID_ENV = "MILLPOND_RUN_ID"
+TASK_ID_ENV = "MILLPOND_TASK_ID"
 
 
 def inherited_environment() -> dict[str, str]:

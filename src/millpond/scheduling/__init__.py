@@ -4,7 +4,7 @@ Pipeline tasks and training jobs both draw from the one ledger of a home, so no 
 ever handed the same GPU, whichever process they run in.
 """
 
-from millpond.scheduling.ledger import Grant, GrantRecord, Holder, Ledger, Request
+from millpond.scheduling.ledger import GRANT_ENV, Grant, GrantRecord, Holder, Ledger, Request
 from millpond.scheduling.machine import Capacity
 
-__all__ = ["Capacity", "Grant", "GrantRecord", "Holder", "Ledger", "Request"]
+__all__ = ["GRANT_ENV", "Capacity", "Grant", "GrantRecord", "Holder", "Ledger", "Request"]

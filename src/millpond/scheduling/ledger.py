@@ -33,6 +33,9 @@ from millpond.scheduling import machine
 from millpond.settings import Settings, load_settings
 
 LEDGER_FILE = "ledger.db"
+# The id of the grant an engine holds for a task, in the task's environment: a task that only waits for
+# work it hands on (a training job) gives it back, so the two never wait for each other (training.pipeline_step).
+GRANT_ENV = "MILLPOND_LEDGER_GRANT"
 _BUSY_TIMEOUT_S = 30.0  # a writer holds the lock for about a millisecond; 30 s means something is wrong
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (

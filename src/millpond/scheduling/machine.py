@@ -111,7 +111,7 @@ def _visible(text: str) -> tuple[int, ...]:
 
 
 def _gpu_uuids() -> dict[str, int]:
-    listing = _nvidia_smi("--query-gpu=uuid,index", "--format=csv,noheader")
+    listing = nvidia_smi("--query-gpu=uuid,index", "--format=csv,noheader")
     uuids = {}
     for line in listing.splitlines():
         uuid, _, index = line.partition(",")
@@ -124,14 +124,15 @@ def _driver_gpu_count() -> int:
     proc = Path("/proc/driver/nvidia/gpus")
     if proc.is_dir():
         return len(list(proc.iterdir()))
-    return sum(1 for line in _nvidia_smi("-L").splitlines() if line.startswith("GPU "))
+    return sum(1 for line in nvidia_smi("-L").splitlines() if line.startswith("GPU "))
 
 
-def _nvidia_smi(*args: str) -> str:
+def nvidia_smi(*args: str, timeout: float = 10) -> str:
+    """nvidia-smi's output, or "" where it is missing, fails or runs past ``timeout`` (then it is killed)."""
     if not shutil.which("nvidia-smi"):
         return ""
     try:
-        done = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=10)
+        done = subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return done.stdout if done.returncode == 0 else ""

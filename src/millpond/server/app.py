@@ -48,6 +48,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     )
     app.router.on_startup.append(app.state.millpond.executor.resume_in_flight)
     app.router.on_startup.append(lambda: fluid_routes.check_operations(settings))  # dead ones: resumed or Failed
+    app.router.on_startup.append(lambda: jobs_routes.check_jobs(settings))  # dead supervisors: their jobs FAILED
     app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
 
     @app.exception_handler(ApiError)

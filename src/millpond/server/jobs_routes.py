@@ -15,6 +15,7 @@ Every read goes through ``training.jobs`` (a job whose supervisor died is marked
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -23,6 +24,7 @@ from fastapi.responses import PlainTextResponse
 from millpond.errors import NotFoundError
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.state import state_of
+from millpond.settings import Settings
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import jobs, logs, views
 from millpond.training.paths import instance_log
@@ -31,6 +33,16 @@ PREFIX = "/apis/millpond/v1"
 MAX_LOG_LINES = 10_000
 MAX_LOG_BYTES = 1024 * 1024
 router = APIRouter(tags=["TrainingJobs"])
+
+
+def check_jobs(settings: Settings) -> None:
+    """At server start: every unfinished job whose supervisor died while nothing watched is marked FAILED
+    (its instances' process groups killed), as the first read would, without waiting for one.
+
+    In a background thread, so the API answers at once (a read meanwhile checks the job it reads too).
+    """
+    threading.Thread(target=jobs.reconcile_all, args=(JobStore(settings),), daemon=True,
+                     name="check-training-jobs").start()
 
 
 def _store(request: Request) -> JobStore:

@@ -1,9 +1,11 @@
 """``millpond apply`` / ``get`` / ``delete`` of training kinds, below the CLI (the server can use it too).
 
-Apply is all or nothing, as for Fluid's kinds: every job is checked (``jobs.check``: datasets,
-resources, a free name) before anything is stored. A job's spec cannot change once created (as
-the operators' webhooks refuse it): applying the same manifest again is ``unchanged``, a
-different one a ConflictError. Runtimes are stored in the resource store, beside Fluid's objects.
+Apply is all or nothing, as for Fluid's kinds: every job is checked (``jobs.check``, as a manifest:
+what Kubernetes would leave Pending — a claim naming a dataset not there yet, more than this
+machine has — is accepted and waits QUEUING; a free name) before anything is stored. A job's spec
+cannot change once created (as the operators' webhooks refuse it): applying the same manifest
+again is ``unchanged``, a different one a ConflictError. Runtimes are stored in the resource
+store, beside Fluid's objects.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def plan_actions(manifests: list[TrainingManifest], store: JobStore) -> list[str
             actions.append("unchanged")
             continue
         try:
-            jobs.check(manifest.spec, beyond_capacity_waits=True)
+            jobs.check(manifest.spec, as_manifest=True)
         except UserError as exc:
             raise type(exc)(f"{manifest.info.kind} {manifest.name}: {exc}") from None
         actions.append("created")
@@ -68,7 +70,7 @@ def apply(manifests: list[TrainingManifest], actions: list[str], store: JobStore
         if manifest.spec is None:
             [(_, action)] = resources.apply([manifest.body])
         elif action == "created":
-            jobs.submit(manifest.spec, store, beyond_capacity_waits=True)
+            jobs.submit(manifest.spec, store, as_manifest=True)
         done.append((manifest.info, manifest.name, action))
     return done
 

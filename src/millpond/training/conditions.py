@@ -16,6 +16,7 @@ from millpond.store.training import InstanceRecord, JobRecord
 from millpond.training.kinds import job_kind
 
 _ACTIVE = frozenset({"Pending", "Running"})
+WAITING = frozenset({"Queuing", "WaitingForDataset"})  # the supervisor's reasons while it waits QUEUING
 
 
 def _stamp(moment: dt.datetime | None) -> str | None:
@@ -32,7 +33,10 @@ def _condition(kind: str, what: str, moment: dt.datetime | None, message: str, r
 def conditions(job: JobRecord) -> list[dict[str, Any]]:
     kind = job_kind(job.trainer, job.spec.get("manifest") or {})
     name = f"{job.namespace}/{job.name}"
-    found = [_condition(kind, "Created", job.created_at, f"{kind} {name} is created.")]
+    created = f"{kind} {name} is created."
+    if job.status == "QUEUING" and job.reason in WAITING and job.message:
+        created = f"{created} Waiting: {job.message}"  # what its pods would show as Pending, and why
+    found = [_condition(kind, "Created", job.created_at, created)]
     trainjob = kind == "TrainJob"
     ran = job.started_at is not None and not trainjob
     if ran:

@@ -12,6 +12,7 @@ supervisor), and a supervisor that ended the job itself is never contradicted.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 import shutil
@@ -36,13 +37,16 @@ NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 UNSTARTED_GRACE_S = 60.0  # a job recorded this long with no supervisor lost it before it started
 DELETE_WAIT_S = 30.0
 
+logger = logging.getLogger(__name__)
 
-def check(spec: JobSpec, *, beyond_capacity_waits: bool = False) -> None:
+
+def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
     """Refuse a spec that can never run here (UserError: one line, nothing recorded).
 
-    ``beyond_capacity_waits``: a request larger than this machine is accepted and waits QUEUING,
-    saying so, as Kubernetes accepts such a manifest and leaves its pods Pending ("Insufficient
-    cpu"); ``millpond apply`` of a manifest does that, while ``arena submit`` refuses at once.
+    ``as_manifest``: what Kubernetes accepts and leaves Pending is accepted and waits QUEUING,
+    saying why — a request larger than this machine ("Insufficient cpu"), and a claim naming a
+    dataset that does not exist yet (the supervisor starts the job once it does); ``millpond
+    apply`` of a manifest does that, while ``arena submit`` refuses both at once (Arena's bad input).
     """
     from millpond.store.resources import ResourceStore
 
@@ -71,20 +75,20 @@ def check(spec: JobSpec, *, beyond_capacity_waits: bool = False) -> None:
         return
     resources = ResourceStore()
     for data in spec.data:
-        if resources.get("Dataset", data.dataset, spec.namespace) is None:
+        if not as_manifest and resources.get("Dataset", data.dataset, spec.namespace) is None:
             raise NotFoundError(f"--data {data.dataset}:{data.path}: no dataset {data.dataset} in namespace "
                                 f"{spec.namespace} (millpond get datasets)")
     for host in spec.data_dirs:
         if not os.path.isdir(host.host):
             raise UserError(f"--data-dir {host.host}:{host.path}: {host.host} is not a folder on this machine")
     why = allocator().impossible(spec.total)
-    if why and not beyond_capacity_waits:
+    if why and not as_manifest:
         raise UserError(f"the job {spec.name} can never run here: {why}")
 
 
-def submit(spec: JobSpec, store: JobStore | None = None, *, beyond_capacity_waits: bool = False) -> JobRecord:
+def submit(spec: JobSpec, store: JobStore | None = None, *, as_manifest: bool = False) -> JobRecord:
     """Record the job QUEUING and start its supervisor; returns at once."""
-    check(spec, beyond_capacity_waits=beyond_capacity_waits)
+    check(spec, as_manifest=as_manifest)
     store = store or JobStore()
     job = store.create(spec.name, spec.namespace, spec.trainer.value, spec_to_json(spec), "QUEUING",
                        "Submitted", "waiting for its supervisor")
@@ -146,12 +150,22 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
 
 
 def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:
-    """``observed`` for every unfinished job of the home (``millpond ps``): the jobs it found abandoned."""
+    """``observed`` for every unfinished job of the home: the jobs it found abandoned.
+
+    What ``millpond ps`` does, and ``millpond server`` when it starts (a supervisor killed while
+    nothing was watching is settled then, not at the first read). One job's trouble (a store
+    error) is logged and the others are still checked.
+    """
     store = store or JobStore()
     ended = []
     for job in store.list(None):
-        if not job.finished and observed(store, job).finished:
-            ended.append(store.by_uid(job.uid) or job)
+        if job.finished:
+            continue
+        try:
+            if observed(store, job).finished:
+                ended.append(store.by_uid(job.uid) or job)
+        except Exception:  # noqa: BLE001 - one job must not keep the others unchecked
+            logger.exception("checking the supervisor of training job %s/%s", job.namespace, job.name)
     return ended
 
 

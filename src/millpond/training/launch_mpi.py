@@ -1,12 +1,13 @@
 """An MPIJob on one machine: a launcher running Debian's OpenMPI ``mpirun`` over a hostfile of local slots.
 
 As the MPIJob operator (v2beta1) does: the hostfile lists every worker with ``slots=`` its
-slots per worker (here: ``--gpus`` or 1), and the launcher gets ``OMPI_MCA_orte_default_hostfile``
-(the hostfile), ``OMPI_MCA_orte_keep_fqdn_hostnames=true`` and ``OMPI_MCA_orte_set_default_slots``.
-On one machine every worker is ``localhost``, so the hostfile is one line, ``localhost
-slots=WORKERS×SLOTS``, and the workers are the MPI ranks mpirun starts (rank ``r`` belongs to
-worker ``r // slots``): they are instances of the job (``arena get`` lists them, ``arena logs
--i NAME-worker-1`` shows their output) but not processes the supervisor starts.
+slots per worker (a manifest's ``slotsPerWorker``, else ``--gpus`` or 1), and the launcher gets
+``OMPI_MCA_orte_default_hostfile`` (the hostfile), ``OMPI_MCA_orte_keep_fqdn_hostnames=true``
+and ``OMPI_MCA_orte_set_default_slots``. On one machine every worker is ``localhost``, so the
+hostfile is one line, ``localhost slots=WORKERS×SLOTS``, and the workers are the MPI ranks
+mpirun starts (rank ``r`` belongs to worker ``r // slots``): they are instances of the job
+(``arena get`` lists them, ``arena logs -i NAME-worker-1`` shows their output) but not
+processes the supervisor starts.
 
 The command runs as given when it starts with ``mpirun``/``mpiexec`` (Arena's usual ``arena
 submit mpi ... mpirun python train.py``), else under ``mpirun`` (one copy per slot). mpirun tags
@@ -30,6 +31,9 @@ MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
 
 
 def slots_per_worker(spec: JobSpec) -> int:
+    """An MPIJob's ``slotsPerWorker`` when it says, else one slot per GPU of a worker, else 1."""
+    if spec.slots_per_worker:
+        return spec.slots_per_worker
     worker = next(r for r in spec.replicas if r.role == "worker")
     return worker.resources.gpus or 1
 

@@ -10,7 +10,7 @@ refused with one line; it applies as soon as one is registered.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from millpond.datasets.fields import field_path, show
@@ -167,8 +167,14 @@ def replica_job_spec(info: TrainingKind, body: dict[str, Any]) -> tuple[JobSpec,
     run_policy = dict(spec.get("runPolicy") or {})
     if "cleanPodPolicy" in spec:  # MPIJob v1 also has it at the top
         run_policy.setdefault("cleanPodPolicy", spec["cleanPodPolicy"])
-    return _job_spec(body, info.trainer or Trainer.PYTORCH, tuple(replicas), images, run_policy,
-                     data, data_dirs, working_dirs), notes
+    job = _job_spec(body, info.trainer or Trainer.PYTORCH, tuple(replicas), images, run_policy,
+                    data, data_dirs, working_dirs)
+    slots = spec.get("slotsPerWorker")
+    if info.kind == "MPIJob" and slots is not None:
+        if int(slots) < 1:
+            raise UserError(f"spec.slotsPerWorker: {show(slots)} is below the minimum 1")
+        job = replace(job, slots_per_worker=int(slots))
+    return job, notes
 
 
 def _nproc(info: TrainingKind, spec: dict[str, Any]) -> int | None:

@@ -94,6 +94,7 @@ class JobSpec:
     ttl_after_finished_s: int | None = None
     clean_task_policy: CleanTaskPolicy = CleanTaskPolicy.RUNNING
     nproc_per_node: int | None = None  # pytorch: run torchrun with this many processes per instance
+    slots_per_worker: int | None = None  # mpi: an MPIJob's slotsPerWorker (ranks = workers × slots); None: --gpus or 1
     priority: str = ""
     queue: str = ""
     labels: tuple[tuple[str, str], ...] = ()
@@ -135,6 +136,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
     data = asdict(spec)
     data["trainer"] = spec.trainer.value
     data["clean_task_policy"] = spec.clean_task_policy.value
+    if spec.slots_per_worker is None:  # only an MPIJob manifest sets it: other specs are stored as before it existed
+        del data["slots_per_worker"]
     return data
 
 
@@ -158,7 +161,8 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         retry=int(data.get("retry") or 0), running_timeout_s=data.get("running_timeout_s"),
         ttl_after_finished_s=data.get("ttl_after_finished_s"),
         clean_task_policy=CleanTaskPolicy(data.get("clean_task_policy") or "Running"),
-        nproc_per_node=data.get("nproc_per_node"), priority=data.get("priority", ""), queue=data.get("queue", ""),
+        nproc_per_node=data.get("nproc_per_node"), slots_per_worker=data.get("slots_per_worker"),
+        priority=data.get("priority", ""), queue=data.get("queue", ""),
         labels=_pairs(data.get("labels")), annotations=_pairs(data.get("annotations")),
         share_memory=int(data.get("share_memory") or 0), ray_address=data.get("ray_address", ""),
         ray_placement=data.get("ray_placement") or "PACK", source=data.get("source", "arena"),

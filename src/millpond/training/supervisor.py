@@ -3,9 +3,10 @@
 Started by ``submit`` in its own session, it outlives the command that submitted the job. It
 records itself (pid + start ticks) in the job's row, then:
 
-1. QUEUING: asks the ledger for everything the job's instances ask for together, and waits
-   (the reason in the job's row and events) until it is granted (on a Ray cluster, ``ray_jobs``:
-   until Ray has placed the job's placement group instead);
+1. QUEUING: waits until every dataset it mounts exists (a manifest's claim may name one not
+   applied yet), then asks the ledger for everything the job's instances ask for together, and
+   waits (the reason in the job's row and events) until it is granted (on a Ray cluster,
+   ``ray_jobs``: until Ray has placed the job's placement group instead);
 2. PENDING: mounts the ``--data`` datasets (shared mounts, read-write for ReadWrite datasets),
    starts every instance (``instances.start``; an MPI job's workers are its launcher's ranks;
    on a Ray cluster ``Placement.start``, a Ray task in the instance's bundle), RUNNING once all started;
@@ -122,19 +123,37 @@ class Supervisor:
                 self.event("JobFailed", str(exc), "Warning")
 
     def _queue(self, ledger: Allocator, wanted: Request) -> Granted | None:
-        """Wait QUEUING until the ledger grants the whole job; None when stopped meanwhile."""
+        """Wait QUEUING until every dataset it mounts exists and the ledger grants the whole job;
+        None when stopped meanwhile."""
         said = ""
         while not self.stopping.is_set():
-            grant = ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
+            missing = self._missing_datasets()
+            grant = None if missing else ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
             if grant is not None:
                 return grant
-            why = ledger.impossible(wanted) or ledger.why_waiting(wanted)  # beyond the machine: waits, saying so
+            if missing:  # a manifest's claim naming a dataset not applied yet: Kubernetes leaves such pods Pending
+                reason = "WaitingForDataset"
+                why = (f"waiting for dataset {missing} (namespace {self.job.namespace}), which a volume names: "
+                       "it does not exist yet (millpond apply -f its Dataset)")
+            else:
+                reason = "Queuing"
+                why = ledger.impossible(wanted) or ledger.why_waiting(wanted)  # beyond the machine: waits, saying so
             if why != said:
                 said = why
-                self.status("QUEUING", "Queuing", why)
-                self.event("Queuing", why)
+                self.status("QUEUING", reason, why)
+                self.event(reason, why)
             self.stopping.wait(QUEUE_POLL_S)
         return None
+
+    def _missing_datasets(self) -> str:
+        """The first dataset the job mounts that does not exist (yet), or ""."""
+        from millpond.store.resources import ResourceStore
+
+        resources = ResourceStore()
+        for data in self.spec.data:
+            if resources.get("Dataset", data.dataset, self.job.namespace) is None:
+                return data.dataset
+        return ""
 
     def _binds(self, held: ExitStack) -> list[Bind]:
         """The job's datasets (shared mounts, held until the job ends) and host folders, as binds."""

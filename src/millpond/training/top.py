@@ -53,6 +53,7 @@ class NodeView:
     gpu_total: int
     gpu_allocated: int
     holders: tuple[HolderRow, ...]
+    gpu_indices: tuple[int, ...] = ()  # the GPUs the ledger may hand out, by CUDA index
 
     @property
     def percent(self) -> float:
@@ -87,5 +88,5 @@ def node_view(ledger: Ledger | None = None) -> NodeView:
     return NodeView(
         name=views.node_name(), ip=views.LOCAL_IP, role="<none>", status="Ready",
         gpu_total=len(ledger.capacity.gpus), gpu_allocated=sum(len(grant.gpus) for grant in grants),
-        holders=tuple(_holder(grant) for grant in grants),
+        holders=tuple(_holder(grant) for grant in grants), gpu_indices=tuple(ledger.capacity.gpus),
     )

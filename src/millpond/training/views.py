@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+from collections.abc import Mapping
 from typing import Any
 
+from millpond.scheduling.gpu_metrics import GpuMetric
 from millpond.store.keys import utcnow
 from millpond.store.training import EventRecord, InstanceRecord, JobRecord
 
@@ -55,18 +57,28 @@ def node_name() -> str:
     return socket.gethostname()
 
 
-def instance_info(instance: InstanceRecord) -> dict[str, Any]:
+def instance_metrics(instance: InstanceRecord, metrics: Mapping[int, GpuMetric]) -> dict[str, GpuMetric]:
+    """The metrics of the GPUs a running instance holds, keyed by device index as Arena keys them."""
+    if instance.status != "Running":
+        return {}
+    return {str(index): metrics[index] for index in instance.gpus if index in metrics}
+
+
+def instance_info(instance: InstanceRecord, metrics: Mapping[int, GpuMetric] | None = None) -> dict[str, Any]:
     start = instance.started_at
+    held = instance_metrics(instance, metrics or {})
     return {
         "name": instance.name, "status": instance.status,
         "age": short_duration((utcnow() - start).total_seconds()) if start else "0s",
         "node": node_name() if start else "N/A", "ip": LOCAL_IP if start else "",
-        "chief": _chief(instance), "requestGPUs": len(instance.gpus), "gpuMetrics": {},
+        "chief": _chief(instance), "requestGPUs": len(instance.gpus),
+        "gpuMetrics": {index: metric.as_arena() for index, metric in held.items()},
     }
 
 
-def job_info(job: JobRecord, instances: list[InstanceRecord]) -> dict[str, Any]:
-    """Arena's ``TrainingJobInfo``."""
+def job_info(job: JobRecord, instances: list[InstanceRecord],
+             metrics: Mapping[int, GpuMetric] | None = None) -> dict[str, Any]:
+    """Arena's ``TrainingJobInfo``; ``metrics`` (``gpu_metrics.read()``) fills its instances' gpuMetrics."""
     chief = next((i.name for i in instances if _chief(i)), "")
     return {
         "name": job.name, "namespace": job.namespace, "uuid": job.uid, "duration": short_duration(duration_s(job)),
@@ -74,7 +86,7 @@ def job_info(job: JobRecord, instances: list[InstanceRecord]) -> dict[str, Any]:
         "priority": job.spec.get("priority") or "N/A",
         "requestGPUs": requested_gpus(job), "allocatedGPUs": allocated_gpus(job),
         "creationTimestamp": int(job.created_at.timestamp()),
-        "instances": [instance_info(i) for i in instances],
+        "instances": [instance_info(i, metrics) for i in instances],
     }
 
 

@@ -4,7 +4,10 @@ One object per dataset per process, shared by every access path (fsspec, FUSE, D
 It keeps the UFS listing in memory (refreshed when its TTL passes or another process syncs),
 fetches misses on a pool of threads (the same piece is never fetched twice at once), reads
 ahead for sequential readers — the next blocks of a file, the next files of a folder — and
-batches its bookkeeping (LRU times, hit counters) into one index write a second.
+for a folder read in a shuffled order, as a training loop's sampler reads it, the rest of the
+folder's small files; and batches its bookkeeping (LRU times, hit counters) into one index
+write a second. A reader never waits behind read-ahead: it fetches a piece queued for
+read-ahead itself, at once.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import uuid
 import weakref
 from array import array
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +38,10 @@ from millpond.datasets.ufs import Ufs, UfsError, open_ufs
 FETCH_THREADS = 64  # concurrent GETs: over a 10 ms link, small files need many in flight
 READ_AHEAD_FILES = 48  # a folder walk: how many next files to fetch ahead of the reader
 FLUSH_INTERVAL_S = 1.0
+# A folder whose files are opened cold out of order (a shuffled epoch) this many times is read ahead
+# whole: its small files not cached yet, if they fit in half the room the tiers have left.
+SCATTERED_OPENS = 4
+SWEEP_AGAIN_S = 60.0  # a folder read ahead whole is not swept again sooner (its files are being fetched)
 FRESHNESS_CHECK_S = 0.5
 SYNC_RETRY_S = 30.0  # after a failed listing, how long the last one is served before trying again
 
@@ -75,6 +82,8 @@ class DatasetCache:
         self.verified = VerifiedBlocks()
         self._rows: dict[str, CacheRow] = {}  # complete files' rows, so a warm open needs no SQL
         self._last_opened: dict[str, int] = {}  # folder → position of the last file opened in it
+        self._scattered: dict[str, int] = {}  # folder → cold opens out of order since it was last swept
+        self._swept: dict[str, float] = {}  # folder → when its small files were last all read ahead
         self._closed = False
         # Where the tiers are, for whoever cleans up after the dataset is deleted (its manifests are gone then).
         self.index.set_meta({"tier_paths": json.dumps([str(tier.path) for tier in config.tiers])})
@@ -170,6 +179,9 @@ class DatasetCache:
                 {
                     "synced_at": repr(time.time()), "fingerprint": self.config.fingerprint(),
                     "generation": generation, "sync_error": "",
+                    # a listing that succeeded is also ufs_check's answer: the mounts answer
+                    "checked_at": repr(time.time()), "checked_fingerprint": self.config.fingerprint(),
+                    "check_error": "",
                 },
             )
             self._drop(stale)
@@ -276,7 +288,11 @@ class DatasetCache:
             return
         last = self._last_opened.get(parent)
         self._last_opened[parent] = position
-        if last is None or not 0 < position - last <= 2:
+        if last is None:
+            return
+        if not 0 < position - last <= 2:
+            if abs(position - last) > 2:  # neither forwards nor backwards in order: a shuffled reader
+                self._scattered_open(parent)
             return
         for following in namespace.following(meta.path, READ_AHEAD_FILES):
             other = namespace.files[following]
@@ -284,6 +300,46 @@ class DatasetCache:
                 row = self.index.entry(following)
                 if row is None or row.version != other.version:
                     self.prefetch(other, 0)
+
+    def _scattered_open(self, folder: str) -> None:
+        """Count a cold open out of order; at ``SCATTERED_OPENS`` read the whole folder ahead, in the background.
+
+        A shuffled sampler opens every file of the folder this epoch, in an order nobody can
+        guess: fetching them all, many at once, is what beats one GET per open. A reader that
+        reaches a file still queued fetches it itself (see ``fetch``), so it never waits longer
+        than without the sweep.
+        """
+        with self._lock:
+            count = self._scattered[folder] = self._scattered.get(folder, 0) + 1
+            if count < SCATTERED_OPENS or time.monotonic() - self._swept.get(folder, -SWEEP_AGAIN_S) < SWEEP_AGAIN_S:
+                return
+            self._scattered[folder] = 0
+            self._swept[folder] = time.monotonic()
+            if self._closed:
+                return
+        try:
+            self._pool.submit(self._sweep, folder)
+        except RuntimeError:  # the pool shut down
+            pass
+
+    def _sweep(self, folder: str) -> None:
+        """Queue a fetch of each small file of ``folder`` not cached, if together they fit in half the free room."""
+        namespace = self.namespace()
+        block_size = self.config.block_size
+        wanted = []
+        for name in namespace.listdir(folder) or []:
+            meta = namespace.files.get(f"{folder}/{name}" if folder else name)
+            if meta is None or meta.size > block_size or (meta.path, 0) in self._inflight:
+                continue
+            row = self.index.entry(meta.path)
+            if row is None or row.version != meta.version or not row.has(0):
+                wanted.append(meta)
+        usage = self.tiers.usage()
+        room = sum(max(0.0, tier.high * tier.quota - usage.get(tier.index, 0)) for tier in self.config.tiers)
+        if not wanted or sum(meta.size for meta in wanted) > room / 2:
+            return  # nothing to do, or it would evict what is cached for files nobody asked for yet
+        for meta in wanted:
+            self.prefetch(meta, 0)
 
     def prefetch(self, meta: FileMeta, block: int) -> None:
         """Fetch a block in the background (no-op if it is already being fetched)."""
@@ -303,23 +359,37 @@ class DatasetCache:
             self._pool.submit(self._run_fetch, meta, block, future, False)
         except RuntimeError:  # the pool shut down
             with self._lock:
-                self._inflight.pop(key, None)
+                if self._inflight.get(key) is future:
+                    del self._inflight[key]
 
     def fetch(self, meta: FileMeta, block: int, batch: bool = False) -> bytes:
-        """A block's bytes from the UFS, stored in the cache; waits for a fetch already under way."""
+        """A block's bytes from the UFS, stored in the cache; waits for a fetch already under way.
+
+        A read-ahead of this block still queued (not started) is taken over: cancelled there and
+        fetched here, now, so a reader never waits behind the read-ahead queue.
+        """
         key = (meta.path, block)
-        with self._lock:
-            future = self._inflight.get(key)
-            owner = future is None
+        while True:
+            with self._lock:
+                future = self._inflight.get(key)
+                if future is not None and future.cancel():  # queued, not running: ours now
+                    future = None
+                owner = future is None
+                if owner:
+                    future = Future()
+                    future.set_running_or_notify_cancel()  # running from the start: nobody can take it over
+                    self._inflight[key] = future
+            assert future is not None
             if owner:
-                future = Future()
-                self._inflight[key] = future
-        assert future is not None
-        if owner:
-            self._run_fetch(meta, block, future, batch)
-        return future.result()
+                self._run_fetch(meta, block, future, batch)
+            try:
+                return future.result()
+            except CancelledError:  # a read-ahead we waited on was taken over by another reader: ask again
+                continue
 
     def _run_fetch(self, meta: FileMeta, block: int, future: Future[bytes], batch: bool) -> None:
+        if not future.running() and not future.set_running_or_notify_cancel():
+            return  # a queued read-ahead a reader took over (see ``fetch``)
         try:
             data = self._fetch_and_store(meta, block, batch)
             future.set_result(data)
@@ -327,7 +397,8 @@ class DatasetCache:
             future.set_exception(exc)
         finally:
             with self._lock:
-                self._inflight.pop((meta.path, block), None)
+                if self._inflight.get((meta.path, block)) is future:
+                    del self._inflight[(meta.path, block)]
 
     def _fetch_and_store(self, meta: FileMeta, block: int, batch: bool) -> bytes:
         size = self.config.block_size
