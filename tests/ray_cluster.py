@@ -198,14 +198,16 @@ class RayCluster:
             return []
         code = (
             "import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
-            "print(json.dumps([n for n in ray.nodes() if n['Alive']]))" % self.address
+            "print('NODES=' + json.dumps([n for n in ray.nodes() if n['Alive']]))" % self.address
         )
         done = subprocess.run(
             [sys.executable, "-c", code], env={**os.environ, **self.env()}, capture_output=True, text=True, timeout=60
         )
         if done.returncode != 0:
             return []
-        return list(json.loads(done.stdout.strip().splitlines()[-1]))
+        # Ray may print its own lines too (a "(raylet) node ... marked dead" notice after a node was stopped)
+        found = [line for line in done.stdout.splitlines() if line.startswith("NODES=")]
+        return list(json.loads(found[-1][len("NODES="):])) if found else []
 
     def close(self) -> None:
         for name in reversed(NODE_NAMES):
