@@ -180,6 +180,30 @@ def test_delete_of_a_running_job_stops_its_remote_processes(
     assert arena(capsys, "get", "deleted").code == 2
 
 
+def test_a_supervisor_killed_leaves_no_instance_running_on_the_nodes(
+    ray_cluster: RayCluster, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = f"orphan-{uuid.uuid4().hex[:8]}"
+    folder = _script(tmp_path, "orphan", SLEEPER)
+    submitted = arena(capsys, "submit", "pytorch", "--name", "orphan", "--workers", "2", "-e", "FAIL=0",
+                      "--ray", ray_cluster.address, "--working-dir", folder, sys.executable, "job.py", token)
+    assert submitted.code == 0, submitted.err
+    wait_status(capsys, "orphan", ("RUNNING",), timeout=90)
+    _wait(lambda: len(_processes(token)) >= 2, 60, "both instances' processes run")
+    os.kill(_supervisor_pid(), 9)
+    info = wait_status(capsys, "orphan", timeout=60)  # a read notices the dead supervisor
+    assert info["status"] == "FAILED", info
+    _wait(lambda: not _processes(token), 30, f"the instances' processes ended ({_describe(_processes(token))})")
+
+
+def _supervisor_pid() -> int:
+    from millpond.store.training import JobStore
+
+    job = JobStore().get("orphan", "default")
+    assert job is not None and job.supervisor_pid
+    return int(job.supervisor_pid)
+
+
 def test_a_lost_node_fails_the_job_saying_which(
     ray_cluster: RayCluster, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -139,6 +139,7 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
         return fresh or job
     for instance in store.instances(job.uid):
         end_group(instance.pid, instance.pid_start)
+    _end_on_cluster(job)
     why = f"its supervisor (pid {job.supervisor_pid}) died"
     if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
                         supervisor=(job.supervisor_pid, job.supervisor_start)):
@@ -147,6 +148,21 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
             if instance.status in ("Pending", "Running"):
                 store.update_instance(job.uid, instance.name, status="Failed", finished_at=utcnow())
     return store.by_uid(job.uid) or fresh
+
+
+def _end_on_cluster(job: JobRecord) -> None:
+    """A Ray job's instances run on the cluster's nodes: end what is left of them there."""
+    from millpond.training.spec import spec_from_json
+
+    spec = spec_from_json(job.spec)
+    if not spec.instances_on_ray:
+        return
+    from millpond.training.ray_jobs import end_everywhere
+
+    try:
+        end_everywhere(spec.ray_address, job.uid)
+    except Exception:  # noqa: BLE001, S110 - the cluster is gone or does not answer: nothing of it to end
+        pass
 
 
 def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:

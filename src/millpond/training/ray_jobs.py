@@ -113,15 +113,18 @@ def _free_port_here() -> int:
 
 
 def _marked(mark: str) -> list[int]:
-    """Runs on a node: the processes there whose environment carries ``MARK_VAR=mark``."""
+    """Runs on a node: the processes there whose environment carries ``MARK_VAR=mark`` (or, for a
+    ``mark`` ending in ``/``, any mark it begins: every instance of a job)."""
     needle = f"{MARK_VAR}={mark}".encode()
+    whole_job = mark.endswith("/")
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
+                entries = f.read().split(b"\0")
+                if any(e.startswith(needle) if whole_job else e == needle for e in entries):
                     found.append(int(entry))
         except OSError:
             continue
@@ -141,6 +144,22 @@ def _end_marked(mark: str, grace_s: float) -> int:
         while _marked(mark) and time.monotonic() < deadline:
             time.sleep(0.1)
     return len(pids)
+
+
+def end_everywhere(address: str, uid: str) -> int:
+    """End job ``uid``'s processes on every live node; how many there were.
+
+    For a job whose supervisor died (``kill -9``): Ray then kills the instances' workers, but
+    what an instance's shell started lives on, orphaned, on its node.
+    """
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    connect(address)
+    ender = ray.remote(num_cpus=0, max_retries=0)(_end_marked)
+    refs = [ender.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False))
+            .remote(f"{uid}/", STOP_GRACE_S) for node in cluster_nodes()]
+    return sum(ray.get(refs, timeout=STOP_GRACE_S + 30))
 
 
 @dataclass
