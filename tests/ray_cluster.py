@@ -137,7 +137,7 @@ class RayCluster:
         node.temp_dir.mkdir(parents=True, exist_ok=True)
         node.node_dir.mkdir(parents=True, exist_ok=True)
         # Ray's per-node ports: each local node needs its own, or the second one fails to bind.
-        nm, om, agent_grpc, agent_http, metrics, runtime_env, worker_lo = free_ports(7)
+        nm, om, agent_grpc, agent_http, metrics, runtime_env, worker_lo, dashboard = free_ports(8)
         argv = [
             self._ray, "start", "--block", "--disable-usage-stats",
             f"--num-cpus={node.cpus}", f"--num-gpus={node.gpus}", f"--memory={node.memory_bytes}",
@@ -151,13 +151,19 @@ class RayCluster:
             f"--min-worker-port={worker_lo}", f"--max-worker-port={worker_lo + 40}",
         ]
         if name == "head":
-            argv += [f"--port={self.address.rsplit(':', 1)[1]}", "--head", "--include-dashboard=false"]
+            # Ray 2.60 still starts its dashboard process (for the job API) without the UI: on its own port,
+            # so two clusters on one machine (two test sessions) do not both want 8265
+            argv += [f"--port={self.address.rsplit(':', 1)[1]}", "--head", "--include-dashboard=false",
+                     f"--dashboard-port={dashboard}"]
         else:
             argv += [f"--address={self.address}"]
         env = {
             **os.environ, **self.env(), NODE_DIR_VAR: str(node.node_dir),
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_task_retry_delay_ms": "0",
+            # millpond's guardian (a child of the worker, in a session of its own) must outlive a dying
+            # worker to stop the task's processes; Ray would SIGKILL it first (see README, Cluster mode)
+            "RAY_kill_child_processes_on_worker_exit": "false",
         }
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
         node.process = subprocess.Popen(
@@ -200,9 +206,13 @@ class RayCluster:
             "import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
             "print('NODES=' + json.dumps([n for n in ray.nodes() if n['Alive']]))" % self.address
         )
-        done = subprocess.run(
-            [sys.executable, "-c", code], env={**os.environ, **self.env()}, capture_output=True, text=True, timeout=60
-        )
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], env={**os.environ, **self.env()}, capture_output=True, text=True,
+                timeout=30,
+            )
+        except subprocess.TimeoutExpired:  # a busy machine, a GCS still settling a lost node: ask again
+            return []
         if done.returncode != 0:
             return []
         # Ray may print its own lines too (a "(raylet) node ... marked dead" notice after a node was stopped)

@@ -132,7 +132,10 @@ class ContainerLauncher:
         tmpdir.mkdir()
         has_outputs = bool(ir.output_artifacts(request.component_spec))
         executor_input = self._executor_input(request, outputs_dir)
-        staging = OutputStaging(task_prefix(request), attempt_dir, has_outputs, artifact_uris(executor_input))
+        staging = OutputStaging(
+            task_prefix(request), attempt_dir, has_outputs, artifact_uris(executor_input),
+            fetch_here=not getattr(self.runner, "fetches_inputs", False),  # a Ray node reads them from the root
+        )
         executor_input["outputs"]["outputFile"] = staging.task_output_file
         context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
 
@@ -165,7 +168,7 @@ class ContainerLauncher:
             argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=staging.binds + request.extra_binds,
             timeout_s=request.timeout_s, on_start=request.on_start,
             python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
-            demand=request.demand, workspace=attempt_dir,
+            demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
         )
         if self.slots is None:
             result = self.runner.run(spec, cancel)

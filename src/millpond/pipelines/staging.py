@@ -34,17 +34,24 @@ class StagingError(TaskFailure):
 
 
 class OutputStaging:
-    def __init__(self, task_prefix: str, attempt_dir: Path, has_outputs: bool, input_uris: list[str]) -> None:
+    def __init__(
+        self, task_prefix: str, attempt_dir: Path, has_outputs: bool, input_uris: list[str], fetch_here: bool = True
+    ) -> None:
+        """``fetch_here=False``: remote inputs are not downloaded but listed in ``fetches``, for a runner
+        that starts the task on another machine to fetch them there (from the root, not through here)."""
         self.task_prefix = task_prefix
         self.binds: list[Bind] = []
+        self.fetches: list[tuple[str, Path]] = []
         self._published: list[str] = []
         self._mirror = attempt_dir / "remote"
         mounts: set[str] = set()
         for uri in input_uris:
             if store.is_remote(uri):
-                store.download(
-                    uri, contained_path(self._mirror, local_path(uri).lstrip("/"), what="input artifact URI")
-                )
+                target = contained_path(self._mirror, local_path(uri).lstrip("/"), what="input artifact URI")
+                if fetch_here:
+                    store.download(uri, target)
+                else:
+                    self.fetches.append((uri, target))
                 mounts.add(local_path(uri).split("/")[1])
         if store.is_remote(task_prefix):
             self.mode = "remote"

@@ -49,6 +49,9 @@ class ProcessSpec:
     # The folder that holds every path of this machine the process uses (its cwd, its mounts'
     # sources, its staged files): a runner on another machine carries it there and back.
     workspace: Path | None = None
+    # Remote objects (URI, path in the workspace) the process reads, left for the runner to fetch
+    # where the process runs (only for a runner that says ``fetches_inputs``; others find them staged).
+    fetch: list[tuple[str, Path]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

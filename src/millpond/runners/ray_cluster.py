@@ -113,6 +113,7 @@ def connect(address: str) -> None:
         import ray
 
         saved = _signal_handlers()
+        _messages_to_stderr()
         try:
             ray.init(
                 address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
@@ -126,6 +127,22 @@ def connect(address: str) -> None:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _messages_to_stderr() -> None:
+    """Send what Ray's driver prints about the cluster (``(raylet) The node … has been marked dead``) to
+    stderr: a driver prints it on stdout, which is the command's output here (``-o json``)."""
+    from ray._private import worker as ray_worker
+
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "millpond", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.millpond = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def _signal_handlers() -> dict[int, Any]:
@@ -237,7 +254,7 @@ def run_on_cluster(
         argv=list(spec.argv), env=dict(spec.env), cwd=str(spec.cwd.resolve()),
         binds=[(str(b.source.resolve()), b.target, b.read_only) for b in spec.binds],
         timeout_s=spec.timeout_s, workspace=str(workspace), archive=archive,
-        python_bin=str(Path(sys.executable).parent),
+        python_bin=str(Path(sys.executable).parent), fetch=[(uri, str(path)) for uri, path in spec.fetch],
     )
     started = time.monotonic()
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +310,8 @@ def run_on_cluster(
     if finished is None:
         error = "cancelled" if cancel.is_set() else f"{where} ended the task without saying how"
         return ProcessResult(exit_code=-1, seconds=time.monotonic() - started, error=error)
-    unpack(finished.archive, workspace)
+    if finished.archive:  # none when the node could not even prepare the task
+        unpack(finished.archive, workspace)
     return ProcessResult(exit_code=finished.exit_code, seconds=finished.seconds, error=finished.error)
 
 
@@ -316,6 +334,8 @@ def ray_resources(demand: Demand) -> RayResources:
 
 class RayRunner:
     """The Runner of cluster mode: each task's process runs as a Ray task on the cluster at ``address``."""
+
+    fetches_inputs = True  # the node downloads a task's remote inputs from the pipeline root itself
 
     def __init__(self, address: str) -> None:
         self.address = address

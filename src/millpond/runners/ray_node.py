@@ -29,10 +29,11 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from millpond.errors import MillpondError
 from millpond.runners.base import Bind, ProcessResult, ProcessSpec
 from millpond.runners.local import LocalRunner
 
@@ -55,6 +56,7 @@ class NodeTask:
     workspace: str  # the engine's folder that the archive holds
     archive: bytes  # tar of that folder
     python_bin: str  # the engine's interpreter folder, replaced by this node's
+    fetch: list[tuple[str, str]] = field(default_factory=list)  # (URI, engine path): downloaded here first
 
 
 @dataclass
@@ -138,6 +140,11 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         )
         log_path.touch()
         yield NodeStarted(node_id=node_id, host=socket.gethostname(), node_dir=str(base))
+        try:
+            _fetch(task, mapping)
+        except MillpondError as exc:  # the root unreachable, access denied: the attempt fails with this line
+            yield NodeFinished(exit_code=-1, seconds=0.0, error=str(exc), archive=b"")
+            return
         outcome: list[ProcessResult] = []
         cancel = threading.Event()  # set when Ray delivers a cancel (KeyboardInterrupt, below)
 
@@ -165,6 +172,31 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
         log_path.unlink(missing_ok=True)
+
+
+CREDENTIAL_PREFIXES = ("AWS_", "GOOGLE_APPLICATION_CREDENTIALS")
+
+
+def _fetch(task: NodeTask, mapping: list[tuple[str, str]]) -> None:
+    """Download the task's remote inputs from the pipeline root into its workspace, here on the node,
+    with the object-store credentials the task itself is given (its AWS_* variables)."""
+    if not task.fetch:
+        return
+    from millpond.store import artifacts
+
+    credentials = {k: v for k, v in task.env.items() if k.startswith(CREDENTIAL_PREFIXES)}
+    saved = {k: os.environ.get(k) for k in credentials}
+    os.environ.update(credentials)  # a Ray worker runs one task at a time: nothing else reads them meanwhile
+    try:
+        for uri, path in task.fetch:
+            artifacts.filesystem(uri).clear_instance_cache()  # one made with other credentials must not serve
+            artifacts.download(uri, Path(_rewrite(path, mapping)))
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def node_identity() -> dict[str, Any]:
