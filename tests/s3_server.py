@@ -162,7 +162,7 @@ def _start(
 ) -> tuple[subprocess.Popen[bytes], S3Server, list[int]]:
     """Start one server in ``base``; ready (a bucket can take an object) when this returns.
 
-    ``volume_max`` caps the volumes its volume server may hold (0: as many as its disk allows).
+    ``volume_max`` caps the volumes its volume server may hold (0: the suite's default, 2000).
     """
     data = base / "data"
     logs = base / "logs"
@@ -184,6 +184,13 @@ def _start(
             }
         )
     )
+    # SeaweedFS keeps each bucket in volumes of its own and grows 7 at a time for a new bucket
+    # (master.toml's volume_growth.copy_1); with "as many volumes as the disk allows" a session's
+    # hundred-odd buckets ran out on a machine with 33G free ("No writable volumes and no free
+    # volumes left"). One volume per bucket, and a fixed ceiling that does not depend on the
+    # disk (volumes are sparse files, not preallocated), keep the suite's buckets writable.
+    (base / "master.toml").write_text("[master.volume_growth]\ncopy_1 = 1\ncopy_2 = 2\ncopy_3 = 3\ncopy_other = 1\n")
+    volume_max = volume_max or 2000
     master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = _free_ports(8)
     argv = [
         weed,
