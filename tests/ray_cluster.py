@@ -161,6 +161,9 @@ class RayCluster:
             **os.environ, **self.env(), NODE_DIR_VAR: str(node.node_dir),
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_task_retry_delay_ms": "0",
+            # millpond's guardian (a child of the worker, in a session of its own) must outlive a dying
+            # worker to stop the task's processes; Ray would SIGKILL it first (see README, Cluster mode)
+            "RAY_kill_child_processes_on_worker_exit": "false",
         }
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
         node.process = subprocess.Popen(
@@ -201,14 +204,20 @@ class RayCluster:
             return []
         code = (
             "import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
-            "print(json.dumps([n for n in ray.nodes() if n['Alive']]))" % self.address
+            "print('NODES=' + json.dumps([n for n in ray.nodes() if n['Alive']]))" % self.address
         )
-        done = subprocess.run(
-            [sys.executable, "-c", code], env={**os.environ, **self.env()}, capture_output=True, text=True, timeout=60
-        )
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], env={**os.environ, **self.env()}, capture_output=True, text=True,
+                timeout=30,
+            )
+        except subprocess.TimeoutExpired:  # a busy machine, a GCS still settling a lost node: ask again
+            return []
         if done.returncode != 0:
             return []
-        return list(json.loads(done.stdout.strip().splitlines()[-1]))
+        # Ray may print its own lines too (a "(raylet) node ... marked dead" notice after a node was stopped)
+        found = [line for line in done.stdout.splitlines() if line.startswith("NODES=")]
+        return list(json.loads(found[-1][len("NODES="):])) if found else []
 
     def close(self) -> None:
         for name in reversed(NODE_NAMES):

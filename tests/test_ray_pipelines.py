@@ -173,6 +173,25 @@ def test_cancelling_a_run_stops_its_remote_task(ray_cluster: RayCluster, s3_serv
     assert _gone(pid, 20), "the task's process on the Ray node outlived the cancelled run"
 
 
+def test_an_engine_killed_with_sigkill_leaves_no_task_running_on_the_node(
+    ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Ray ends a dead driver's workers; the worker's guardian then stops the task it started."""
+    root = f"s3://{s3_server.create_bucket()}/runs"
+    marker = tmp_path / "started"
+    engine = subprocess.Popen(
+        [MILLPOND, "run", str(compile_pipeline(cancelled, tmp_path)), "-p", f"marker={marker}",
+         "--ray", ray_cluster.address, "--pipeline-root", root],
+        env=_env(tmp_path / "home", s3_server), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        pid = int(_wait_for(marker, 90).split()[0])
+    finally:
+        engine.kill()
+        engine.wait()
+    assert _gone(pid, 30), "the task's process on the Ray node outlived its engine"
+
+
 def test_a_node_lost_mid_task_fails_that_attempt_and_the_retry_runs_on_another_node(
     ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path
 ) -> None:

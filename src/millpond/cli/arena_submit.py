@@ -1,4 +1,4 @@
-"""``arena submit pytorch|mpi|tf`` (aliases ``pytorchjob``, ``mpijob``/``mj``, ``tfjob``): Arena's flags
+"""``arena submit pytorch|mpi|tf|ray`` (aliases ``pytorchjob``, ``mpijob``/``mj``, ``tfjob``, ``rayjob``): Arena's flags
 with Arena's defaults, then the command.
 
 ``submit_options`` is the flag set every trainer shares (tf adds its replicas' flags on top).
@@ -55,6 +55,11 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--nproc-per-node", type=int, default=0,
                      help="pytorch: run torchrun with this many processes per instance."),
         click.option("--share-memory", default="2Gi", show_default=True, help="Recorded (/dev/shm size)."),
+        click.option("--ray", default="", metavar="HOST:PORT",
+                     help="Run the instances on this Ray cluster (default: $MILLPOND_RAY_ADDRESS)."),
+        click.option("--ray-placement", default="PACK", show_default=True,
+                     help="The Ray placement group's strategy: PACK (one node if they fit, else spread), "
+                          "SPREAD, STRICT_SPREAD (one node each) or STRICT_PACK."),
         click.argument("command", nargs=-1, type=click.UNPROCESSED),
     ]
     for option in reversed(options):
@@ -83,14 +88,15 @@ SUBMIT_SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": F
 
 @click.group("submit")
 def submit_group() -> None:
-    """Submit a training job: pytorch (pytorchjob), mpi (mpijob, mj), tf (tfjob)."""
+    """Submit a training job: pytorch (pytorchjob), mpi (mpijob, mj), tf (tfjob), ray (rayjob)."""
 
 
 def _submitted(spec: Any) -> None:
     from millpond.training import jobs
 
     job = jobs.submit(spec)
-    click.echo(f"{job.trainer}.kubeflow.org/{job.name} created")
+    group = "ray.io" if job.trainer == "rayjob" else "kubeflow.org"  # KubeRay's group, the operators' otherwise
+    click.echo(f"{job.trainer}.{group}/{job.name} created")
     click.echo(f"INFO: The Job {job.name} has been submitted successfully", err=True)
     click.echo(f"INFO: You can run `arena get {job.name} --type {job.trainer} -n {job.namespace}` "
                "to check the job status", err=True)
@@ -151,7 +157,39 @@ def submit_tf(**values: Any) -> None:
     _submitted(tf_spec(common_args(values, TF_CLUSTER_ONLY), tf))
 
 
+# Arena's rayjob flags that shape the RayCluster KubeRay would create: the cluster exists here
+RAY_CLUSTER_ONLY = tuple((flag, True) for flag in (
+    "--head-image", "--head-cpu", "--head-memory", "--head-gpu", "--head-service-type", "--worker-image",
+    "--worker-cpu", "--worker-memory", "--worker-gpu", "--worker-replicas", "--worker-min-replicas",
+    "--worker-max-replicas", "--worker-num-of-hosts", "--ray-version", "--pre-stop-command",
+    "--active-deadline-seconds", "--autoscaler-cpu", "--autoscaler-memory", "--autoscaler-image",
+    "--autoscaler-image-pull-policy", "--autoscaler-idle-timeout-seconds", "--autoscaler-upscaling-mode",
+)) + (("--enable-autoscaling", False), ("--suspend", False), ("--shutdown-after-finished", False))
+
+
+def ray_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for flag, takes_value in reversed(RAY_CLUSTER_ONLY):
+        key = "cluster_" + flag.lstrip("-").replace("-", "_")
+        if takes_value:
+            command = click.option(flag, key, multiple=True, hidden=True)(command)
+        else:
+            command = click.option(flag, key, is_flag=True, hidden=True)(command)
+    return command
+
+
+@submit_group.command("ray", context_settings=SUBMIT_SETTINGS)
+@ray_options
+@submit_options
+def submit_ray(**values: Any) -> None:
+    """A RayJob on an existing Ray cluster (--ray or $MILLPOND_RAY_ADDRESS): the command is its driver,
+    run here with RAY_ADDRESS set; its log is the job's log."""
+    from millpond.training.builder import ray_spec
+
+    _submitted(ray_spec(common_args(values, RAY_CLUSTER_ONLY)))
+
+
 submit_group.add_command(submit_pytorch, "pytorchjob")
+submit_group.add_command(submit_ray, "rayjob")
 submit_group.add_command(submit_mpi, "mpijob")
 submit_group.add_command(submit_mpi, "mj")
 submit_group.add_command(submit_tf, "tfjob")

@@ -151,11 +151,20 @@ def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
 @click.argument("names", nargs=-1)
 @click.option("-d", "--details", is_flag=True, help="Also who holds what on the node, and each GPU's use.")
 @click.option("-r", "--refresh", is_flag=True, help="Display continuously (every 2s, until Ctrl-C); with -d.")
-def top_node(names: tuple[str, ...], details: bool, refresh: bool) -> None:
-    """This machine as one node: NAME IPADDRESS ROLE STATUS GPU(Total) GPU(Allocated)."""
+@click.option("--ray", "ray_address", default="", metavar="HOST:PORT",
+              help="List the nodes of this Ray cluster (default: $MILLPOND_RAY_ADDRESS).")
+def top_node(names: tuple[str, ...], details: bool, refresh: bool, ray_address: str) -> None:
+    """This machine as one node (or a Ray cluster's nodes): NAME IPADDRESS ROLE STATUS GPU(Total) GPU(Allocated)."""
+    import os
+
     from millpond.errors import NotFoundError
     from millpond.scheduling import gpu_metrics
     from millpond.training import top
+
+    address = ray_address or os.environ.get("MILLPOND_RAY_ADDRESS", "")
+    if address:
+        _ray_nodes(address, names)
+        return
 
     node = top.node_view()
     unknown = [name for name in names if name not in (node.name, node.ip)]
@@ -209,3 +218,27 @@ def _node_gpus(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
                 f"{metric.duty_cycle:.1f}%") if metric else ("N/A", "N/A", "N/A")
         rows.append([str(index), *used, held.get(index, "-")])
     _table(rows, "  ")
+
+
+def _ray_nodes(address: str, names: tuple[str, ...]) -> None:
+    """The Ray cluster's live nodes with their CPUs, memory and GPUs, total and allocated."""
+    from millpond.datasets.quantity import format_bytes
+    from millpond.errors import NotFoundError
+    from millpond.training.ray_top import ray_nodes
+
+    nodes = ray_nodes(address)
+    unknown = [name for name in names if not any(node.node_id.startswith(name) or node.ip == name for node in nodes)]
+    if unknown:
+        raise NotFoundError(f"no node {unknown[0]} in the Ray cluster at {address} ({len(nodes)} nodes)")
+    shown = [node for node in nodes if not names or any(node.node_id.startswith(n) or node.ip == n for n in names)]
+    rows = [["NAME", "IPADDRESS", "ROLE", "STATUS", "CPU(Total)", "CPU(Allocated)", "MEMORY(Total)",
+             "MEMORY(Allocated)", "GPU(Total)", "GPU(Allocated)"]]
+    for node in shown:
+        rows.append([node.name, node.ip, node.role, "Ready", f"{node.cpus:g}", f"{node.cpus_allocated:g}",
+                     format_bytes(int(node.memory)), format_bytes(int(node.memory_allocated)),
+                     f"{node.gpus:g}", f"{node.gpus_allocated:g}"])
+    _table(rows)
+    gpus, allocated = sum(n.gpus for n in shown), sum(n.gpus_allocated for n in shown)
+    click.echo(SEPARATOR)
+    click.echo("Allocated/Total GPUs In Cluster:")
+    click.echo(f"{allocated:g}/{gpus:g} ({100.0 * allocated / gpus if gpus else 0.0:.1f}%)")

@@ -51,6 +51,9 @@ class RayResources:
     resources: dict[str, float] = field(default_factory=dict)  # "accelerator_type:A100", "node_b"
     node_id: str | None = None  # hard affinity to one node (Ray's NodeAffinitySchedulingStrategy)
     soft: bool = False  # the affinity is a preference: another node may run it when that one cannot
+    # A bundle of a placement group (ray.util.placement_group) the task runs in: a training job's instance
+    placement_group: Any = None
+    bundle_index: int = -1
 
     def options(self) -> dict[str, Any]:
         options: dict[str, Any] = {"num_cpus": self.num_cpus, "num_gpus": self.num_gpus}
@@ -62,6 +65,12 @@ class RayResources:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=self.soft)
+        elif self.placement_group is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
+                self.placement_group, placement_group_bundle_index=self.bundle_index
+            )
         return options
 
 
@@ -104,6 +113,7 @@ def connect(address: str) -> None:
         import ray
 
         saved = _signal_handlers()
+        _messages_to_stderr()
         try:
             ray.init(
                 address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
@@ -117,6 +127,22 @@ def connect(address: str) -> None:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _messages_to_stderr() -> None:
+    """Send what Ray's driver prints about the cluster (``(raylet) The node … has been marked dead``) to
+    stderr: a driver prints it on stdout, which is the command's output here (``-o json``)."""
+    from ray._private import worker as ray_worker
+
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "millpond", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.millpond = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def _signal_handlers() -> dict[int, Any]:

@@ -127,6 +127,8 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         env = {key_: _rewrite(value, mapping) for key_, value in task.env.items()}
         node_id = _current_node_id()
         env[NODE_DIR_VAR] = str(base)  # the task's own node: its folder and Ray's id for it
+        if "CUDA_VISIBLE_DEVICES" in os.environ:  # the GPUs Ray gave this task on this node
+            env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
         env[NODE_ID_VAR] = node_id
         spec = ProcessSpec(
             argv=[_rewrite(arg, mapping) for arg in task.argv],

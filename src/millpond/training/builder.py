@@ -7,6 +7,7 @@ and run with ``sh -c``, as Arena does. Every malformed value is a UserError nami
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 
@@ -50,6 +51,8 @@ class CommonArgs:
     ttl_after_finished: str = ""
     nproc_per_node: int = 0
     share_memory: str = "2Gi"
+    ray: str = ""  # the Ray cluster's address (--ray, else $MILLPOND_RAY_ADDRESS): cluster mode
+    ray_placement: str = "PACK"
 
 
 ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # Kubernetes' rule for a container's variable names
@@ -190,6 +193,19 @@ def tf_spec(args: CommonArgs, tf: TfArgs) -> JobSpec:
     return _common(args, Trainer.TF, tuple(replicas))
 
 
+def ray_spec(args: CommonArgs) -> JobSpec:
+    """Arena's rayjob on an existing cluster: one driver running the command with ``RAY_ADDRESS`` set
+    (``launch_ray``); ``--workers`` is the cluster's business, so it must stay 1."""
+    if args.workers != 1:
+        raise UserError(f"--workers {args.workers}: a ray job is one driver; the Ray cluster has the workers")
+    _pytorch_only(args, "ray")
+    spec = _common(args, Trainer.RAY, (ReplicaSpec("driver", 1, _command(args), _resources(args)),))
+    if not spec.ray_address:
+        raise UserError("a ray job joins a Ray cluster: give its address with --ray HOST:PORT "
+                        "or MILLPOND_RAY_ADDRESS")
+    return spec
+
+
 def _pytorch_only(args: CommonArgs, trainer: str) -> None:
     if args.nproc_per_node:
         raise UserError(f"--nproc-per-node is a pytorch flag: a {trainer} job has no torchrun")
@@ -225,4 +241,24 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
         clean_task_policy=policy, nproc_per_node=args.nproc_per_node or None, priority=args.priority,
         queue=args.queue, labels=pairs(args.labels, "--label"), annotations=pairs(args.annotations, "--annotation"),
         share_memory=parse_bytes(args.share_memory, "--share-memory") if args.share_memory else 0,
+        ray_address=_ray_address(args, trainer), ray_placement=_placement(args),
     )
+
+
+RAY_ADDRESS_VAR = "MILLPOND_RAY_ADDRESS"
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_SPREAD", "STRICT_PACK")  # Ray's placement group strategies
+
+
+def _ray_address(args: CommonArgs, trainer: Trainer) -> str:
+    """``--ray``, else ``$MILLPOND_RAY_ADDRESS`` for a pytorch job: mpi and tf jobs run on this machine
+    (their launchers assume one), so the variable, set for pipelines too, leaves them local."""
+    if args.ray:
+        return args.ray.strip()
+    return os.environ.get(RAY_ADDRESS_VAR, "").strip() if trainer in (Trainer.PYTORCH, Trainer.RAY) else ""
+
+
+def _placement(args: CommonArgs) -> str:
+    strategy = args.ray_placement.upper().replace("-", "_")
+    if strategy not in PLACEMENTS:
+        raise UserError(f"--ray-placement {args.ray_placement!r} must be one of {', '.join(PLACEMENTS)}")
+    return strategy

@@ -21,7 +21,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
@@ -34,14 +34,32 @@ RANK_TAG = re.compile(rb"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:")  # Open MP
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (a pod's grace period, shortened)
 
 
+class InstanceProcess(Protocol):
+    """What the supervisor asks of an instance's process: a local ``Popen``, or a Ray task
+    (``ray_jobs``), whose process is another machine's and has no pid here."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+
 @dataclass
 class Running:
-    """A started instance: its process, its recorded identity, the thread copying its output."""
+    """A started instance: its process, its recorded identity, the thread copying its output.
+
+    ``failure`` says why it ended when its exit code does not (a lost Ray node); ``waiter`` is
+    the thread waiting for a Ray task."""
 
     planned: Planned
-    process: subprocess.Popen[bytes]
+    process: InstanceProcess
     ticks: str | None
     pump: threading.Thread
+    failure: str | None = None
+    waiter: threading.Thread | None = None
 
 
 def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: list[Path] | None = None) -> Running:
@@ -71,13 +89,18 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
     return Running(planned, process, start_ticks(process.pid), pump)
 
 
+def stamp_now() -> bytes:
+    """The time a log line is written before it (``arena logs --timestamps`` reads it back)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+
+
 def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
     """Every line the instance prints, appended to its log after the time it was read (and to its rank's)."""
     with ExitStack() as files:
         out = files.enter_context(open(log, "ab", buffering=0))
         ranks: dict[Path, IO[bytes]] = {}
         for line in iter(source.readline, b""):
-            stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+            stamp = stamp_now()
             tag = RANK_TAG.match(line) if rank_logs else None
             if tag:  # mpirun tags each chunk it reads, so a line split in two writes carries its tag again inside
                 line = line[tag.end():].replace(tag.group(0), b"")

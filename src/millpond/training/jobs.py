@@ -64,6 +64,15 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
         raise UserError("a job needs at least one instance (--workers is at least 1)")
     if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
         raise UserError("no command: put the training command after the flags")
+    if spec.trainer is Trainer.RAY:  # a driver runs here: the cluster it joins must answer
+        from millpond.runners.ray_cluster import connect
+
+        connect(spec.ray_address)
+    elif spec.ray_address:  # cluster mode: the cluster's nodes, not this machine, must be able to hold it
+        from millpond.training.ray_jobs import check as check_on_cluster
+
+        check_on_cluster(spec)
+        return
     resources = ResourceStore()
     for data in spec.data:
         if not as_manifest and resources.get("Dataset", data.dataset, spec.namespace) is None:
@@ -130,6 +139,7 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
         return fresh or job
     for instance in store.instances(job.uid):
         end_group(instance.pid, instance.pid_start)
+    _end_on_cluster(job)
     why = f"its supervisor (pid {job.supervisor_pid}) died"
     if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
                         supervisor=(job.supervisor_pid, job.supervisor_start)):
@@ -138,6 +148,21 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
             if instance.status in ("Pending", "Running"):
                 store.update_instance(job.uid, instance.name, status="Failed", finished_at=utcnow())
     return store.by_uid(job.uid) or fresh
+
+
+def _end_on_cluster(job: JobRecord) -> None:
+    """A Ray job's instances run on the cluster's nodes: end what is left of them there."""
+    from millpond.training.spec import spec_from_json
+
+    spec = spec_from_json(job.spec)
+    if not spec.instances_on_ray:
+        return
+    from millpond.training.ray_jobs import end_everywhere
+
+    try:
+        end_everywhere(spec.ray_address, job.uid)
+    except Exception:  # noqa: BLE001, S110 - the cluster is gone or does not answer: nothing of it to end
+        pass
 
 
 def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:

@@ -56,7 +56,7 @@ KINDS: dict[str, TrainingKind] = {info.kind: info for info in (
 )}
 
 # What `arena submit` made, seen as a Kubeflow kind (Arena creates these objects on a cluster).
-KIND_OF_TRAINER = {Trainer.PYTORCH: "PyTorchJob", Trainer.MPI: "MPIJob", Trainer.TF: "TFJob"}
+KIND_OF_TRAINER = {Trainer.PYTORCH: "PyTorchJob", Trainer.MPI: "MPIJob", Trainer.TF: "TFJob", Trainer.RAY: "RayJob"}
 
 
 # Their names, in the one table that ``millpond apply``/``get``/``delete`` and the server resolve names by.

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from millpond.errors import TaskFailure
 from millpond.training.launch_mpi import plan_mpi
+from millpond.training.launch_ray import plan_ray
 from millpond.training.launch_tf import plan_tf
 from millpond.training.planned import LOCAL_ADDR, Planned, free_port
 from millpond.training.spec import JobSpec, ReplicaSpec, Trainer
@@ -78,7 +79,9 @@ def _pytorch(spec: JobSpec, gpus: tuple[int, ...], port: int, folder: Path) -> l
 
 
 Planner = Callable[[JobSpec, tuple[int, ...], int, Path], list[Planned]]
-PLANNERS: dict[Trainer, Planner] = {Trainer.PYTORCH: _pytorch, Trainer.MPI: plan_mpi, Trainer.TF: plan_tf}
+PLANNERS: dict[Trainer, Planner] = {
+    Trainer.PYTORCH: _pytorch, Trainer.MPI: plan_mpi, Trainer.TF: plan_tf, Trainer.RAY: plan_ray,
+}
 
 
 def torchrun() -> tuple[str, ...]:

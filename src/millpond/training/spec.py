@@ -23,6 +23,7 @@ class Trainer(str, Enum):
     PYTORCH = "pytorchjob"
     MPI = "mpijob"
     TF = "tfjob"
+    RAY = "rayjob"  # a driver joining an existing Ray cluster (launch_ray)
 
 
 class JobStatus(str, Enum):
@@ -99,8 +100,17 @@ class JobSpec:
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     share_memory: int = 0  # bytes of /dev/shm asked for (--share-memory); recorded
+    # Cluster mode: the Ray cluster (HOST:PORT) its instances run on, "" for this machine, and the
+    # placement group's strategy there (PACK: one node when they fit, else spread; STRICT_SPREAD...)
+    ray_address: str = ""
+    ray_placement: str = "PACK"
     source: str = "arena"  # arena | manifest | sdk: how it was submitted (what `get -o yaml` can show back)
     manifest: dict[str, Any] = field(default_factory=dict, compare=False)  # the applied manifest, if any
+
+    @property
+    def instances_on_ray(self) -> bool:
+        """Whether the instances run as Ray tasks on ``ray_address`` (a rayjob's driver runs here and joins it)."""
+        return bool(self.ray_address) and self.trainer is not Trainer.RAY
 
     @property
     def instance_count(self) -> int:
@@ -154,6 +164,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         nproc_per_node=data.get("nproc_per_node"), slots_per_worker=data.get("slots_per_worker"),
         priority=data.get("priority", ""), queue=data.get("queue", ""),
         labels=_pairs(data.get("labels")), annotations=_pairs(data.get("annotations")),
-        share_memory=int(data.get("share_memory") or 0), source=data.get("source", "arena"),
+        share_memory=int(data.get("share_memory") or 0), ray_address=data.get("ray_address", ""),
+        ray_placement=data.get("ray_placement") or "PACK", source=data.get("source", "arena"),
         manifest=dict(data.get("manifest") or {}),
     )

@@ -5,9 +5,11 @@ records itself (pid + start ticks) in the job's row, then:
 
 1. QUEUING: waits until every dataset it mounts exists (a manifest's claim may name one not
    applied yet), then asks the ledger for everything the job's instances ask for together, and
-   waits (the reason in the job's row and events) until it is granted;
+   waits (the reason in the job's row and events) until it is granted (on a Ray cluster,
+   ``ray_jobs``: until Ray has placed the job's placement group instead);
 2. PENDING: mounts the ``--data`` datasets (shared mounts, read-write for ReadWrite datasets),
-   starts every instance (``instances.start``; an MPI job's workers are its launcher's ranks), RUNNING once all started;
+   starts every instance (``instances.start``; an MPI job's workers are its launcher's ranks;
+   on a Ray cluster ``Placement.start``, a Ray task in the instance's bundle), RUNNING once all started;
 3. watches them: all exited 0 → SUCCEEDED; one failed → the others are stopped (per
    ``--clean-task-policy``) and the job restarts while ``--retry`` allows, else FAILED;
    ``--running-timeout`` passed → FAILED; SIGTERM (``arena delete``) → instances stopped, FAILED;
@@ -27,6 +29,7 @@ import time
 import traceback
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
@@ -39,6 +42,9 @@ from millpond.training.launch import free_port, plan
 from millpond.training.paths import instance_log, job_folder
 from millpond.training.resources import Allocator, Granted, allocator
 from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
+
+if TYPE_CHECKING:
+    from millpond.training.ray_jobs import Placement
 
 POLL_S = 0.2
 QUEUE_POLL_S = 1.0
@@ -55,6 +61,7 @@ class Supervisor:
         self.stopping = threading.Event()
         self.stop_reason = ""
         self.followers: dict[str, list[str]] = {}  # instance -> the instances its process starts (MPI ranks)
+        self.placement: Placement | None = None  # cluster mode: the job's placement group on Ray
 
     # ---------------------------------------------------------------- status
 
@@ -72,6 +79,9 @@ class Supervisor:
 
     def run(self) -> None:
         self.store.set_supervisor(self.job.uid, *self.me)
+        if self.spec.instances_on_ray:
+            self._run_on_cluster()
+            return
         ledger = allocator()
         wanted = self.spec.total
         grant = self._queue(ledger, wanted)
@@ -90,6 +100,27 @@ class Supervisor:
                 self.event("JobFailed", str(exc), "Warning")
         finally:
             ledger.release(grant.id)
+
+    def _run_on_cluster(self) -> None:
+        """Cluster mode: Ray's placement group is the job's grant (QUEUING until every bundle is placed)."""
+        from millpond.training.ray_jobs import Placement
+
+        def waiting(why: str) -> None:
+            self.status("QUEUING", "Queuing", why)
+            self.event("Queuing", why)
+
+        try:
+            self.placement = Placement(self.spec, self.job.uid, job_folder(self.job.uid))
+            try:
+                if not self.placement.wait_ready(self.stopping, waiting):
+                    self._end_stopped()
+                    return
+                self._attempts(Granted(id="", gpus=()), [])
+            finally:
+                self.placement.remove()
+        except MillpondError as exc:
+            if self.status("FAILED", "JobFailed", str(exc)):
+                self.event("JobFailed", str(exc), "Warning")
 
     def _queue(self, ledger: Allocator, wanted: Request) -> Granted | None:
         """Wait QUEUING until every dataset it mounts exists and the ledger grants the whole job;
@@ -175,7 +206,16 @@ class Supervisor:
         """
         self.store.set_attempt(self.job.uid, attempt, grant.gpus)
         self.status("PENDING", "Starting", f"starting {self.spec.instance_count} instances (attempt {attempt})")
-        planned = plan(self.spec, grant.gpus, free_port(), job_folder(self.job.uid))
+        placement = self.placement
+        if placement is None:
+            planned = plan(self.spec, grant.gpus, free_port(), job_folder(self.job.uid))
+        else:
+            if not placement.wait_ready(self.stopping, lambda why: self.status("PENDING", "Starting", why)):
+                return self.stop_reason  # a bundle lost with its node is placed again first
+            address, port, where = placement.master_endpoint()
+            planned = placement.with_master(plan(self.spec, (), port, job_folder(self.job.uid)), address, port)
+            self.event("Placed", "; ".join(f"{p.name} on node {node[:12]} ({ip})"
+                                           for p, (node, ip) in zip(planned, where, strict=True)))
         self.store.replace_instances(self.job.uid, [
             InstanceRecord(p.name, p.role, p.index, p.rank, "Pending", log_path=str(instance_log(self.job.uid, p.name)),
                            gpus=p.gpus) for p in planned])
@@ -190,7 +230,11 @@ class Supervisor:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(text)
                 rank_logs = [instance_log(self.job.uid, name) for name in item.rank_logs]
-                started = launching.start(item, binds, cwd, instance_log(self.job.uid, item.name), rank_logs)
+                log = instance_log(self.job.uid, item.name)
+                if placement is None:
+                    started = launching.start(item, binds, cwd, log, rank_logs)
+                else:
+                    started = placement.start(planned.index(item), item, log)
                 running.append(started)
                 self._record(item.name, status="Running", pid=started.process.pid, pid_start=started.ticks,
                              started_at=utcnow())
@@ -201,7 +245,10 @@ class Supervisor:
             self.event("Started", f"started {', '.join(r.planned.name for r in running)} (attempt {attempt})")
             return self._watch(running, deadline)
         finally:
-            launching.stop(running)
+            if placement is None:
+                launching.stop(running)
+            else:
+                placement.stop(running)
             for item in running:
                 code = item.process.returncode
                 if code is not None:
@@ -227,7 +274,7 @@ class Supervisor:
                 self._record(item.planned.name, exit_code=code, status="Succeeded" if code == 0 else "Failed",
                              finished_at=utcnow())
                 if code != 0:
-                    why = f"{item.planned.name} exited with code {code}"
+                    why = item.failure or f"{item.planned.name} exited with code {code}"
                     if self.spec.clean_task_policy is CleanTaskPolicy.NONE:
                         self._wait_others(running)  # the others run on; the job ends when they do
                     return why
