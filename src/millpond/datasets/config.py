@@ -90,6 +90,15 @@ def this_node() -> CacheNode | None:
     return CacheNode(node_id=node_id, folder=Path(folder))
 
 
+def mounts_home() -> Path:
+    """Where this machine keeps its dataset mounts (their folders, records and leases): the node's
+    folder on a cluster node — a mount is that machine's, whatever home it shares — else the home."""
+    node = this_node()
+    if node is not None:
+        return node.folder
+    return load_settings().home
+
+
 @dataclass(frozen=True)
 class DatasetConfig:
     """Everything the engine needs to serve one dataset."""

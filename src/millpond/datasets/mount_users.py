@@ -16,9 +16,9 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from millpond.datasets.config import mounts_home
 from millpond.runners.background import now_iso
 from millpond.runners.processes import ProcessIdentity
-from millpond.settings import load_settings
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Lease:
 
 
 def _folder(key: str) -> Path:
-    return load_settings().home / "mounts" / "users" / key
+    return mounts_home() / "mounts" / "users" / key
 
 
 def take(key: str, user: str) -> Lease:

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millpond.datasets import mount_users
+from millpond.datasets.config import mounts_home
 from millpond.errors import UserError
 from millpond.runners.background import now_iso
 from millpond.runners.processes import ProcessIdentity
-from millpond.settings import load_settings
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -50,7 +50,7 @@ class MountRecord:
 
 
 def _records_dir() -> Path:
-    return load_settings().home / "mounts"
+    return mounts_home() / "mounts"
 
 
 def key_of(folder: str) -> str:

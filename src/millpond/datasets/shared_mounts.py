@@ -30,6 +30,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from millpond.datasets import mount_users
+from millpond.datasets.config import mounts_home
 from millpond.datasets.mount_users import Lease
 from millpond.datasets.mounts import (
     STOP_TIMEOUT_S,
@@ -45,7 +46,6 @@ from millpond.datasets.mounts import (
     unmount,
 )
 from millpond.errors import UserError
-from millpond.settings import load_settings
 
 WATCH_S = 2.0  # how often a shared mount's daemon looks for a live user
 RECONCILE_LOCK_S = 5.0  # a reconcile skips a mount whose lock is held longer (it is being used or ended)
@@ -60,7 +60,7 @@ class SharedMount:
 
 
 def folder_of(dataset: str, namespace: str = "default") -> Path:
-    return load_settings().home / "mnt" / namespace / dataset
+    return mounts_home() / "mnt" / namespace / dataset
 
 
 def _lock(folder: Path) -> FileLock:

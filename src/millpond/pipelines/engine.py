@@ -526,6 +526,7 @@ class Engine:
             return
         request.extra_env.update(platform.env)
         request.extra_binds.extend(platform.binds)
+        request.datasets = list(platform.dataset_binds)
         request.timeout_s = platform.timeout_s
         if platform.notes:
             with open(log_path, "a", encoding="utf-8") as log:
@@ -539,8 +540,8 @@ class Engine:
         if self.settings.ray_address and platform.datasets:  # prefer the node caching the task's datasets
             from millpond.datasets.placement import preferred_node_of
 
-            node = preferred_node_of([(name, "default") for name in platform.datasets], self.settings)
-            request.demand = replace(request.demand, prefer_node=node)
+            preferred = preferred_node_of([(name, "default") for name in platform.datasets], self.settings)
+            request.demand = replace(request.demand, prefer_node=preferred)
 
         def work(grant: Grant) -> TaskOutcome:
             try:
@@ -584,6 +585,7 @@ class Engine:
             pod=PodInfo(
                 name=f"{self.context['pipeline_job_resource_name']}-{node.name}"[:63], uid=node.record_id or ""
             ),
+            remote=bool(getattr(self.runner, "mounts_datasets", False)),
         )
 
     def _submit(

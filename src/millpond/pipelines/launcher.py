@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from millpond.datasets.node_mounts import mount_all
 from millpond.errors import MillpondError, TaskFailure, UserError
 from millpond.pipelines import ir
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
-from millpond.runners.base import Bind, Demand, ProcessSpec, Runner
+from millpond.runners.base import Bind, DatasetBind, Demand, ProcessSpec, Runner
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.store.paths import check_segment, contained_path, contained_uri
@@ -52,6 +53,7 @@ class TaskRequest:
     timeout_s: float | None = None
     on_start: Callable[[int | None], None] | None = None
     demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
+    datasets: list[DatasetBind] = field(default_factory=list)  # mounted where it runs (a Ray node)
 
 
 @dataclass
@@ -169,6 +171,7 @@ class ContainerLauncher:
             timeout_s=request.timeout_s, on_start=request.on_start,
             python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
             demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
+            datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
         )
         if self.slots is None:
             result = self.runner.run(spec, cancel)

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from millpond.errors import MillpondError, UserError
-from millpond.runners.base import Bind
+from millpond.runners.base import Bind, DatasetBind
 from millpond.store.paths import UnsafePath, contained_path
 from millpond.store.secrets import ConfigStore, MissingConfig, check_name
 
@@ -82,6 +82,8 @@ class TaskPlatform:
     scratch: list[Path] = field(default_factory=list)
     releases: list[Callable[[], object]] = field(default_factory=list)
     datasets: list[str] = field(default_factory=list)  # the datasets it mounts (their PVCs), for placement
+    # cluster mode: the datasets it mounts, for the node to mount (``remote``; else they are ``binds``)
+    dataset_binds: list[DatasetBind] = field(default_factory=list)
 
     def cleanup(self) -> None:
         for folder in self.scratch:
@@ -102,15 +104,17 @@ def prepare_platform(
     volumes_dir: Path,
     scratch_dir: Path,
     pod: PodInfo,
+    remote: bool = False,
 ) -> TaskPlatform:
     """Turn one executor's KubernetesExecutorConfig into env, binds, metadata, timeout and notes.
 
     ``resolve(binding)`` gives the value of an IR parameter binding in the task's scope (None
     when its source has no value). Folders for volumes are made under ``scratch_dir``.
+    ``remote``: the task runs on a Ray node, which mounts its datasets itself (``dataset_binds``).
     """
     platform = TaskPlatform()
     try:
-        _Builder(config or {}, resolve, configs, Path(volumes_dir), Path(scratch_dir), pod, platform).build()
+        _Builder(config or {}, resolve, configs, Path(volumes_dir), Path(scratch_dir), pod, platform, remote).build()
     except BaseException:
         platform.cleanup()
         raise
@@ -126,6 +130,7 @@ class _Builder:
     scratch_dir: Path
     pod: PodInfo
     out: TaskPlatform
+    remote: bool = False
 
     def build(self) -> None:
         metadata = self.config.get("podMetadata") or {}
@@ -273,7 +278,14 @@ class _Builder:
             raise PlatformError(f"pvcMount at {target}: the PVC name has no value")
         if not isinstance(value, str):
             raise PlatformError(f"pvcMount at {target}: the PVC name must be a string, got {type(value).__name__}")
-        dataset = _dataset_mount(value, f"task {self.pod.name}")
+        if self.remote:  # a Ray node mounts it through its own cache (datasets.node_mounts)
+            found = _dataset_on_node(value, target, entry)
+            if found is not None:
+                self._claim(target)
+                self.out.dataset_binds.append(found)
+                self.out.datasets.append(value)
+                return
+        dataset = None if self.remote else _dataset_mount(value, f"task {self.pod.name}")
         if dataset is not None:  # Fluid makes a PVC named after each dataset: the task sees the dataset
             folder, read_only, release = dataset
             self.out.releases.append(release)
@@ -328,9 +340,13 @@ class _Builder:
             raise PlatformError(f"{where}: mountPath {raw!r} must be an absolute path other than '/' without '..'")
         return os.path.normpath(raw)
 
-    def _bind(self, source: Path, target: str, read_only: bool) -> None:
-        if any(bind.target == target for bind in self.out.binds):
+    def _claim(self, target: str) -> None:
+        taken = [bind.target for bind in self.out.binds] + [data.target for data in self.out.dataset_binds]
+        if target in taken:
             raise PlatformError(f"two volumes mount at {target}")
+
+    def _bind(self, source: Path, target: str, read_only: bool) -> None:
+        self._claim(target)
         self.out.binds.append(Bind(source=source, target=target, read_only=read_only))
 
     def _fresh(self, what: str) -> Path:
@@ -433,6 +449,26 @@ def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) 
                 except UserError:
                     continue
     return missing
+
+
+def _dataset_on_node(name: str, target: str, entry: dict[str, Any]) -> DatasetBind | None:
+    """The dataset ``name`` as a node mounts it at ``target`` (None if there is no such dataset)."""
+    from millpond.settings import load_settings
+    from millpond.store.resources import read_manifest
+
+    if read_manifest(load_settings(), "Dataset", name) is None:
+        return None
+    from millpond.datasets.config import load_config
+    from millpond.errors import UserError
+
+    sub_path = str(entry.get("subPath") or "").strip("/")
+    if ".." in PurePosixPath(sub_path).parts:
+        raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
+    try:
+        read_only = load_config(name).read_only
+    except UserError as exc:
+        raise PlatformError(f"dataset {name}: {exc}") from None
+    return DatasetBind(name, "default", target, read_only, sub_path)
 
 
 def _dataset_mount(name: str, user: str) -> tuple[Path, bool, Callable[[], object]] | None:

@@ -23,6 +23,26 @@ class Bind:
 
 
 @dataclass(frozen=True)
+class DatasetBind:
+    """Show the dataset ``name`` (its folder ``sub_path``) at ``target``: mounted where the process runs.
+
+    A runner on another machine (a Ray node) cannot carry the engine's mount of a dataset: it mounts
+    the dataset there, through that machine's own cache, with the ProcessSpec's ``mounter``.
+    """
+
+    name: str
+    namespace: str
+    target: str
+    read_only: bool
+    sub_path: str = ""
+
+
+# How a runner on another machine mounts a process's datasets there: (datasets, user) -> the
+# binds that show them, and how to let go of them. Given by the layer that knows datasets.
+Mounter = Callable[[list[DatasetBind], str], tuple[list[Bind], Callable[[], None]]]
+
+
+@dataclass(frozen=True)
 class Demand:
     """What the process asked for (its task's requests), for a runner that places it on another machine."""
 
@@ -53,6 +73,10 @@ class ProcessSpec:
     # Remote objects (URI, path in the workspace) the process reads, left for the runner to fetch
     # where the process runs (only for a runner that says ``fetches_inputs``; others find them staged).
     fetch: list[tuple[str, Path]] = field(default_factory=list)
+    # Datasets the process sees, mounted where it runs (only for a runner on another machine: the
+    # engine's own runs get them as ``binds`` of the engine's mounts); ``mounter`` mounts them there.
+    datasets: list[DatasetBind] = field(default_factory=list)
+    mounter: Mounter | None = None
 
 
 @dataclass(frozen=True)

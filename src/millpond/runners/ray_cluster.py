@@ -243,6 +243,8 @@ def run_on_cluster(
             exit_code=-1, seconds=0.0,
             error=f"cannot run on a Ray node: {where} is a folder of the engine's machine only",
         )
+    if spec.datasets and spec.mounter is None:
+        return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: its datasets have no mounter")
     archive = pack(workspace)
     if len(archive) > MAX_WORKSPACE_BYTES:
         return ProcessResult(
@@ -255,6 +257,7 @@ def run_on_cluster(
         binds=[(str(b.source.resolve()), b.target, b.read_only) for b in spec.binds],
         timeout_s=spec.timeout_s, workspace=str(workspace), archive=archive,
         python_bin=str(Path(sys.executable).parent), fetch=[(uri, str(path)) for uri, path in spec.fetch],
+        datasets=list(spec.datasets), mounter=spec.mounter,
     )
     started = time.monotonic()
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -337,6 +340,7 @@ class RayRunner:
     """The Runner of cluster mode: each task's process runs as a Ray task on the cluster at ``address``."""
 
     fetches_inputs = True  # the node downloads a task's remote inputs from the pipeline root itself
+    mounts_datasets = True  # the node mounts a task's datasets through its own cache (ProcessSpec.datasets)
 
     def __init__(self, address: str) -> None:
         self.address = address

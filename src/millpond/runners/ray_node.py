@@ -28,13 +28,14 @@ import tarfile
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from millpond.errors import MillpondError
-from millpond.runners.base import Bind, ProcessResult, ProcessSpec
+from millpond.runners.base import Bind, DatasetBind, Mounter, ProcessResult, ProcessSpec
 from millpond.runners.local import LocalRunner
 
 NODE_DIR_VAR = "MILLPOND_NODE_DIR"
@@ -57,6 +58,8 @@ class NodeTask:
     archive: bytes  # tar of that folder
     python_bin: str  # the engine's interpreter folder, replaced by this node's
     fetch: list[tuple[str, str]] = field(default_factory=list)  # (URI, engine path): downloaded here first
+    datasets: list[DatasetBind] = field(default_factory=list)  # mounted here, through this node's cache
+    mounter: Mounter | None = None  # how (datasets.node_mounts.mount_all, pickled by reference)
 
 
 @dataclass
@@ -116,6 +119,7 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
     workspace = base / "tasks" / key
     log_path = base / "logs" / f"{key}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    releases: list[Callable[[], None]] = []  # the task's dataset mounts, let go of when it ends
     try:
         unpack(task.archive, workspace)
         here_bin = str(Path(sys.executable).parent)
@@ -142,6 +146,7 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         yield NodeStarted(node_id=node_id, host=socket.gethostname(), node_dir=str(base))
         try:
             _fetch(task, mapping)
+            spec.binds.extend(_mount(task, node_id, base, f"Ray task {key}", releases))
         except MillpondError as exc:  # the root unreachable, access denied: the attempt fails with this line
             yield NodeFinished(exit_code=-1, seconds=0.0, error=str(exc), archive=b"")
             return
@@ -170,33 +175,62 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
             exit_code=result.exit_code, seconds=result.seconds, error=result.error, archive=pack(workspace)
         )
     finally:
+        for release in releases:
+            with _task_environment(task, node_id=_current_node_id(), base=base):
+                release()
         shutil.rmtree(workspace, ignore_errors=True)
         log_path.unlink(missing_ok=True)
 
 
 CREDENTIAL_PREFIXES = ("AWS_", "GOOGLE_APPLICATION_CREDENTIALS")
+SETTINGS_PREFIX = "MILLPOND_"
 
 
-def _fetch(task: NodeTask, mapping: list[tuple[str, str]]) -> None:
-    """Download the task's remote inputs from the pipeline root into its workspace, here on the node,
-    with the object-store credentials the task itself is given (its AWS_* variables)."""
-    if not task.fetch:
-        return
-    from millpond.store import artifacts
-
-    credentials = {k: v for k, v in task.env.items() if k.startswith(CREDENTIAL_PREFIXES)}
-    saved = {k: os.environ.get(k) for k in credentials}
-    os.environ.update(credentials)  # a Ray worker runs one task at a time: nothing else reads them meanwhile
+@contextmanager
+def _task_environment(task: NodeTask, **node: str | Path) -> Iterator[None]:
+    """This worker's environment with the task's object-store credentials (its AWS_* variables) and,
+    given ``node_id`` and ``base``, the node's identity and its millpond settings (MILLPOND_*: the
+    home and database the dataset's manifest is read from), for what the node does for the task."""
+    values = {k: v for k, v in task.env.items() if k.startswith(CREDENTIAL_PREFIXES)}
+    if node:
+        values.update({k: v for k, v in task.env.items() if k.startswith(SETTINGS_PREFIX)})
+        values.update({NODE_DIR_VAR: str(node["base"]), NODE_ID_VAR: str(node["node_id"])})
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)  # a Ray worker runs one task at a time: nothing else reads them meanwhile
     try:
-        for uri, path in task.fetch:
-            artifacts.filesystem(uri).clear_instance_cache()  # one made with other credentials must not serve
-            artifacts.download(uri, Path(_rewrite(path, mapping)))
+        yield
     finally:
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _fetch(task: NodeTask, mapping: list[tuple[str, str]]) -> None:
+    """Download the task's remote inputs from the pipeline root into its workspace, here on the node,
+    with the object-store credentials the task itself is given."""
+    if not task.fetch:
+        return
+    from millpond.store import artifacts
+
+    with _task_environment(task):
+        for uri, path in task.fetch:
+            artifacts.filesystem(uri).clear_instance_cache()  # one made with other credentials must not serve
+            artifacts.download(uri, Path(_rewrite(path, mapping)))
+
+
+def _mount(task: NodeTask, node_id: str, base: Path, user: str, releases: list[Callable[[], None]]) -> list[Bind]:
+    """Mount the task's datasets here, through this node's cache (the mounts, their records and leases
+    under ``base``); the binds that show them in the task's sandbox. How to let go goes on ``releases``."""
+    if not task.datasets:
+        return []
+    if task.mounter is None:
+        raise MillpondError("the task's datasets came without a mounter")
+    with _task_environment(task, node_id=node_id, base=base):
+        binds, release = task.mounter(list(task.datasets), user)
+    releases.append(release)
+    return binds
 
 
 def node_identity() -> dict[str, Any]:

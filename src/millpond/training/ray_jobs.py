@@ -25,8 +25,10 @@ in place of ``instances.start``/``stop``:
 * the placement group is removed when the job ends (and by Ray when the supervisor dies, as it
   owns it), so nothing of the job outlives it on the cluster.
 
-What needs this machine's filesystem is refused at submit (one line): ``--data-dir`` host
-folders, and ``--data`` datasets, until datasets are served by the nodes' own caches.
+``--data`` datasets are mounted on each instance's node through that node's own cache
+(``datasets.node_mounts``: the ProcessSpec names them, the node mounts them before the process
+starts and lets go when it ends). What needs this machine's filesystem is refused at submit (one
+line): ``--data-dir`` host folders.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from millpond.datasets.config import load_config
+from millpond.datasets.node_mounts import mount_all
 from millpond.errors import TaskFailure, UserError
-from millpond.runners.base import ProcessResult, ProcessSpec
+from millpond.runners.base import DatasetBind, ProcessResult, ProcessSpec
 from millpond.runners.environment import inherited_environment
 from millpond.runners.ray_cluster import RayResources, cluster_nodes, connect, run_on_cluster, unmet
 from millpond.training.instances import Running, stamp_now
@@ -87,9 +91,6 @@ def check(spec: JobSpec) -> None:
         raise UserError(f"{spec.trainer.value} jobs run on this machine only; on a Ray cluster, pytorch jobs run")
     if spec.data_dirs:
         raise UserError("--data-dir binds a folder of this machine: a job on a Ray cluster cannot use it")
-    if spec.data:
-        raise UserError("--data on a Ray cluster is not supported yet: the nodes do not mount millpond's "
-                        "datasets (read the data from s3:// in the command instead)")
     if spec.working_dir and not Path(spec.working_dir).is_dir():
         raise UserError(f"--working-dir {spec.working_dir} is not a folder on this machine "
                         "(it is copied to the nodes)")
@@ -174,11 +175,20 @@ class _RemoteProcess:
         return self.returncode
 
 
+def _datasets(spec: JobSpec, namespace: str) -> list[DatasetBind]:
+    """The job's ``--data`` datasets, for each instance's node to mount (read-write for a ReadWrite one)."""
+    return [
+        DatasetBind(data.dataset, namespace, data.path, read_only=load_config(data.dataset, namespace).read_only)
+        for data in spec.data
+    ]
+
+
 class Placement:
     """One job's placement group on the cluster, and the instance starter that runs in it."""
 
-    def __init__(self, spec: JobSpec, uid: str, folder: Path) -> None:
+    def __init__(self, spec: JobSpec, uid: str, folder: Path, namespace: str = "default") -> None:
         self.spec = spec
+        self.datasets = _datasets(spec, namespace)
         self.folder = folder / "ray"  # the instances' workspaces (shipped to the nodes) and raw logs
         self.shapes = bundles(spec)
         self.uid = uid
@@ -270,7 +280,10 @@ class Placement:
             placement_group=self.group, bundle_index=index,
         )
         env = {**inherited_environment(), **item.env, MARK_VAR: self._mark(item)}
-        spec = ProcessSpec(argv=list(item.argv), env=env, cwd=work, log_path=raw)
+        spec = ProcessSpec(
+            argv=list(item.argv), env=env, cwd=work, log_path=raw,
+            datasets=list(self.datasets), mounter=mount_all if self.datasets else None,
+        )
         process = _RemoteProcess()
         running = Running(item, process, None, threading.Thread())
         finished = threading.Event()

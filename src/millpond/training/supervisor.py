@@ -110,7 +110,7 @@ class Supervisor:
             self.event("Queuing", why)
 
         try:
-            self.placement = Placement(self.spec, self.job.uid, job_folder(self.job.uid))
+            self.placement = Placement(self.spec, self.job.uid, job_folder(self.job.uid), self.job.namespace)
             try:
                 if not self.placement.wait_ready(self.stopping, waiting):
                     self._end_stopped()
