@@ -8,6 +8,7 @@ task's process is killed.
 """
 
 # No `from __future__ import annotations`: kfp reads the components' annotations as types.
+import json
 import os
 import signal
 import sys
@@ -138,9 +139,17 @@ def test_an_arena_job_on_ray_reads_its_data_and_writes_a_checkpoint_that_reaches
     _no_mounts_left(ray_cluster)
 
 
+def _lease_holders(node_dir: Path) -> list[int]:
+    """The pids holding a lease on a mount of the node (its Ray workers)."""
+    return [json.loads(p.read_text())["pid"] for p in (node_dir / "mounts" / "users").glob("*/*.json")]
+
+
+@pytest.mark.parametrize("victim", ["process", "worker"])
 def test_a_task_killed_mid_run_leaves_no_mount_on_its_node(
-    ray_cluster: RayCluster, cli, home: Path, tmp_path: Path, s3_server
+    ray_cluster: RayCluster, cli, home: Path, tmp_path: Path, s3_server, victim: str
 ) -> None:
+    """The task's process killed -9 (the node releases the mount), or the Ray worker running the task
+    (its lease dies with it: the mount's daemon unmounts itself)."""
     create_s3_dataset(cli, home, tmp_path, s3_server, FILES, name="ds", levels=LEVELS)
     marker = tmp_path / "started"
     root = f"s3://{s3_server.create_bucket()}/runs"
@@ -157,7 +166,9 @@ def test_a_task_killed_mid_run_leaves_no_mount_on_its_node(
         _wait(marker.exists, 90, "the task did not start")
         node_b = ray_cluster.nodes["b"]
         assert _node_mounts(node_b.node_dir), "the task's dataset is not mounted on its node"
-        os.kill(int(marker.read_text()), signal.SIGKILL)  # the task's process, mid-run
+        holders = _lease_holders(node_b.node_dir)
+        assert len(holders) == 1, holders
+        os.kill(int(marker.read_text()) if victim == "process" else holders[0], signal.SIGKILL)  # mid-run
         out, err = engine.communicate(timeout=120)
     finally:
         if engine.poll() is None:
@@ -165,3 +176,30 @@ def test_a_task_killed_mid_run_leaves_no_mount_on_its_node(
             engine.wait()
     assert engine.returncode != 0 and '"FAILED"' in out, (out, err)
     _no_mounts_left(ray_cluster)
+
+
+def test_on_a_ray_node_the_platform_names_a_dataset_instead_of_mounting_it(cli, home: Path, tmp_path: Path) -> None:
+    from millpond.pipelines.platform import PlatformError, PodInfo, prepare_platform
+    from millpond.runners.base import DatasetBind
+    from millpond.store.secrets import ConfigStore
+    from tests.datasets_support import manifest
+
+    source = tmp_path / "source"
+    (source / "train").mkdir(parents=True)
+    (tmp_path / "ds.yaml").write_text(manifest("ds", f"local://{source}", secret=False, levels=LEVELS))
+    assert cli("apply", "-f", tmp_path / "ds.yaml").code == 0
+
+    def prepare(sub_path: str):  # noqa: ANN202 - a TaskPlatform
+        mount = {"constant": "ds", "mountPath": "/data", "subPath": sub_path}
+        return prepare_platform(
+            {"pvcMount": [mount]}, resolve=lambda binding: None, configs=ConfigStore(home),
+            volumes_dir=tmp_path / "volumes", scratch_dir=tmp_path / "scratch", pod=PodInfo(name="run-1-t"),
+            remote=True,
+        )
+
+    platform = prepare("train")
+    assert platform.dataset_binds == [DatasetBind("ds", "default", "/data", True, "train")]
+    assert platform.binds == [] and platform.datasets == ["ds"]
+    assert not _node_mounts(home)  # nothing mounted on the engine's machine
+    with pytest.raises(PlatformError, match="subPath '../up'"):
+        prepare("../up")

@@ -451,8 +451,8 @@ def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) 
     return missing
 
 
-def _dataset_on_node(name: str, target: str, entry: dict[str, Any]) -> DatasetBind | None:
-    """The dataset ``name`` as a node mounts it at ``target`` (None if there is no such dataset)."""
+def _dataset_read_only(name: str) -> bool | None:
+    """Whether the dataset ``name`` is read-only (its access modes); None if there is no such dataset."""
     from millpond.settings import load_settings
     from millpond.store.resources import read_manifest
 
@@ -461,13 +461,20 @@ def _dataset_on_node(name: str, target: str, entry: dict[str, Any]) -> DatasetBi
     from millpond.datasets.config import load_config
     from millpond.errors import UserError
 
+    try:
+        return load_config(name).read_only
+    except UserError as exc:
+        raise PlatformError(f"dataset {name}: {exc}") from None
+
+
+def _dataset_on_node(name: str, target: str, entry: dict[str, Any]) -> DatasetBind | None:
+    """The dataset ``name`` as a node mounts it at ``target`` (None if there is no such dataset)."""
+    read_only = _dataset_read_only(name)
+    if read_only is None:
+        return None
     sub_path = str(entry.get("subPath") or "").strip("/")
     if ".." in PurePosixPath(sub_path).parts:
         raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
-    try:
-        read_only = load_config(name).read_only
-    except UserError as exc:
-        raise PlatformError(f"dataset {name}: {exc}") from None
     return DatasetBind(name, "default", target, read_only, sub_path)
 
 
@@ -476,17 +483,13 @@ def _dataset_mount(name: str, user: str) -> tuple[Path, bool, Callable[[], objec
 
     None if there is no such dataset.
     """
-    from millpond.settings import load_settings
-    from millpond.store.resources import read_manifest
-
-    if read_manifest(load_settings(), "Dataset", name) is None:
+    read_only = _dataset_read_only(name)
+    if read_only is None:
         return None
-    from millpond.datasets.config import load_config
     from millpond.datasets.shared_mounts import release, use
     from millpond.errors import UserError
 
     try:
-        read_only = load_config(name).read_only
         shared = use(name, "default", user)
     except UserError as exc:
         raise PlatformError(f"dataset {name}: {exc}") from None

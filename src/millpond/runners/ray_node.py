@@ -10,6 +10,11 @@ goes to a node-local file that this generator yields in chunks while the process
 last item is the exit and the workspace, packed again, so the engine reads outputs exactly as
 it does for a local task. Nothing here assumes the node shares a filesystem with the engine.
 
+Datasets the process sees (``NodeTask.datasets``) are mounted here, before it starts, by the
+``mounter`` the engine gave (``datasets.node_mounts``, pickled by reference: this layer does not
+know datasets) with the node's identity and the task's ``MILLPOND_*`` settings in the
+environment, so the mount is this node's, through its own cache; it is released when the task ends.
+
 Cancelling is ``ray.cancel`` without force first: Ray raises KeyboardInterrupt here, and the
 task's whole process group is stopped as locally (the watchdog: SIGTERM, then SIGKILL) — the
 group matters, as a worker killed outright takes only its direct children with it (Ray kills
