@@ -273,14 +273,25 @@ def _kill_node(node: RayNode, grace_s: float) -> None:
     node.process = None
 
 
-def start_cluster(root: Path) -> RayCluster:
-    """Start the head and both workers under ``root``; on failure stop what started and raise."""
+def start_cluster(root: Path, attempts: int = 2) -> RayCluster:
+    """Start the head and both workers under ``root``; on failure stop what started and try again once
+    with new ports (a port found free can be taken by another process before Ray binds it), then raise."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_cluster(root / f"attempt-{attempt}")
+        except RuntimeError:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_cluster(root: Path) -> RayCluster:
     binary = ray_binary()
     if binary is None:
         raise RuntimeError("ray is not installed: pip install 'millpond[ray]'")
     token_path = TOKEN_PATH
     log_dir = root / "logs"
-    log_dir.mkdir()
+    log_dir.mkdir(parents=True)
     # Ray puts its session under --temp-dir and its unix sockets there: keep the path short (107-byte limit).
     short = Path(tempfile.mkdtemp(prefix="mpray-"))
     nodes = {
@@ -299,6 +310,7 @@ def start_cluster(root: Path) -> RayCluster:
         cluster._start(*NODE_NAMES[1:])  # the workers join together
     except BaseException:
         cluster.close()
+        shutil.rmtree(short, ignore_errors=True)
         raise
     return cluster
 
