@@ -61,6 +61,26 @@ def test_an_unusable_url_is_one_line_without_its_password(cli, url: str, code: i
     assert PASSWORD not in result.err + result.out and "Traceback" not in result.err
 
 
+@pytest.mark.parametrize(
+    ("url", "code"),
+    [("postgresql://millpond:PW@127.0.0.1:notaport/db", 2), ("postgresql://millpond:PW@127.0.0.1:1/db", 1)],
+)
+def test_arena_with_an_unusable_url_is_one_line_without_its_password(home: Path, url: str, code: int) -> None:
+    """``arena`` is a console script of its own: it must fail as ``millpond`` does, not with a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MILLPOND_HOME": str(home), "MILLPOND_DATABASE_URL": url.replace("PW", PASSWORD)}
+    result = subprocess.run(
+        [sys.executable, "-c", "from millpond.cli.arena import main; main()", "list"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == code, result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert PASSWORD not in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
 def test_a_wrong_password_or_database_is_one_line(cli, pg_server: PgServer, monkeypatch) -> None:
     monkeypatch.setenv("MILLPOND_DATABASE_URL", pg_server.url("postgres", password="not-" + PASSWORD))
     wrong = cli("runs", "list")

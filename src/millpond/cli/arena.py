@@ -17,6 +17,7 @@ import click
 from millpond.cli.arena_submit import submit_group
 from millpond.cli.arena_top import top_group
 from millpond.errors import MillpondError, UserError, exit_code_of
+from millpond.store.db import database_failure
 
 NAMESPACE = click.option("-n", "--namespace", default="default", show_default=True)
 TYPE = click.option("-T", "--type", "trainer", default="",
@@ -217,6 +218,12 @@ def main(argv: list[str] | None = None) -> None:
     except MillpondError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exit_code_of(exc))
+    except Exception as exc:
+        failure = database_failure(exc)  # the metadata database went away mid-command: one line, exit 1
+        if failure is None:
+            raise
+        print(f"error: {failure}", file=sys.stderr)
+        sys.exit(exit_code_of(failure))
     sys.exit(0)
 
 
