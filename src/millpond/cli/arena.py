@@ -16,8 +16,8 @@ import click
 
 from millpond.cli.arena_submit import submit_group
 from millpond.cli.arena_top import top_group
-from millpond.errors import MillpondError, UserError, exit_code_of
-from millpond.store.db import database_failure
+from millpond.cli.failures import exit_on
+from millpond.errors import UserError
 
 NAMESPACE = click.option("-n", "--namespace", default="default", show_default=True)
 TYPE = click.option("-T", "--type", "trainer", default="",
@@ -215,15 +215,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except click.Abort:
         sys.exit(130)
-    except MillpondError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(exit_code_of(exc))
-    except Exception as exc:
-        failure = database_failure(exc)  # the metadata database went away mid-command: one line, exit 1
-        if failure is None:
-            raise
-        print(f"error: {failure}", file=sys.stderr)
-        sys.exit(exit_code_of(failure))
+    except Exception as exc:  # a MillpondError or a failed database: one line; anything else propagates
+        exit_on(exc)
     sys.exit(0)
 
 

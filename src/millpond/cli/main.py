@@ -15,13 +15,12 @@ from millpond.cli.arena import arena_group
 from millpond.cli.config import config_group
 from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
+from millpond.cli.failures import exit_on
 from millpond.cli.processes import ps_command
 from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
 from millpond.cli.server import server_command
-from millpond.errors import MillpondError, exit_code_of
 from millpond.runners import stopping
-from millpond.store.db import database_failure
 
 OUTPUT = click.option(
     "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table or json."
@@ -185,15 +184,8 @@ def main(argv: list[str] | None = None) -> None:
             if isinstance(exc.__cause__, stopping.Stopped):
                 print(str(exc.__cause__), file=sys.stderr)
             sys.exit(130)
-        except MillpondError as exc:  # bad input exits 2, an outside failure 1: errors.exit_code_of decides
-            print(f"error: {exc}", file=sys.stderr)
-            sys.exit(exit_code_of(exc))
-        except Exception as exc:
-            failure = database_failure(exc)  # the metadata database went away mid-command: one line, exit 1
-            if failure is None:
-                raise
-            print(f"error: {failure}", file=sys.stderr)
-            sys.exit(exit_code_of(failure))
+        except Exception as exc:  # a MillpondError or a failed database: one line; anything else propagates
+            exit_on(exc)
         except KeyboardInterrupt as exc:
             print(str(exc) if isinstance(exc, stopping.Stopped) else "interrupted", file=sys.stderr)
             sys.exit(130)
