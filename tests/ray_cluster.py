@@ -127,9 +127,21 @@ class RayCluster:
         return self._start(name)[0]
 
     def _start(self, *names: str) -> list[RayNode]:
-        before = {str(n["NodeID"]) for n in self._alive_nodes()}
-        nodes = [self._launch(name) for name in names if not self.nodes[name].alive]
-        self._wait_for_new_nodes(nodes, before)
+        """Launch ``names`` and wait for them to join; a node whose ``ray start`` exits (a port taken
+        meanwhile, a stale socket of its previous life) is launched once more, with new ports."""
+        for attempt in (1, 2):
+            before = {str(n["NodeID"]) for n in self._alive_nodes()}
+            nodes = [self._launch(name) for name in names if not self.nodes[name].alive]
+            previous = {node.name: node.node_id for node in nodes}
+            try:
+                self._wait_for_new_nodes(nodes, before)
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+                for node in nodes:
+                    if node.node_id == previous[node.name]:  # it did not join: end what is left of it
+                        _kill_node(node, grace_s=0.0)
         return [self.nodes[name] for name in names]
 
     def _launch(self, name: str) -> RayNode:
@@ -161,6 +173,9 @@ class RayCluster:
             **os.environ, **self.env(), NODE_DIR_VAR: str(node.node_dir),
             "RAY_USAGE_STATS_ENABLED": "0",
             "RAY_task_retry_delay_ms": "0",
+            # millpond's guardian (a child of the worker, in a session of its own) must outlive a dying
+            # worker to stop the task's processes; Ray would SIGKILL it first (see README, Cluster mode)
+            "RAY_kill_child_processes_on_worker_exit": "false",
         }
         log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
         node.process = subprocess.Popen(
@@ -193,7 +208,8 @@ class RayCluster:
         if waiting:
             node = waiting[0]
             log = (self.log_dir / f"{node.name}.log").read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"ray node {node.name} did not join within {START_TIMEOUT_S:.0f} s:\n{log}")
+            why = "exited" if not node.alive else f"did not join within {START_TIMEOUT_S:.0f} s"
+            raise RuntimeError(f"ray node {node.name} {why}:\n{log}")
 
     def _alive_nodes(self) -> list[dict[str, object]]:
         """The cluster's live nodes, asked of the GCS through a short-lived driver process."""
@@ -203,16 +219,22 @@ class RayCluster:
             "import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
             "print(json.dumps([n for n in ray.nodes() if n['Alive']]))" % self.address
         )
-        done = subprocess.run(
-            [sys.executable, "-c", code], env={**os.environ, **self.env()}, capture_output=True, text=True, timeout=60
-        )
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], env={**os.environ, **self.env()}, capture_output=True, text=True,
+                timeout=30,
+            )
+        except subprocess.TimeoutExpired:  # a busy machine, a GCS still settling a lost node: ask again
+            return []
         if done.returncode != 0:
             return []
         return list(json.loads(done.stdout.strip().splitlines()[-1]))
 
     def close(self) -> None:
+        """Stop every node, and remove their temp dirs (Ray's sessions, sockets and logs)."""
         for name in reversed(NODE_NAMES):
             _kill_node(self.nodes[name], grace_s=5.0)
+        shutil.rmtree(self.nodes["head"].temp_dir.parent, ignore_errors=True)
 
 
 def _node_processes(node: RayNode) -> list[int]:
@@ -266,14 +288,25 @@ def _kill_node(node: RayNode, grace_s: float) -> None:
     node.process = None
 
 
-def start_cluster(root: Path) -> RayCluster:
-    """Start the head and both workers under ``root``; on failure stop what started and raise."""
+def start_cluster(root: Path, attempts: int = 2) -> RayCluster:
+    """Start the head and both workers under ``root``; on failure stop what started and try again once
+    with new ports (a port found free can be taken by another process before Ray binds it), then raise."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_cluster(root / f"attempt-{attempt}")
+        except RuntimeError:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_cluster(root: Path) -> RayCluster:
     binary = ray_binary()
     if binary is None:
         raise RuntimeError("ray is not installed: pip install 'millpond[ray]'")
     token_path = TOKEN_PATH
     log_dir = root / "logs"
-    log_dir.mkdir()
+    log_dir.mkdir(parents=True)
     # Ray puts its session under --temp-dir and its unix sockets there: keep the path short (107-byte limit).
     short = Path(tempfile.mkdtemp(prefix="mpray-"))
     nodes = {
@@ -306,4 +339,3 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster
         yield cluster
     finally:
         cluster.close()
-        shutil.rmtree(cluster.nodes["head"].temp_dir.parent, ignore_errors=True)

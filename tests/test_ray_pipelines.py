@@ -108,6 +108,18 @@ def millpond(
     )
 
 
+def _start_run(
+    pipeline: Any, marker: Path, cluster: RayCluster, server: S3Server, tmp_path: Path
+) -> "subprocess.Popen[str]":
+    """`millpond run --ray` of ``pipeline`` (its ``marker`` parameter set) as its own process, root on S3."""
+    root = f"s3://{server.create_bucket()}/runs"
+    return subprocess.Popen(
+        [MILLPOND, "run", str(compile_pipeline(pipeline, tmp_path)), "-p", f"marker={marker}",
+         "--ray", cluster.address, "--pipeline-root", root, "-o", "json"],
+        env=_env(tmp_path / "home", server), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
 def _wait_for(path: Path, seconds: float) -> str:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -151,13 +163,8 @@ def test_tasks_run_on_the_nodes_their_requests_fit_with_artifacts_through_s3_and
 
 
 def test_cancelling_a_run_stops_its_remote_task(ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path) -> None:
-    root = f"s3://{s3_server.create_bucket()}/runs"
     marker = tmp_path / "started"  # every test node is this machine: the task leaves its pid here
-    engine = subprocess.Popen(
-        [MILLPOND, "run", str(compile_pipeline(cancelled, tmp_path)), "-p", f"marker={marker}",
-         "--ray", ray_cluster.address, "--pipeline-root", root, "-o", "json"],
-        env=_env(tmp_path / "home", s3_server), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    engine = _start_run(cancelled, marker, ray_cluster, s3_server, tmp_path)
     try:
         pid = int(_wait_for(marker, 90).split()[0])
         assert Path(f"/proc/{pid}").exists()
@@ -173,16 +180,25 @@ def test_cancelling_a_run_stops_its_remote_task(ray_cluster: RayCluster, s3_serv
     assert _gone(pid, 20), "the task's process on the Ray node outlived the cancelled run"
 
 
+def test_an_engine_killed_with_sigkill_leaves_no_task_running_on_the_node(
+    ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Ray ends a dead driver's workers; the worker's guardian then stops the task it started."""
+    marker = tmp_path / "started"
+    engine = _start_run(cancelled, marker, ray_cluster, s3_server, tmp_path)
+    try:
+        pid = int(_wait_for(marker, 90).split()[0])
+    finally:
+        engine.kill()
+        engine.communicate()
+    assert _gone(pid, 30), "the task's process on the Ray node outlived its engine"
+
+
 def test_a_node_lost_mid_task_fails_that_attempt_and_the_retry_runs_on_another_node(
     ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path
 ) -> None:
-    root = f"s3://{s3_server.create_bucket()}/runs"
     marker = tmp_path / "started"
-    engine = subprocess.Popen(
-        [MILLPOND, "run", str(compile_pipeline(retried, tmp_path)), "-p", f"marker={marker}",
-         "--ray", ray_cluster.address, "--pipeline-root", root, "-o", "json"],
-        env=_env(tmp_path / "home", s3_server), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    engine = _start_run(retried, marker, ray_cluster, s3_server, tmp_path)
     lost = None
     try:
         pid_text, node_dir = _wait_for(marker, 90).split(" ", 1)

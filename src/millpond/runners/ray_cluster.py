@@ -104,6 +104,7 @@ def connect(address: str) -> None:
         import ray
 
         saved = _signal_handlers()
+        _messages_to_stderr()
         try:
             ray.init(
                 address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
@@ -117,6 +118,22 @@ def connect(address: str) -> None:
 
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _messages_to_stderr() -> None:
+    """Send what Ray's driver prints about the cluster (``(raylet) The node … has been marked dead``) to
+    stderr: a driver prints it on stdout, which is the command's output here (``-o json``)."""
+    from ray._private import worker as ray_worker
+
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "millpond", False):
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        original({**data, "is_err": True}, ignore_prefix)
+
+    to_stderr.millpond = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
 
 
 def _signal_handlers() -> dict[int, Any]:
