@@ -10,6 +10,7 @@ refused with one line; it applies as soon as one is registered.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -18,6 +19,7 @@ from millpond.datasets.schema_check import check_schema_file
 from millpond.documents import plain_value
 from millpond.errors import UserError
 from millpond.store.secrets import check_name
+from millpond.training.builder import RAY_ADDRESS_VAR
 from millpond.training.kinds import KINDS, TrainingKind, check_api_version
 from millpond.training.launch import PLANNERS
 from millpond.training.pod_template import read_pod
@@ -113,7 +115,24 @@ def _convert(info: TrainingKind, body: dict[str, Any], runtimes: RuntimeLookup) 
         spec, notes = replica_job_spec(info, body)
     if spec.trainer not in PLANNERS:
         raise UserError(f"{info.kind} is not runnable yet: this millpond has no {spec.trainer.value} launcher")
+    spec, notes = _on_ray(spec, notes)
     return TrainingManifest(info, body, spec, notes)
+
+
+def _on_ray(spec: JobSpec, notes: list[str]) -> tuple[JobSpec, list[str]]:
+    """With ``$MILLPOND_RAY_ADDRESS`` set, a pytorch job (PyTorchJob, a torch TrainJob) runs on the Ray
+    cluster as ``arena submit pytorch`` does (PACK placement); an MPIJob or TFJob, whose launchers assume
+    one machine, and a job binding a hostPath folder run here, saying why, rather than being refused."""
+    address = os.environ.get(RAY_ADDRESS_VAR, "").strip()
+    if not address:
+        return spec, notes
+    if spec.trainer is not Trainer.PYTORCH:
+        return spec, [*notes, f"runs on this machine, not on the Ray cluster at {address} "
+                              f"({spec.trainer.value} launchers assume one machine)"]
+    if spec.data_dirs:
+        return spec, [*notes, f"runs on this machine, not on the Ray cluster at {address} "
+                              "(a hostPath volume is a folder of this machine)"]
+    return replace(spec, ray_address=address, ray_placement="PACK"), notes
 
 
 def cluster_only_notes(spec: dict[str, Any]) -> list[str]:
