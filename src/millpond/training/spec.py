@@ -138,6 +138,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
     data["clean_task_policy"] = spec.clean_task_policy.value
     if spec.slots_per_worker is None:  # only an MPIJob manifest sets it: other specs are stored as before it existed
         del data["slots_per_worker"]
+    if not spec.ray_address:  # a job on this machine is stored as before cluster mode existed
+        del data["ray_address"], data["ray_placement"]
     return data
 
 
