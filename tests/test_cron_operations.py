@@ -286,6 +286,8 @@ def test_a_reapplied_cron_operation_runs_its_new_schedule_in_one_process(cli, ho
                          GONE_WITHIN_S, "the new schedule's next time")
     assert midnight and new != old and is_running(*new)
     assert cli("delete", "dataset", "ds").code == 0
+    gone_s = _seconds_until_gone([new], time.monotonic())  # deleting its dataset ends it, on either database
+    print(f"\nthe new schedule's process ended {gone_s:.2f}s after its dataset was deleted")
     print(f"\nthe process of the old schedule ended {old_s:.2f}s after the re-apply")
 
 
@@ -322,3 +324,27 @@ def test_a_stored_schedule_that_cannot_run_fails_with_the_reason_instead_of_pend
     condition = status["conditions"][0]
     assert condition["reason"] == "InvalidSchedule" and "'@every banana'" in condition["message"], condition
     assert "not a Go duration" in condition["message"]
+
+
+@pytest.mark.s3
+@pytest.mark.postgresql
+def test_dropping_the_postgresql_database_ends_a_sleeping_cron_operation(
+    cli, home, tmp_path, s3_server, pg_server, monkeypatch
+) -> None:
+    """On PostgreSQL the database is the home: dropping it ends the operations that lived in it,
+    as removing a SQLite home does, instead of leaving a process that reads nothing for ever."""
+    from millpond.store.db import forget_engines
+
+    name = pg_server.new_database()
+    monkeypatch.setenv("MILLPOND_DATABASE_URL", pg_server.url(name))
+    try:
+        create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")
+        assert _apply(cli, tmp_path, _dataload("hourly", "ds", "@hourly"), "hourly").code == 0
+        _wait_for(lambda: _status(cli, "dataload", "hourly").get("nextScheduleTime"), GONE_WITHIN_S, "a sleeping Cron")
+        sleeping = _operation_process(home, "DataLoad", "hourly")
+    finally:
+        forget_engines()
+        pg_server.drop_database(name)  # WITH (FORCE): its connections end too
+    started = time.monotonic()
+    gone_s = _seconds_until_gone([sleeping], started)
+    print(f"\nthe sleeping operation ended {gone_s:.2f}s after its database was dropped")

@@ -37,6 +37,8 @@ from millpond.store.resources import Resource, ResourceStore
 
 WAKE_S = 1.0  # the longest a sleeping or working operation goes without looking
 POLL_S = 0.05  # how often a waiting deleter tries the lock
+UNREACHABLE_S = 600.0  # a database server silent this long is taken as gone (a restart takes less)
+_NO_SUCH_DATABASE = "3D000"  # PostgreSQL's SQLSTATE for a database that does not exist (dropped)
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -63,6 +65,7 @@ class Lifeline:
         self._database = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
         self._database_id = _identity(self._database) if self._database else None
         self._store = ResourceStore(self.settings)
+        self._unreadable_since: float | None = None
 
     def broken(self) -> str | None:
         """Why the operation must stop now (its home or its object is gone), or None."""
@@ -72,12 +75,32 @@ class Lifeline:
             return f"its database {self._database} was removed"
         try:
             found = self._store.get(self.resource.kind, self.resource.name, self.resource.namespace)
-        except SQLAlchemyError:
-            return None  # unreadable for now (being removed?): the next look decides
+        except SQLAlchemyError as exc:
+            return self._unreadable(exc)
+        self._unreadable_since = None
         if found is None or found.uid != self.resource.uid:
             return "it was deleted"
         if found.updated_at != self.resource.updated_at:
             return "it was applied again (the new spec runs in a new process)"
+        return None
+
+    def _unreadable(self, exc: SQLAlchemyError) -> str | None:
+        """Why an unreadable database ends the operation: dropped (PostgreSQL's home), or silent too long.
+
+        A moment's failure (a file being removed, a server restarting) is not a reason: the next
+        look decides. A dropped database is what removing the home is for SQLite.
+        """
+        orig = getattr(exc, "orig", None)
+        # a statement gets the SQLSTATE; a new connection's refusal only says so in words
+        if getattr(orig, "sqlstate", None) == _NO_SUCH_DATABASE or (
+            orig is not None and "database" in str(orig) and "does not exist" in str(orig)
+        ):
+            return "its database was removed"
+        now = time.monotonic()
+        if self._unreadable_since is None:
+            self._unreadable_since = now
+        elif now - self._unreadable_since > UNREACHABLE_S:
+            return f"its database did not answer for {UNREACHABLE_S:.0f}s"
         return None
 
     def sleep_until(self, moment: float) -> str | None:
