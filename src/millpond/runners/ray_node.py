@@ -176,15 +176,25 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
                 if not thread.is_alive():
                     break
         result = outcome[0] if outcome else ProcessResult(exit_code=-1, seconds=0.0, error="the node's runner failed")
-        yield NodeFinished(
+        finished = NodeFinished(
             exit_code=result.exit_code, seconds=result.seconds, error=result.error, archive=pack(workspace)
         )
+        # Clean up before the last yield: once the engine holds the result, the node keeps nothing
+        # of the task (a consumer need not drain the generator for the ``finally`` to run).
+        _clean_up(task, base, workspace, log_path, releases)
+        yield finished
     finally:
-        for release in releases:
-            with _task_environment(task, node_id=_current_node_id(), base=base):
-                release()
-        shutil.rmtree(workspace, ignore_errors=True)
-        log_path.unlink(missing_ok=True)
+        _clean_up(task, base, workspace, log_path, releases)
+
+
+def _clean_up(task: NodeTask, base: Path, workspace: Path, log_path: Path, releases: list[Callable[[], None]]) -> None:
+    """Let go of the task's dataset mounts and remove its copy and log here; a second call does nothing."""
+    while releases:
+        release = releases.pop(0)
+        with _task_environment(task, node_id=_current_node_id(), base=base):
+            release()
+    shutil.rmtree(workspace, ignore_errors=True)
+    log_path.unlink(missing_ok=True)
 
 
 CREDENTIAL_PREFIXES = ("AWS_", "GOOGLE_APPLICATION_CREDENTIALS")
