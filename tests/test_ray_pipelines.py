@@ -217,7 +217,9 @@ def test_a_node_lost_mid_task_fails_that_attempt_and_the_retry_runs_on_another_n
     survivor = ray_cluster.nodes["c" if lost == "b" else "b"]
     assert item["outputs"]["Output"] == survivor.node_id
     log = Path(item["log"]).read_text()
-    assert "first attempt sleeping" in log and ("was lost" in log or "died" in log), log
+    # The first attempt's own output may not have streamed back before its node went: the lost
+    # node's line is what the log must say (live streaming is test_ray_runner's to check).
+    assert "was lost" in log or "died" in log, log
     assert _gone(int(pid_text), 5)
 
 
