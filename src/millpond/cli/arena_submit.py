@@ -22,14 +22,20 @@ CLUSTER_ONLY = (
 )
 
 
-def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Arena's common submit flags (``pkg/argsbuilder``), outermost first so ``--help`` lists them in order."""
-    for flag, takes_value in reversed(CLUSTER_ONLY):
+def _accepted_flags(command: Callable[..., Any], flags: tuple[tuple[str, bool], ...]) -> Callable[..., Any]:
+    """Arena's flags that mean something only on a cluster, as hidden options (``cluster_NAME``) it accepts."""
+    for flag, takes_value in reversed(flags):
         key = "cluster_" + flag.lstrip("-").replace("-", "_")
         if takes_value:
             command = click.option(flag, key, multiple=True, hidden=True)(command)
         else:
             command = click.option(flag, key, is_flag=True, hidden=True)(command)
+    return command
+
+
+def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Arena's common submit flags (``pkg/argsbuilder``), outermost first so ``--help`` lists them in order."""
+    command = _accepted_flags(command, CLUSTER_ONLY)
     options = [
         click.option("--name", required=True, help="The job's name (unique in its namespace)."),
         click.option("-n", "--namespace", default="default", show_default=True),
@@ -168,13 +174,7 @@ RAY_CLUSTER_ONLY = tuple((flag, True) for flag in (
 
 
 def ray_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for flag, takes_value in reversed(RAY_CLUSTER_ONLY):
-        key = "cluster_" + flag.lstrip("-").replace("-", "_")
-        if takes_value:
-            command = click.option(flag, key, multiple=True, hidden=True)(command)
-        else:
-            command = click.option(flag, key, is_flag=True, hidden=True)(command)
-    return command
+    return _accepted_flags(command, RAY_CLUSTER_ONLY)
 
 
 @submit_group.command("ray", context_settings=SUBMIT_SETTINGS)
