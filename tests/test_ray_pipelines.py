@@ -38,7 +38,8 @@ MILLPOND = str(Path(sys.executable).parent / "millpond")
 def on_gpu_node(data: Output[Dataset]) -> str:
     import os
 
-    print("gpu task running", flush=True)
+    cmdline = open("/proc/self/cmdline", "rb").read().replace(b"\0", b" ").decode()
+    print("gpu task running", "forked" if "millpond.runners.forkserver" in cmdline else "own process", flush=True)
     with open(data.path, "w") as out:
         out.write(os.environ["MILLPOND_RAY_NODE_ID"])
     return os.environ["MILLPOND_RAY_NODE_ID"] + " " + os.environ["MILLPOND_NODE_DIR"]
@@ -156,7 +157,8 @@ def test_tasks_run_on_the_nodes_their_requests_fit_with_artifacts_through_s3_and
     memory = task(run, "on-big-memory-node")
     # on the 6 GiB node, reading the artifact the GPU node wrote (through the S3 root)
     assert memory["outputs"]["Output"] == f"{node_c.node_id} {node_b.node_id}"
-    assert "gpu task running" in Path(gpu["log"]).read_text()  # the node's output reached the engine's log
+    # the node's output reached the engine's log; the task forked from the Ray worker's warm server
+    assert "gpu task running forked" in Path(gpu["log"]).read_text()
     assert f"memory task read {node_b.node_id}" in Path(memory["log"]).read_text()
     published = s3_server.filesystem().find(root.removeprefix("s3://"))
     assert any(path.endswith("/on-gpu-node/data") for path in published), published

@@ -69,6 +69,27 @@ def write_then_fail(text: str, data: Output[Dataset]):
     raise SystemExit(3)
 
 
+@dsl.component(base_image="python:3.11")
+def where_am_i(data: Input[Dataset]) -> dict:
+    """How the task ran: forked from the warm server or not, and what it sees of the remote mirror."""
+    import os
+
+    cmdline = open("/proc/self/cmdline", "rb").read().replace(b"\0", b" ").decode()
+    return {
+        "forked": "millpond.runners.forkserver" in cmdline,
+        "path": data.path,
+        "text": open(data.path).read(),
+        "tmp_listed": os.path.isdir("/tmp"),
+        "root_entries": sorted(os.listdir("/")),
+    }
+
+
+@dsl.pipeline(name="s3-where")
+def where(text: str = "hello"):
+    made = produce(text=text)
+    where_am_i(data=made.outputs["data"])
+
+
 @dsl.pipeline(name="s3-roundtrip")
 def roundtrip(text: str = "hello"):
     made = produce(text=text)
@@ -162,6 +183,36 @@ def test_artifacts_round_trip_through_s3(s3_server: S3Server, tmp_path: Path) ->
     consumer = task(run, "consume")
     assert consumer["state"] == "SUCCEEDED"
     assert consumer["outputs"]["Output"] == f"{text}|{text.upper()}|{text[::-1]}"
+
+
+@pytest.mark.parametrize("fork_server", ["1", "0"])
+def test_remote_artifacts_through_the_fork_server_or_a_plain_process(
+    fork_server: str, s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task with an S3 root forks from the warm server (a private root carries /s3, made for it
+    alone) and sees exactly what a plain sandboxed process sees; the host gains no /s3."""
+    bucket = s3_server.create_bucket()
+    root = f"s3://{bucket}/{PREFIX}"
+    yaml_path = compile_pipeline(where, tmp_path)
+    host_root = sorted(os.listdir("/"))
+    env_home = tmp_path / "home"
+    monkeypatch.setenv("MILLPOND_FORK_SERVER", fork_server)
+    proc = subprocess.run(
+        [MILLPOND, "run", str(yaml_path), "-p", "text=seen", "--pipeline-root", root, "-o", "json"],
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("AWS_")}, "MILLPOND_HOME": str(env_home),
+             **s3_server.env()},
+        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300,
+    )
+    run = run_json(proc)
+    assert proc.returncode == 0, describe(run) + proc.stderr
+    seen = task(run, "where-am-i")["outputs"]["Output"]
+    data_uri = task(run, "produce")["outputs"]["data"]
+    assert seen["forked"] is (fork_server == "1")
+    assert seen["path"] == "/s3/" + data_uri.removeprefix("s3://")
+    assert seen["text"] == "seen"
+    assert seen["tmp_listed"] is True
+    assert seen["root_entries"] == sorted({*host_root, "s3"})  # the host's / as it is, plus the mirror
+    assert sorted(os.listdir("/")) == host_root  # no /s3 (or anything else) appeared on the host
 
 
 def test_failed_task_publishes_nothing(s3_server: S3Server, tmp_path: Path) -> None:

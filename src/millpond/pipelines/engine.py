@@ -135,7 +135,7 @@ class Engine:
         self.budget: Budget | ClusterBudget = Budget(settings)  # the home's ledger: shared with other runs and jobs
         parallel = max_parallel or settings.max_parallel
         if runner is None and settings.ray_address:  # cluster mode: tasks are Ray tasks; Ray places and queues
-            runner = RayRunner(settings.ray_address)
+            runner = RayRunner(settings.ray_address, fork_server=settings.fork_server)
             self.budget = ClusterBudget()
             parallel = max(parallel, cluster_cpus())
         self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)

@@ -3,8 +3,9 @@
 Starting an interpreter and importing kfp costs ~150 ms per task; forking a process that
 has done both costs ~2 ms. Each task still gets its own process — its own session (so it
 and its children can be signalled as a group), environment, working directory, umask and
-log file, and its own mount namespace when its outputs are staged — and runs kfp's
-executor exactly as ``python3 -m kfp.dsl.executor_main`` would.
+log file, and its own mount namespace when its outputs are staged or its remote artifacts
+mirrored (a private root, as bubblewrap makes, when a mount point such as ``/s3`` is new) — and
+runs kfp's executor exactly as ``python3 -m kfp.dsl.executor_main`` would.
 
 The server is single-threaded (forking from a threaded process is unsafe): it accepts one
 connection per task on a Unix socket, forks, answers with the child's pid, and later with
@@ -33,6 +34,8 @@ PR_SET_PDEATHSIG = 1
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+ROOT_FOLDER = "root"  # beside the socket: the (empty) mount point of each task's private root
 
 
 # --- inside a task's child process ------------------------------------------------------
@@ -62,6 +65,54 @@ def _bind(source: str, target: str, read_only: bool) -> None:
         raise OSError(ctypes.get_errno(), f"read-only {target}: {os.strerror(ctypes.get_errno())}")
 
 
+def _mount_tmpfs(target: str) -> None:
+    if _libc().mount(b"tmpfs", target.encode(), b"tmpfs", 0, b"mode=0755") != 0:
+        raise OSError(ctypes.get_errno(), f"tmpfs at {target}: {os.strerror(ctypes.get_errno())}")
+
+
+def _show_host_entry(entry: str, root: str) -> None:
+    """Show the host's ``/entry`` at ``root/entry``, as bubblewrap's new root does (runners.sandbox)."""
+    host, here = "/" + entry, os.path.join(root, entry)
+    if os.path.islink(host):
+        os.symlink(os.readlink(host), here)
+    elif os.path.isdir(host):
+        os.mkdir(here)
+        _bind(host, here, read_only=False)
+    elif os.path.isfile(host):  # top-level files stay read-only; sockets and such are left out
+        open(here, "w").close()
+        _bind(host, here, read_only=True)
+
+
+def _enter_new_root(root: str, new_top: set[str]) -> None:
+    """Make a tmpfs at ``root`` the task's ``/``: every host top-level entry shown there, plus empty
+    folders for ``new_top`` (``s3``), so those mount points never touch the host; then chroot into it.
+
+    ``root`` lies under a host folder that is itself shown (``/tmp``): the copy of the new root
+    that the recursive bind carries along is detached, so the task does not see itself nested.
+    """
+    _mount_tmpfs(root)
+    for entry in sorted(os.listdir("/")):
+        _show_host_entry(entry, root)
+    for entry in sorted(new_top):
+        os.makedirs(os.path.join(root, entry), exist_ok=True)
+    _libc().umount2((root + root).encode(), MNT_DETACH)  # the nested copy; none when root is not under a bind
+    os.chroot(root)
+    os.chdir("/")
+
+
+def _apply_binds(binds: list[list[Any]], root_dir: str) -> None:
+    """Private mounts for the task: its binds in place, through a private root when one lands on a new
+    top-level folder (the pool sends only binds whose targets exist, are top-level, or lie in another's)."""
+    _private_mounts()
+    new_top = {Path(t).parts[1] for _, t, _ in binds if len(Path(t).parts) == 2 and not os.path.lexists(t)}
+    if new_top:
+        _enter_new_root(root_dir, new_top)
+    for source, target, read_only in sorted(binds, key=lambda b: len(Path(b[1]).parts)):
+        if not os.path.lexists(target):  # inside another bind's source, which is the task's own folder
+            os.makedirs(target)
+        _bind(source, target, read_only)
+
+
 def _run_task(request: dict[str, Any]) -> int:
     """The forked child: become the task, run kfp's executor, return its exit status."""
     os.setsid()
@@ -78,9 +129,7 @@ def _run_task(request: dict[str, Any]) -> int:
     os.close(log)
     os.close(null)
     if request["binds"]:
-        _private_mounts()
-        for source, target, read_only in request["binds"]:
-            _bind(source, target, read_only)
+        _apply_binds(request["binds"], request["root_dir"])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -197,6 +246,8 @@ def serve(socket_path: str) -> None:
     gc.freeze()  # what the server holds is never collected in a task: no copy-on-write faults from GC scans
 
     parent = os.getppid()
+    root_dir = os.path.join(os.path.dirname(socket_path), ROOT_FOLDER)
+    os.makedirs(root_dir, exist_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(128)
@@ -223,6 +274,7 @@ def serve(socket_path: str) -> None:
                         conn.close()
                         continue
                     request["server_pid"] = os.getpid()
+                    request["root_dir"] = root_dir
                     pid = os.fork()
                     if pid == 0:
                         signal.set_wakeup_fd(-1)

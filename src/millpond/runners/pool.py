@@ -2,8 +2,10 @@
 
 A task qualifies for the fork server when kfp's standard executor program is all it runs
 with millpond's own interpreter (no packages_to_install venv), and its mounts, if any, land
-on folders that already exist (its staged outputs); container components, venv tasks and
-tasks with volumes at new paths (``/data``, ``/s3``) start their own process as before.
+on folders that already exist (its staged outputs), on new top-level folders (``/s3``, ``/data``:
+the forked task gets a private root, as bubblewrap makes) or inside another of its mounts;
+container components, venv tasks and tasks with volumes at new deeper paths (``/mnt/x``) start
+their own process as before.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from millpond.errors import MillpondError
-from millpond.runners.base import ProcessResult, ProcessSpec
+from millpond.runners.base import Bind, ProcessResult, ProcessSpec
 from millpond.runners.guardian import guardian
 from millpond.runners.local import LocalRunner
 from millpond.runners.watchdog import exit_status
@@ -101,10 +104,17 @@ class ForkServer:
                     self._process.kill()
             self._process = None
             if self._folder:
-                for name in os.listdir(self._folder):
-                    os.unlink(os.path.join(self._folder, name))
-                os.rmdir(self._folder)
+                shutil.rmtree(self._folder, ignore_errors=True)  # its socket, and the tasks' root mount point
                 self._folder = None
+
+
+def _placeable(target: str, binds: list[Bind]) -> bool:
+    """Whether the fork server can mount at ``target`` without touching the host: it exists, is a new
+    top-level folder (made in the task's private root), or lies inside another bind's target."""
+    path = Path(target)
+    if path.exists() or len(path.parts) == 2:
+        return True
+    return any(Path(other.target) in path.parents for other in binds)
 
 
 class PoolRunner:
@@ -130,7 +140,7 @@ class PoolRunner:
             return False
         if spec.binds and not self.server.can_mount:
             return False
-        return all(Path(bind.target).exists() for bind in spec.binds)
+        return all(_placeable(bind.target, spec.binds) for bind in spec.binds)
 
     def _run_forked(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
         assert self.server is not None and spec.python_task is not None

@@ -5,11 +5,11 @@ resources the task requested (``num_cpus``, ``memory``, ``num_gpus``, custom res
 ``accelerator_type:A100`` or ``node_b``, or a node by id) and streams the process's log back.
 The task runs through :mod:`millpond.runners.ray_node` on the node: the task's *workspace*
 (an engine folder holding everything the process reads and writes: its work dir, staged
-inputs, output folders) travels there as an archive and back when the process ends, and every
-engine path in the process description is rewritten to the node's own folder, so the design
-holds on machines that share no filesystem. What must be shared is what the task reaches by
-itself: the pipeline root (``s3://``), and the database the engine writes (the engine's own
-machine only).
+inputs, output folders) travels there as a list of entries (``runners.workspace_copy``) and
+back when the process ends, and every engine path in the process description is rewritten
+to the node's own folder, so the design holds on machines that share no filesystem. What
+must be shared is what the task reaches by itself: the pipeline root (``s3://``), and the
+database the engine writes (the engine's own machine only).
 
 Ray's own retries are off (``max_retries=0``): a node lost or a worker killed mid-task ends the
 attempt with a :class:`~millpond.runners.base.ProcessResult` whose error names what happened,
@@ -18,6 +18,7 @@ and millpond's retry policy decides whether the task runs again (on whichever no
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import socket
 import sys
@@ -29,7 +30,8 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.runners.base import Demand, ProcessResult, ProcessSpec
-from millpond.runners.ray_node import NodeFinished, NodeStarted, NodeTask, pack, run_task, unpack
+from millpond.runners.ray_node import NodeFinished, NodeStarted, NodeTask, run_task
+from millpond.runners.workspace_copy import WorkspaceCopyError, copy_of, size, write
 
 INSTALL_HINT = "cluster mode needs Ray: pip install 'millpond[ray]'"
 CONNECT_TIMEOUT_S = 5.0
@@ -245,19 +247,19 @@ def run_on_cluster(
         )
     if spec.datasets and spec.mounter is None:
         return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: its datasets have no mounter")
-    archive = pack(workspace)
-    if len(archive) > MAX_WORKSPACE_BYTES:
+    files = copy_of(workspace)
+    if size(files) > MAX_WORKSPACE_BYTES:
         return ProcessResult(
             exit_code=-1, seconds=0.0,
-            error=f"the task's staged files ({len(archive) / 2**20:.0f} MiB) exceed the "
+            error=f"the task's staged files ({size(files) / 2**20:.0f} MiB) exceed the "
                   f"{MAX_WORKSPACE_BYTES / 2**20:.0f} MiB a Ray task carries",
         )
     task = NodeTask(
         argv=list(spec.argv), env=dict(spec.env), cwd=str(spec.cwd.resolve()),
         binds=[(str(b.source.resolve()), b.target, b.read_only) for b in spec.binds],
-        timeout_s=spec.timeout_s, workspace=str(workspace), archive=archive,
+        timeout_s=spec.timeout_s, workspace=str(workspace), files=files,
         python_bin=str(Path(sys.executable).parent), fetch=[(uri, str(path)) for uri, path in spec.fetch],
-        datasets=list(spec.datasets), mounter=spec.mounter,
+        datasets=list(spec.datasets), mounter=spec.mounter, python_task=spec.python_task,
     )
     started = time.monotonic()
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -313,8 +315,12 @@ def run_on_cluster(
     if finished is None:
         error = "cancelled" if cancel.is_set() else f"{where} ended the task without saying how"
         return ProcessResult(exit_code=-1, seconds=time.monotonic() - started, error=error)
-    if finished.archive:  # none when the node could not even prepare the task
-        unpack(finished.archive, workspace)
+    try:
+        write(finished.files, workspace)  # none when the node could not even prepare the task
+    except (WorkspaceCopyError, OSError) as exc:
+        return ProcessResult(
+            exit_code=-1, seconds=finished.seconds, error=f"{where} sent back a workspace that cannot be written: {exc}"
+        )
     return ProcessResult(exit_code=finished.exit_code, seconds=finished.seconds, error=finished.error)
 
 
@@ -342,13 +348,16 @@ class RayRunner:
     fetches_inputs = True  # the node downloads a task's remote inputs from the pipeline root itself
     mounts_datasets = True  # the node mounts a task's datasets through its own cache (ProcessSpec.datasets)
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, fork_server: bool = True) -> None:
         self.address = address
+        self.fork_server = fork_server  # False (MILLPOND_FORK_SERVER=0): every task starts its own process there too
         connect(address)
 
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
         if spec.workspace is None:
             return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: the task has no workspace")
+        if not self.fork_server:
+            spec = dataclasses.replace(spec, python_task=None)
         return run_on_cluster(spec, cancel, ray_resources(spec.demand), spec.workspace)
 
     def close(self) -> None:

@@ -1,13 +1,16 @@
 """The node side of cluster mode: what a Ray task runs on whichever node Ray placed it.
 
 The engine ships a task's *workspace* — the folder holding its work dir, staged inputs and
-output folders, as a tar archive — and a process description whose paths name the engine's
-own folders. Here, on the node, the workspace is unpacked under the node's own folder
+output folders, as a list of entries (``runners.workspace_copy``) — and a process description
+whose paths name the engine's own folders. Here, on the node, the workspace is written under the node's own folder
 (``MILLPOND_NODE_DIR``, else ``$TMPDIR/millpond-node``), every engine path is rewritten to its
 node twin (the workspace, and the engine's interpreter folder to this node's), and the process
-runs through the same ``LocalRunner`` as locally (its sandbox, watchdog and guardian). Its log
+runs through the same runner as locally (its sandbox, watchdog and guardian): a lightweight
+Python task forks from a warm server that this Ray worker keeps for the tasks after it (Ray
+reuses a worker for many tasks, so most pay ~2 ms to start, not an interpreter and kfp's
+import), anything else starts its own process. Its log
 goes to a node-local file that this generator yields in chunks while the process runs; the
-last item is the exit and the workspace, packed again, so the engine reads outputs exactly as
+last item is the exit and the workspace, copied again, so the engine reads outputs exactly as
 it does for a local task. Nothing here assumes the node shares a filesystem with the engine.
 
 Datasets the process sees (``NodeTask.datasets``) are mounted here, before it starts, by the
@@ -24,12 +27,10 @@ when this does not end the task within a grace period.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import socket
 import sys
-import tarfile
 import tempfile
 import threading
 import uuid
@@ -41,7 +42,8 @@ from typing import Any
 
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind, DatasetBind, Mounter, ProcessResult, ProcessSpec
-from millpond.runners.local import LocalRunner
+from millpond.runners.pool import PoolRunner
+from millpond.runners.workspace_copy import Workspace, copy_of, write
 
 NODE_DIR_VAR = "MILLPOND_NODE_DIR"
 NODE_ID_VAR = "MILLPOND_RAY_NODE_ID"  # set in each task's environment: Ray's id of the node it runs on
@@ -59,12 +61,13 @@ class NodeTask:
     cwd: str
     binds: list[tuple[str, str, bool]]
     timeout_s: float | None
-    workspace: str  # the engine's folder that the archive holds
-    archive: bytes  # tar of that folder
+    workspace: str  # the engine's folder that ``files`` copies
+    files: Workspace  # that folder's entries
     python_bin: str  # the engine's interpreter folder, replaced by this node's
     fetch: list[tuple[str, str]] = field(default_factory=list)  # (URI, engine path): downloaded here first
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted here, through this node's cache
     mounter: Mounter | None = None  # how (datasets.node_mounts.mount_all, pickled by reference)
+    python_task: tuple[str, list[str]] | None = None  # kfp's executor program: may fork from a warm server
 
 
 @dataclass
@@ -79,27 +82,13 @@ class NodeFinished:
     exit_code: int
     seconds: float
     error: str | None
-    archive: bytes  # the workspace after the process, packed
+    files: Workspace  # the workspace after the process
 
 
 def node_dir() -> Path:
     """This node's millpond folder: where task workspaces and logs live while they run."""
     configured = os.environ.get(NODE_DIR_VAR)
     return Path(configured) if configured else Path(tempfile.gettempdir()) / "millpond-node"
-
-
-def pack(folder: Path) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        archive.add(str(folder), arcname=".")
-    return buffer.getvalue()
-
-
-def unpack(data: bytes, folder: Path) -> None:
-    """Unpack ``data`` into ``folder``; members that would land outside it (links, ``..``) are refused."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as archive:
-        archive.extractall(str(folder), filter="data")
 
 
 def _rewrite(text: str, mapping: list[tuple[str, str]]) -> str:
@@ -117,6 +106,18 @@ def _current_node_id() -> str:
         return ""
 
 
+_runner: PoolRunner | None = None
+
+
+def _worker_runner() -> PoolRunner:
+    """This Ray worker's runner, kept for its later tasks: its fork server stays warm between them
+    (it dies with the worker: it watches its parent, and its tasks have the kernel's death signal)."""
+    global _runner
+    if _runner is None:
+        _runner = PoolRunner()
+    return _runner
+
+
 def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
     """Run ``task`` here: first where it runs, then log chunks as they come, then how it ended."""
     base = node_dir()
@@ -126,7 +127,7 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     releases: list[Callable[[], None]] = []  # the task's dataset mounts, let go of when it ends
     try:
-        unpack(task.archive, workspace)
+        write(task.files, workspace)
         here_bin = str(Path(sys.executable).parent)
         mapping = [(task.workspace.rstrip("/"), str(workspace)), (task.python_bin.rstrip("/"), here_bin)]
         binds = []
@@ -146,6 +147,7 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
             log_path=log_path,
             binds=binds,
             timeout_s=task.timeout_s,
+            python_task=_rewrite_program(task.python_task, mapping),
         )
         log_path.touch()
         yield NodeStarted(node_id=node_id, host=socket.gethostname(), node_dir=str(base))
@@ -153,13 +155,13 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
             _fetch(task, mapping)
             spec.binds.extend(_mount(task, node_id, base, f"Ray task {key}", releases))
         except MillpondError as exc:  # the root unreachable, access denied: the attempt fails with this line
-            yield NodeFinished(exit_code=-1, seconds=0.0, error=str(exc), archive=b"")
+            yield NodeFinished(exit_code=-1, seconds=0.0, error=str(exc), files=[])
             return
         outcome: list[ProcessResult] = []
         cancel = threading.Event()  # set when Ray delivers a cancel (KeyboardInterrupt, below)
 
         def run() -> None:
-            outcome.append(LocalRunner().run(spec, cancel))
+            outcome.append(_worker_runner().run(spec, cancel))
 
         thread = threading.Thread(target=run, name="millpond-node-task", daemon=True)
         thread.start()
@@ -177,7 +179,7 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
                     break
         result = outcome[0] if outcome else ProcessResult(exit_code=-1, seconds=0.0, error="the node's runner failed")
         finished = NodeFinished(
-            exit_code=result.exit_code, seconds=result.seconds, error=result.error, archive=pack(workspace)
+            exit_code=result.exit_code, seconds=result.seconds, error=result.error, files=copy_of(workspace)
         )
         # Clean up before the last yield: once the engine holds the result, the node keeps nothing
         # of the task (a consumer need not drain the generator for the ``finally`` to run).
@@ -185,6 +187,16 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         yield finished
     finally:
         _clean_up(task, base, workspace, log_path, releases)
+
+
+def _rewrite_program(
+    program: tuple[str, list[str]] | None, mapping: list[tuple[str, str]]
+) -> tuple[str, list[str]] | None:
+    """kfp's executor program with the engine's paths in its arguments (the executor input) made this node's."""
+    if program is None:
+        return None
+    source, args = program
+    return source, [_rewrite(arg, mapping) for arg in args]
 
 
 def _clean_up(task: NodeTask, base: Path, workspace: Path, log_path: Path, releases: list[Callable[[], None]]) -> None:
