@@ -75,6 +75,36 @@ def is_running(pid: int | None, ticks: str | None) -> bool:
     return state not in ("Z", "X")
 
 
+def _members(field: int, value: int, running_only: bool) -> list[int]:
+    """Processes whose ``/proc/PID/stat`` field (after the command: 1 ppid, 2 pgrp, 3 session) is ``value``."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after the command: state ppid pgrp session ...
+        if len(fields) > field and fields[field] == str(value) and not (running_only and fields[0] in ("Z", "X")):
+            members.append(int(entry))
+    return members
+
+
+def session_members(sid: int) -> list[int]:
+    """Every process whose session is ``sid`` (from ``/proc``): an instance's whole tree, whatever its groups.
+
+    mpirun puts each rank in a process group of its own, so signalling the launcher's group
+    misses them; they all stay in the session the instance was started in.
+    """
+    return _members(3, sid, running_only=False)
+
+
+def running_group_members(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that still run (zombies, already dead, left out)."""
+    return _members(2, pgid, running_only=True)
+
+
 def signal_process(pid: int | None, ticks: str | None, signum: int = signal.SIGTERM) -> bool:
     """Send ``signum`` to ``pid`` if it is still the recorded, running process; True if it was sent.
 

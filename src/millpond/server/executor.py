@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from millpond.errors import NotFoundError
 from millpond.pipelines.cancellation import CANCELING, record_cancelled
 from millpond.runners.processes import is_alive, is_running, signal_process
 from millpond.settings import Settings
@@ -99,8 +100,11 @@ class RunExecutor:
                 if time.monotonic() > deadline:
                     return  # someone else's engine that will not stop: leave its record to it
                 time.sleep(0.2)
-        if self.journal.get_run(run_id).state not in FINAL_STATES:
-            record_cancelled(self.journal, run_id, "terminated")
+        try:
+            if self.journal.get_run(run_id).state not in FINAL_STATES:
+                record_cancelled(self.journal, run_id, "terminated")
+        except NotFoundError:
+            return  # the run was deleted meanwhile (a retry replaces it): nothing is left to record
 
     def resume_in_flight(self) -> None:
         """At server start: start or resume the runs left PENDING or RUNNING with no engine alive.

@@ -26,7 +26,7 @@ from typing import IO, Protocol
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
 from millpond.runners.environment import inherited_environment
-from millpond.runners.processes import start_ticks
+from millpond.runners.processes import session_members, start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, sandbox_problem, wrap
 from millpond.training.launch import Planned
 
@@ -113,26 +113,6 @@ def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     ranks[target] = files.enter_context(open(target, "ab", buffering=0))
                 ranks[target].write(text)
-
-
-def session_members(sid: int) -> list[int]:
-    """Every process whose session is ``sid`` (from ``/proc``): an instance's whole tree, whatever its groups.
-
-    mpirun puts each rank in a process group of its own, so signalling the launcher's group
-    misses them; they all stay in the session the instance was started in.
-    """
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after the command: state ppid pgrp session ...
-        if len(fields) > 3 and fields[3] == str(sid):
-            members.append(int(entry))
-    return members
 
 
 def _signal_session(sid: int, signum: int) -> None:

@@ -32,11 +32,13 @@ from typing import NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from millpond.runners.processes import running_group_members
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import Resource, ResourceStore
 
 WAKE_S = 1.0  # the longest a sleeping or working operation goes without looking
 POLL_S = 0.05  # how often a waiting deleter tries the lock
+GROUP_GONE_S = 5.0  # the longest an ending operation waits for its SIGKILLed scripts to be gone
 UNREACHABLE_S = 600.0  # a database server silent this long is taken as gone (a restart takes less)
 _NO_SUCH_DATABASE = "3D000"  # PostgreSQL's SQLSTATE for a database that does not exist (dropped)
 
@@ -143,11 +145,28 @@ class Lifeline:
 
 
 def _end(resource: Resource, reason: str) -> NoReturn:
-    """Say why in the operation's log, then end this process and what it started (its group)."""
+    """Say why in the operation's log, then end what this process started (its group), then itself.
+
+    The rest of the group is killed and seen gone *before* this process exits, as its exit frees
+    the operation's lock: a deleter that gets the lock then knows nothing of the work still runs
+    (a SIGKILL to the whole group at once let the lock go while a script was still dying).
+    """
     print(f"{resource.kind} {resource.name}: stopped: {reason}", file=sys.stderr, flush=True)
     if os.getpgid(0) == os.getpid():  # the group leader ``start`` made: its children are ours
-        os.killpg(os.getpid(), signal.SIGKILL)
+        _kill_the_rest_of_the_group(os.getpid())
     os._exit(1)
+
+
+def _kill_the_rest_of_the_group(pgid: int) -> None:
+    deadline = time.monotonic() + GROUP_GONE_S
+    while time.monotonic() < deadline:
+        others = [pid for pid in running_group_members(pgid) if pid != os.getpid()]
+        if not others:
+            return
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
 
 
 def wait_until_idle(settings: Settings, kind: str, name: str, namespace: str, timeout: float) -> bool:
