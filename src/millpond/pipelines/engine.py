@@ -135,7 +135,7 @@ class Engine:
         self.budget: Budget | ClusterBudget = Budget(settings)  # the home's ledger: shared with other runs and jobs
         parallel = max_parallel or settings.max_parallel
         if runner is None and settings.ray_address:  # cluster mode: tasks are Ray tasks; Ray places and queues
-            runner = RayRunner(settings.ray_address)
+            runner = RayRunner(settings.ray_address, settings.shared_roots)
             self.budget = ClusterBudget()
             parallel = max(parallel, cluster_cpus())
         self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)
@@ -527,6 +527,7 @@ class Engine:
         request.extra_env.update(platform.env)
         request.extra_binds.extend(platform.binds)
         request.datasets = list(platform.dataset_binds)
+        request.carried = list(platform.scratch)  # its secret, config-map and empty-dir folders
         request.timeout_s = platform.timeout_s
         if platform.notes:
             with open(log_path, "a", encoding="utf-8") as log:
@@ -586,6 +587,7 @@ class Engine:
                 name=f"{self.context['pipeline_job_resource_name']}-{node.name}"[:63], uid=node.record_id or ""
             ),
             remote=bool(getattr(self.runner, "mounts_datasets", False)),
+            volumes_shared=self.settings.is_shared(self.settings.volumes_dir),
         )
 
     def _submit(

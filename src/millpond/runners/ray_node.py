@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.errors import MillpondError
-from millpond.runners.base import Bind, DatasetBind, Mounter, ProcessResult, ProcessSpec
+from millpond.runners.base import Bind, DatasetBind, Mounter, Packages, ProcessResult, ProcessSpec
 from millpond.runners.local import LocalRunner
 
 NODE_DIR_VAR = "MILLPOND_NODE_DIR"
@@ -65,6 +65,8 @@ class NodeTask:
     fetch: list[tuple[str, str]] = field(default_factory=list)  # (URI, engine path): downloaded here first
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted here, through this node's cache
     mounter: Mounter | None = None  # how (datasets.node_mounts.mount_all, pickled by reference)
+    carried: list[tuple[str, bytes]] = field(default_factory=list)  # (engine folder, archive): ray_carry
+    packages: Packages | None = None  # packages_to_install: this node's cached venv (ray_venv)
 
 
 @dataclass
@@ -129,6 +131,12 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         unpack(task.archive, workspace)
         here_bin = str(Path(sys.executable).parent)
         mapping = [(task.workspace.rstrip("/"), str(workspace)), (task.python_bin.rstrip("/"), here_bin)]
+        if task.carried:  # its secret, config-map and empty-dir folders: here only while it runs
+            from millpond.runners.ray_carry import remove_carried, unpack_carried
+
+            carried, made = unpack_carried(task.carried, base, key)
+            releases.append(lambda: remove_carried(made))
+            mapping = carried + mapping
         binds = []
         for source, target, read_only in task.binds:
             mapped = _rewrite(source, mapping)
@@ -159,6 +167,13 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         cancel = threading.Event()  # set when Ray delivers a cancel (KeyboardInterrupt, below)
 
         def run() -> None:
+            from millpond.runners.ray_venv import put_venv_on_path
+
+            try:
+                put_venv_on_path(task.packages, spec, base, cancel)  # packages_to_install: this node's venv
+            except MillpondError as exc:  # the install failed or was cancelled: the attempt fails with it
+                outcome.append(ProcessResult(exit_code=-1, seconds=0.0, error=str(exc)))
+                return
             outcome.append(LocalRunner().run(spec, cancel))
 
         thread = threading.Thread(target=run, name="millpond-node-task", daemon=True)
