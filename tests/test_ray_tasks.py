@@ -23,7 +23,7 @@ pytest.importorskip("ray")
 from kfp import dsl, kubernetes
 
 from millpond.runners.sandbox import sandbox_problem
-from tests.pipelines.platform_volumes import platform_volumes
+from tests.pipelines.platform_volumes import platform_existing_volume, platform_volumes
 from tests.ray_cluster import RayCluster
 from tests.s3_server import S3Server
 from tests.test_ray_pipelines import MILLPOND, _env, millpond
@@ -228,6 +228,16 @@ def test_a_pvc_volume_and_the_run_workspace_are_refused_unless_the_home_is_share
         assert line.startswith("error: ") and "\n" not in line and words in line, line
         assert "MILLPOND_SHARED_ROOTS" in line
     assert json.loads(millpond(["runs", "list", "-o", "json"], home).stdout) == []
+    # A volume named only at run time (a pipeline parameter) fails its task with the same reason.
+    (home / "volumes" / "my-data").mkdir(parents=True)
+    proc = _run(platform_existing_volume, ray_cluster, s3_server, tmp_path)
+    run = run_json(proc)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert task(run, "read")["error"] == (
+        f"pvcMount at /from-pvc: volume 'my-data' is a folder of this machine ({home / 'volumes'}) that the Ray "
+        f"nodes do not reach: mount a dataset instead, or declare {home / 'volumes'} shared (the same folder on "
+        "every node) with MILLPOND_SHARED_ROOTS"
+    )
     # This machine's folders are every node's here: declaring the home shared is true.
     shared = {"MILLPOND_SHARED_ROOTS": str(home)}
     proc = _run(with_workspace, ray_cluster, s3_server, tmp_path, **shared)

@@ -34,6 +34,7 @@ _KFP_OWN = ("kfp", "typing-extensions", "typing_extensions")
 _OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host", "-f", "--find-links"}
 _PASSED_ON = {"--index-url", "-i", "--extra-index-url", "-f", "--find-links"}
 _POLL_S = 0.2
+READY = ".millpond-ready"  # written in a venv once it is complete
 
 
 class EnvironmentError_(TaskFailure):
@@ -144,7 +145,7 @@ def ensure_venv(
     process's when None): its pip and uv index settings apply, as they would to kfp's ``pip install``.
     """
     venv = venvs_dir / venv_key(prelude)
-    ready = venv / ".millpond-ready"
+    ready = venv / READY
     if ready.exists():
         return venv, False
     venvs_dir.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from millpond.runners.base import Packages, ProcessSpec
-from millpond.runners.python_env import Prelude, ensure_venv
+from millpond.runners.python_env import READY, Prelude, ensure_venv, venv_key
 
 INSTALLER_PREFIXES = ("PIP_", "UV_")
 
@@ -39,11 +39,15 @@ def put_venv_on_path(packages: Packages | None, spec: ProcessSpec, base: Path, c
     env.update({k: v for k, v in spec.env.items() if k.startswith(INSTALLER_PREFIXES)})
     started = time.monotonic()
     prelude = Prelude(requirements=packages.requirements, index_options=packages.index_options, program=[])
+    was_ready = (base / "venvs" / venv_key(prelude) / READY).exists()
     venv, built = ensure_venv(prelude, base / "venvs", cancel, env)
+    seconds = time.monotonic() - started
     if built:
-        _log(spec, f"built the venv {venv.name} in {time.monotonic() - started:.1f} s")
-    else:
+        _log(spec, f"built the venv {venv.name} in {seconds:.1f} s")
+    elif was_ready:
         _log(spec, f"reusing the venv {venv.name} (cached on this node)")
+    else:
+        _log(spec, f"reusing the venv {venv.name} (built meanwhile by another task here: waited {seconds:.1f} s)")
     spec.env["PATH"] = f"{venv / 'bin'}{os.pathsep}{spec.env.get('PATH', '')}"
 
 
