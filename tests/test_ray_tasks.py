@@ -12,6 +12,8 @@ import base64
 import hashlib
 import json
 import subprocess
+import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -158,6 +160,54 @@ def _texts(*folders: Path) -> str:
 
 
 # --- tests ------------------------------------------------------------------------------------
+NODE_BUILD = """
+import sys, threading
+from pathlib import Path
+from millpond.runners.base import Packages, ProcessSpec
+from millpond.runners.ray_venv import put_venv_on_path
+
+base, index, log = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+spec = ProcessSpec(argv=[], env={"PATH": "/usr/bin"}, cwd=base, log_path=log)
+put_venv_on_path(Packages(("mp-probe",), ("--index-url", index)), spec, base, threading.Event())
+print(spec.env["PATH"].split(":")[0])
+"""
+
+
+def test_two_tasks_building_the_same_venv_on_one_node_at_once_take_turns(tmp_path: Path) -> None:
+    """What two Ray workers of one node do for two tasks at once, as two processes; both are held at
+    the venv's lock until each has begun, so they truly overlap: one builds, the other reuses."""
+    from filelock import FileLock
+
+    from millpond.runners.python_env import Prelude, venv_key
+
+    index = package_index(tmp_path / "index", "mp-probe")
+    base = tmp_path / "node"
+    (base / "venvs").mkdir(parents=True)
+    key = venv_key(Prelude(("mp-probe",), ("--index-url", index), []))
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    with FileLock(str(base / "venvs" / key) + ".lock"):
+        workers = [
+            subprocess.Popen([sys.executable, "-c", NODE_BUILD, str(base), index, str(log)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+            for log in logs
+        ]
+        deadline = time.monotonic() + 60
+        while not all(log.exists() for log in logs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # each has looked for a ready venv (none) and is waiting for the lock
+    outputs = [worker.communicate(timeout=60) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), outputs
+    bins = {out.strip() for out, _ in outputs}
+    assert bins == {str(base / "venvs" / key / "bin")}
+    said = sorted(log.read_text().splitlines()[-1].split(" (")[0].split(" in ")[0] for log in logs)
+    assert said == [f"[millpond] built the venv {key}", f"[millpond] reusing the venv {key}"], said
+    assert "built meanwhile by another task here" in "".join(log.read_text() for log in logs)
+    probe_value = subprocess.run(
+        [f"{bins.pop()}/python", "-c", "import mp_probe; print(mp_probe.VALUE)"], capture_output=True, text=True
+    )
+    assert probe_value.stdout.strip() == "mp-probe from the test index", probe_value.stderr
+
+
 def test_packages_to_install_build_one_venv_on_the_node_with_the_engines_index_settings(
     ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path
 ) -> None:
