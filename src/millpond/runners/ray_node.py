@@ -42,6 +42,7 @@ from typing import Any
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind, DatasetBind, Mounter, Packages, ProcessResult, ProcessSpec
 from millpond.runners.local import LocalRunner
+from millpond.runners.ray_venv import put_venv_on_path
 
 NODE_DIR_VAR = "MILLPOND_NODE_DIR"
 NODE_ID_VAR = "MILLPOND_RAY_NODE_ID"  # set in each task's environment: Ray's id of the node it runs on
@@ -132,7 +133,7 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         here_bin = str(Path(sys.executable).parent)
         mapping = [(task.workspace.rstrip("/"), str(workspace)), (task.python_bin.rstrip("/"), here_bin)]
         if task.carried:  # its secret, config-map and empty-dir folders: here only while it runs
-            from millpond.runners.ray_carry import remove_carried, unpack_carried
+            from millpond.runners.ray_carry import remove_carried, unpack_carried  # it uses pack/unpack of this module
 
             carried, made = unpack_carried(task.carried, base, key)
             releases.append(lambda: remove_carried(made))
@@ -167,8 +168,6 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         cancel = threading.Event()  # set when Ray delivers a cancel (KeyboardInterrupt, below)
 
         def run() -> None:
-            from millpond.runners.ray_venv import put_venv_on_path
-
             try:
                 put_venv_on_path(task.packages, spec, base, cancel)  # packages_to_install: this node's venv
             except MillpondError as exc:  # the install failed or was cancelled: the attempt fails with it
