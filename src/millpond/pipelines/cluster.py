@@ -96,8 +96,14 @@ def check_shared_folders(settings: Settings, spec: dict[str, Any], platform_spec
         for entry in config.get("pvcMount") or []:
             volume = _engine_volume(settings, spec, entry)
             if volume is not None:
-                target = str(entry.get("mountPath") or "")
-                raise SharedFolderError(f"executor {label}: {volume_not_shared(target, volume, settings.volumes_dir)}")
+                target = _printable(str(entry.get("mountPath") or ""))
+                problem = volume_not_shared(target, volume, settings.volumes_dir)
+                raise SharedFolderError(f"executor {_printable(label)}: {problem}")
+
+
+def _printable(text: str) -> str:
+    """``text`` as it is, or quoted when it holds a line break or other control character (one line)."""
+    return text if text.isprintable() else repr(text)
 
 
 class SharedFolderError(UserError):
@@ -113,7 +119,7 @@ def _engine_volume(settings: Settings, spec: dict[str, Any], entry: dict[str, An
         return None if read_manifest(settings, "Dataset", name) is not None else f"volume {name!r}"
     producer = (binding.get("taskOutputParameter") or entry.get("taskOutputParameter") or {}).get("producerTask")
     if producer and _creates_pvc(spec, str(producer)):
-        return f"the volume that task {producer} (CreatePVC) makes"
+        return f"the volume that task {_printable(str(producer))} (CreatePVC) makes"
     return None
 
 
