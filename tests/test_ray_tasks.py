@@ -221,7 +221,8 @@ def test_packages_to_install_build_one_venv_on_the_node_with_the_engines_index_s
     def packages():
         for _ in range(2):  # at once, on node c (the only one with 3 GB free twice): one builds, one waits
             from_component(module="mp_probe").set_memory_limit("3G").set_cpu_limit("0.5")
-        from_environment(module="mp_probe_env")  # found only through PIP_INDEX_URL, the engine's
+        # found only through PIP_INDEX_URL, the engine's; on node b (its T4)
+        from_environment(module="mp_probe_env").set_accelerator_type("T4").set_accelerator_limit(1)
 
     # The nodes were started without this variable: only the engine's environment has it.
     proc = _run(packages, ray_cluster, s3_server, tmp_path, PIP_INDEX_URL=index)
@@ -238,8 +239,25 @@ def test_packages_to_install_build_one_venv_on_the_node_with_the_engines_index_s
     assert sorted("built the venv" in log for _, log in on_c) == [False, True], done
     assert sorted("reusing the venv" in log for _, log in on_c) == [False, True], done
     env_made = [out for out, _ in done if out["value"] == "mp-probe-env from the test index"]
-    assert len(env_made) == 1 and "/venvs/" in env_made[0]["file"]
+    node_b = ray_cluster.nodes["b"]
+    assert len(env_made) == 1 and env_made[0]["node"] == node_b.node_id
+    assert Path(env_made[0]["file"]).is_relative_to(node_b.node_dir / "venvs")
     assert not (tmp_path / "home" / "venvs").exists()  # nothing built on the engine's machine
+
+    # A package the index does not have: the attempt fails with the installer's one line, and the
+    # node keeps no half-built venv.
+    missing = dsl.component(probe, base_image="python:3.11", packages_to_install=["mp-missing"], pip_index_urls=[index])
+
+    @dsl.pipeline(name="ray-missing-package")
+    def missing_package():
+        missing(module="mp_missing").set_memory_limit("3G")  # node c
+
+    proc = _run(missing_package, ray_cluster, s3_server, tmp_path)
+    run = run_json(proc)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    error = run["tasks"][0]["error"]
+    assert error.startswith("could not install packages_to_install (mp-missing): ") and "\n" not in error, error
+    assert sorted(path.name for path in venvs.iterdir() if path.is_dir()) == [Path(on_c[0][0]["file"]).parents[3].name]
 
 
 def test_secrets_config_maps_and_empty_dirs_reach_the_task_on_its_node_and_leave_with_it(
