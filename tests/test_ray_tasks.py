@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("ray")
 
 from kfp import dsl, kubernetes
+from kfp.dsl import Dataset, Input
 
 from millpond.runners.sandbox import sandbox_problem
 from tests.pipelines.platform_volumes import platform_existing_volume, platform_volumes
@@ -137,15 +138,32 @@ def with_workspace(text: str = "left in the workspace"):
     read_workspace().after(writer).set_memory_limit("4G")  # node c
 
 
+# --- a file of the engine's machine, imported ----------------------------------------------------
+@dsl.component(base_image="python:3.11")
+def read_imported(data: Input[Dataset]) -> str:
+    with open(data.path) as source:
+        return source.read()
+
+
+@dsl.pipeline(name="ray-local-import")
+def local_import():
+    read_imported(data=dsl.importer(artifact_uri="/etc/hostname", artifact_class=Dataset).output)
+
+
+@dsl.pipeline(name="ray-local-import-at-run-time")
+def local_import_at_run_time(uri: str):
+    read_imported(data=dsl.importer(artifact_uri=uri, artifact_class=Dataset).output)
+
+
 # --- helpers ----------------------------------------------------------------------------------
 def _run(
-    pipeline: Any, cluster: RayCluster, server: S3Server, tmp_path: Path, **env: str
+    pipeline: Any, cluster: RayCluster, server: S3Server, tmp_path: Path, *args: str, **env: str
 ) -> "subprocess.CompletedProcess[str]":
-    """`millpond run --ray` of ``pipeline``, root on S3, with ``env`` added to the usual environment."""
+    """`millpond run --ray` of ``pipeline``, root on S3, with ``args`` and ``env`` added to the usual."""
     root = f"s3://{server.create_bucket()}/runs"
     return subprocess.run(
         [MILLPOND, "run", str(compile_pipeline(pipeline, tmp_path)), "--ray", cluster.address, "--pipeline-root",
-         root, "-o", "json"],
+         root, "-o", "json", *args],
         env={**_env(tmp_path / "home", server), **env}, capture_output=True, text=True, stdin=subprocess.DEVNULL,
         timeout=240,
     )
@@ -284,19 +302,29 @@ def test_secrets_config_maps_and_empty_dirs_reach_the_task_on_its_node_and_leave
     assert SECRET_VALUE not in _texts(home, *(n.node_dir for n in ray_cluster.nodes.values()))
 
 
-def test_a_pvc_volume_and_the_run_workspace_are_refused_unless_the_home_is_shared_then_shared_by_the_nodes(
+def test_a_pvc_volume_the_run_workspace_and_a_local_import_are_refused_unless_shared_then_shared_by_the_nodes(
     ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
     made_by_task = "exec-read: pvcMount at /from-pvc: the volume that task createpvc (CreatePVC) makes"
-    for pipeline, words in ((with_workspace, "the pipeline's workspace"), (platform_volumes, made_by_task)):
+    imported = "exec-importer: importer: /etc/hostname is a file of this machine that the Ray nodes do not reach"
+    for pipeline, words in (
+        (with_workspace, "the pipeline's workspace"), (platform_volumes, made_by_task), (local_import, imported)
+    ):
         refused = _run(pipeline, ray_cluster, s3_server, tmp_path)
         assert refused.returncode == 2, refused.stdout + refused.stderr
         line = refused.stderr.strip()
         assert line.startswith("error: ") and "\n" not in line and words in line, line
         assert "MILLPOND_SHARED_ROOTS" in line
     assert json.loads(millpond(["runs", "list", "-o", "json"], home).stdout) == []
-    # A volume named only at run time (a pipeline parameter) fails its task with the same reason.
+    # A file or a volume named only at run time (a pipeline parameter) fails its task with the same reason.
+    proc = _run(local_import_at_run_time, ray_cluster, s3_server, tmp_path, "-p", "uri=/etc/hostname")
+    run = run_json(proc)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert task(run, "importer")["error"] == (
+        f"{imported.removeprefix('exec-importer: ')}: in cluster mode import it from s3:// (where the pipeline root "
+        "is) or from a folder declared shared with MILLPOND_SHARED_ROOTS"
+    )
     (home / "volumes" / "my-data").mkdir(parents=True)
     proc = _run(platform_existing_volume, ray_cluster, s3_server, tmp_path)
     run = run_json(proc)

@@ -75,8 +75,9 @@ def check_cluster(
 
 def check_shared_folders(settings: Settings, spec: dict[str, Any], platform_spec: dict[str, Any] | None) -> None:
     """Folders of this machine that tasks of the run share, refused unless every node has them
-    (MILLPOND_SHARED_ROOTS): kfp's pipeline workspace, and PVCs that are volume folders (a
-    dataset's PVC is mounted on the node; a name known only at run time fails its task instead).
+    (MILLPOND_SHARED_ROOTS): kfp's pipeline workspace, an importer's local file, and PVCs that are
+    volume folders (a dataset's PVC is mounted on the node; a name or URI known only at run time
+    fails its task instead).
 
     Neither is carried to the node as a task's private folders are: what one task writes there
     another reads, while both may run at once on different nodes (and a workspace is sized in GiB).
@@ -89,6 +90,11 @@ def check_shared_folders(settings: Settings, spec: dict[str, Any], platform_spec
             f"({workspaces}) that the run's tasks share: in cluster mode declare it shared (the same folder on "
             "every Ray node) with MILLPOND_SHARED_ROOTS, or pass files between tasks as artifacts"
         )
+    for label, executor in sorted(spec.get("deploymentSpec", {}).get("executors", {}).items()):
+        constant = (executor.get("importer") or {}).get("artifactUri", {}).get("constant")
+        problem = unshared_file(str(constant), settings) if constant is not None else None
+        if problem:
+            raise SharedFolderError(f"executor {_printable(label)}: {problem}")
     if settings.is_shared(settings.volumes_dir):
         return
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
@@ -99,6 +105,17 @@ def check_shared_folders(settings: Settings, spec: dict[str, Any], platform_spec
                 target = _printable(str(entry.get("mountPath") or ""))
                 problem = volume_not_shared(target, volume, settings.volumes_dir)
                 raise SharedFolderError(f"executor {_printable(label)}: {problem}")
+
+
+def unshared_file(uri: str, settings: Settings) -> str | None:
+    """Why the Ray nodes cannot read the imported artifact ``uri`` (a path of this machine), or None."""
+    if "://" in uri or settings.is_shared(Path(uri)):
+        return None  # a store every node reaches (s3://, …), or one the importer itself refuses
+    return (
+        f"importer: {_printable(uri)} is a file of this machine that the Ray nodes do not reach: in cluster "
+        "mode import it from s3:// (where the pipeline root is) or from a folder declared shared with "
+        "MILLPOND_SHARED_ROOTS"
+    )
 
 
 def _printable(text: str) -> str:

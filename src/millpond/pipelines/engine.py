@@ -25,7 +25,7 @@ from millpond.errors import MillpondError
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
 from millpond.pipelines.cancellation import CANCELING, close_tasks
-from millpond.pipelines.cluster import ClusterBudget, demand
+from millpond.pipelines.cluster import ClusterBudget, demand, unshared_file
 from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
     CANCELED,
@@ -39,7 +39,7 @@ from millpond.pipelines.graph import (
     Outputs,
     Scope,
 )
-from millpond.pipelines.importer import run_importer
+from millpond.pipelines.importer import importer_uri, run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
 from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, builtin_task, prepare_platform
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
@@ -683,6 +683,10 @@ class Engine:
         self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None
     ) -> TaskOutcome:
         try:
+            if self.settings.ray_address:  # the tasks reading it run on Ray nodes: a file here is not theirs
+                problem = unshared_file(importer_uri(importer, parameters), self.settings)
+                if problem:
+                    return TaskOutcome(succeeded=False, error=problem)
             outputs = run_importer(importer, component, parameters, workspace)
         except MillpondError as exc:
             return TaskOutcome(succeeded=False, error=str(exc))
