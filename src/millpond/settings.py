@@ -34,6 +34,10 @@ class Settings:
     # a pipeline root under one of them is allowed in cluster mode, as s3:// is
     shared_roots: tuple[str, ...] = ()
 
+    def is_shared(self, folder: Path) -> bool:
+        """Whether ``folder`` is under one of ``shared_roots``: the same folder on every Ray node."""
+        return under_shared_roots(folder, self.shared_roots)
+
     @property
     def database_url(self) -> str:
         url = os.environ.get("MILLPOND_DATABASE_URL")
@@ -59,6 +63,16 @@ class Settings:
     def volumes_dir(self) -> Path:
         """Named local volumes: what a PVC is on one machine."""
         return self.home / "volumes"
+
+
+def under_shared_roots(folder: Path, roots: tuple[str, ...]) -> bool:
+    """Whether ``folder`` is one of ``roots`` (MILLPOND_SHARED_ROOTS) or inside one."""
+    resolved = folder.resolve()
+    for root in roots:
+        base = Path(root).resolve()
+        if resolved == base or base in resolved.parents:
+            return True
+    return False
 
 
 def stored_settings(home: Path) -> dict[str, str]:

@@ -25,7 +25,7 @@ from millpond.errors import MillpondError
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
 from millpond.pipelines.cancellation import CANCELING, close_tasks
-from millpond.pipelines.cluster import ClusterBudget, demand
+from millpond.pipelines.cluster import ClusterBudget, demand, unshared_file
 from millpond.pipelines.conditions import ConditionError, condition_holds
 from millpond.pipelines.graph import (
     CANCELED,
@@ -39,7 +39,7 @@ from millpond.pipelines.graph import (
     Outputs,
     Scope,
 )
-from millpond.pipelines.importer import run_importer
+from millpond.pipelines.importer import importer_uri, run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
 from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, builtin_task, prepare_platform
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
@@ -135,7 +135,7 @@ class Engine:
         self.budget: Budget | ClusterBudget = Budget(settings)  # the home's ledger: shared with other runs and jobs
         parallel = max_parallel or settings.max_parallel
         if runner is None and settings.ray_address:  # cluster mode: tasks are Ray tasks; Ray places and queues
-            runner = RayRunner(settings.ray_address, fork_server=settings.fork_server)
+            runner = RayRunner(settings.ray_address, settings.shared_roots, fork_server=settings.fork_server)
             self.budget = ClusterBudget()
             parallel = max(parallel, cluster_cpus())
         self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)
@@ -527,6 +527,7 @@ class Engine:
         request.extra_env.update(platform.env)
         request.extra_binds.extend(platform.binds)
         request.datasets = list(platform.dataset_binds)
+        request.carried = list(platform.scratch)  # its secret, config-map and empty-dir folders
         request.timeout_s = platform.timeout_s
         if platform.notes:
             with open(log_path, "a", encoding="utf-8") as log:
@@ -586,6 +587,7 @@ class Engine:
                 name=f"{self.context['pipeline_job_resource_name']}-{node.name}"[:63], uid=node.record_id or ""
             ),
             remote=bool(getattr(self.runner, "mounts_datasets", False)),
+            volumes_shared=self.settings.is_shared(self.settings.volumes_dir),
         )
 
     def _submit(
@@ -681,6 +683,10 @@ class Engine:
         self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None
     ) -> TaskOutcome:
         try:
+            if self.settings.ray_address:  # the tasks reading it run on Ray nodes: a file here is not theirs
+                problem = unshared_file(importer_uri(importer, parameters), self.settings)
+                if problem:
+                    return TaskOutcome(succeeded=False, error=problem)
             outputs = run_importer(importer, component, parameters, workspace)
         except MillpondError as exc:
             return TaskOutcome(succeeded=False, error=str(exc))

@@ -17,19 +17,23 @@ from millpond.store.paths import contained_path
 UNREACHABLE = {"oci": "an OCI registry", "hf": "the Hugging Face hub"}
 
 
-def run_importer(
-    importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None
-) -> Outputs:
+def importer_uri(importer: dict[str, Any], parameters: dict[str, Any]) -> str:
+    """The URI the importer imports: its constant, or the value of its runtime parameter."""
     source = importer.get("artifactUri", {})
     if "constant" in source:
-        uri = str(source["constant"])
-    elif "runtimeParameter" in source:
+        return str(source["constant"])
+    if "runtimeParameter" in source:
         name = source["runtimeParameter"]
         if name not in parameters:
             raise TaskError(f"importer: input parameter {name!r} (the URI) has no value")
-        uri = str(parameters[name])
-    else:
-        raise TaskError("importer: no artifactUri")
+        return str(parameters[name])
+    raise TaskError("importer: no artifactUri")
+
+
+def run_importer(
+    importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None
+) -> Outputs:
+    uri = importer_uri(importer, parameters)
     scheme = uri.split("://", 1)[0] if "://" in uri else ""
     if scheme in UNREACHABLE:
         raise TaskError(f"importer: cannot import {uri}: {UNREACHABLE[scheme]} is not reachable from this machine")

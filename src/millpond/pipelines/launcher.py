@@ -24,7 +24,7 @@ from millpond.pipelines import ir
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
-from millpond.runners.base import Bind, DatasetBind, Demand, ProcessSpec, Runner
+from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessSpec, Runner
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.store.paths import check_segment, contained_path, contained_uri
@@ -54,6 +54,7 @@ class TaskRequest:
     on_start: Callable[[int | None], None] | None = None
     demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted where it runs (a Ray node)
+    carried: list[Path] = field(default_factory=list)  # per-task folders outside the workspace (secret files)
 
 
 @dataclass
@@ -149,10 +150,14 @@ class ContainerLauncher:
             )
         prelude = split_prelude(command)
         python_bin = Path(sys.executable).parent
+        packages = None
         if prelude is not None:
-            if prelude.requirements:
+            if prelude.requirements and getattr(self.runner, "installs_packages", False):
+                # a Ray node builds (or reuses) the venv in its own folder, keyed as here
+                packages = Packages(prelude.requirements, prelude.index_options)
+            elif prelude.requirements:
                 _log(request, f"installing packages_to_install into a cached venv: {' '.join(prelude.requirements)}")
-            python_bin = python_bin_dir(prelude, request.venvs_dir, cancel)
+                python_bin = python_bin_dir(prelude, request.venvs_dir, cancel)
             command = prelude.program
         argv = context.command_line(command + args)
 
@@ -172,6 +177,7 @@ class ContainerLauncher:
             python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
             demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
             datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
+            carried=list(request.carried), packages=packages,
         )
         if self.slots is None:
             result = self.runner.run(spec, cancel)

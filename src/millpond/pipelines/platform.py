@@ -105,16 +105,21 @@ def prepare_platform(
     scratch_dir: Path,
     pod: PodInfo,
     remote: bool = False,
+    volumes_shared: bool = False,
 ) -> TaskPlatform:
     """Turn one executor's KubernetesExecutorConfig into env, binds, metadata, timeout and notes.
 
     ``resolve(binding)`` gives the value of an IR parameter binding in the task's scope (None
     when its source has no value). Folders for volumes are made under ``scratch_dir``.
-    ``remote``: the task runs on a Ray node, which mounts its datasets itself (``dataset_binds``).
+    ``remote``: the task runs on a Ray node, which mounts its datasets itself (``dataset_binds``);
+    a PVC that is a folder of ``volumes_dir`` is refused there unless ``volumes_shared`` (the
+    folder is every node's: MILLPOND_SHARED_ROOTS).
     """
     platform = TaskPlatform()
     try:
-        _Builder(config or {}, resolve, configs, Path(volumes_dir), Path(scratch_dir), pod, platform, remote).build()
+        _Builder(
+            config or {}, resolve, configs, Path(volumes_dir), Path(scratch_dir), pod, platform, remote, volumes_shared
+        ).build()
     except BaseException:
         platform.cleanup()
         raise
@@ -131,6 +136,7 @@ class _Builder:
     pod: PodInfo
     out: TaskPlatform
     remote: bool = False
+    volumes_shared: bool = False
 
     def build(self) -> None:
         metadata = self.config.get("podMetadata") or {}
@@ -296,6 +302,8 @@ class _Builder:
             self._bind(_inside(folder, sub_path, "subPath") if sub_path else folder, target, read_only=read_only)
             return
         volume = _volume_folder(volumes_dir=self.volumes_dir, name=value)
+        if self.remote and not self.volumes_shared:
+            raise PlatformError(volume_not_shared(target, f"volume {value!r}", self.volumes_dir))
         if not volume.is_dir():
             raise PlatformError(
                 f"volume {value!r} not found "
@@ -360,6 +368,15 @@ class _Builder:
 # --- CreatePVC / DeletePVC ------------------------------------------------------------------
 
 
+def volume_not_shared(target: str, volume: str, volumes_dir: Path) -> str:
+    """Why a task on a Ray node cannot mount ``volume`` (a PVC: a folder of the engine's machine)."""
+    return (
+        f"pvcMount at {target}: {volume} is a folder of this machine ({volumes_dir}) that the Ray nodes "
+        f"do not reach: mount a dataset instead, or declare {volumes_dir} shared (the same folder on every node) "
+        "with MILLPOND_SHARED_ROOTS"
+    )
+
+
 def _volume_folder(volumes_dir: Path, name: str) -> Path:
     try:
         check_name("PVC", name)
@@ -382,6 +399,15 @@ def _dns_prefix(text: str) -> str:
     return cleaned[:200] or "run"
 
 
+def _without_tag(image: str) -> str:
+    return re.sub(r"(@.*|:[^/]*)$", "", image.strip())
+
+
+def is_create_pvc(image: str) -> bool:
+    """Whether ``image`` is kfp-kubernetes' CreatePVC stub (any tag or digest)."""
+    return _without_tag(image) == CREATE_PVC_IMAGE
+
+
 def builtin_task(image: str, parameters: dict[str, Any], volumes_dir: Path, run_name: str) -> dict[str, Any] | None:
     """Run a kfp-kubernetes CreatePVC/DeletePVC task here; its output parameters, or None for any other image.
 
@@ -389,7 +415,7 @@ def builtin_task(image: str, parameters: dict[str, Any], volumes_dir: Path, run_
     user) removes it. CreatePVC names it ``pvc_name``, or ``RUN_NAME-SUFFIX`` for
     ``pvc_name_suffix``, or a fresh UUID when neither is given — as the KFP driver does.
     """
-    base = re.sub(r"(@.*|:[^/]*)$", "", image.strip())  # without tag or digest
+    base = _without_tag(image)
     if base == CREATE_PVC_IMAGE:
         name = str(parameters.get("pvc_name") or "")
         suffix = str(parameters.get("pvc_name_suffix") or "")

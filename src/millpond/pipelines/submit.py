@@ -47,7 +47,7 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
     arguments = bind_arguments(request.pipeline.spec, request.texts, request.values, request.params_file)
     root = normalize_root(request.pipeline_root or str(settings.default_pipeline_root))
     if settings.ray_address:  # cluster mode: Ray answers, every node reaches the root, every request fits a node
-        check_cluster(settings, root, request.pipeline.spec)
+        check_cluster(settings, root, request.pipeline.spec, request.pipeline.platform_spec)
     missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
     if missing:
         problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)

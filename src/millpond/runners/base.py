@@ -53,6 +53,14 @@ class Demand:
     prefer_node: str | None = None  # a node holding the task's datasets' cache (datasets.placement): soft affinity
 
 
+@dataclass(frozen=True)
+class Packages:
+    """A component's ``packages_to_install`` and the index options it gave pip (``pip_index_urls``)."""
+
+    requirements: tuple[str, ...]
+    index_options: tuple[str, ...] = ()
+
+
 @dataclass
 class ProcessSpec:
     argv: list[str]
@@ -77,6 +85,13 @@ class ProcessSpec:
     # engine's own runs get them as ``binds`` of the engine's mounts); ``mounter`` mounts them there.
     datasets: list[DatasetBind] = field(default_factory=list)
     mounter: Mounter | None = None
+    # Folders of this machine outside ``workspace`` that the process needs a private copy of (its
+    # secret and config-map files, its empty dirs): a runner on another machine takes them there
+    # and brings nothing of them back.
+    carried: list[Path] = field(default_factory=list)
+    # packages_to_install, left for a runner that ``installs_packages`` to put in a venv where the
+    # process runs (others find the launcher's venv first on PATH already).
+    packages: Packages | None = None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ _KFP_OWN = ("kfp", "typing-extensions", "typing_extensions")
 _OPTIONS_WITH_VALUE = {"--index-url", "-i", "--extra-index-url", "--trusted-host", "-f", "--find-links"}
 _PASSED_ON = {"--index-url", "-i", "--extra-index-url", "-f", "--find-links"}
 _POLL_S = 0.2
+READY = ".millpond-ready"  # written in a venv once it is complete
 
 
 class EnvironmentError_(TaskFailure):
@@ -117,6 +119,11 @@ def python_bin_dir(prelude: Prelude, venvs_dir: Path, cancel: threading.Event | 
     """
     if not prelude.requirements:
         return Path(sys.executable).parent
+    return ensure_venv(prelude, venvs_dir, cancel)[0] / "bin"
+
+
+def venv_key(prelude: Prelude) -> str:
+    """The cached venv's name: its requirements, index options and the interpreter that builds it."""
     key_material = json.dumps(
         {
             "req": sorted(prelude.requirements),
@@ -125,11 +132,22 @@ def python_bin_dir(prelude: Prelude, venvs_dir: Path, cancel: threading.Event | 
             "exe": sys.executable,
         }
     )
-    key = hashlib.sha256(key_material.encode()).hexdigest()[:16]
-    venv = venvs_dir / key
-    ready = venv / ".millpond-ready"
+    return hashlib.sha256(key_material.encode()).hexdigest()[:16]
+
+
+def ensure_venv(
+    prelude: Prelude, venvs_dir: Path, cancel: threading.Event | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, bool]:
+    """The cached venv of ``prelude``'s requirements under ``venvs_dir``, and whether this call built it.
+
+    Two builders of the same venv at once (two runs, two tasks on one Ray node) take turns on a
+    lock beside it; the second finds it ready. ``env`` is the installer's environment (this
+    process's when None): its pip and uv index settings apply, as they would to kfp's ``pip install``.
+    """
+    venv = venvs_dir / venv_key(prelude)
+    ready = venv / READY
     if ready.exists():
-        return venv / "bin"
+        return venv, False
     venvs_dir.mkdir(parents=True, exist_ok=True)
     cancel = cancel or threading.Event()
     lock = FileLock(str(venv) + ".lock")
@@ -142,12 +160,32 @@ def python_bin_dir(prelude: Prelude, venvs_dir: Path, cancel: threading.Event | 
                 raise EnvironmentError_("cancelled while waiting for another run to build the venv") from None
     try:
         if ready.exists():
-            return venv / "bin"
-        _build_venv(venv, prelude, cancel)
+            return venv, False
+        _build_venv(venv, prelude, cancel, installer_environment(os.environ if env is None else env))
         ready.write_text("\n".join(prelude.requirements) + "\n")
     finally:
         lock.release()
-    return venv / "bin"
+    return venv, True
+
+
+# pip's index settings, which kfp's ``pip install`` prelude would obey, as uv's (uv reads only its own).
+_PIP_TO_UV = {
+    "PIP_INDEX_URL": "UV_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL": "UV_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS": "UV_FIND_LINKS",
+    "PIP_TRUSTED_HOST": "UV_INSECURE_HOST",
+}
+
+
+def installer_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with pip's index settings given to uv too, where uv's own are not set."""
+    out = dict(env)
+    for pip_name, uv_name in _PIP_TO_UV.items():
+        value = env.get(pip_name, "").strip()
+        if value and uv_name not in env:
+            # pip separates its lists with spaces; uv's --find-links list takes commas
+            out[uv_name] = ",".join(value.split()) if uv_name == "UV_FIND_LINKS" else value
+    return out
 
 
 def _uv() -> str:
@@ -162,7 +200,7 @@ def _uv() -> str:
         raise EnvironmentError_(f"uv is not available to build a task environment: {exc}") from None
 
 
-def _build_venv(venv: Path, prelude: Prelude, cancel: threading.Event) -> None:
+def _build_venv(venv: Path, prelude: Prelude, cancel: threading.Event, env: dict[str, str]) -> None:
     if venv.exists():
         shutil.rmtree(venv)  # a half-built one from a killed run
     uv = _uv()
@@ -174,7 +212,7 @@ def _build_venv(venv: Path, prelude: Prelude, cancel: threading.Event) -> None:
         ],
     ]
     for step in steps:
-        code, output = _run_step(step, cancel)
+        code, output = _run_step(step, cancel, env)
         if code is None:
             shutil.rmtree(venv, ignore_errors=True)
             raise EnvironmentError_("cancelled while installing packages_to_install")
@@ -188,11 +226,11 @@ def _build_venv(venv: Path, prelude: Prelude, cancel: threading.Event) -> None:
     (site / "_millpond_parent.pth").write_text("\n".join(_own_site_packages()) + "\n")
 
 
-def _run_step(argv: list[str], cancel: threading.Event) -> tuple[int | None, str]:
+def _run_step(argv: list[str], cancel: threading.Event, env: dict[str, str]) -> tuple[int | None, str]:
     """Run one uv command to its end, or kill it (and its children) on cancel: (exit status or None, output)."""
     proc = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, **guardian().env()}, start_new_session=True,
+        env={**env, **guardian().env()}, start_new_session=True,
         preexec_fn=die_with_parent(),  # noqa: PLW1509 - it only calls prctl, resolved before the fork
     )
     while True:

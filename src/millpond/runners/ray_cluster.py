@@ -30,8 +30,10 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.runners.base import Demand, ProcessResult, ProcessSpec
+from millpond.runners.ray_carry import carried_copies
 from millpond.runners.ray_node import NodeFinished, NodeStarted, NodeTask, run_task
 from millpond.runners.workspace_copy import WorkspaceCopyError, copy_of, size, write
+from millpond.settings import under_shared_roots
 
 INSTALL_HINT = "cluster mode needs Ray: pip install 'millpond[ray]'"
 CONNECT_TIMEOUT_S = 5.0
@@ -224,9 +226,11 @@ def _within(path: Path, folder: Path) -> bool:
 
 
 def run_on_cluster(
-    spec: ProcessSpec, cancel: threading.Event, resources: RayResources, workspace: Path
+    spec: ProcessSpec, cancel: threading.Event, resources: RayResources, workspace: Path,
+    shared_roots: tuple[str, ...] = (),
 ) -> ProcessResult:
-    """Run ``spec`` as a Ray task and wait for it; ``workspace`` holds every engine path it uses.
+    """Run ``spec`` as a Ray task and wait for it; ``workspace`` holds every engine path it uses, but
+    the folders it carries one way (``spec.carried``) and those under ``shared_roots`` (every node's).
 
     The log streams into ``spec.log_path`` as the node yields it; the workspace comes back with
     what the process wrote. ``spec.on_start`` is told ``None`` (the process's pid is another
@@ -238,7 +242,12 @@ def run_on_cluster(
     if cancel.is_set():
         return ProcessResult(exit_code=-1, seconds=0.0, error="cancelled before it started")
     workspace = workspace.resolve()
-    outside = [str(b.source) for b in spec.binds if not _within(b.source.resolve(), workspace)]
+    reached = [workspace, *(folder.resolve() for folder in spec.carried)]
+    outside = [
+        str(b.source) for b in spec.binds
+        if not any(_within(b.source.resolve(), folder) for folder in reached)
+        and not under_shared_roots(b.source, shared_roots)
+    ]
     if not _within(spec.cwd.resolve(), workspace) or outside:
         where = ", ".join(outside) or str(spec.cwd)
         return ProcessResult(
@@ -248,10 +257,12 @@ def run_on_cluster(
     if spec.datasets and spec.mounter is None:
         return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: its datasets have no mounter")
     files = copy_of(workspace)
-    if size(files) > MAX_WORKSPACE_BYTES:
+    carried = carried_copies(spec.carried)
+    carries = size(files) + sum(size(copy) for _, copy in carried)
+    if carries > MAX_WORKSPACE_BYTES:
         return ProcessResult(
             exit_code=-1, seconds=0.0,
-            error=f"the task's staged files ({size(files) / 2**20:.0f} MiB) exceed the "
+            error=f"the task's staged files ({carries / 2**20:.0f} MiB) exceed the "
                   f"{MAX_WORKSPACE_BYTES / 2**20:.0f} MiB a Ray task carries",
         )
     task = NodeTask(
@@ -259,7 +270,8 @@ def run_on_cluster(
         binds=[(str(b.source.resolve()), b.target, b.read_only) for b in spec.binds],
         timeout_s=spec.timeout_s, workspace=str(workspace), files=files,
         python_bin=str(Path(sys.executable).parent), fetch=[(uri, str(path)) for uri, path in spec.fetch],
-        datasets=list(spec.datasets), mounter=spec.mounter, python_task=spec.python_task,
+        datasets=list(spec.datasets), mounter=spec.mounter, carried=carried, packages=spec.packages,
+        python_task=spec.python_task,
     )
     started = time.monotonic()
     spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -347,9 +359,11 @@ class RayRunner:
 
     fetches_inputs = True  # the node downloads a task's remote inputs from the pipeline root itself
     mounts_datasets = True  # the node mounts a task's datasets through its own cache (ProcessSpec.datasets)
+    installs_packages = True  # the node builds a task's packages_to_install venv itself (ProcessSpec.packages)
 
-    def __init__(self, address: str, fork_server: bool = True) -> None:
+    def __init__(self, address: str, shared_roots: tuple[str, ...] = (), fork_server: bool = True) -> None:
         self.address = address
+        self.shared_roots = shared_roots  # folders every node sees at the same path (MILLPOND_SHARED_ROOTS)
         self.fork_server = fork_server  # False (MILLPOND_FORK_SERVER=0): every task starts its own process there too
         connect(address)
 
@@ -358,7 +372,7 @@ class RayRunner:
             return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: the task has no workspace")
         if not self.fork_server:
             spec = dataclasses.replace(spec, python_task=None)
-        return run_on_cluster(spec, cancel, ray_resources(spec.demand), spec.workspace)
+        return run_on_cluster(spec, cancel, ray_resources(spec.demand), spec.workspace, self.shared_roots)
 
     def close(self) -> None:
         pass  # the driver's connection serves every run of this process

@@ -41,8 +41,10 @@ from pathlib import Path
 from typing import Any
 
 from millpond.errors import MillpondError
-from millpond.runners.base import Bind, DatasetBind, Mounter, ProcessResult, ProcessSpec
+from millpond.runners.base import Bind, DatasetBind, Mounter, Packages, ProcessResult, ProcessSpec
 from millpond.runners.pool import PoolRunner
+from millpond.runners.ray_carry import remove_carried, unpack_carried
+from millpond.runners.ray_venv import put_venv_on_path
 from millpond.runners.workspace_copy import Workspace, copy_of, write
 
 NODE_DIR_VAR = "MILLPOND_NODE_DIR"
@@ -68,6 +70,8 @@ class NodeTask:
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted here, through this node's cache
     mounter: Mounter | None = None  # how (datasets.node_mounts.mount_all, pickled by reference)
     python_task: tuple[str, list[str]] | None = None  # kfp's executor program: may fork from a warm server
+    carried: list[tuple[str, Workspace]] = field(default_factory=list)  # (engine folder, its copy): ray_carry
+    packages: Packages | None = None  # packages_to_install: this node's cached venv (ray_venv)
 
 
 @dataclass
@@ -130,6 +134,10 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         write(task.files, workspace)
         here_bin = str(Path(sys.executable).parent)
         mapping = [(task.workspace.rstrip("/"), str(workspace)), (task.python_bin.rstrip("/"), here_bin)]
+        if task.carried:  # its secret, config-map and empty-dir folders: here only while it runs
+            carried, made = unpack_carried(task.carried, base, key)
+            releases.append(lambda: remove_carried(made))
+            mapping = carried + mapping
         binds = []
         for source, target, read_only in task.binds:
             mapped = _rewrite(source, mapping)
@@ -161,6 +169,11 @@ def run_task(task: NodeTask) -> Iterator[NodeStarted | bytes | NodeFinished]:
         cancel = threading.Event()  # set when Ray delivers a cancel (KeyboardInterrupt, below)
 
         def run() -> None:
+            try:
+                put_venv_on_path(task.packages, spec, base, cancel)  # packages_to_install: this node's venv
+            except MillpondError as exc:  # the install failed or was cancelled: the attempt fails with it
+                outcome.append(ProcessResult(exit_code=-1, seconds=0.0, error=str(exc)))
+                return
             outcome.append(_worker_runner().run(spec, cancel))
 
         thread = threading.Thread(target=run, name="millpond-node-task", daemon=True)
