@@ -219,6 +219,7 @@ def test_node_selector_and_required_affinity_select_nodes_as_kubernetes_does() -
         selected({"affinity": required}, members)
 
 
+@pytest.mark.usefixtures("database")  # SQLite's write lock, and PostgreSQL's table lock
 def test_claims_are_bounded_by_replicas_and_a_restarted_node_keeps_its_claim(home: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -243,6 +244,7 @@ def test_claims_are_bounded_by_replicas_and_a_restarted_node_keeps_its_claim(hom
     assert store.states("u1") == []
 
 
+@pytest.mark.usefixtures("database")  # SQLite's write lock, and PostgreSQL's table lock
 def test_a_node_lost_for_good_gives_its_cache_slot_back(home: Path) -> None:
     """replicas: 1 held by a node that is gone (not among the cluster's live nodes): the driver drops its
     claim (placement and DataLoad do, before a task or a load needs a slot), and a live node can claim."""
