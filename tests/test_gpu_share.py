@@ -31,7 +31,7 @@ from millpond.store.training import JobStore
 from millpond.training import gpu_share
 from millpond.training.builder import CommonArgs, pytorch_spec
 from millpond.training.spec import spec_from_json, spec_to_json
-from tests.training_support import arena, instances, record, wait_status
+from tests.training_support import arena, instances, job_json, record, wait_status
 
 GIB = 2**30
 REPO = Path(__file__).resolve().parents[1]
@@ -82,6 +82,11 @@ def test_two_shares_run_together_on_one_gpu_and_a_third_waits_naming_its_free_me
     for name in ("a", "b"):
         assert _log(name).strip().endswith(f" dev=[0] limit={6 * GIB} iso=cooperative")
         assert [i.gpus for i in instances(name)] == [(0,)]
+    shown = arena(capsys, "get", "a").out
+    assert "GPUShare:   master: 6 GiB of one GPU's memory" in shown and " 6GiB " in shown
+    assert job_json(capsys, "a")["requestGPUMemory"] == 6 and job_json(capsys, "a")["requestGPUs"] == 0
+    top_job = arena(capsys, "top", "job", "a").out
+    assert "a-master-0" in top_job and " 6GiB " in top_job
     assert arena(capsys, "submit", "pytorch", "--name", "c", "--gpumemory", "6", SHOW + "sleep 300").code == 0
     assert arena(capsys, "submit", "pytorch", "--name", "whole", "--gpus", "1", SHOW).code == 0
     reason = _reason("c", "GPU 0")

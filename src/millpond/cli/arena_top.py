@@ -129,10 +129,12 @@ def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
     click.echo("\nInstances:")
     rows = [["NAME", "STATUS", "GPU(Request)", "NODE", "GPU(DeviceIndex)", "GPU(DutyCycle)", "GPU_MEMORY(Used/Total)"],
             ["----", "------", "------------", "----", "----------------", "--------------", "----------------------"]]
+    shares = views.role_shares(job)
     for instance in instances:
         if only and instance.name != only:
             continue
-        first = [instance.name, instance.status, str(len(instance.gpus)),
+        share = shares.get(instance.role)
+        first = [instance.name, instance.status, views.share_words(*share) if share else str(len(instance.gpus)),
                  views.LOCAL_IP if instance.started_at else "N/A"]
         held = views.instance_metrics(instance, metrics)
         if not held:
@@ -222,7 +224,8 @@ def _node_details(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
             ["---------", "----", "----", "------", "--------------", "--------------", "-----"]]
     for holder in node.holders:
         rows.append([holder.namespace or "N/A", holder.name, holder.kind, "Running", str(holder.gpus_requested),
-                     ",".join(f"gpu{index}" for index in holder.gpus) or "N/A", holder.holds])
+                     ",".join([*(f"gpu{index}" for index in holder.gpus),
+                               *(f"gpu{index}(share)" for index in holder.share_gpus)]) or "N/A", holder.holds])
     _table(rows, "  ")
     _node_gpus(node, metrics)
     click.echo("GPU Summary:")

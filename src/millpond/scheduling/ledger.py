@@ -124,8 +124,12 @@ class GrantRecord:
             parts.append(f"GPU{'s' if len(self.gpus) > 1 else ''} {','.join(map(str, self.gpus))}")
         elif self.request.gpus:
             parts.append(f"no GPU ({self.request.gpus} asked: gpu-fallback cpu)")
-        for index, share in zip(self.share_gpus, self.request.shares, strict=False):
-            parts.append(f"GPU {index} share ({share.words})")
+        counted: dict[tuple[int, GpuShare], int] = {}
+        for placed in zip(self.share_gpus, self.request.shares, strict=False):
+            counted[placed] = counted.get(placed, 0) + 1
+        for (index, share), count in counted.items():
+            parts.append(f"GPU {index} share{'s' if count > 1 else ''} ({f'{count} x ' if count > 1 else ''}"
+                         f"{share.words})")
         if self.request.shares and not self.share_gpus:
             parts.append("no GPU (a share asked: gpu-fallback cpu)")
         if self.request.cpu_millis:

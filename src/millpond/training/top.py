@@ -43,6 +43,7 @@ class HolderRow:
     gpus_requested: int
     gpus: tuple[int, ...]
     holds: str  # what the grant holds in words: ``GPU 0, 2 CPUs``
+    share_gpus: tuple[int, ...] = ()  # the GPUs its shares are on
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ def _holder(grant: GrantRecord) -> HolderRow:
     namespace, _, name = grant.holder.name.partition("/")
     if not name:  # a holder named without a namespace
         namespace, name = "", namespace
-    return HolderRow(namespace, name, grant.holder.kind, grant.request.gpus, grant.gpus, grant.summary)
+    return HolderRow(namespace, name, grant.holder.kind, grant.request.gpus, grant.gpus, grant.summary,
+                     tuple(dict.fromkeys(grant.share_gpus)))
 
 
 def node_view(ledger: Ledger | None = None) -> NodeView:
