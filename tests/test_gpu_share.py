@@ -257,3 +257,44 @@ def test_two_real_jobs_share_one_real_gpu_by_memory(capsys, home: Path, monkeypa
         assert wait_status(capsys, name, timeout=300)["status"] == "SUCCEEDED"
         assert arena(capsys, "logs", name).out.strip().startswith("capped at 0.")
         assert [i.gpus for i in instances(name)] == [(0,)]
+
+
+def _pytorchjob(limits: dict[str, object]) -> dict[str, object]:
+    container = {"name": "pytorch", "image": "python:3.11", "command": ["true"], "resources": {"limits": limits}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "m", "namespace": "default"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {
+                "containers": [container]}}}}}}
+
+
+def test_a_pytorchjob_asking_aliyun_gpu_mem_holds_a_share(cli, one_gpu, tmp_path: Path) -> None:
+    from millpond.training.kinds import KINDS
+    from millpond.training.manifests import replica_job_spec
+
+    spec, _ = replica_job_spec(KINDS["PyTorchJob"], _pytorchjob({"aliyun.com/gpu-mem": "5.5",
+                                                                "aliyun.com/gpu-core.percentage": 25}))
+    assert spec.total.shares == (GpuShare(int(5.5 * GIB), 25),) and spec.total.gpus == 0
+    path = tmp_path / "bad.yaml"
+    path.write_text(json.dumps(_pytorchjob({"aliyun.com/gpu-mem": 4, "nvidia.com/gpu": 1})))
+    refused = cli("apply", "-f", path)
+    assert refused.code == 2 and refused.err.count("\n") == 1
+    assert "a GPU share cannot be asked with nvidia.com/gpu 1" in refused.err
+    assert JobStore().list(None) == []
+
+
+def test_each_instance_holding_a_share_sees_its_gpu_and_an_mpi_launcher_all_its_workers(tmp_path: Path) -> None:
+    from millpond.training.builder import TfArgs, mpi_spec, tf_spec
+    from millpond.training.launch import plan
+    from millpond.training.launch_share import with_shares
+
+    def memory_of(index: int) -> int:
+        return 16 * GIB
+
+    mpi = mpi_spec(CommonArgs(name="m", command=("mpirun", "python", "x.py"), gpumemory=4, workers=2))
+    planned = with_shares(mpi, plan(mpi, (), 1234, tmp_path), (0, 1), memory_of, False)
+    launcher, *workers = planned
+    assert launcher.env["CUDA_VISIBLE_DEVICES"] == "0,1" and launcher.env["MILLPOND_GPU_MEMORY_FRACTION"] == "0.2500"
+    assert [w.gpus for w in workers] == [(0,), (1,)]
+    tf = tf_spec(CommonArgs(name="t", command=("true",), gpumemory=4, workers=1), TfArgs(chief=True, ps=1))
+    by_role = {p.role: p for p in with_shares(tf, plan(tf, (), 1234, tmp_path), (1, 1), memory_of, True)}
+    assert by_role["chief"].env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4G" and by_role["worker"].gpus == (1,)
+    assert by_role["ps"].env["CUDA_VISIBLE_DEVICES"] == "" and "MILLPOND_GPU_MEMORY_LIMIT" not in by_role["ps"].env
