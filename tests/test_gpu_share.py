@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from millpond.runners.processes import own_identity
 from millpond.scheduling import Holder, Ledger, Request
@@ -298,3 +300,46 @@ def test_each_instance_holding_a_share_sees_its_gpu_and_an_mpi_launcher_all_its_
     by_role = {p.role: p for p in with_shares(tf, plan(tf, (), 1234, tmp_path), (1, 1), memory_of, True)}
     assert by_role["chief"].env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=4G" and by_role["worker"].gpus == (1,)
     assert by_role["ps"].env["CUDA_VISIBLE_DEVICES"] == "" and "MILLPOND_GPU_MEMORY_LIMIT" not in by_role["ps"].env
+
+
+@settings(max_examples=200, deadline=None)
+@given(totals=st.lists(st.integers(0, 32), min_size=1, max_size=4),
+       used=st.lists(st.tuples(st.integers(0, 32), st.integers(0, 100)), min_size=4, max_size=4),
+       whole=st.sets(st.integers(0, 3)),
+       shares=st.lists(st.tuples(st.integers(1, 33), st.integers(0, 100)), min_size=1, max_size=4))
+def test_placement_never_over_commits_and_takes_the_fullest_gpu_that_fits(totals, used, whole, shares) -> None:
+    gpus = [GpuState(n, total * GIB, min(used[n][0], total) * GIB, used[n][1], "w" if n in whole else "")
+            for n, total in enumerate(totals)]
+    asked = tuple(GpuShare(gib * GIB, cores) for gib, cores in shares)
+    placed = place(asked, gpus)
+    if placed is None:  # nothing fits together: at least the largest one has no GPU of its own that fits it
+        return
+    after = {gpu.index: gpu for gpu in gpus}
+    for index, share in zip(placed, asked, strict=True):
+        assert not after[index].whole_by
+        after[index] = after[index].plus(share, "x")
+    assert all(gpu.memory_free >= 0 and gpu.core_free >= 0 for gpu in after.values())
+    if len(asked) == 1:
+        fitting = [gpu for gpu in gpus if gpu.fits(asked[0])]
+        assert placed[0] == min(fitting, key=lambda gpu: (gpu.memory_free, gpu.index)).index
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=20))
+@example(text="²")
+@example(text="2x16Gi")
+@example(text="1x0")
+def test_any_fake_inventory_text_is_read_or_refused_in_one_line(text: str) -> None:
+    from millpond.errors import UserError
+    from millpond.settings import _fake_gpus
+
+    if "\x00" in text:
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MILLPOND_FAKE_GPUS", text)
+        try:
+            count, memory = _fake_gpus()
+        except UserError as exc:
+            assert "\n" not in str(exc) and "MILLPOND_FAKE_GPUS" in str(exc)
+            return
+    assert count is not None and count >= 0 and (memory is None or memory > 0)

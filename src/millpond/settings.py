@@ -106,7 +106,7 @@ def _fake_gpus() -> tuple[int | None, int | None]:
     if text is None:
         return None, None
     count, sep, size = text.strip().partition("x")
-    if not count.isdigit():
+    if not (count.isascii() and count.isdigit()):  # int() refuses '²', which isdigit() takes
         form = "N x SIZE, like 2x16Gi" if sep else "a whole number of GPUs"
         raise UserError(f"MILLPOND_FAKE_GPUS={text!r} is not {form} (a test-only setting)")
     if not sep:
