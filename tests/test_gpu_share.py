@@ -235,6 +235,8 @@ def test_two_real_jobs_share_one_real_gpu_by_memory(capsys, home: Path, monkeypa
     if not torch.cuda.is_available():
         pytest.skip("torch sees no CUDA device")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.delenv("MILLPOND_FAKE_GPUS", raising=False)  # the real GPU, its memory from nvidia-smi
+    monkeypatch.delenv("MILLPOND_GPUS", raising=False)
     third = int(torch.cuda.get_device_properties(0).total_memory // GIB // 3)
     script = Path(home.parent / "share.py")
     script.write_text(
@@ -246,7 +248,7 @@ def test_two_real_jobs_share_one_real_gpu_by_memory(capsys, home: Path, monkeypa
         "try:\n"
         "    torch.empty(int(total * fraction * 0.5), dtype=torch.uint8, device='cuda')\n"
         "    print('past the share: allocated', flush=True)\n"
-        "except torch.OutOfMemoryError:\n"
+        "except torch.cuda.OutOfMemoryError:\n"
         "    print(f'capped at {fraction}', flush=True)\n"
         "time.sleep(5)\n"
     )
@@ -343,3 +345,11 @@ def test_any_fake_inventory_text_is_read_or_refused_in_one_line(text: str) -> No
             assert "\n" not in str(exc) and "MILLPOND_FAKE_GPUS" in str(exc)
             return
     assert count is not None and count >= 0 and (memory is None or memory > 0)
+
+
+def test_the_cooperative_hook_reads_its_share_and_does_nothing_without_one(monkeypatch) -> None:
+    monkeypatch.delenv("MILLPOND_GPU_MEMORY_FRACTION", raising=False)
+    assert gpu_share.fraction() is None and gpu_share.apply() is None  # no share: torch is not even imported
+    for text, expected in (("0.3750", 0.375), ("1", 1.0), ("0", None), ("1.5", None), ("nan", None), ("x", None)):
+        monkeypatch.setenv("MILLPOND_GPU_MEMORY_FRACTION", text)
+        assert gpu_share.fraction() == expected
