@@ -55,8 +55,13 @@ def parse(text: str) -> dict[int, GpuMetric]:
 
 
 def read(timeout: float = TIMEOUT_S) -> dict[int, GpuMetric]:
-    """Every device's metrics now: from NVML, else nvidia-smi; empty where neither answers."""
-    metrics = read_nvml()
+    """Every device's metrics now: from NVML, else nvidia-smi; empty where neither answers.
+
+    With the test-only fake inventory (MILLPOND_FAKE_GPUS) NVML is not asked: the devices it would
+    name are not the fake ones (tests put a scripted ``nvidia-smi`` on PATH instead)."""
+    from millpond.settings import load_settings
+
+    metrics = read_nvml() if load_settings().fake_gpus is None else None
     if metrics is not None:
         return metrics
     return parse(nvidia_smi(*QUERY, timeout=timeout))
