@@ -18,7 +18,17 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from millpond.errors import MillpondError, http_status_of
-from millpond.server import experiments, fluid_routes, jobs_routes, metrics, pipelines, recurring, runs, ui_routes
+from millpond.server import (
+    experiments,
+    fluid_routes,
+    jobs_routes,
+    metrics,
+    nodes_routes,
+    pipelines,
+    recurring,
+    runs,
+    ui_routes,
+)
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
 from millpond.server.security import HostPolicy, RequestGuard
@@ -88,6 +98,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(runs.router, prefix=API)
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
     app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)
+    app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
     app.include_router(pipelines.router, prefix=API)
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
     app.include_router(jobs_routes.router, prefix=jobs_routes.PREFIX)  # before fluid's /{kind}, which would take /jobs
