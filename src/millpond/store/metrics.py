@@ -9,15 +9,16 @@ scrape is a fixed number of ``GROUP BY`` queries the database answers in one pas
 README: a few tens of milliseconds for 10,000 runs with 50,000 tasks on SQLite).
 
 A task's duration is ``finished_at - started_at`` of a task that has both (cached ones included:
-their duration is what the cache lookup took); each histogram bucket is one ``SUM(CASE ...)``.
+their duration is what the cache lookup took), computed once per row by the database.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import case, func, literal_column, select
+from sqlalchemy import func, select, text
 
 from millpond.store.db import session_factory
 from millpond.store.models import Run, Task, TrainingJob
@@ -71,18 +72,38 @@ class MetricsQueries:
                 select(TrainingJob.status, func.count()).group_by(TrainingJob.status))}
 
     def task_durations(self, bounds: tuple[float, ...] = DURATION_BUCKETS) -> list[DurationHistogram]:
-        """One histogram per final state of the tasks that started and finished."""
+        """One histogram per state of the tasks that started and finished.
+
+        Each task's duration is computed once (a materialised CTE on SQLite, which would otherwise
+        inline the expression into every bucket's test) and put in its first bucket by one CASE; the
+        database groups by (state, bucket) and the cumulative counts are summed here.
+        """
+        bucket_case = " ".join(f"WHEN s <= {bound!r} THEN {number}" for number, bound in enumerate(bounds))
         with self._sessions() as session:
-            seconds = _seconds_between(session.get_bind().dialect.name)
-            columns = [func.sum(case((seconds <= bound, 1), else_=0)) for bound in bounds]
-            query = (select(Task.state, func.count(), func.sum(seconds), *columns)
-                     .where(Task.started_at.is_not(None), Task.finished_at.is_not(None))
-                     .group_by(Task.state))
-            found = []
-            for state, count, total, *cumulative in session.execute(query):
-                buckets = tuple(zip(bounds, (int(c or 0) for c in cumulative), strict=True))
-                found.append(DurationHistogram(state, buckets, int(count), max(0.0, float(total or 0.0))))
-            return found
+            dialect = session.get_bind().dialect.name
+            if dialect == "postgresql":
+                seconds, materialized = "EXTRACT(EPOCH FROM (finished_at - started_at))", "MATERIALIZED"
+            else:  # SQLite keeps DateTime as ISO text; julianday() reads it. MATERIALIZED: SQLite 3.35 on
+                seconds = "(julianday(finished_at) - julianday(started_at)) * 86400.0"
+                materialized = "MATERIALIZED" if sqlite3.sqlite_version_info >= (3, 35) else ""
+            rows = session.execute(text(
+                f"WITH d AS {materialized} (SELECT state, {seconds} AS s FROM tasks "
+                "WHERE started_at IS NOT NULL AND finished_at IS NOT NULL) "
+                f"SELECT state, CASE {bucket_case} ELSE {len(bounds)} END AS b, COUNT(*), SUM(s) "
+                "FROM d GROUP BY state, b")).all()
+        per_state: dict[str, list[int]] = {}
+        totals: dict[str, float] = {}
+        for state, bucket, count, total in rows:
+            per_state.setdefault(state, [0] * (len(bounds) + 1))[int(bucket)] += int(count)
+            totals[state] = totals.get(state, 0.0) + float(total or 0.0)
+        found = []
+        for state, counts in sorted(per_state.items()):
+            cumulative, running = [], 0
+            for bound, count in zip(bounds, counts, strict=False):
+                running += count
+                cumulative.append((bound, running))
+            found.append(DurationHistogram(state, tuple(cumulative), sum(counts), max(0.0, totals[state])))
+        return found
 
     def running_instances(self) -> list[ActiveInstance]:
         """The instances of the jobs that hold resources now (PENDING/RUNNING) and have not finished."""
@@ -94,11 +115,3 @@ class MetricsQueries:
                 .join(TrainingInstance, TrainingInstance.job_uid == TrainingJob.uid)
                 .where(TrainingJob.status.in_(("PENDING", "RUNNING")), TrainingInstance.finished_at.is_(None)))
             return [ActiveInstance(*row) for row in rows]
-
-
-def _seconds_between(dialect: str):  # type: ignore[no-untyped-def]  # a SQL expression
-    """``finished_at - started_at`` in seconds, as each database computes it."""
-    if dialect == "postgresql":
-        return func.extract("epoch", Task.finished_at - Task.started_at)
-    # SQLite keeps DateTime as ISO text; julianday() reads it (with or without a zone suffix)
-    return (func.julianday(Task.finished_at) - func.julianday(Task.started_at)) * literal_column("86400.0")
