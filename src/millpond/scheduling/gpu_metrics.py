@@ -30,6 +30,7 @@ class GpuMetric:
     memory_total: float
     # (pid, GPU memory in bytes) of each compute process on the device; NVML only (nvidia-smi: empty)
     processes: tuple[tuple[int, int], ...] = ()
+    per_process: bool = False  # True where ``processes`` was read (NVML), so that an empty one means none
 
     def as_arena(self) -> dict[str, float]:
         """Arena's ``GpuMetric`` JSON: gpuDutyCycle, usedGPUMemory, totalGPUMemory."""
@@ -93,9 +94,11 @@ def read_nvml() -> dict[int, GpuMetric] | None:
             try:
                 running = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
             except pynvml.NVMLError:
-                running = []
+                metrics[index] = GpuMetric(index, float(util.gpu), float(memory.used), float(memory.total))
+                continue
             processes = tuple((int(p.pid), int(p.usedGpuMemory or 0)) for p in running)
-            metrics[index] = GpuMetric(index, float(util.gpu), float(memory.used), float(memory.total), processes)
+            # usedGpuMemory is None where the driver cannot tell (Windows WDDM): counted as 0
+            metrics[index] = GpuMetric(index, float(util.gpu), float(memory.used), float(memory.total), processes, True)
         return metrics
     except pynvml.NVMLError:
         return None
@@ -106,6 +109,9 @@ def read_nvml() -> dict[int, GpuMetric] | None:
             pass
 
 
-def process_memory(metrics: dict[int, GpuMetric], pids: frozenset[int]) -> int:
-    """GPU memory the processes ``pids`` hold, over every device (NVML's per-process numbers)."""
+def process_memory(metrics: dict[int, GpuMetric], pids: frozenset[int]) -> int | None:
+    """GPU memory the processes ``pids`` hold, over every device (NVML's per-process numbers); None
+    (unknown) where no device's processes could be read (nvidia-smi's figures, or none at all)."""
+    if not any(metric.per_process for metric in metrics.values()):
+        return None
     return sum(used for metric in metrics.values() for pid, used in metric.processes if pid in pids)

@@ -156,8 +156,9 @@ class MillpondCollector(Collector):
             usage = table.of(members)
             cpu.add_metric([namespace, name], usage.cpu_seconds)
             memory.add_metric([namespace, name], usage.memory_bytes)
-            if metrics:
-                gpu_memory.add_metric([namespace, name], gpu_metrics.process_memory(metrics, usage.pids))
+            held = gpu_metrics.process_memory(metrics, usage.pids)
+            if held is not None:  # per-process figures exist (NVML): absent otherwise, not 0
+                gpu_memory.add_metric([namespace, name], held)
         yield from (alloc_cpu, alloc_mem, alloc_gpu, cpu, memory, gpu_memory)
 
     # --- datasets --------------------------------------------------------------------------------------

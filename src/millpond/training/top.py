@@ -170,8 +170,7 @@ def measure(jobs: list[JobRecord], store: JobStore, ledger: Ledger | None = None
             memory_allocated=grant.request.memory_bytes if grant else 0,
             memory_used=got.usage.memory_bytes if got else 0,
             gpus_allocated=len(held),
-            gpu_memory_used=gpu_metrics.process_memory(metrics, got.usage.pids) if metrics and got else (
-                0 if metrics else None),
+            gpu_memory_used=gpu_metrics.process_memory(metrics, got.usage.pids if got else frozenset()),
             gpu_duty_cycle=_duty(metrics, held),
         )
     cap = ledger.capacity
