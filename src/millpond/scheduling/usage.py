@@ -112,6 +112,14 @@ class MachineUsage:
     memory_total: int
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds the machine spent busy since boot, all CPUs (psutil: everything but idle and iowait)."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
+
+
 def machine_usage(sample_s: float = SAMPLE_S) -> MachineUsage:
     """CPU busy over ``sample_s`` (0: since the previous call in this process, psutil's own way) and memory now."""
     import psutil
@@ -121,30 +129,6 @@ def machine_usage(sample_s: float = SAMPLE_S) -> MachineUsage:
     memory = psutil.virtual_memory()
     return MachineUsage(cpu_cores_used=percent / 100.0 * cores, cpu_cores=cores,
                         memory_used=int(memory.total - memory.available), memory_total=int(memory.total))
-
-
-class CpuRate:
-    """Cores in use per key from two samples of cumulative CPU seconds: the previous one kept here.
-
-    A long-lived viewer (the server's Nodes page) keeps one, so each poll's rate covers the time
-    since the last; a key first seen gets a rate on its second sample (None before).
-    """
-
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[float, float]] = {}
-
-    def rate(self, key: str, cpu_seconds: float, now: float | None = None) -> float | None:
-        now = time.monotonic() if now is None else now
-        last = self._last.get(key)
-        self._last[key] = (now, cpu_seconds)
-        if last is None or now <= last[0]:
-            return None
-        return max(0.0, (cpu_seconds - last[1]) / (now - last[0]))
-
-    def forget_except(self, keys: Iterable[str]) -> None:
-        """Drop what is kept for keys no longer shown (a finished job's)."""
-        keep = set(keys)
-        self._last = {key: value for key, value in self._last.items() if key in keep}
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ class MillpondCollector(Collector):
 
         from millpond.scheduling import gpu_metrics
         from millpond.scheduling.ledger import Ledger
-        from millpond.scheduling.usage import SessionTable
+        from millpond.scheduling.usage import SessionTable, busy_cpu_seconds
 
         ledger = Ledger(self.settings)
         grants = ledger.grants()
@@ -104,10 +104,8 @@ class MillpondCollector(Collector):
         memory = psutil.virtual_memory()
         yield GaugeMetricFamily("millpond_node_memory_used_bytes", "Memory in use on this machine, by any "
                                 "process (total - available).", value=memory.total - memory.available)
-        times = psutil.cpu_times()
         yield CounterMetricFamily("millpond_node_cpu_busy_seconds", "CPU time this machine spent busy "
-                                  "(all CPUs, not idle or iowait).", value=sum(times) - times.idle
-                                  - getattr(times, "iowait", 0.0))
+                                  "(all CPUs, not idle or iowait).", value=busy_cpu_seconds())
 
         metrics = gpu_metrics.read()
         holder_of = {index: f"{g.holder.kind}/{g.holder.name}" for g in grants for index in g.gpus}

@@ -37,10 +37,9 @@ class CpuSampler:
 
     @staticmethod
     def _busy() -> float:
-        import psutil
+        from millpond.scheduling.usage import busy_cpu_seconds
 
-        times = psutil.cpu_times()
-        return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+        return busy_cpu_seconds()
 
     def cores_used(self) -> float:
         with self._lock:
