@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from millpond.runners.processes import is_alive
+from millpond.runners.processes import elsewhere, is_alive
 
 _TICK_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -91,10 +91,11 @@ class SessionTable:
 
     def of(self, leaders: Iterable[tuple[int | None, str | None]]) -> Usage:
         """The summed use of the sessions led by ``leaders`` (pid, start ticks): a recorded leader that
-        is gone, or is another process now (pid reuse), counts for nothing."""
+        is gone, or is another process now (pid reuse), counts for nothing; so does one on another
+        machine (a Ray node's ``TICKS@MACHINE``): its pid means nothing in this ``/proc``."""
         total = Usage()
         for pid, ticks in leaders:
-            if not pid or not is_alive(pid, ticks):
+            if not pid or elsewhere(ticks) or not is_alive(pid, ticks):
                 continue
             members = self._sessions.get(int(pid), [])
             total = total + Usage(sum(m.cpu_seconds for m in members), sum(m.rss_bytes for m in members),
