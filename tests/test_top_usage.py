@@ -82,3 +82,43 @@ def test_top_node_shows_capacity_allocated_and_used(capsys, busy) -> None:
     cpu = lines[start + 3].split()
     assert cpu[0] == "cpu" and float(cpu[2]) >= 1
     assert lines[start + 4].split()[0] == "memory"
+
+
+def test_a_sessions_use_is_its_whole_tree_and_a_gone_leader_counts_nothing() -> None:
+    """One /proc pass: a session's members summed (a grandchild in another process group included); a leader
+    that exited, or a live pid recorded with another start time (pid reuse), counts for nothing."""
+    import subprocess
+    import sys
+
+    from millpond.runners.processes import start_ticks
+    from millpond.scheduling.usage import SessionTable
+
+    script = ("import subprocess, sys, time\n"  # the child: a process group of its own, still in the session
+              "child = subprocess.Popen([sys.executable, '-c', 'b = bytearray(32 << 20); import time; time.sleep(60)'],"
+              " process_group=0)\n"
+              "print(child.pid, flush=True); time.sleep(60)\n")
+    leader = subprocess.Popen([sys.executable, "-c", script], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    grandchild = 0
+    try:
+        grandchild = int(leader.stdout.readline())
+        ticks = start_ticks(leader.pid)
+        deadline = time.monotonic() + 20
+        while True:
+            used = SessionTable().of([(leader.pid, ticks)])
+            if used.memory_bytes > 32 * MIB:
+                break
+            assert time.monotonic() < deadline, used
+            time.sleep(0.1)
+        assert used.pids == {leader.pid, grandchild} and used.processes == 2
+        assert SessionTable().of([(leader.pid, "1")]).processes == 0  # same pid, another start: not this one
+        assert SessionTable().of([(leader.pid, f"{ticks}@elsewhere0000")]).processes == 0  # another machine's
+    finally:
+        import os
+        import signal
+
+        os.killpg(leader.pid, signal.SIGKILL)
+        if grandchild:
+            os.killpg(grandchild, signal.SIGKILL)
+        leader.wait()
+        leader.stdout.close()
+    assert SessionTable().of([(leader.pid, ticks)]).processes == 0  # gone
