@@ -48,17 +48,23 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path / "home"
     monkeypatch.setenv("MILLPOND_HOME", str(path))
     yield path
-    _end_background_processes()
+    _end_background_processes(path)
 
 
-def _end_background_processes() -> None:
-    from millpond.runners.background import records
+def _end_background_processes(home: Path) -> None:
+    """Read the home's background records directly (the test may have left settings that do not parse)."""
+    from millpond.runners.processes import ProcessIdentity
 
-    for record in records():
-        if record.running:
+    for record in sorted((home / "processes").glob("*.json")) if (home / "processes").is_dir() else []:
+        try:
+            data = json.loads(record.read_text())
+            identity = ProcessIdentity(int(data["pid"]), data.get("ticks"))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if identity.is_running():
             for kill in (os.killpg, os.kill):
                 try:
-                    kill(record.pid, signal.SIGKILL)
+                    kill(identity.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
 
