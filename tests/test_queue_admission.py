@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from millpond.documents import load_yaml_documents
+from millpond.errors import UserError
 from millpond.scheduling.queues.admission import decide
 from millpond.scheduling.queues.model import (
     CPU,
@@ -30,6 +34,8 @@ from millpond.scheduling.queues.model import (
     WorkloadState,
 )
 from millpond.scheduling.queues.preemption import may_preempt
+from millpond.scheduling.queues.quota import QuotaTree
+from millpond.scheduling.queues.specs import objects_from_specs
 
 ALL = LabelSelector()  # namespaceSelector: {} admits every namespace
 NOW = 1000.0
@@ -292,8 +298,6 @@ def scenarios(draw):
 def _fits_after(snapshot: Snapshot, decision) -> bool:
     """Replaying the decision, every ClusterQueue's usage of holding workloads stays within what the
     quota tree allows: no more than its nominal quota plus what its cohort could lend."""
-    from millpond.scheduling.queues.quota import QuotaTree
-
     tree = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)
     admitted_ids = {a.workload_id: a for a in decision.admitted}
     for workload in snapshot.workloads:
@@ -335,3 +339,85 @@ def test_property_quota_never_exceeded_preemptors_outrank_victims_positions_are_
         assert entry.reason
     for positions in groups.values():
         assert sorted(positions) == list(range(len(positions)))
+
+
+# --- manifests to records (queues.specs) --------------------------------------------------------
+def test_specs_read_v1beta1_and_v1beta2_spellings_alike():
+    group = [{"coveredResources": ["cpu", GPU], "flavors": [{"name": "a100", "resources": [
+        {"name": "cpu", "nominalQuota": "500m"}, {"name": GPU, "nominalQuota": 4, "borrowingLimit": 2,
+                                                   "lendingLimit": "1"}]}]}]
+    found = objects_from_specs([
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "old"},
+         "spec": {"cohort": "lab", "resourceGroups": group, "namespaceSelector": {},
+                  "flavorFungibility": {"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"},
+                  "preemption": {"borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "new"},
+         "spec": {"cohortName": "lab", "resourceGroups": group, "queueingStrategy": "StrictFIFO",
+                  "flavorFungibility": {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"},
+                  "preemption": {"borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 100}}}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": "lab"},
+         "spec": {"parentName": "org"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "ml"},
+         "spec": {"clusterQueue": "new", "stopPolicy": "Hold"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "hi"},
+         "value": 10},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ignored"}},
+    ])
+    old, new = found.cluster_queues["old"], found.cluster_queues["new"]
+    assert (old.cohort, new.cohort) == ("lab", "lab")
+    assert old.flavor_fungibility == new.flavor_fungibility == FlavorFungibility("MayStopSearch", "MayStopSearch")
+    assert old.preemption == new.preemption
+    assert old.preemption.borrow_max_priority_threshold == 100
+    assert old.resource_groups[0].flavors[0].resources == (ResourceQuota("cpu", 500),
+                                                          ResourceQuota(GPU, 4000, 2000, 1000))
+    assert old.namespace_selector == LabelSelector() and new.namespace_selector is None
+    assert new.queueing_strategy is QueueingStrategy.STRICT_FIFO
+    assert found.cohorts["lab"].parent == "org"
+    assert found.local_queues[("ml", "q")].stop_policy is StopPolicy.HOLD
+    assert found.priority_classes["hi"].value == 10
+
+
+CORPUS = (Path(__file__).parents[1] / "../shared/conformance/k8s-manifests").resolve()
+# Kueue's own queue setups in the corpus: (ClusterQueues, LocalQueues, Cohorts, ResourceFlavors, priority classes)
+SAMPLES = {
+    "kueue__cmd_kueueviz_examples_01-cluster-queues.yaml": (4, 0, 0, 0, 0),
+    "kueue__cmd_kueueviz_examples_01.5-cohorts.yaml": (0, 0, 5, 0, 0),
+    "kueue__cmd_kueueviz_examples_07-workload-priority-classes.yaml": (0, 0, 0, 0, 3),
+    "kueue__config_samples_single-clusterqueue-setup.yaml": (1, 1, 0, 1, 0),
+    "kueue__site_static_examples_admin_single-clusterqueue-setup.yaml": (1, 1, 0, 1, 0),
+    "kueue__site_static_examples_admission-fs_admission-fair-sharing-setup.yaml": (1, 2, 0, 1, 0),
+}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared manifest corpus is not beside the repository")
+def test_kueue_samples_of_the_corpus_convert_and_admit():
+    for name, counts in SAMPLES.items():
+        found = objects_from_specs(load_yaml_documents((CORPUS / name).read_text(), str(CORPUS / name)))
+        assert (len(found.cluster_queues), len(found.local_queues), len(found.cohorts), len(found.flavors),
+                len(found.priority_classes)) == counts, name
+    found = objects_from_specs(load_yaml_documents(
+        (CORPUS / "kueue__config_samples_single-clusterqueue-setup.yaml").read_text(), "sample"))
+    (namespace, local), = found.local_queues
+    workload = dataclasses.replace(wl("w1", 0, queue=local, namespace=namespace), requests={CPU: 1000})
+    decision = decide(Snapshot(found.cluster_queues, found.local_queues, found.cohorts, found.flavors, (workload,)),
+                      NOW)
+    assert admitted(decision) == ["w1"]
+
+
+JSONISH = st.recursive(st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.text(max_size=8),
+                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                           st.sampled_from(["resourceGroups", "coveredResources", "flavors", "name", "resources",
+                                            "nominalQuota", "borrowingLimit", "namespaceSelector", "matchLabels",
+                                            "matchExpressions", "operator", "values", "preemption", "cohort",
+                                            "queueingStrategy", "clusterQueue", "parentName", "stopPolicy"]),
+                           inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["ClusterQueue", "LocalQueue", "Cohort", "ResourceFlavor", "WorkloadPriorityClass"]),
+       JSONISH, JSONISH)
+def test_fuzzed_specs_convert_or_raise_one_user_error(kind, spec, value):
+    try:
+        objects_from_specs([{"kind": kind, "metadata": {"name": "x"}, "spec": spec, "value": value}])
+    except UserError as exc:
+        assert str(exc) and "\n" not in str(exc)

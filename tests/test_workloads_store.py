@@ -12,11 +12,13 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from millpond.errors import UserError
 from millpond.scheduling.queues.cycle import release, run_cycle, submit, wait_for_admission
 from millpond.scheduling.queues.model import GPU
 from millpond.settings import load_settings
@@ -73,8 +75,6 @@ def test_submit_get_list_finish_and_requeue_keeps_the_place() -> None:
 
 
 def test_bad_workloads_are_refused_and_nothing_is_stored() -> None:
-    from millpond.errors import UserError
-
     apply_queues()
     store = WorkloadStore(load_settings())
     with pytest.raises(UserError, match="requests are whole non-negative"):
@@ -184,8 +184,6 @@ def test_a_holder_killed_with_sigkill_frees_its_quota_at_the_next_cycle() -> Non
 
 
 def test_waiter_sees_reason_and_position_changes_and_can_be_cancelled() -> None:
-    import threading
-
     apply_queues(gpus=1, strategy="StrictFIFO")
     first = new("first")
     run_cycle(load_settings())
