@@ -100,12 +100,9 @@ def submit(settings: Settings, *, kind: str, name: str, namespace: str, user: st
 
 
 def _write(locked: LockedWorkloads, decision: Decision, known: dict[str, WorkloadRecord], now: float) -> None:
-    for admission in decision.admitted:
-        locked.admit(admission.workload_id, admission.cluster_queue, admission.flavors, now)
-    for eviction in decision.evicted:
-        locked.evict(eviction.workload_id, eviction.reason)
-    for pending in decision.pending:
-        locked.wait(pending.workload_id, pending.reason, pending.position, known.get(pending.workload_id))
+    locked.write(admitted=[(a.workload_id, a.cluster_queue, a.flavors) for a in decision.admitted],
+                 evicted=[(e.workload_id, e.reason) for e in decision.evicted],
+                 waiting=[(p.workload_id, p.reason, p.position) for p in decision.pending], at=now, known=known)
 
 
 def run_cycle(settings: Settings, now: float | None = None) -> Decision:
