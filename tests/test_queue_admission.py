@@ -152,6 +152,12 @@ def test_hold_admits_nothing_new_and_hold_and_drain_evicts_the_admitted():
     drain = decide(snap([cq("cq", 4, stop_policy=StopPolicy.HOLD_AND_DRAIN)], [running, wl("w1", 1)]), NOW)
     assert [e.workload_id for e in drain.evicted] == ["w0"]
     assert "HoldAndDrain" in drain.evicted[0].reason
+    local = snap([cq("cq", 4)], [running, wl("w1", 1)])
+    local = dataclasses.replace(local, local_queues={("team", "lq"): LocalQueue("lq", "team", "cq",
+                                                                                StopPolicy.HOLD_AND_DRAIN)})
+    drained = decide(local, NOW)
+    assert [e.reason for e in drained.evicted] == ["LocalQueue team/lq is stopped (HoldAndDrain)"]
+    assert admitted(drained) == [] and "LocalQueue team/lq is stopped" in pending(drained)["w1"][1]
 
 
 # --- cohorts: borrowing, limits, reclaiming ------------------------------------------------------
@@ -177,6 +183,34 @@ def test_cohort_object_quota_caps_and_adds_to_its_queues():
     decision = decide(snap(queues, [wl("w1", 3), wl("w2", 2)], cohorts=[lab]), NOW)
     assert admitted(decision) == ["w1"]  # 1 own + 1 of bob's + 2 of the project's own quota: 4 in all
     assert pending(decision)["w2"][0] == 0
+
+
+def gpu_group(nominal: float, borrowing: float | None = None, lending: float | None = None) -> tuple:
+    milli = lambda value: None if value is None else int(value * 1000)  # noqa: E731
+    return (ResourceGroup((GPU,), (FlavorQuotas("default", (ResourceQuota(GPU, milli(nominal), milli(borrowing),
+                                                                           milli(lending)),)),)),)
+
+
+def test_a_cohort_tree_lends_its_own_quota_down_within_each_levels_borrowing_limit():
+    # org holds 4 GPUs of its own; lab (a child of org) may borrow at most 1 of them; its queue has 1
+    cohorts = [Cohort("org", resource_groups=gpu_group(4)), Cohort("lab", parent="org",
+                                                               resource_groups=gpu_group(0, borrowing=1))]
+    queues = [cq("alice", 1, cohort="lab"), cq("ops", 0, cohort="org")]
+    decision = decide(snap(queues, [wl("w1", 2), wl("w2", 1)], cohorts=cohorts), NOW)
+    assert admitted(decision) == ["w1"]  # 1 own + 1 borrowed through lab
+    assert "more than ClusterQueue alice could ever get with its cohort lab (2)" in pending(
+        decide(snap(queues, [wl("w1", 3)], cohorts=cohorts), NOW))["w1"][1]
+    # ops, right under org, may take org's 4 and the 1 alice lends up through lab: 5 in all
+    both = {"lq": "alice", "lo": "ops"}
+    assert admitted(decide(snap(queues, [wl("w1", 5, queue="lo")], cohorts=cohorts, locals_=both), NOW)) == ["w1"]
+    too_big = decide(snap(queues, [wl("w1", 6, queue="lo")], cohorts=cohorts, locals_=both), NOW)
+    assert "more than ClusterQueue ops could ever get with its cohort org (5)" in pending(too_big)["w1"][1]
+
+
+def test_a_cycle_of_cohort_parents_makes_its_queues_inactive():
+    cohorts = [Cohort("a", parent="b"), Cohort("b", parent="a")]
+    reason = pending(decide(snap([cq("cq", 4, cohort="a")], [wl("w1", 1)], cohorts=cohorts), NOW))["w1"][1]
+    assert reason == "ClusterQueue cq is inactive: its Cohort a is part of a cycle of parents"
 
 
 def test_reclaim_within_cohort_evicts_the_borrower_most_recently_admitted_first():
