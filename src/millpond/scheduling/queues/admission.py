@@ -25,6 +25,7 @@ Every workload still pending gets a reason a user can act on and its 0-based pos
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ from millpond.scheduling.queues.model import (
     FlavorQuotas,
     LabelSelector,
     Pending,
+    QueueingStrategy,
     Snapshot,
     StopPolicy,
     Workload,
@@ -306,7 +308,7 @@ class _Cycle:
         else:
             self.pending[workload.id] = self.preemptor.preempt(workload, queue, assignment)
             blocks = True
-        if blocks and queue.queueing_strategy.value == "StrictFIFO":
+        if blocks and queue.queueing_strategy is QueueingStrategy.STRICT_FIFO:
             for behind in items:
                 self.pending[behind.id] = (f"waits behind {who(workload)} at the head of StrictFIFO ClusterQueue "
                                            f"{queue.name}, which does not fit: {self.pending[workload.id]}")
@@ -315,8 +317,8 @@ class _Cycle:
             del queues[queue.name]
 
     def admit(self, workload: Workload, queue: ClusterQueue, assignment: Assignment) -> None:
-        admitted = Workload(**{**workload.__dict__, "state": WorkloadState.ADMITTED, "cluster_queue": queue.name,
-                               "flavors": dict(assignment.flavors), "admitted_at": self.now})
+        admitted = dataclasses.replace(workload, state=WorkloadState.ADMITTED, cluster_queue=queue.name,
+                                       flavors=dict(assignment.flavors), admitted_at=self.now)
         self.hold(admitted)
         self.admitted.append(Admission(workload.id, queue.name, dict(assignment.flavors), assignment.borrowing))
 
@@ -335,6 +337,7 @@ def decide(snapshot: Snapshot, now: float) -> Decision:
 
     ``now`` (epoch seconds) is when the cycle runs: what it admits counts as admitted then, so a
     later preemptor of the same cycle sees it as the most recently admitted. Every PENDING
-    workload of the snapshot is in exactly one of ``admitted`` and ``pending``.
+    workload of the snapshot is in exactly one of ``admitted`` and ``pending``; ``evicted`` holds
+    ADMITTED ones only (an Eviction's ``by`` is the preemptor's id, empty for a HoldAndDrain).
     """
     return _Cycle(snapshot, now).run()

@@ -140,10 +140,14 @@ def wait_for_admission(store: WorkloadStore, workload_id: str, *,
                        on_pending: Callable[[str, int | None], None] | None = None,
                        cancel: threading.Event | None = None, interval: float = CYCLE_INTERVAL,
                        poll: float = POLL_INTERVAL) -> Admission | None:
-    """Run admission cycles until ``workload_id`` is admitted; its Admission (``borrowing`` is known only
-    when this process's own cycle admitted it). ``on_pending(reason, position)`` is called on each change
-    of either. None when ``cancel`` is set first (the workload is left pending: finish it if it is not
-    to run). A workload that is FINISHED meanwhile (its holder gone, deleted) raises MillpondError."""
+    """Run admission cycles until ``workload_id`` is admitted, and return its Admission.
+
+    ``borrowing`` is known only when this process's own cycle admitted it. A workload admitted and
+    already evicted by another process's cycle is returned too: its holder sees ``Evicted`` on its
+    row at its first look. ``on_pending(reason, position)`` is called on each change of either.
+    None when ``cancel`` is set first (the workload is left pending: finish it if it is not to
+    run). A workload FINISHED meanwhile (its holder gone, deleted) raises MillpondError.
+    """
     seen: tuple[str, int | None] | None = None
     next_cycle = 0.0
     while True:
