@@ -129,10 +129,12 @@ def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
     click.echo("\nInstances:")
     rows = [["NAME", "STATUS", "GPU(Request)", "NODE", "GPU(DeviceIndex)", "GPU(DutyCycle)", "GPU_MEMORY(Used/Total)"],
             ["----", "------", "------------", "----", "----------------", "--------------", "----------------------"]]
+    shares = views.role_shares(job)
     for instance in instances:
         if only and instance.name != only:
             continue
-        first = [instance.name, instance.status, str(len(instance.gpus)),
+        share = shares.get(instance.role)
+        first = [instance.name, instance.status, views.share_words(*share) if share else str(len(instance.gpus)),
                  views.LOCAL_IP if instance.started_at else "N/A"]
         held = views.instance_metrics(instance, metrics)
         if not held:
@@ -151,9 +153,10 @@ def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
 @click.argument("names", nargs=-1)
 @click.option("-d", "--details", is_flag=True, help="Also who holds what on the node, and each GPU's use.")
 @click.option("-r", "--refresh", is_flag=True, help="Display continuously (every 2s, until Ctrl-C); with -d.")
+@click.option("-s", "--share", is_flag=True, help="GPU sharing: each GPU's memory allocated to shares, in GiB.")
 @click.option("--ray", "ray_address", default="", metavar="HOST:PORT",
               help="List the nodes of this Ray cluster (default: $MILLPOND_RAY_ADDRESS).")
-def top_node(names: tuple[str, ...], details: bool, refresh: bool, ray_address: str) -> None:
+def top_node(names: tuple[str, ...], details: bool, refresh: bool, share: bool, ray_address: str) -> None:
     """This machine as one node (or a Ray cluster's nodes): NAME IPADDRESS ROLE STATUS GPU(Total) GPU(Allocated)."""
     import os
 
@@ -172,6 +175,11 @@ def top_node(names: tuple[str, ...], details: bool, refresh: bool, ray_address: 
         raise NotFoundError(f"no node {unknown[0]}: this machine is the only node ({node.name})")
     if refresh and not details:
         raise UserError("-r/--refresh displays the node's details: use it with -d")
+    if share and details:
+        raise UserError("-s/--share and -d/--details are two views: give one")
+    if share:
+        _node_shares(node)
+        return
     if details:
         if refresh:
             _refresh(lambda: _node_details(top.node_view(), gpu_metrics.read()),
@@ -186,17 +194,38 @@ def top_node(names: tuple[str, ...], details: bool, refresh: bool, ray_address: 
     click.echo(f"{node.gpu_allocated}/{node.gpu_total} ({node.percent:.1f}%)")
 
 
+def _gib(value: int) -> str:
+    return f"{value / 2**30:g}"
+
+
+def _node_shares(node: NodeView) -> None:
+    """gpushare's view (``kubectl inspect gpushare``, Arena's ``top node -s``): per GPU, GiB allocated/total;
+    a GPU held whole counts as all allocated."""
+    cells, allocated, total = [], 0, 0
+    for gpu in node.gpus:
+        used = gpu.memory_total if gpu.whole_by else gpu.memory_shared
+        cells.append(f"{_gib(used)}/{_gib(gpu.memory_total)}")
+        allocated, total = allocated + used, total + gpu.memory_total
+    _table([["NAME", "IPADDRESS", *(f"GPU{gpu.index}(Allocated/Total)" for gpu in node.gpus), "GPU Memory(GiB)"],
+            [node.name, node.ip, *cells, f"{_gib(allocated)}/{_gib(total)}"]])
+    click.echo(SEPARATOR)
+    click.echo("Allocated/Total GPU Memory In Cluster:")
+    click.echo(f"{_gib(allocated)}/{_gib(total)} (GiB, {100.0 * allocated / total if total else 0.0:.1f}%)")
+
+
 def _node_details(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
     click.echo("")
+    kind = ("GPUShare" if node.shared else "GPUExclusive") if node.gpu_total else "none"
     for label, value in (("Name", node.name), ("Status", node.status), ("Role", node.role),
-                         ("Type", "GPUExclusive" if node.gpu_total else "none"), ("Address", node.ip)):
+                         ("Type", kind), ("Address", node.ip)):
         click.echo(f"{label + ':':<9}{value}")
     click.echo("Instances:")
     rows = [["NAMESPACE", "NAME", "KIND", "STATUS", "GPU(Requested)", "GPU(Allocated)", "HOLDS"],
             ["---------", "----", "----", "------", "--------------", "--------------", "-----"]]
     for holder in node.holders:
         rows.append([holder.namespace or "N/A", holder.name, holder.kind, "Running", str(holder.gpus_requested),
-                     ",".join(f"gpu{index}" for index in holder.gpus) or "N/A", holder.holds])
+                     ",".join([*(f"gpu{index}" for index in holder.gpus),
+                               *(f"gpu{index}(share)" for index in holder.share_gpus)]) or "N/A", holder.holds])
     _table(rows, "  ")
     _node_gpus(node, metrics)
     click.echo("GPU Summary:")
@@ -210,13 +239,18 @@ def _node_gpus(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
     click.echo("GPUs:")
     held = {index: f"{holder.namespace}/{holder.name}" if holder.namespace else holder.name
             for holder in node.holders for index in holder.gpus}
-    rows = [["INDEX", "MEMORY(Total)", "MEMORY(Used)", "DUTY_CYCLE", "HELD_BY"],
-            ["-----", "-------------", "------------", "----------", "-------"]]
+    states = {gpu.index: gpu for gpu in node.gpus}
+    rows = [["INDEX", "MEMORY(Total)", "MEMORY(Used)", "DUTY_CYCLE", "SHARED(GiB)", "HELD_BY"],
+            ["-----", "-------------", "------------", "----------", "-----------", "-------"]]
     for index in node.gpu_indices:
         metric = metrics.get(index)
         used = (f"{_mib(metric.memory_total)} MiB", f"{_mib(metric.memory_used)} MiB",
                 f"{metric.duty_cycle:.1f}%") if metric else ("N/A", "N/A", "N/A")
-        rows.append([str(index), *used, held.get(index, "-")])
+        state = states.get(index)
+        shared = f"{_gib(state.memory_shared)}/{_gib(state.memory_total)}" if state and state.shared_by else "-"
+        by = held.get(index) or (", ".join(dict.fromkeys(n.partition(" ")[2] for n in state.shared_by))
+                                 if state and state.shared_by else "-")
+        rows.append([str(index), *used, shared, by])
     _table(rows, "  ")
 
 

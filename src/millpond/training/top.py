@@ -4,7 +4,9 @@ Arena reads both from the cluster: a job's requested GPUs from its pods' specs, 
 allocated GPUs from the pods bound to it. Here the one node is this machine, its GPUs are what
 the machine-wide ledger may hand out (``Ledger.capacity``; ``MILLPOND_FAKE_GPUS`` in tests), and
 what is allocated is what the ledger's live grants hold — training jobs and pipeline tasks alike,
-so ``top node`` shows a pipeline task holding a GPU even though ``top job`` cannot.
+so ``top node`` shows a pipeline task holding a GPU even though ``top job`` cannot. GPU shares
+(``--gpumemory``) are not counted as allocated GPUs (as Arena counts whole ones); ``top node -s``
+shows each GPU's memory held by shares, as gpushare's ``kubectl inspect gpushare`` does.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from millpond.scheduling.ledger import GrantRecord, Ledger
+from millpond.scheduling.sharing import GpuState
 from millpond.store.training import JobRecord, JobStore
 from millpond.training import views
 
@@ -40,6 +43,7 @@ class HolderRow:
     gpus_requested: int
     gpus: tuple[int, ...]
     holds: str  # what the grant holds in words: ``GPU 0, 2 CPUs``
+    share_gpus: tuple[int, ...] = ()  # the GPUs its shares are on
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,12 @@ class NodeView:
     gpu_allocated: int
     holders: tuple[HolderRow, ...]
     gpu_indices: tuple[int, ...] = ()  # the GPUs the ledger may hand out, by CUDA index
+    gpus: tuple[GpuState, ...] = ()  # each GPU: its memory, what shares hold of it, or its whole holder
+
+    @property
+    def shared(self) -> bool:
+        """Whether a share holds part of a GPU now."""
+        return any(gpu.shared_by for gpu in self.gpus)
 
     @property
     def percent(self) -> float:
@@ -78,15 +88,18 @@ def _holder(grant: GrantRecord) -> HolderRow:
     namespace, _, name = grant.holder.name.partition("/")
     if not name:  # a holder named without a namespace
         namespace, name = "", namespace
-    return HolderRow(namespace, name, grant.holder.kind, grant.request.gpus, grant.gpus, grant.summary)
+    return HolderRow(namespace, name, grant.holder.kind, grant.request.gpus, grant.gpus, grant.summary,
+                     tuple(dict.fromkeys(grant.share_gpus)))
 
 
 def node_view(ledger: Ledger | None = None) -> NodeView:
     """The machine now: the ledger's capacity and its live grants (the dead holders' are reclaimed)."""
     ledger = ledger or Ledger()
     grants = ledger.grants()
+    states = ledger.gpu_states()
     return NodeView(
         name=views.node_name(), ip=views.LOCAL_IP, role="<none>", status="Ready",
         gpu_total=len(ledger.capacity.gpus), gpu_allocated=sum(len(grant.gpus) for grant in grants),
         holders=tuple(_holder(grant) for grant in grants), gpu_indices=tuple(ledger.capacity.gpus),
+        gpus=tuple(states),
     )
