@@ -115,6 +115,17 @@ def test_a_request_no_quota_could_ever_give_says_so_and_does_not_block_strict_fi
     assert "asks 8, more than ClusterQueue cq could ever get (4): it can never be admitted" in reason
 
 
+def test_pods_count_only_where_a_queue_covers_them():
+    groups = (ResourceGroup((GPU, "pods"), (FlavorQuotas("default", (ResourceQuota(GPU, 8000),
+                                                                     ResourceQuota("pods", 2000))),)),)
+    counting = ClusterQueue("cq", groups, namespace_selector=ALL)
+    workloads = [dataclasses.replace(wl(f"w{n}", 1), requests={GPU: 1000, "pods": 1000}) for n in range(1, 4)]
+    decision = decide(snap([counting], workloads), NOW)
+    assert admitted(decision) == ["w1", "w2"]
+    assert "insufficient unused quota for pods in flavor default: asks 1, 0 free" in pending(decision)["w3"][1]
+    assert admitted(decide(snap([cq("cq", 8)], workloads), NOW)) == ["w1", "w2", "w3"]  # not covered: not counted
+
+
 def test_an_uncovered_resource_is_inadmissible():
     workload = dataclasses.replace(wl("w1", 1), requests={GPU: 1000, "example.com/fpga": 1000})
     reason = pending(decide(snap([cq("cq", 4)], [workload]), NOW))["w1"][1]

@@ -48,6 +48,7 @@ from millpond.scheduling.queues.quota import FlavorResource, QuotaTree
 from millpond.scheduling.queues.render import amount, who
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # every Kubernetes namespace carries it
+PODS = "pods"  # counted only by a ClusterQueue that covers it, as in Kueue
 FIT, PREEMPT, NO_FIT = 2, 1, 0
 _HOLDING = (WorkloadState.ADMITTED, WorkloadState.EVICTED)
 
@@ -102,6 +103,7 @@ class _Cycle:
         # "held by" texts per (flavor resource, cohort tree), with the tree version they were made at
         self._held: dict[tuple[FlavorResource, tuple[bool, str]], tuple[int, str]] = {}
         self.evicted: set[str] = set()
+        self.fresh: set[str] = set()  # admitted by this cycle: no victims for it (Kueue picks them before)
         self.admitted: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, str] = {}
@@ -179,6 +181,8 @@ class _Cycle:
         result = Assignment()
         requested = {name for name, value in workload.requests.items() if value > 0}
         covered = {name for group in queue.resource_groups for name in group.covered}
+        if PODS not in covered:
+            requested.discard(PODS)
         for name in sorted(requested - covered):
             result.mode, result.never = NO_FIT, True
             result.reasons.append(f"resource {name} unavailable in ClusterQueue {queue.name}")
@@ -320,6 +324,7 @@ class _Cycle:
         admitted = dataclasses.replace(workload, state=WorkloadState.ADMITTED, cluster_queue=queue.name,
                                        flavors=dict(assignment.flavors), admitted_at=self.now)
         self.hold(admitted)
+        self.fresh.add(workload.id)
         self.admitted.append(Admission(workload.id, queue.name, dict(assignment.flavors), assignment.borrowing))
 
     def positions(self, order: dict[str, list[Workload]], unresolved: dict[tuple[str, str], list[Workload]]
@@ -335,8 +340,9 @@ class _Cycle:
 def decide(snapshot: Snapshot, now: float) -> Decision:
     """One admission cycle over ``snapshot``: who is admitted, who is evicted to make room, why the rest wait.
 
-    ``now`` (epoch seconds) is when the cycle runs: what it admits counts as admitted then, so a
-    later preemptor of the same cycle sees it as the most recently admitted. Every PENDING
+    ``now`` (epoch seconds) is when the cycle runs: what it admits counts as admitted then (a
+    preemptor of the same cycle never picks those: Kueue nominates victims among the workloads
+    admitted before the cycle, never one it is admitting). Every PENDING
     workload of the snapshot is in exactly one of ``admitted`` and ``pending``; ``evicted`` holds
     ADMITTED ones only (an Eviction's ``by`` is the preemptor's id, empty for a HoldAndDrain).
     """

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 
 from millpond.errors import MillpondError, UserError
 from millpond.runners.processes import engine_mark, is_running, own_identity
-from millpond.scheduling.queues.admission import decide
+from millpond.scheduling.queues.admission import PODS, decide
 from millpond.scheduling.queues.model import (
     Admission,
     Decision,
@@ -91,9 +91,11 @@ def priority_of(objects: QueueObjects, priority_class: str | None) -> int:
 def submit(settings: Settings, *, kind: str, name: str, namespace: str, user: str, queue: str,
            requests: Mapping[str, int], priority_class: str | None = None, pod_count: int = 1,
            holder: str | None = None) -> WorkloadRecord:
-    """Record a PENDING workload, its priority taken from ``priority_class`` (a missing class: UserError,
-    nothing stored). A missing queue is no error here: the workload waits with that reason, as in Kueue."""
+    """Record a PENDING workload, its priority taken from ``priority_class`` (a missing class:
+    UserError, nothing stored), ``pods`` (``pod_count``) added to its requests. A missing queue is
+    no error here: the workload waits with that reason, as in Kueue."""
     priority = priority_of(load_objects(settings), priority_class)
+    requests = {PODS: pod_count * 1000, **requests}  # a queue that covers "pods" counts them
     return WorkloadStore(settings).submit(
         kind=kind, name=name, namespace=namespace, user=user, queue=queue, requests=requests, priority=priority,
         priority_class=priority_class, pod_count=pod_count, holder=own_holder() if holder is None else holder)

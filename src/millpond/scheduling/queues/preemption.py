@@ -103,7 +103,7 @@ class Preemptor:
         users = {victim.id: victim for key in need for victim in cycle.by_key.get(key, {}).values()}
         found = []
         for victim in users.values():
-            if victim.id in self.claimed or victim.id == workload.id:
+            if victim.id in self.claimed or victim.id == workload.id or victim.id in cycle.fresh:
                 continue
             same_tree = roots.get(victim.cluster_queue or "") == mine
             if victim.id in cycle.evicted:
