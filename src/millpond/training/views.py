@@ -84,10 +84,16 @@ def job_info(job: JobRecord, instances: list[InstanceRecord],
         "name": job.name, "namespace": job.namespace, "uuid": job.uid, "duration": short_duration(duration_s(job)),
         "status": job.status, "trainer": job.trainer, "tensorboard": "", "chiefName": chief,
         "priority": job.spec.get("priority") or "N/A",
+        **_queueing(job),
         "requestGPUs": requested_gpus(job), "allocatedGPUs": allocated_gpus(job),
         "creationTimestamp": int(job.created_at.timestamp()),
         "instances": [instance_info(i, metrics) for i in instances],
     }
+
+
+def _queueing(job: JobRecord) -> dict[str, str]:
+    """Kueue's side of a job (millpond's addition to Arena's info): its LocalQueue and who submitted it."""
+    return {key: str(job.spec[field]) for key, field in (("queue", "queue"), ("user", "user")) if job.spec.get(field)}
 
 
 def event_info(event: EventRecord) -> dict[str, Any]:
