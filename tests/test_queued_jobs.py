@@ -1,11 +1,21 @@
 """Training jobs as Kueue workloads, from the user's side: ``arena submit --queue Q -p NAME`` (or Kueue's
 labels, on the command line or in a manifest) records the queue, the priority class, the project and the
 user; the workload's requests are the job's total over all its instances; ``-p`` naming no
-WorkloadPriorityClass is refused at submit, as Arena refuses an unknown priority class."""
+WorkloadPriorityClass is refused at submit, as Arena refuses an unknown priority class.
+
+Then admission as users see it: a quota respected across ``arena submit`` processes (the third job
+QUEUING with Kueue's reason and how many are ahead of it, running once one ends), preemption by a
+higher priority that stops the victim and requeues it (it resumes from its checkpoint), StrictFIFO
+against BestEffortFIFO, an unknown queue or priority class waited on with its reason."""
 
 from __future__ import annotations
 
 import getpass
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +27,9 @@ from millpond.store.resources import ResourceStore
 from millpond.store.training import JobStore
 from millpond.training.queueing import job_workload
 from millpond.training.spec import spec_from_json
-from tests.training_support import arena, record
+from tests.training_support import arena, job_json, record, wait_status
+
+ARENA_BIN = Path(sys.executable).parent / "arena"
 
 pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 
@@ -116,3 +128,172 @@ def test_a_manifest_names_its_queue_and_priority_class_with_kueues_labels(cli, t
     assert cli("apply", "-f", path).code == 0
     assert spec_from_json(record("volcano", "team-b").spec).queue == ""  # Volcano's queue is not Kueue's
     cli("delete", "pytorchjob", "volcano", "-n", "team-b")
+
+
+# --- admission ----------------------------------------------------------------------------------------
+def queues(*cluster_queues: tuple[str, int, dict[str, Any]], namespace: str = "default") -> list[dict[str, Any]]:
+    """A ResourceFlavor and, for each (name, GPUs, extra spec), a ClusterQueue of that GPU quota (every
+    namespace admitted) and a LocalQueue of the same name in ``namespace``."""
+    objects: list[dict[str, Any]] = [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                      "metadata": {"name": "default-flavor"}, "spec": {}}]
+    for name, gpus, extra in cluster_queues:
+        objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
+                        "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [{"name": "default-flavor", "resources": [
+                                {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"},
+                                {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}], **extra}})
+        objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                        "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": name}})
+    return objects
+
+
+def gated(folder: Path, name: str) -> str:
+    """A job command that says it started, then runs until its gate file appears."""
+    return f'touch {folder}/{name}.started; while [ ! -e {folder}/{name}.gate ]; do sleep 0.1; done; echo done'
+
+
+def until(check: Any, timeout: float = 60, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
+        time.sleep(0.1)
+
+
+def status(name: str) -> tuple[str, str, str]:
+    job = record(name)
+    return job.status, job.reason or "", job.message or ""
+
+
+@pytest.fixture
+def three_gpus(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "3")  # the machine has room for 3: only the quota holds one back
+
+
+def test_a_gpu_quota_holds_across_concurrent_submissions_and_the_third_waits_with_its_reason(
+        capsys, three_gpus, tmp_path) -> None:
+    apply_objects(*queues(("two-gpus", 2, {})))
+    submits = [subprocess.Popen([str(ARENA_BIN), "submit", "pytorch", "--name", f"j{i}", "--queue", "two-gpus",
+                                 "--gpus", "1", gated(tmp_path, f"j{i}")], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for i in range(3)]
+    for process in submits:  # three processes at once, each starting its supervisor
+        assert process.wait(60) == 0, process.stderr.read() if process.stderr else ""
+    until(lambda: sorted(status(f"j{i}")[0] for i in range(3)) == ["QUEUING", "RUNNING", "RUNNING"], 60,
+          "two jobs running, one queuing")
+    (waiting,) = [f"j{i}" for i in range(3) if status(f"j{i}")[0] == "QUEUING"]
+    state, reason, message = until(lambda: status(waiting)[1] == "Pending" and status(waiting), 30, "Kueue's reason")
+    assert "nvidia.com/gpu" in message and "ahead of it in its ClusterQueue" in message, message
+    shown = arena(capsys, "get", waiting, "-e").out
+    assert "Reason:     Pending" in shown and "Pending" in shown.split("Events:")[1]
+    conditions = job_json(capsys, waiting)  # Arena's shape; the message also in `arena list -o wide`
+    assert conditions["status"] == "QUEUING"
+    assert waiting in arena(capsys, "list", "-o", "wide").out
+    running = [f"j{i}" for i in range(3) if f"j{i}" != waiting]
+    assert not (tmp_path / f"{waiting}.started").exists()
+    (tmp_path / f"{running[0]}.gate").touch()  # one ends: its quota goes to the waiting one
+    assert wait_status(capsys, running[0])["status"] == "SUCCEEDED"
+    until(lambda: (tmp_path / f"{waiting}.started").exists(), 30, "the third job to start")
+    for name in (running[1], waiting):
+        (tmp_path / f"{name}.gate").touch()
+        assert wait_status(capsys, name)["status"] == "SUCCEEDED"
+
+
+CHECKPOINTING = """
+import os, signal, sys, time
+path = "checkpoint.txt"
+step = int(open(path).read()) if os.path.exists(path) else 0
+print(f"resumed from step {step}" if step else "started from step 0", flush=True)
+while step < int(sys.argv[1]):
+    time.sleep(0.2)
+    step += 1
+    with open(path + ".tmp", "w") as out:
+        out.write(str(step))
+    os.replace(path + ".tmp", path)  # a checkpoint each step, never half-written
+    print(f"step {step}", flush=True)
+print("finished at step", step, flush=True)
+"""
+
+
+def test_a_higher_priority_preempts_the_job_which_is_requeued_and_resumes_from_its_checkpoint(
+        capsys, two_gpus, tmp_path) -> None:
+    apply_objects(priority_class("low", 100), priority_class("high", 1000),
+                  *queues(("one-gpu", 1, {"preemption": {"withinClusterQueue": "LowerPriority"}})))
+    script = tmp_path / "train.py"
+    script.write_text(CHECKPOINTING)
+    work = tmp_path / "work"
+    work.mkdir()
+    assert arena(capsys, "submit", "pytorch", "--name", "low", "--queue", "one-gpu", "-p", "low", "--gpus", "1",
+                 "--working-dir", work, f"{sys.executable} {script} 25").code == 0
+    until(lambda: (work / "checkpoint.txt").exists() and int((work / "checkpoint.txt").read_text() or 0) >= 2,
+          60, "the low job's second checkpoint")
+    assert arena(capsys, "submit", "pytorch", "--name", "high", "--queue", "one-gpu", "-p", "high", "--gpus", "1",
+                 "echo urgent").code == 0
+    state, reason, message = until(lambda: status("low")[1] == "Preempted" and status("low"), 60, "the preemption")
+    assert state == "QUEUING" and message.startswith("Preempted to accommodate a workload"), message
+    cut = int((work / "checkpoint.txt").read_text())
+    assert wait_status(capsys, "high")["status"] == "SUCCEEDED"
+    assert wait_status(capsys, "low", timeout=90)["status"] == "SUCCEEDED"
+    log = arena(capsys, "logs", "low").out
+    assert f"resumed from step {cut}" in log or any(f"resumed from step {k}" in log for k in range(1, cut + 1)), log
+    assert log.rstrip().endswith("finished at step 25")
+    events = arena(capsys, "get", "low", "-e").out.split("Events:")[1]
+    assert "Evicted" in events and "Preempted" in events
+
+
+def test_strict_fifo_blocks_behind_its_head_and_best_effort_lets_a_smaller_job_by(capsys, tmp_path,
+                                                                                   monkeypatch) -> None:
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "4")
+    apply_objects(*queues(("strict", 2, {"queueingStrategy": "StrictFIFO"}),
+                          ("best-effort", 2, {"queueingStrategy": "BestEffortFIFO"})))
+    for queue in ("strict", "best-effort"):
+        holder, big, small = f"{queue}-holder", f"{queue}-big", f"{queue}-small"
+        assert arena(capsys, "submit", "pytorch", "--name", holder, "--queue", queue, "--gpus", "1",
+                     gated(tmp_path, holder)).code == 0
+        until(lambda name=holder: (tmp_path / f"{name}.started").exists(), 60, holder)
+        assert arena(capsys, "submit", "pytorch", "--name", big, "--queue", queue, "--gpus", "2", "true").code == 0
+        until(lambda name=big: status(name)[1] == "Pending", 30, f"{big} pending")
+        assert arena(capsys, "submit", "pytorch", "--name", small, "--queue", queue, "--gpus", "1", "true").code == 0
+    until(lambda: status("best-effort-small")[0] == "SUCCEEDED", 60, "best effort lets the small job by")
+    state, reason, message = until(lambda: status("strict-small")[1] == "Pending" and status("strict-small"), 30)
+    assert state == "QUEUING" and "1 ahead of it" in message, message  # behind the big one, which blocks it
+    assert status("best-effort-big")[0] == "QUEUING"
+    for queue in ("strict", "best-effort"):
+        (tmp_path / f"{queue}-holder.gate").touch()
+    for name in ("strict-big", "strict-small", "best-effort-big"):
+        assert wait_status(capsys, name)["status"] == "SUCCEEDED"
+
+
+def test_an_unknown_queue_or_priority_class_in_a_manifest_is_waited_on_with_kueues_reason(
+        capsys, cli, tmp_path, two_gpus) -> None:
+    assert arena(capsys, "submit", "pytorch", "--name", "lost", "--queue", "nosuch", "true").code == 0
+    state, reason, message = until(lambda: status("lost")[1] == "Pending" and status("lost"), 30)
+    assert state == "QUEUING" and "LocalQueue nosuch doesn't exist in namespace default" in message
+    apply_objects(*queues(("later", 1, {})))
+    manifest = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                "metadata": {"name": "unclassed", "labels": {QUEUE_LABEL: "later", PRIORITY_LABEL: "not-yet"}},
+                "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [
+                    {"name": "pytorch", "image": "x", "command": ["echo", "ran"]}]}}}}}}
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    assert cli("apply", "-f", path).code == 0
+    state, reason, message = until(lambda: status("unclassed")[1] == "WorkloadPriorityClassNotFound"
+                                   and status("unclassed"), 30)
+    assert "WorkloadPriorityClass not-yet doesn't exist" in message
+    apply_objects(priority_class("not-yet", 5))  # created later: the job goes on, as Kueue's would
+    assert wait_status(capsys, "unclassed")["status"] == "SUCCEEDED"
+    assert arena(capsys, "delete", "lost").code == 0
+
+
+def test_a_killed_supervisor_gives_its_quota_to_the_next_job(capsys, two_gpus, tmp_path) -> None:
+    apply_objects(*queues(("solo", 1, {})))
+    assert arena(capsys, "submit", "pytorch", "--name", "first", "--queue", "solo", "--gpus", "1",
+                 gated(tmp_path, "first")).code == 0
+    until(lambda: (tmp_path / "first.started").exists(), 60, "first")
+    assert arena(capsys, "submit", "pytorch", "--name", "second", "--queue", "solo", "--gpus", "1", "true").code == 0
+    until(lambda: status("second")[1] == "Pending", 30, "second pending")
+    os.kill(record("first").supervisor_pid or 0, signal.SIGKILL)
+    assert wait_status(capsys, "second")["status"] == "SUCCEEDED"  # the next cycle saw its holder gone
+    assert wait_status(capsys, "first")["status"] == "FAILED"

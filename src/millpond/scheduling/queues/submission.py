@@ -23,6 +23,7 @@ import getpass
 import re
 
 from millpond.errors import UserError
+from millpond.scheduling.queues import specs
 from millpond.scheduling.queues.model import CPU, GPU, MEMORY, WorkloadPriorityClass
 from millpond.store.resources import ResourceStore
 
@@ -48,16 +49,14 @@ def check_queue_name(name: str, flag: str = "--queue") -> str:
 
 
 def priority_class(name: str, store: ResourceStore | None = None) -> WorkloadPriorityClass | None:
-    """The applied WorkloadPriorityClass ``name`` (its top-level ``value``, as in Kueue's CRD), or None."""
+    """The applied WorkloadPriorityClass ``name``, or None."""
     found = (store or ResourceStore()).get(PRIORITY_KIND, name, CLUSTER_NAMESPACE)
     if found is None:
         return None
-    body = found.manifest
     try:
-        value = int(body.get("value", 0))
-    except (TypeError, ValueError):
-        return None  # stored before it was checked: as good as absent
-    return WorkloadPriorityClass(name, value, str(body.get("description") or ""))
+        return specs.priority_class(name, found.manifest)
+    except UserError:  # stored before it was checked: as good as absent
+        return None
 
 
 def check_priority(name: str, flag: str = "--priority", store: ResourceStore | None = None) -> str:
