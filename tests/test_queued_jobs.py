@@ -15,18 +15,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from millpond.scheduling.queues.model import CPU, GPU, MEMORY, PRIORITY_LABEL, QUEUE_LABEL, WorkloadKind
-from millpond.store.resources import ResourceStore
 from millpond.store.training import JobStore
 from millpond.training.queueing import job_workload
 from millpond.training.spec import spec_from_json
+from tests.queues_support import apply_objects, priority_class, queues, until
 from tests.training_support import arena, job_json, record, wait_status
 
 ARENA_BIN = Path(sys.executable).parent / "arena"
@@ -37,16 +35,6 @@ pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 @pytest.fixture
 def two_gpus(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2")  # the ledger's test-only GPU count (no device is touched)
-
-
-def priority_class(name: str, value: int) -> dict[str, Any]:
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
-            "value": value, "description": f"{name} jobs"}
-
-
-def apply_objects(*objects: dict[str, Any]) -> None:
-    """Kueue objects as ``millpond apply -f`` stores them (cluster-scoped ones under ``default``)."""
-    ResourceStore().apply(list(objects))
 
 
 def test_queue_priority_project_and_user_are_recorded_and_the_workload_totals_every_instance(
@@ -131,36 +119,9 @@ def test_a_manifest_names_its_queue_and_priority_class_with_kueues_labels(cli, t
 
 
 # --- admission ----------------------------------------------------------------------------------------
-def queues(*cluster_queues: tuple[str, int, dict[str, Any]], namespace: str = "default") -> list[dict[str, Any]]:
-    """A ResourceFlavor and, for each (name, GPUs, extra spec), a ClusterQueue of that GPU quota (every
-    namespace admitted) and a LocalQueue of the same name in ``namespace``."""
-    objects: list[dict[str, Any]] = [{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-                                      "metadata": {"name": "default-flavor"}, "spec": {}}]
-    for name, gpus, extra in cluster_queues:
-        objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name},
-                        "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                            "flavors": [{"name": "default-flavor", "resources": [
-                                {"name": "cpu", "nominalQuota": "64"}, {"name": "memory", "nominalQuota": "256Gi"},
-                                {"name": "nvidia.com/gpu", "nominalQuota": gpus}]}]}], **extra}})
-        objects.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                        "metadata": {"name": name, "namespace": namespace}, "spec": {"clusterQueue": name}})
-    return objects
-
-
 def gated(folder: Path, name: str) -> str:
     """A job command that says it started, then runs until its gate file appears."""
     return f'touch {folder}/{name}.started; while [ ! -e {folder}/{name}.gate ]; do sleep 0.1; done; echo done'
-
-
-def until(check: Any, timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
-        time.sleep(0.1)
 
 
 def status(name: str) -> tuple[str, str, str]:

@@ -8,6 +8,7 @@ priority class is refused at once, in one line, with nothing stored."""
 
 import getpass
 import json
+import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,19 +24,16 @@ from millpond.pipelines.submit import RunRequest, prepare_run
 from millpond.scheduling.queues.model import CPU, PRIORITY_LABEL, QUEUE_LABEL, WorkloadKind
 from millpond.settings import load_settings
 from millpond.store.journal import open_journal
-from millpond.store.resources import ResourceStore
 from millpond.store.runs import RunStore
 from millpond.store.secrets import ConfigStore
+from tests.conftest import MILLPOND_BIN
+from tests.queues_support import apply_objects, priority_class, queues, until
 from tests.server_support import serving
+from tests.training_support import arena, wait_status
 
 PIPELINES = Path(__file__).parent / "pipelines" / "queued.py"
 
 pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
-
-
-def priority_class(name: str, value: int) -> dict[str, Any]:
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": name},
-            "value": value}
 
 
 def executor_metadata(platform: dict[str, Any] | None) -> dict[str, Any]:
@@ -54,7 +52,7 @@ def queueing_of(run: Any, label: str) -> Any:
 
 
 def test_run_queue_and_priority_go_on_every_task_a_tasks_own_queue_wins(home: Path) -> None:
-    ResourceStore().apply([priority_class("high", 1000)])
+    apply_objects(priority_class("high", 1000))
     settings = load_settings()
     store = open_journal(settings.database_url)
     request = RunRequest(pipeline=load_pipeline(PIPELINES, "own-queue"), texts={"folder": "/tmp/x"}, values={},
@@ -106,7 +104,7 @@ def _post(url: str, body: Any, headers: dict[str, str]) -> tuple[int, dict[str, 
 
 
 def test_the_api_takes_queue_and_priority_class_and_records_the_caller(home: Path) -> None:
-    ResourceStore().apply([priority_class("low", 1)])
+    apply_objects(priority_class("low", 1))
     loaded = load_pipeline(PIPELINES, "queued-pair")
     body = {"display_name": "queued", "pipeline_spec": loaded.spec,
             "runtime_config": {"parameters": {"folder": str(home / "gates")}}}
@@ -125,3 +123,55 @@ def test_the_api_takes_queue_and_priority_class_and_records_the_caller(home: Pat
         anonymous = _post(f"{server.url}/apis/v2beta1/runs", {**body, "queue_name": "team-q"}, {})[1]
         assert {m["annotations"][USER_ANNOTATION] for m in executor_metadata(anonymous["platform_spec"]).values()
                 } == {"anonymous"}
+
+
+# --- admission ----------------------------------------------------------------------------------------
+def run_in_background(home: Path, *args: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(MILLPOND_BIN), "run", PIPELINES, *map(str, args), "-o", "json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def runs_get(cli: Any) -> dict[str, Any]:
+    (run, _experiment), = RunStore(load_settings().database_url).list_runs()
+    result = cli("runs", "get", run.id, "-o", "json")
+    assert result.code == 0, result.err
+    return json.loads(result.out)
+
+
+def test_a_runs_tasks_wait_for_their_queues_quota_saying_why(cli, home: Path, tmp_path: Path) -> None:
+    apply_objects(*queues(("one-cpu", 0, {}), cpu="1"))
+    engine = run_in_background(home, "--pipeline", "queued-pair", "-p", f"folder={tmp_path}", "--queue", "one-cpu")
+    until(lambda: list(tmp_path.glob("*.started")), 60, "a task to start")
+    pending = until(lambda: [t for t in runs_get(cli)["tasks"]
+                             if t["state"] == "PENDING" and "cpu" in (t.get("error") or "")], 30, "the reason")
+    (task,) = pending
+    assert task["error"].startswith("Pending: ") and "cpu" in task["error"], task
+    assert "waiting for its queue: Pending: " in Path(task["log"]).read_text()
+    assert len(list(tmp_path.glob("*.started"))) == 1  # the quota holds one task back (the machine has room)
+    (tmp_path / "gate").touch()
+    assert engine.wait(60) == 0, engine.stderr.read() if engine.stderr else ""
+    assert sorted(p.name for p in tmp_path.glob("*.started")) == ["a.started", "b.started"]
+    assert {t["state"] for t in runs_get(cli)["tasks"]} == {"SUCCEEDED"}
+
+
+def test_an_evicted_task_is_stopped_and_runs_again_when_readmitted_uncounted_by_its_retries(
+        cli, capsys, home: Path, tmp_path: Path) -> None:
+    """A higher-priority training job in the same queue preempts a run's task: the task's process stops, it waits
+    PENDING, and runs again once the job is done; its retry policy (none) is not spent on the eviction."""
+    apply_objects(priority_class("low", 1), priority_class("high", 100),
+                  *queues(("shared", 0, {"preemption": {"withinClusterQueue": "LowerPriority"}}), cpu="1"))
+    engine = run_in_background(home, "--pipeline", "one-held", "-p", f"folder={tmp_path}", "--queue", "shared",
+                               "--priority", "low")
+    until(lambda: (tmp_path / "a.started").exists(), 60, "the task to start")
+    assert arena(capsys, "submit", "pytorch", "--name", "urgent", "--queue", "shared", "-p", "high", "--cpu", "1",
+                 "sleep 1").code == 0
+    evicted = until(lambda: [t for t in runs_get(cli)["tasks"] if "Evicted" in (t.get("error") or "")], 60)
+    assert evicted[0]["state"] == "PENDING" and "Evicted (Preempted): Preempted to accommodate" in evicted[0]["error"]
+    assert wait_status(capsys, "urgent")["status"] == "SUCCEEDED"
+    until(lambda: (tmp_path / "a.starts").read_text().count("start") == 2, 60, "the task's second start")
+    (tmp_path / "gate").touch()
+    assert engine.wait(60) == 0, engine.stderr.read() if engine.stderr else ""
+    (task,) = runs_get(cli)["tasks"]
+    (record,) = open_journal(load_settings().database_url).list_tasks(runs_get(cli)["run_id"])
+    assert task["state"] == "SUCCEEDED" and record.attempts == 1
+    assert "[millpond] Evicted (Preempted)" in Path(task["log"]).read_text()

@@ -2,12 +2,13 @@
 
 from kfp import dsl, kubernetes
 
-_HOLD = 'mkdir -p "$0" && touch "$0/$1.started" && while [ ! -e "$0/gate" ]; do sleep 0.05; done && echo "$1"'
+_HOLD = ('mkdir -p "$0" && echo start >> "$0/$1.starts" && touch "$0/$1.started" && '
+         'while [ ! -e "$0/gate" ]; do sleep 0.05; done && echo "$1"')
 
 
 @dsl.container_component
 def held(folder: str, name: str):
-    """Marks its start, then holds its quota until the test opens the gate."""
+    """Marks each start (a line in NAME.starts), then holds its quota until the test opens the gate."""
     return dsl.ContainerSpec(image="alpine:3", command=["sh", "-c", _HOLD], args=[folder, name])
 
 
@@ -22,3 +23,8 @@ def own_queue(folder: str) -> None:
     held(folder=folder, name="a").set_cpu_request("500m").set_caching_options(False)
     mine = held(folder=folder, name="b").set_cpu_request("500m").set_caching_options(False)
     kubernetes.add_pod_label(mine, "kueue.x-k8s.io/queue-name", "its-own")
+
+
+@dsl.pipeline(name="one-held")
+def one_held(folder: str) -> None:
+    held(folder=folder, name="a").set_cpu_request("1").set_caching_options(False)

@@ -99,14 +99,3 @@ class QueuedJob:
     def finish(self, reason: str) -> None:
         if self.id:
             cycle.release(self.settings, self.id, reason=reason)
-
-
-def eviction_reason(message: str) -> str:
-    """Kueue's reason for an eviction (the Evicted condition's), from the message admission wrote."""
-    if message.startswith("Preempted"):
-        return "Preempted"
-    if message.startswith("ClusterQueue"):
-        return "ClusterQueueStopped"
-    if message.startswith("LocalQueue"):
-        return "LocalQueueStopped"
-    return "Evicted"

@@ -44,12 +44,13 @@ from millpond.errors import MillpondError
 from millpond.runners.base import Bind
 from millpond.runners.processes import ProcessIdentity, own_identity
 from millpond.scheduling.ledger import Request
+from millpond.scheduling.queues.submission import eviction_reason
 from millpond.store.keys import utcnow
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import instances as launching
 from millpond.training.launch import free_port, plan
 from millpond.training.paths import instance_log, job_folder
-from millpond.training.queueing import QueuedJob, eviction_reason
+from millpond.training.queueing import QueuedJob
 from millpond.training.resources import Allocator, Granted, allocator
 from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
 

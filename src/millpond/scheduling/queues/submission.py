@@ -75,3 +75,14 @@ def requests(cpu_millis: int = 0, memory_bytes: int = 0, gpus: int = 0) -> dict[
     """A total request in milli-units (``model.milli``): CPU millicores, memory bytes and GPUs, zeros left out."""
     amounts = {CPU: cpu_millis, MEMORY: memory_bytes * 1000, GPU: gpus * 1000}
     return {name: amount for name, amount in amounts.items() if amount}
+
+
+def eviction_reason(message: str) -> str:
+    """Kueue's reason for an eviction (the Evicted condition's), from the message admission wrote."""
+    if message.startswith("Preempted"):
+        return "Preempted"
+    if message.startswith("ClusterQueue"):
+        return "ClusterQueueStopped"
+    if message.startswith("LocalQueue"):
+        return "LocalQueueStopped"
+    return "Evicted"
