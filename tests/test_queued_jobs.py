@@ -258,3 +258,26 @@ def test_a_killed_supervisor_gives_its_quota_to_the_next_job(capsys, two_gpus, t
     os.kill(record("first").supervisor_pid or 0, signal.SIGKILL)
     assert wait_status(capsys, "second")["status"] == "SUCCEEDED"  # the next cycle saw its holder gone
     assert wait_status(capsys, "first")["status"] == "FAILED"
+
+
+def test_the_jobs_page_shows_a_queued_jobs_queue_and_why_it_waits(capsys, home, two_gpus) -> None:
+    from tests.server_support import serving
+    from tests.test_server_ui import _browser, chromium_page
+
+    sync_api = _browser()
+    assert arena(capsys, "submit", "pytorch", "--name", "stuck", "--queue", "nosuch", "true").code == 0
+    until(lambda: status("stuck")[1] == "Pending", 30, "the job's reason")
+    try:
+        for server in serving():
+            with chromium_page() as (page, errors):
+                page.goto(server.url + "/#/jobs")
+                row = page.locator('tr.job-row[data-job="default/stuck"]')
+                sync_api.expect(row.locator(".waiting")).to_contain_text(
+                    "Pending: LocalQueue nosuch doesn't exist in namespace default", timeout=15_000)
+                sync_api.expect(row).to_contain_text("nosuch")
+                row.click()
+                sync_api.expect(page.locator("#job-waiting")).to_contain_text("LocalQueue nosuch doesn't exist",
+                                                                             timeout=15_000)
+                assert not errors, errors
+    finally:
+        arena(capsys, "delete", "stuck")

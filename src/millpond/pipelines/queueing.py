@@ -45,8 +45,13 @@ def project_of(experiment: str) -> str:
 
 def queued(pipeline_spec: dict[str, Any], platform_spec: dict[str, Any] | None) -> bool:
     """Whether any container task of the run names a queue."""
+    return any(_labels(platform_spec, label).get(QUEUE_LABEL) for label in _containers(pipeline_spec))
+
+
+def _containers(pipeline_spec: dict[str, Any]) -> list[str]:
+    """The executor labels of the container tasks: only they take resources, so only they are queued."""
     executors = (pipeline_spec.get("deploymentSpec") or {}).get("executors") or {}
-    return any(_labels(platform_spec, label).get(QUEUE_LABEL) for label in executors)
+    return [label for label, executor in executors.items() if isinstance(executor, dict) and "container" in executor]
 
 
 @dataclass(frozen=True)
@@ -82,10 +87,8 @@ def with_queue(pipeline_spec: dict[str, Any], platform_spec: dict[str, Any] | No
                user: str) -> dict[str, Any] | None:
     """``platform_spec`` with the run's queue and priority class on each container task that names none, and
     ``user`` on each queued task; unchanged (the same object) when no task is queued and nothing was asked."""
-    executors = (pipeline_spec.get("deploymentSpec") or {}).get("executors") or {}
-    containers = [label for label, executor in executors.items() if isinstance(executor, dict)
-                  and "container" in executor]
-    if not (queue or priority) and not any(_labels(platform_spec, label).get(QUEUE_LABEL) for label in containers):
+    containers = _containers(pipeline_spec)
+    if not (queue or priority) and not queued(pipeline_spec, platform_spec):
         return platform_spec
     result = copy.deepcopy(platform_spec) if platform_spec else {}
     configs = (result.setdefault("platforms", {}).setdefault("kubernetes", {})

@@ -92,8 +92,12 @@ def job_info(job: JobRecord, instances: list[InstanceRecord],
 
 
 def _queueing(job: JobRecord) -> dict[str, str]:
-    """Kueue's side of a job (millpond's addition to Arena's info): its LocalQueue and who submitted it."""
-    return {key: str(job.spec[field]) for key, field in (("queue", "queue"), ("user", "user")) if job.spec.get(field)}
+    """Kueue's side of a job (millpond's additions to Arena's info): its LocalQueue, who submitted it, and
+    while it is QUEUING why it waits (Kueue's reason, then the message: the quota short, how many are ahead)."""
+    found = {key: str(job.spec[key]) for key in ("queue", "user") if job.spec.get(key)}
+    if job.status == "QUEUING" and job.message:
+        found["waiting"] = f"{job.reason}: {job.message}" if job.reason else job.message
+    return found
 
 
 def event_info(event: EventRecord) -> dict[str, Any]:
