@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from millpond.scheduling.queues.model import CPU, GPU, MEMORY, PRIORITY_LABEL, QUEUE_LABEL, WorkloadKind
+from millpond.scheduling.queues.model import CPU, GPU, GPU_MEMORY, MEMORY, PRIORITY_LABEL, QUEUE_LABEL, WorkloadKind
 from millpond.store.training import JobStore
 from millpond.training.queueing import job_workload
 from millpond.training.spec import spec_from_json
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 
 @pytest.fixture
 def two_gpus(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2")  # the ledger's test-only GPU count (no device is touched)
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2x16Gi")  # the ledger's test-only inventory (no device is touched)
 
 
 def test_queue_priority_project_and_user_are_recorded_and_the_workload_totals_every_instance(
@@ -66,6 +66,12 @@ def test_kueues_labels_on_the_command_line_name_the_queue_as_the_flags_do(capsys
     assert (spec.queue, spec.priority) == ("lq", "low")
     workload = job_workload(record("labelled"), spec)
     assert workload is not None and workload.pod_count == 3  # the launcher and 2 workers: admitted together
+    shared = arena(capsys, "submit", "pytorch", "--name", "shared", "--queue", "lq", "--workers", "2",
+                   "--gpumemory", "3", "true")
+    assert shared.code == 0, shared.err
+    workload = job_workload(record("shared"), spec_from_json(record("shared").spec))
+    assert workload is not None and dict(workload.requests) == {GPU_MEMORY: 6000}  # 2 × 3 GiB, gpushare's unit
+    arena(capsys, "delete", "shared")
     clash = arena(capsys, "submit", "pytorch", "--name", "clash", "--queue", "a", "-l", f"{QUEUE_LABEL}=b", "true")
     assert clash.code == 2 and clash.err.strip() == (
         f"error: --queue a and --label {QUEUE_LABEL}=b name different ones; give one")

@@ -35,10 +35,11 @@ def job_workload(job: JobRecord, spec: JobSpec, holder: str = "") -> Workload | 
     if not spec.queue:
         return None
     total = spec.total
+    shared = sum(share.memory_bytes for share in total.shares)  # --gpumemory: gpushare's aliyun.com/gpu-mem
     found = priority_class(spec.priority) if spec.priority else None
     return Workload(
         id=job.uid, kind=WorkloadKind.JOB, name=job.name, namespace=job.namespace, user=spec.user or ANONYMOUS,
-        queue=spec.queue, requests=requests(total.cpu_millis, total.memory_bytes, total.gpus),
+        queue=spec.queue, requests=requests(total.cpu_millis, total.memory_bytes, total.gpus, shared),
         priority=found.value if found else 0, priority_class=spec.priority or None,
         pod_count=spec.instance_count, created=job.created_at.timestamp(), holder=holder,
     )

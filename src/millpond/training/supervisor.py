@@ -45,10 +45,12 @@ from millpond.runners.base import Bind
 from millpond.runners.processes import ProcessIdentity, own_identity
 from millpond.scheduling.ledger import Request
 from millpond.scheduling.queues.submission import eviction_reason
+from millpond.scheduling.share_env import mps_running
 from millpond.store.keys import utcnow
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import instances as launching
 from millpond.training.launch import free_port, plan
+from millpond.training.launch_share import with_shares
 from millpond.training.paths import instance_log, job_folder
 from millpond.training.queueing import QueuedJob
 from millpond.training.resources import Allocator, Granted, allocator
@@ -80,6 +82,7 @@ class Supervisor:
         self.eviction = ""  # the last eviction's message, shown while the job waits to be admitted again
         self.next_eviction_check = 0.0
         self.attempt = 0  # attempts so far, across evictions (the instances' restarts)
+        self.ledger: Allocator | None = None  # this machine's ledger (local mode)
 
     # ---------------------------------------------------------------- status
 
@@ -116,7 +119,7 @@ class Supervisor:
                 self.queued.finish(f"the job ended: {self.stop_reason or 'done'}")
 
     def _run_here(self) -> None:
-        ledger = allocator()
+        ledger = self.ledger = allocator()
         wanted = self.spec.total
         grant = self._queue(ledger, wanted)
         if grant is None:
@@ -279,6 +282,8 @@ class Supervisor:
         placement = self.placement
         if placement is None:
             planned = plan(self.spec, grant.gpus, free_port(), job_folder(self.job.uid))
+            ledger = self.ledger or allocator()
+            planned = with_shares(self.spec, planned, grant.share_gpus, ledger.gpu_memory, mps_running())
         else:
             if not placement.wait_ready(self.stopping, lambda why: self.status("PENDING", "Starting", why)):
                 return self.stop_reason  # a bundle lost with its node is placed again first

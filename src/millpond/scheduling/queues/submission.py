@@ -24,7 +24,7 @@ import re
 
 from millpond.errors import UserError
 from millpond.scheduling.queues import specs
-from millpond.scheduling.queues.model import CPU, GPU, MEMORY, WorkloadPriorityClass
+from millpond.scheduling.queues.model import CPU, GPU, GPU_MEMORY, MEMORY, WorkloadPriorityClass
 from millpond.store.resources import ResourceStore
 
 ANONYMOUS = "anonymous"  # KFP's name for a caller no proxy identified
@@ -71,9 +71,11 @@ def check_priority(name: str, flag: str = "--priority", store: ResourceStore | N
     return name
 
 
-def requests(cpu_millis: int = 0, memory_bytes: int = 0, gpus: int = 0) -> dict[str, int]:
-    """A total request in milli-units (``model.milli``): CPU millicores, memory bytes and GPUs, zeros left out."""
-    amounts = {CPU: cpu_millis, MEMORY: memory_bytes * 1000, GPU: gpus * 1000}
+def requests(cpu_millis: int = 0, memory_bytes: int = 0, gpus: int = 0, gpu_memory_bytes: int = 0) -> dict[str, int]:
+    """A total request in milli-units (``model.milli``), zeros left out: CPU millicores, memory bytes, whole
+    GPUs and GPU shares' memory (``aliyun.com/gpu-mem``, gpushare's GiB, rounded up to a thousandth)."""
+    amounts = {CPU: cpu_millis, MEMORY: memory_bytes * 1000, GPU: gpus * 1000,
+               GPU_MEMORY: -(-gpu_memory_bytes * 1000 // 2**30)}
     return {name: amount for name, amount in amounts.items() if amount}
 
 
