@@ -107,14 +107,12 @@ class EngineQueues:
     def _submit(self, key: str, queued: QueuedTask) -> bool:
         model = queued.model
         try:
-            priority = cycle.priority_of(cycle.load_objects(self.settings), model.priority_class)
+            queued.id = cycle.submit(self.settings, kind=model.kind.value, name=model.name, namespace=model.namespace,
+                                     user=model.user, queue=model.queue, requests=model.requests,
+                                     priority_class=model.priority_class).id
         except UserError as exc:  # Kueue cannot build the Workload: the task waits, saying so
             self._show(key, queued, f"WorkloadPriorityClassNotFound: {exc}")
             return False
-        queued.id = self.store.submit(
-            kind=model.kind.value, name=model.name, namespace=model.namespace, user=model.user, queue=model.queue,
-            requests=model.requests, priority=priority, priority_class=model.priority_class,
-            holder=cycle.own_holder(), created=model.created).id
         return True
 
     def _show(self, key: str, queued: QueuedTask, reason: str) -> None:

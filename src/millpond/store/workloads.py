@@ -72,8 +72,9 @@ def _record(row: WorkloadRow) -> WorkloadRecord:
 class LockedWorkloads:
     """The workloads under the admission lock: read the live ones, write one cycle's decisions.
 
-    Each write is a compare-and-set on the state it expects and returns whether it applied;
-    ``wait`` writes nothing when the reason and position are unchanged (most of a long queue).
+    Each write is a compare-and-set on the state it expects; :meth:`write` puts a whole cycle's
+    decision in three statements and skips the pending rows whose reason and position are unchanged
+    (most of a long queue).
     """
 
     def __init__(self, session: Session) -> None:
@@ -106,14 +107,35 @@ class LockedWorkloads:
         """ADMITTED -> EVICTED: its holder is to stop it; it holds its quota until :meth:`mark_stopped`."""
         return self._set(workload_id, (ADMITTED,), state=EVICTED, reason=reason)
 
-    def wait(self, workload_id: str, reason: str, position: int, known: WorkloadRecord | None = None) -> bool:
-        """Record why a PENDING workload waits and where it stands (skipped when ``known`` says so already)."""
-        if known is not None and known.reason == reason and known.position == position:
-            return False
-        return self._set(workload_id, (PENDING,), reason=reason, position=position)
-
     def finish(self, workload_id: str, reason: str) -> bool:
         return _finish(self._session, workload_id, reason)
+
+    def write(self, admitted: Iterable[tuple[str, str, Mapping[str, str]]], evicted: Iterable[tuple[str, str]],
+              waiting: Iterable[tuple[str, str, int]], at: float, known: Mapping[str, WorkloadRecord]) -> None:
+        """One cycle's decisions in three statements (executemany), each row still a compare-and-set:
+        ``admitted`` (id, ClusterQueue, flavors) were PENDING, ``evicted`` (id, reason) ADMITTED,
+        ``waiting`` (id, reason, position) PENDING; a waiting row ``known`` to say that already is skipped."""
+        from sqlalchemy import bindparam, update
+
+        from millpond.store.models import WorkloadRow
+
+        table = WorkloadRow.__table__
+        now = time.time()
+        connection = self._session.connection()
+        admissions = [{"key": key, "cq": queue, "fl": dict(flavors)} for key, queue, flavors in admitted]
+        if admissions:
+            connection.execute(update(table).where(table.c.id == bindparam("key"), table.c.state == PENDING).values(
+                state=ADMITTED, cluster_queue=bindparam("cq"), flavors=bindparam("fl"), admitted_at=at, reason="",
+                position=None, updated_at=now), admissions)
+        evictions = [{"key": key, "why": reason} for key, reason in evicted]
+        if evictions:
+            connection.execute(update(table).where(table.c.id == bindparam("key"), table.c.state == ADMITTED).values(
+                state=EVICTED, reason=bindparam("why"), updated_at=now), evictions)
+        changes = [{"key": key, "why": reason, "at": position} for key, reason, position in waiting
+                   if key not in known or (known[key].reason, known[key].position) != (reason, position)]
+        if changes:
+            connection.execute(update(table).where(table.c.id == bindparam("key"), table.c.state == PENDING).values(
+                reason=bindparam("why"), position=bindparam("at"), updated_at=now), changes)
 
 
 def _finish(session: Session, workload_id: str, reason: str) -> bool:

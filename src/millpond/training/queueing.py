@@ -3,8 +3,8 @@
 The workload's requests are the job's total over every instance (``JobSpec.total``: what the
 supervisor then takes from the machine's ledger), its project is the job's namespace, its
 priority the value of the WorkloadPriorityClass it names (0 when it names none), and its place
-in FIFO order the job's creation (``arena submit``'s order, whatever order the supervisors start
-in). A job without a queue is no workload: it takes the ledger alone, as Kueue leaves a job
+in FIFO order the moment its supervisor submits it (as Kueue's Workload is created by its job
+controller once the job exists). A job without a queue is no workload: it takes the ledger alone, as Kueue leaves a job
 without the ``kueue.x-k8s.io/queue-name`` label alone (``manageJobsWithoutQueueName: false``).
 
 :class:`QueuedJob` is what the supervisor holds: submit and wait (saying why and where it
@@ -63,11 +63,9 @@ class QueuedJob:
         """Record the workload PENDING (UserError, nothing stored, while its priority class is missing)."""
         model = self.model
         assert model is not None
-        priority = cycle.priority_of(cycle.load_objects(self.settings), model.priority_class)
-        self.id = self.store.submit(
-            kind=model.kind.value, name=model.name, namespace=model.namespace, user=model.user, queue=model.queue,
-            requests=model.requests, priority=priority, priority_class=model.priority_class,
-            pod_count=model.pod_count, holder=cycle.own_holder(), created=model.created).id
+        self.id = cycle.submit(self.settings, kind=model.kind.value, name=model.name, namespace=model.namespace,
+                               user=model.user, queue=model.queue, requests=model.requests,
+                               priority_class=model.priority_class, pod_count=model.pod_count).id
 
     def admit(self, stopping: threading.Event, waiting: Waiting) -> bool:
         """Wait until the job's workload is admitted (False when ``stopping`` is set first), telling

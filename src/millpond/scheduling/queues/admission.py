@@ -25,6 +25,7 @@ Every workload still pending gets a reason a user can act on and its 0-based pos
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -36,6 +37,7 @@ from millpond.scheduling.queues.model import (
     FlavorQuotas,
     LabelSelector,
     Pending,
+    QueueingStrategy,
     Snapshot,
     StopPolicy,
     Workload,
@@ -46,6 +48,7 @@ from millpond.scheduling.queues.quota import FlavorResource, QuotaTree
 from millpond.scheduling.queues.render import amount, who
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # every Kubernetes namespace carries it
+PODS = "pods"  # counted only by a ClusterQueue that covers it, as in Kueue
 FIT, PREEMPT, NO_FIT = 2, 1, 0
 _HOLDING = (WorkloadState.ADMITTED, WorkloadState.EVICTED)
 
@@ -96,11 +99,16 @@ class _Cycle:
         self.tree = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)
         self.potential = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)  # nothing used: what could ever fit
         self.holding: dict[str, Workload] = {}
+        self.by_key: dict[FlavorResource, dict[str, Workload]] = {}  # who holds each flavor's resource
+        # "held by" texts per (flavor resource, cohort tree), with the tree version they were made at
+        self._held: dict[tuple[FlavorResource, tuple[bool, str]], tuple[int, str]] = {}
         self.evicted: set[str] = set()
+        self.fresh: set[str] = set()  # admitted by this cycle: no victims for it (Kueue picks them before)
         self.admitted: list[Admission] = []
         self.evictions: list[Eviction] = []
         self.pending: dict[str, str] = {}
         self.preemptor = Preemptor(self)
+        self._resolved: dict[tuple[str, str], tuple[ClusterQueue | None, str]] = {}
         for workload in snapshot.workloads:
             if workload.state in _HOLDING and workload.cluster_queue in self.tree.queues:
                 self.hold(workload)
@@ -112,13 +120,17 @@ class _Cycle:
         self.holding[workload.id] = workload
         for name, value in workload.requests.items():
             if value > 0 and name in workload.flavors:
-                self.tree.add(workload.cluster_queue or "", (workload.flavors[name], name), value)
+                key = (workload.flavors[name], name)
+                self.tree.add(workload.cluster_queue or "", key, value)
+                self.by_key.setdefault(key, {})[workload.id] = workload
 
     def release(self, workload: Workload) -> None:
         del self.holding[workload.id]
         for name, value in workload.requests.items():
             if value > 0 and name in workload.flavors:
-                self.tree.add(workload.cluster_queue or "", (workload.flavors[name], name), -value)
+                key = (workload.flavors[name], name)
+                self.tree.add(workload.cluster_queue or "", key, -value)
+                self.by_key[key].pop(workload.id, None)
 
     def evict(self, workload: Workload, reason: str, by: str) -> None:
         self.evicted.add(workload.id)
@@ -127,6 +139,12 @@ class _Cycle:
     # --- resolution ----------------------------------------------------------------------
     def resolve(self, workload: Workload) -> tuple[ClusterQueue | None, str]:
         """The workload's ClusterQueue, or why it has none it can be admitted to now."""
+        key = (workload.namespace, workload.queue)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(workload)
+        return self._resolved[key]
+
+    def _resolve(self, workload: Workload) -> tuple[ClusterQueue | None, str]:
         local = self.snapshot.local_queues.get((workload.namespace, workload.queue))
         if local is None:
             return None, f"LocalQueue {workload.queue} doesn't exist in namespace {workload.namespace}"
@@ -157,22 +175,25 @@ class _Cycle:
         return f"its Cohort {broken} is part of a cycle of parents" if broken else ""
 
     # --- flavor assignment ---------------------------------------------------------------
-    def assign(self, workload: Workload, queue: ClusterQueue) -> Assignment:
-        """Kueue's flavor assigner with ``flavorFungibility``: per resource group, flavors in order."""
+    def assign(self, workload: Workload, queue: ClusterQueue, explain: bool = True) -> Assignment:
+        """Kueue's flavor assigner with ``flavorFungibility``: per resource group, flavors in order
+        (``explain``: with the reasons a user reads, for whatever does not fit)."""
         result = Assignment()
         requested = {name for name, value in workload.requests.items() if value > 0}
         covered = {name for group in queue.resource_groups for name in group.covered}
+        if PODS not in covered:
+            requested.discard(PODS)
         for name in sorted(requested - covered):
             result.mode, result.never = NO_FIT, True
             result.reasons.append(f"resource {name} unavailable in ClusterQueue {queue.name}")
         for group in queue.resource_groups:
             names = [name for name in group.covered if name in requested]
             if names:
-                self._assign_group(workload, queue, group.flavors, names, result)
+                self._assign_group(workload, queue, group.flavors, names, result, explain)
         return result
 
     def _assign_group(self, workload: Workload, queue: ClusterQueue, flavors: tuple[FlavorQuotas, ...],
-                      names: list[str], result: Assignment) -> None:
+                      names: list[str], result: Assignment, explain: bool) -> None:
         chosen: tuple[int, bool, str] | None = None  # (mode, borrowing, flavor)
         reasons, never = [], True
         fungibility = queue.flavor_fungibility
@@ -188,7 +209,8 @@ class _Cycle:
                     mode = min(mode, PREEMPT)
                 else:
                     mode, ever = NO_FIT, False
-                reasons.append(self.explain(workload, queue, key, want, most))
+                if explain:
+                    reasons.append(self.explain(queue, key, want, most))
             never = never and not ever
             if mode == FIT and (not borrowing or fungibility.when_can_borrow in ("MayStopSearch", "Borrow")):
                 chosen = (mode, borrowing, flavor.flavor)
@@ -211,7 +233,7 @@ class _Cycle:
         if mode != FIT:
             result.reasons.extend(reason for reason in reasons if f" flavor {flavor_name}:" in reason)
 
-    def explain(self, workload: Workload, queue: ClusterQueue, key: FlavorResource, want: int, most: int) -> str:
+    def explain(self, queue: ClusterQueue, key: FlavorResource, want: int, most: int) -> str:
         """One line: the resource and flavor, what is asked, what is free, who holds it."""
         flavor, name = key
         free = max(0, self.tree.available(queue.name, key))
@@ -220,21 +242,27 @@ class _Cycle:
             where = f" with its cohort {queue.cohort}" if queue.cohort else ""
             return (f"{name} in flavor {flavor}: asks {amount(name, want)}, more than ClusterQueue {queue.name} "
                     f"could ever get{where} ({amount(name, most)}): it can never be admitted as it is")
-        holders = sorted((w for w in self.holding.values() if w.flavors.get(name) == flavor
-                          and w.requests.get(name, 0) > 0 and self._same_tree(w, queue)),
-                         key=lambda w: -w.requests[name])
-        held = ", ".join(f"{who(w)} in {w.cluster_queue} ({amount(name, w.requests[name])}"
-                         f"{', stopping' if w.id in self.evicted else ''})" for w in holders[:3])
-        more = f" and {len(holders) - 3} more" if len(holders) > 3 else ""
         lend = f", cohort {queue.cohort} included" if queue.cohort else ""
         return (f"insufficient unused quota for {name} in flavor {flavor}: asks {amount(name, want)}, "
                 f"{amount(name, free)} free{lend} (ClusterQueue {queue.name}: nominal {amount(name, node.nominal(key))}"
-                f", {amount(name, node.usage.get(key, 0))} used); held by {held or 'nobody'}{more}")
+                f", {amount(name, node.usage.get(key, 0))} used); held by {self.held_by(queue, key)}")
 
-    def _same_tree(self, workload: Workload, queue: ClusterQueue) -> bool:
-        mine = self.tree.queues[queue.name].root()
-        theirs = self.tree.queues.get(workload.cluster_queue or "")
-        return theirs is not None and theirs.root() is mine
+    def held_by(self, queue: ClusterQueue, key: FlavorResource) -> str:
+        """The biggest holders of ``key`` in ``queue``'s cohort tree (kept while usage does not change)."""
+        root = self.tree.roots[queue.name]
+        cached = self._held.get((key, root))
+        if cached is not None and cached[0] == self.tree.version:
+            return cached[1]
+        name = key[1]
+        holders = sorted((w for w in self.by_key.get(key, {}).values()
+                          if self.tree.roots.get(w.cluster_queue or "") == root),
+                         key=lambda w: (-w.requests[name], w.admitted_at, w.created, w.id))
+        text = ", ".join(f"{who(w)} in {w.cluster_queue} ({amount(name, w.requests[name])}"
+                         f"{', stopping' if w.id in self.evicted else ''})" for w in holders[:3]) or "nobody"
+        if len(holders) > 3:
+            text += f" and {len(holders) - 3} more"
+        self._held[(key, root)] = (self.tree.version, text)
+        return text
 
     # --- the cycle -----------------------------------------------------------------------
     def drain(self) -> None:
@@ -266,7 +294,7 @@ class _Cycle:
             heads = []
             for name, items in queues.items():
                 queue = self.snapshot.cluster_queues[name]
-                heads.append((self.assign(items[0], queue).borrowing, queue_order(items[0]), name))
+                heads.append((self.assign(items[0], queue, explain=False).borrowing, queue_order(items[0]), name))
             for _borrowing, _order, name in sorted(heads):
                 self.step(self.snapshot.cluster_queues[name], queues)
         return Decision(tuple(self.admitted), tuple(self.evictions), self.positions(order, unresolved))
@@ -284,7 +312,7 @@ class _Cycle:
         else:
             self.pending[workload.id] = self.preemptor.preempt(workload, queue, assignment)
             blocks = True
-        if blocks and queue.queueing_strategy.value == "StrictFIFO":
+        if blocks and queue.queueing_strategy is QueueingStrategy.STRICT_FIFO:
             for behind in items:
                 self.pending[behind.id] = (f"waits behind {who(workload)} at the head of StrictFIFO ClusterQueue "
                                            f"{queue.name}, which does not fit: {self.pending[workload.id]}")
@@ -293,9 +321,10 @@ class _Cycle:
             del queues[queue.name]
 
     def admit(self, workload: Workload, queue: ClusterQueue, assignment: Assignment) -> None:
-        admitted = Workload(**{**workload.__dict__, "state": WorkloadState.ADMITTED, "cluster_queue": queue.name,
-                               "flavors": dict(assignment.flavors), "admitted_at": self.now})
+        admitted = dataclasses.replace(workload, state=WorkloadState.ADMITTED, cluster_queue=queue.name,
+                                       flavors=dict(assignment.flavors), admitted_at=self.now)
         self.hold(admitted)
+        self.fresh.add(workload.id)
         self.admitted.append(Admission(workload.id, queue.name, dict(assignment.flavors), assignment.borrowing))
 
     def positions(self, order: dict[str, list[Workload]], unresolved: dict[tuple[str, str], list[Workload]]
@@ -311,8 +340,10 @@ class _Cycle:
 def decide(snapshot: Snapshot, now: float) -> Decision:
     """One admission cycle over ``snapshot``: who is admitted, who is evicted to make room, why the rest wait.
 
-    ``now`` (epoch seconds) is when the cycle runs: what it admits counts as admitted then, so a
-    later preemptor of the same cycle sees it as the most recently admitted. Every PENDING
-    workload of the snapshot is in exactly one of ``admitted`` and ``pending``.
+    ``now`` (epoch seconds) is when the cycle runs: what it admits counts as admitted then (a
+    preemptor of the same cycle never picks those: Kueue nominates victims among the workloads
+    admitted before the cycle, never one it is admitting). Every PENDING
+    workload of the snapshot is in exactly one of ``admitted`` and ``pending``; ``evicted`` holds
+    ADMITTED ones only (an Eviction's ``by`` is the preemptor's id, empty for a HoldAndDrain).
     """
     return _Cycle(snapshot, now).run()

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 
 from millpond.errors import MillpondError, UserError
 from millpond.runners.processes import engine_mark, is_running, own_identity
-from millpond.scheduling.queues.admission import decide
+from millpond.scheduling.queues.admission import PODS, decide
 from millpond.scheduling.queues.model import (
     Admission,
     Decision,
@@ -91,21 +91,20 @@ def priority_of(objects: QueueObjects, priority_class: str | None) -> int:
 def submit(settings: Settings, *, kind: str, name: str, namespace: str, user: str, queue: str,
            requests: Mapping[str, int], priority_class: str | None = None, pod_count: int = 1,
            holder: str | None = None) -> WorkloadRecord:
-    """Record a PENDING workload, its priority taken from ``priority_class`` (a missing class: UserError,
-    nothing stored). A missing queue is no error here: the workload waits with that reason, as in Kueue."""
+    """Record a PENDING workload, its priority taken from ``priority_class`` (a missing class:
+    UserError, nothing stored), ``pods`` (``pod_count``) added to its requests. A missing queue is
+    no error here: the workload waits with that reason, as in Kueue."""
     priority = priority_of(load_objects(settings), priority_class)
+    requests = {PODS: pod_count * 1000, **requests}  # a queue that covers "pods" counts them
     return WorkloadStore(settings).submit(
         kind=kind, name=name, namespace=namespace, user=user, queue=queue, requests=requests, priority=priority,
         priority_class=priority_class, pod_count=pod_count, holder=own_holder() if holder is None else holder)
 
 
 def _write(locked: LockedWorkloads, decision: Decision, known: dict[str, WorkloadRecord], now: float) -> None:
-    for admission in decision.admitted:
-        locked.admit(admission.workload_id, admission.cluster_queue, admission.flavors, now)
-    for eviction in decision.evicted:
-        locked.evict(eviction.workload_id, eviction.reason)
-    for pending in decision.pending:
-        locked.wait(pending.workload_id, pending.reason, pending.position, known.get(pending.workload_id))
+    locked.write(admitted=[(a.workload_id, a.cluster_queue, a.flavors) for a in decision.admitted],
+                 evicted=[(e.workload_id, e.reason) for e in decision.evicted],
+                 waiting=[(p.workload_id, p.reason, p.position) for p in decision.pending], at=now, known=known)
 
 
 def run_cycle(settings: Settings, now: float | None = None) -> Decision:
@@ -143,10 +142,14 @@ def wait_for_admission(store: WorkloadStore, workload_id: str, *,
                        on_pending: Callable[[str, int | None], None] | None = None,
                        cancel: threading.Event | None = None, interval: float = CYCLE_INTERVAL,
                        poll: float = POLL_INTERVAL) -> Admission | None:
-    """Run admission cycles until ``workload_id`` is admitted; its Admission (``borrowing`` is known only
-    when this process's own cycle admitted it). ``on_pending(reason, position)`` is called on each change
-    of either. None when ``cancel`` is set first (the workload is left pending: finish it if it is not
-    to run). A workload that is FINISHED meanwhile (its holder gone, deleted) raises MillpondError."""
+    """Run admission cycles until ``workload_id`` is admitted, and return its Admission.
+
+    ``borrowing`` is known only when this process's own cycle admitted it. A workload admitted and
+    already evicted by another process's cycle is returned too: its holder sees ``Evicted`` on its
+    row at its first look. ``on_pending(reason, position)`` is called on each change of either.
+    None when ``cancel`` is set first (the workload is left pending: finish it if it is not to
+    run). A workload FINISHED meanwhile (its holder gone, deleted) raises MillpondError.
+    """
     seen: tuple[str, int | None] | None = None
     next_cycle = 0.0
     while True:

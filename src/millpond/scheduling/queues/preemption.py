@@ -46,14 +46,36 @@ class Preemptor:
     def __init__(self, cycle: _Cycle) -> None:
         self.cycle = cycle
         self.claimed: set[str] = set()
+        # Attempts that found no victims, per ClusterQueue, at one tree version: a later workload of the
+        # same queue (lower in its order: no higher priority, not older) asking no less fails too.
+        self._failed: dict[str, tuple[int, list[tuple[Workload, dict[FlavorResource, int]]]]] = {}
+
+    def _known_to_fail(self, workload: Workload, queue: ClusterQueue, wanted: dict[FlavorResource, int]) -> bool:
+        version, failures = self._failed.get(queue.name, (-1, []))
+        if version != self.cycle.tree.version:
+            return False
+        return any((earlier.priority, -earlier.created) >= (workload.priority, -workload.created)
+                   and asked.keys() == wanted.keys() and all(asked[key] <= wanted[key] for key in asked)
+                   for earlier, asked in failures)
+
+    def _remember_failure(self, workload: Workload, queue: ClusterQueue, wanted: dict[FlavorResource, int]) -> None:
+        version, failures = self._failed.get(queue.name, (-1, []))
+        if version != self.cycle.tree.version:
+            failures = []
+        if len(failures) < 8:  # the first ones, higher in the queue's order, cover the most
+            failures.append((workload, wanted))
+        self._failed[queue.name] = (self.cycle.tree.version, failures)
 
     def preempt(self, workload: Workload, queue: ClusterQueue, assignment: Assignment) -> str:
         """Evict the minimal set that lets ``workload`` in, or say why none does; the pending reason."""
         tree = self.cycle.tree
         wanted = assignment.keys(workload)
         need = {key for key, value in wanted.items() if value > tree.available(queue.name, key)}
-        targets = self.targets(workload, queue, wanted, need)
+        known = self._known_to_fail(workload, queue, wanted)
+        targets = [] if known else self.targets(workload, queue, wanted, need)
         if not targets:
+            if not known:
+                self._remember_failure(workload, queue, wanted)
             policy = queue.preemption
             return ("; ".join(assignment.reasons) + f"; preempting would not free enough (withinClusterQueue "
                     f"{policy.within_cluster_queue.value}, reclaimWithinCohort {policy.reclaim_within_cohort.value})")
@@ -76,22 +98,21 @@ class Preemptor:
 
     def candidates(self, workload: Workload, queue: ClusterQueue, need: set[FlavorResource]) -> list[Workload]:
         cycle, policy = self.cycle, queue.preemption
-        mine = cycle.tree.queues[queue.name].root()
+        roots = cycle.tree.roots
+        mine = roots[queue.name]
+        users = {victim.id: victim for key in need for victim in cycle.by_key.get(key, {}).values()}
         found = []
-        for victim in list(cycle.holding.values()):
-            if victim.id in self.claimed or victim.id == workload.id:
+        for victim in users.values():
+            if victim.id in self.claimed or victim.id == workload.id or victim.id in cycle.fresh:
                 continue
-            if not any(victim.flavors.get(name) == flavor and victim.requests.get(name, 0) > 0
-                       for flavor, name in need):
-                continue
-            theirs = cycle.tree.queues[victim.cluster_queue or ""]
+            same_tree = roots.get(victim.cluster_queue or "") == mine
             if victim.id in cycle.evicted:
-                if theirs.root() is mine:
+                if same_tree:
                     found.append(victim)
             elif victim.cluster_queue == queue.name:
                 if may_preempt(policy.within_cluster_queue, workload, victim):
                     found.append(victim)
-            elif (queue.cohort and theirs.root() is mine and self._borrowing(victim.cluster_queue or "", need)
+            elif (queue.cohort and same_tree and self._borrowing(victim.cluster_queue or "", need)
                   and may_preempt(policy.reclaim_within_cohort, workload, victim)):
                 found.append(victim)
         found.sort(key=lambda v: (v.id not in cycle.evicted, v.cluster_queue == queue.name, v.priority,

@@ -68,6 +68,7 @@ class QuotaTree:
         self.cohorts: dict[str, Node] = {}
         self.queues: dict[str, Node] = {}
         self.broken: set[str] = set()
+        self.version = 0  # bumped by every change of usage: what was computed at one version holds until the next
         for name, cohort in cohorts.items():
             self.cohorts[name] = Node(name, False, _quotas(cohort.resource_groups))
         for queue in cluster_queues.values():
@@ -86,6 +87,8 @@ class QuotaTree:
         for node in [*self.cohorts.values(), *self.queues.values()]:
             if node.parent is None:
                 self._sum_subtree(node)
+        # the tree each queue is in: (is its root a queue, the root's name)
+        self.roots = {name: (node.root().is_queue, node.root().name) for name, node in self.queues.items()}
 
     @staticmethod
     def _attach(child: Node, parent: Node) -> None:
@@ -127,6 +130,7 @@ class QuotaTree:
     # --- usage -------------------------------------------------------------------------------
     def add(self, queue: str, key: FlavorResource, amount: int) -> None:
         """Count ``amount`` (negative: release) on ``queue`` and what of it reaches each ancestor."""
+        self.version += 1
         node: Node | None = self.queues[queue]
         while node is not None and amount:
             guaranteed = node.guaranteed(key)
