@@ -22,6 +22,7 @@ import yaml
 
 from millpond.scheduling.queues.model import CPU, GPU, GPU_MEMORY, MEMORY, PRIORITY_LABEL, QUEUE_LABEL, WorkloadKind
 from millpond.store.training import JobStore
+from millpond.store.workloads import WorkloadStore
 from millpond.training.queueing import job_workload
 from millpond.training.spec import spec_from_json
 from tests.queues_support import apply_objects, priority_class, queues, until
@@ -157,7 +158,8 @@ def test_a_gpu_quota_holds_across_concurrent_submissions_and_the_third_waits_wit
     assert "Reason:     Pending" in shown and "Pending" in shown.split("Events:")[1]
     conditions = job_json(capsys, waiting)  # Arena's shape; the message also in `arena list -o wide`
     assert conditions["status"] == "QUEUING"
-    assert waiting in arena(capsys, "list", "-o", "wide").out
+    (row,) = [line for line in arena(capsys, "list", "-o", "wide").out.splitlines() if line.startswith(waiting)]
+    assert "QUEUING" in row and "ahead of it in its ClusterQueue" in row, row
     running = [f"j{i}" for i in range(3) if f"j{i}" != waiting]
     assert not (tmp_path / f"{waiting}.started").exists()
     (tmp_path / f"{running[0]}.gate").touch()  # one ends: its quota goes to the waiting one
@@ -251,7 +253,9 @@ def test_an_unknown_queue_or_priority_class_in_a_manifest_is_waited_on_with_kueu
     assert "WorkloadPriorityClass not-yet doesn't exist" in message
     apply_objects(priority_class("not-yet", 5))  # created later: the job goes on, as Kueue's would
     assert wait_status(capsys, "unclassed")["status"] == "SUCCEEDED"
-    assert arena(capsys, "delete", "lost").code == 0
+    assert arena(capsys, "delete", "lost").code == 0  # its supervisor finishes its workload as it stops
+    assert {(w.name, w.state) for w in WorkloadStore().list(namespace="default")} == {
+        ("lost", "Finished"), ("unclassed", "Finished")}
 
 
 def test_a_killed_supervisor_gives_its_quota_to_the_next_job(capsys, two_gpus, tmp_path) -> None:
