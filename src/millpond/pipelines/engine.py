@@ -730,13 +730,15 @@ class Engine:
         self.queues.add(node.path, task_workload(node.record_id or "", name, project, resources, queueing,
                                                  time.time()))
 
-    def _show_queued(self, path: str, reason: str) -> None:
-        """Why a queued task waits, on its row (``millpond runs get``, the API's task error) and in its log."""
+    def _show_queued(self, path: str, reason: str, place: str, new: bool) -> None:
+        """Why a queued task waits, with its place, on its row (``millpond runs get``, the API's task error);
+        in its log when the reason itself is ``new`` (not at each move up the queue)."""
         entry = self._queued.get(path)
         if entry is None or not entry.node.record_id:
             return
+        reason = f"{reason} ({place})" if place else reason
         self.store.update_task(entry.node.record_id, error=reason)
-        if entry.log_path is not None:
+        if new and entry.log_path is not None:
             with open(entry.log_path, "a", encoding="utf-8") as log:
                 log.write(f"[millpond] waiting for its queue: {reason}\n")
         self.listener.task_changed(path, entry.node.display_name, PENDING, reason)

@@ -55,7 +55,7 @@ class QueuedTask:
     model: Workload
     cancel: TaskCancel
     id: str = ""
-    shown: str = ""  # the last reason written on the task
+    shown: tuple[str, str] = ("", "")  # the last reason and place written on the task
     evicted: str = ""  # Kueue's message once evicted while it ran
 
 
@@ -69,11 +69,11 @@ class EngineQueues:
     """
 
     def __init__(self, settings: Settings, run_cancel: threading.Event,
-                 show: Callable[[str, str], None]) -> None:
+                 show: Callable[[str, str, str, bool], None]) -> None:
         self.settings = settings
         self.store = WorkloadStore(settings)
         self.run_cancel = run_cancel
-        self.show = show  # (task key, reason): write why the task waits on it
+        self.show = show  # (task key, reason, place in its queue, whether the reason is new): tell why it waits
         self.tasks: dict[str, QueuedTask] = {}
         self._next_cycle = 0.0
         self._next_eviction_check = 0.0
@@ -100,8 +100,8 @@ class EngineQueues:
             raise MillpondError(f"its workload ended while it waited: {record.reason if record else 'deleted'}")
         if record.state == WorkloadState.ADMITTED.value:
             return True
-        ahead = "" if record.position is None else f" ({record.position} ahead of it in its ClusterQueue)"
-        self._show(key, queued, f"Pending: {record.reason}{ahead}")
+        place = "" if record.position is None else f"{record.position} ahead of it in its ClusterQueue"
+        self._show(key, queued, f"Pending: {record.reason}", place)
         return False
 
     def _submit(self, key: str, queued: QueuedTask) -> bool:
@@ -111,14 +111,14 @@ class EngineQueues:
                                      user=model.user, queue=model.queue, requests=model.requests,
                                      priority_class=model.priority_class).id
         except UserError as exc:  # Kueue cannot build the Workload: the task waits, saying so
-            self._show(key, queued, f"WorkloadPriorityClassNotFound: {exc}")
+            self._show(key, queued, f"WorkloadPriorityClassNotFound: {exc}", "")
             return False
         return True
 
-    def _show(self, key: str, queued: QueuedTask, reason: str) -> None:
-        if reason != queued.shown:
-            queued.shown = reason
-            self.show(key, reason)
+    def _show(self, key: str, queued: QueuedTask, reason: str, place: str) -> None:
+        if (reason, place) != queued.shown:
+            self.show(key, reason, place, reason != queued.shown[0])
+            queued.shown = (reason, place)
 
     def evictions(self, running: list[str]) -> list[str]:
         """The running tasks (keys) whose workloads were evicted since the last look (at most every 0.5 s):
@@ -147,7 +147,7 @@ class EngineQueues:
         """An evicted task's process stopped: its workload goes back to its place in its queue."""
         queued = self.tasks[key]
         cycle.release(self.settings, queued.id, stopped=True)
-        queued.evicted, queued.shown = "", ""
+        queued.evicted, queued.shown = "", ("", "")
         queued.cancel = TaskCancel(self.run_cancel)
 
     def cancel_of(self, key: str) -> TaskCancel | None:

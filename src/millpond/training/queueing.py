@@ -45,7 +45,8 @@ def job_workload(job: JobRecord, spec: JobSpec, holder: str = "") -> Workload | 
     )
 
 
-Waiting = Callable[[str, str], None]  # (reason, message): Kueue's reason for the job's status, and the line
+# (reason, message, place): Kueue's reason for the job's status, its message, and how many are ahead ("" if unknown)
+Waiting = Callable[[str, str, str], None]
 
 
 class QueuedJob:
@@ -74,13 +75,12 @@ class QueuedJob:
             try:
                 self._submit()
             except UserError as exc:  # Kueue cannot build the Workload: the job waits, saying so
-                waiting("WorkloadPriorityClassNotFound", str(exc))
+                waiting("WorkloadPriorityClassNotFound", str(exc), "")
                 if stopping.wait(RETRY_S):
                     return False
 
         def pending(reason: str, position: int | None) -> None:
-            ahead = "" if position is None else f" ({position} ahead of it in its ClusterQueue)"
-            waiting("Pending", f"{reason}{ahead}")
+            waiting("Pending", reason, "" if position is None else f"{position} ahead of it in its ClusterQueue")
 
         return cycle.wait_for_admission(self.store, self.id, on_pending=pending, cancel=stopping) is not None
 

@@ -81,6 +81,7 @@ class Supervisor:
         self.evicted = ""  # Kueue's message once the workload was evicted during this admission
         self.eviction = ""  # the last eviction's message, shown while the job waits to be admitted again
         self.next_eviction_check = 0.0
+        self.said: tuple[str, str] = ("", "")  # the last waiting reason told in an event
         self.attempt = 0  # attempts so far, across evictions (the instances' restarts)
         self.ledger: Allocator | None = None  # this machine's ledger (local mode)
 
@@ -141,12 +142,15 @@ class Supervisor:
 
     # ---------------------------------------------------------------- Kueue
 
-    def _pending(self, reason: str, message: str) -> None:
-        """Why the job's workload waits for its queue (after an eviction: that first, then why)."""
+    def _pending(self, reason: str, message: str, place: str) -> None:
+        """Why the job's workload waits for its queue (after an eviction: that first, then why), in its status
+        with its place in the queue; an event when the reason itself changes, not at each move up the queue."""
         if self.eviction:
             reason, message = eviction_reason(self.eviction), f"{self.eviction}; requeued: {message}"
-        self.status("QUEUING", reason, message)
-        self.event(reason, message, "Warning" if reason != "Pending" else "Normal")
+        self.status("QUEUING", reason, f"{message} ({place})" if place else message)
+        if (reason, message) != self.said:
+            self.said = (reason, message)
+            self.event(reason, message, "Warning" if reason != "Pending" else "Normal")
 
     def _check_evicted(self) -> bool:
         """Whether Kueue told the job to stop (polled at most every EVICTION_POLL_S while it runs)."""
