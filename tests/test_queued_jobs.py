@@ -187,7 +187,7 @@ print("finished at step", step, flush=True)
 
 
 def test_a_higher_priority_preempts_the_job_which_is_requeued_and_resumes_from_its_checkpoint(
-        capsys, two_gpus, tmp_path) -> None:
+        capsys, cli, two_gpus, tmp_path) -> None:
     apply_objects(priority_class("low", 100), priority_class("high", 1000),
                   *queues(("one-gpu", 1, {"preemption": {"withinClusterQueue": "LowerPriority"}})))
     script = tmp_path / "train.py"
@@ -199,9 +199,11 @@ def test_a_higher_priority_preempts_the_job_which_is_requeued_and_resumes_from_i
     until(lambda: (work / "checkpoint.txt").exists() and int((work / "checkpoint.txt").read_text() or 0) >= 2,
           60, "the low job's second checkpoint")
     assert arena(capsys, "submit", "pytorch", "--name", "high", "--queue", "one-gpu", "-p", "high", "--gpus", "1",
-                 "echo urgent").code == 0
+                 "sleep 2; echo urgent").code == 0
     state, reason, message = until(lambda: status("low")[1] == "Preempted" and status("low"), 60, "the preemption")
     assert state == "QUEUING" and message.startswith("Preempted to accommodate a workload"), message
+    conditions = yaml.safe_load(cli("get", "pytorchjob", "low", "-o", "yaml").out)["status"]["conditions"]
+    assert [(c["type"], c["reason"]) for c in conditions][-1] == ("Evicted", "Preempted"), conditions
     cut = int((work / "checkpoint.txt").read_text())
     assert wait_status(capsys, "high")["status"] == "SUCCEEDED"
     assert wait_status(capsys, "low", timeout=90)["status"] == "SUCCEEDED"
@@ -240,6 +242,8 @@ def test_an_unknown_queue_or_priority_class_in_a_manifest_is_waited_on_with_kueu
     assert arena(capsys, "submit", "pytorch", "--name", "lost", "--queue", "nosuch", "true").code == 0
     state, reason, message = until(lambda: status("lost")[1] == "Pending" and status("lost"), 30)
     assert state == "QUEUING" and "LocalQueue nosuch doesn't exist in namespace default" in message
+    created = yaml.safe_load(cli("get", "pytorchjob", "lost", "-o", "yaml").out)["status"]["conditions"][0]
+    assert "Waiting: LocalQueue nosuch doesn't exist" in created["message"], created
     apply_objects(*queues(("later", 1, {})))
     manifest = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
                 "metadata": {"name": "unclassed", "labels": {QUEUE_LABEL: "later", PRIORITY_LABEL: "not-yet"}},

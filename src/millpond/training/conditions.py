@@ -40,14 +40,15 @@ def conditions(job: JobRecord) -> list[dict[str, Any]]:
     if job.status == "QUEUING" and job.reason in WAITING and job.message:
         created = f"{created} Waiting: {job.message}"  # what its pods would show as Pending, and why
     found = [_condition(kind, "Created", job.created_at, created)]
-    if job.status == "QUEUING" and job.reason in EVICTED:  # as Kueue's Workload shows it until re-admitted
-        found.append(_condition(kind, "Evicted", job.started_at or job.created_at, job.message or "",
-                                reason=job.reason))
+    evicted = job.status == "QUEUING" and job.reason in EVICTED  # Kueue took its quota back: it waits again
     trainjob = kind == "TrainJob"
     ran = job.started_at is not None and not trainjob
     if ran:
         found.append(_condition(kind, "Running", job.started_at, f"{kind} {name} is running.",
-                                status="False" if job.finished else "True"))
+                                status="False" if job.finished or evicted else "True"))
+    if evicted:  # as Kueue's Workload shows it until it is admitted again: the last condition, kubectl's STATE
+        found.append(_condition(kind, "Evicted", job.started_at or job.created_at, job.message or "",
+                                reason=job.reason))
     if job.status == "SUCCEEDED":
         what = "Complete" if trainjob else "Succeeded"
         done = job.message or f"{kind} {name} is successfully completed."
