@@ -33,6 +33,7 @@ from millpond.datasets.status import resource_status
 from millpond.documents import load_json
 from millpond.errors import UserError
 from millpond.kinds import REGISTRY, KindName
+from millpond.server.callers import caller
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
 from millpond.settings import Settings
@@ -224,7 +225,7 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
                       "uid": resource.uid, "action": action, "started": started,
                       "message": f"{info.resource}/{resource.name} {action}"})
     try:
-        done = apply_training(jobs, job_actions, job_store, store)
+        done = apply_training(jobs, job_actions, job_store, store, user=caller(request))
     except UserError as exc:
         raise ApiError(409, _one_line(str(exc))) from None
     for manifest, (kind, name, action) in zip(jobs, done, strict=True):
