@@ -13,8 +13,10 @@ the server answers to (DNS rebinding), and with a token it needs ``Authorization
 — Prometheus sends it from ``authorization: {credentials_file: ...}`` in the scrape config.
 It is not public like the UI's static files because it names jobs, datasets and namespaces.
 
-Queue metrics (pending and admitted workloads, quota usage per queue) are not here yet: they
-need the workload store of issue 15, which this module does not read (README, "Not yet").
+Queue metrics carry Kueue's own names and labels (``kueue_pending_workloads``,
+``kueue_admitted_active_workloads``, ``kueue_cluster_queue_nominal_quota``,
+``kueue_cluster_queue_resource_usage``), so a Kueue dashboard or alert reads them unchanged;
+amounts are in Kubernetes' base units (cores, bytes, GPUs), as Kueue exports them.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class MillpondCollector(Collector):
         yield from self._store()
         yield from self._resources()
         yield from self._datasets()
+        yield from self._queues()
 
     # --- the metadata database ---------------------------------------------------------------------
     def _store(self) -> Iterator[Metric]:
@@ -196,6 +199,38 @@ class MillpondCollector(Collector):
                                ("capacity", report.capacity)):
                 families[key].add_metric(names, value)
         yield from families.values()
+
+
+    # --- Kueue's queues ---------------------------------------------------------------------------------
+    def _queues(self) -> Iterator[Metric]:
+        from millpond.errors import MillpondError
+        from millpond.scheduling.queues.usage import queue_usage
+
+        pending = GaugeMetricFamily("kueue_pending_workloads", "Workloads waiting in the ClusterQueue "
+                                    "(status: active = not tried by a cycle yet, inadmissible = tried and "
+                                    "did not fit: its reason says why).", labels=["cluster_queue", "status"])
+        admitted = GaugeMetricFamily("kueue_admitted_active_workloads", "Workloads holding quota in the "
+                                     "ClusterQueue (evicted ones until they have stopped).", labels=["cluster_queue"])
+        labels = ["cohort", "cluster_queue", "flavor", "resource"]
+        nominal = GaugeMetricFamily("kueue_cluster_queue_nominal_quota", "The ClusterQueue's nominal quota "
+                                    "(cores, bytes, GPUs: Kubernetes' base units).", labels=labels)
+        usage = GaugeMetricFamily("kueue_cluster_queue_resource_usage", "What the ClusterQueue's admitted "
+                                  "workloads hold (borrowed quota included).", labels=labels)
+        try:
+            queues = queue_usage(self.settings)
+        except (MillpondError, OSError) as exc:  # a stored object that no longer converts: the rest still scrapes
+            log.warning("metrics: queues: %s", exc)
+            queues = []
+        for queue in queues:
+            tried = sum(1 for w in queue.pending if w.reason)  # a cycle wrote why it waits
+            pending.add_metric([queue.name, "active"], queue.pending_count - tried)
+            pending.add_metric([queue.name, "inadmissible"], tried)
+            admitted.add_metric([queue.name], len(queue.admitted))
+            for row in queue.resources:
+                names = [queue.cohort or "", queue.name, row.flavor, row.resource]
+                nominal.add_metric(names, row.nominal / 1000)
+                usage.add_metric(names, row.used / 1000)
+        yield from (pending, admitted, nominal, usage)
 
 
 def _with_zeros(counts: dict[str, int], known: tuple[str, ...]) -> dict[str, int]:
