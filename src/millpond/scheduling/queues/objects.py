@@ -1,0 +1,125 @@
+"""Kueue's queueing objects in the resource store: apply, find, show, delete, and read them back as records.
+
+They are applied objects like Fluid's (``store.resources``), kept as applied (either served
+version: ``specs`` reads both). The cluster-scoped kinds (all but LocalQueue) are kept under
+``STORE_NAMESPACE_OF_CLUSTER``, as training keeps a ClusterTrainingRuntime, and shown without a
+namespace. ``millpond apply``/``get``/``delete``, ``millpond queue`` and the server's resource
+routes all go through here; :func:`stored_objects` is what admission and ``queue list`` read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from millpond.errors import ConflictError, NotFoundError, UserError
+from millpond.kinds import REGISTRY
+from millpond.scheduling.queues import specs
+from millpond.scheduling.queues.kinds import QueueKind, refusal
+from millpond.scheduling.queues.manifests import QueueManifest, SchemaCheck, check_document
+from millpond.scheduling.queues.model import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, WorkloadPriorityClass
+from millpond.store.resources import Resource, ResourceStore
+
+STORE_NAMESPACE_OF_CLUSTER = "default"  # where the resource store keeps cluster-scoped objects
+
+
+def _where(info: QueueKind, namespace: str) -> str:
+    return STORE_NAMESPACE_OF_CLUSTER if info.cluster_scoped else namespace
+
+
+def check(documents: list[tuple[str, int, Any]], store: ResourceStore, validate: SchemaCheck) -> list[QueueManifest]:
+    """Every Kueue document (source, number, document) checked, against what is stored too; nothing stored."""
+    for source, number, doc in documents:  # a kind that means nothing here is named first, wherever it is
+        reason = refusal(doc)
+        if reason is not None:
+            raise UserError(f"{source}: document {number}: {reason}")
+    manifests = [check_document(doc, source, number, validate) for source, number, doc in documents]
+    queues: dict[tuple[str, str], str] = {}
+    for manifest in manifests:
+        if manifest.info.kind != "LocalQueue":
+            continue
+        key = (manifest.namespace, manifest.name)
+        target = manifest.body["spec"]["clusterQueue"]
+        if key not in queues:
+            stored = store.get("LocalQueue", manifest.name, manifest.namespace)
+            queues[key] = stored.spec.get("clusterQueue") if stored is not None else target
+        if queues[key] != target:  # Kueue's CRD: spec.clusterQueue "field is immutable"
+            raise ConflictError(f'LocalQueue {manifest.name}: spec.clusterQueue: Invalid value: "{target}": '
+                                f'field is immutable (it points at ClusterQueue "{queues[key]}"; delete it first)')
+    return manifests
+
+
+def apply(manifests: list[QueueManifest], store: ResourceStore) -> list[tuple[QueueKind, str, str]]:
+    """Store them all in one transaction: (kind, name, "created" | "configured" | "unchanged") for each."""
+    applied = store.apply([manifest.body for manifest in manifests])
+    return [(manifest.info, manifest.name, action)
+            for manifest, (_, action) in zip(manifests, applied, strict=True)]
+
+
+def _not_found(info: QueueKind, name: str, namespace: str) -> NotFoundError:
+    return NotFoundError(REGISTRY[info.kind].not_found(name, "default" if info.cluster_scoped else namespace))
+
+
+def found(info: QueueKind, name: str | None, namespace: str, all_namespaces: bool,
+          store: ResourceStore) -> list[Resource]:
+    """The object named (NotFoundError if none), or those of ``namespace`` (all of them: ``all_namespaces``,
+    or a cluster-scoped kind)."""
+    where = _where(info, namespace)
+    if name is not None:
+        one = store.get(info.kind, name, where)
+        if one is None:
+            raise _not_found(info, name, namespace)
+        return [one]
+    return store.list(info.kind, None if all_namespaces and not info.cluster_scoped else where)
+
+
+def as_object(info: QueueKind, resource: Resource, status: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The object as ``kubectl get -o yaml`` shows it (a cluster-scoped one has no namespace)."""
+    shown = resource.as_object(dict(status or {}))
+    if info.cluster_scoped:
+        shown["metadata"].pop("namespace", None)
+    if info.kind == "WorkloadPriorityClass":  # no spec: value and description at the top
+        shown.pop("spec", None)
+        shown.pop("status", None)
+        shown.update({key: resource.manifest[key] for key in ("value", "description") if key in resource.manifest})
+    return shown
+
+
+def as_objects(info: QueueKind, name: str | None, namespace: str, all_namespaces: bool,
+               store: ResourceStore) -> dict[str, Any]:
+    """The object named, or a kubectl ``List`` of them: what ``get -o json`` prints and the server returns."""
+    items = [as_object(info, one) for one in found(info, name, namespace, all_namespaces, store)]
+    return items[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def delete(info: QueueKind, name: str, namespace: str, store: ResourceStore) -> None:
+    """Forget the object; NotFoundError when there is none."""
+    if not store.delete(info.kind, name, _where(info, namespace)):
+        raise _not_found(info, name, namespace)
+
+
+@dataclass(frozen=True)
+class StoredObjects:
+    """Every queueing object applied, as ``queues.model`` records."""
+
+    cluster_queues: Mapping[str, ClusterQueue]
+    local_queues: Mapping[tuple[str, str], LocalQueue]  # (namespace, name)
+    cohorts: Mapping[str, Cohort]
+    flavors: Mapping[str, ResourceFlavor]
+    priority_classes: Mapping[str, WorkloadPriorityClass]
+
+
+def stored_objects(store: ResourceStore) -> StoredObjects:
+    """Read every stored queueing object (they were checked when applied)."""
+    def each(kind: str) -> list[Resource]:
+        return store.list(kind, None)
+
+    return StoredObjects(
+        cluster_queues={r.name: specs.cluster_queue(r.name, r.spec) for r in each("ClusterQueue")},
+        local_queues={(r.namespace, r.name): specs.local_queue(r.name, r.namespace, r.spec)
+                      for r in each("LocalQueue")},
+        cohorts={r.name: specs.cohort(r.name, r.spec) for r in each("Cohort")},
+        flavors={r.name: specs.resource_flavor(r.name, r.spec) for r in each("ResourceFlavor")},
+        priority_classes={r.name: specs.priority_class(r.name, r.manifest) for r in each("WorkloadPriorityClass")},
+    )
