@@ -1,0 +1,242 @@
+"""``millpond queue create|list|get|delete``: Kueue's common case without writing YAML.
+
+``create`` writes the very objects a manifest would (``millpond apply -f``), through the same
+checks: a ResourceFlavor ``default-flavor`` when none exists, a ClusterQueue NAME holding the
+quota (one resource group of the resources given, admitting every namespace), and a LocalQueue
+NAME in the project's namespace pointing at it. Seed 003's per-user quota in a project is a
+ClusterQueue per user in the project's cohort (``--cohort PROJECT``); the project's total is the
+cohort's own quota (a v1beta2 Cohort applied with ``resourceGroups``) or the sum of its queues.
+
+``list`` and ``get`` show each ClusterQueue's quota (nominal, borrowing and lending limits) and
+the LocalQueues that reach it. Usage and pending workloads are not shown: this millpond has no
+workload store yet, and both commands say so on stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from millpond.errors import ConflictError, NotFoundError, UserError
+
+if TYPE_CHECKING:
+    from millpond.scheduling.queues.model import ClusterQueue
+    from millpond.scheduling.queues.objects import StoredObjects
+    from millpond.store.resources import ResourceStore
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+DEFAULT_FLAVOR = "default-flavor"
+NO_USAGE = "info: usage and pending workloads are not shown: this millpond has no workload store yet"
+_OUTPUT = click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table",
+                       show_default=True, help="A table, or the queues as JSON or YAML.")
+
+
+@click.group("queue")
+def queue_group() -> None:
+    """Kueue queues and quotas: create a ClusterQueue with its LocalQueue, list and show them, delete them."""
+
+
+def _manifest(kind: str, name: str, spec: dict[str, Any], namespace: str | None = None) -> dict[str, Any]:
+    metadata = {"name": name, **({"namespace": namespace} if namespace else {})}
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def _store() -> "ResourceStore":
+    from millpond.scheduling.queues import kinds  # noqa: F401 - the table holds Kueue's kinds
+    from millpond.store.resources import ResourceStore
+
+    return ResourceStore()
+
+
+@queue_group.command("create")
+@click.argument("name")
+@click.option("--cpu", help="CPU quota (cores: 8, 500m).")
+@click.option("--memory", help="Memory quota (32Gi).")
+@click.option("--gpus", help="GPU quota (nvidia.com/gpu: 4).")
+@click.option("--cohort", help="The cohort (project) whose queues lend each other unused quota.")
+@click.option("--namespace", "-n", default="default", show_default=True,
+              help="Where the LocalQueue NAME is made: the project whose jobs use it.")
+# Policies are checked as a manifest's are (the CRD's enums), so a wrong one is the same one line.
+@click.option("--strategy", default="BestEffortFIFO", show_default=True,
+              help="BestEffortFIFO, or StrictFIFO: the head blocks the queue while it does not fit.")
+@click.option("--preemption", default="Never", show_default=True,
+              help="withinClusterQueue: whom a workload may preempt in its queue "
+                   "(Never, LowerPriority, LowerOrNewerEqualPriority).")
+@click.option("--reclaim", default="Never", show_default=True,
+              help="reclaimWithinCohort: whom it may preempt in the cohort to take back its lent quota "
+                   "(Never, LowerPriority, Any).")
+@click.option("--borrowing-limit", help="How much more than its quota it may borrow, per resource "
+                                       "(cpu=4,memory=8Gi); needs --cohort.")
+def create_command(name: str, cpu: str | None, memory: str | None, gpus: str | None, cohort: str | None,
+                   namespace: str, strategy: str, preemption: str, reclaim: str, borrowing_limit: str | None) -> None:
+    """Create ClusterQueue NAME with a quota and LocalQueue NAME in --namespace pointing at it."""
+    from millpond.cli import queue_resources
+
+    quotas = {key: value for key, value in (("cpu", cpu), ("memory", memory), ("nvidia.com/gpu", gpus))
+              if value is not None}
+    if not quotas:
+        raise UserError("queue create: give a quota: --cpu, --memory and/or --gpus")
+    limits = _limits(borrowing_limit, quotas)
+    store = _store()
+    from millpond.scheduling.queues.objects import STORE_NAMESPACE_OF_CLUSTER as CLUSTER
+
+    for kind, key in (("ClusterQueue", CLUSTER), ("LocalQueue", namespace)):
+        if store.get(kind, name, key) is not None:
+            raise ConflictError(f'{kind} "{name}" already exists'
+                                f'{f" in namespace {namespace}" if kind == "LocalQueue" else ""} '
+                                "(change it with millpond apply -f, or delete it first)")
+    resources = [{"name": key, "nominalQuota": value, **({"borrowingLimit": limits[key]} if key in limits else {})}
+                 for key, value in quotas.items()]
+    spec: dict[str, Any] = {
+        "namespaceSelector": {}, "queueingStrategy": strategy,
+        "preemption": {"withinClusterQueue": preemption, "reclaimWithinCohort": reclaim},
+        "resourceGroups": [{"coveredResources": list(quotas), "flavors": [{"name": DEFAULT_FLAVOR,
+                                                                           "resources": resources}]}],
+    }
+    if cohort:
+        spec["cohortName"] = cohort
+    documents = [_manifest("ClusterQueue", name, spec), _manifest("LocalQueue", name, {"clusterQueue": name},
+                                                                  namespace)]
+    if store.get("ResourceFlavor", DEFAULT_FLAVOR, CLUSTER) is None:
+        documents.insert(0, _manifest("ResourceFlavor", DEFAULT_FLAVOR, {}))
+    manifests = queue_resources.check([("queue create", n, doc) for n, doc in enumerate(documents, 1)], store)
+    queue_resources.apply(manifests, store)
+
+
+def _limits(text: str | None, quotas: dict[str, str]) -> dict[str, str]:
+    """``cpu=4,memory=8Gi`` as {resource: limit}, each resource one the queue has a quota of."""
+    limits: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        key = {"gpus": "nvidia.com/gpu", "gpu": "nvidia.com/gpu"}.get(key.strip(), key.strip())
+        if not sep or key not in quotas:
+            raise UserError(f"--borrowing-limit: {part.strip()!r}: use RESOURCE=AMOUNT for a resource given a quota "
+                            f"({', '.join(quotas)})")
+        limits[key] = value.strip()
+    return limits
+
+
+def _amount(resource: str, milli: int) -> str:
+    """Milli-units as the quantity a user writes: ``1500m`` CPU, ``32Gi`` memory, ``4`` GPUs."""
+    from millpond.quantities import Format, Quantity
+
+    unit = Format.BINARY_SI if resource == "memory" else Format.DECIMAL_SI
+    return str(Quantity(Fraction(milli, 1000), unit))
+
+
+def _quota(queue: "ClusterQueue") -> list[dict[str, Any]]:
+    """One row per flavor and resource: nominal quota and limits, as quantities."""
+    rows = []
+    for group in queue.resource_groups:
+        for flavor in group.flavors:
+            for quota in flavor.resources:
+                row: dict[str, Any] = {"flavor": flavor.flavor, "resource": quota.name,
+                                       "nominalQuota": _amount(quota.name, quota.nominal)}
+                for key, limit in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
+                    if limit is not None:
+                        row[key] = _amount(quota.name, limit)
+                rows.append(row)
+    return rows
+
+
+def _totals(queue: "ClusterQueue") -> dict[str, str]:
+    """Each resource's nominal quota summed over the queue's flavors."""
+    sums: dict[str, int] = {}
+    for group in queue.resource_groups:
+        for flavor in group.flavors:
+            for quota in flavor.resources:
+                sums[quota.name] = sums.get(quota.name, 0) + quota.nominal
+    return {name: _amount(name, total) for name, total in sums.items()}
+
+
+def _view(queue: "ClusterQueue", stored: "StoredObjects") -> dict[str, Any]:
+    local = sorted(f"{ns}/{lq.name}" for (ns, _), lq in stored.local_queues.items() if lq.cluster_queue == queue.name)
+    return {"name": queue.name, "cohort": queue.cohort or "", "queueingStrategy": queue.queueing_strategy.value,
+            "preemption": {"withinClusterQueue": queue.preemption.within_cluster_queue.value,
+                           "reclaimWithinCohort": queue.preemption.reclaim_within_cohort.value},
+            "stopPolicy": queue.stop_policy.value, "localQueues": local, "quota": _quota(queue),
+            "nominal": _totals(queue)}
+
+
+def _print(value: Any, output: str) -> None:
+    if output == "json":
+        sys.stdout.write(json.dumps(value, indent=2) + "\n")
+    else:
+        from millpond.documents import dump_yaml
+
+        sys.stdout.write(dump_yaml(value))
+
+
+@queue_group.command("list")
+@_OUTPUT
+def list_command(output: str) -> None:
+    """Every ClusterQueue: cohort, strategy, the LocalQueues reaching it, and its quota."""
+    from millpond.cli.resource_tables import format_table
+    from millpond.scheduling.queues.objects import stored_objects
+
+    stored = stored_objects(_store())
+    views = [_view(queue, stored) for _, queue in sorted(stored.cluster_queues.items())]
+    print(NO_USAGE, file=sys.stderr)
+    if output != "table":
+        _print({"queues": views}, output)
+        return
+    if not views:
+        print("No queues found.", file=sys.stderr)
+        return
+    headers = ("NAME", "COHORT", "STRATEGY", "LOCAL QUEUES", "CPU", "MEMORY", "GPUS")
+    rows = [[view["name"], view["cohort"] or "-", view["queueingStrategy"], ",".join(view["localQueues"]) or "-",
+             *(view["nominal"].get(key, "-") for key in ("cpu", "memory", "nvidia.com/gpu"))] for view in views]
+    sys.stdout.write(format_table(headers, rows))
+
+
+@queue_group.command("get")
+@click.argument("name")
+@_OUTPUT
+def get_command(name: str, output: str) -> None:
+    """ClusterQueue NAME: its quota per flavor and resource, limits, policies and LocalQueues."""
+    from millpond.scheduling.queues.objects import stored_objects
+
+    stored = stored_objects(_store())
+    queue = stored.cluster_queues.get(name)
+    if queue is None:
+        raise NotFoundError(f'clusterqueues.kueue.x-k8s.io "{name}" not found')
+    view = _view(queue, stored)
+    print(NO_USAGE, file=sys.stderr)
+    if output != "table":
+        _print(view, output)
+        return
+    lines = [f"Name:            {view['name']}", f"Cohort:          {view['cohort'] or '-'}",
+             f"Strategy:        {view['queueingStrategy']}",
+             f"Preemption:      withinClusterQueue={view['preemption']['withinClusterQueue']} "
+             f"reclaimWithinCohort={view['preemption']['reclaimWithinCohort']}",
+             f"Stop policy:     {view['stopPolicy']}", f"Local queues:    {', '.join(view['localQueues']) or '-'}",
+             "Quota:"]
+    from millpond.cli.resource_tables import format_table
+
+    table = format_table(("FLAVOR", "RESOURCE", "NOMINAL", "BORROWING LIMIT", "LENDING LIMIT"),
+                         [[row["flavor"], row["resource"], row["nominalQuota"], row.get("borrowingLimit", "-"),
+                           row.get("lendingLimit", "-")] for row in view["quota"]])
+    sys.stdout.write("\n".join(lines) + "\n" + "".join(f"  {line}\n" for line in table.splitlines()))
+
+
+@queue_group.command("delete")
+@click.argument("name")
+def delete_command(name: str) -> None:
+    """Delete ClusterQueue NAME and the LocalQueues pointing at it (flavors stay: other queues may use them)."""
+    from millpond.scheduling.queues.objects import STORE_NAMESPACE_OF_CLUSTER, stored_objects
+
+    store = _store()
+    stored = stored_objects(store)
+    if name not in stored.cluster_queues:
+        raise NotFoundError(f'clusterqueues.kueue.x-k8s.io "{name}" not found')
+    for (namespace, local), queue in sorted(stored.local_queues.items()):
+        if queue.cluster_queue == name and store.delete("LocalQueue", local, namespace):
+            print(f'localqueue.kueue.x-k8s.io "{local}" deleted (namespace {namespace})')
+    store.delete("ClusterQueue", name, STORE_NAMESPACE_OF_CLUSTER)
+    print(f'clusterqueue.kueue.x-k8s.io "{name}" deleted')
