@@ -14,6 +14,7 @@ import pytest
 import yaml
 from hypothesis import given
 
+from millpond.datasets.manifests import read_documents
 from millpond.datasets.schema_check import check_schema_file
 from millpond.errors import UserError
 from millpond.scheduling.queues import objects
@@ -21,7 +22,7 @@ from millpond.scheduling.queues.kinds import KINDS, REFUSED
 from millpond.scheduling.queues.manifests import is_queue_document
 from millpond.scheduling.queues.model import QueueingStrategy
 from millpond.store.resources import ResourceStore
-from tests.fuzz_support import fuzz_settings, mutated
+from tests.fuzz_support import fuzz_settings, mutated, mutated_text
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "k8s-manifests"
 if not CORPUS.is_dir():
@@ -174,11 +175,24 @@ def test_a_local_queues_cluster_queue_is_immutable(cli, tmp_path: Path) -> None:
 
 
 def test_fields_without_effect_here_are_named_in_one_info_line(cli, tmp_path: Path) -> None:
-    result = cli("apply", "-f", write(tmp_path, _spec(fairSharing={"weight": 2}, admissionScope={
-        "admissionMode": "UsageBasedAdmissionFairSharing"})))
+    result = cli("apply", "-f", write(tmp_path, flavor(), _spec(fairSharing={"weight": 2}, admissionScope={
+        "admissionMode": "UsageBasedAdmissionFairSharing"}), {**local_queue(), "spec": {
+            "clusterQueue": "alice", "fairSharing": {"weight": "1"}}}, {**local_queue(namespace="b"), "spec": {
+                "clusterQueue": "alice", "fairSharing": {"weight": "1"}}}))
     assert result.code == 0, result.err
-    assert result.err.strip() == ("info: ClusterQueue alice: recorded, no effect here: spec.fairSharing, "
-                                  "spec.admissionScope")
+    assert result.err.strip().splitlines() == [
+        "info: ClusterQueue alice: recorded, no effect here: spec.fairSharing, spec.admissionScope",
+        "info: LocalQueue alice: recorded, no effect here: spec.fairSharing"]
+
+
+def test_a_queue_naming_what_is_not_there_yet_is_accepted_and_says_so(cli, tmp_path: Path) -> None:
+    """As in Kueue, the queue is stored and inactive; one line per missing kind says why it admits nothing."""
+    result = cli("apply", "-f", write(tmp_path, cluster_queue(), local_queue(), local_queue("nobody", "b")))
+    assert result.code == 0, result.err
+    assert result.err.strip().splitlines() == [
+        "info: ClusterQueue nobody not found: LocalQueue b/alice admits nothing until it is applied",
+        "info: ResourceFlavor default-flavor not found: ClusterQueue alice admits nothing until it is applied"]
+    assert cli("apply", "-f", write(tmp_path, flavor())).err == ""
 
 
 def test_refused_kinds_name_why_at_get_too(cli) -> None:
@@ -255,3 +269,20 @@ class _NoStore:
 
     def get(self, kind: str, name: str, namespace: str = "default") -> None:
         return None
+
+
+TEXTS = [yaml.safe_dump_all([doc]) for doc in SEEDS[:4]] + [(CORPUS / file).read_text() for file, _, _ in
+                                                            _corpus_rows()]
+
+
+@fuzz_settings(examples=300)
+@given(text=mutated_text(TEXTS))
+def test_mutated_queue_manifest_text_is_accepted_or_refused(text: str, tmp_path_factory: pytest.TempPathFactory
+                                                            ) -> None:
+    path = Path(tmp_path_factory.getbasetemp()) / "fuzz-queues.yaml"
+    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    try:
+        documents = [d for d in read_documents([str(path)]) if is_queue_document(d[2])]
+        objects.check(documents, _NoStore(), check_schema_file)  # type: ignore[arg-type]
+    except UserError as exc:
+        assert "\n" not in str(exc)

@@ -28,11 +28,17 @@ def check(documents: list[tuple[str, int, Any]], store: ResourceStore) -> list[Q
 def apply(manifests: list[QueueManifest], store: ResourceStore) -> None:
     if not manifests:
         return
+    notes = objects.missing_notes(manifests, store)
     for info, name, action in objects.apply(manifests, store):
         print(f"{info.resource}/{name} {action}")
+    owners: dict[str, list[str]] = {}  # one line per note, naming every object it is about: a few lines at most
     for manifest in manifests:
         for note in manifest.notes:
-            print(f"info: {manifest.info.kind} {manifest.name}: {note}", file=sys.stderr)
+            owners.setdefault(note, []).append(f"{manifest.info.kind} {manifest.name}")
+    for note, named in owners.items():
+        print(f"info: {', '.join(dict.fromkeys(named))}: {note}", file=sys.stderr)
+    for note in notes:
+        print(f"info: {note}", file=sys.stderr)
 
 
 def _columns(info: QueueKind, resource: Resource) -> tuple[list[str], list[str]]:

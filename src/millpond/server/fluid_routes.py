@@ -220,6 +220,7 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
     except UserError as exc:
         raise ApiError(400, _one_line(str(exc))) from None
     notes = [f"{queue.info.kind} {queue.name}: {note}" for queue in queues for note in queue.notes]
+    notes += queue_objects.missing_notes(queues, store)
     notes += [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
     items = []

@@ -50,6 +50,37 @@ def check(documents: list[tuple[str, int, Any]], store: ResourceStore, validate:
     return manifests
 
 
+def missing_notes(manifests: list[QueueManifest], store: ResourceStore) -> list[str]:
+    """Kueue accepts a LocalQueue naming a ClusterQueue not there yet, or a ClusterQueue naming a flavor not
+    there yet, and leaves the queue inactive; millpond accepts them too and says so (one line for
+    each missing kind, whatever the batch), so that the workloads waiting on them are no mystery."""
+    def exists(kind: str, name: str) -> bool:
+        return any(m.info.kind == kind and m.name == name for m in manifests) or \
+            store.get(kind, name, STORE_NAMESPACE_OF_CLUSTER) is not None
+
+    queues: dict[str, list[str]] = {}
+    flavors: dict[str, list[str]] = {}
+    for manifest in manifests:
+        spec = manifest.body.get("spec") or {}
+        if manifest.info.kind == "LocalQueue" and not exists("ClusterQueue", spec["clusterQueue"]):
+            queues.setdefault(spec["clusterQueue"], []).append(f"{manifest.namespace}/{manifest.name}")
+        elif manifest.info.kind == "ClusterQueue":
+            for group in spec.get("resourceGroups") or []:
+                for flavor in group.get("flavors") or []:
+                    if not exists("ResourceFlavor", flavor["name"]):
+                        flavors.setdefault(flavor["name"], []).append(manifest.name)
+    notes = []
+    if queues:
+        notes.append(f"ClusterQueue {', '.join(sorted(queues))} not found: LocalQueue "
+                     f"{', '.join(sorted({q for names in queues.values() for q in names}))} admits nothing until "
+                     "it is applied")
+    if flavors:
+        notes.append(f"ResourceFlavor {', '.join(sorted(flavors))} not found: ClusterQueue "
+                     f"{', '.join(sorted({q for names in flavors.values() for q in names}))} admits nothing until "
+                     "it is applied")
+    return notes
+
+
 def apply(manifests: list[QueueManifest], store: ResourceStore) -> list[tuple[QueueKind, str, str]]:
     """Store them all in one transaction: (kind, name, "created" | "configured" | "unchanged") for each."""
     applied = store.apply([manifest.body for manifest in manifests])
