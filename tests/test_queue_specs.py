@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from millpond.errors import UserError
 from millpond.scheduling.queues import specs
 from millpond.scheduling.queues.model import PreemptionPolicy, QueueingStrategy, StopPolicy
 
@@ -57,3 +60,34 @@ def test_preemption_selector_and_the_other_kinds() -> None:
     assert specs.resource_flavor("f", {"nodeLabels": {"a": "b"}}).node_labels == {"a": "b"}
     high = specs.priority_class("high", {"value": 1000, "description": "urgent"})
     assert (high.value, high.description) == (1000, "urgent")
+
+
+@pytest.mark.parametrize(("manifest", "says"), [
+    ({"kind": "ClusterQueue", "metadata": {"name": "q"}, "spec": {"resourceGroups": {}}},
+     "ClusterQueue q: spec.resourceGroups: expected an array"),
+    ({"kind": "ClusterQueue", "metadata": {"name": "q"}, "spec": {"resourceGroups": [{"flavors": [
+        {"name": "f", "resources": [{"name": "cpu", "nominalQuota": [1]}]}]}]}},
+     "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: expected a quantity"),
+    ({"kind": "ClusterQueue", "metadata": {"name": "q"}, "spec": {"queueingStrategy": "Random"}},
+     "spec.queueingStrategy: 'Random' is not one of StrictFIFO, BestEffortFIFO"),
+    ({"kind": "ClusterQueue", "metadata": {"name": "q"}, "spec": {"flavorFungibility": {"whenCanBorrow": "Preempt"}}},
+     "flavorFungibility.whenCanBorrow: 'Preempt' is not one of"),
+    ({"kind": "LocalQueue", "metadata": {"name": "l", "namespace": "ns"}, "spec": {}},
+     "LocalQueue ns/l: spec.clusterQueue: expected a name"),
+    ({"kind": "WorkloadPriorityClass", "metadata": {"name": "p"}, "value": 2**31},
+     "WorkloadPriorityClass p: value: expected a 32-bit integer"),
+    ({"kind": "Cohort", "metadata": {"name": ["x"]}}, "Cohort: metadata.name: expected a name"),
+])
+def test_a_spec_of_the_wrong_shape_is_one_user_error_line(manifest: dict[str, object], says: str) -> None:
+    with pytest.raises(UserError) as info:
+        specs.objects_from_specs([manifest, {"kind": "ConfigMap"}])
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_objects_from_specs_skips_other_kinds_and_defaults_the_namespace() -> None:
+    found = specs.objects_from_specs([
+        {"kind": "ConfigMap", "metadata": {"name": "x"}},
+        {"kind": "LocalQueue", "metadata": {"name": "l"}, "spec": {"clusterQueue": "cq"}},
+        {"kind": "ResourceFlavor", "metadata": {"name": "f"}}])
+    assert list(found.local_queues) == [("default", "l")] and list(found.flavors) == ["f"]
+    assert not found.cluster_queues and not found.cohorts and not found.priority_classes

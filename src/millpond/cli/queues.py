@@ -25,7 +25,7 @@ from millpond.errors import ConflictError, NotFoundError, UserError
 
 if TYPE_CHECKING:
     from millpond.scheduling.queues.model import ClusterQueue
-    from millpond.scheduling.queues.objects import StoredObjects
+    from millpond.scheduling.queues.specs import QueueObjects
     from millpond.store.resources import ResourceStore
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -155,7 +155,7 @@ def _totals(queue: "ClusterQueue") -> dict[str, str]:
     return {name: _amount(name, total) for name, total in sums.items()}
 
 
-def _view(queue: "ClusterQueue", stored: "StoredObjects") -> dict[str, Any]:
+def _view(queue: "ClusterQueue", stored: "QueueObjects") -> dict[str, Any]:
     local = sorted(f"{ns}/{lq.name}" for (ns, _), lq in stored.local_queues.items() if lq.cluster_queue == queue.name)
     return {"name": queue.name, "cohort": queue.cohort or "", "queueingStrategy": queue.queueing_strategy.value,
             "preemption": {"withinClusterQueue": queue.preemption.within_cluster_queue.value,

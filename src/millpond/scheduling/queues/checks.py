@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from millpond.errors import UserError
-from millpond.quantities import QuantityError
 from millpond.scheduling.queues.model import milli
 from millpond.scheduling.queues.specs import cohort_name
 
@@ -27,10 +26,7 @@ _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 def _quantity(value: object, where: str) -> int:
-    try:
-        amount = milli(value, where)
-    except QuantityError as exc:
-        raise UserError(f"{where}: {exc}") from None
+    amount = milli(value, where)  # a QuantityError (a UserError) names the field itself
     if amount < 0:
         raise UserError(f"{where}: Invalid value: {value!r}: must be greater than or equal to 0")
     return amount

@@ -10,7 +10,6 @@ routes all go through here; :func:`stored_objects` is what admission and ``queue
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from millpond.errors import ConflictError, NotFoundError, UserError
@@ -18,7 +17,7 @@ from millpond.kinds import REGISTRY
 from millpond.scheduling.queues import specs
 from millpond.scheduling.queues.kinds import QueueKind, refusal
 from millpond.scheduling.queues.manifests import QueueManifest, SchemaCheck, check_document
-from millpond.scheduling.queues.model import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, WorkloadPriorityClass
+from millpond.scheduling.queues.specs import QueueObjects
 from millpond.store.resources import Resource, ResourceStore
 
 STORE_NAMESPACE_OF_CLUSTER = "default"  # where the resource store keeps cluster-scoped objects
@@ -130,27 +129,6 @@ def delete(info: QueueKind, name: str, namespace: str, store: ResourceStore) -> 
         raise _not_found(info, name, namespace)
 
 
-@dataclass(frozen=True)
-class StoredObjects:
-    """Every queueing object applied, as ``queues.model`` records."""
-
-    cluster_queues: Mapping[str, ClusterQueue]
-    local_queues: Mapping[tuple[str, str], LocalQueue]  # (namespace, name)
-    cohorts: Mapping[str, Cohort]
-    flavors: Mapping[str, ResourceFlavor]
-    priority_classes: Mapping[str, WorkloadPriorityClass]
-
-
-def stored_objects(store: ResourceStore) -> StoredObjects:
-    """Read every stored queueing object (they were checked when applied)."""
-    def each(kind: str) -> list[Resource]:
-        return store.list(kind, None)
-
-    return StoredObjects(
-        cluster_queues={r.name: specs.cluster_queue(r.name, r.spec) for r in each("ClusterQueue")},
-        local_queues={(r.namespace, r.name): specs.local_queue(r.name, r.namespace, r.spec)
-                      for r in each("LocalQueue")},
-        cohorts={r.name: specs.cohort(r.name, r.spec) for r in each("Cohort")},
-        flavors={r.name: specs.resource_flavor(r.name, r.spec) for r in each("ResourceFlavor")},
-        priority_classes={r.name: specs.priority_class(r.name, r.manifest) for r in each("WorkloadPriorityClass")},
-    )
+def stored_objects(store: ResourceStore) -> QueueObjects:
+    """Every stored queueing object as records (they were checked when applied)."""
+    return specs.objects_from_specs(resource.manifest for kind in specs.KINDS for resource in store.list(kind, None))

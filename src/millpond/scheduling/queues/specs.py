@@ -1,21 +1,30 @@
-"""Kueue manifests' ``spec`` dicts turned into the typed records of ``queues.model``.
+"""Kueue manifests (``kueue.x-k8s.io`` v1beta1 and v1beta2) as the typed records of ``queues.model``.
 
-One place reads both served versions, so nothing above it sees the difference: v1beta1 names a
-ClusterQueue's cohort ``spec.cohort`` and spells flavor fungibility ``Borrow`` / ``Preempt``;
-v1beta2 says ``spec.cohortName`` and ``MayStopSearch`` for both. The records always hold the
-v1beta2 spelling. Amounts become milli-units through :func:`model.milli`.
+The one converter: ``millpond apply -f`` checks a manifest against its CRD's schema and Kueue's
+rules (``queues.manifests``, ``queues.checks``) and converts it here to be sure it means
+something; admission reads the stored manifests back through :func:`objects_from_specs`. One
+place knows how a field is spelled in each served version, and the records always hold v1beta2's:
 
-The dicts are expected to have passed the CRD's schema and Kueue's webhook checks already
-(``queues.checks``); what the schema defaults (an absent ``queueingStrategy``, preemption
-``Never``) is defaulted here the same way, so a record made from a hand-built dict (``millpond
-queue create``) and one made from a manifest agree.
+- a ClusterQueue's cohort is ``spec.cohort`` in v1beta1, ``spec.cohortName`` in v1beta2;
+- ``flavorFungibility.whenCanBorrow: Borrow`` (v1beta1) is ``MayStopSearch``, and so is
+  ``whenCanPreempt: Preempt``;
+- a Cohort's parent is ``spec.parentName``; a WorkloadPriorityClass keeps ``value`` and
+  ``description`` beside ``metadata``, not under ``spec``.
+
+Amounts become milli-units (:func:`model.milli`). What the schema defaults (an absent
+``queueingStrategy``, preemption ``Never``) is defaulted the same way here, so a record made from
+a hand-built dict (``millpond queue create``) and one from a manifest agree. A value of the wrong
+shape (a manifest that skipped the checks) is one UserError line naming the object and field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import enum
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
+from millpond.errors import UserError
 from millpond.scheduling.queues.model import (
     ClusterQueue,
     Cohort,
@@ -34,70 +43,135 @@ from millpond.scheduling.queues.model import (
     milli,
 )
 
-# v1beta1's fungibility words and what v1beta2 calls them.
-_V1BETA1_FUNGIBILITY = {"Borrow": "MayStopSearch", "Preempt": "MayStopSearch"}
+KINDS = ("ResourceFlavor", "ClusterQueue", "LocalQueue", "Cohort", "WorkloadPriorityClass")
+# v1beta1's fungibility words, per field, and what v1beta2 calls them.
+_V1BETA1_FUNGIBILITY = {"whenCanBorrow": {"Borrow": "MayStopSearch"}, "whenCanPreempt": {"Preempt": "MayStopSearch"}}
+_FUNGIBILITY = ("MayStopSearch", "TryNextFlavor")
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_E = TypeVar("_E", bound=enum.Enum)
 
 
-def _map(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+@dataclass(frozen=True)
+class QueueObjects:
+    """Every Kueue object applied, by name (LocalQueues by (namespace, name))."""
+
+    cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    local_queues: dict[tuple[str, str], LocalQueue] = field(default_factory=dict)
+    cohorts: dict[str, Cohort] = field(default_factory=dict)
+    flavors: dict[str, ResourceFlavor] = field(default_factory=dict)
+    priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
 
 
-def _optional_milli(value: object, what: str) -> int | None:
-    return None if value is None else milli(value, what)
+def _map(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise UserError(f"{where}: expected an object")
+    return value
 
 
-def resource_groups(groups: object) -> tuple[ResourceGroup, ...]:
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise UserError(f"{where}: expected an array")
+    return value
+
+
+def _name(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise UserError(f"{where}: expected a name")
+    return value
+
+
+def _enum(kind: type[_E], value: object, where: str, default: _E) -> _E:
+    if value is None or value == "":
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        raise UserError(f"{where}: {value!r} is not one of {', '.join(str(m.value) for m in kind)}") from None
+
+
+def _amount(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UserError(f"{where}: expected a quantity")
+    return milli(value, where)
+
+
+def resource_groups(groups: object, where: str = "spec") -> tuple[ResourceGroup, ...]:
     """``spec.resourceGroups`` of a ClusterQueue or a Cohort: flavors in order of preference."""
     found = []
-    for group in groups if isinstance(groups, list) else []:
+    for i, group in enumerate(_list(groups, f"{where}.resourceGroups")):
+        here = f"{where}.resourceGroups[{i}]"
+        group = _map(group, here)
+        covered = tuple(_name(name, f"{here}.coveredResources[{j}]")
+                        for j, name in enumerate(_list(group.get("coveredResources"), f"{here}.coveredResources")))
         flavors = []
-        for flavor in _map(group).get("flavors") or []:
-            quotas = tuple(
-                ResourceQuota(
-                    name=str(resource["name"]),
-                    nominal=milli(resource.get("nominalQuota", 0), f"{resource['name']} nominalQuota"),
-                    borrowing_limit=_optional_milli(resource.get("borrowingLimit"), "borrowingLimit"),
-                    lending_limit=_optional_milli(resource.get("lendingLimit"), "lendingLimit"),
-                )
-                for resource in _map(flavor).get("resources") or []
-            )
-            flavors.append(FlavorQuotas(str(flavor["name"]), quotas))
-        covered = tuple(str(name) for name in _map(group).get("coveredResources") or [])
+        for j, flavor in enumerate(_list(group.get("flavors"), f"{here}.flavors")):
+            at = f"{here}.flavors[{j}]"
+            flavor = _map(flavor, at)
+            quotas = []
+            for k, resource in enumerate(_list(flavor.get("resources"), f"{at}.resources")):
+                spot = f"{at}.resources[{k}]"
+                resource = _map(resource, spot)
+                limits = [None if resource.get(key) is None else _amount(resource[key], f"{spot}.{key}")
+                          for key in ("borrowingLimit", "lendingLimit")]
+                quotas.append(ResourceQuota(_name(resource.get("name"), f"{spot}.name"),
+                                            _amount(resource.get("nominalQuota", 0), f"{spot}.nominalQuota"),
+                                            limits[0], limits[1]))
+            flavors.append(FlavorQuotas(_name(flavor.get("name"), f"{at}.name"), tuple(quotas)))
         found.append(ResourceGroup(covered, tuple(flavors)))
     return tuple(found)
 
 
-def _preemption(spec: Mapping[str, Any]) -> Preemption:
-    preemption = _map(spec.get("preemption"))
-    borrow = _map(preemption.get("borrowWithinCohort"))
+def _preemption(value: object, where: str) -> Preemption:
+    preemption = _map(value, where)
+    borrow = _map(preemption.get("borrowWithinCohort"), f"{where}.borrowWithinCohort")
     threshold = borrow.get("maxPriorityThreshold")
+    if threshold is not None and (isinstance(threshold, bool) or not isinstance(threshold, int)):
+        raise UserError(f"{where}.borrowWithinCohort.maxPriorityThreshold: expected an integer")
+    never = PreemptionPolicy.NEVER
     return Preemption(
-        within_cluster_queue=PreemptionPolicy(preemption.get("withinClusterQueue") or "Never"),
-        reclaim_within_cohort=PreemptionPolicy(preemption.get("reclaimWithinCohort") or "Never"),
-        borrow_within_cohort=PreemptionPolicy(borrow.get("policy") or "Never"),
-        borrow_max_priority_threshold=None if threshold is None else int(threshold),
+        within_cluster_queue=_enum(PreemptionPolicy, preemption.get("withinClusterQueue"),
+                                   f"{where}.withinClusterQueue", never),
+        reclaim_within_cohort=_enum(PreemptionPolicy, preemption.get("reclaimWithinCohort"),
+                                    f"{where}.reclaimWithinCohort", never),
+        borrow_within_cohort=_enum(PreemptionPolicy, borrow.get("policy"), f"{where}.borrowWithinCohort.policy",
+                                   never),
+        borrow_max_priority_threshold=threshold,
     )
 
 
-def _fungibility(spec: Mapping[str, Any]) -> FlavorFungibility:
-    fungibility = _map(spec.get("flavorFungibility"))
-    borrow = str(fungibility.get("whenCanBorrow") or "MayStopSearch")
-    preempt = str(fungibility.get("whenCanPreempt") or "TryNextFlavor")
-    return FlavorFungibility(when_can_borrow=_V1BETA1_FUNGIBILITY.get(borrow, borrow),
-                             when_can_preempt=_V1BETA1_FUNGIBILITY.get(preempt, preempt))
+def _fungibility(value: object, where: str) -> FlavorFungibility:
+    fungibility = _map(value, where)
+    default = FlavorFungibility()
+    chosen = []
+    for key, fallback in (("whenCanBorrow", default.when_can_borrow), ("whenCanPreempt", default.when_can_preempt)):
+        word = fungibility.get(key) or fallback
+        word = _V1BETA1_FUNGIBILITY[key].get(word, word) if isinstance(word, str) else word
+        if word not in _FUNGIBILITY:
+            raise UserError(f"{where}.{key}: {word!r} is not one of {', '.join(_FUNGIBILITY)}")
+        chosen.append(word)
+    return FlavorFungibility(when_can_borrow=chosen[0], when_can_preempt=chosen[1])
 
 
-def label_selector(value: object) -> LabelSelector | None:
+def label_selector(value: object, where: str = "spec.namespaceSelector") -> LabelSelector | None:
     """A Kubernetes LabelSelector; None (absent) stays None: Kueue's null namespaceSelector admits no namespace."""
     if value is None:
         return None
-    selector = _map(value)
-    expressions = tuple(
-        (str(expr["key"]), str(expr["operator"]), tuple(str(v) for v in expr.get("values") or ()))
-        for expr in selector.get("matchExpressions") or [] if isinstance(expr, Mapping)
-    )
-    labels = {str(k): str(v) for k, v in _map(selector.get("matchLabels")).items()}
-    return LabelSelector(labels, expressions)
+    selector = _map(value, where)
+    labels = {str(k): str(v) for k, v in _map(selector.get("matchLabels"), f"{where}.matchLabels").items()}
+    expressions = []
+    for i, expression in enumerate(_list(selector.get("matchExpressions"), f"{where}.matchExpressions")):
+        here = f"{where}.matchExpressions[{i}]"
+        expression = _map(expression, here)
+        operator = expression.get("operator")
+        if operator not in _OPERATORS:
+            raise UserError(f"{here}.operator: {operator!r} is not one of {', '.join(_OPERATORS)}")
+        values = tuple(str(v) for v in _list(expression.get("values"), f"{here}.values"))
+        expressions.append((_name(expression.get("key"), f"{here}.key"), str(operator), values))
+    return LabelSelector(labels, tuple(expressions))
 
 
 def cohort_name(spec: Mapping[str, Any]) -> str | None:
@@ -106,37 +180,72 @@ def cohort_name(spec: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
-def cluster_queue(name: str, spec: Mapping[str, Any]) -> ClusterQueue:
+def cluster_queue(name: str, spec: object) -> ClusterQueue:
     """A ClusterQueue from its ``spec`` (either served version)."""
+    where = f"ClusterQueue {name}: spec"
+    spec = _map(spec, where)
     return ClusterQueue(
         name=name,
-        resource_groups=resource_groups(spec.get("resourceGroups")),
+        resource_groups=resource_groups(spec.get("resourceGroups"), where),
         cohort=cohort_name(spec),
-        queueing_strategy=QueueingStrategy(spec.get("queueingStrategy") or "BestEffortFIFO"),
-        preemption=_preemption(spec),
-        namespace_selector=label_selector(spec.get("namespaceSelector")),
-        flavor_fungibility=_fungibility(spec),
-        stop_policy=StopPolicy(spec.get("stopPolicy") or "None"),
+        queueing_strategy=_enum(QueueingStrategy, spec.get("queueingStrategy"), f"{where}.queueingStrategy",
+                                QueueingStrategy.BEST_EFFORT_FIFO),
+        preemption=_preemption(spec.get("preemption"), f"{where}.preemption"),
+        namespace_selector=label_selector(spec.get("namespaceSelector"), f"{where}.namespaceSelector"),
+        flavor_fungibility=_fungibility(spec.get("flavorFungibility"), f"{where}.flavorFungibility"),
+        stop_policy=_enum(StopPolicy, spec.get("stopPolicy"), f"{where}.stopPolicy", StopPolicy.NONE),
     )
 
 
-def cohort(name: str, spec: Mapping[str, Any]) -> Cohort:
+def cohort(name: str, spec: object) -> Cohort:
     """A Cohort object from its ``spec`` (``parentName`` in both versions)."""
+    where = f"Cohort {name}: spec"
+    spec = _map(spec, where)
     parent = spec.get("parentName")
     return Cohort(name=name, parent=str(parent) if parent else None,
-                  resource_groups=resource_groups(spec.get("resourceGroups")))
+                  resource_groups=resource_groups(spec.get("resourceGroups"), where))
 
 
-def local_queue(name: str, namespace: str, spec: Mapping[str, Any]) -> LocalQueue:
-    return LocalQueue(name=name, namespace=namespace, cluster_queue=str(spec.get("clusterQueue") or ""),
-                      stop_policy=StopPolicy(spec.get("stopPolicy") or "None"))
+def local_queue(name: str, namespace: str, spec: object) -> LocalQueue:
+    where = f"LocalQueue {namespace}/{name}: spec"
+    spec = _map(spec, where)
+    return LocalQueue(name=name, namespace=namespace,
+                      cluster_queue=_name(spec.get("clusterQueue"), f"{where}.clusterQueue"),
+                      stop_policy=_enum(StopPolicy, spec.get("stopPolicy"), f"{where}.stopPolicy", StopPolicy.NONE))
 
 
-def resource_flavor(name: str, spec: Mapping[str, Any]) -> ResourceFlavor:
-    return ResourceFlavor(name=name, node_labels={str(k): str(v) for k, v in _map(spec.get("nodeLabels")).items()})
+def resource_flavor(name: str, spec: object) -> ResourceFlavor:
+    where = f"ResourceFlavor {name}: spec"
+    labels = _map(_map(spec, where).get("nodeLabels"), f"{where}.nodeLabels")
+    return ResourceFlavor(name=name, node_labels={str(k): str(v) for k, v in labels.items()})
 
 
 def priority_class(name: str, manifest: Mapping[str, Any]) -> WorkloadPriorityClass:
-    """A WorkloadPriorityClass: ``value`` and ``description`` sit at the top of its manifest, not under spec."""
-    return WorkloadPriorityClass(name=name, value=int(manifest.get("value") or 0),
-                                 description=str(manifest.get("description") or ""))
+    """A WorkloadPriorityClass: ``value`` (an int32) and ``description`` sit at the top of its manifest."""
+    value = manifest.get("value")
+    if isinstance(value, bool) or not isinstance(value, int) or not -(2**31) <= value < 2**31:
+        raise UserError(f"WorkloadPriorityClass {name}: value: expected a 32-bit integer")
+    return WorkloadPriorityClass(name=name, value=value, description=str(manifest.get("description") or ""))
+
+
+def objects_from_specs(manifests: Iterable[Mapping[str, Any]]) -> QueueObjects:
+    """Applied Kueue manifests (apiVersion, kind, metadata, spec) as records; other kinds are skipped."""
+    found = QueueObjects()
+    for manifest in manifests:
+        kind = manifest.get("kind")
+        if kind not in KINDS:
+            continue
+        metadata = _map(manifest.get("metadata"), f"{kind}: metadata")
+        name, spec = _name(metadata.get("name"), f"{kind}: metadata.name"), manifest.get("spec")
+        if kind == "ClusterQueue":
+            found.cluster_queues[name] = cluster_queue(name, spec)
+        elif kind == "LocalQueue":
+            namespace = str(metadata.get("namespace") or "default")
+            found.local_queues[(namespace, name)] = local_queue(name, namespace, spec)
+        elif kind == "Cohort":
+            found.cohorts[name] = cohort(name, spec)
+        elif kind == "ResourceFlavor":
+            found.flavors[name] = resource_flavor(name, spec)
+        else:
+            found.priority_classes[name] = priority_class(name, manifest)
+    return found
