@@ -12,6 +12,8 @@ import yaml
 from millpond.scheduling.queues.kinds import KINDS
 from millpond.store.resources import ResourceStore
 
+pytestmark = pytest.mark.usefixtures("database")  # SQLite, then PostgreSQL
+
 MANIFEST = """\
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor

@@ -28,6 +28,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "k8s-m
 if not CORPUS.is_dir():
     CORPUS = Path("/work/shared/conformance/k8s-manifests")
 QUEUE_KINDS = set(KINDS) | set(REFUSED)
+ON_BOTH_DATABASES = pytest.mark.usefixtures("database")  # SQLite, then PostgreSQL
 
 
 def cluster_queue(version: str = "v1beta2", **spec: Any) -> dict[str, Any]:
@@ -62,6 +63,7 @@ def nothing_stored() -> bool:
     return all(not store.list(kind, None) for kind in KINDS)
 
 
+@ON_BOTH_DATABASES
 def test_v1beta1_and_v1beta2_apply_read_back_as_the_same_records(cli, tmp_path: Path) -> None:
     applied = cli("apply", "-f", write(tmp_path, flavor("v1beta1"), cluster_queue("v1beta1",
                   flavorFungibility={"whenCanBorrow": "Borrow", "whenCanPreempt": "Preempt"}), local_queue()))
@@ -164,6 +166,7 @@ def test_a_bad_queue_manifest_is_one_error_line_exit_2_and_nothing_stored(cli, t
     assert nothing_stored()
 
 
+@ON_BOTH_DATABASES
 def test_a_local_queues_cluster_queue_is_immutable(cli, tmp_path: Path) -> None:
     assert cli("apply", "-f", write(tmp_path, local_queue("alice"))).code == 0
     moved = cli("apply", "-f", write(tmp_path, local_queue("bob")))
@@ -185,6 +188,7 @@ def test_fields_without_effect_here_are_named_in_one_info_line(cli, tmp_path: Pa
         "info: LocalQueue alice: recorded, no effect here: spec.fairSharing"]
 
 
+@ON_BOTH_DATABASES
 def test_a_queue_naming_what_is_not_there_yet_is_accepted_and_says_so(cli, tmp_path: Path) -> None:
     """As in Kueue, the queue is stored and inactive; one line per missing kind says why it admits nothing."""
     result = cli("apply", "-f", write(tmp_path, cluster_queue(), local_queue(), local_queue("nobody", "b")))
@@ -215,6 +219,7 @@ def _corpus_rows() -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.skipif(not _corpus_rows(), reason="the shared conformance corpus is not beside this checkout")
+@ON_BOTH_DATABASES
 @pytest.mark.parametrize(("file", "expected", "kinds"), _corpus_rows(), ids=[row[0][:60] for row in _corpus_rows()])
 def test_corpus_queue_rows_apply_or_are_refused_as_expected(cli, file: str, expected: str, kinds: str) -> None:
     result = cli("apply", "-f", CORPUS / file)
