@@ -14,13 +14,13 @@ workload store yet, and both commands say so on stderr.
 
 from __future__ import annotations
 
-import json
 import sys
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from millpond.cli.resources import _print_value
 from millpond.errors import ConflictError, NotFoundError, UserError
 
 if TYPE_CHECKING:
@@ -164,15 +164,6 @@ def _view(queue: "ClusterQueue", stored: "QueueObjects") -> dict[str, Any]:
             "nominal": _totals(queue)}
 
 
-def _print(value: Any, output: str) -> None:
-    if output == "json":
-        sys.stdout.write(json.dumps(value, indent=2) + "\n")
-    else:
-        from millpond.documents import dump_yaml
-
-        sys.stdout.write(dump_yaml(value))
-
-
 @queue_group.command("list")
 @_OUTPUT
 def list_command(output: str) -> None:
@@ -184,7 +175,7 @@ def list_command(output: str) -> None:
     views = [_view(queue, stored) for _, queue in sorted(stored.cluster_queues.items())]
     print(NO_USAGE, file=sys.stderr)
     if output != "table":
-        _print({"queues": views}, output)
+        _print_value({"queues": views}, output)
         return
     if not views:
         print("No queues found.", file=sys.stderr)
@@ -209,7 +200,7 @@ def get_command(name: str, output: str) -> None:
     view = _view(queue, stored)
     print(NO_USAGE, file=sys.stderr)
     if output != "table":
-        _print(view, output)
+        _print_value(view, output)
         return
     lines = [f"Name:            {view['name']}", f"Cohort:          {view['cohort'] or '-'}",
              f"Strategy:        {view['queueingStrategy']}",
