@@ -74,3 +74,35 @@ def test_refused_and_bad_queue_documents_are_400_on_one_line(server: Served) -> 
     assert call(server, "/resourceflavors/other")[0] == 404  # all or nothing
     status, answer = call(server, "/topologies")
     assert status == 404 and "topology-aware scheduling" in answer["message"]
+
+
+def test_queues_page_shows_quota_policies_and_local_queues(server: Served, tmp_path: Path) -> None:
+    """The UI's Queues page (and its JSON, /ui-api/queues): a queue made by `millpond queue create`'s objects."""
+    from tests.test_server_ui import _browser, chromium_page
+
+    gpu = {**QUEUE, "metadata": {"name": "alice"}, "spec": {
+        "cohort": "project-a", "namespaceSelector": {}, "queueingStrategy": "StrictFIFO",
+        "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+        "resourceGroups": [{"coveredResources": ["cpu", "memory", "nvidia.com/gpu"], "flavors": [
+            {"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": "1500m", "borrowingLimit": 2},
+                                                     {"name": "memory", "nominalQuota": "32Gi"},
+                                                     {"name": "nvidia.com/gpu", "nominalQuota": 4}]}]}]}}
+    local = {**LOCAL, "metadata": {"name": "alice", "namespace": "project-a"}, "spec": {"clusterQueue": "alice"}}
+    assert call(server, "/fluid/apply", "POST", [FLAVOR, gpu, local])[0] == 200
+    with urllib.request.urlopen(f"{server.url}/ui-api/queues") as response:
+        answer = json.loads(response.read())
+    [alice] = [queue for queue in answer["queues"] if queue["name"] == "alice"]
+    assert alice["nominal"] == {"cpu": "1500m", "memory": "32Gi", "nvidia.com/gpu": "4"}
+    assert alice["localQueues"] == ["project-a/alice"] and "no workload store" in answer["note"]
+    sync_api = _browser()
+    with chromium_page() as (page, errors):
+        page.goto(server.url + "/#/runs")
+        page.click("header nav a[data-nav=queues]")
+        row = page.locator('tr.queue-row[data-queue="alice"]')
+        sync_api.expect(row).to_contain_text("StrictFIFO", timeout=15_000)
+        sync_api.expect(row).to_contain_text("default-flavor: cpu 1500m (borrow ≤ 2)")
+        sync_api.expect(row).to_contain_text("project-a/alice")
+        sync_api.expect(row).to_contain_text("within LowerPriority, reclaim Any")
+        sync_api.expect(page.locator("#queues-note")).to_contain_text("no workload store")
+        page.screenshot(path=str(tmp_path / "queues.png"), full_page=True)
+        assert not errors, errors

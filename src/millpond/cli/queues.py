@@ -15,7 +15,6 @@ workload store yet, and both commands say so on stderr.
 from __future__ import annotations
 
 import sys
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,13 +23,10 @@ from millpond.cli.resources import _print_value
 from millpond.errors import ConflictError, NotFoundError, UserError
 
 if TYPE_CHECKING:
-    from millpond.scheduling.queues.model import ClusterQueue
-    from millpond.scheduling.queues.specs import QueueObjects
     from millpond.store.resources import ResourceStore
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 DEFAULT_FLAVOR = "default-flavor"
-NO_USAGE = "info: usage and pending workloads are not shown: this millpond has no workload store yet"
 _OUTPUT = click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table",
                        show_default=True, help="A table, or the queues as JSON or YAML.")
 
@@ -122,58 +118,16 @@ def _limits(text: str | None, quotas: dict[str, str]) -> dict[str, str]:
     return limits
 
 
-def _amount(resource: str, milli: int) -> str:
-    """Milli-units as the quantity a user writes: ``1500m`` CPU, ``32Gi`` memory, ``4`` GPUs."""
-    from millpond.quantities import Format, Quantity
-
-    unit = Format.BINARY_SI if resource == "memory" else Format.DECIMAL_SI
-    return str(Quantity(Fraction(milli, 1000), unit))
-
-
-def _quota(queue: "ClusterQueue") -> list[dict[str, Any]]:
-    """One row per flavor and resource: nominal quota and limits, as quantities."""
-    rows = []
-    for group in queue.resource_groups:
-        for flavor in group.flavors:
-            for quota in flavor.resources:
-                row: dict[str, Any] = {"flavor": flavor.flavor, "resource": quota.name,
-                                       "nominalQuota": _amount(quota.name, quota.nominal)}
-                for key, limit in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
-                    if limit is not None:
-                        row[key] = _amount(quota.name, limit)
-                rows.append(row)
-    return rows
-
-
-def _totals(queue: "ClusterQueue") -> dict[str, str]:
-    """Each resource's nominal quota summed over the queue's flavors."""
-    sums: dict[str, int] = {}
-    for group in queue.resource_groups:
-        for flavor in group.flavors:
-            for quota in flavor.resources:
-                sums[quota.name] = sums.get(quota.name, 0) + quota.nominal
-    return {name: _amount(name, total) for name, total in sums.items()}
-
-
-def _view(queue: "ClusterQueue", stored: "QueueObjects") -> dict[str, Any]:
-    local = sorted(f"{ns}/{lq.name}" for (ns, _), lq in stored.local_queues.items() if lq.cluster_queue == queue.name)
-    return {"name": queue.name, "cohort": queue.cohort or "", "queueingStrategy": queue.queueing_strategy.value,
-            "preemption": {"withinClusterQueue": queue.preemption.within_cluster_queue.value,
-                           "reclaimWithinCohort": queue.preemption.reclaim_within_cohort.value},
-            "stopPolicy": queue.stop_policy.value, "localQueues": local, "quota": _quota(queue),
-            "nominal": _totals(queue)}
-
-
 @queue_group.command("list")
 @_OUTPUT
 def list_command(output: str) -> None:
     """Every ClusterQueue: cohort, strategy, the LocalQueues reaching it, and its quota."""
     from millpond.cli.resource_tables import format_table
     from millpond.scheduling.queues.objects import stored_objects
+    from millpond.scheduling.queues.views import NOT_TRACKED, queue_views
 
-    stored = stored_objects(_store())
-    views = [_view(queue, stored) for _, queue in sorted(stored.cluster_queues.items())]
-    print(NO_USAGE, file=sys.stderr)
+    views = queue_views(stored_objects(_store()))
+    print(f"info: {NOT_TRACKED}", file=sys.stderr)
     if output != "table":
         _print_value({"queues": views}, output)
         return
@@ -192,13 +146,14 @@ def list_command(output: str) -> None:
 def get_command(name: str, output: str) -> None:
     """ClusterQueue NAME: its quota per flavor and resource, limits, policies and LocalQueues."""
     from millpond.scheduling.queues.objects import stored_objects
+    from millpond.scheduling.queues.views import NOT_TRACKED, queue_view
 
     stored = stored_objects(_store())
     queue = stored.cluster_queues.get(name)
     if queue is None:
         raise NotFoundError(f'clusterqueues.kueue.x-k8s.io "{name}" not found')
-    view = _view(queue, stored)
-    print(NO_USAGE, file=sys.stderr)
+    view = queue_view(queue, stored)
+    print(f"info: {NOT_TRACKED}", file=sys.stderr)
     if output != "table":
         _print_value(view, output)
         return

@@ -1,4 +1,4 @@
-"""The web UI: static files at ``/`` and ``/ui/...``, and two JSON helpers under ``/ui-api/``.
+"""The web UI: static files at ``/`` and ``/ui/...``, and JSON helpers under ``/ui-api/``.
 
 The KFP routes give a run and its task details, but not what a DAG drawing needs (each
 task's place in the pipeline, its dependencies, its inputs and outputs) nor the tasks' logs:
@@ -8,6 +8,8 @@ task's place in the pipeline, its dependencies, its inputs and outputs) nor the 
   recorded for it (state, cache hit, inputs, outputs, error, times).
 - ``GET /ui-api/runs/{run_id}/tasks/{task_id}/log?offset=N``: the task's log from byte ``N``,
   as ``millpond runs logs`` reads it; the UI follows it by asking again from the returned offset.
+- ``GET /ui-api/queues``: every ClusterQueue as ``millpond queue list -o json`` shows it (quota per
+  flavor and resource as quantities, policies, the LocalQueues reaching it), for the Queues page.
 - ``GET /ui-api/runs/{run_id}/artifacts?uri=URI``: the content of one output artifact file, for
   the previews (Markdown, HTML, images). Only a URI the store recorded for this run (an artifact
   row, or an artifact in one of its tasks' outputs) is read, never an arbitrary path; at most
@@ -54,6 +56,16 @@ def static_file(name: str) -> FileResponse:
     if "/" in name or name.startswith(".") or path.suffix not in _TYPES or not path.is_file():
         raise ApiError(404, f"no UI file {name!r}")
     return FileResponse(path, media_type=_TYPES[path.suffix], headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/ui-api/queues", tags=["UI"])
+def queues(request: Request) -> dict[str, Any]:
+    """The Queues page's table: every ClusterQueue's quota, policies and LocalQueues."""
+    from millpond.scheduling.queues.objects import stored_objects
+    from millpond.scheduling.queues.views import NOT_TRACKED, queue_views
+    from millpond.store.resources import ResourceStore
+
+    return {"queues": queue_views(stored_objects(ResourceStore(state_of(request).settings))), "note": NOT_TRACKED}
 
 
 @router.get("/ui-api/runs/{run_id}/graph", tags=["UI"])

@@ -14,6 +14,7 @@
 //   #/datasets              datasets (millpond's Fluid routes) with their cache percentage
 //   #/jobs                  training jobs (arena submit, TrainingClient, manifests): status, trainer, GPUs
 //   #/jobs/NAMESPACE/NAME   a job: its instances, events, and an instance's log, followed while it runs
+//   #/queues                Kueue's ClusterQueues: cohort, strategy, preemption, LocalQueues, quota per flavor
 "use strict";
 
 const API = "/apis/v2beta1";
@@ -179,6 +180,7 @@ function route() {
   if (parts[0] === "datasets") return datasetsList(main);
   if (parts[0] === "jobs" && parts[1] && parts[2]) return jobDetail(main, parts[1], parts[2]);
   if (parts[0] === "jobs") return jobsList(main);
+  if (parts[0] === "queues") return queuesList(main);
   return runsList(main, null);
 }
 
@@ -1211,3 +1213,34 @@ function drawDag(nodes, selected, onSelect, onOpen) {
 
 window.addEventListener("hashchange", route);
 window.addEventListener("DOMContentLoaded", route);
+
+// ---- queues (Kueue) ----------------------------------------------------------------
+// One row per ClusterQueue, its quota per flavor and resource as quantities (GET /ui-api/queues,
+// what `millpond queue list -o json` prints). Names are set as text, never as HTML.
+
+function queuesList(main) {
+  const body = h("tbody");
+  const note = h("p", { className: "muted", id: "queues-note" });
+  main.append(h("h1", {}, "Queues"), note,
+    h("table", { id: "queues" },
+      h("thead", {}, h("tr", {}, h("th", {}, "ClusterQueue"), h("th", {}, "Cohort"), h("th", {}, "Strategy"),
+        h("th", {}, "Preemption"), h("th", {}, "Local queues"), h("th", {}, "Quota (flavor: resource nominal, limits)"))),
+      body));
+  every(REFRESH_MS, async () => {
+    const token = routeToken;
+    const answer = await getJSON("/ui-api/queues");
+    if (token !== routeToken) return;
+    note.textContent = answer.note ? `${answer.note.charAt(0).toUpperCase()}${answer.note.slice(1)}.` : "";
+    body.replaceChildren(...(answer.queues || []).map((queue) => {
+      const quota = (queue.quota || []).map((row) => h("div", { className: "quota" },
+        `${row.flavor}: ${row.resource} ${row.nominalQuota}`,
+        row.borrowingLimit ? ` (borrow ≤ ${row.borrowingLimit})` : "", row.lendingLimit ? ` (lend ≤ ${row.lendingLimit})` : ""));
+      const preemption = queue.preemption || {};
+      return h("tr", { className: "queue-row", "data-queue": queue.name },
+        h("td", {}, queue.name), h("td", {}, queue.cohort || ""), h("td", {}, queue.queueingStrategy),
+        h("td", {}, `within ${preemption.withinClusterQueue}, reclaim ${preemption.reclaimWithinCohort}`),
+        h("td", {}, (queue.localQueues || []).join(", ")), h("td", {}, quota));
+    }));
+    if (!(answer.queues || []).length) body.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, "No queues. Create one with millpond queue create.")));
+  });
+}
