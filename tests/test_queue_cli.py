@@ -65,12 +65,13 @@ def test_create_writes_what_the_manifest_would(cli, tmp_path: Path) -> None:
 
 def test_list_and_get_show_quota_and_say_usage_is_not_shown(cli) -> None:
     assert cli(*CREATE).code == 0
-    assert cli("queue", "create", "bob", "--cpu", "1500m", "-n", "project-b").code == 0
+    assert cli("queue", "create", "bob", "--cpu", "1500m", "--gpu-memory", "24", "-n", "project-b").code == 0
     listed = cli("queue", "list")
     rows = [line.split() for line in listed.out.splitlines()]
-    assert rows[0] == ["NAME", "COHORT", "STRATEGY", "LOCAL", "QUEUES", "CPU", "MEMORY", "GPUS"]
-    assert rows[1:] == [["alice", "project-a", "StrictFIFO", "project-a/alice", "8", "32Gi", "4"],
-                        ["bob", "-", "BestEffortFIFO", "project-b/bob", "1500m", "-", "-"]]
+    assert rows[0] == ["NAME", "COHORT", "STRATEGY", "LOCAL", "QUEUES", "CPU", "MEMORY", "GPUS", "GPU", "MEMORY",
+                       "(GiB)"]
+    assert rows[1:] == [["alice", "project-a", "StrictFIFO", "project-a/alice", "8", "32Gi", "4", "-"],
+                        ["bob", "-", "BestEffortFIFO", "project-b/bob", "1500m", "-", "-", "24"]]
     assert "no workload store yet" in listed.err
     shown = cli("queue", "get", "alice", "-o", "json").json()
     assert shown["quota"][0] == {"flavor": "default-flavor", "resource": "cpu", "nominalQuota": "8",
@@ -93,7 +94,7 @@ def test_delete_takes_the_local_queues_with_it(cli) -> None:
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    ((), "give a quota: --cpu, --memory and/or --gpus"),
+    ((), "give a quota: --cpu, --memory, --gpus and/or --gpu-memory"),
     (("--cpu", "-1"), "nominalQuota: Invalid value: '-1': must be greater than or equal to 0"),
     (("--cpu", "lots"), "nominalQuota"),
     (("--cpu", "1", "--borrowing-limit", "cpu=1"), "borrowingLimit: Invalid value: '1': must be nil when cohort"),

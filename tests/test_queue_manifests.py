@@ -7,6 +7,7 @@ documents only ever come out accepted or refused with a UserError."""
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -291,3 +292,26 @@ def test_mutated_queue_manifest_text_is_accepted_or_refused(text: str, tmp_path_
         objects.check(documents, _NoStore(), check_schema_file)  # type: ignore[arg-type]
     except UserError as exc:
         assert "\n" not in str(exc)
+
+
+def _stored() -> list[tuple[str, str, str, Any]]:
+    store = ResourceStore()
+    return [(r.kind, r.namespace, r.name, r.manifest) for kind in KINDS for r in store.list(kind, None)]
+
+
+@fuzz_settings(examples=80)
+@given(doc=mutated(SEEDS))
+def test_a_mutated_manifest_at_millpond_apply_is_applied_or_one_error_line_with_nothing_stored(
+        cli, tmp_path_factory: pytest.TempPathFactory, doc: Any) -> None:
+    """The whole command, as a user runs it: exit 0, or exit 2 with one ``error:`` line and the store untouched."""
+    before = _stored()
+    path = Path(tmp_path_factory.getbasetemp()) / "fuzz-apply.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    result = cli("apply", "-f", path)
+    assert "Traceback" not in result.err
+    if result.code == 2:
+        lines = result.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and result.out == "", result.err
+        assert _stored() == before
+    else:
+        assert result.code == 0, result.err

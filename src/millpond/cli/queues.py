@@ -53,6 +53,7 @@ def _store() -> "ResourceStore":
 @click.option("--cpu", help="CPU quota (cores: 8, 500m).")
 @click.option("--memory", help="Memory quota (32Gi).")
 @click.option("--gpus", help="GPU quota (nvidia.com/gpu: 4).")
+@click.option("--gpu-memory", help="Shared-GPU memory quota in GiB (aliyun.com/gpu-mem: arena's --gpumemory).")
 @click.option("--cohort", help="The cohort (project) whose queues lend each other unused quota.")
 @click.option("--namespace", "-n", default="default", show_default=True,
               help="Where the LocalQueue NAME is made: the project whose jobs use it.")
@@ -67,15 +68,17 @@ def _store() -> "ResourceStore":
                    "(Never, LowerPriority, Any).")
 @click.option("--borrowing-limit", help="How much more than its quota it may borrow, per resource "
                                        "(cpu=4,memory=8Gi); needs --cohort.")
-def create_command(name: str, cpu: str | None, memory: str | None, gpus: str | None, cohort: str | None,
-                   namespace: str, strategy: str, preemption: str, reclaim: str, borrowing_limit: str | None) -> None:
+def create_command(name: str, cpu: str | None, memory: str | None, gpus: str | None, gpu_memory: str | None,
+                   cohort: str | None, namespace: str, strategy: str, preemption: str, reclaim: str,
+                   borrowing_limit: str | None) -> None:
     """Create ClusterQueue NAME with a quota and LocalQueue NAME in --namespace pointing at it."""
     from millpond.cli import queue_resources
+    from millpond.scheduling.queues.model import CPU, GPU, GPU_MEMORY, MEMORY
 
-    quotas = {key: value for key, value in (("cpu", cpu), ("memory", memory), ("nvidia.com/gpu", gpus))
-              if value is not None}
+    given = ((CPU, cpu), (MEMORY, memory), (GPU, gpus), (GPU_MEMORY, gpu_memory))
+    quotas = {key: value for key, value in given if value is not None}
     if not quotas:
-        raise UserError("queue create: give a quota: --cpu, --memory and/or --gpus")
+        raise UserError("queue create: give a quota: --cpu, --memory, --gpus and/or --gpu-memory")
     limits = _limits(borrowing_limit, quotas)
     store = _store()
     from millpond.scheduling.queues.objects import STORE_NAMESPACE_OF_CLUSTER as CLUSTER
@@ -103,6 +106,9 @@ def create_command(name: str, cpu: str | None, memory: str | None, gpus: str | N
     queue_resources.apply(manifests, store)
 
 
+_FLAG_NAMES = {"gpus": "nvidia.com/gpu", "gpu": "nvidia.com/gpu", "gpu-memory": "aliyun.com/gpu-mem"}
+
+
 def _limits(text: str | None, quotas: dict[str, str]) -> dict[str, str]:
     """``cpu=4,memory=8Gi`` as {resource: limit}, each resource one the queue has a quota of."""
     limits: dict[str, str] = {}
@@ -110,7 +116,7 @@ def _limits(text: str | None, quotas: dict[str, str]) -> dict[str, str]:
         if not part.strip():
             continue
         key, sep, value = part.partition("=")
-        key = {"gpus": "nvidia.com/gpu", "gpu": "nvidia.com/gpu"}.get(key.strip(), key.strip())
+        key = _FLAG_NAMES.get(key.strip(), key.strip())
         if not sep or key not in quotas:
             raise UserError(f"--borrowing-limit: {part.strip()!r}: use RESOURCE=AMOUNT for a resource given a quota "
                             f"({', '.join(quotas)})")
@@ -134,9 +140,10 @@ def list_command(output: str) -> None:
     if not views:
         print("No queues found.", file=sys.stderr)
         return
-    headers = ("NAME", "COHORT", "STRATEGY", "LOCAL QUEUES", "CPU", "MEMORY", "GPUS")
+    headers = ("NAME", "COHORT", "STRATEGY", "LOCAL QUEUES", "CPU", "MEMORY", "GPUS", "GPU MEMORY (GiB)")
     rows = [[view["name"], view["cohort"] or "-", view["queueingStrategy"], ",".join(view["localQueues"]) or "-",
-             *(view["nominal"].get(key, "-") for key in ("cpu", "memory", "nvidia.com/gpu"))] for view in views]
+             *(view["nominal"].get(key, "-") for key in ("cpu", "memory", "nvidia.com/gpu", "aliyun.com/gpu-mem"))]
+            for view in views]
     sys.stdout.write(format_table(headers, rows))
 
 
