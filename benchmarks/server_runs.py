@@ -1,4 +1,4 @@
-"""`millpond server` with 10,000 runs: listing them through the API and opening the runs page.
+"""`millpond server` with 10,000 runs: listing them through the API, opening the runs page, a /metrics scrape.
 
     .venv/bin/python benchmarks/server_runs.py                 # 10,000 runs (~1 min)
     .venv/bin/python benchmarks/server_runs.py --runs 50000    # more
@@ -206,6 +206,8 @@ def main() -> None:
             ("get one run (with its tasks)", f"{runs}/{some_run}"),
             ("runs page: GET /", f"{base}/"),
             ("runs page: its first API call", ui_first),
+            ("GET /metrics (a Prometheus scrape)", f"{base}/metrics"),
+            ("nodes page: GET /ui-api/nodes", f"{base}/ui-api/nodes"),
         ]
         print(f"millpond server, {args.runs:,} runs (3 tasks each), median of {args.repeat} warm requests")
         header = f"{'request':<48}{'ms':>9}{'goal':>8}{'':>7}"

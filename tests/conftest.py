@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,10 +41,32 @@ class CliResult:
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh MILLPOND_HOME; what the test left running in it (a job's supervisor, an operation's
+    runner, a server) is SIGKILLed with its process group afterwards, passed or failed, so a failed
+    test cannot leave a background process running for the rest of the session."""
     path = tmp_path / "home"
     monkeypatch.setenv("MILLPOND_HOME", str(path))
-    return path
+    yield path
+    _end_background_processes(path)
+
+
+def _end_background_processes(home: Path) -> None:
+    """Read the home's background records directly (the test may have left settings that do not parse)."""
+    from millpond.runners.processes import ProcessIdentity
+
+    for record in sorted((home / "processes").glob("*.json")) if (home / "processes").is_dir() else []:
+        try:
+            data = json.loads(record.read_text())
+            identity = ProcessIdentity(int(data["pid"]), data.get("ticks"))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if identity.is_running():
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(identity.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)])

@@ -229,3 +229,25 @@ spec:
     while cli("get", "dataload", "shortlived").code == 0 and time.monotonic() < deadline:
         time.sleep(0.3)
     assert cli("get", "dataload", "shortlived").code == 2
+
+
+def test_migrate_from_a_dataset_sees_files_another_machine_wrote_to_its_ufs(cli, tmp_path, workspace) -> None:
+    """A training instance on a Ray node writes through its own node's mount, straight to the UFS; this
+    machine's listing of the dataset was made before. A DataMigrate from the dataset must find the file."""
+    assert cli("dataset", "sync", "work").code == 0  # this machine's listing, without the file
+    (workspace["store"] / "ckpt").mkdir()
+    (workspace["store"] / "ckpt" / "model.pt").write_bytes(payload("late", 12_345))  # another machine's write
+    migrate = f"""\
+apiVersion: data.fluid.io/v1alpha1
+kind: DataMigrate
+metadata: {{name: archive-late}}
+spec:
+  from:
+    dataset: {{name: work, namespace: default, path: /ckpt/model.pt}}
+  to:
+    externalStorage:
+      uri: minio://{workspace["host"]}/{workspace["bucket"]}/archive/
+{_encrypt()}"""
+    result = _apply(cli, tmp_path, migrate)
+    assert result.code == 0, result.err
+    assert _status(cli, "datamigrate", "archive-late")["phase"] == "Complete"

@@ -219,6 +219,7 @@ def test_node_selector_and_required_affinity_select_nodes_as_kubernetes_does() -
         selected({"affinity": required}, members)
 
 
+@pytest.mark.usefixtures("database")  # SQLite's write lock, and PostgreSQL's table lock
 def test_claims_are_bounded_by_replicas_and_a_restarted_node_keeps_its_claim(home: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -241,6 +242,23 @@ def test_claims_are_bounded_by_replicas_and_a_restarted_node_keeps_its_claim(hom
     assert store.claim("u1", "default", "ds", "n4", "/nodes/n4", None)  # no replicas: no bound
     store.forget("ds", "default")
     assert store.states("u1") == []
+
+
+@pytest.mark.usefixtures("database")  # SQLite's write lock, and PostgreSQL's table lock
+def test_a_node_lost_for_good_gives_its_cache_slot_back(home: Path) -> None:
+    """replicas: 1 held by a node that is gone (not among the cluster's live nodes): the driver drops its
+    claim (placement and DataLoad do, before a task or a load needs a slot), and a live node can claim."""
+    from millpond.store.node_caches import NodeCacheStore
+
+    store = NodeCacheStore()
+    assert store.claim("u1", "default", "ds", "lost", "/nodes/lost", 1)
+    assert store.claim("u2", "default", "other", "lost", "/nodes/lost", 1)
+    assert not store.claim("u1", "default", "ds", "alive", "/nodes/alive", 1)  # the slot is held
+    assert store.release_lost("u1", {"alive"}) == 1
+    assert store.claim("u1", "default", "ds", "alive", "/nodes/alive", 1)
+    assert [s.node_id for s in store.states("u1")] == ["alive"]
+    assert [s.node_id for s in store.states("u2")] == ["lost"]  # another dataset's claims are its own
+    assert store.release_lost("u1", {"alive"}) == 0  # a live node's claim stays
 
 
 def test_a_preferred_node_becomes_a_soft_node_affinity_of_the_ray_task() -> None:

@@ -148,8 +148,12 @@ def census_pipeline(bucket: str, dataset: str, table_code: str, year: int, censu
 
 
 def submit(host: str, bucket: str, table_code: str = "B01001", year: int = 2020,
-           experiment: str = "Implementing functions", token: str | None = None) -> str:
-    """Start a run as the seed does (caching off, so the existence check runs each time); its id."""
+           experiment: str = "Implementing functions", token: str | None = None,
+           pipeline_root: str | None = None) -> str:
+    """Start a run as the seed does (caching off, so the existence check runs each time); its id.
+
+    ``pipeline_root`` (``s3://BUCKET/runs``) is where the run's artifacts go: on a server in cluster
+    mode (``millpond server --ray``) it must be one every node reaches."""
     import kfp
 
     client = kfp.Client(host=host, existing_token=token)
@@ -157,6 +161,7 @@ def submit(host: str, bucket: str, table_code: str = "B01001", year: int = 2020,
         census_pipeline, experiment_name=experiment, enable_caching=False,
         arguments={"bucket": bucket, "dataset": "acs/acs5", "table_code": table_code, "year": year,
                    "census_api": str(CENSUS_CSV)},
+        pipeline_root=pipeline_root,
     )
     return run.run_id  # type: ignore[no-any-return]
 
@@ -171,8 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--year", type=int, default=2020)
     parser.add_argument("--experiment", default="Implementing functions")
     parser.add_argument("--token", default=None)
+    parser.add_argument("--pipeline-root", default=None, help="s3://BUCKET/PREFIX (needed on a Ray cluster)")
     args = parser.parse_args(argv)
-    run_id = submit(args.host, args.bucket, args.table_code, args.year, args.experiment, args.token)
+    run_id = submit(args.host, args.bucket, args.table_code, args.year, args.experiment, args.token,
+                    args.pipeline_root)
     client = kfp.Client(host=args.host, existing_token=args.token)
     run = client.wait_for_run_completion(run_id, timeout=600)
     print(f"run {run_id}: {run.state}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millpond.errors import UserError
+from millpond.quantities import parse_bytes
 
 SETTINGS_FILE = "settings.json"
 # Each setting ``millpond config set`` knows: its environment variable and the values it takes.
@@ -26,8 +27,10 @@ class Settings:
     fork_server: bool = True  # lightweight tasks fork from a warm process (MILLPOND_FORK_SERVER=0: never)
     # "cpu": a GPU request this machine can never meet runs on CPU, with a warning, instead of being refused
     gpu_fallback: str | None = None
-    # MILLPOND_FAKE_GPUS=N, for tests only: the scheduler hands out N GPUs (0..N-1) with no device behind them
+    # MILLPOND_FAKE_GPUS=N or NxSIZE, for tests only: the scheduler hands out N GPUs (0..N-1), each of SIZE
+    # memory for --gpumemory shares, with no device behind them
     fake_gpus: int | None = None
+    fake_gpu_memory: int | None = None  # bytes per fake GPU (NxSIZE); None: unknown, so no shares fit
     # Cluster mode: the Ray cluster's head (HOST:PORT) tasks run on (MILLPOND_RAY_ADDRESS, or --ray)
     ray_address: str | None = None
     # Local folders every Ray node sees at the same path (MILLPOND_SHARED_ROOTS, separated by ':'):
@@ -96,26 +99,36 @@ def configured(home: Path, key: str) -> str | None:
     return None if value == "none" else value
 
 
-def _fake_gpus() -> int | None:
-    """MILLPOND_FAKE_GPUS (test-only; MILLPOND_GPUS is its older name, still read), checked."""
+def _fake_gpus() -> tuple[int | None, int | None]:
+    """MILLPOND_FAKE_GPUS (test-only; MILLPOND_GPUS is its older name, still read), checked: ``N`` GPUs,
+    or ``NxSIZE`` (``2x16Gi``: two GPUs of 16 GiB each, a Kubernetes quantity) for GPU sharing tests."""
     text = os.environ.get("MILLPOND_FAKE_GPUS", os.environ.get("MILLPOND_GPUS"))
     if text is None:
-        return None
-    if not text.strip().isdigit():
-        raise UserError(f"MILLPOND_FAKE_GPUS={text!r} is not a whole number of GPUs (a test-only setting)")
-    return int(text)
+        return None, None
+    count, sep, size = text.strip().partition("x")
+    if not (count.isascii() and count.isdigit()):  # int() refuses '²', which isdigit() takes
+        form = "N x SIZE, like 2x16Gi" if sep else "a whole number of GPUs"
+        raise UserError(f"MILLPOND_FAKE_GPUS={text!r} is not {form} (a test-only setting)")
+    if not sep:
+        return int(count), None
+    memory = parse_bytes(size, f"MILLPOND_FAKE_GPUS={text!r}: the memory of each GPU")
+    if memory <= 0:
+        raise UserError(f"MILLPOND_FAKE_GPUS={text!r}: the memory of each GPU must be more than 0")
+    return int(count), memory
 
 
 def load_settings() -> Settings:
     """Read settings from the environment each call, so tests can point MILLPOND_HOME anywhere."""
     home = Path(os.environ.get("MILLPOND_HOME") or Path.home() / ".millpond").expanduser().resolve()
     parallel = os.environ.get("MILLPOND_MAX_PARALLEL")
+    fake_gpus, fake_gpu_memory = _fake_gpus()
     return Settings(
         home=home,
         max_parallel=int(parallel) if parallel else (os.cpu_count() or 1),
         fork_server=os.environ.get("MILLPOND_FORK_SERVER", "1").lower() not in ("0", "false", "no"),
         gpu_fallback=configured(home, "gpu-fallback"),
-        fake_gpus=_fake_gpus(),
+        fake_gpus=fake_gpus,
+        fake_gpu_memory=fake_gpu_memory,
         ray_address=os.environ.get("MILLPOND_RAY_ADDRESS") or None,
         shared_roots=tuple(p for p in os.environ.get("MILLPOND_SHARED_ROOTS", "").split(os.pathsep) if p),
     )

@@ -115,13 +115,17 @@ def get_command(name: str, namespace: str, trainer: str, output: str, events: bo
                          ("Duration", info["duration"]), ("CreateTime", created), ("EndTime", ended),
                          ("Reason", job.reason or ""), ("Message", job.message or "")):
         click.echo(f"{label + ':':<12}{value}")
+    for role, (gib, cores) in views.role_shares(job).items():
+        of_cores = f", {cores}% of its cores" if cores else ""
+        click.echo(f"{'GPUShare:':<12}{role}: {gib} GiB of one GPU's memory{of_cores}")
     click.echo("\nInstances:")
     rows = [["NAME", "STATUS", "AGE", "IS_CHIEF", "GPU(Requested)", "NODE"]]
     if output == "wide":
         rows[0] += ["EXIT_CODE", "PID"]
     for item, raw in zip(info["instances"], instances, strict=True):
-        row = [item["name"], item["status"], item["age"], str(item["chief"]).lower(), str(item["requestGPUs"]),
-               item["node"]]
+        requested = (views.share_words(item["requestGPUMemory"], item["requestGPUCore"])
+                     if "requestGPUMemory" in item else str(item["requestGPUs"]))
+        row = [item["name"], item["status"], item["age"], str(item["chief"]).lower(), requested, item["node"]]
         if output == "wide":
             row += ["" if raw.exit_code is None else str(raw.exit_code), str(raw.pid or "")]
         rows.append(row)

@@ -71,8 +71,14 @@ def top_group() -> None:
               help="Jobs of every namespace.")
 @click.option("-r", "--refresh", is_flag=True, help="Display continuously (every 2s, until Ctrl-C); needs NAME.")
 @click.option("-i", "--instance", default="", help="Display only this instance of the job.")
-def top_job(name: str, namespace: str, all_namespaces: bool, refresh: bool, instance: str) -> None:
-    """GPUs requested and allocated per job: NAME STATUS TRAINER AGE GPU(Requested) GPU(Allocated) NODE."""
+@click.option("-o", "--output", type=click.Choice(["", "wide", "json"]), default="",
+              help="wide: also CPU and memory allocated and used, GPU memory used; json: all of it as JSON.")
+def top_job(name: str, namespace: str, all_namespaces: bool, refresh: bool, instance: str, output: str) -> None:
+    """GPUs requested and allocated per job: NAME STATUS TRAINER AGE GPU(Requested) GPU(Allocated) NODE.
+
+    -o wide adds each job's CPU and memory allocated (the ledger) and used (its instances' processes,
+    measured over a short sample), and its GPUs' memory used (NVML); -o json prints it all.
+    """
     from millpond.store.training import JobStore
     from millpond.training import jobs
 
@@ -81,6 +87,13 @@ def top_job(name: str, namespace: str, all_namespaces: bool, refresh: bool, inst
         raise UserError("you must specify the job name when using `-r` flag")
     if instance and not name:
         raise UserError("-i/--instance needs the job's NAME")
+    if refresh and output == "json":
+        raise UserError("-r/--refresh draws a table: it cannot be used with -o json")
+    if output:
+        selected = [jobs.get(name, namespace, store)] if name else jobs.list_jobs(
+            None if all_namespaces else namespace, store)
+        _jobs_measured(store, selected, output, all_namespaces or bool(name))
+        return
     if name:
         jobs.get(name, namespace, store)  # a job that does not exist is an error before any frame
 
@@ -111,6 +124,41 @@ def _all_jobs(store: JobStore, namespace: str, all_namespaces: bool) -> None:
     click.echo(f"Total Allocated/Requested GPUs of Training Jobs: {allocated}/{requested}")
 
 
+def _jobs_measured(store: JobStore, selected: list[JobRecord], output: str, with_namespace: bool) -> None:
+    """``-o wide``/``-o json``: Arena's columns, then what each job has allocated and uses."""
+    import json
+
+    from millpond.datasets.quantity import format_bytes
+    from millpond.training import top
+
+    measured, _node = top.measure(selected, store)
+    rows = [(top.job_row(job, store), measured[job.uid]) for job in selected]
+    if output == "json":
+        allocated, requested = top.totals([row for row, _ in rows])
+        click.echo(json.dumps({"jobs": [{
+            "name": row.name, "namespace": row.namespace, "status": row.status, "trainer": row.trainer,
+            "age": row.age, "node": row.node, "requestGPUs": row.requested, "allocatedGPUs": row.allocated,
+            **used.as_json()} for row, used in rows],
+            "totalAllocatedGPUs": allocated, "totalRequestedGPUs": requested}, indent=2))
+        return
+
+    def gib(value: int | None) -> str:
+        return "N/A" if value is None else format_bytes(value)
+
+    header = ["NAME", "STATUS", "TRAINER", "AGE", "GPU(Requested)", "GPU(Allocated)", "NODE",
+              "CPU(Allocated)", "CPU(Used)", "MEMORY(Allocated)", "MEMORY(Used)", "GPU_MEMORY(Used)"]
+    lines = [["NAMESPACE", *header] if with_namespace else header]
+    for row, used in rows:
+        cells = [row.name, row.status, row.trainer, row.age, str(row.requested), str(row.allocated), row.node,
+                 f"{used.cpu_allocated:g}", f"{used.cpu_used:.2f}", gib(used.memory_allocated),
+                 gib(used.memory_used), gib(used.gpu_memory_used)]
+        lines.append([row.namespace, *cells] if with_namespace else cells)
+    _table(lines)
+    allocated, requested = top.totals([row for row, _ in rows])
+    click.echo("")
+    click.echo(f"Total Allocated/Requested GPUs of Training Jobs: {allocated}/{requested}")
+
+
 def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
     """Arena's ``top job NAME``: the job, its instances with their GPU indices and each GPU's
     duty cycle and memory (one line per GPU), its GPU count."""
@@ -129,10 +177,12 @@ def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
     click.echo("\nInstances:")
     rows = [["NAME", "STATUS", "GPU(Request)", "NODE", "GPU(DeviceIndex)", "GPU(DutyCycle)", "GPU_MEMORY(Used/Total)"],
             ["----", "------", "------------", "----", "----------------", "--------------", "----------------------"]]
+    shares = views.role_shares(job)
     for instance in instances:
         if only and instance.name != only:
             continue
-        first = [instance.name, instance.status, str(len(instance.gpus)),
+        share = shares.get(instance.role)
+        first = [instance.name, instance.status, views.share_words(*share) if share else str(len(instance.gpus)),
                  views.LOCAL_IP if instance.started_at else "N/A"]
         held = views.instance_metrics(instance, metrics)
         if not held:
@@ -151,27 +201,46 @@ def _one_job(store: JobStore, job: JobRecord, only: str = "") -> None:
 @click.argument("names", nargs=-1)
 @click.option("-d", "--details", is_flag=True, help="Also who holds what on the node, and each GPU's use.")
 @click.option("-r", "--refresh", is_flag=True, help="Display continuously (every 2s, until Ctrl-C); with -d.")
+@click.option("-s", "--share", is_flag=True, help="GPU sharing: each GPU's memory allocated to shares, in GiB.")
 @click.option("--ray", "ray_address", default="", metavar="HOST:PORT",
               help="List the nodes of this Ray cluster (default: $MILLPOND_RAY_ADDRESS).")
-def top_node(names: tuple[str, ...], details: bool, refresh: bool, ray_address: str) -> None:
-    """This machine as one node (or a Ray cluster's nodes): NAME IPADDRESS ROLE STATUS GPU(Total) GPU(Allocated)."""
+@click.option("-o", "--output", type=click.Choice(["", "json"]), default="",
+              help="json: the node(s) with CPU, memory and GPUs: capacity, allocated and used.")
+def top_node(names: tuple[str, ...], details: bool, refresh: bool, share: bool, ray_address: str,
+             output: str) -> None:
+    """This machine as one node (or a Ray cluster's nodes): NAME IPADDRESS ROLE STATUS GPU(Total) GPU(Allocated).
+
+    -d adds who holds what, each GPU's use, and the node's CPU and memory: what the ledger may hand
+    out, what it has allocated, and what the machine uses (all processes, measured over a short sample);
+    -s each GPU's memory allocated to shares.
+    """
     import os
 
     from millpond.errors import NotFoundError
     from millpond.scheduling import gpu_metrics
     from millpond.training import top
 
+    if refresh and output:
+        raise UserError("-r/--refresh draws a table: it cannot be used with -o json")
     address = ray_address or os.environ.get("MILLPOND_RAY_ADDRESS", "")
     if address:
-        _ray_nodes(address, names)
+        _ray_nodes(address, names, output)
         return
 
     node = top.node_view()
     unknown = [name for name in names if name not in (node.name, node.ip)]
     if unknown:
         raise NotFoundError(f"no node {unknown[0]}: this machine is the only node ({node.name})")
+    if output == "json":
+        _node_json(node)
+        return
     if refresh and not details:
         raise UserError("-r/--refresh displays the node's details: use it with -d")
+    if share and details:
+        raise UserError("-s/--share and -d/--details are two views: give one")
+    if share:
+        _node_shares(node)
+        return
     if details:
         if refresh:
             _refresh(lambda: _node_details(top.node_view(), gpu_metrics.read()),
@@ -186,23 +255,81 @@ def top_node(names: tuple[str, ...], details: bool, refresh: bool, ray_address: 
     click.echo(f"{node.gpu_allocated}/{node.gpu_total} ({node.percent:.1f}%)")
 
 
+def _gib(value: int) -> str:
+    return f"{value / 2**30:g}"
+
+
+def _node_shares(node: NodeView) -> None:
+    """gpushare's view (``kubectl inspect gpushare``, Arena's ``top node -s``): per GPU, GiB allocated/total;
+    a GPU held whole counts as all allocated."""
+    cells, allocated, total = [], 0, 0
+    for gpu in node.gpus:
+        used = gpu.memory_total if gpu.whole_by else gpu.memory_shared
+        cells.append(f"{_gib(used)}/{_gib(gpu.memory_total)}")
+        allocated, total = allocated + used, total + gpu.memory_total
+    _table([["NAME", "IPADDRESS", *(f"GPU{gpu.index}(Allocated/Total)" for gpu in node.gpus), "GPU Memory(GiB)"],
+            [node.name, node.ip, *cells, f"{_gib(allocated)}/{_gib(total)}"]])
+    click.echo(SEPARATOR)
+    click.echo("Allocated/Total GPU Memory In Cluster:")
+    click.echo(f"{_gib(allocated)}/{_gib(total)} (GiB, {100.0 * allocated / total if total else 0.0:.1f}%)")
+
+
 def _node_details(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
     click.echo("")
+    kind = ("GPUShare" if node.shared else "GPUExclusive") if node.gpu_total else "none"
     for label, value in (("Name", node.name), ("Status", node.status), ("Role", node.role),
-                         ("Type", "GPUExclusive" if node.gpu_total else "none"), ("Address", node.ip)):
+                         ("Type", kind), ("Address", node.ip)):
         click.echo(f"{label + ':':<9}{value}")
     click.echo("Instances:")
     rows = [["NAMESPACE", "NAME", "KIND", "STATUS", "GPU(Requested)", "GPU(Allocated)", "HOLDS"],
             ["---------", "----", "----", "------", "--------------", "--------------", "-----"]]
     for holder in node.holders:
         rows.append([holder.namespace or "N/A", holder.name, holder.kind, "Running", str(holder.gpus_requested),
-                     ",".join(f"gpu{index}" for index in holder.gpus) or "N/A", holder.holds])
+                     ",".join([*(f"gpu{index}" for index in holder.gpus),
+                               *(f"gpu{index}(share)" for index in holder.share_gpus)]) or "N/A", holder.holds])
     _table(rows, "  ")
     _node_gpus(node, metrics)
+    _node_resources()
     click.echo("GPU Summary:")
     click.echo(f"  Total GPUs:     {node.gpu_total}")
     click.echo(f"  Allocated GPUs: {node.gpu_allocated}")
     click.echo("  Unhealthy GPUs: 0")
+
+
+def _node_resources() -> None:
+    """CPU and memory of the node: what the ledger may hand out, what it handed out, what is used."""
+    from millpond.datasets.quantity import format_bytes
+    from millpond.store.training import JobStore
+    from millpond.training import top
+
+    _jobs, node = top.measure([], JobStore())
+    used = node.used
+    click.echo("CPU/Memory:")
+    _table([["RESOURCE", "CAPACITY", "ALLOCATED", "USED", "MACHINE(Total)"],
+            ["--------", "--------", "---------", "----", "--------------"],
+            ["cpu", f"{node.cpu_capacity:g}", f"{used.cpu_allocated:g}", f"{used.cpu_used:.2f}", str(node.cpu_cores)],
+            ["memory", format_bytes(node.memory_capacity), format_bytes(used.memory_allocated),
+             format_bytes(used.memory_used), format_bytes(node.memory_total)]], "  ")
+
+
+def _node_json(node: NodeView) -> None:
+    """``top node -o json``: the node, its holders, and its CPU, memory and GPUs allocated and used."""
+    import json
+
+    from millpond.scheduling import gpu_metrics
+    from millpond.store.training import JobStore
+    from millpond.training import top
+
+    _jobs, measured = top.measure([], JobStore())
+    metrics = gpu_metrics.read()
+    click.echo(json.dumps({"nodes": [{
+        "name": node.name, "ipAddress": node.ip, "role": node.role, "status": node.status,
+        "totalGPUs": node.gpu_total, "allocatedGPUs": node.gpu_allocated, **measured.as_json(),
+        "gpus": [{"index": index, **(metrics[index].as_arena() if index in metrics else {})}
+                 for index in node.gpu_indices],
+        "instances": [{"namespace": h.namespace, "name": h.name, "kind": h.kind, "requestGPUs": h.gpus_requested,
+                       "gpus": list(h.gpus), "holds": h.holds} for h in node.holders],
+    }], "totalGPUs": node.gpu_total, "allocatedGPUs": node.gpu_allocated}, indent=2))
 
 
 def _node_gpus(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
@@ -210,17 +337,22 @@ def _node_gpus(node: NodeView, metrics: dict[int, GpuMetric]) -> None:
     click.echo("GPUs:")
     held = {index: f"{holder.namespace}/{holder.name}" if holder.namespace else holder.name
             for holder in node.holders for index in holder.gpus}
-    rows = [["INDEX", "MEMORY(Total)", "MEMORY(Used)", "DUTY_CYCLE", "HELD_BY"],
-            ["-----", "-------------", "------------", "----------", "-------"]]
+    states = {gpu.index: gpu for gpu in node.gpus}
+    rows = [["INDEX", "MEMORY(Total)", "MEMORY(Used)", "DUTY_CYCLE", "SHARED(GiB)", "HELD_BY"],
+            ["-----", "-------------", "------------", "----------", "-----------", "-------"]]
     for index in node.gpu_indices:
         metric = metrics.get(index)
         used = (f"{_mib(metric.memory_total)} MiB", f"{_mib(metric.memory_used)} MiB",
                 f"{metric.duty_cycle:.1f}%") if metric else ("N/A", "N/A", "N/A")
-        rows.append([str(index), *used, held.get(index, "-")])
+        state = states.get(index)
+        shared = f"{_gib(state.memory_shared)}/{_gib(state.memory_total)}" if state and state.shared_by else "-"
+        by = held.get(index) or (", ".join(dict.fromkeys(n.partition(" ")[2] for n in state.shared_by))
+                                 if state and state.shared_by else "-")
+        rows.append([str(index), *used, shared, by])
     _table(rows, "  ")
 
 
-def _ray_nodes(address: str, names: tuple[str, ...]) -> None:
+def _ray_nodes(address: str, names: tuple[str, ...], output: str = "") -> None:
     """The Ray cluster's live nodes with their CPUs, memory and GPUs, total and allocated."""
     from millpond.datasets.quantity import format_bytes
     from millpond.errors import NotFoundError
@@ -231,6 +363,14 @@ def _ray_nodes(address: str, names: tuple[str, ...]) -> None:
     if unknown:
         raise NotFoundError(f"no node {unknown[0]} in the Ray cluster at {address} ({len(nodes)} nodes)")
     shown = [node for node in nodes if not names or any(node.node_id.startswith(n) or node.ip == n for n in names)]
+    if output == "json":
+        import dataclasses
+        import json
+
+        click.echo(json.dumps({"nodes": [{**dataclasses.asdict(node), "name": node.name} for node in shown],
+                               "totalGPUs": sum(n.gpus for n in shown),
+                               "allocatedGPUs": sum(n.gpus_allocated for n in shown)}, indent=2))
+        return
     rows = [["NAME", "IPADDRESS", "ROLE", "STATUS", "CPU(Total)", "CPU(Allocated)", "MEMORY(Total)",
              "MEMORY(Allocated)", "GPU(Total)", "GPU(Allocated)"]]
     for node in shown:

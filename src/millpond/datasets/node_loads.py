@@ -79,6 +79,16 @@ def selected(spec: dict[str, Any], members: list[ClusterMember]) -> list[Cluster
     return chosen
 
 
+def _release_lost_claims(name: str, namespace: str, live: set[str]) -> None:
+    """Nodes lost for good give their cache slots back before the load claims slots (``replicas``)."""
+    from millpond.store.node_caches import NodeCacheStore
+    from millpond.store.resources import ResourceStore
+
+    found = ResourceStore().get("Dataset", name, namespace)
+    if found is not None and live:
+        NodeCacheStore().release_lost(found.uid, live)
+
+
 def load_here(name: str, namespace: str, targets: list[str], load_metadata: bool) -> dict[str, Any]:
     """On a node (a Ray task): fill this node's cache of the dataset; what it did, or that it was skipped."""
     import ray
@@ -111,7 +121,9 @@ def load_on_nodes(
     from millpond.runners.ray_cluster import connect
 
     connect(address)
-    nodes = selected(spec, _members())
+    members = _members()
+    nodes = selected(spec, members)
+    _release_lost_claims(name, namespace, {member.node_id for member in members})
     if not nodes:
         raise UserError("no node of the Ray cluster matches the DataLoad's nodeSelector/affinity")
     env = {var: os.environ[var] for var in CARRIED_VARS if os.environ.get(var)}

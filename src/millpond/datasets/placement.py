@@ -47,14 +47,16 @@ def preferred_node_of(datasets: Iterable[tuple[str, str]], settings: Settings | 
     resources, nodes = ResourceStore(settings), NodeCacheStore(settings)
     held: dict[str, int] = {}
     order: dict[str, int] = {}
+    live = live_nodes()
     for name, namespace in datasets:
         found = resources.get("Dataset", name, namespace)
         if found is None:
             continue
+        if live:  # the slots of nodes lost for good go back (replicas), before a task needs one
+            nodes.release_lost(found.uid, live)
         for position, state in enumerate(nodes.states(found.uid)):
             held[state.node_id] = held.get(state.node_id, 0) + state.cached
             order.setdefault(state.node_id, position)
-    live = live_nodes()
     candidates = [node for node in held if live is None or node in live]
     if not candidates:
         return None

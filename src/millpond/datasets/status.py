@@ -174,3 +174,35 @@ def resource_status(resource: Resource, store: ResourceStore) -> dict[str, Any]:
     # A data operation's status is written by the process that runs it (until then it is Pending),
     # unless that process died: then it is resumed, or Failed.
     return observed(store, resource)
+
+
+def cache_counters(resource: Resource, store: ResourceStore) -> tuple[CacheReport, int, int] | None:
+    """A bound Dataset's cache numbers for ``/metrics``: (summed report, hit reads, miss reads), or None
+    when it is not bound or its runtime does not build.
+
+    Only what is recorded is read: the index's counters and its per-tier sum, and the nodes' rows in
+    cluster mode — never the UFS, never the file table (a dataset of a million files costs the same
+    as one of ten). An index that does not exist yet (nothing read) is not created: all zero. Reads
+    are counted by this machine's caches only (nodes report bytes).
+    """
+    from millpond.datasets.cache.index import CacheIndex
+
+    runtime = bound_runtime(store, resource.name, resource.namespace)
+    if runtime is None:
+        return None
+    try:
+        config = build_config(resource.manifest, runtime.manifest, resource.uid, load_settings())
+    except UserError:
+        return None
+    counters: dict[str, int] = {}
+    cached = 0
+    if (config.state_dir / "index.db").is_file():
+        index = CacheIndex(config.state_dir)
+        try:
+            counters, cached = index.counters(), sum(index.usage().values())
+        finally:
+            index.close()
+    local = CacheReport(cached, config.capacity, counters.get("cache_hit_bytes", 0),
+                        counters.get("cache_miss_bytes", 0))
+    total = _summed(local, NodeCacheStore().states(resource.uid))
+    return total, counters.get("cache_hit_reads", 0), counters.get("cache_miss_reads", 0)

@@ -296,6 +296,7 @@ def run_on_cluster(
                 item = ray.get(ref)
                 if isinstance(item, NodeStarted):
                     where = f"Ray node {item.node_id[:12]} ({item.host})"
+                    log.write(f"[millpond] running on {where}\n".encode())  # the task's log says where it ran
                     if spec.on_start is not None:
                         spec.on_start(None)  # a remote pid means nothing here
                 elif isinstance(item, bytes):

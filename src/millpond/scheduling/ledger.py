@@ -15,6 +15,13 @@ belong to one grant only, whatever the code above it does.
 A grant names its holder by pid and start time (``runners.processes``). Whoever acquires first
 reclaims the grants of holders that are gone — killed, crashed, or from before a reboot — so
 kill -9 never leaks a GPU for longer than it takes the next request to arrive.
+
+GPU sharing (``--gpumemory``/``--gpucore``, ``scheduling.sharing``): a grant's shares are rows
+of ``gpu_shares`` (the GPU index, the bytes and the percent of cores each holds). The table was
+added after ledgers existed: ``CREATE TABLE IF NOT EXISTS`` in the same write transaction adds it
+to an older ``ledger.db`` on its first use, leaving its grants as they were (no column of the
+older tables changed). A GPU index in ``gpus`` (held whole) never gets a share, and one with a
+share is never granted whole: both checked here, under the lock.
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from pathlib import Path
 
 from millpond.errors import UnavailableError
 from millpond.runners.processes import ProcessIdentity
-from millpond.scheduling import machine
+from millpond.scheduling import machine, sharing
+from millpond.scheduling.sharing import GpuShare, GpuState
 from millpond.settings import Settings, load_settings
 
 LEDGER_FILE = "ledger.db"
@@ -54,7 +62,16 @@ CREATE TABLE IF NOT EXISTS gpus (
     idx INTEGER PRIMARY KEY,
     grant_id TEXT NOT NULL REFERENCES grants(id)
 );
+CREATE TABLE IF NOT EXISTS gpu_shares (
+    grant_id TEXT NOT NULL REFERENCES grants(id),
+    seq INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    memory_bytes INTEGER NOT NULL,
+    core_percent INTEGER NOT NULL,
+    PRIMARY KEY (grant_id, seq)
+);
 """
+__all__ = ["GRANT_ENV", "GpuShare", "Grant", "GrantRecord", "Holder", "Ledger", "Request"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +80,8 @@ class Request:
 
     cpu_millis: int = 0
     memory_bytes: int = 0
-    gpus: int = 0
+    gpus: int = 0  # whole GPUs
+    shares: tuple[GpuShare, ...] = ()  # parts of one GPU each (--gpumemory/--gpucore), never with whole ones
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,7 @@ class Holder:
 class Grant:
     id: str
     gpus: tuple[int, ...]
+    share_gpus: tuple[int, ...] = ()  # the GPU of each of the request's shares, in its order
 
 
 @dataclass(frozen=True)
@@ -95,6 +114,7 @@ class GrantRecord:
     request: Request
     gpus: tuple[int, ...]
     granted_at: str
+    share_gpus: tuple[int, ...] = ()  # the GPU of each of ``request.shares``
 
     @property
     def summary(self) -> str:
@@ -104,6 +124,14 @@ class GrantRecord:
             parts.append(f"GPU{'s' if len(self.gpus) > 1 else ''} {','.join(map(str, self.gpus))}")
         elif self.request.gpus:
             parts.append(f"no GPU ({self.request.gpus} asked: gpu-fallback cpu)")
+        counted: dict[tuple[int, GpuShare], int] = {}
+        for placed in zip(self.share_gpus, self.request.shares, strict=False):
+            counted[placed] = counted.get(placed, 0) + 1
+        for (index, share), count in counted.items():
+            parts.append(f"GPU {index} share{'s' if count > 1 else ''} ({f'{count} x ' if count > 1 else ''}"
+                         f"{share.words})")
+        if self.request.shares and not self.share_gpus:
+            parts.append("no GPU (a share asked: gpu-fallback cpu)")
         if self.request.cpu_millis:
             parts.append(f"{self.request.cpu_millis / 1000:g} CPU{'' if self.request.cpu_millis == 1000 else 's'}")
         if self.request.memory_bytes:
@@ -136,25 +164,25 @@ class Ledger:
     def capacity(self) -> machine.Capacity:
         """Counted once per ledger object (the GPU count may ask nvidia-smi)."""
         if self._capacity is None:
-            self._capacity = machine.capacity(self.settings.fake_gpus)
+            self._capacity = machine.capacity(self.settings.fake_gpus, self.settings.fake_gpu_memory)
         return self._capacity
 
     def falls_back(self, request: Request) -> bool:
         """True when ``request`` asks for more GPUs than the machine has and gpu-fallback is cpu:
         it then runs on CPU (with no GPU) instead of being refused."""
-        return (
-            self.settings.gpu_fallback == "cpu"
-            and request.gpus > 0
-            and request.gpus > len(self.capacity.gpus)
-        )
+        if self.settings.gpu_fallback != "cpu":
+            return False
+        have = len(self.capacity.gpus)
+        return (request.gpus > 0 and request.gpus > have) or (bool(request.shares) and not have)
 
     def fallback_warning(self, request: Request) -> str | None:
         """The warning to show when ``request`` runs on CPU instead of its GPUs, or None."""
         if not self.falls_back(request):
             return None
         have = len(self.capacity.gpus)
+        asked = _plural(request.gpus, "GPU") if request.gpus else "a share of a GPU"
         return (
-            f"requests {_plural(request.gpus, 'GPU')} but this machine has {have or 'none'}: "
+            f"requests {asked} but this machine has {have or 'none'}: "
             "running on CPU instead (gpu-fallback is cpu)"
         )
 
@@ -176,6 +204,32 @@ class Ledger:
                 f"requests {request.memory_bytes / 2**30:.1f} GiB of memory "
                 f"but this machine has {cap.memory_bytes / 2**30:.1f} GiB"
             )
+        if request.shares and not self.falls_back(request):
+            return self._shares_impossible(request)
+        return None
+
+    def _shares_impossible(self, request: Request) -> str | None:
+        """Why ``request``'s shares never fit this machine's GPUs, even all free, or None."""
+        cap = self.capacity
+        if not cap.gpus:
+            return ("requests a share of a GPU but this machine has none "
+                    "(millpond config set gpu-fallback cpu runs GPU requests on CPU)")
+        largest = max(cap.gpu_memory, default=0)
+        if not largest:
+            if self.settings.fake_gpus is not None:
+                return ("requests a share of a GPU's memory but MILLPOND_FAKE_GPUS declares GPUs without memory "
+                        "(give N x SIZE, like 1x16Gi; a test-only setting)")
+            return "requests a share of a GPU's memory but nvidia-smi reports no GPU memory on this machine"
+        biggest = max(request.shares, key=lambda share: share.memory_bytes)
+        if biggest.memory_bytes > largest:
+            return (f"requests {biggest.memory_bytes / 2**30:.1f} GiB of one GPU's memory "
+                    f"but the largest GPU here has {largest / 2**30:.1f} GiB")
+        empty = sharing.states(cap.gpus, cap.gpu_memory, {}, ())
+        whole = {gpu.index: "this request" for gpu in empty[:request.gpus]}
+        if sharing.place(request.shares, sharing.states(cap.gpus, cap.gpu_memory, whole, ())) is None:
+            together = f" and {_plural(request.gpus, 'whole GPU')}" if request.gpus else ""
+            return (f"requests {len(request.shares)} GPU shares of {biggest.words}{together}, "
+                    "more than this machine's GPUs hold together")
         return None
 
     # --- handing out --------------------------------------------------------------------------
@@ -184,7 +238,9 @@ class Ledger:
 
         Atomic across processes. Grants of holders that are gone are reclaimed first.
         """
-        gpus_wanted = 0 if self.falls_back(request) else request.gpus
+        falls_back = self.falls_back(request)
+        gpus_wanted = 0 if falls_back else request.gpus
+        shares = () if falls_back else request.shares
         start = holder.identity.start
         with self._transaction() as db:
             held = self._live(db)
@@ -196,7 +252,14 @@ class Ledger:
                 or request.memory_bytes > memory_free
             ):
                 return None
-            grant = Grant(id=uuid.uuid4().hex, gpus=tuple(free_gpus[:gpus_wanted]))
+            whole = tuple(free_gpus[:gpus_wanted])
+            share_gpus: tuple[int, ...] | None = ()
+            if shares:
+                taken = {index: f"{holder.kind} {holder.name}" for index in whole}
+                share_gpus = sharing.place(shares, self._gpu_states(held, taken))
+                if share_gpus is None:
+                    return None
+            grant = Grant(id=uuid.uuid4().hex, gpus=whole, share_gpus=share_gpus)
             db.execute(
                 "INSERT INTO grants VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
@@ -206,6 +269,11 @@ class Ledger:
                 ),
             )
             db.executemany("INSERT INTO gpus VALUES (?, ?)", [(index, grant.id) for index in grant.gpus])
+            db.executemany(
+                "INSERT INTO gpu_shares VALUES (?, ?, ?, ?, ?)",
+                [(grant.id, seq, index, share.memory_bytes, share.core_percent)
+                 for seq, (index, share) in enumerate(zip(grant.share_gpus, shares, strict=True))],
+            )
             return grant
 
     def release(self, grant_id: str) -> None:
@@ -233,7 +301,19 @@ class Ledger:
                 f"needs {request.memory_bytes / 2**30:.1f} GiB of memory, "
                 f"{max(0, memory_free) / 2**30:.1f} GiB free{holders}"
             )
+        if request.shares and not self.falls_back(request):
+            gpus = self._gpu_states(held, {})
+            if sharing.place(request.shares, gpus) is None:
+                count = f"{len(request.shares)} shares" if len(request.shares) > 1 else "a share"
+                biggest = max(request.shares, key=lambda share: share.memory_bytes)
+                reasons.append(f"needs {count} of {biggest.words} of one GPU; "
+                               + "; ".join(gpu.words for gpu in gpus))
         return "; ".join(reasons) or "nothing: it fits now"
+
+    def gpu_states(self) -> list[GpuState]:
+        """Every GPU now: held whole, or the memory and cores its shares hold (``arena top node``)."""
+        with self._transaction() as db:
+            return self._gpu_states(self._live(db), {})
 
     def grants(self) -> list[GrantRecord]:
         """Every grant of a live holder, oldest first."""
@@ -283,21 +363,29 @@ class Ledger:
         indices: dict[str, list[int]] = {}
         for index, grant_id in db.execute("SELECT idx, grant_id FROM gpus ORDER BY idx"):
             indices.setdefault(grant_id, []).append(index)
+        shared: dict[str, list[tuple[int, GpuShare]]] = {}
+        for grant_id, index, memory_bytes, core_percent in db.execute(
+            "SELECT grant_id, idx, memory_bytes, core_percent FROM gpu_shares ORDER BY grant_id, seq"
+        ):
+            shared.setdefault(grant_id, []).append((index, GpuShare(memory_bytes, core_percent)))
         live, gone = [], []
         for grant_id, kind, name, pid, start, boot, cpu, memory, gpus, granted_at in rows:
             if boot != self._boot or not ProcessIdentity(pid, start).is_running():
                 gone.append(grant_id)
                 continue
+            shares = shared.get(grant_id, [])
             live.append(
                 GrantRecord(
                     id=grant_id,
                     holder=Holder(kind=kind, name=name, pid=pid, start=start),
-                    request=Request(cpu_millis=cpu, memory_bytes=memory, gpus=gpus),
+                    request=Request(cpu_millis=cpu, memory_bytes=memory, gpus=gpus,
+                                    shares=tuple(share for _, share in shares)),
                     gpus=tuple(indices.get(grant_id, ())),
                     granted_at=granted_at,
+                    share_gpus=tuple(index for index, _ in shares),
                 )
             )
-        orphans = set(indices) - {g.id for g in live} - set(gone)
+        orphans = (set(indices) | set(shared)) - {g.id for g in live} - set(gone)
         self._delete(db, [*gone, *orphans])
         return live
 
@@ -305,11 +393,21 @@ class Ledger:
     def _delete(db: sqlite3.Connection, grant_ids: list[str]) -> None:
         if grant_ids:
             db.executemany("DELETE FROM gpus WHERE grant_id = ?", [(g,) for g in grant_ids])
+            db.executemany("DELETE FROM gpu_shares WHERE grant_id = ?", [(g,) for g in grant_ids])
             db.executemany("DELETE FROM grants WHERE id = ?", [(g,) for g in grant_ids])
 
     def _free_gpus(self, held: list[GrantRecord]) -> list[int]:
-        taken = {index for grant in held for index in grant.gpus}
+        """GPUs free to be granted whole: neither held whole nor holding a share."""
+        taken = {index for grant in held for index in (*grant.gpus, *grant.share_gpus)}
         return [index for index in self.capacity.gpus if index not in taken]
+
+    def _gpu_states(self, held: list[GrantRecord], taken: dict[int, str]) -> list[GpuState]:
+        """Each GPU's shares and whole holder; ``taken``: GPUs the request itself takes whole."""
+        whole = {index: f"{g.holder.kind} {g.holder.name}" for g in held for index in g.gpus}
+        shares = [(index, share, f"{g.holder.kind} {g.holder.name}")
+                  for g in held for index, share in zip(g.share_gpus, g.request.shares, strict=False)]
+        cap = self.capacity
+        return sharing.states(cap.gpus, cap.gpu_memory, {**whole, **taken}, shares)
 
     def _free_cpu_memory(self, held: list[GrantRecord]) -> tuple[int, int]:
         cpu = self.capacity.cpu_millis - sum(g.request.cpu_millis for g in held)

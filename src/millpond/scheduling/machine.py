@@ -6,10 +6,14 @@ cgroup limit, else MemTotal), and the GPUs it may see (``CUDA_VISIBLE_DEVICES`` 
 what the NVIDIA driver lists). GPUs are named by the index ``CUDA_VISIBLE_DEVICES`` takes, so a
 grant's indices can be handed to a child process as they are.
 
+Each GPU's memory (what ``--gpumemory`` shares are admitted against) is ``memory.total`` as
+``nvidia-smi`` reports it; 0 where it cannot be read, and then no share fits that GPU.
+
 ``MILLPOND_FAKE_GPUS=N`` (read by ``millpond.settings``) is for tests only: it declares N GPUs
 (indices 0..N-1) to the scheduler, whatever the machine has, so the scheduling of GPU requests
-can be tested on a machine without one. Nothing is emulated — a process given fake index 0
-sees no device. (``MILLPOND_GPUS`` is its older name, still read.)
+can be tested on a machine without one; ``NxSIZE`` (``1x16Gi``) gives each of them SIZE of
+memory for GPU sharing. Nothing is emulated — a process given fake index 0 sees no device, and
+no memory limit is enforced on it. (``MILLPOND_GPUS`` is its older name, still read.)
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ class Capacity:
     cpu_millis: int
     memory_bytes: int
     gpus: tuple[int, ...]
+    gpu_memory: tuple[int, ...] = ()  # bytes of each of ``gpus``, in the same order; 0: unknown
+
+    def memory_of(self, index: int) -> int:
+        """The memory of GPU ``index`` in bytes (0 when unknown)."""
+        position = self.gpus.index(index)
+        return self.gpu_memory[position] if position < len(self.gpu_memory) else 0
 
 
 def cpu_millis() -> int:
@@ -138,5 +148,23 @@ def nvidia_smi(*args: str, timeout: float = 10) -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
-def capacity(fake_gpus: int | None = None) -> Capacity:
-    return Capacity(cpu_millis=cpu_millis(), memory_bytes=memory_bytes(), gpus=gpu_indices(fake_gpus))
+def gpu_memory(indices: tuple[int, ...]) -> tuple[int, ...]:
+    """Each GPU's total memory in bytes, as nvidia-smi reports it (MiB); 0 for one it does not report."""
+    if not indices:
+        return ()
+    totals: dict[int, int] = {}
+    for line in nvidia_smi("--query-gpu=index,memory.total", "--format=csv,noheader,nounits").splitlines():
+        index, _, mib = (cell.strip() for cell in line.partition(","))
+        if index.isdigit() and mib.isdigit():
+            totals[int(index)] = int(mib) * 2**20
+    return tuple(totals.get(index, 0) for index in indices)
+
+
+def capacity(fake_gpus: int | None = None, fake_gpu_memory: int | None = None) -> Capacity:
+    """The machine now; ``fake_gpus``/``fake_gpu_memory``: the test-only MILLPOND_FAKE_GPUS inventory."""
+    gpus = gpu_indices(fake_gpus)
+    if fake_gpus is not None:
+        memory = tuple(fake_gpu_memory or 0 for _ in gpus)
+    else:
+        memory = gpu_memory(gpus)
+    return Capacity(cpu_millis=cpu_millis(), memory_bytes=memory_bytes(), gpus=gpus, gpu_memory=memory)

@@ -5,6 +5,7 @@ started for (DNS rebinding), with a token it must carry ``Authorization: Bearer 
 ``kfp.Client(existing_token=...)`` sends — except the web UI's page (``/``) and static files
 (``/ui/NAME``), and a state-changing request must come from no browser or from this server's own
 page, with a JSON, multipart or YAML body (cross-site requests). See ``security`` for why.
+``/metrics`` (Prometheus) passes the same checks: it needs the token when there is one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,17 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from millpond.errors import MillpondError, http_status_of
-from millpond.server import experiments, fluid_routes, jobs_routes, pipelines, recurring, runs, ui_routes
+from millpond.server import (
+    experiments,
+    fluid_routes,
+    jobs_routes,
+    metrics,
+    nodes_routes,
+    pipelines,
+    recurring,
+    runs,
+    ui_routes,
+)
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
 from millpond.server.security import HostPolicy, RequestGuard
@@ -49,6 +60,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.router.on_startup.append(app.state.millpond.executor.resume_in_flight)
     app.router.on_startup.append(lambda: fluid_routes.check_operations(settings))  # dead ones: resumed or Failed
     app.router.on_startup.append(lambda: jobs_routes.check_jobs(settings))  # dead supervisors: their jobs FAILED
+    app.state.metrics_registry = metrics.registry_for(settings)
     app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
 
     @app.exception_handler(ApiError)
@@ -85,6 +97,8 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
+    app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)
+    app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
     app.include_router(pipelines.router, prefix=API)
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
     app.include_router(jobs_routes.router, prefix=jobs_routes.PREFIX)  # before fluid's /{kind}, which would take /jobs

@@ -1,4 +1,5 @@
-"""The web UI: static files at ``/`` and ``/ui/...``, and JSON helpers under ``/ui-api/``.
+"""The web UI: static files at ``/`` (with a Content-Security-Policy) and ``/ui/...``, and JSON helpers
+under ``/ui-api/`` (``nodes_routes`` adds ``/ui-api/nodes``).
 
 The KFP routes give a run and its task details, but not what a DAG drawing needs (each
 task's place in the pipeline, its dependencies, its inputs and outputs) nor the tasks' logs:
@@ -45,9 +46,17 @@ MAX_PREVIEW_BYTES = 5 * 1024 * 1024
 _IMAGES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
 
 
+# The page's own policy: its scripts and styles come from this server only, never inline script (a name that
+# slipped into the page as HTML could not run), its data from this origin, and no other site may frame it.
+# Inline style attributes stay allowed (bars' widths); images may be blobs (artifact previews).
+PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' blob: data:; "
+            "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
 @router.get("/", include_in_schema=False)
 def index() -> FileResponse:
-    return FileResponse(_STATIC / "index.html", media_type="text/html", headers={"Cache-Control": "no-cache"})
+    return FileResponse(_STATIC / "index.html", media_type="text/html",
+                        headers={"Cache-Control": "no-cache", "Content-Security-Policy": PAGE_CSP})
 
 
 @router.get("/ui/{name}", include_in_schema=False)

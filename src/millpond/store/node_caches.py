@@ -110,6 +110,20 @@ class NodeCacheStore:
                         miss_bytes=report.miss_bytes, updated_at=utcnow())
             )
 
+    def release_lost(self, uid: str, live: set[str]) -> int:
+        """Drop the claims of dataset ``uid`` held by nodes not in ``live`` (the cluster's live node ids):
+        a node lost for good must not keep a ``replicas`` slot, nor count in the dataset's status, as
+        Fluid drops a worker's cache state with its pod. A lost node that comes back claims again.
+        Returns how many were dropped."""
+        from sqlalchemy import delete
+
+        from millpond.store.models import DatasetNodeCache
+
+        with self._sessions.begin() as session:
+            result = session.execute(delete(DatasetNodeCache).where(
+                DatasetNodeCache.dataset_uid == uid, DatasetNodeCache.node_id.not_in(sorted(live))))
+            return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
     def states(self, uid: str) -> list[NodeCacheState]:
         """Every node holding a cache of dataset ``uid``, in the order they claimed it."""
         from sqlalchemy import select

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from millpond.durations import parse_go_duration
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes, parse_quantity
-from millpond.scheduling.ledger import Request
+from millpond.scheduling.ledger import GpuShare, Request
 from millpond.training.spec import (
     CleanTaskPolicy,
     DataBinding,
@@ -34,6 +34,8 @@ class CommonArgs:
     namespace: str = "default"
     image: str = ""
     gpus: int = 0
+    gpumemory: int = 0  # GiB of one GPU's memory per instance (Arena's gpushare --gpumemory)
+    gpucore: int = 0  # percent of that GPU's compute (Arena's --gpucore), with --gpumemory
     workers: int = 1
     retry: int = 0
     working_dir: str = ""
@@ -105,7 +107,24 @@ def _resources(args: CommonArgs) -> Request:
     memory = parse_bytes(args.memory, "--memory") if args.memory else 0
     if cpu < 0:
         raise UserError(f"--cpu {args.cpu!r} is negative")
-    return Request(cpu_millis=cpu, memory_bytes=memory, gpus=args.gpus)
+    return Request(cpu_millis=cpu, memory_bytes=memory, gpus=args.gpus, shares=_share(args))
+
+
+def _share(args: CommonArgs) -> tuple[GpuShare, ...]:
+    """``--gpumemory``/``--gpucore``: one share of one GPU per instance, or none."""
+    if args.gpumemory < 0:
+        raise UserError(f"--gpumemory {args.gpumemory} is negative")
+    if not 0 <= args.gpucore <= 100:
+        raise UserError(f"--gpucore {args.gpucore} must be a percent of one GPU, 1 to 100")
+    if args.gpucore and not args.gpumemory:
+        raise UserError("--gpucore needs --gpumemory: a GPU share is admitted by its memory")
+    if not args.gpumemory:
+        return ()
+    if args.gpus:
+        raise UserError(f"--gpumemory asks for part of one GPU; it cannot be given with --gpus {args.gpus}")
+    if args.ray:
+        raise UserError("--gpumemory shares a GPU of this machine; on a Ray cluster ask for whole --gpus")
+    return (GpuShare(args.gpumemory * 2**30, args.gpucore),)
 
 
 def pytorch_spec(args: CommonArgs) -> JobSpec:
@@ -160,7 +179,9 @@ def _role(base: Request, role: str, cpu: str, memory: str, gpus: int | None) -> 
     if milli < 0:
         raise UserError(f"--{role}-cpu {cpu!r} is negative")
     size = parse_bytes(memory, f"--{role}-memory") if memory else base.memory_bytes
-    return Request(milli, size, base.gpus if gpus is None else gpus)
+    if gpus is None:
+        return Request(milli, size, base.gpus, base.shares)
+    return Request(milli, size, gpus)  # its own GPU count (--ps-gpus, none for the evaluator): no share
 
 
 def tf_spec(args: CommonArgs, tf: TfArgs) -> JobSpec:

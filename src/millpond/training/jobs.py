@@ -68,6 +68,9 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
         from millpond.runners.ray_cluster import connect
 
         connect(spec.ray_address)
+    elif spec.ray_address and spec.total.shares:
+        raise UserError("a GPU share (--gpumemory, aliyun.com/gpu-mem) is scheduled on this machine's GPUs; "
+                        "on a Ray cluster ask for whole GPUs")
     elif spec.ray_address:  # cluster mode: the cluster's nodes, not this machine, must be able to hold it
         from millpond.training.ray_jobs import check as check_on_cluster
 

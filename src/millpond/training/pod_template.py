@@ -3,7 +3,9 @@
 What the operator would run in a pod, millpond runs as an instance process: the training
 container's ``command`` + ``args`` (the image is recorded, never pulled), its ``env``, its
 ``resources`` (``cpu``, ``memory``, ``nvidia.com/gpu``; limits, else requests, through
-``millpond.quantities``), ``workingDir``, and its volume mounts: a ``persistentVolumeClaim``
+``millpond.quantities``; Arena's gpushare resources ``aliyun.com/gpu-mem``, GiB of one GPU's
+memory, and ``aliyun.com/gpu-core.percentage`` are a GPU share, as ``--gpumemory``/``--gpucore``),
+``workingDir``, and its volume mounts: a ``persistentVolumeClaim``
 whose ``claimName`` names a millpond dataset is mounted as ``--data`` would, a ``hostPath``
 as ``--data-dir``. Scheduling fields (nodeSelector, tolerations, affinity…) are recorded only.
 Anything that cannot exist here (another resource kind, a value from a Secret, a ConfigMap
@@ -24,10 +26,12 @@ from typing import Any
 from millpond.datasets.fields import field_path, show
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes, parse_quantity
-from millpond.scheduling.ledger import Request
+from millpond.scheduling.ledger import GpuShare, Request
 from millpond.training.spec import DataBinding, HostBinding
 
 GPU = "nvidia.com/gpu"
+GPU_MEM = "aliyun.com/gpu-mem"  # gpushare: GiB of one GPU's memory (Arena's --gpumemory)
+GPU_CORE = "aliyun.com/gpu-core.percentage"  # gpushare/cGPU: percent of that GPU's compute (--gpucore)
 # Resources that cost nothing here, accepted and not counted.
 _UNCOUNTED = frozenset({"ephemeral-storage"})
 _RECORDED_VOLUMES = frozenset({"emptyDir"})  # a scratch folder: the instance's working folder serves
@@ -61,9 +65,9 @@ def resources(spec: Any, where: list[str | int]) -> Request:
     merged: dict[str, Any] = {**(spec.get("requests") or {}), **(spec.get("limits") or {})}
     for key in ("requests", "limits"):
         for name in spec.get(key) or {}:
-            if name not in ("cpu", "memory", GPU) and name not in _UNCOUNTED:
+            if name not in ("cpu", "memory", GPU, GPU_MEM, GPU_CORE) and name not in _UNCOUNTED:
                 raise UserError(f"{field_path([*where, key, name])}: the resource {name} cannot exist on this "
-                                "machine (millpond counts cpu, memory and nvidia.com/gpu)")
+                                f"machine (millpond counts cpu, memory, {GPU}, {GPU_MEM} and {GPU_CORE})")
     cpu = parse_quantity(merged["cpu"], field_path([*where, "cpu"])).milli_value() if "cpu" in merged else 0
     memory = parse_bytes(merged["memory"], field_path([*where, "memory"])) if "memory" in merged else 0
     gpus = 0
@@ -72,7 +76,28 @@ def resources(spec: Any, where: list[str | int]) -> Request:
         if value.milli_value() % 1000:
             raise UserError(f"{field_path([*where, GPU])}: {merged[GPU]!r} is not a whole number of GPUs")
         gpus = value.value()
-    return Request(cpu, memory, gpus)
+    return Request(cpu, memory, gpus, _share(merged, gpus, where))
+
+
+def _share(merged: dict[str, Any], gpus: int, where: list[str | int]) -> tuple[GpuShare, ...]:
+    """``aliyun.com/gpu-mem`` (GiB, may be fractional: 5.5) and ``aliyun.com/gpu-core.percentage``: one share."""
+    if GPU_MEM not in merged:
+        if GPU_CORE in merged:
+            raise UserError(f"{field_path([*where, GPU_CORE])}: needs {GPU_MEM} too (a share is admitted by memory)")
+        return ()
+    gib = parse_quantity(merged[GPU_MEM], field_path([*where, GPU_MEM]))
+    memory = int(gib.amount * 2**30) // 2**20 * 2**20  # whole MiB
+    if memory <= 0:
+        raise UserError(f"{field_path([*where, GPU_MEM])}: {merged[GPU_MEM]!r} must be more than 0 GiB")
+    if gpus:
+        raise UserError(f"{field_path([*where, GPU_MEM])}: a GPU share cannot be asked with {GPU} {gpus}")
+    cores = 0
+    if GPU_CORE in merged:
+        percent = parse_quantity(merged[GPU_CORE], field_path([*where, GPU_CORE]))
+        if percent.milli_value() % 1000 or not 1 <= percent.value() <= 100:
+            raise UserError(f"{field_path([*where, GPU_CORE])}: {merged[GPU_CORE]!r} must be a whole percent, 1 to 100")
+        cores = percent.value()
+    return (GpuShare(memory, cores),)
 
 
 def env_pairs(items: Any, where: list[str | int]) -> tuple[tuple[str, str], ...]:

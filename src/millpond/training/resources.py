@@ -18,6 +18,7 @@ class Granted:
 
     id: str
     gpus: tuple[int, ...]
+    share_gpus: tuple[int, ...] = ()  # the GPU of each instance's share (--gpumemory), in instances() order
 
 
 class Allocator:
@@ -31,10 +32,14 @@ class Allocator:
 
     def try_acquire(self, wanted: Request, name: str, pid: int, start: str | None) -> Granted | None:
         grant = self._ledger.try_acquire(wanted, Holder("job", name, pid, start))
-        return None if grant is None else Granted(grant.id, tuple(grant.gpus))
+        return None if grant is None else Granted(grant.id, tuple(grant.gpus), tuple(grant.share_gpus))
 
     def release(self, grant_id: str) -> None:
         self._ledger.release(grant_id)
+
+    def gpu_memory(self, index: int) -> int:
+        """GPU ``index``'s memory in bytes (0 when unknown): what a share's fraction is of."""
+        return self._ledger.capacity.memory_of(index)
 
     def why_waiting(self, wanted: Request) -> str:
         return self._ledger.why_waiting(wanted)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from millpond.scheduling.ledger import Request
+from millpond.scheduling.ledger import GpuShare, Request
 
 
 class Trainer(str, Enum):
@@ -72,7 +72,7 @@ class ReplicaSpec:
     role: str
     replicas: int
     command: tuple[str, ...]  # argv; Arena's command line is run as ("sh", "-c", LINE)
-    resources: Request = Request()  # what ONE instance asks for: millicores, bytes, whole GPUs
+    resources: Request = Request()  # what ONE instance asks for: millicores, bytes, whole GPUs or a GPU share
     env: tuple[tuple[str, str], ...] = ()  # replica-specific variables, after the job's
 
 
@@ -120,11 +120,13 @@ class JobSpec:
     def total(self) -> Request:
         """What all instances ask for together: the job starts only when all of it is free at once."""
         cpu = memory = gpus = 0
+        shares: list[GpuShare] = []
         for replica in self.replicas:
             cpu += replica.resources.cpu_millis * replica.replicas
             memory += replica.resources.memory_bytes * replica.replicas
             gpus += replica.resources.gpus * replica.replicas
-        return Request(cpu, memory, gpus)
+            shares += list(replica.resources.shares) * replica.replicas  # in instances() order
+        return Request(cpu, memory, gpus, tuple(shares))
 
     def instances(self) -> list[tuple[ReplicaSpec, int]]:
         """Every instance as (its replica group, its index in the group), in the operators' order."""
@@ -140,7 +142,16 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         del data["slots_per_worker"]
     if not spec.ray_address:  # a job on this machine is stored as before cluster mode existed
         del data["ray_address"], data["ray_placement"]
+    for replica in data["replicas"]:
+        if not replica["resources"]["shares"]:  # a job without GPU shares is stored as before they existed
+            del replica["resources"]["shares"]
     return data
+
+
+def _request(data: dict[str, Any] | None) -> Request:
+    data = dict(data or {})
+    shares = tuple(GpuShare(**share) for share in data.pop("shares", None) or ())
+    return Request(**data, shares=shares)
 
 
 def _pairs(items: Any) -> tuple[tuple[str, str], ...]:
@@ -151,7 +162,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
     replicas = tuple(
         ReplicaSpec(
             role=r["role"], replicas=int(r["replicas"]), command=tuple(r["command"]),
-            resources=Request(**r.get("resources") or {}), env=_pairs(r.get("env")),
+            resources=_request(r.get("resources")), env=_pairs(r.get("env")),
         )
         for r in data["replicas"]
     )

@@ -35,10 +35,12 @@ from millpond.errors import MillpondError
 from millpond.runners.base import Bind
 from millpond.runners.processes import ProcessIdentity, own_identity
 from millpond.scheduling.ledger import Request
+from millpond.scheduling.share_env import mps_running
 from millpond.store.keys import utcnow
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import instances as launching
 from millpond.training.launch import free_port, plan
+from millpond.training.launch_share import with_shares
 from millpond.training.paths import instance_log, job_folder
 from millpond.training.resources import Allocator, Granted, allocator
 from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
@@ -62,6 +64,7 @@ class Supervisor:
         self.stop_reason = ""
         self.followers: dict[str, list[str]] = {}  # instance -> the instances its process starts (MPI ranks)
         self.placement: Placement | None = None  # cluster mode: the job's placement group on Ray
+        self.ledger: Allocator | None = None  # this machine's ledger (local mode)
 
     # ---------------------------------------------------------------- status
 
@@ -82,7 +85,7 @@ class Supervisor:
         if self.spec.instances_on_ray:
             self._run_on_cluster()
             return
-        ledger = allocator()
+        ledger = self.ledger = allocator()
         wanted = self.spec.total
         grant = self._queue(ledger, wanted)
         if grant is None:
@@ -209,6 +212,8 @@ class Supervisor:
         placement = self.placement
         if placement is None:
             planned = plan(self.spec, grant.gpus, free_port(), job_folder(self.job.uid))
+            ledger = self.ledger or allocator()
+            planned = with_shares(self.spec, planned, grant.share_gpus, ledger.gpu_memory, mps_running())
         else:
             if not placement.wait_ready(self.stopping, lambda why: self.status("PENDING", "Starting", why)):
                 return self.stop_reason  # a bundle lost with its node is placed again first

@@ -44,6 +44,20 @@ def requested_gpus(job: JobRecord) -> int:
                for r in job.spec.get("replicas", []))
 
 
+def role_shares(job: JobRecord) -> dict[str, tuple[int, int]]:
+    """Each role whose instances hold a GPU share (``--gpumemory``): (GiB of memory, percent of cores)."""
+    found = {}
+    for replica in job.spec.get("replicas", []):
+        for share in (replica.get("resources") or {}).get("shares") or ():
+            found[str(replica.get("role"))] = (int(share["memory_bytes"]) // 2**30, int(share.get("core_percent", 0)))
+    return found
+
+
+def share_words(gib: int, cores: int) -> str:
+    """``6GiB`` or ``6GiB/30%``: a share in a table cell."""
+    return f"{gib}GiB" + (f"/{cores}%" if cores else "")
+
+
 def allocated_gpus(job: JobRecord) -> int:
     """GPUs the job holds now: its grant while it runs, none once it ended or while it waits."""
     return len(job.gpus) if job.status in ("PENDING", "RUNNING") else 0
@@ -64,30 +78,40 @@ def instance_metrics(instance: InstanceRecord, metrics: Mapping[int, GpuMetric])
     return {str(index): metrics[index] for index in instance.gpus if index in metrics}
 
 
-def instance_info(instance: InstanceRecord, metrics: Mapping[int, GpuMetric] | None = None) -> dict[str, Any]:
+def instance_info(instance: InstanceRecord, metrics: Mapping[int, GpuMetric] | None = None,
+                  share: tuple[int, int] | None = None) -> dict[str, Any]:
+    """One instance; ``share`` (GiB, percent): the GPU share it holds, shown instead of whole GPUs."""
     start = instance.started_at
     held = instance_metrics(instance, metrics or {})
-    return {
+    info = {
         "name": instance.name, "status": instance.status,
         "age": short_duration((utcnow() - start).total_seconds()) if start else "0s",
         "node": node_name() if start else "N/A", "ip": LOCAL_IP if start else "",
-        "chief": _chief(instance), "requestGPUs": len(instance.gpus),
+        "chief": _chief(instance), "requestGPUs": 0 if share else len(instance.gpus),
         "gpuMetrics": {index: metric.as_arena() for index, metric in held.items()},
     }
+    if share:
+        info["requestGPUMemory"], info["requestGPUCore"] = share
+    return info
 
 
 def job_info(job: JobRecord, instances: list[InstanceRecord],
              metrics: Mapping[int, GpuMetric] | None = None) -> dict[str, Any]:
     """Arena's ``TrainingJobInfo``; ``metrics`` (``gpu_metrics.read()``) fills its instances' gpuMetrics."""
     chief = next((i.name for i in instances if _chief(i)), "")
-    return {
+    shares = role_shares(job)
+    info = {
         "name": job.name, "namespace": job.namespace, "uuid": job.uid, "duration": short_duration(duration_s(job)),
         "status": job.status, "trainer": job.trainer, "tensorboard": "", "chiefName": chief,
         "priority": job.spec.get("priority") or "N/A",
         "requestGPUs": requested_gpus(job), "allocatedGPUs": allocated_gpus(job),
         "creationTimestamp": int(job.created_at.timestamp()),
-        "instances": [instance_info(i, metrics) for i in instances],
+        "instances": [instance_info(i, metrics, shares.get(i.role)) for i in instances],
     }
+    if shares:  # GiB of GPU memory the job's instances ask for together (Arena's gpushare jobs show it)
+        info["requestGPUMemory"] = sum(
+            int(r.get("replicas", 0)) * shares.get(str(r.get("role")), (0, 0))[0] for r in job.spec["replicas"])
+    return info
 
 
 def event_info(event: EventRecord) -> dict[str, Any]:

@@ -66,6 +66,7 @@ class CachedFile(io.RawIOBase):
         self._blocks = block_count(meta.size, self._block_size)
         self._local: _Local | None = None
         self._hits = 0  # bytes served from the cache, counted into the dataset's hit ratio at close
+        self._hit_reads = 0  # reads served from the cache (/metrics' hit count), counted with them
         self._pos = 0
         self._last_block = -1
         self._attach()
@@ -118,6 +119,7 @@ class CachedFile(io.RawIOBase):
             data = self._read_local(offset // self._block_size, (end - 1) // self._block_size, offset, end)
             if data is not None:
                 self._hits += len(data)
+                self._hit_reads += 1
                 return data
         chunks = []
         while offset < end:
@@ -207,10 +209,12 @@ class CachedFile(io.RawIOBase):
         data = self._read_local(block, block, offset, offset + count)
         if data is not None:
             self._hits += len(data)
+            self._hit_reads += 1
             self._read_ahead(block)
             return data
         data = self.cache.fetch(self.meta, block)
         self.cache._count("cache_miss_bytes", count)
+        self.cache._count("cache_miss_reads", 1)
         self._attach(fresh=True)
         self._read_ahead(block)
         return data[within:within + count]
@@ -274,4 +278,7 @@ class CachedFile(io.RawIOBase):
         if self._hits:
             self.cache._count("cache_hit_bytes", self._hits)
             self._hits = 0
+        if self._hit_reads:
+            self.cache._count("cache_hit_reads", self._hit_reads)
+            self._hit_reads = 0
 

@@ -53,6 +53,10 @@ class DatasetSide:
         return f"dataset {self.name}:/{self.path}"
 
     def files(self) -> list[tuple[str, int]]:
+        """What is under the path now. The listing is refreshed from the UFS first: a file written by
+        another machine (a training instance on a Ray node, writing through its own node's mount)
+        is in the UFS but not yet in this machine's listing."""
+        self.cache.sync()
         meta = self.cache.stat(self.path)
         if meta is not None:
             return [("", meta.size)]
