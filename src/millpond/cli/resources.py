@@ -117,7 +117,7 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
               help="A table, or the whole objects as JSON or YAML.")
 def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
-    """Show objects of KIND (dataset, alluxioruntime, dataload, pytorchjob, trainjob, …), or the one named NAME."""
+    """Show objects of KIND (dataset, dataload, pytorchjob, trainjob, clusterqueue, localqueue, …), or the one NAME."""
     from millpond.cli.resource_tables import COLUMNS, format_table, row
     from millpond.store.resources import ResourceStore
 
