@@ -136,6 +136,8 @@ BAD = [
      "matchExpressions[0].values: Required value"),
     (_spec(queueingStrategy="Random"), "spec.queueingStrategy: \"Random\" is not one of"),
     (_spec(cohort="team"), 'unknown field "spec.cohort"'),  # v1beta1's name, in a v1beta2 document
+    (_spec(**{"a\nb": 1}), 'unknown field "spec[a\\nb]"'),  # a newline in a key stays escaped: one line
+    ({**flavor(), "metadata": {"name": "f", "x\ny": 1}}, 'unknown field "metadata.x\\ny"'),
     (_spec(resourceGroups=_resources({"name": "cpu", "nominalQuota": "lots"})), "nominalQuota"),
     (cluster_queue("v1beta1", admissionChecks=["prov"]), "spec.admissionChecks: admission checks are run by"),
     (_spec(admissionChecksStrategy={"admissionChecks": [{"name": "prov"}]}), "spec.admissionChecksStrategy: admission"),
@@ -151,6 +153,8 @@ BAD = [
      "lendingLimit: Invalid value: 1: must be nil when parent is empty"),
     ({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "MultiKueueCluster", "metadata": {"name": "w"}},
      "MultiKueueCluster: MultiKueue dispatches workloads to remote Kubernetes clusters"),
+    ({"apiVersion": "kueue.x-k8s.io/v1alpha1", "kind": "DynamicResourceAllocationConfig",
+      "metadata": {"name": "default", "namespace": "kueue-system"}}, "millpond has no DRA devices"),
     ({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w"}},
      "Kueue makes Workloads from jobs itself"),
 ]

@@ -15,6 +15,7 @@ module reads values without guarding every type again.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,11 @@ from millpond.scheduling.queues.model import milli
 from millpond.scheduling.queues.specs import cohort_name
 
 _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _shown(value: object) -> str:
+    """A value in an error line as JSON (``"cpu"``): a newline or a control character in it stays escaped."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _quantity(value: object, where: str) -> int:
@@ -42,13 +48,14 @@ def resource_groups(groups: list[Any], *, has_parent: bool, is_cohort: bool) -> 
         covered = [str(name) for name in group.get("coveredResources") or []]
         for j, name in enumerate(covered):
             if name in covered_seen:
-                raise UserError(f'{where}.coveredResources[{j}]: Duplicate value: "{name}" '
+                raise UserError(f"{where}.coveredResources[{j}]: Duplicate value: {_shown(name)} "
                                 "(a resource is covered by one resource group)")
             covered_seen.add(name)
         for j, flavor in enumerate(group.get("flavors") or []):
             at = f"{where}.flavors[{j}]"
             if flavor["name"] in flavors_seen:
-                raise UserError(f'{at}.name: Duplicate value: "{flavor["name"]}" (a flavor appears once in a queue)')
+                raise UserError(f"{at}.name: Duplicate value: {_shown(flavor['name'])} "
+                                "(a flavor appears once in a queue)")
             flavors_seen.add(flavor["name"])
             resources = flavor.get("resources") or []
             if len(resources) != len(covered):
@@ -61,8 +68,8 @@ def resource_groups(groups: list[Any], *, has_parent: bool, is_cohort: bool) -> 
 def _resource_quota(resource: Mapping[str, Any], covered: str, where: str, has_parent: bool, parent: str,
                     lending_within_nominal: bool) -> None:
     if resource["name"] != covered:
-        raise UserError(f'{where}.name: Invalid value: "{resource["name"]}": must match the name in coveredResources '
-                        f'("{covered}")')
+        raise UserError(f"{where}.name: Invalid value: {_shown(resource['name'])}: must match the name in "
+                        f"coveredResources ({_shown(covered)})")
     nominal = _quantity(resource.get("nominalQuota", 0), f"{where}.nominalQuota")
     for limit in ("borrowingLimit", "lendingLimit"):
         if resource.get(limit) is None:

@@ -64,13 +64,15 @@ REFUSED = {
                                  "nodes; millpond has no autoscaler",
     "Topology": "Topology: topology-aware scheduling places pods by the node labels of a Kubernetes cluster "
                 "(blocks, racks, hosts); millpond has no such nodes",
+    "DynamicResourceAllocationConfig": "DynamicResourceAllocationConfig: it maps a Kubernetes cluster's DRA "
+                                       "device classes to quota; millpond has no DRA devices",
     "Workload": "Workload: Kueue makes Workloads from jobs itself; submit the job with a "
                 "kueue.x-k8s.io/queue-name label (or --queue) instead",
 }
 
 _PLURALS = {"AdmissionCheck": "admissionchecks", "MultiKueueConfig": "multikueueconfigs",
             "MultiKueueCluster": "multikueueclusters", "ProvisioningRequestConfig": "provisioningrequestconfigs",
-            "Topology": "topologies"}
+            "Topology": "topologies", "DynamicResourceAllocationConfig": "dynamicresourceallocationconfigs"}
 # (Workload is left to whoever shows workloads: ``millpond queue get`` does.)
 REGISTRY.register(
     (KindName(info.kind, info.plural, GROUP, VERSIONS, OWNER, info.short_names, info.cluster_scoped)

@@ -18,6 +18,7 @@ is named in an info line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ def _envelope(doc: dict[str, Any], info: QueueKind) -> dict[str, Any]:
         raise UserError(f"{info.kind}: metadata.name: {exc}") from None
     for key, value in metadata.items():
         if key not in _USER_METADATA and key not in _SERVER_METADATA:
-            raise UserError(f'{info.kind} {name}: unknown field "metadata.{key}"')
+            raise UserError(f"{info.kind} {name}: unknown field {json.dumps(f'metadata.{key}', ensure_ascii=False)}")
         if key in ("labels", "annotations") and not (
             isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
         ):
