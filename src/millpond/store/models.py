@@ -10,7 +10,19 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from millpond.store.keys import new_id, utcnow
@@ -313,3 +325,39 @@ class DatasetNodeCache(Base):
     miss_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
     claimed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class WorkloadRow(Base):
+    """A Kueue workload (0010): a training job or a pipeline task waiting for, holding or done with quota.
+
+    Times are epoch seconds (floats): ``created`` is the FIFO order and a requeue keeps it, as in
+    Kueue; several machines write them, so their clocks are assumed to agree (NTP).
+    """
+
+    __tablename__ = "workloads"
+    __table_args__ = (
+        Index("ix_workloads_state", "state"),
+        Index("ix_workloads_namespace_queue", "namespace", "queue"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(512))
+    namespace: Mapped[str] = mapped_column(String(253))
+    user: Mapped[str] = mapped_column(String(253))
+    queue: Mapped[str] = mapped_column(String(253))
+    requests: Mapped[dict[str, Any]] = mapped_column(JSON)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    priority_class: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    pod_count: Mapped[int] = mapped_column(Integer, default=1)
+    created: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(16))
+    cluster_queue: Mapped[str | None] = mapped_column(String(253), nullable=True)
+    flavors: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    position: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    requeues: Mapped[int] = mapped_column(Integer, default=0)
+    holder: Mapped[str] = mapped_column(String(128), default="")
+    admitted_at: Mapped[float] = mapped_column(Float, default=0.0)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    updated_at: Mapped[float] = mapped_column(Float)

@@ -186,6 +186,8 @@ class Workload:
     reason: str = ""  # why it waits, why it was evicted
     requeues: int = 0
     holder: str = ""  # the process that runs it: "PID:TICKS@MACHINE" (runners.processes)
+    admitted_at: float = 0.0  # epoch seconds of its admission: preemption takes the most recently admitted first
+    position: int | None = None  # while pending: its 0-based place in its ClusterQueue, as the last cycle saw it
 
 
 @dataclass(frozen=True)

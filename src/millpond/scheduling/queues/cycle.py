@@ -1,0 +1,173 @@
+"""One admission cycle against the metadata database, and the helpers a waiting process uses.
+
+The API for whoever runs a workload (a job supervisor, a pipeline engine):
+
+1. ``record = submit(settings, kind=..., name=..., namespace=..., user=..., queue=...,
+   requests={...}, priority_class=...)`` records a PENDING workload (its priority resolved from
+   the WorkloadPriorityClass, its holder this process);
+2. ``admission = wait_for_admission(store, record.id, on_pending=show, cancel=event)`` runs
+   cycles until the workload is admitted; ``show(reason, position)`` is called whenever either
+   changes, so the caller can print or record why it waits;
+3. while it runs, the holder watches its row: ``Evicted`` means stop (preempted, or its queue
+   drained): end the processes, then ``release(settings, id, stopped=True)`` puts it back in
+   its queue (``requeues`` + 1, its place kept) and lets the next one in;
+4. when it ends, ``release(settings, id)`` finishes it and runs a cycle at once, so whoever waits
+   for the freed quota is admitted without waiting for its own next poll.
+
+A cycle (:func:`run_cycle`) loads the Kueue objects applied with ``millpond apply -f``, takes the
+database-wide admission lock, finishes workloads whose holder process is gone (a holder on
+another machine counts as alive, as ``runners.processes`` judges), calls the pure
+``admission.decide`` and writes its decision; the lock makes two cycles take turns, so quota
+is never given twice whichever machines run them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from millpond.errors import MillpondError, UserError
+from millpond.runners.processes import engine_mark, is_running, own_identity
+from millpond.scheduling.queues.admission import PODS, decide
+from millpond.scheduling.queues.model import (
+    Admission,
+    Decision,
+    Snapshot,
+    Workload,
+    WorkloadKind,
+    WorkloadState,
+)
+from millpond.scheduling.queues.specs import KINDS, QueueObjects, objects_from_specs
+from millpond.settings import Settings
+from millpond.store.resources import ResourceStore
+from millpond.store.workloads import LockedWorkloads, WorkloadRecord, WorkloadStore
+
+CYCLE_INTERVAL = 0.5  # seconds between the cycles a waiter runs
+POLL_INTERVAL = 0.1  # seconds between its reads of its own row (another process's cycle may admit it)
+
+
+def own_holder() -> str:
+    """This process as a workload's holder: ``PID:TICKS@MACHINE``."""
+    pid, ticks = own_identity()
+    return f"{pid}:{engine_mark(ticks) or ''}"
+
+
+def holder_alive(holder: str) -> bool:
+    """Whether a holder mark names a process still running (another machine's: assumed so)."""
+    pid, _, ticks = holder.partition(":")
+    if not pid.isdigit() or not ticks:
+        return True  # not a process mark: nothing to judge by
+    return is_running(int(pid), ticks)
+
+
+def workload_of(record: WorkloadRecord) -> Workload:
+    """A stored row as the model's record."""
+    return Workload(
+        id=record.id, kind=WorkloadKind(record.kind), name=record.name, namespace=record.namespace,
+        user=record.user, queue=record.queue, requests=dict(record.requests), priority=record.priority,
+        priority_class=record.priority_class, pod_count=record.pod_count, created=record.created,
+        state=WorkloadState(record.state), cluster_queue=record.cluster_queue, flavors=dict(record.flavors),
+        reason=record.reason, requeues=record.requeues, holder=record.holder, admitted_at=record.admitted_at,
+        position=record.position)
+
+
+def load_objects(settings: Settings) -> QueueObjects:
+    """The Kueue objects applied in this home (cluster-scoped ones are stored under ``default``)."""
+    resources = ResourceStore(settings)
+    return objects_from_specs(resource.manifest for kind in KINDS for resource in resources.list(kind))
+
+
+def priority_of(objects: QueueObjects, priority_class: str | None) -> int:
+    if priority_class is None:
+        return 0
+    found = objects.priority_classes.get(priority_class)
+    if found is None:
+        raise UserError(f"WorkloadPriorityClass {priority_class} doesn't exist "
+                        "(millpond apply -f a kueue.x-k8s.io WorkloadPriorityClass first)")
+    return found.value
+
+
+def submit(settings: Settings, *, kind: str, name: str, namespace: str, user: str, queue: str,
+           requests: Mapping[str, int], priority_class: str | None = None, pod_count: int = 1,
+           holder: str | None = None) -> WorkloadRecord:
+    """Record a PENDING workload, its priority taken from ``priority_class`` (a missing class:
+    UserError, nothing stored), ``pods`` (``pod_count``) added to its requests. A missing queue is
+    no error here: the workload waits with that reason, as in Kueue."""
+    priority = priority_of(load_objects(settings), priority_class)
+    requests = {PODS: pod_count * 1000, **requests}  # a queue that covers "pods" counts them
+    return WorkloadStore(settings).submit(
+        kind=kind, name=name, namespace=namespace, user=user, queue=queue, requests=requests, priority=priority,
+        priority_class=priority_class, pod_count=pod_count, holder=own_holder() if holder is None else holder)
+
+
+def _write(locked: LockedWorkloads, decision: Decision, known: dict[str, WorkloadRecord], now: float) -> None:
+    locked.write(admitted=[(a.workload_id, a.cluster_queue, a.flavors) for a in decision.admitted],
+                 evicted=[(e.workload_id, e.reason) for e in decision.evicted],
+                 waiting=[(p.workload_id, p.reason, p.position) for p in decision.pending], at=now, known=known)
+
+
+def run_cycle(settings: Settings, now: float | None = None) -> Decision:
+    """One admission cycle: load, lock, reclaim dead holders, decide, write. Returns what was decided."""
+    objects = load_objects(settings)
+    store = WorkloadStore(settings)
+    with store.locked() as locked:
+        now = time.time() if now is None else now
+        live = []
+        for record in locked.active():
+            if record.holder and not holder_alive(record.holder):
+                locked.finish(record.id, f"its holder process {record.holder.partition(':')[0]} is gone")
+            else:
+                live.append(record)
+        snapshot = Snapshot(cluster_queues=objects.cluster_queues, local_queues=objects.local_queues,
+                            cohorts=objects.cohorts, flavors=objects.flavors,
+                            workloads=tuple(workload_of(record) for record in live))
+        decision = decide(snapshot, now)
+        _write(locked, decision, {record.id: record for record in live}, now)
+    return decision
+
+
+def release(settings: Settings, workload_id: str, *, stopped: bool = False, reason: str = "finished") -> Decision:
+    """The holder is done with its quota: finished (or, ``stopped``, an evicted workload back in its
+    queue). A cycle runs at once so that the freed quota goes to whoever waits for it."""
+    store = WorkloadStore(settings)
+    if stopped:
+        store.mark_stopped(workload_id)
+    else:
+        store.finish(workload_id, reason)
+    return run_cycle(settings)
+
+
+def wait_for_admission(store: WorkloadStore, workload_id: str, *,
+                       on_pending: Callable[[str, int | None], None] | None = None,
+                       cancel: threading.Event | None = None, interval: float = CYCLE_INTERVAL,
+                       poll: float = POLL_INTERVAL) -> Admission | None:
+    """Run admission cycles until ``workload_id`` is admitted, and return its Admission.
+
+    ``borrowing`` is known only when this process's own cycle admitted it. A workload admitted and
+    already evicted by another process's cycle is returned too: its holder sees ``Evicted`` on its
+    row at its first look. ``on_pending(reason, position)`` is called on each change of either.
+    None when ``cancel`` is set first (the workload is left pending: finish it if it is not to
+    run). A workload FINISHED meanwhile (its holder gone, deleted) raises MillpondError.
+    """
+    seen: tuple[str, int | None] | None = None
+    next_cycle = 0.0
+    while True:
+        borrowing = False
+        if time.monotonic() >= next_cycle:
+            decision = run_cycle(store.settings)
+            borrowing = any(a.borrowing for a in decision.admitted if a.workload_id == workload_id)
+            next_cycle = time.monotonic() + interval
+        record = store.require(workload_id)
+        if record.state in (WorkloadState.ADMITTED.value, WorkloadState.EVICTED.value):
+            return Admission(record.id, record.cluster_queue or "", dict(record.flavors), borrowing)
+        if record.state == WorkloadState.FINISHED.value:
+            raise MillpondError(f"workload {record.namespace}/{record.name} ended while it waited: {record.reason}")
+        if on_pending is not None and (record.reason, record.position) != seen:
+            seen = (record.reason, record.position)
+            on_pending(record.reason, record.position)
+        if cancel is not None:
+            if cancel.wait(poll):
+                return None
+        else:
+            time.sleep(poll)

@@ -1,0 +1,167 @@
+"""The cohort tree's quota arithmetic: how much a ClusterQueue may still take of one flavor's resource.
+
+This is Kueue's hierarchical accounting (``pkg/cache/resource_node.go``), so that borrowing,
+``borrowingLimit`` and ``lendingLimit`` mean here what they mean there:
+
+- every node (a ClusterQueue, a Cohort) has a *subtree quota*: its own nominal quota plus what
+  each child lends up (the child's subtree quota less what it keeps for itself);
+- a node with a ``lendingLimit`` keeps ``subtree - lendingLimit`` *guaranteed*: nobody else
+  may use that part;
+- a node's usage counts, in its parent, only above its guaranteed part;
+- what a node may still use is its free guaranteed part plus what its parent has available,
+  the latter capped by its ``borrowingLimit`` (counted past its own lendable quota).
+
+A ClusterQueue without a cohort is a root: it has its nominal quota and nothing more. Cohorts
+named only by a ClusterQueue's ``cohort`` (no Cohort object) are roots without quota of their
+own, which is Kueue's flat cohort. Amounts are milli-units, keys ``(flavor, resource)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from millpond.scheduling.queues.model import ClusterQueue, Cohort, ResourceGroup, ResourceQuota
+
+FlavorResource = tuple[str, str]  # (flavor, resource)
+
+
+@dataclass
+class Node:
+    """A ClusterQueue or a Cohort in the tree, with the usage admission has counted so far."""
+
+    name: str
+    is_queue: bool
+    quotas: dict[FlavorResource, ResourceQuota] = field(default_factory=dict)
+    parent: Node | None = None
+    children: list[Node] = field(default_factory=list)
+    subtree: dict[FlavorResource, int] = field(default_factory=dict)
+    usage: dict[FlavorResource, int] = field(default_factory=dict)
+
+    def nominal(self, key: FlavorResource) -> int:
+        quota = self.quotas.get(key)
+        return quota.nominal if quota else 0
+
+    def guaranteed(self, key: FlavorResource) -> int:
+        """The part of its subtree quota a node never lends (only set by a ``lendingLimit``)."""
+        quota = self.quotas.get(key)
+        if quota is None or quota.lending_limit is None:
+            return 0
+        return max(0, self.subtree.get(key, 0) - quota.lending_limit)
+
+    def root(self) -> Node:
+        node = self
+        while node.parent is not None:
+            node = node.parent
+        return node
+
+
+def _quotas(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, ResourceQuota]:
+    return {(flavor.flavor, quota.name): quota for group in groups for flavor in group.flavors
+            for quota in flavor.resources}
+
+
+class QuotaTree:
+    """ClusterQueues and Cohorts as Kueue's tree; ``broken`` names cohorts whose parents form a cycle."""
+
+    def __init__(self, cluster_queues: Mapping[str, ClusterQueue], cohorts: Mapping[str, Cohort]) -> None:
+        self.cohorts: dict[str, Node] = {}
+        self.queues: dict[str, Node] = {}
+        self.broken: set[str] = set()
+        self.version = 0  # bumped by every change of usage: what was computed at one version holds until the next
+        for name, cohort in cohorts.items():
+            self.cohorts[name] = Node(name, False, _quotas(cohort.resource_groups))
+        for queue in cluster_queues.values():
+            if queue.cohort and queue.cohort not in self.cohorts:
+                self.cohorts[queue.cohort] = Node(queue.cohort, False)  # a flat cohort: no object, no quota
+        for name, cohort in cohorts.items():
+            if cohort.parent:
+                parent = self.cohorts.setdefault(cohort.parent, Node(cohort.parent, False))
+                self._attach(self.cohorts[name], parent)
+        self._break_cycles()
+        for queue in cluster_queues.values():
+            node = Node(queue.name, True, _quotas(queue.resource_groups))
+            self.queues[queue.name] = node
+            if queue.cohort:
+                self._attach(node, self.cohorts[queue.cohort])
+        for node in [*self.cohorts.values(), *self.queues.values()]:
+            if node.parent is None:
+                self._sum_subtree(node)
+        # the tree each queue is in: (is its root a queue, the root's name)
+        self.roots = {name: (node.root().is_queue, node.root().name) for name, node in self.queues.items()}
+
+    @staticmethod
+    def _attach(child: Node, parent: Node) -> None:
+        child.parent = parent
+        parent.children.append(child)
+
+    def _break_cycles(self) -> None:
+        """Kueue leaves a cohort cycle inactive: its cohorts are cut loose and named in ``broken``."""
+        for start in list(self.cohorts.values()):
+            seen: list[Node] = []
+            node: Node | None = start
+            while node is not None and node not in seen:
+                seen.append(node)
+                node = node.parent
+            if node is not None:  # came back to a cohort already seen: a cycle through ``node``
+                cycle = seen[seen.index(node):]
+                self.broken.update(member.name for member in cycle)
+                for member in cycle:
+                    if member.parent is not None:
+                        member.parent.children.remove(member)
+                    member.parent = None
+
+    def _sum_subtree(self, node: Node) -> None:
+        node.subtree = {key: quota.nominal for key, quota in node.quotas.items()}
+        for child in node.children:
+            self._sum_subtree(child)
+            for key, amount in child.subtree.items():
+                node.subtree[key] = node.subtree.get(key, 0) + amount - child.guaranteed(key)
+
+    def in_broken_cohort(self, queue: str) -> str | None:
+        """The cohort of a cycle above ``queue``, if any (its queue is then inactive, as in Kueue)."""
+        node: Node | None = self.queues[queue].parent
+        while node is not None:
+            if node.name in self.broken:
+                return node.name
+            node = node.parent
+        return None
+
+    # --- usage -------------------------------------------------------------------------------
+    def add(self, queue: str, key: FlavorResource, amount: int) -> None:
+        """Count ``amount`` (negative: release) on ``queue`` and what of it reaches each ancestor."""
+        self.version += 1
+        node: Node | None = self.queues[queue]
+        while node is not None and amount:
+            guaranteed = node.guaranteed(key)
+            before = node.usage.get(key, 0)
+            node.usage[key] = before + amount
+            amount = max(0, before + amount - guaranteed) - max(0, before - guaranteed)
+            node = node.parent
+
+    def available(self, queue: str, key: FlavorResource) -> int:
+        """What ``queue`` may still take of ``key``: its own free quota and what its cohort may lend it."""
+        return _available(self.queues[queue], key)
+
+    def used(self, queue: str, key: FlavorResource) -> int:
+        return self.queues[queue].usage.get(key, 0)
+
+    def borrowing(self, queue: str, key: FlavorResource, extra: int = 0) -> bool:
+        """Whether ``queue`` uses (with ``extra`` more) beyond its nominal quota of ``key``."""
+        node = self.queues[queue]
+        return node.usage.get(key, 0) + extra > node.nominal(key)
+
+
+def _available(node: Node, key: FlavorResource) -> int:
+    usage = node.usage.get(key, 0)
+    if node.parent is None:
+        return node.subtree.get(key, 0) - usage
+    guaranteed = node.guaranteed(key)
+    local = max(0, guaranteed - usage)
+    from_parent = _available(node.parent, key)
+    quota = node.quotas.get(key)
+    if quota is not None and quota.borrowing_limit is not None:
+        lent = node.subtree.get(key, 0) - guaranteed
+        used_in_parent = max(0, usage - guaranteed)
+        from_parent = min(lent - used_in_parent + quota.borrowing_limit, from_parent)
+    return local + max(0, from_parent)
