@@ -63,18 +63,19 @@ def test_create_writes_what_the_manifest_would(cli, tmp_path: Path) -> None:
     assert second.out.splitlines()[0] == "clusterqueue.kueue.x-k8s.io/bob created"  # the flavor exists now
 
 
-def test_list_and_get_show_quota_and_say_usage_is_not_shown(cli) -> None:
+def test_list_and_get_show_quota(cli) -> None:
     assert cli(*CREATE).code == 0
     assert cli("queue", "create", "bob", "--cpu", "1500m", "--gpu-memory", "24", "-n", "project-b").code == 0
     listed = cli("queue", "list")
     rows = [line.split() for line in listed.out.splitlines()]
     assert rows[0] == ["NAME", "COHORT", "STRATEGY", "LOCAL", "QUEUES", "CPU", "MEMORY", "GPUS", "GPU", "MEMORY",
-                       "(GiB)"]
-    assert rows[1:] == [["alice", "project-a", "StrictFIFO", "project-a/alice", "8", "32Gi", "4", "-"],
-                        ["bob", "-", "BestEffortFIFO", "project-b/bob", "1500m", "-", "-", "24"]]
-    assert "no workload store yet" in listed.err
+                       "ADMITTED", "PENDING"]
+    assert rows[1:] == [["alice", "project-a", "StrictFIFO", "project-a/alice", "0/8", "0/32Gi", "0/4", "-", "0", "0"],
+                        ["bob", "-", "BestEffortFIFO", "project-b/bob", "0/1500m", "-", "-", "0", "GiB/24", "GiB",
+                         "0", "0"]]
+    assert listed.err == ""
     shown = cli("queue", "get", "alice", "-o", "json").json()
-    assert shown["quota"][0] == {"flavor": "default-flavor", "resource": "cpu", "nominalQuota": "8",
+    assert shown["quota"][0] == {"flavor": "default-flavor", "resource": "cpu", "nominalQuota": "8", "used": "0",
                                  "borrowingLimit": "2"}
     assert shown["preemption"] == {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
     table = cli("queue", "get", "alice").out
@@ -119,3 +120,28 @@ def test_create_refuses_a_queue_that_exists(cli) -> None:
     assert again.code == 2 and 'ClusterQueue "carol" already exists' in again.err
     assert ResourceStore().get("ClusterQueue", "carol").spec["resourceGroups"][0]["flavors"][0]["resources"][0][
         "nominalQuota"] == "1"
+
+
+def test_list_and_get_show_usage_holders_and_why_each_pending_workload_waits(cli) -> None:
+    """Real workloads through the admission cycle: two fit in alice's 8 CPUs, the third waits, position 0."""
+    from millpond.scheduling.queues.cycle import run_cycle, submit
+    from millpond.settings import load_settings
+
+    assert cli(*CREATE).code == 0
+    settings = load_settings()
+    for name, cpus in (("train-a", 3000), ("train-b", 4000), ("train-c", 2000)):
+        submit(settings, kind="job", name=name, namespace="project-a", user="alice", queue="alice",
+               requests={"cpu": cpus, "memory": 2**30 * 1000})
+        run_cycle(settings)
+    listed = [line.split() for line in cli("queue", "list").out.splitlines()]
+    assert listed[1] == ["alice", "project-a", "StrictFIFO", "project-a/alice", "7/8", "2Gi/32Gi", "0/4", "-", "2",
+                         "1"]
+    shown = cli("queue", "get", "alice", "-o", "json").json()
+    assert [w["name"] for w in shown["admitted"]] == ["train-a", "train-b"]
+    assert shown["admitted"][0]["flavors"]["cpu"] == "default-flavor"
+    [waiting] = shown["pending"]
+    assert (waiting["name"], waiting["position"]) == ("train-c", 0)
+    assert "insufficient" in waiting["reason"] and "cpu" in waiting["reason"], waiting["reason"]
+    table = cli("queue", "get", "alice").out
+    assert "Pending workloads: 1" in table and "job project-a/train-c (alice)" in table
+    assert "default-flavor   cpu              8         7" in table, table

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from millpond.scheduling.queues.cycle import run_cycle, submit
+from millpond.settings import load_settings
 from tests.server_support import Served, module_home, serving
 
 FLAVOR = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "default-flavor"}}
@@ -89,20 +91,33 @@ def test_queues_page_shows_quota_policies_and_local_queues(server: Served, tmp_p
                                                      {"name": "nvidia.com/gpu", "nominalQuota": 4}]}]}]}}
     local = {**LOCAL, "metadata": {"name": "alice", "namespace": "project-a"}, "spec": {"clusterQueue": "alice"}}
     assert call(server, "/fluid/apply", "POST", [FLAVOR, gpu, local])[0] == 200
+    settings = load_settings()
+    for name in ("first", "second"):  # 1 CPU each: the first is admitted, the second waits
+        submit(settings, kind="job", name=name, namespace="project-a", user="<b>bob</b>", queue="alice",
+               requests={"cpu": 1000})
+        run_cycle(settings)
     with urllib.request.urlopen(f"{server.url}/ui-api/queues") as response:
         answer = json.loads(response.read())
     [alice] = [queue for queue in answer["queues"] if queue["name"] == "alice"]
-    assert alice["nominal"] == {"cpu": "1500m", "memory": "32Gi", "nvidia.com/gpu": "4"}
-    assert alice["localQueues"] == ["project-a/alice"] and "no workload store" in answer["note"]
+    assert alice["totals"]["cpu"] == {"nominal": "1500m", "used": "1"}
+    assert alice["totals"]["nvidia.com/gpu"] == {"nominal": "4", "used": "0"}
+    assert alice["localQueues"] == ["project-a/alice"]
+    assert (alice["admittedWorkloads"], alice["pendingWorkloads"]) == (1, 1)
+    [waiting] = alice["pending"]
+    assert waiting["name"] == "second" and waiting["position"] == 0 and "cpu" in waiting["reason"]
     sync_api = _browser()
     with chromium_page() as (page, errors):
         page.goto(server.url + "/#/runs")
         page.click("header nav a[data-nav=queues]")
         row = page.locator('tr.queue-row[data-queue="alice"]')
         sync_api.expect(row).to_contain_text("StrictFIFO", timeout=15_000)
-        sync_api.expect(row).to_contain_text("default-flavor: cpu 1500m (borrow ≤ 2)")
+        sync_api.expect(row).to_contain_text("default-flavor: cpu 1 / 1500m (borrow ≤ 2)")
         sync_api.expect(row).to_contain_text("project-a/alice")
         sync_api.expect(row).to_contain_text("within LowerPriority, reclaim Any")
-        sync_api.expect(page.locator("#queues-note")).to_contain_text("no workload store")
+        sync_api.expect(row.locator(".pending")).to_have_text("1")
+        waiting_row = page.locator('tr.pending-row[data-workload="project-a/second"]')
+        sync_api.expect(waiting_row).to_contain_text("job project-a/second (<b>bob</b>)")  # text, not HTML
+        sync_api.expect(waiting_row.locator(".reason")).to_contain_text("cpu")
+        assert page.locator("#queues-pending b").count() == 0
         page.screenshot(path=str(tmp_path / "queues.png"), full_page=True)
         assert not errors, errors

@@ -7,9 +7,10 @@ NAME in the project's namespace pointing at it. Seed 003's per-user quota in a p
 ClusterQueue per user in the project's cohort (``--cohort PROJECT``); the project's total is the
 cohort's own quota (a v1beta2 Cohort applied with ``resourceGroups``) or the sum of its queues.
 
-``list`` and ``get`` show each ClusterQueue's quota (nominal, borrowing and lending limits) and
-the LocalQueues that reach it. Usage and pending workloads are not shown: this millpond has no
-workload store yet, and both commands say so on stderr.
+``list`` and ``get`` show each ClusterQueue's quota and what is in use of it (the workload table
+of the metadata database: admitted and evicted-not-yet-stopped workloads, by the flavors they
+were assigned), the LocalQueues that reach it, and ``get`` the workloads holding quota and the
+pending ones in queue order, each with the reason the last admission cycle gave (``queues.views``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from millpond.cli.resources import _print_value
 from millpond.errors import ConflictError, NotFoundError, UserError
 
 if TYPE_CHECKING:
+    from millpond.settings import Settings
     from millpond.store.resources import ResourceStore
 
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -124,43 +126,57 @@ def _limits(text: str | None, quotas: dict[str, str]) -> dict[str, str]:
     return limits
 
 
+_TOTAL_COLUMNS = (("CPU", "cpu"), ("MEMORY", "memory"), ("GPUS", "nvidia.com/gpu"),
+                  ("GPU MEMORY", "aliyun.com/gpu-mem"))
+
+
+def _settings() -> "Settings":
+    from millpond.scheduling.queues import kinds  # noqa: F401 - the table holds Kueue's kinds
+    from millpond.settings import load_settings
+
+    return load_settings()
+
+
 @queue_group.command("list")
 @_OUTPUT
 def list_command(output: str) -> None:
-    """Every ClusterQueue: cohort, strategy, the LocalQueues reaching it, and its quota."""
+    """Every ClusterQueue: cohort, strategy, LocalQueues, quota used of nominal, admitted and pending workloads."""
     from millpond.cli.resource_tables import format_table
-    from millpond.scheduling.queues.objects import stored_objects
-    from millpond.scheduling.queues.views import NOT_TRACKED, queue_views
+    from millpond.scheduling.queues.views import current, queue_views
 
-    views = queue_views(stored_objects(_store()))
-    print(f"info: {NOT_TRACKED}", file=sys.stderr)
+    views = queue_views(*current(_settings()))
     if output != "table":
         _print_value({"queues": views}, output)
         return
     if not views:
         print("No queues found.", file=sys.stderr)
         return
-    headers = ("NAME", "COHORT", "STRATEGY", "LOCAL QUEUES", "CPU", "MEMORY", "GPUS", "GPU MEMORY (GiB)")
+    headers = ("NAME", "COHORT", "STRATEGY", "LOCAL QUEUES", *(title for title, _ in _TOTAL_COLUMNS),
+               "ADMITTED", "PENDING")
     rows = [[view["name"], view["cohort"] or "-", view["queueingStrategy"], ",".join(view["localQueues"]) or "-",
-             *(view["nominal"].get(key, "-") for key in ("cpu", "memory", "nvidia.com/gpu", "aliyun.com/gpu-mem"))]
-            for view in views]
+             *(_used_of(view["totals"].get(key)) for _, key in _TOTAL_COLUMNS),
+             str(view["admittedWorkloads"]), str(view["pendingWorkloads"])] for view in views]
     sys.stdout.write(format_table(headers, rows))
+
+
+def _used_of(total: dict[str, str] | None) -> str:
+    return f"{total['used']}/{total['nominal']}" if total else "-"
 
 
 @queue_group.command("get")
 @click.argument("name")
 @_OUTPUT
 def get_command(name: str, output: str) -> None:
-    """ClusterQueue NAME: its quota per flavor and resource, limits, policies and LocalQueues."""
-    from millpond.scheduling.queues.objects import stored_objects
-    from millpond.scheduling.queues.views import NOT_TRACKED, queue_view
+    """ClusterQueue NAME: quota and usage per flavor and resource, policies, LocalQueues, who holds quota,
+    and the pending workloads in order, each with why it waits."""
+    from millpond.cli.resource_tables import format_table
+    from millpond.scheduling.queues.views import current, queue_view
 
-    stored = stored_objects(_store())
-    queue = stored.cluster_queues.get(name)
+    objects, workloads = current(_settings())
+    queue = objects.cluster_queues.get(name)
     if queue is None:
         raise NotFoundError(f'clusterqueues.kueue.x-k8s.io "{name}" not found')
-    view = queue_view(queue, stored)
-    print(f"info: {NOT_TRACKED}", file=sys.stderr)
+    view = queue_view(queue, objects, workloads)
     if output != "table":
         _print_value(view, output)
         return
@@ -170,12 +186,28 @@ def get_command(name: str, output: str) -> None:
              f"reclaimWithinCohort={view['preemption']['reclaimWithinCohort']}",
              f"Stop policy:     {view['stopPolicy']}", f"Local queues:    {', '.join(view['localQueues']) or '-'}",
              "Quota:"]
-    from millpond.cli.resource_tables import format_table
+    lines += _indented(format_table(("FLAVOR", "RESOURCE", "NOMINAL", "USED", "BORROWING LIMIT", "LENDING LIMIT"),
+                                    [[row["flavor"], row["resource"], row["nominalQuota"], row["used"],
+                                      row.get("borrowingLimit", "-"), row.get("lendingLimit", "-")]
+                                     for row in view["quota"]]))
+    lines.append(f"Admitted workloads: {view['admittedWorkloads']}")
+    if view["admitted"]:
+        lines += _indented(format_table(("WORKLOAD", "STATE", "REQUESTS", "FLAVORS"), [
+            [w["workload"], w["state"], _pairs(w["requests"]), _pairs(w["flavors"])] for w in view["admitted"]]))
+    lines.append(f"Pending workloads: {view['pendingWorkloads']}")
+    if view["pending"]:
+        lines += _indented(format_table(("POSITION", "WORKLOAD", "PRIORITY", "REQUESTS", "REASON"), [
+            ["-" if w["position"] is None else str(w["position"]), w["workload"], str(w["priority"]),
+             _pairs(w["requests"]), w["reason"] or "-"] for w in view["pending"]]))
+    sys.stdout.write("\n".join(lines) + "\n")
 
-    table = format_table(("FLAVOR", "RESOURCE", "NOMINAL", "BORROWING LIMIT", "LENDING LIMIT"),
-                         [[row["flavor"], row["resource"], row["nominalQuota"], row.get("borrowingLimit", "-"),
-                           row.get("lendingLimit", "-")] for row in view["quota"]])
-    sys.stdout.write("\n".join(lines) + "\n" + "".join(f"  {line}\n" for line in table.splitlines()))
+
+def _indented(table: str) -> list[str]:
+    return [f"  {line}" for line in table.splitlines()]
+
+
+def _pairs(values: dict[str, Any]) -> str:
+    return ",".join(f"{key}={value}" for key, value in values.items()) or "-"
 
 
 @queue_group.command("delete")

@@ -1,36 +1,47 @@
-"""A ClusterQueue as people read it: quota per flavor and resource as quantities, policies, LocalQueues.
+"""A ClusterQueue as people read it: quota and usage per flavor and resource, who holds it, who waits and why.
 
 ``millpond queue list|get`` prints it and the web UI's Queues page shows it, from the same
 dict, so both say the same. Amounts are Kubernetes quantities a user writes (``1500m`` CPU,
-``32Gi`` memory, ``4`` GPUs), not the records' milli-units.
+``32Gi`` memory, ``4`` GPUs: ``render.amount``), not the records' milli-units.
+
+Usage is what the workloads holding quota in the queue (admitted, or evicted and not stopped
+yet) were assigned, per flavor; a pending workload belongs to the ClusterQueue its LocalQueue
+points at, shown with the reason and position the last admission cycle wrote.
 """
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-from millpond.quantities import Format, Quantity
-from millpond.scheduling.queues.model import MEMORY, ClusterQueue
+from millpond.scheduling.queues.model import ClusterQueue, Workload, WorkloadState
+from millpond.scheduling.queues.render import amount, who
 from millpond.scheduling.queues.specs import QueueObjects
 
-NOT_TRACKED = "usage and pending workloads are not shown: this millpond has no workload store yet"
+if TYPE_CHECKING:
+    from millpond.settings import Settings
+
+HOLDING = (WorkloadState.ADMITTED, WorkloadState.EVICTED)  # they hold quota until they have stopped
 
 
-def amount(resource: str, milli: int) -> str:
-    """Milli-units as the quantity a user writes: memory in binary units, the rest in decimal ones."""
-    unit = Format.BINARY_SI if resource in (MEMORY, "ephemeral-storage") else Format.DECIMAL_SI
-    return str(Quantity(Fraction(milli, 1000), unit))
+def _usage(queue: ClusterQueue, holding: list[Workload]) -> dict[tuple[str, str], int]:
+    """(flavor, resource) -> milli-units assigned to the workloads holding quota in ``queue``."""
+    used: dict[tuple[str, str], int] = {}
+    for workload in holding:
+        for resource, flavor in workload.flavors.items():
+            used[(flavor, resource)] = used.get((flavor, resource), 0) + workload.requests.get(resource, 0)
+    return used
 
 
-def quota_rows(queue: ClusterQueue) -> list[dict[str, Any]]:
-    """One row per flavor and resource: nominal quota and the limits set, as quantities."""
+def quota_rows(queue: ClusterQueue, used: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """One row per flavor and resource: nominal quota, the limits set and what is in use, as quantities."""
     rows = []
     for group in queue.resource_groups:
         for flavor in group.flavors:
             for quota in flavor.resources:
                 row: dict[str, Any] = {"flavor": flavor.flavor, "resource": quota.name,
-                                       "nominalQuota": amount(quota.name, quota.nominal)}
+                                       "nominalQuota": amount(quota.name, quota.nominal),
+                                       "used": amount(quota.name, used.get((flavor.flavor, quota.name), 0))}
                 for key, limit in (("borrowingLimit", quota.borrowing_limit), ("lendingLimit", quota.lending_limit)):
                     if limit is not None:
                         row[key] = amount(quota.name, limit)
@@ -38,27 +49,70 @@ def quota_rows(queue: ClusterQueue) -> list[dict[str, Any]]:
     return rows
 
 
-def nominal_totals(queue: ClusterQueue) -> dict[str, str]:
-    """Each resource's nominal quota summed over the queue's flavors."""
-    sums: dict[str, int] = {}
+def _totals(queue: ClusterQueue, used: dict[tuple[str, str], int]) -> dict[str, dict[str, str]]:
+    """Each resource's nominal quota and usage summed over the queue's flavors."""
+    sums: dict[str, list[int]] = {}
     for group in queue.resource_groups:
         for flavor in group.flavors:
             for quota in flavor.resources:
-                sums[quota.name] = sums.get(quota.name, 0) + quota.nominal
-    return {name: amount(name, total) for name, total in sums.items()}
+                total = sums.setdefault(quota.name, [0, 0])
+                total[0] += quota.nominal
+                total[1] += used.get((flavor.flavor, quota.name), 0)
+    return {name: {"nominal": amount(name, nominal), "used": amount(name, in_use)}
+            for name, (nominal, in_use) in sums.items()}
 
 
-def queue_view(queue: ClusterQueue, objects: QueueObjects) -> dict[str, Any]:
-    """The ClusterQueue with the LocalQueues (``namespace/name``) that send workloads to it."""
-    local = sorted(f"{namespace}/{name}" for (namespace, name), lq in objects.local_queues.items()
-                   if lq.cluster_queue == queue.name)
+def _workload(workload: Workload) -> dict[str, Any]:
+    shown: dict[str, Any] = {"workload": who(workload), "kind": workload.kind.value,
+                             "namespace": workload.namespace, "name": workload.name, "user": workload.user,
+                             "localQueue": workload.queue, "priority": workload.priority,
+                             "requests": {key: amount(key, value) for key, value in sorted(workload.requests.items())
+                                          if key != "pods"}}
+    if workload.state is WorkloadState.PENDING:
+        shown.update(position=workload.position, reason=workload.reason)
+    else:
+        shown.update(state=workload.state.value, flavors=dict(workload.flavors))
+    return shown
+
+
+def queue_view(queue: ClusterQueue, objects: QueueObjects, workloads: Iterable[Workload]) -> dict[str, Any]:
+    """The ClusterQueue with its LocalQueues (``namespace/name``), usage, holders and pending workloads."""
+    local = {key for key, lq in objects.local_queues.items() if lq.cluster_queue == queue.name}
+    holding, pending = [], []
+    for workload in workloads:
+        if workload.state in HOLDING and workload.cluster_queue == queue.name:
+            holding.append(workload)
+        elif workload.state is WorkloadState.PENDING and (workload.namespace, workload.queue) in local:
+            pending.append(workload)
+    pending.sort(key=lambda w: (w.position is None, w.position or 0, w.created))
+    used = _usage(queue, holding)
     return {"name": queue.name, "cohort": queue.cohort or "", "queueingStrategy": queue.queueing_strategy.value,
             "preemption": {"withinClusterQueue": queue.preemption.within_cluster_queue.value,
                            "reclaimWithinCohort": queue.preemption.reclaim_within_cohort.value},
-            "stopPolicy": queue.stop_policy.value, "localQueues": local, "quota": quota_rows(queue),
-            "nominal": nominal_totals(queue)}
+            "stopPolicy": queue.stop_policy.value, "localQueues": sorted(f"{ns}/{name}" for ns, name in local),
+            "quota": quota_rows(queue, used), "totals": _totals(queue, used),
+            "admittedWorkloads": len(holding), "pendingWorkloads": len(pending),
+            "admitted": [_workload(w) for w in holding], "pending": [_workload(w) for w in pending]}
 
 
-def queue_views(objects: QueueObjects) -> list[dict[str, Any]]:
+def queue_views(objects: QueueObjects, workloads: Iterable[Workload]) -> list[dict[str, Any]]:
     """Every ClusterQueue's view, by name."""
-    return [queue_view(queue, objects) for _, queue in sorted(objects.cluster_queues.items())]
+    live = list(workloads)
+    return [queue_view(queue, objects, live) for _, queue in sorted(objects.cluster_queues.items())]
+
+
+def live_workloads(settings: Settings) -> list[Workload]:
+    """Every workload not finished, from the metadata database's workload table."""
+    from millpond.scheduling.queues.cycle import workload_of
+    from millpond.store.workloads import WorkloadStore
+
+    states = [state.value for state in (WorkloadState.PENDING, *HOLDING)]
+    return [workload_of(record) for record in WorkloadStore(settings).list(states=states)]
+
+
+def current(settings: Settings) -> tuple[QueueObjects, list[Workload]]:
+    """The queueing objects applied and the live workloads, as ``queue list`` and the Queues page show them."""
+    from millpond.scheduling.queues.objects import stored_objects
+    from millpond.store.resources import ResourceStore
+
+    return stored_objects(ResourceStore(settings)), live_workloads(settings)
