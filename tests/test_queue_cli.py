@@ -145,3 +145,15 @@ def test_list_and_get_show_usage_holders_and_why_each_pending_workload_waits(cli
     table = cli("queue", "get", "alice").out
     assert "Pending workloads: 1" in table and "job project-a/train-c (alice)" in table
     assert "default-flavor   cpu              8         7" in table, table
+    # kubectl's view of the same: Kueue's printer columns and status fields
+    rows = [line.split() for line in cli("get", "clusterqueues").out.splitlines()]
+    assert rows[0][:7] == ["NAME", "COHORT", "STRATEGY", "PENDING", "WORKLOADS", "ADMITTED", "WORKLOADS"]
+    assert rows[1][:5] == ["alice", "project-a", "StrictFIFO", "1", "2"]
+    status = cli("get", "cq", "alice", "-o", "json").json()["status"]
+    assert (status["pendingWorkloads"], status["admittedWorkloads"], status["reservingWorkloads"]) == (1, 2, 2)
+    [usage] = status["flavorsUsage"]
+    assert usage["name"] == "default-flavor"
+    assert {"name": "cpu", "total": "7", "borrowed": "0"} in usage["resources"]
+    local = cli("get", "lq", "alice", "-n", "project-a", "-o", "json").json()["status"]
+    assert (local["pendingWorkloads"], local["admittedWorkloads"]) == (1, 2)
+    assert cli("get", "lq", "-n", "project-a").out.splitlines()[1].split()[:4] == ["alice", "alice", "1", "2"]

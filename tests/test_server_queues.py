@@ -105,6 +105,8 @@ def test_queues_page_shows_quota_policies_and_local_queues(server: Served, tmp_p
     assert (alice["admittedWorkloads"], alice["pendingWorkloads"]) == (1, 1)
     [waiting] = alice["pending"]
     assert waiting["name"] == "second" and waiting["position"] == 0 and "cpu" in waiting["reason"]
+    status, shown = call(server, "/clusterqueues/alice")  # Kueue's status fields on the object too
+    assert status == 200 and (shown["status"]["pendingWorkloads"], shown["status"]["admittedWorkloads"]) == (1, 1)
     sync_api = _browser()
     with chromium_page() as (page, errors):
         page.goto(server.url + "/#/runs")

@@ -14,9 +14,10 @@ from typing import Any
 
 from millpond.cli.resource_tables import human_age
 from millpond.datasets.schema_check import check_schema_file
-from millpond.scheduling.queues import objects, specs
+from millpond.scheduling.queues import objects, specs, views
 from millpond.scheduling.queues.kinds import QueueKind
 from millpond.scheduling.queues.manifests import QueueManifest
+from millpond.settings import load_settings
 from millpond.store.resources import Resource, ResourceStore
 
 
@@ -41,12 +42,18 @@ def apply(manifests: list[QueueManifest], store: ResourceStore) -> None:
         print(f"info: {note}", file=sys.stderr)
 
 
-def _columns(info: QueueKind, resource: Resource) -> tuple[list[str], list[str]]:
+_COUNTS = ["PENDING WORKLOADS", "ADMITTED WORKLOADS"]
+
+
+def _columns(info: QueueKind, resource: Resource, status: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Kueue's printer columns (``additionalPrinterColumns``) for the kind."""
     spec = resource.spec
+    counts = [str(status.get("pendingWorkloads", 0)), str(status.get("admittedWorkloads", 0))]
     if info.kind == "ClusterQueue":
-        return ["COHORT", "STRATEGY"], [specs.cohort_name(spec) or "", spec.get("queueingStrategy") or "BestEffortFIFO"]
+        return ["COHORT", "STRATEGY", *_COUNTS], [specs.cohort_name(spec) or "",
+                                                  spec.get("queueingStrategy") or "BestEffortFIFO", *counts]
     if info.kind == "LocalQueue":
-        return ["CLUSTERQUEUE"], [str(spec.get("clusterQueue") or "")]
+        return ["CLUSTERQUEUE", *_COUNTS], [str(spec.get("clusterQueue") or ""), *counts]
     if info.kind == "WorkloadPriorityClass":
         return ["VALUE"], [str(resource.manifest.get("value", ""))]
     if info.kind == "Cohort":
@@ -57,15 +64,19 @@ def _columns(info: QueueKind, resource: Resource) -> tuple[list[str], list[str]]
 def get(info: QueueKind, name: str | None, namespace: str, all_namespaces: bool,
         output: str) -> tuple[list[str], list[list[str]], Any] | None:
     """(headers, rows, None) for a table, or (.., .., value) for -o json/yaml; None when nothing was found."""
-    store = ResourceStore()
+    settings = load_settings()
+    store = ResourceStore(settings)
+    known = views.statuses(*views.current(settings)) if info.kind in ("ClusterQueue", "LocalQueue") else {}
     if output in ("json", "yaml"):
-        return [], [], objects.as_objects(info, name, namespace, all_namespaces, store)
+        return [], [], objects.as_objects(info, name, namespace, all_namespaces, store, known)
     found = objects.found(info, name, namespace, all_namespaces, store)
     if not found:
         return None
     now = dt.datetime.now(dt.timezone.utc)
-    headers = ["NAME", *_columns(info, found[0])[0], "AGE"]
-    rows = [[one.name, *_columns(info, one)[1], human_age((now - one.created_at).total_seconds())] for one in found]
+    columns = [_columns(info, one, known.get(objects.status_key(info, one), {})) for one in found]
+    headers = ["NAME", *columns[0][0], "AGE"]
+    rows = [[one.name, *cells, human_age((now - one.created_at).total_seconds())]
+            for one, (_, cells) in zip(found, columns, strict=True)]
     if all_namespaces and not info.cluster_scoped:
         headers = ["NAMESPACE", *headers]
         rows = [[one.namespace, *cells] for one, cells in zip(found, rows, strict=True)]

@@ -36,6 +36,7 @@ from millpond.errors import UserError
 from millpond.kinds import REGISTRY, KindName
 from millpond.scheduling.queues import kinds as queue_kinds
 from millpond.scheduling.queues import objects as queue_objects
+from millpond.scheduling.queues import views as queue_views
 from millpond.scheduling.queues.manifests import is_queue_document
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
@@ -100,13 +101,20 @@ def _training(request: Request, info: KindName, name: str | None, namespace: str
                                        state_of(request).jobs, _store(request))
 
 
+def _queue_statuses(request: Request, info: KindName) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Kueue's status of the ClusterQueues and LocalQueues (workloads pending and admitted, usage)."""
+    if info.kind not in ("ClusterQueue", "LocalQueue"):
+        return {}
+    return queue_views.statuses(*queue_views.current(state_of(request).settings))
+
+
 def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) -> dict[str, Any]:
     info = _kind(kind)
     if info.owner == "training":
         return _training(request, info, None, namespace, all_namespaces)
     if info.owner == queue_kinds.OWNER:
         return queue_objects.as_objects(queue_kinds.KINDS[info.kind], None, namespace, all_namespaces,
-                                        _store(request))
+                                        _store(request), _queue_statuses(request, info))
     store = _store(request)
     resources = store.list(info.kind, None if all_namespaces else namespace)
     return {"apiVersion": "v1", "kind": "List", "items": [r.as_object(resource_status(r, store)) for r in resources]}
@@ -117,7 +125,8 @@ def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str,
     if info.owner == "training":
         return _training(request, info, name, namespace, False)
     if info.owner == queue_kinds.OWNER:  # NotFoundError: 404
-        return queue_objects.as_objects(queue_kinds.KINDS[info.kind], name, namespace, False, _store(request))
+        return queue_objects.as_objects(queue_kinds.KINDS[info.kind], name, namespace, False, _store(request),
+                                        _queue_statuses(request, info))
     store = _store(request)
     found = store.get(info.kind, name, namespace)
     if found is None:

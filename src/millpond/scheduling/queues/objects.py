@@ -116,11 +116,18 @@ def as_object(info: QueueKind, resource: Resource, status: Mapping[str, Any] | N
     return shown
 
 
-def as_objects(info: QueueKind, name: str | None, namespace: str, all_namespaces: bool,
-               store: ResourceStore) -> dict[str, Any]:
-    """The object named, or a kubectl ``List`` of them: what ``get -o json`` prints and the server returns."""
-    items = [as_object(info, one) for one in found(info, name, namespace, all_namespaces, store)]
+def as_objects(info: QueueKind, name: str | None, namespace: str, all_namespaces: bool, store: ResourceStore,
+               statuses: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The object named, or a kubectl ``List`` of them: what ``get -o json`` prints and the server returns.
+    ``statuses`` (``views.statuses``) gives ClusterQueues and LocalQueues Kueue's status fields."""
+    items = [as_object(info, one, (statuses or {}).get(status_key(info, one)))
+             for one in found(info, name, namespace, all_namespaces, store)]
     return items[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def status_key(info: QueueKind, resource: Resource) -> tuple[str, str, str]:
+    """The key of ``views.statuses`` for a stored object."""
+    return (info.kind, "" if info.cluster_scoped else resource.namespace, resource.name)
 
 
 def delete(info: QueueKind, name: str, namespace: str, store: ResourceStore) -> None:

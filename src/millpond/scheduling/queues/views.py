@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 HOLDING = (WorkloadState.ADMITTED, WorkloadState.EVICTED)  # they hold quota until they have stopped
 
 
-def _usage(queue: ClusterQueue, holding: list[Workload]) -> dict[tuple[str, str], int]:
-    """(flavor, resource) -> milli-units assigned to the workloads holding quota in ``queue``."""
+def _usage(holding: list[Workload]) -> dict[tuple[str, str], int]:
+    """(flavor, resource) -> milli-units assigned to ``holding``, the workloads holding quota in a queue."""
     used: dict[tuple[str, str], int] = {}
     for workload in holding:
         for resource, flavor in workload.flavors.items():
@@ -85,7 +85,7 @@ def queue_view(queue: ClusterQueue, objects: QueueObjects, workloads: Iterable[W
         elif workload.state is WorkloadState.PENDING and (workload.namespace, workload.queue) in local:
             pending.append(workload)
     pending.sort(key=lambda w: (w.position is None, w.position or 0, w.created))
-    used = _usage(queue, holding)
+    used = _usage(holding)
     return {"name": queue.name, "cohort": queue.cohort or "", "queueingStrategy": queue.queueing_strategy.value,
             "preemption": {"withinClusterQueue": queue.preemption.within_cluster_queue.value,
                            "reclaimWithinCohort": queue.preemption.reclaim_within_cohort.value},
@@ -116,3 +116,46 @@ def current(settings: Settings) -> tuple[QueueObjects, list[Workload]]:
     from millpond.store.resources import ResourceStore
 
     return stored_objects(ResourceStore(settings)), live_workloads(settings)
+
+
+Usage = dict[tuple[str, str], int]  # (flavor, resource) -> milli-units
+
+
+def _flavors_usage(used: Usage, nominal: Usage | None) -> list[dict[str, Any]]:
+    """Kueue's ``status.flavorsUsage``: per flavor, each resource's total in use (and, for a ClusterQueue,
+    how much of it is borrowed beyond the nominal quota)."""
+    flavors: dict[str, list[dict[str, Any]]] = {}
+    for (flavor, resource), total in sorted(used.items()):
+        entry: dict[str, Any] = {"name": resource, "total": amount(resource, total)}
+        if nominal is not None:
+            entry["borrowed"] = amount(resource, max(0, total - nominal.get((flavor, resource), 0)))
+        flavors.setdefault(flavor, []).append(entry)
+    return [{"name": flavor, "resources": resources} for flavor, resources in flavors.items()]
+
+
+def statuses(objects: QueueObjects, workloads: Iterable[Workload]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Kueue's status of every ClusterQueue (key ``("ClusterQueue", "", name)``) and LocalQueue
+    (``("LocalQueue", namespace, name)``): pending, reserving and admitted workloads, flavors' usage."""
+    live = list(workloads)
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for name, queue in objects.cluster_queues.items():
+        holding = [w for w in live if w.state in HOLDING and w.cluster_queue == name]
+        used = _usage(holding)
+        nominal = {(flavor.flavor, quota.name): quota.nominal for group in queue.resource_groups
+                   for flavor in group.flavors for quota in flavor.resources}
+        found[("ClusterQueue", "", name)] = {
+            "pendingWorkloads": sum(1 for w in live if w.state is WorkloadState.PENDING
+                                    and getattr(objects.local_queues.get((w.namespace, w.queue)), "cluster_queue",
+                                                None) == name),
+            "reservingWorkloads": len(holding),
+            "admittedWorkloads": sum(1 for w in holding if w.state is WorkloadState.ADMITTED),
+            "flavorsUsage": _flavors_usage(used, nominal)}
+    for (namespace, name), local in objects.local_queues.items():
+        mine = [w for w in live if (w.namespace, w.queue) == (namespace, name)]
+        holding = [w for w in mine if w.state in HOLDING and w.cluster_queue == local.cluster_queue]
+        found[("LocalQueue", namespace, name)] = {
+            "pendingWorkloads": sum(1 for w in mine if w.state is WorkloadState.PENDING),
+            "reservingWorkloads": len(holding),
+            "admittedWorkloads": sum(1 for w in holding if w.state is WorkloadState.ADMITTED),
+            "flavorsUsage": _flavors_usage(_usage(holding), None)}
+    return found
