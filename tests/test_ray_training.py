@@ -297,3 +297,32 @@ def test_a_request_no_node_can_meet_is_one_error_line_and_nothing_is_stored(
                    "--ray-placement", "STRICT_SPREAD", "echo", "hi")
     assert spread.code == 2 and "STRICT_SPREAD" in spread.err, spread.err
     assert arena(capsys, "list").out.count("\n") <= 1  # no job recorded (the header at most)
+
+
+def test_a_queues_quota_holds_jobs_back_on_the_cluster_too(
+    ray_cluster: RayCluster, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kueue's quota is the logical layer above Ray's placement: the cluster has room for both jobs, the
+    queue for one; the second waits with Kueue's reason and runs on the cluster once the first is deleted."""
+    from millpond.store.training import JobStore
+    from tests.queues_support import apply_objects, queues
+
+    apply_objects(*queues(("ray-q", 0, {}), cpu="1"))
+    token = f"queued-{uuid.uuid4().hex[:8]}"
+    folder = _script(tmp_path, "queued", SLEEPER)
+    first = arena(capsys, "submit", "pytorch", "--name", "first", "--queue", "ray-q", "--cpu", "1", "-e", "FAIL=0",
+                  "--ray", ray_cluster.address, "--working-dir", folder, sys.executable, "job.py", token)
+    assert first.code == 0, first.err
+    wait_status(capsys, "first", ("RUNNING",), timeout=90)
+    second = arena(capsys, "submit", "pytorch", "--name", "second", "--queue", "ray-q", "--cpu", "1",
+                   "--ray", ray_cluster.address, "echo ran on the cluster")
+    assert second.code == 0, second.err
+
+    def waiting() -> str:
+        job = JobStore().get("second", "default")
+        return job.message or "" if job is not None and job.reason == "Pending" else ""
+
+    _wait(lambda: "insufficient unused quota for cpu" in waiting(), 60, "the second job's reason")
+    assert arena(capsys, "delete", "first").code == 0
+    assert wait_status(capsys, "second", timeout=120)["status"] == "SUCCEEDED"
+    assert "ran on the cluster" in arena(capsys, "logs", "second").out

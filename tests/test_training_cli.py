@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from millpond.store.resources import ResourceStore
 from millpond.store.training import JobStore
 from tests.training_support import arena, wait_status
 
@@ -55,6 +56,9 @@ def test_a_duplicate_name_is_refused_and_the_first_job_kept(capsys, home: Path) 
 
 
 def test_get_json_has_arenas_training_job_info_shape(capsys, home: Path) -> None:
+    # -p names a WorkloadPriorityClass, looked up at submit as Arena looks up its PriorityClass
+    ResourceStore().apply([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+                            "metadata": {"name": "high"}, "value": 1000}])
     result = arena(capsys, "submit", "pytorchjob", "--name", "shape", "--workers", "2", "-p", "high",
                    "--toleration", "gpu", "--rdma", "true")
     assert result.code == 0

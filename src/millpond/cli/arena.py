@@ -110,8 +110,10 @@ def get_command(name: str, namespace: str, trainer: str, output: str, events: bo
     info = views.job_info(job, instances)
     created = job.created_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     ended = job.finished_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S") if job.finished_at else ""
+    queueing = [("Queue", info["queue"])] if "queue" in info else []
+    queueing += [("User", info["user"])] if "user" in info else []
     for label, value in (("Name", job.name), ("Status", job.status), ("Namespace", job.namespace),
-                         ("Priority", info["priority"]), ("Trainer", job.trainer.upper()),
+                         ("Priority", info["priority"]), *queueing, ("Trainer", job.trainer.upper()),
                          ("Duration", info["duration"]), ("CreateTime", created), ("EndTime", ended),
                          ("Reason", job.reason or ""), ("Message", job.message or "")):
         click.echo(f"{label + ':':<12}{value}")

@@ -49,6 +49,8 @@ def run_pipeline_command(
     use_cache: bool = True,
     ignore_resources: bool = False,
     ray_address: str | None = None,
+    queue: str = "",
+    priority: str = "",
 ) -> int:
     from millpond.pipelines.arguments import parse_assignments, read_params_file
     from millpond.pipelines.loader import load_pipeline
@@ -62,7 +64,7 @@ def run_pipeline_command(
     loaded = load_pipeline(pipeline, pipeline_name)
     request = RunRequest(
         pipeline=loaded, texts=texts, values=values, params_file=str(params_file) if params_file else None,
-        pipeline_root=pipeline_root, experiment=experiment, run_name=run_name,
+        pipeline_root=pipeline_root, experiment=experiment, run_name=run_name, queue=queue, priority=priority,
     )
     with stopping.deferred():  # from the run's record on, a stop signal cancels the run (see _stopped)
         store = open_journal(settings.database_url)

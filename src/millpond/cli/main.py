@@ -56,18 +56,22 @@ def app() -> None:
     "--ray", "ray_address", metavar="HOST:PORT",
     help="Run the tasks on this Ray cluster (default: $MILLPOND_RAY_ADDRESS); the root must be s3:// or shared.",
 )
+@click.option("--queue", default="", metavar="NAME",
+              help="Kueue's LocalQueue for every task (a task's kueue.x-k8s.io/queue-name label wins).")
+@click.option("--priority", default="", metavar="NAME", help="A WorkloadPriorityClass for the queued tasks.")
 @OUTPUT
 def run_command(
     pipeline: Path, params: tuple[str, ...], params_file: Path | None, pipeline_name: str | None,
     pipeline_root: str | None, experiment: str | None, run_name: str | None, no_cache: bool,
-    ignore_resources: bool, ray_address: str | None, output: str,
+    ignore_resources: bool, ray_address: str | None, queue: str, priority: str, output: str,
 ) -> int:
     """Run PIPELINE (a .py file with a @dsl.pipeline, or compiled IR .yaml) to its end."""
     from millpond.cli.commands import run_pipeline_command
 
     return run_pipeline_command(
         pipeline, list(params), params_file, pipeline_name, pipeline_root, experiment, run_name, output,
-        use_cache=not no_cache, ignore_resources=ignore_resources, ray_address=ray_address,
+        use_cache=not no_cache, ignore_resources=ignore_resources, ray_address=ray_address, queue=queue,
+        priority=priority,
     )
 
 

@@ -15,13 +15,14 @@ run to their end, and the run ends FAILED — as the KFP backend does.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from millpond.durations import DurationError
-from millpond.errors import MillpondError
+from millpond.errors import MillpondError, UserError
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.caching import cache_entry, cache_key, caching_enabled, lookup
 from millpond.pipelines.cancellation import CANCELING, close_tasks
@@ -42,8 +43,10 @@ from millpond.pipelines.graph import (
 from millpond.pipelines.importer import importer_uri, run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
 from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, builtin_task, prepare_platform
+from millpond.pipelines.queueing import TaskQueueing, project_of, task_queueing, task_workload
 from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
 from millpond.pipelines.retries import RetryPolicy, with_retries
+from millpond.pipelines.task_queues import EngineQueues
 from millpond.pipelines.values import coerce
 from millpond.runners import stopping
 from millpond.runners.base import Bind, Runner
@@ -51,6 +54,7 @@ from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import engine_mark, own_identity, start_ticks
 from millpond.runners.ray_cluster import RayRunner, cluster_cpus
 from millpond.scheduling import GRANT_ENV, Grant, Holder
+from millpond.scheduling.queues.submission import eviction_reason
 from millpond.settings import Settings
 from millpond.store.journal import RunJournal
 from millpond.store.journal import RunRecord as Run
@@ -148,6 +152,11 @@ class Engine:
         self._holding: dict[Future[TaskOutcome], Grant] = {}
         self._waiting: list[_Waiting] = []
         self._previous: dict[str, Task] = {}
+        # Kueue: the workloads of queued tasks (pipelines.queueing), by task path
+        self.queues = EngineQueues(settings, self.cancel, self._show_queued)
+        self._queued: dict[str, _Waiting] = {}  # a queued task's work, to run again after an eviction
+        self._began: dict[str, threading.Event] = {}  # cleared when an evicted task waits again
+        self._cleanups: dict[str, Callable[[], None]] = {}  # an evicted task's platform, kept for its next run
 
     # --- the walk -------------------------------------------------------------------------
     def execute(self, run: Run, resume: bool = False) -> RunResult:
@@ -202,19 +211,27 @@ class Engine:
                     for future in done:
                         node = self._futures.pop(future)
                         grant = self._holding.pop(future)
+                        if self._evicted(node, future):
+                            self.budget.release(grant)
+                            self._requeue(node)
+                            continue
                         try:  # recorded finished before its resources go to another run's task
                             self._task_finished(node, future.result())
                         finally:
                             self.budget.release(grant)
+                            self._unqueue(node.path)
                         self._start_waiting()
                     if not done:  # another process may have given back what a waiting task needs
                         self._start_waiting(note=True)
+                    if self.queues.tasks:
+                        self.queues.evictions([node.path for node in self._futures.values()])
             except BaseException as exc:
                 self._abandon(exc)
                 raise
             finally:
                 self.runner.close()
                 self._release_all()
+                self._unqueue_all("the run ended")
         state, error = self._outcome(root)
         outputs = bindings.dag_outputs(root) if state == SUCCEEDED else Outputs()
         self.store.update_run(run.id, state=state, error=error, outputs=outputs.to_json(), finished_at=utcnow())
@@ -249,6 +266,7 @@ class Engine:
         wait(list(self._futures))  # the runners saw the cancel flag and stopped the processes
         stopped = [*self._futures.values(), *(waiting.node for waiting in self._waiting)]
         self._release_all()  # the machine-wide ledger outlives this walk (a server's engine thread)
+        self._unqueue_all(f"the run ended: {reason}")
         self._futures.clear()
         self._waiting.clear()
         close_tasks(self.store, self.run.id, reason)  # in flight and waiting alike: their rows are not final
@@ -537,6 +555,14 @@ class Engine:
                 node.record_id or "", pod_metadata={"labels": platform.labels, "annotations": platform.annotations}
             )
         request.on_start = self._starter(node)
+        queueing = task_queueing(platform.labels, platform.annotations)
+        if queueing is not None:
+            try:
+                self._enqueue(node, queueing, resources)
+            except UserError as exc:
+                platform.cleanup()
+                self._fail(node, str(exc))
+                return
         request.demand = demand(resources)
         if self.settings.ray_address and platform.datasets:  # prefer the node caching the task's datasets
             from millpond.datasets.placement import preferred_node_of
@@ -546,9 +572,12 @@ class Engine:
 
         def work(grant: Grant) -> TaskOutcome:
             try:
-                return self._attempts(request, policy, grant)
+                return self._attempts(request, policy, grant, self.queues.cancel_of(node.path) or self.cancel)
             finally:
-                platform.cleanup()  # secret files live only while the task runs
+                if self.queues.evicted(node.path):  # it runs again once re-admitted
+                    self._cleanups[node.path] = platform.cleanup
+                else:
+                    platform.cleanup()  # secret files live only while the task runs
 
         self._submit(node, work, resources, log_path)
 
@@ -556,7 +585,7 @@ class Engine:
         """What a worker thread calls when ``node``'s work really begins (its process, with a pid): the
         first call records the task RUNNING with its ``started_at``; a retry's only records its new pid."""
         task_id, path, name = node.record_id or "", node.path, node.display_name
-        began = threading.Event()
+        began = self._began[node.path] = threading.Event()
 
         def started(pid: int | None) -> None:
             process = {"pid": pid, "pid_start": start_ticks(pid)} if pid is not None else {}
@@ -565,7 +594,7 @@ class Engine:
                     self.store.update_task(task_id, **process)
                 return
             began.set()
-            self.store.update_task(task_id, state=RUNNING, started_at=utcnow(), **process)
+            self.store.update_task(task_id, state=RUNNING, started_at=utcnow(), error=None, **process)
             self.listener.task_changed(path, name, RUNNING, None)
 
         return started
@@ -598,8 +627,19 @@ class Engine:
         log_path: Path | None = None,
         noted: bool = False,
     ) -> _Waiting | None:
-        """Hand ``work`` to a worker once ``resources`` fit what the running tasks (of every run and
-        job of this home: the machine-wide ledger) leave free."""
+        """Hand ``work`` to a worker once its queue admitted it (a queued task) and ``resources`` fit what
+        the running tasks (of every run and job of this home: the machine-wide ledger) leave free."""
+        if node.path in self.queues.tasks:
+            self._queued[node.path] = _Waiting(node, work, resources, log_path)
+            try:
+                admitted = self.queues.admitted(node.path)
+            except MillpondError as exc:
+                self._unqueue(node.path)
+                self._fail(node, str(exc))
+                return None
+            if not admitted:  # waits for its queue: not the ledger's refusal (None: nothing to note)
+                self._waiting.append(_Waiting(node, work, resources, log_path, noted))
+                return None
         grant = self.budget.acquire(resources, self._holder(node))
         if grant is None:
             self._waiting.append(_Waiting(node, work, resources, log_path, noted))
@@ -657,14 +697,17 @@ class Engine:
 
     def _never_started(self, node: Node, reason: str) -> None:
         """A task that waited (PENDING) and will not run: CANCELED, with no start time."""
+        self._unqueue(node.path, reason)
         node.state, node.error = CANCELED, reason
         node.scope.settle(node)
         if node.record_id:
             self.store.finish_task(node.record_id, state=CANCELED, error=reason)
         self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
 
-    def _attempts(self, request: TaskRequest, policy: RetryPolicy, grant: Grant) -> TaskOutcome:
-        """Run a container task, retrying per its retryPolicy (in a worker thread)."""
+    def _attempts(self, request: TaskRequest, policy: RetryPolicy, grant: Grant,
+                  cancel: threading.Event) -> TaskOutcome:
+        """Run a container task, retrying per its retryPolicy (in a worker thread) until ``cancel``: the run's
+        flag, or a queued task's own (set too when its workload is evicted)."""
         gpus = list(grant.gpus)
         if grant.id:  # a task that hands its work on (a training job) may give its grant back
             request.extra_env[GRANT_ENV] = grant.id
@@ -672,12 +715,65 @@ class Engine:
             visible = ",".join(str(g) for g in gpus)
             request.extra_env.update({"CUDA_VISIBLE_DEVICES": visible, "NVIDIA_VISIBLE_DEVICES": visible or "void"})
         return with_retries(
-            lambda: self.launcher.launch(request, self.cancel),
+            lambda: self.launcher.launch(request, cancel),
             policy,
-            self.cancel,
+            cancel,
             request.log_path,
             on_retry=lambda attempt: self.store.update_task(request.task_id, attempts=attempt),
         )
+
+    # --- Kueue: queued tasks (pipelines.queueing, pipelines.task_queues) ----------------------
+    def _enqueue(self, node: Node, queueing: TaskQueueing, resources: ResourceRequest) -> None:
+        """Make ``node`` a workload of its queue (UserError when the run's experiment is no namespace name)."""
+        project = project_of(self.store.experiment_name(self.run.experiment_id))
+        name = f"{self.context['pipeline_job_resource_name']}-{node.name}"[:63]  # its pod's name
+        self.queues.add(node.path, task_workload(node.record_id or "", name, project, resources, queueing,
+                                                 time.time()))
+
+    def _show_queued(self, path: str, reason: str, place: str, new: bool) -> None:
+        """Why a queued task waits, with its place, on its row (``millpond runs get``, the API's task error);
+        in its log when the reason itself is ``new`` (not at each move up the queue)."""
+        entry = self._queued.get(path)
+        if entry is None or not entry.node.record_id:
+            return
+        reason = f"{reason} ({place})" if place else reason
+        self.store.update_task(entry.node.record_id, error=reason)
+        if new and entry.log_path is not None:
+            with open(entry.log_path, "a", encoding="utf-8") as log:
+                log.write(f"[millpond] waiting for its queue: {reason}\n")
+        self.listener.task_changed(path, entry.node.display_name, PENDING, reason)
+
+    def _evicted(self, node: Node, future: Future[TaskOutcome]) -> bool:
+        """Whether the task ended because its workload was evicted (not on its own, not by the run's cancel)."""
+        if not self.queues.evicted(node.path) or self.cancel.is_set() or future.exception() is not None:
+            return False
+        return not future.result().succeeded
+
+    def _requeue(self, node: Node) -> None:
+        """An evicted task's process has stopped: PENDING again, waiting for its queue to admit it again."""
+        message = self.queues.evicted(node.path)
+        entry = self._queued[node.path]
+        self.queues.requeue(node.path)
+        self._began[node.path].clear()  # its next start records RUNNING again
+        why = f"Evicted ({eviction_reason(message)}): {message}; requeued"
+        if entry.log_path is not None:
+            with open(entry.log_path, "a", encoding="utf-8") as log:
+                log.write(f"[millpond] {why}\n")
+        self.store.update_task(node.record_id or "", state=PENDING, error=why)
+        self.listener.task_changed(node.path, node.display_name, PENDING, why)
+        self._waiting.append(_Waiting(node, entry.work, entry.resources, entry.log_path))
+
+    def _unqueue(self, path: str, reason: str = "the task ended") -> None:
+        """A queued task is done: its workload finished (its quota to the next), its platform cleaned up."""
+        self._queued.pop(path, None)
+        self._cleanups.pop(path, lambda: None)()
+        self.queues.finish(path, reason)
+
+    def _unqueue_all(self, reason: str) -> None:
+        for cleanup in self._cleanups.values():
+            cleanup()
+        self._cleanups.clear()
+        self.queues.finish_all(reason)
 
     def _import(
         self, importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None

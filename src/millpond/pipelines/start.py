@@ -36,6 +36,9 @@ class StartRequest:
     pipeline_root: str | None = None
     experiment_id: str | None = None
     recurring_run_id: str | None = None
+    queue: str = ""  # Kueue's LocalQueue for its tasks (pipelines.queueing)
+    priority: str = ""  # a WorkloadPriorityClass
+    user: str = ""  # the API caller
 
 
 def resolve_version(catalog: PipelineStore, pipeline_id: str | None, version_id: str | None) -> PipelineVersion:
@@ -83,7 +86,8 @@ def start_run(
     experiment = experiment_name(store, request.experiment_id)
     loaded = load_inline(spec, platform, f"run {request.display_name or ''}".strip())
     run_request = RunRequest(pipeline=loaded, texts={}, values=dict(request.parameters),
-                             pipeline_root=request.pipeline_root, experiment=experiment, run_name=request.display_name)
+                             pipeline_root=request.pipeline_root, experiment=experiment, run_name=request.display_name,
+                             queue=request.queue, priority=request.priority, user=request.user)
     record = prepare_run(store, settings, run_request)
     links: dict[str, Any] = {}
     if version is not None:

@@ -19,8 +19,10 @@ from millpond.pipelines.engine import Engine, Listener, RunResult
 from millpond.pipelines.loader import LoadedPipeline
 from millpond.pipelines.names import check_display_name
 from millpond.pipelines.platform import missing_configs
+from millpond.pipelines.queueing import project_of, queued, with_queue
 from millpond.runners.base import Runner
 from millpond.runners.processes import is_running, kill_group
+from millpond.scheduling.queues.submission import check_priority, check_queue_name, os_user
 from millpond.settings import Settings
 from millpond.store.artifacts import normalize_root
 from millpond.store.journal import DEFAULT_EXPERIMENT, RunJournal, RunRecord
@@ -36,6 +38,9 @@ class RunRequest:
     pipeline_root: str | None = None
     experiment: str | None = None
     run_name: str | None = None
+    queue: str = ""  # Kueue's LocalQueue for its tasks (pipelines.queueing); "" leaves them to the ledger alone
+    priority: str = ""  # a WorkloadPriorityClass: refused at once when none of that name exists
+    user: str = ""  # who asks: the API caller; "" is this process's OS user
 
 
 def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> RunRecord:
@@ -48,6 +53,12 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
     root = normalize_root(request.pipeline_root or str(settings.default_pipeline_root))
     if settings.ray_address:  # cluster mode: Ray answers, every node reaches the root, every request fits a node
         check_cluster(settings, root, request.pipeline.spec, request.pipeline.platform_spec)
+    check_queue_name(request.queue)
+    check_priority(request.priority)
+    platform_spec = with_queue(request.pipeline.spec, request.pipeline.platform_spec, request.queue,
+                               request.priority, request.user or os_user())
+    if queued(request.pipeline.spec, platform_spec):
+        project_of(request.experiment or DEFAULT_EXPERIMENT)
     missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
     if missing:
         problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)
@@ -62,7 +73,7 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
         experiment=request.experiment or DEFAULT_EXPERIMENT,
         pipeline_name=request.pipeline.name,
         pipeline_spec=request.pipeline.spec,
-        platform_spec=request.pipeline.platform_spec,
+        platform_spec=platform_spec,
         parameters=arguments,
         pipeline_root=root,
     )

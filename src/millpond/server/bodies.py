@@ -45,6 +45,9 @@ class RunBody(_Body):
     pipeline_version_id: str | None = None
     runtime_config: RuntimeConfig | None = None
     service_account: str | None = None
+    # millpond's additions (a Kueue Workload's spec.queueName, spec.priorityClassName): its tasks' queue
+    queue_name: str | None = None
+    priority_class_name: str | None = None
     # output-only, echoed back by clients
     run_id: str | None = None
     storage_state: str | None = None

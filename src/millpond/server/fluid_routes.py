@@ -38,6 +38,7 @@ from millpond.scheduling.queues import kinds as queue_kinds
 from millpond.scheduling.queues import objects as queue_objects
 from millpond.scheduling.queues import views as queue_views
 from millpond.scheduling.queues.manifests import is_queue_document
+from millpond.server.callers import caller
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
 from millpond.settings import Settings
@@ -250,7 +251,7 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
                       "uid": resource.uid, "action": action, "started": started,
                       "message": f"{info.resource}/{resource.name} {action}"})
     try:
-        done = apply_training(jobs, job_actions, job_store, store)
+        done = apply_training(jobs, job_actions, job_store, store, user=caller(request))
     except UserError as exc:
         raise ApiError(409, _one_line(str(exc))) from None
     for manifest, (kind, name, action) in zip(jobs, done, strict=True):

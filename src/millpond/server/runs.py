@@ -14,6 +14,7 @@ from millpond.pipelines.run_actions import RunStillRunning, refuse_elsewhere
 from millpond.pipelines.run_actions import delete_run as delete_recorded_run
 from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import RunBody
+from millpond.server.callers import caller
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.state import ServerState, state_of
@@ -101,11 +102,12 @@ def retry_run(run_id: str, request: Request) -> dict[str, Any]:
 
 @router.post("/runs")
 def create_run(body: RunBody, request: Request) -> dict[str, Any]:
-    return run_view(submit_run(state_of(request), body), [])
+    return run_view(submit_run(state_of(request), body, caller(request)), [])
 
 
-def submit_run(server: ServerState, body: RunBody) -> Run:
-    """Record a run of ``body``'s inline spec or pipeline version, as ``millpond run`` does, and start its worker."""
+def submit_run(server: ServerState, body: RunBody, user: str = "") -> Run:
+    """Record a run of ``body``'s inline spec or pipeline version, as ``millpond run`` does, and start its worker
+    (its queued tasks record ``user``, the caller)."""
     reference = body.pipeline_version_reference
     config = body.runtime_config
     request = StartRequest(
@@ -115,6 +117,7 @@ def submit_run(server: ServerState, body: RunBody) -> Run:
         parameters=dict(config.parameters or {}) if config else {},
         pipeline_root=config.pipeline_root if config and config.pipeline_root else None,
         experiment_id=body.experiment_id or None,
+        queue=body.queue_name or "", priority=body.priority_class_name or "", user=user,
     )
     return start_run(server.store, server.pipelines, server.settings, request, server.executor.start)
 

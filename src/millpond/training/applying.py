@@ -63,14 +63,15 @@ def plan_actions(manifests: list[TrainingManifest], store: JobStore) -> list[str
 
 
 def apply(manifests: list[TrainingManifest], actions: list[str], store: JobStore,
-          resources: ResourceStore) -> list[tuple[TrainingKind, str, str]]:
-    """Store the runtimes, submit the new jobs: (kind, name, action) for each, in order."""
+          resources: ResourceStore, user: str = "") -> list[tuple[TrainingKind, str, str]]:
+    """Store the runtimes, submit the new jobs (as ``user``: the API caller; "": the OS user): (kind, name,
+    action) for each, in order."""
     done = []
     for manifest, action in zip(manifests, actions, strict=True):
         if manifest.spec is None:
             [(_, action)] = resources.apply([manifest.body])
         elif action == "created":
-            jobs.submit(manifest.spec, store, as_manifest=True)
+            jobs.submit(manifest.spec, store, as_manifest=True, user=user)
         done.append((manifest.info, manifest.name, action))
     return done
 

@@ -15,6 +15,8 @@ from millpond.durations import parse_go_duration
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.scheduling.ledger import GpuShare, Request
+from millpond.scheduling.queues.model import PRIORITY_LABEL, QUEUE_LABEL
+from millpond.scheduling.queues.submission import check_queue_name
 from millpond.training.spec import (
     CleanTaskPolicy,
     DataBinding,
@@ -251,6 +253,9 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
     if args.working_dir and not args.working_dir.startswith("/"):
         raise UserError(f"--working-dir {args.working_dir!r} must be an absolute path")
     targets: set[str] = set()
+    labels = pairs(args.labels, "--label")
+    queue = _from_label(args.queue, "--queue", labels, QUEUE_LABEL)
+    priority = _from_label(args.priority, "--priority", labels, PRIORITY_LABEL)
     data = tuple(DataBinding(n, p) for n, p in _bindings(args.data, "--data", targets))
     data_dirs = tuple(HostBinding(h, p) for h, p in _bindings(args.data_dirs, "--data-dir", targets))
     return JobSpec(
@@ -259,11 +264,20 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
         data=data, data_dirs=data_dirs,
         retry=args.retry, running_timeout_s=_seconds(args.running_timeout, "--running-timeout"),
         ttl_after_finished_s=_seconds(args.ttl_after_finished, "--ttl-after-finished"),
-        clean_task_policy=policy, nproc_per_node=args.nproc_per_node or None, priority=args.priority,
-        queue=args.queue, labels=pairs(args.labels, "--label"), annotations=pairs(args.annotations, "--annotation"),
+        clean_task_policy=policy, nproc_per_node=args.nproc_per_node or None, priority=priority,
+        queue=check_queue_name(queue), labels=labels, annotations=pairs(args.annotations, "--annotation"),
         share_memory=parse_bytes(args.share_memory, "--share-memory") if args.share_memory else 0,
         ray_address=_ray_address(args, trainer), ray_placement=_placement(args),
     )
+
+
+def _from_label(flag_value: str, flag: str, labels: tuple[tuple[str, str], ...], label: str) -> str:
+    """``--queue``/``--priority``, or the Kueue label that says the same (``-l kueue.x-k8s.io/queue-name=Q``,
+    how Arena's users reach Kueue); both given and different is refused."""
+    named = dict(labels).get(label, "")
+    if flag_value and named and named != flag_value:
+        raise UserError(f"{flag} {flag_value} and --label {label}={named} name different ones; give one")
+    return flag_value or named
 
 
 RAY_ADDRESS_VAR = "MILLPOND_RAY_ADDRESS"

@@ -16,7 +16,10 @@ from millpond.store.training import InstanceRecord, JobRecord
 from millpond.training.kinds import job_kind
 
 _ACTIVE = frozenset({"Pending", "Running"})
-WAITING = frozenset({"Queuing", "WaitingForDataset"})  # the supervisor's reasons while it waits QUEUING
+# Kueue's reasons for an Evicted workload: while the job waits to be admitted again, an Evicted condition says why
+EVICTED = frozenset({"Preempted", "ClusterQueueStopped", "LocalQueueStopped", "Evicted"})
+# the supervisor's reasons while it waits QUEUING (Kueue's Pending: its queue has no room yet)
+WAITING = frozenset({"Queuing", "WaitingForDataset", "Pending", "WorkloadPriorityClassNotFound"}) | EVICTED
 
 
 def _stamp(moment: dt.datetime | None) -> str | None:
@@ -37,11 +40,15 @@ def conditions(job: JobRecord) -> list[dict[str, Any]]:
     if job.status == "QUEUING" and job.reason in WAITING and job.message:
         created = f"{created} Waiting: {job.message}"  # what its pods would show as Pending, and why
     found = [_condition(kind, "Created", job.created_at, created)]
+    evicted = job.status == "QUEUING" and job.reason in EVICTED  # Kueue took its quota back: it waits again
     trainjob = kind == "TrainJob"
     ran = job.started_at is not None and not trainjob
     if ran:
         found.append(_condition(kind, "Running", job.started_at, f"{kind} {name} is running.",
-                                status="False" if job.finished else "True"))
+                                status="False" if job.finished or evicted else "True"))
+    if evicted:  # as Kueue's Workload shows it until it is admitted again: the last condition, kubectl's STATE
+        found.append(_condition(kind, "Evicted", job.started_at or job.created_at, job.message or "",
+                                reason=job.reason))
     if job.status == "SUCCEEDED":
         what = "Complete" if trainjob else "Succeeded"
         done = job.message or f"{kind} {name} is successfully completed."

@@ -20,10 +20,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
 from millpond.runners.processes import ProcessIdentity
+from millpond.scheduling.queues.submission import check_priority, os_user
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.training import JobRecord, JobStore
@@ -62,6 +64,8 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
         raise UserError(f"--name {spec.name!r} must be a DNS-1123 label: lower case letters, digits and '-'")
     if spec.instance_count < 1:
         raise UserError("a job needs at least one instance (--workers is at least 1)")
+    if not as_manifest:  # Arena looks the priority class up before it creates anything; Kueue's webhook does not
+        check_priority(spec.priority)
     if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
         raise UserError("no command: put the training command after the flags")
     if spec.trainer is Trainer.RAY:  # a driver runs here: the cluster it joins must answer
@@ -89,9 +93,14 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
         raise UserError(f"the job {spec.name} can never run here: {why}")
 
 
-def submit(spec: JobSpec, store: JobStore | None = None, *, as_manifest: bool = False) -> JobRecord:
-    """Record the job QUEUING and start its supervisor; returns at once."""
+def submit(spec: JobSpec, store: JobStore | None = None, *, as_manifest: bool = False,
+           user: str = "") -> JobRecord:
+    """Record the job QUEUING and start its supervisor; returns at once.
+
+    ``user`` is who asked (the server's caller); the spec's own, else this process's OS user.
+    """
     check(spec, as_manifest=as_manifest)
+    spec = replace(spec, user=spec.user or user or os_user())
     store = store or JobStore()
     job = store.create(spec.name, spec.namespace, spec.trainer.value, spec_to_json(spec), "QUEUING",
                        "Submitted", "waiting for its supervisor")

@@ -18,6 +18,8 @@ from millpond.datasets.fields import field_path, show
 from millpond.datasets.schema_check import check_schema_file
 from millpond.documents import plain_value
 from millpond.errors import UserError
+from millpond.scheduling.queues.model import PRIORITY_LABEL, QUEUE_LABEL
+from millpond.scheduling.queues.submission import check_queue_name
 from millpond.store.secrets import check_name
 from millpond.training.builder import RAY_ADDRESS_VAR
 from millpond.training.kinds import KINDS, TrainingKind, check_api_version
@@ -25,7 +27,6 @@ from millpond.training.launch import PLANNERS
 from millpond.training.pod_template import read_pod
 from millpond.training.spec import CleanTaskPolicy, DataBinding, HostBinding, JobSpec, ReplicaSpec, Trainer
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue's label naming a job's LocalQueue
 _USER_METADATA = ("name", "namespace", "labels", "annotations", "generateName")
 _SERVER_METADATA = frozenset({"uid", "creationTimestamp", "resourceVersion", "generation", "managedFields",
                               "selfLink", "finalizers", "ownerReferences", "deletionTimestamp"})
@@ -211,7 +212,13 @@ def _nproc(info: TrainingKind, spec: dict[str, Any]) -> int | None:
 def _job_spec(body: dict[str, Any], trainer: Trainer, replicas: tuple[ReplicaSpec, ...], images: list[str],
               run_policy: dict[str, Any], data: list[DataBinding], data_dirs: list[HostBinding],
               working_dirs: set[str]) -> JobSpec:
-    """What every job kind shares: metadata, runPolicy (clean-up, retries, deadline, TTL, queue)."""
+    """What every job kind shares: metadata, runPolicy (clean-up, retries, deadline, TTL, queue).
+
+    Kueue's labels name the job's LocalQueue and WorkloadPriorityClass; a priority class label
+    wins over ``schedulingPolicy.priorityClass`` (a Kubernetes PriorityClass), as Kueue takes a
+    workload's priority from the label first. ``schedulingPolicy.queue`` is Volcano's queue, not
+    Kueue's: recorded in the manifest, it leaves the job outside Kueue (as Kueue ignores it).
+    """
     metadata = body["metadata"]
     labels = metadata.get("labels") or {}
     scheduling = run_policy.get("schedulingPolicy") or {}
@@ -224,8 +231,9 @@ def _job_spec(body: dict[str, Any], trainer: Trainer, replicas: tuple[ReplicaSpe
         data=tuple(data), data_dirs=tuple(data_dirs), retry=int(run_policy.get("backoffLimit") or 0),
         running_timeout_s=run_policy.get("activeDeadlineSeconds"),
         ttl_after_finished_s=run_policy.get("ttlSecondsAfterFinished"),
-        clean_task_policy=CleanTaskPolicy(clean), priority=str(scheduling.get("priorityClass") or ""),
-        queue=str(labels.get(QUEUE_LABEL) or scheduling.get("queue") or ""),
+        clean_task_policy=CleanTaskPolicy(clean),
+        priority=str(labels.get(PRIORITY_LABEL) or scheduling.get("priorityClass") or ""),
+        queue=check_queue_name(str(labels.get(QUEUE_LABEL) or ""), f"metadata.labels[{QUEUE_LABEL}]"),
         labels=tuple(sorted(labels.items())), annotations=tuple(sorted((metadata.get("annotations") or {}).items())),
         source="manifest", manifest=body,
     )

@@ -95,8 +95,9 @@ class JobSpec:
     clean_task_policy: CleanTaskPolicy = CleanTaskPolicy.RUNNING
     nproc_per_node: int | None = None  # pytorch: run torchrun with this many processes per instance
     slots_per_worker: int | None = None  # mpi: an MPIJob's slotsPerWorker (ranks = workers × slots); None: --gpus or 1
-    priority: str = ""
-    queue: str = ""
+    priority: str = ""  # a WorkloadPriorityClass (-p, the kueue.x-k8s.io/priority-class label)
+    queue: str = ""  # a LocalQueue (--queue, the kueue.x-k8s.io/queue-name label): "" is not managed by Kueue
+    user: str = ""  # who submitted it: the OS user, or the API caller ("" in specs stored before it was recorded)
     labels: tuple[tuple[str, str], ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
     share_memory: int = 0  # bytes of /dev/shm asked for (--share-memory); recorded
@@ -142,6 +143,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
         del data["slots_per_worker"]
     if not spec.ray_address:  # a job on this machine is stored as before cluster mode existed
         del data["ray_address"], data["ray_placement"]
+    if not spec.user:  # a spec read back from before users were recorded is written as it was
+        del data["user"]
     for replica in data["replicas"]:
         if not replica["resources"]["shares"]:  # a job without GPU shares is stored as before they existed
             del replica["resources"]["shares"]
@@ -175,7 +178,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
         ttl_after_finished_s=data.get("ttl_after_finished_s"),
         clean_task_policy=CleanTaskPolicy(data.get("clean_task_policy") or "Running"),
         nproc_per_node=data.get("nproc_per_node"), slots_per_worker=data.get("slots_per_worker"),
-        priority=data.get("priority", ""), queue=data.get("queue", ""),
+        priority=data.get("priority", ""), queue=data.get("queue", ""), user=data.get("user", ""),
         labels=_pairs(data.get("labels")), annotations=_pairs(data.get("annotations")),
         share_memory=int(data.get("share_memory") or 0), ray_address=data.get("ray_address", ""),
         ray_placement=data.get("ray_placement") or "PACK", source=data.get("source", "arena"),

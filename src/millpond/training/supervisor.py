@@ -3,6 +3,9 @@
 Started by ``submit`` in its own session, it outlives the command that submitted the job. It
 records itself (pid + start ticks) in the job's row, then:
 
+0. QUEUING, for a job that names a Kueue queue (``--queue``): submits its workload (all its
+   instances together, ``training.queueing``) and waits until an admission cycle admits it, its
+   reason (``Pending``: Kueue's message, and how many are ahead of it) in the job's row and events;
 1. QUEUING: waits until every dataset it mounts exists (a manifest's claim may name one not
    applied yet), then asks the ledger for everything the job's instances ask for together, and
    waits (the reason in the job's row and events) until it is granted (on a Ray cluster,
@@ -13,7 +16,13 @@ records itself (pid + start ticks) in the job's row, then:
 3. watches them: all exited 0 → SUCCEEDED; one failed → the others are stopped (per
    ``--clean-task-policy``) and the job restarts while ``--retry`` allows, else FAILED;
    ``--running-timeout`` passed → FAILED; SIGTERM (``arena delete``) → instances stopped, FAILED;
-4. stops what is left, releases the mounts and the grant, exits.
+4. stops what is left, releases the mounts and the grant, finishes its workload, exits.
+
+A queued job whose workload Kueue evicts (preempted by a higher priority, its queue drained)
+has its instances stopped (SIGTERM, SIGKILL after the grace period), gives back its grant, goes
+back to its queue (reason ``Preempted``, an ``Evicted`` condition) and, admitted again, starts
+them again with the same command and folders: a job that checkpoints resumes from its last
+checkpoint. An eviction is not a failure: ``--retry`` does not count it.
 
 Every status it writes is conditional on the job still being its own and unfinished, so a
 reader that saw it dead (``status.observed``) and this process never both decide the end.
@@ -35,6 +44,7 @@ from millpond.errors import MillpondError
 from millpond.runners.base import Bind
 from millpond.runners.processes import ProcessIdentity, own_identity
 from millpond.scheduling.ledger import Request
+from millpond.scheduling.queues.submission import eviction_reason
 from millpond.scheduling.share_env import mps_running
 from millpond.store.keys import utcnow
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
@@ -42,6 +52,7 @@ from millpond.training import instances as launching
 from millpond.training.launch import free_port, plan
 from millpond.training.launch_share import with_shares
 from millpond.training.paths import instance_log, job_folder
+from millpond.training.queueing import QueuedJob
 from millpond.training.resources import Allocator, Granted, allocator
 from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
 
@@ -50,6 +61,8 @@ if TYPE_CHECKING:
 
 POLL_S = 0.2
 QUEUE_POLL_S = 1.0
+EVICTION_POLL_S = 0.5  # how often a running queued job reads its workload's row
+EVICTED = "evicted"  # what an attempt returns when Kueue evicted the job's workload (compared by identity)
 
 
 class Supervisor:
@@ -64,6 +77,12 @@ class Supervisor:
         self.stop_reason = ""
         self.followers: dict[str, list[str]] = {}  # instance -> the instances its process starts (MPI ranks)
         self.placement: Placement | None = None  # cluster mode: the job's placement group on Ray
+        self.queued: QueuedJob | None = None  # its Kueue workload, when it names a queue
+        self.evicted = ""  # Kueue's message once the workload was evicted during this admission
+        self.eviction = ""  # the last eviction's message, shown while the job waits to be admitted again
+        self.next_eviction_check = 0.0
+        self.said: tuple[str, str] = ("", "")  # the last waiting reason told in an event
+        self.attempt = 0  # attempts so far, across evictions (the instances' restarts)
         self.ledger: Allocator | None = None  # this machine's ledger (local mode)
 
     # ---------------------------------------------------------------- status
@@ -82,14 +101,31 @@ class Supervisor:
 
     def run(self) -> None:
         self.store.set_supervisor(self.job.uid, *self.me)
-        if self.spec.instances_on_ray:
-            self._run_on_cluster()
-            return
+        self.queued = QueuedJob(self.job, self.spec) if self.spec.queue else None
+        try:
+            while True:
+                if self.queued is not None and not self.queued.admit(self.stopping, self._pending):
+                    self._end_stopped()
+                    return
+                self.evicted = ""
+                if self.spec.instances_on_ray:
+                    self._run_on_cluster()
+                else:
+                    self._run_here()
+                if not self.evicted or self.queued is None:
+                    return
+                self._requeue(self.queued)
+        finally:
+            if self.queued is not None:
+                self.queued.finish(f"the job ended: {self.stop_reason or 'done'}")
+
+    def _run_here(self) -> None:
         ledger = self.ledger = allocator()
         wanted = self.spec.total
         grant = self._queue(ledger, wanted)
         if grant is None:
-            self._end_stopped()
+            if not self.evicted:
+                self._end_stopped()
             return
         fallback = ledger.fallback_warning(wanted)
         if fallback:
@@ -103,6 +139,37 @@ class Supervisor:
                 self.event("JobFailed", str(exc), "Warning")
         finally:
             ledger.release(grant.id)
+
+    # ---------------------------------------------------------------- Kueue
+
+    def _pending(self, reason: str, message: str, place: str) -> None:
+        """Why the job's workload waits for its queue (after an eviction: that first, then why), in its status
+        with its place in the queue; an event when the reason itself changes, not at each move up the queue."""
+        if self.eviction:
+            reason, message = eviction_reason(self.eviction), f"{self.eviction}; requeued: {message}"
+        self.status("QUEUING", reason, f"{message} ({place})" if place else message)
+        if (reason, message) != self.said:
+            self.said = (reason, message)
+            self.event(reason, message, "Warning" if reason != "Pending" else "Normal")
+
+    def _check_evicted(self) -> bool:
+        """Whether Kueue told the job to stop (polled at most every EVICTION_POLL_S while it runs)."""
+        if self.queued is None or self.evicted:
+            return bool(self.evicted)
+        now = time.monotonic()
+        if now < self.next_eviction_check:
+            return False
+        self.next_eviction_check = now + EVICTION_POLL_S
+        self.evicted = self.queued.evicted() or ""
+        return bool(self.evicted)
+
+    def _requeue(self, queued: QueuedJob) -> None:
+        """After an eviction: the processes are stopped; back to the queue, as Kueue requeues the workload."""
+        self.eviction = self.evicted
+        reason = eviction_reason(self.evicted)
+        self.event("Evicted", f"{reason}: {self.evicted}; its instances were stopped and it is requeued", "Warning")
+        self.status("QUEUING", reason, f"{self.evicted}; requeued")
+        queued.requeue()
 
     def _run_on_cluster(self) -> None:
         """Cluster mode: Ray's placement group is the job's grant (QUEUING until every bundle is placed)."""
@@ -129,7 +196,7 @@ class Supervisor:
         """Wait QUEUING until every dataset it mounts exists and the ledger grants the whole job;
         None when stopped meanwhile."""
         said = ""
-        while not self.stopping.is_set():
+        while not self.stopping.is_set() and not self._check_evicted():
             missing = self._missing_datasets()
             grant = None if missing else ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
             if grant is not None:
@@ -182,24 +249,31 @@ class Supervisor:
         return folder
 
     def _attempts(self, grant: Granted, binds: list[Bind]) -> None:
+        """Run the job, restarting it after a failure while ``--retry`` allows; an eviction ends this
+        admission's attempts without a final status (the job goes back to its queue, its failures uncounted)."""
         deadline = (time.monotonic() + self.spec.running_timeout_s) if self.spec.running_timeout_s else None
-        attempt = 0
+        failures = 0
         while True:
             if self.stopping.is_set():  # stopped while its datasets were being mounted, or between attempts
                 self._end_stopped()
                 return
-            outcome = self._attempt(attempt, grant, binds, deadline)
+            if self._check_evicted():
+                return
+            outcome = self._attempt(self.attempt, grant, binds, deadline)
+            self.attempt += 1
+            if outcome is EVICTED:
+                return
             if outcome is None:
                 if self.status("SUCCEEDED", "JobSucceeded", f"{self.job.name} succeeded"):
                     self.event("JobSucceeded", f"all {self.spec.instance_count} instances exited 0")
                 return
-            final = self.stopping.is_set() or attempt >= self.spec.retry
+            final = self.stopping.is_set() or failures >= self.spec.retry
             if final:
                 if self.status("FAILED", "JobFailed", outcome):
                     self.event("JobFailed", outcome, "Warning")
                 return
-            attempt += 1
-            self.event("Restarting", f"{outcome}; restarting (retry {attempt} of {self.spec.retry})", "Warning")
+            failures += 1
+            self.event("Restarting", f"{outcome}; restarting (retry {failures} of {self.spec.retry})", "Warning")
 
     def _attempt(self, attempt: int, grant: Granted, binds: list[Bind], deadline: float | None) -> str | None:
         """Run every instance once: None when all exited 0, else why the attempt failed.
@@ -287,6 +361,8 @@ class Supervisor:
                 return None
             if self.stopping.is_set():
                 return self.stop_reason
+            if self._check_evicted():
+                return EVICTED
             if deadline is not None and time.monotonic() > deadline:
                 self.stopping.set()
                 return f"running timeout: the job ran longer than {self.spec.running_timeout_s}s (--running-timeout)"

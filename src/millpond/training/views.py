@@ -104,6 +104,7 @@ def job_info(job: JobRecord, instances: list[InstanceRecord],
         "name": job.name, "namespace": job.namespace, "uuid": job.uid, "duration": short_duration(duration_s(job)),
         "status": job.status, "trainer": job.trainer, "tensorboard": "", "chiefName": chief,
         "priority": job.spec.get("priority") or "N/A",
+        **_queueing(job),
         "requestGPUs": requested_gpus(job), "allocatedGPUs": allocated_gpus(job),
         "creationTimestamp": int(job.created_at.timestamp()),
         "instances": [instance_info(i, metrics, shares.get(i.role)) for i in instances],
@@ -112,6 +113,15 @@ def job_info(job: JobRecord, instances: list[InstanceRecord],
         info["requestGPUMemory"] = sum(
             int(r.get("replicas", 0)) * shares.get(str(r.get("role")), (0, 0))[0] for r in job.spec["replicas"])
     return info
+
+
+def _queueing(job: JobRecord) -> dict[str, str]:
+    """Kueue's side of a job (millpond's additions to Arena's info): its LocalQueue, who submitted it, and
+    while it is QUEUING why it waits (Kueue's reason, then the message: the quota short, how many are ahead)."""
+    found = {key: str(job.spec[key]) for key in ("queue", "user") if job.spec.get(key)}
+    if job.status == "QUEUING" and job.message:
+        found["waiting"] = f"{job.reason}: {job.message}" if job.reason else job.message
+    return found
 
 
 def event_info(event: EventRecord) -> dict[str, Any]:

@@ -701,8 +701,8 @@ function jobsList(main) {
   const body = h("tbody");
   main.append(h("h1", {}, "Training jobs"),
     h("table", { id: "jobs" },
-      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Namespace"), h("th", {}, "Status"), h("th", {}, "Trainer"),
-        h("th", {}, "Duration"), h("th", {}, "GPUs (allocated/requested)"), h("th", {}, "Instances"))),
+      h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Namespace"), h("th", {}, "Status"), h("th", {}, "Queue"),
+        h("th", {}, "Trainer"), h("th", {}, "Duration"), h("th", {}, "GPUs (allocated/requested)"), h("th", {}, "Instances"))),
       body));
   every(REFRESH_MS, async () => {
     const token = routeToken;
@@ -717,11 +717,13 @@ function jobsList(main) {
     body.replaceChildren(...rows.map((job) => {
       const href = `#/jobs/${jobPath(job.namespace, job.name)}`;
       return h("tr", { className: "run-row job-row", "data-job": `${job.namespace}/${job.name}`, onclick: () => { location.hash = href; } },
-        h("td", {}, h("a", { href }, job.name)), h("td", {}, job.namespace), h("td", {}, stateBadge(job.status)),
-        h("td", {}, String(job.trainer || "").toUpperCase()), h("td", {}, job.duration),
+        h("td", {}, h("a", { href }, job.name)), h("td", {}, job.namespace),
+        // a queued job's reason under its state: Kueue's users most ask why a job waits
+        h("td", { className: "wrap" }, stateBadge(job.status), job.waiting ? h("div", { className: "muted waiting" }, job.waiting) : ""),
+        h("td", {}, job.queue || ""), h("td", {}, String(job.trainer || "").toUpperCase()), h("td", {}, job.duration),
         h("td", { className: "gpus" }, `${job.allocatedGPUs}/${job.requestGPUs}`), h("td", {}, String((job.instances || []).length)));
     }));
-    if (!rows.length) body.append(h("tr", {}, h("td", { colspan: 7, className: "muted" }, "No training jobs. Submit one with arena submit pytorch.")));
+    if (!rows.length) body.append(h("tr", {}, h("td", { colspan: 8, className: "muted" }, "No training jobs. Submit one with arena submit pytorch.")));
   });
 }
 
@@ -772,6 +774,9 @@ function jobDetail(main, namespace, name) {
         h("div", {}, "Trainer"), h("div", {}, String(job.trainer || "").toUpperCase()),
         h("div", {}, "Duration"), h("div", {}, job.duration),
         h("div", {}, "Priority"), h("div", {}, job.priority),
+        h("div", {}, "Queue"), h("div", {}, job.queue || "none (not managed by Kueue)"),
+        h("div", {}, "User"), h("div", {}, job.user || ""),
+        ...(job.waiting ? [h("div", {}, "Waiting"), h("div", { id: "job-waiting", className: "wrap" }, job.waiting)] : []),
         h("div", {}, "GPUs"), h("div", {}, `${job.allocatedGPUs} allocated of ${job.requestGPUs} requested`),
         h("div", {}, "UID"), h("div", {}, job.uuid)));
     instances.replaceChildren(...(job.instances || []).map((i) => h("tr", { "data-instance": i.name },
