@@ -19,6 +19,7 @@ from millpond.datasets import kinds as fluid_kinds  # noqa: F401 - registers Flu
 from millpond.datasets.mount_points import parse_mount_point
 from millpond.errors import UserError
 from millpond.kinds import REGISTRY
+from millpond.scheduling.queues import kinds as queue_kinds  # noqa: F401 - the table holds every owner's kinds
 from millpond.store.secrets import ConfigStore
 from millpond.training import kinds as training_kinds  # noqa: F401 - the table holds every owner's kinds
 
@@ -436,6 +437,8 @@ def test_secret_values_stay_out_of_output_and_database(cli, home: Path, tmp_path
     ("vineyardruntime", "VineyardRuntime"), ("dataset.v1alpha1.data.fluid.io", "Dataset"),
     ("pytorchjobs", "PyTorchJob"), ("MPIJob", "MPIJob"), ("tfjob.kubeflow.org", "TFJob"),
     ("trainjobs.v1alpha1.trainer.kubeflow.org", "TrainJob"), ("clustertrainingruntimes", "ClusterTrainingRuntime"),
+    ("cq", "ClusterQueue"), ("queues", "LocalQueue"), ("rf", "ResourceFlavor"), ("wpc", "WorkloadPriorityClass"),
+    ("cohorts.v1beta1.kueue.x-k8s.io", "Cohort"),
 ])
 def test_every_kind_resolves_by_kubectls_names(text: str, kind: str) -> None:
     assert REGISTRY.resolve(text).kind == kind
@@ -444,7 +447,7 @@ def test_every_kind_resolves_by_kubectls_names(text: str, kind: str) -> None:
 def test_an_unknown_kind_is_one_line_naming_every_known_kind() -> None:
     with pytest.raises(UserError, match="unknown resource type 'pods': use one of dataset \\(datasets\\)") as info:
         REGISTRY.resolve("pods")
-    assert "\n" not in str(info.value) and str(info.value).endswith("clustertrainingruntime (clustertrainingruntimes)")
+    assert "\n" not in str(info.value) and str(info.value).endswith("cohort (cohorts)")
     with pytest.raises(UserError, match="CacheRuntimeClass is a cluster-wide template"):
         REGISTRY.resolve("cacheruntimeclasses")
 

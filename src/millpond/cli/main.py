@@ -17,6 +17,7 @@ from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
 from millpond.cli.failures import exit_on
 from millpond.cli.processes import ps_command
+from millpond.cli.queues import queue_group
 from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
 from millpond.cli.server import server_command
@@ -172,6 +173,7 @@ app.add_command(server_command)
 app.add_command(ps_command)
 app.add_command(config_group)
 app.add_command(arena_group, "train")
+app.add_command(queue_group)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,7 +1,8 @@
 """``millpond apply -f``, ``millpond get`` and ``millpond delete``: manifests as kubectl handles them.
 
-Fluid's kinds (``datasets.kinds``) and Kubeflow's training kinds (``training.kinds``, handled
-in ``training_resources``) share these commands: a kind's name (``get``/``delete``) or a
+Fluid's kinds (``datasets.kinds``), Kubeflow's training kinds (``training.kinds``, handled
+in ``training_resources``) and Kueue's queueing kinds (``scheduling.queues.kinds``, handled in
+``queue_resources``) share these commands: a kind's name (``get``/``delete``) or a
 document's ``kind:`` (``apply``) is looked up in the one table of kinds, ``millpond.kinds``,
 and goes to its owner's checks; nothing is stored unless every document of the apply passes.
 
@@ -42,9 +43,10 @@ def _dataset_deleted(name: str, namespace: str) -> None:
 
 
 def _kinds() -> "KindTable":
-    """The table of kinds, filled by both owners (importing their kinds modules registers them)."""
+    """The table of kinds, filled by every owner (importing their kinds modules registers them)."""
     from millpond.datasets import kinds as fluid_kinds  # noqa: F401 - registers Fluid's kinds
     from millpond.kinds import REGISTRY
+    from millpond.scheduling.queues import kinds as queue_kinds  # noqa: F401 - registers Kueue's kinds
     from millpond.training import kinds as training_kinds  # noqa: F401 - registers Kubeflow's kinds
 
     return REGISTRY
@@ -60,13 +62,17 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     """Create or update objects from manifests: all of them, or none.
 
     Fluid's kinds (data.fluid.io/v1alpha1), Kubeflow's training jobs (kubeflow.org/v1 PyTorchJob,
-    MPIJob, TFJob; trainer.kubeflow.org/v1alpha1 TrainJob) and training runtimes. Data operations
-    and jobs start at once, in the background (a data operation after the step its runAfter names).
+    MPIJob, TFJob; trainer.kubeflow.org/v1alpha1 TrainJob), training runtimes and Kueue's queueing
+    objects (kueue.x-k8s.io ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass,
+    Cohort; v1beta2 or v1beta1). Data operations and jobs start at once, in the background (a data
+    operation after the step its runAfter names).
     """
+    from millpond.cli import queue_resources as queues
     from millpond.cli import training_resources as training
     from millpond.datasets.kinds import KINDS
     from millpond.datasets.manifests import check_documents, missing_dataset_notes, read_documents
     from millpond.errors import UserError
+    from millpond.scheduling.queues.manifests import is_queue_document
     from millpond.settings import load_settings
     from millpond.store.resources import ResourceStore
     from millpond.store.secrets import ConfigStore
@@ -82,8 +88,11 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
         entry = kinds.named(doc.get("kind")) if isinstance(doc, dict) else None
         return entry is not None and entry.owner == "training"
 
-    manifests = check_documents([d for d in documents if not is_training(d[2])], ConfigStore(settings.home))
+    queue_manifests = queues.check([d for d in documents if is_queue_document(d[2])], store)
+    manifests = check_documents([d for d in documents if not is_training(d[2]) and not is_queue_document(d[2])],
+                                ConfigStore(settings.home))
     jobs, job_actions = training.check([d for d in documents if is_training(d[2])], store)
+    queues.apply(queue_manifests, store)  # first: a job of this batch may name one of its queues
     notes = [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
     started = []
@@ -108,13 +117,13 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
               help="A table, or the whole objects as JSON or YAML.")
 def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
-    """Show objects of KIND (dataset, alluxioruntime, dataload, pytorchjob, trainjob, …), or the one named NAME."""
+    """Show objects of KIND (dataset, dataload, pytorchjob, trainjob, clusterqueue, localqueue, …), or the one NAME."""
     from millpond.cli.resource_tables import COLUMNS, format_table, row
     from millpond.store.resources import ResourceStore
 
     entry = _kinds().resolve(kind)
-    if entry.owner == "training":
-        _get_training(entry.kind, name, namespace, all_namespaces, output)
+    if entry.owner in ("training", "scheduling.queues"):
+        _get_owned(entry.owner, entry.kind, name, namespace, all_namespaces, output)
         return
     from millpond.datasets.kinds import KINDS
 
@@ -146,12 +155,20 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
     sys.stdout.write(format_table(headers, rows))
 
 
-def _get_training(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
-    from millpond.cli import training_resources
+def _get_owned(owner: str, kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
+    """``get`` of a training or Kueue kind: its owner's module finds and lays out the objects."""
     from millpond.cli.resource_tables import format_table
-    from millpond.training.kinds import KINDS
 
-    found = training_resources.get(KINDS[kind], name, namespace, all_namespaces, output)
+    if owner == "training":
+        from millpond.cli import training_resources
+        from millpond.training.kinds import KINDS
+
+        found = training_resources.get(KINDS[kind], name, namespace, all_namespaces, output)
+    else:
+        from millpond.cli import queue_resources
+        from millpond.scheduling.queues.kinds import KINDS as QUEUE_KINDS
+
+        found = queue_resources.get(QUEUE_KINDS[kind], name, namespace, all_namespaces, output)
     if found is None:
         where = "any namespace" if all_namespaces else f"{namespace} namespace"
         print(f"No resources found in {where}.", file=sys.stderr)
@@ -184,6 +201,12 @@ def delete_command(kind: str, name: str, namespace: str) -> None:
         from millpond.training.kinds import KINDS
 
         training_resources.delete(KINDS[entry.kind], name, namespace)
+        return
+    if entry.owner == "scheduling.queues":
+        from millpond.cli import queue_resources
+        from millpond.scheduling.queues.kinds import KINDS as QUEUE_KINDS
+
+        queue_resources.delete(QUEUE_KINDS[entry.kind], name, namespace)
         return
     if not ResourceStore().delete(entry.kind, name, namespace):
         raise NotFoundError(entry.not_found(name, namespace))

@@ -22,8 +22,8 @@ def field_path(parts: Iterable[str | int]) -> str:
             text += f"[{part}]"
         elif _PLAIN_KEY.fullmatch(part):
             text += f".{part}" if text else part
-        else:
-            text += f"[{part}]"
+        else:  # a newline or control character in a key stays escaped: the error stays one line
+            text += f"[{part if part.isprintable() else part.encode('unicode_escape').decode('ascii')}]"
     return text
 
 

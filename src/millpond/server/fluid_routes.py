@@ -1,11 +1,11 @@
-"""millpond's own routes, under ``/apis/millpond/v1``: Fluid and Kubeflow objects, secrets and config maps.
+"""millpond's own routes, under ``/apis/millpond/v1``: Fluid, Kubeflow and Kueue objects, secrets, config maps.
 
 What ``millpond apply -f``, ``millpond get -o json`` and ``millpond delete`` do, over HTTP,
 through the same store, the same checks and the same table of kinds (``millpond.kinds``):
 
 - ``GET /datasets``, ``GET /datasets/{name}``: Datasets with their status (cache percentage…).
 - ``GET /{kind}``, ``GET /{kind}/{name}``: any kind by a name kubectl accepts
-  (``alluxioruntimes``, ``dataload``, ``load``, ``pytorchjobs``…), as ``millpond get KIND -o json``
+  (``alluxioruntimes``, ``dataload``, ``load``, ``pytorchjobs``, ``clusterqueues``…), as ``millpond get KIND -o json``
   shows it.
 - ``DELETE /{kind}/{name}``: remove one object (a dataset's cache goes with it; a job's
   processes are stopped).
@@ -29,10 +29,15 @@ from millpond.datasets.cleanup import dataset_deleted
 from millpond.datasets.kinds import KINDS
 from millpond.datasets.manifests import _parse, check_document, missing_dataset_notes
 from millpond.datasets.operations.liveness import reconcile_all
+from millpond.datasets.schema_check import check_schema_file
 from millpond.datasets.status import resource_status
 from millpond.documents import load_json
 from millpond.errors import UserError
 from millpond.kinds import REGISTRY, KindName
+from millpond.scheduling.queues import kinds as queue_kinds
+from millpond.scheduling.queues import objects as queue_objects
+from millpond.scheduling.queues import views as queue_views
+from millpond.scheduling.queues.manifests import is_queue_document
 from millpond.server.callers import caller
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
@@ -97,10 +102,20 @@ def _training(request: Request, info: KindName, name: str | None, namespace: str
                                        state_of(request).jobs, _store(request))
 
 
+def _queue_statuses(request: Request, info: KindName) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Kueue's status of the ClusterQueues and LocalQueues (workloads pending and admitted, usage)."""
+    if info.kind not in ("ClusterQueue", "LocalQueue"):
+        return {}
+    return queue_views.statuses(*queue_views.current(state_of(request).settings))
+
+
 def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) -> dict[str, Any]:
     info = _kind(kind)
     if info.owner == "training":
         return _training(request, info, None, namespace, all_namespaces)
+    if info.owner == queue_kinds.OWNER:
+        return queue_objects.as_objects(queue_kinds.KINDS[info.kind], None, namespace, all_namespaces,
+                                        _store(request), _queue_statuses(request, info))
     store = _store(request)
     resources = store.list(info.kind, None if all_namespaces else namespace)
     return {"apiVersion": "v1", "kind": "List", "items": [r.as_object(resource_status(r, store)) for r in resources]}
@@ -110,6 +125,9 @@ def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str,
     info = _kind(kind)
     if info.owner == "training":
         return _training(request, info, name, namespace, False)
+    if info.owner == queue_kinds.OWNER:  # NotFoundError: 404
+        return queue_objects.as_objects(queue_kinds.KINDS[info.kind], name, namespace, False, _store(request),
+                                        _queue_statuses(request, info))
     store = _store(request)
     found = store.get(info.kind, name, namespace)
     if found is None:
@@ -203,19 +221,27 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
     secrets = ConfigStore(settings.home)
     store, job_store = _store(request), state_of(request).jobs
     try:
+        queues = queue_objects.check([(_SOURCE, number, doc) for number, doc in documents if is_queue_document(doc)],
+                                     store, check_schema_file)
         manifests = [check_document(doc, _SOURCE, number, secrets)
-                     for number, doc in documents if not _is_training(doc)]
+                     for number, doc in documents if not _is_training(doc) and not is_queue_document(doc)]
         jobs, job_actions = training_objects.check(
             [(_SOURCE, number, doc) for number, doc in documents if _is_training(doc)], store, job_store)
     except UserError as exc:
         raise ApiError(400, _one_line(str(exc))) from None
-    notes = [note for manifest in manifests for note in manifest.notes]
+    notes = [f"{queue.info.kind} {queue.name}: {note}" for queue in queues for note in queue.notes]
+    notes += queue_objects.missing_notes(queues, store)
+    notes += [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
+    items = []
     try:
+        for queue, (info, name, action) in zip(queues, queue_objects.apply(queues, store) if queues else [],
+                                               strict=True):
+            items.append({"kind": info.kind, "name": name, "namespace": queue.namespace, "action": action,
+                          "started": False, "message": f"{info.resource}/{name} {action}"})
         applied = store.apply([manifest.body for manifest in manifests])
     except UserError as exc:
         raise ApiError(409, _one_line(str(exc))) from None
-    items = []
     for resource, action in applied:
         info = KINDS[resource.kind]
         started = info.category == "operation" and action != "unchanged"
@@ -257,6 +283,8 @@ def delete_object(kind: str, name: str, request: Request, namespace: str = "defa
     if info.owner == "training":
         training_objects.delete(training_kinds.KINDS[info.kind], name, namespace, state_of(request).jobs,
                                 _store(request))  # NotFoundError: 404
+    elif info.owner == queue_kinds.OWNER:
+        queue_objects.delete(queue_kinds.KINDS[info.kind], name, namespace, _store(request))
     elif not _store(request).delete(info.kind, name, namespace):
         raise _not_found(info, name, namespace)
     if info.kind == "Dataset":

@@ -9,6 +9,9 @@ task's place in the pipeline, its dependencies, its inputs and outputs) nor the 
   recorded for it (state, cache hit, inputs, outputs, error, times).
 - ``GET /ui-api/runs/{run_id}/tasks/{task_id}/log?offset=N``: the task's log from byte ``N``,
   as ``millpond runs logs`` reads it; the UI follows it by asking again from the returned offset.
+- ``GET /ui-api/queues``: every ClusterQueue as ``millpond queue list -o json`` shows it (quota and
+  usage per flavor and resource as quantities, policies, the LocalQueues reaching it, the
+  workloads holding quota and the pending ones with reason and position), for the Queues page.
 - ``GET /ui-api/runs/{run_id}/artifacts?uri=URI``: the content of one output artifact file, for
   the previews (Markdown, HTML, images). Only a URI the store recorded for this run (an artifact
   row, or an artifact in one of its tasks' outputs) is read, never an arbitrary path; at most
@@ -63,6 +66,14 @@ def static_file(name: str) -> FileResponse:
     if "/" in name or name.startswith(".") or path.suffix not in _TYPES or not path.is_file():
         raise ApiError(404, f"no UI file {name!r}")
     return FileResponse(path, media_type=_TYPES[path.suffix], headers={"Cache-Control": "no-cache"})
+
+
+@router.get("/ui-api/queues", tags=["UI"])
+def queues(request: Request) -> dict[str, Any]:
+    """The Queues page: every ClusterQueue's quota and usage, policies, LocalQueues, holders and pending workloads."""
+    from millpond.scheduling.queues.views import current, queue_views
+
+    return {"queues": queue_views(*current(state_of(request).settings))}
 
 
 @router.get("/ui-api/runs/{run_id}/graph", tags=["UI"])
