@@ -203,13 +203,18 @@ def test_waiter_sees_reason_and_position_changes_and_can_be_cancelled() -> None:
     assert store.get(second.id).state == ADMITTED and store.get(third.id).position == 0
 
 
-def test_queue_usage_and_kueue_metrics_show_quota_usage_and_the_waiting_in_order() -> None:
-    """One read (queues.usage) for `millpond queue`, the UI and /metrics: usage against quota, who waits."""
+def test_queue_members_and_kueue_metrics_show_quota_usage_and_the_waiting_in_order() -> None:
+    """One read (queues.views) for `millpond queue`, the UI and /metrics: usage against quota, who waits."""
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from millpond.scheduling.queues.usage import queue_usage
+    from millpond.scheduling.queues import views
     from millpond.server.metrics import registry_for
+
+    def team() -> tuple[list, list, dict]:
+        objects, workloads = views.current(load_settings())
+        holding, waiting = views.members(objects.cluster_queues["team"], objects, workloads)
+        return holding, waiting, views.usage_of(holding)
 
     apply_queues(gpus=3)
     held = [new(f"held-{i}", holder="") for i in range(2)]  # 2 of 3 GPUs
@@ -217,13 +222,12 @@ def test_queue_usage_and_kueue_metrics_show_quota_usage_and_the_waiting_in_order
     small = new("small", gpus=1, holder="")  # fits (BestEffortFIFO lets it past big)
     late = new("late", gpus=1, holder="")  # waits behind big
     run_cycle(load_settings())
-    (team,) = queue_usage(load_settings())
-    assert team.name == "team" and team.strategy == "BestEffortFIFO"
-    assert [(r.flavor, r.resource, r.nominal, r.used) for r in team.resources] == [("default", GPU, 3000, 3000)]
-    assert sorted(w.name for w in team.admitted) == ["held-0", "held-1", "small"]
-    assert [w.name for w in team.pending] == ["big", "late"]
-    assert [w.position for w in team.pending] == [0, 1] and all(w.reason for w in team.pending)
-    assert {w.id for w in team.pending} == {big.id, late.id} and small.id not in {w.id for w in team.pending}
+    holding, waiting, used = team()
+    assert used == {("default", GPU): 3000}
+    assert sorted(w.name for w in holding) == ["held-0", "held-1", "small"]
+    assert [w.name for w in waiting] == ["big", "late"]
+    assert [w.position for w in waiting] == [0, 1] and all(w.reason for w in waiting)
+    assert {w.id for w in waiting} == {big.id, late.id} and small.id not in {w.id for w in waiting}
 
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -238,7 +242,7 @@ def test_queue_usage_and_kueue_metrics_show_quota_usage_and_the_waiting_in_order
     assert samples[("kueue_pending_workloads", (("cluster_queue", "team"), ("status", "active")))] == 0
     for record in held:
         release(load_settings(), record.id)
-    (team,) = queue_usage(load_settings())
+    holding, waiting, used = team()
     # BestEffortFIFO: the first freed GPU goes to late (big still does not fit), as in Kueue
-    assert sorted(w.name for w in team.admitted) == ["late", "small"] and [w.name for w in team.pending] == ["big"]
-    assert team.resources[0].used == 2000
+    assert sorted(w.name for w in holding) == ["late", "small"] and [w.name for w in waiting] == ["big"]
+    assert used == {("default", GPU): 2000}

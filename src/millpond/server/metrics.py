@@ -204,7 +204,7 @@ class MillpondCollector(Collector):
     # --- Kueue's queues ---------------------------------------------------------------------------------
     def _queues(self) -> Iterator[Metric]:
         from millpond.errors import MillpondError
-        from millpond.scheduling.queues.usage import queue_usage
+        from millpond.scheduling.queues import views
 
         pending = GaugeMetricFamily("kueue_pending_workloads", "Workloads waiting in the ClusterQueue "
                                     "(status: active = not tried by a cycle yet, inadmissible = tried and "
@@ -217,19 +217,23 @@ class MillpondCollector(Collector):
         usage = GaugeMetricFamily("kueue_cluster_queue_resource_usage", "What the ClusterQueue's admitted "
                                   "workloads hold (borrowed quota included).", labels=labels)
         try:
-            queues = queue_usage(self.settings)
+            objects, workloads = views.current(self.settings)
         except (MillpondError, OSError) as exc:  # a stored object that no longer converts: the rest still scrapes
             log.warning("metrics: queues: %s", exc)
-            queues = []
-        for queue in queues:
-            tried = sum(1 for w in queue.pending if w.reason)  # a cycle wrote why it waits
-            pending.add_metric([queue.name, "active"], queue.pending_count - tried)
-            pending.add_metric([queue.name, "inadmissible"], tried)
-            admitted.add_metric([queue.name], len(queue.admitted))
-            for row in queue.resources:
-                names = [queue.cohort or "", queue.name, row.flavor, row.resource]
-                nominal.add_metric(names, row.nominal / 1000)
-                usage.add_metric(names, row.used / 1000)
+            objects, workloads = None, []
+        for name, queue in sorted(objects.cluster_queues.items()) if objects is not None else []:
+            holding, waiting = views.members(queue, objects, workloads)
+            tried = sum(1 for w in waiting if w.reason)  # a cycle wrote why it waits
+            pending.add_metric([name, "active"], len(waiting) - tried)
+            pending.add_metric([name, "inadmissible"], tried)
+            admitted.add_metric([name], len(holding))
+            used = views.usage_of(holding)
+            for group in queue.resource_groups:
+                for flavor in group.flavors:
+                    for quota in flavor.resources:
+                        names = [queue.cohort or "", name, flavor.flavor, quota.name]
+                        nominal.add_metric(names, quota.nominal / 1000)
+                        usage.add_metric(names, used.get((flavor.flavor, quota.name), 0) / 1000)
         yield from (pending, admitted, nominal, usage)
 
 

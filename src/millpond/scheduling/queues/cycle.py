@@ -38,7 +38,8 @@ from millpond.scheduling.queues.model import (
     WorkloadKind,
     WorkloadState,
 )
-from millpond.scheduling.queues.specs import KINDS, QueueObjects, objects_from_specs
+from millpond.scheduling.queues.objects import stored_objects
+from millpond.scheduling.queues.specs import QueueObjects
 from millpond.settings import Settings
 from millpond.store.resources import ResourceStore
 from millpond.store.workloads import LockedWorkloads, WorkloadRecord, WorkloadStore
@@ -74,8 +75,7 @@ def workload_of(record: WorkloadRecord) -> Workload:
 
 def load_objects(settings: Settings) -> QueueObjects:
     """The Kueue objects applied in this home (cluster-scoped ones are stored under ``default``)."""
-    resources = ResourceStore(settings)
-    return objects_from_specs(resource.manifest for kind in KINDS for resource in resources.list(kind))
+    return stored_objects(ResourceStore(settings))
 
 
 def priority_of(objects: QueueObjects, priority_class: str | None) -> int:

@@ -75,8 +75,11 @@ def _workload(workload: Workload) -> dict[str, Any]:
     return shown
 
 
-def queue_view(queue: ClusterQueue, objects: QueueObjects, workloads: Iterable[Workload]) -> dict[str, Any]:
-    """The ClusterQueue with its LocalQueues (``namespace/name``), usage, holders and pending workloads."""
+def members(queue: ClusterQueue, objects: QueueObjects,
+            workloads: Iterable[Workload]) -> tuple[list[Workload], list[Workload]]:
+    """The workloads holding quota in ``queue``, and those waiting for it in queue order (position 0 first).
+
+    One answer for every view: ``queue list/get``, the Queues page and ``/metrics``."""
     local = {key for key, lq in objects.local_queues.items() if lq.cluster_queue == queue.name}
     holding, pending = [], []
     for workload in workloads:
@@ -85,6 +88,18 @@ def queue_view(queue: ClusterQueue, objects: QueueObjects, workloads: Iterable[W
         elif workload.state is WorkloadState.PENDING and (workload.namespace, workload.queue) in local:
             pending.append(workload)
     pending.sort(key=lambda w: (w.position is None, w.position or 0, w.created))
+    return holding, pending
+
+
+def usage_of(holding: list[Workload]) -> dict[tuple[str, str], int]:
+    """(flavor, resource) -> milli-units assigned to the workloads holding quota in a queue."""
+    return _usage(holding)
+
+
+def queue_view(queue: ClusterQueue, objects: QueueObjects, workloads: Iterable[Workload]) -> dict[str, Any]:
+    """The ClusterQueue with its LocalQueues (``namespace/name``), usage, holders and pending workloads."""
+    local = {key for key, lq in objects.local_queues.items() if lq.cluster_queue == queue.name}
+    holding, pending = members(queue, objects, workloads)
     used = _usage(holding)
     return {"name": queue.name, "cohort": queue.cohort or "", "queueingStrategy": queue.queueing_strategy.value,
             "preemption": {"withinClusterQueue": queue.preemption.within_cluster_queue.value,
