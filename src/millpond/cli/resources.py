@@ -74,6 +74,7 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     from millpond.errors import UserError
     from millpond.scheduling.queues.manifests import is_queue_document
     from millpond.settings import load_settings
+    from millpond.store import config_documents as core
     from millpond.store.resources import ResourceStore
     from millpond.store.secrets import ConfigStore
 
@@ -88,12 +89,16 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
         entry = kinds.named(doc.get("kind")) if isinstance(doc, dict) else None
         return entry is not None and entry.owner == "training"
 
+    configs, core_notes = core.check([d for d in documents if core.is_core_document(d[2])])
+    secrets = core.WithPlanned(ConfigStore(settings.home), configs)  # a Dataset may name the batch's Secret
     queue_manifests = queues.check([d for d in documents if is_queue_document(d[2])], store)
-    manifests = check_documents([d for d in documents if not is_training(d[2]) and not is_queue_document(d[2])],
-                                ConfigStore(settings.home))
+    manifests = check_documents([d for d in documents if not is_training(d[2]) and not is_queue_document(d[2])
+                                 and not core.is_core_document(d[2])], secrets)
     jobs, job_actions = training.check([d for d in documents if is_training(d[2])], store)
+    for line in core.apply(configs, ConfigStore(settings.home)):  # first: the batch's objects may read them
+        print(line)
     queues.apply(queue_manifests, store)  # first: a job of this batch may name one of its queues
-    notes = [note for manifest in manifests for note in manifest.notes]
+    notes = core_notes + [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
     started = []
     for resource, action in store.apply([manifest.body for manifest in manifests]):

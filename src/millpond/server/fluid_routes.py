@@ -42,6 +42,7 @@ from millpond.server.callers import caller
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
 from millpond.settings import Settings
+from millpond.store import config_documents
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
 from millpond.training import kinds as training_kinds
@@ -218,22 +219,30 @@ def _is_training(doc: Any) -> bool:
 
 def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]:
     settings = state_of(request).settings
-    secrets = ConfigStore(settings.home)
     store, job_store = _store(request), state_of(request).jobs
     try:
+        configs, config_notes = config_documents.check(
+            [(_SOURCE, number, doc) for number, doc in documents if config_documents.is_core_document(doc)])
+        secrets = config_documents.WithPlanned(ConfigStore(settings.home), configs)  # the batch's Secrets count
         queues = queue_objects.check([(_SOURCE, number, doc) for number, doc in documents if is_queue_document(doc)],
                                      store, check_schema_file)
         manifests = [check_document(doc, _SOURCE, number, secrets)
-                     for number, doc in documents if not _is_training(doc) and not is_queue_document(doc)]
+                     for number, doc in documents if not _is_training(doc) and not is_queue_document(doc)
+                     and not config_documents.is_core_document(doc)]
         jobs, job_actions = training_objects.check(
             [(_SOURCE, number, doc) for number, doc in documents if _is_training(doc)], store, job_store)
     except UserError as exc:
         raise ApiError(400, _one_line(str(exc))) from None
-    notes = [f"{queue.info.kind} {queue.name}: {note}" for queue in queues for note in queue.notes]
+    notes = config_notes + [f"{queue.info.kind} {queue.name}: {note}" for queue in queues for note in queue.notes]
     notes += queue_objects.missing_notes(queues, store)
     notes += [note for manifest in manifests for note in manifest.notes]
     notes += missing_dataset_notes(manifests, lambda name, ns: store.get("Dataset", name, ns) is not None)
     items = []
+    for line in config_documents.apply(configs, ConfigStore(settings.home)):  # values never in the answer
+        kind, _, rest = line.partition("/")
+        name, _, action = rest.partition(" ")
+        items.append({"kind": "Secret" if kind == "secret" else "ConfigMap", "name": name, "namespace": "default",
+                      "action": action, "started": False, "message": line})
     try:
         for queue, (info, name, action) in zip(queues, queue_objects.apply(queues, store) if queues else [],
                                                strict=True):
