@@ -20,6 +20,7 @@ from millpond.datasets.mount_points import parse_mount_point
 from millpond.errors import UserError
 from millpond.kinds import REGISTRY
 from millpond.scheduling.queues import kinds as queue_kinds  # noqa: F401 - the table holds every owner's kinds
+from millpond.serving import kinds as serving_kinds  # noqa: F401 - the table holds every owner's kinds
 from millpond.store.secrets import ConfigStore
 from millpond.training import kinds as training_kinds  # noqa: F401 - the table holds every owner's kinds
 

@@ -1,0 +1,1 @@
+"""Serving models as KServe does: InferenceService manifests, their predictor specs, model servers."""
