@@ -132,7 +132,7 @@ def test_storage_uris_parse_into_scheme_authority_and_path(text: str, parts: tup
 
 @pytest.mark.parametrize(("text", "says"), [
     ("ftp://host/m", "unsupported scheme ftp://"), ("pvc:///m", "names no dataset"),
-    ("pvc://Big_Name/m", "not a dataset"),
+    ("pvc://Big_Name/m", "invalid dataset (PVC) name"),
     ("s3://b/../../etc", "'..' is not allowed"), ("file://relative/x", "absolute path"), ("hf://owner", "hf://OWNER"),
     ("https:///nohost", "names no host"), ("s3://b/\x00", "control characters"), ("", "expected a URI"),
 ])

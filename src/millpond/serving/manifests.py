@@ -15,7 +15,6 @@ False), and an info line says so at apply. KServe's kinds that cannot mean anyth
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +24,9 @@ from millpond.documents import plain_value
 from millpond.errors import UserError
 from millpond.serving.kinds import KINDS, ServingKind, check_api_version, refusal
 from millpond.serving.spec import PredictorSpec, predictor_spec
-from millpond.store.secrets import check_name
+from millpond.store.object_metadata import kept_metadata
 
 SchemaCheck = Callable[[Path, dict[str, Any]], None]  # raises UserError naming the field
-
-_USER_METADATA = ("name", "namespace", "labels", "annotations")
-_SERVER_METADATA = frozenset({"uid", "creationTimestamp", "resourceVersion", "generation", "managedFields",
-                              "selfLink", "finalizers", "ownerReferences", "deletionTimestamp"})
 
 
 @dataclass
@@ -62,34 +57,13 @@ def is_serving_document(doc: object) -> bool:
 
 def _envelope(doc: dict[str, Any], info: ServingKind) -> dict[str, Any]:
     api_version = check_api_version(info, doc.get("apiVersion"))
-    metadata = doc.get("metadata")
-    if not isinstance(metadata, dict) or not metadata.get("name"):
-        raise UserError(f"{info.kind}: metadata.name: required field is missing (generateName is not supported)")
-    name = str(metadata["name"])
-    try:
-        check_name(info.kind, name)
-    except UserError as exc:
-        raise UserError(f"{info.kind}: metadata.name: {exc}") from None
+    metadata = kept_metadata(info.kind, doc.get("metadata"), namespaced=not info.cluster_scoped)
+    name = metadata["name"]
     if info.kind == "InferenceService" and (not name[0].isalpha() or "." in name or len(name) > 63):
         # KServe: the name is a DNS label of the service's host name, led by a letter.
         raise UserError(f"{info.kind}: metadata.name: {name!r}: an InferenceService name must consist of lower "
                         "case alphanumeric characters or '-', start with a letter and be at most 63 characters")
-    for key, value in metadata.items():
-        if key not in _USER_METADATA and key not in _SERVER_METADATA:
-            raise UserError(f"{info.kind} {name}: unknown field {json.dumps(f'metadata.{key}', ensure_ascii=False)}")
-        if key in ("labels", "annotations") and not (
-            isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-        ):
-            raise UserError(f"{info.kind} {name}: metadata.{key}: expected a map of strings")
-    kept: dict[str, Any] = {"name": name}
-    if not info.cluster_scoped:
-        kept["namespace"] = str(metadata.get("namespace") or "default")
-        try:
-            check_name("namespace", kept["namespace"])
-        except UserError as exc:
-            raise UserError(f"{info.kind} {name}: metadata.namespace: {exc}") from None
-    kept.update({key: metadata[key] for key in ("labels", "annotations") if key in metadata})
-    return {"apiVersion": api_version, "kind": info.kind, "metadata": kept, "spec": doc.get("spec") or {}}
+    return {"apiVersion": api_version, "kind": info.kind, "metadata": metadata, "spec": doc.get("spec") or {}}
 
 
 def _notes(predictor: PredictorSpec) -> list[str]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from millpond.errors import UserError
+from millpond.store.secrets import check_name
 
 # scheme → what it is, for messages and for the fetcher to dispatch on.
 READABLE = {
@@ -111,21 +112,17 @@ def parse_storage_uri(text: object, field: str = "storageUri") -> StorageUri:
     authority, _, path = rest.partition("/")
     if not authority:
         raise UserError(f"{field}: {text!r} names no {_AUTHORITY[scheme]}")
-    if scheme == "pvc" and (authority in (".", "..") or not _is_name(authority)):
-        raise UserError(f"{field}: {text!r}: {authority!r} is not a dataset (PVC) name")
+    if scheme == "pvc":
+        try:
+            check_name("dataset (PVC)", authority)
+        except UserError as exc:
+            raise UserError(f"{field}: {text!r}: {exc}") from None
     if scheme == "hf" and not path.strip("/"):
         raise UserError(f"{field}: {text!r}: expected hf://OWNER/MODEL[:REVISION]")
     return StorageUri(text, scheme, authority, _clean("/" + path, field) if path.strip("/") else "")
 
 
 _AUTHORITY = {"s3": "bucket", "minio": "bucket", "gs": "bucket", "hf": "repository owner", "pvc": "dataset (PVC)"}
-
-
-def _is_name(text: str) -> bool:
-    """A Kubernetes object name (RFC 1123 subdomain), as a PVC's or a Dataset's."""
-    return len(text) <= 253 and all(part and part[0].isalnum() and part[-1].isalnum()
-                                    and all(c.isalnum() or c == "-" for c in part) and part == part.lower()
-                                    for part in text.split("."))
 
 
 def _clean(path: str, field: str) -> str:
