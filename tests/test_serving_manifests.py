@@ -71,7 +71,8 @@ def test_a_predictor_becomes_a_typed_spec_with_resources_replicas_canary_and_par
     assert (spec.replicas, spec.max_replicas, spec.canary_traffic_percent) == (2, 3, 10)
     assert spec.transformer and not spec.explainer
     assert spec.unservable is None and spec.server == "sklearn"
-    assert manifest.notes == ["recorded, not run here: spec.transformer (requests go to the predictor)"]
+    assert manifest.notes == ["recorded, not run or read here: spec.transformer (requests go to the predictor, "
+                              "whose model is read from its storageUri)"]
 
 
 def test_a_custom_container_with_a_command_runs_on_the_host() -> None:

@@ -66,14 +66,20 @@ def _envelope(doc: dict[str, Any], info: ServingKind) -> dict[str, Any]:
     return {"apiVersion": api_version, "kind": info.kind, "metadata": metadata, "spec": doc.get("spec") or {}}
 
 
-def _notes(predictor: PredictorSpec) -> list[str]:
-    """Info lines: why it will not start here, and the parts recorded but not run."""
+def _notes(predictor: PredictorSpec, body: dict[str, Any]) -> list[str]:
+    """Info lines: why it will not start here, and the parts recorded but not run or read."""
     notes = []
     if predictor.unservable is not None:
         notes.append(f"accepted, not served here: {predictor.unservable}")
+    raw = body["spec"]["predictor"]
+    component = raw.get(predictor.implementation)
     parts = [f"spec.{part}" for part in ("transformer", "explainer") if getattr(predictor, part)]
+    parts += ["spec.predictor.storageUris"] if raw.get("storageUris") else []
+    parts += [f"spec.predictor.{predictor.implementation}.storage (a storage-config Secret's key)"
+              ] if isinstance(component, dict) and component.get("storage") else []
     if parts:
-        notes.append(f"recorded, not run here: {' and '.join(parts)} (requests go to the predictor)")
+        notes.append(f"recorded, not run or read here: {', '.join(parts)} (requests go to the predictor, "
+                     "whose model is read from its storageUri)")
     return notes
 
 
@@ -99,4 +105,4 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
             raise UserError(f"{label}: {exc}") from None
     except UserError as exc:
         raise UserError(f"{where}: {exc}") from None
-    return ServingManifest(info, body, predictor, _notes(predictor))
+    return ServingManifest(info, body, predictor, _notes(predictor, body))
