@@ -188,6 +188,20 @@ def test_a_changed_spec_gets_a_fresh_status(cli, tmp_path: Path) -> None:
     assert cli("get", "isvc", "m", "-o", "json").json()["status"]["conditions"][1]["reason"] == "NotStarted"
 
 
+def test_a_pvc_naming_no_dataset_or_volume_yet_is_accepted_and_said_in_one_line(cli, home: Path,
+                                                                                tmp_path: Path) -> None:
+    result = cli("apply", "-f", write(tmp_path, isvc()))
+    assert result.code == 0 and result.err.strip().splitlines() == [
+        f"info: pvc://digits-data: no Dataset digits-data in namespace default and no volume "
+        f"{home / 'volumes' / 'digits-data'}: InferenceService digits cannot load its model until one exists"]
+    (home / "volumes" / "digits-data").mkdir(parents=True)  # a named local volume: what a PVC is here
+    assert cli("apply", "-f", write(tmp_path, isvc("other"))).err == ""
+    dataset = {"apiVersion": "data.fluid.io/v1alpha1", "kind": "Dataset", "metadata": {"name": "mnist"},
+               "spec": {"mounts": [{"mountPoint": f"local://{tmp_path}", "name": "mnist"}]}}
+    both = cli("apply", "-f", write(tmp_path, dataset, isvc("third", sklearn={"storageUri": "pvc://mnist/m"})))
+    assert both.code == 0 and "info: pvc://" not in both.err, both.err
+
+
 BAD = [
     (isvc(sklearn={"storageUri": "gs://b/m"}, xgboost={"storageUri": "gs://b/m"}), "exactly one of"),
     ({**isvc(), "spec": {"predictor": {"minReplicas": 1}}}, "exactly one of"),

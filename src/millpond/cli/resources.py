@@ -112,7 +112,7 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
         if KINDS[resource.kind].category == "operation" and action != "unchanged":
             started.append(resource)
     training.apply(jobs, job_actions, store)
-    serving.apply(serving_manifests, store)
+    serving.apply(serving_manifests, store, settings.volumes_dir)
     for note in notes:
         print(f"info: {note}", file=sys.stderr)
     if started:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from pathlib import Path
 from typing import Any
 
 from millpond.cli.resource_tables import human_age
@@ -26,11 +27,14 @@ def check(documents: list[tuple[str, int, Any]]) -> list[ServingManifest]:
     return objects.check(documents, check_schema_file)
 
 
-def apply(manifests: list[ServingManifest], store: ResourceStore) -> None:
+def apply(manifests: list[ServingManifest], store: ResourceStore, volumes_dir: Path) -> None:
+    """Store them (after the batch's datasets: a pvc:// predictor may name one), then the info lines."""
     for manifest, action in objects.apply(manifests, store):
         print(f"{manifest.info.resource}/{manifest.name} {action}")
         for note in manifest.notes:
             print(f"info: {manifest.info.kind} {manifest.name}: {note}", file=sys.stderr)
+    for note in objects.missing_notes(manifests, store, volumes_dir):
+        print(f"info: {note}", file=sys.stderr)
 
 
 def _columns(info: ServingKind, resource: Resource) -> tuple[list[str], list[str]]:

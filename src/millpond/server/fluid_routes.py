@@ -287,6 +287,7 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
         items.append({"kind": serving.info.kind, "name": serving.name, "namespace": serving.namespace,
                       "action": action, "started": False, "message": message})
         notes += [f"{serving.info.kind} {serving.name}: {note}" for note in serving.notes]
+    notes += serving_objects.missing_notes(served, store, settings.volumes_dir)
     return {"items": items, "notes": notes}
 
 

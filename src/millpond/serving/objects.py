@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from millpond.errors import NotFoundError, UserError
@@ -57,6 +58,21 @@ def apply(manifests: list[ServingManifest], store: ResourceStore) -> list[tuple[
         if manifest.predictor is not None and action != "unchanged":
             store.set_status(resource.kind, resource.name, initial_status(manifest.predictor), resource.namespace)
     return [(manifest, action) for manifest, (_, action) in zip(manifests, applied, strict=True)]
+
+
+def missing_notes(manifests: list[ServingManifest], store: ResourceStore, volumes_dir: Path) -> list[str]:
+    """A ``pvc://NAME`` predictor whose NAME is neither a Dataset of its namespace nor a named local volume
+    (``volumes_dir/NAME``, what a PVC is on one machine) yet: accepted, as KServe accepts one naming a
+    PVC not bound yet, and named in one line, so that its model not loading is no mystery."""
+    missing: dict[tuple[str, str], list[str]] = {}
+    for manifest in manifests:
+        storage = manifest.predictor.storage if manifest.predictor is not None else None
+        name = storage.dataset if storage is not None else None
+        if name and store.get("Dataset", name, manifest.namespace) is None and not (volumes_dir / name).is_dir():
+            missing.setdefault((name, manifest.namespace), []).append(manifest.name)
+    return [f"pvc://{name}: no Dataset {name} in namespace {namespace} and no volume {volumes_dir / name}: "
+            f"InferenceService {', '.join(names)} cannot load its model until one exists"
+            for (name, namespace), names in sorted(missing.items())]
 
 
 def _stored_body(manifest: ServingManifest) -> dict[str, Any]:
