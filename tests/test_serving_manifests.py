@@ -182,8 +182,10 @@ def test_a_changed_spec_gets_a_fresh_status(cli, tmp_path: Path) -> None:
     store.set_status("InferenceService", "m", objects.status("True", "", "", url="http://h/v1/models/m",
                                                              active="Loaded", transition="UpToDate", revision="m-1"))
     table = cli("get", "isvc").out.splitlines()[1].split()
-    assert table[:5] == ["m", "http://h/v1/models/m", "True", "100", "1s"] or table[:4] == [
-        "m", "http://h/v1/models/m", "True", "100"]
+    assert table[:4] == ["m", "http://h/v1/models/m", "True", "100"]  # URL READY LATEST: no previous revision
+    store.set_status("InferenceService", "m", objects.status("True", "", "", url="http://h/v1/models/m",
+                                                             revision="m-2", previous="m-1", canary_percent=10))
+    assert cli("get", "isvc").out.splitlines()[1].split()[:5] == ["m", "http://h/v1/models/m", "True", "90", "10"]
     assert cli("apply", "-f", write(tmp_path, isvc("m", sklearn={"storageUri": "gs://b/m"}))).code == 0
     assert cli("get", "isvc", "m", "-o", "json").json()["status"]["conditions"][1]["reason"] == "NotStarted"
 

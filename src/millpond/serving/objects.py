@@ -99,13 +99,16 @@ def initial_status(predictor: PredictorSpec) -> dict[str, Any]:
 
 
 def status(ready: str, reason: str, message: str, *, url: str | None = None, active: str = "Pending",
-           transition: str = "InProgress", revision: str | None = None) -> dict[str, Any]:
+           transition: str = "InProgress", revision: str | None = None, previous: str | None = None,
+           canary_percent: int | None = None) -> dict[str, Any]:
     """An InferenceService status as KServe writes it (PredictorReady and Ready alike; no ingress here).
 
     ``ready`` is "True", "False" or "Unknown"; ``url`` the address it answers at once served.
     ``active`` is ``modelStatus.states.activeModelState`` (Pending, Loading, Loaded, FailedToLoad; the
     target state is Loaded, FailedToLoad for an invalid spec as in KServe), ``transition``
     ``modelStatus.transitionStatus`` (InProgress, UpToDate, BlockedByFailedLoad, InvalidSpec).
+    ``revision`` is the latest revision's name; with ``previous`` and ``canary_percent`` the traffic is
+    split as KServe's canary rollout splits it: the latest gets the percent, ``prev`` the rest.
     """
     now = _now()
     target = "FailedToLoad" if transition == "InvalidSpec" else "Loaded"
@@ -123,8 +126,15 @@ def status(ready: str, reason: str, message: str, *, url: str | None = None, act
         shown["address"] = {"url": url}
         predictor["url"] = url
     if revision:
+        latest = {"latestRevision": True, "percent": 100, "revisionName": revision}
+        traffic = [latest]
+        if previous and canary_percent is not None:
+            latest.update({"percent": canary_percent, "tag": "latest"})
+            traffic = [{"latestRevision": False, "percent": 100 - canary_percent, "revisionName": previous,
+                        "tag": "prev"}, latest]
+            predictor["previousRolledoutRevision"] = previous
         predictor.update({"latestCreatedRevision": revision, "latestReadyRevision": revision,
-                          "traffic": [{"latestRevision": True, "percent": 100, "revisionName": revision}]})
+                          "latestRolledoutRevision": previous or revision, "traffic": traffic})
     if predictor:
         shown["components"] = {"predictor": predictor}
     return shown
