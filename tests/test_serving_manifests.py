@@ -110,6 +110,14 @@ def test_what_cannot_be_served_here_is_accepted_and_its_status_says_why(
     assert shown["status"]["modelStatus"]["lastFailureInfo"]["reason"] == reason
 
 
+def test_names_with_line_breaks_stay_on_one_line_in_the_status_and_the_info_line(cli, tmp_path: Path) -> None:
+    result = cli("apply", "-f", write(tmp_path, isvc("m", model={"modelFormat": {"name": "xg\nboost"}},
+                                                     minReplicas=0)))
+    assert result.code == 0 and result.err.count("\n") == 1 and '"xg\\nboost" models need' in result.err
+    [manifest] = checked(isvc("c", containers=[{"name": "c", "image": "evil\nimage"}]))
+    assert "\n" not in manifest.predictor.unservable and manifest.predictor.replicas == 1
+
+
 @pytest.mark.parametrize(("text", "parts"), [
     ("s3://bucket/a/b/", ("s3", "bucket", "a/b")),
     ("gs://kfserving-examples/models/sklearn/1.0/model", ("gs", "kfserving-examples", "models/sklearn/1.0/model")),

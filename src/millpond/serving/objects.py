@@ -115,7 +115,7 @@ def status(ready: str, reason: str, message: str, *, url: str | None = None, act
     conditions = [{"type": kind, "status": ready, "lastTransitionTime": now,
                    **({} if ready == "True" else {"reason": reason, "message": message})}
                   for kind in ("PredictorReady", "Ready")]
-    shown: dict[str, Any] = {"conditions": conditions, "observedGeneration": 1,
+    shown: dict[str, Any] = {"conditions": conditions,
                              "modelStatus": {"states": {"activeModelState": active, "targetModelState": target},
                                              "transitionStatus": transition}}
     if ready == "False":

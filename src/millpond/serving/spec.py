@@ -19,6 +19,7 @@ KServe accepts it, and :attr:`PredictorSpec.unservable` says why it cannot start
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -247,15 +248,20 @@ def unservable_reason(record: PredictorSpec) -> tuple[str, str] | None:
     if record.implementation == "containers":
         if not record.container.command:
             return "InvalidPredictorSpec", (
-                f"the container has no command: image {record.container.image or '(none)'}'s entrypoint is not "
+                f"the container has no command: image {_shown(record.container.image or '(none)')}'s entrypoint is not "
                 "run here (millpond never pulls images); give the container a command that runs on this host")
         return None
     if record.model_format not in SERVED_FORMATS:
-        server = _SERVER_OF.get(record.runtime or "") or (f"KServe's {record.runtime}" if record.runtime else
-                                                           "a serving runtime")
+        server = _SERVER_OF.get(record.runtime or "") or (f"KServe's {_shown(record.runtime)}" if record.runtime
+                                                           else "a serving runtime")
         return "NoSupportingRuntime", (
-            f"{record.model_format} models need {server}, which millpond does not run; millpond serves "
+            f"{_shown(str(record.model_format))} models need {server}, which millpond does not run; millpond serves "
             f"{' and '.join(SERVED_FORMATS)} models, and custom containers with a command")
     if record.storage is None:
         return "InvalidPredictorSpec", f"no storageUri: millpond's {record.model_format} server has no model to load"
     return None
+
+
+def _shown(text: str) -> str:
+    """A name from the manifest as a status message shows it: quoted when it holds a line break or the like."""
+    return text if text.isprintable() else json.dumps(text)
