@@ -160,6 +160,20 @@ def test_health_and_metadata(sklearn_server: Served) -> None:
     assert sklearn_server.request("GET", "/v1/models") == (200, {"models": ["digits"]})
 
 
+def test_keep_alive_requests_do_not_wait_for_delayed_acks(sklearn_server: Served) -> None:
+    """Without TCP_NODELAY every request on a kept-alive connection took 44 ms (headers and body written apart)."""
+    conn = http.client.HTTPConnection(sklearn_server.host, sklearn_server.port, timeout=10)
+    body = json.dumps({"instances": [ROW]}).encode()
+    times = []
+    for _ in range(15):
+        started = time.perf_counter()
+        conn.request("POST", "/v1/models/digits:predict", body=body, headers={"Content-Type": "application/json"})
+        assert conn.getresponse().read()
+        times.append(time.perf_counter() - started)
+    conn.close()
+    assert sorted(times)[7] < 0.030, times
+
+
 ROW = [0.0] * 64
 
 

@@ -1,7 +1,7 @@
 """PyTorch models: a TorchScript archive, or a state dict plus the ``nn.Module`` class it belongs to.
 
-The model directory holds one ``model.pt`` (or ``model.pth``), the names KServe's PyTorch samples
-and TorchServe's ``--serialized-file`` use. Without ``module`` the file must be TorchScript
+The model directory holds one ``.pt`` or ``.pth`` file (``model.pt`` in KServe's PyTorch samples,
+TorchServe's ``--serialized-file``). Without ``module`` the file must be TorchScript
 (``torch.jit.save``) and is loaded with ``torch.jit.load``. With ``module`` ("pkg.mod:Class", the
 way TorchServe's ``--model-file`` and KFServing's ``model_class_name`` name the class) the file is a
 state dict, read with ``torch.load(weights_only=True)`` (no arbitrary unpickling) into ``Class()``;
@@ -23,20 +23,7 @@ import numpy as np
 import torch
 
 from millpond.serving.models.base import InferenceInputError, ModelLoadError, TensorSpec
-
-MODEL_FILES = ("model.pt", "model.pth")
-
-
-def weights_file(model_dir: Path) -> Path:
-    """The one ``model.pt``/``model.pth`` in ``model_dir`` (ModelLoadError for none or both)."""
-    if not model_dir.is_dir():
-        raise ModelLoadError(f"model directory {model_dir} does not exist or is not a directory")
-    found = [model_dir / name for name in MODEL_FILES if (model_dir / name).is_file()]
-    if not found:
-        raise ModelLoadError(f"no PyTorch model in {model_dir}: expected {' or '.join(MODEL_FILES)}")
-    if len(found) > 1:
-        raise ModelLoadError(f"more than one model file in {model_dir}: {', '.join(p.name for p in found)}")
-    return found[0]
+from millpond.serving.models.files import PYTORCH_EXTENSIONS, one_model_file
 
 
 def module_class(spec: str, model_dir: Path) -> type[torch.nn.Module]:
@@ -61,7 +48,7 @@ class PyTorchModel:
     def __init__(self, name: str, model_dir: Path, module: str | None = None, version: str | None = None) -> None:
         self.name = name
         self.version = version
-        path = weights_file(model_dir)
+        path = one_model_file(model_dir, PYTORCH_EXTENSIONS, "PyTorch")
         self._net = self._load_module(path, module, model_dir) if module else self._load_script(path)
         self._net.eval()
         self.platform = "pytorch" if module else "pytorch_torchscript"

@@ -1,37 +1,20 @@
 """scikit-learn models, found in a model directory the way KServe's sklearnserver finds them.
 
-KServe's sklearnserver looks in the model directory for one file named ``model`` with the
-extension ``.joblib``, ``.pkl`` or ``.pickle`` and refuses a directory with none or with more than
-one; so does this loader (``model.joblib`` written by ``joblib.dump`` is what KServe's samples use).
+KServe's sklearnserver loads the one file of the model directory ending in ``.joblib``, ``.pkl``
+or ``.pickle`` (``model.joblib``, written by ``joblib.dump``, in its samples) and refuses a
+directory with none or several; so does this loader (``files.one_model_file``).
 The file is unpickled: as with KServe, a model directory is trusted code, never a request.
 """
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import joblib
 import numpy as np
 
 from millpond.serving.models.base import InferenceInputError, ModelLoadError, TensorSpec, datatype_of
-
-MODEL_BASENAME = "model"
-MODEL_EXTENSIONS = (".joblib", ".pkl", ".pickle")
-
-
-def model_file(model_dir: Path) -> Path:
-    """The one ``model.{joblib,pkl,pickle}`` in ``model_dir`` (ModelLoadError for none or several)."""
-    if not model_dir.is_dir():
-        raise ModelLoadError(f"model directory {model_dir} does not exist or is not a directory")
-    found = [model_dir / f"{MODEL_BASENAME}{ext}" for ext in MODEL_EXTENSIONS]
-    found = [path for path in found if path.is_file()]
-    if not found:
-        names = ", ".join(MODEL_BASENAME + ext for ext in MODEL_EXTENSIONS)
-        raise ModelLoadError(f"no scikit-learn model in {model_dir}: expected one of {names}")
-    if len(found) > 1:
-        raise ModelLoadError(f"more than one model file in {model_dir}: {', '.join(p.name for p in found)}")
-    return found[0]
+from millpond.serving.models.files import SKLEARN_EXTENSIONS, one_model_file
 
 
 class SklearnModel:
@@ -42,9 +25,9 @@ class SklearnModel:
     def __init__(self, name: str, model_dir: Path, version: str | None = None) -> None:
         self.name = name
         self.version = version
-        path = model_file(model_dir)
+        path = one_model_file(model_dir, SKLEARN_EXTENSIONS, "scikit-learn")
         try:
-            estimator = joblib.load(path) if path.suffix == ".joblib" else pickle.loads(path.read_bytes())
+            estimator = joblib.load(path)  # reads plain pickles too, as KServe loads every extension
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad model file
             raise ModelLoadError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
         if not callable(getattr(estimator, "predict", None)):
