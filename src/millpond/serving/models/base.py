@@ -86,11 +86,8 @@ class Model(Protocol):
     version: str | None
     platform: str  # the OIP metadata's platform ("sklearn", "pytorch_torchscript", "pytorch")
 
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]: ...
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]: ...
+    inputs: tuple[TensorSpec, ...]  # in the order predict() takes them
+    outputs: tuple[TensorSpec, ...]  # in the order predict() returns them
 
     def predict(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """One array per declared input in, one array per declared output out (same batch size).

@@ -52,17 +52,17 @@ class PyTorchModel:
         self._net = self._load_module(path, module, model_dir) if module else self._load_script(path)
         self._net.eval()
         self.platform = "pytorch" if module else "pytorch_torchscript"
-        self._inputs = (TensorSpec("input-0", "FP32", (-1,)),)
-        self._outputs = (TensorSpec("output-0", "FP32", (-1,)),)
+        self.inputs: tuple[TensorSpec, ...] = (TensorSpec("input-0", "FP32", (-1,)),)
+        self.outputs: tuple[TensorSpec, ...] = (TensorSpec("output-0", "FP32", (-1,)),)
 
     @staticmethod
     def _load_script(path: Path) -> torch.nn.Module:
         try:
             return torch.jit.load(str(path), map_location="cpu")
         except Exception as exc:  # noqa: BLE001 - torch raises RuntimeError/ValueError/zipfile errors alike
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ModelLoadError(
-                f"{path} is not a TorchScript archive ({first}); for a state dict, name its class with --module"
+                f"{path} is not a TorchScript archive ({_first_line(exc)}); "
+                "for a state dict, name its class with --module"
             ) from None
 
     @staticmethod
@@ -71,25 +71,15 @@ class PyTorchModel:
         try:
             state = torch.load(str(path), map_location="cpu", weights_only=True)
         except Exception as exc:  # noqa: BLE001 - unreadable or not a plain state dict
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ModelLoadError(f"cannot read the state dict {path}: {first}") from None
+            raise ModelLoadError(f"cannot read the state dict {path}: {_first_line(exc)}") from None
         if not isinstance(state, dict):
             raise ModelLoadError(f"{path} holds a {type(state).__name__}, not a state dict")
         try:
             net = cls()
             net.load_state_dict(state)
         except Exception as exc:  # noqa: BLE001 - constructor or key/shape mismatch
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ModelLoadError(f"{spec}: cannot load {path.name} into it: {first}") from None
+            raise ModelLoadError(f"{spec}: cannot load {path.name} into it: {_first_line(exc)}") from None
         return net
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
 
     def predict(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         tensors = []
@@ -103,9 +93,14 @@ class PyTorchModel:
             with torch.inference_mode():
                 result = self._net(*tensors)
         except (RuntimeError, ValueError, TypeError, IndexError) as exc:  # shape/dtype mismatches in forward
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InferenceInputError(f"model {self.name!r} refused the input: {first}") from None
+            raise InferenceInputError(f"model {self.name!r} refused the input: {_first_line(exc)}") from None
         results = result if isinstance(result, (tuple, list)) else (result,)
         if not all(isinstance(r, torch.Tensor) for r in results):
             raise InferenceInputError(f"model {self.name!r} returned something other than tensors")
         return [r.detach().cpu().numpy() for r in results]
+
+
+def _first_line(exc: BaseException) -> str:
+    """torch's messages run to many lines (a TorchScript stack); an error line takes the first."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -35,18 +35,10 @@ class SklearnModel:
         self._estimator = estimator
         features = getattr(estimator, "n_features_in_", None)
         shape = (-1, int(features)) if isinstance(features, (int, np.integer)) else (-1,)
-        self._inputs = (TensorSpec("input-0", "FP64", shape),)
+        self.inputs: tuple[TensorSpec, ...] = (TensorSpec("input-0", "FP64", shape),)
         classes = getattr(estimator, "classes_", None)
         out_type = datatype_of(np.asarray(classes).dtype) if classes is not None else "FP64"
-        self._outputs = (TensorSpec("output-0", out_type, (-1,)),)
-
-    @property
-    def inputs(self) -> tuple[TensorSpec, ...]:
-        return self._inputs
-
-    @property
-    def outputs(self) -> tuple[TensorSpec, ...]:
-        return self._outputs
+        self.outputs: tuple[TensorSpec, ...] = (TensorSpec("output-0", out_type, (-1,)),)
 
     def predict(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         (rows,) = inputs
