@@ -227,6 +227,22 @@ ROW = [0.0] * 64
         ("POST", "/v2/models/digits/infer", {"inputs": []}, 400, "non-empty list"),
         (
             "POST",
+            "/v2/models/digits/infer",
+            {"inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": [1e300] * 64}]},
+            400,
+            "out of range",
+        ),
+        (
+            "POST",
+            "/v2/models/digits/infer",
+            {"inputs": [{"name": "x", "shape": [1, 64], "datatype": "INT8", "data": [300] * 64}]},
+            400,
+            "out of range",
+        ),
+        ("POST", "/v1/models/digits:predict", {"instances": [[2**64] + [0] * 63]}, 400, "out of range"),
+        ("POST", "/v1/models/digits:predict", {"instances": [[True] + ROW[1:]]}, 400, "only numbers"),
+        (
+            "POST",
             "/v2/models/digits/versions/9/infer",
             {"inputs": [{"name": "x", "shape": [1, 64], "datatype": "FP32", "data": ROW}]},
             404,
@@ -258,7 +274,9 @@ def test_seldon_errors_and_malformed_or_oversize_bodies(sklearn_server: Served) 
     status, body = sklearn_server.request("POST", "/api/v0.1/predictions", raw=b"[" * 70_000)
     assert status == 413 and body["status"]["code"] == 413
     status, body = sklearn_server.request("POST", "/api/v0.1/predictions", raw=b"[" * 50_000)
-    assert status == 400 and "nested deeper" in body["status"]["info"]
+    assert status == 400 and "nested too deeply" in body["status"]["info"]
+    status, body = sklearn_server.request("POST", "/v1/models/digits:predict", raw=b'{"instances": [[NaN]]}')
+    assert status == 400 and "NaN is not JSON" in body["error"]
 
 
 _json = st.recursive(
