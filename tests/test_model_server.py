@@ -249,6 +249,8 @@ ROW = [0.0] * 64
             "no version 9",
         ),
         ("GET", "/v2/models/nope", None, 404, "does not exist"),
+        ("GET", "/v2/models/digits/infer", None, 405, "Method Not Allowed"),
+        ("POST", "/v3/models/digits/infer", {}, 404, "Not Found"),
     ],
 )
 def test_bad_requests_are_4xx_with_the_protocols_error(
@@ -264,6 +266,8 @@ def test_seldon_errors_and_malformed_or_oversize_bodies(sklearn_server: Served) 
     assert status == 400 and body["status"]["status"] == "FAILURE" and "ndarray" in body["status"]["info"]
     status, body = sklearn_server.request("POST", "/seldon/nope/api/v0.1/predictions", {"data": {"ndarray": [ROW]}})
     assert status == 404 and body["status"]["code"] == 404
+    status, body = sklearn_server.request("GET", "/seldon/digits/api/v0.1/predictions")
+    assert status == 405 and body["status"]["info"].startswith("GET /seldon/digits/api/v0.1/predictions:")
     for path in ("/v1/models/digits:predict", "/v2/models/digits/infer"):
         status, body = sklearn_server.request("POST", path, raw=b'{"instances": [[1, 2')
         assert status == 400 and "malformed JSON" in body["error"]
