@@ -26,13 +26,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from millpond.serving import model_server
 from tests.fuzz_support import fuzz_settings
 
 torch = pytest.importorskip("torch")
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 
-READY = "millpond-model-server ready"
 MAX_BODY = 64 * 1024
 
 
@@ -54,20 +54,17 @@ class Served:
             conn.close()
 
 
-def start(*args: str) -> Served:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "millpond.serving.model_server", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start(name: str, model_dir: Path, fmt: str, *extra: str, **options: str) -> Served:
+    argv = model_server.command(name, model_dir, fmt, **options) + list(extra)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    if not line.startswith(READY):
+    ready = model_server.parse_ready_line(line)
+    if ready is None:
         proc.kill()
         raise AssertionError(f"no ready line: {line!r} {proc.stderr.read() if proc.stderr else ''}")
-    url = line.split("url=http://", 1)[1].strip()
-    host, port = url.rsplit(":", 1)
+    assert ready.name == name
+    host, port = ready.url.removeprefix("http://").rsplit(":", 1)
     return Served(proc, host, int(port))
 
 
@@ -87,18 +84,7 @@ def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, np.ndar
 
 @pytest.fixture(scope="module")
 def sklearn_server(digits: tuple[Path, Any, np.ndarray]) -> Iterator[Served]:
-    served = start(
-        "--name",
-        "digits",
-        "--model-dir",
-        str(digits[0]),
-        "--format",
-        "sklearn",
-        "--model-version",
-        "3",
-        "--max-body-bytes",
-        str(MAX_BODY),
-    )
+    served = start("digits", digits[0], "sklearn", "--max-body-bytes", str(MAX_BODY), version="3")
     yield served
     if served.proc.poll() is None:
         stop(served)
@@ -348,8 +334,8 @@ def test_pytorch_torchscript_and_state_dict(tmp_path: Path, digits: Any) -> None
         "        self.fc = torch.nn.Linear(64, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n"
     )
     servers = [
-        start("--name", "ts", "--model-dir", str(script_dir), "--format", "pytorch"),
-        start("--name", "sd", "--model-dir", str(state_dir), "--format", "pytorch", "--module", "netdef:Net"),
+        start("ts", script_dir, "pytorch"),
+        start("sd", state_dir, "pytorch", module="netdef:Net"),
     ]
     try:
         for served, name, platform in zip(servers, ("ts", "sd"), ("pytorch_torchscript", "pytorch"), strict=True):
@@ -414,8 +400,20 @@ def test_a_model_that_cannot_load_exits_2_with_one_line(tmp_path: Path, args: li
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], done.stderr
 
 
+def test_ready_line_parsing() -> None:
+    ready = model_server.parse_ready_line("millpond-model-server ready name=m url=http://127.0.0.1:9\n")
+    assert ready == model_server.Ready("m", "http://127.0.0.1:9")
+    for line in (
+        "",
+        "INFO: started",
+        "millpond-model-server ready name=m",
+        "millpond-model-server ready url=ftp://x",
+    ):
+        assert model_server.parse_ready_line(line) is None
+
+
 def test_sigterm_ends_the_server_cleanly(digits: Any) -> None:
-    served = start("--name", "d", "--model-dir", str(digits[0]), "--format", "sklearn")
+    served = start("d", digits[0], "sklearn")
     assert served.request("GET", "/v1/models/d")[0] == 200
     started = time.monotonic()
     assert stop(served) == 0

@@ -23,6 +23,7 @@ import argparse
 import signal
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -35,6 +36,45 @@ from millpond.serving.protocols import ModelRepository, protocols_app
 from millpond.serving.protocols.tensors import MAX_BODY_BYTES
 
 READY_PREFIX = "millpond-model-server ready"
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What a model server's ready line says: the model's name and the URL it listens on."""
+
+    name: str
+    url: str
+
+
+def command(
+    name: str,
+    model_dir: Path,
+    fmt: str,
+    *,
+    module: str | None = None,
+    version: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line that serves ``model_dir`` (what a supervisor starts, and restarts)."""
+    argv = [python, "-m", "millpond.serving.model_server", "--name", name, "--model-dir", str(model_dir)]
+    argv += ["--format", fmt, "--host", host, "--port", str(port)]
+    if module:
+        argv += ["--module", module]
+    if version:
+        argv += ["--model-version", version]
+    return argv
+
+
+def parse_ready_line(line: str) -> Ready | None:
+    """The ``Ready`` a line of the server's stdout announces, or None for any other line."""
+    if not line.startswith(READY_PREFIX + " "):
+        return None
+    fields = dict(part.split("=", 1) for part in line[len(READY_PREFIX) :].split() if "=" in part)
+    if "name" not in fields or not fields.get("url", "").startswith("http://"):
+        return None
+    return Ready(fields["name"], fields["url"])
 
 
 class _Parser(argparse.ArgumentParser):
