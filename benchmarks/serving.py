@@ -245,7 +245,7 @@ def main() -> None:
         f"\ndigits (sklearn LogisticRegression), one row per request; kserve {kserve_version(args.venv)}, "
         f"{args.requests} sequential requests, {CLIENTS} concurrent clients; {os.cpu_count()} CPUs"
     )
-    print(f"{'protocol':<9}{'metric':<22}{'millpond':>10}{'kserve':>10}{'ratio':>8}")
+    print(f"{'protocol':<9}{'metric':<34}{'millpond':>10}{'kserve':>10}{'ratio':>8}")
     for protocol in ("v1", "v2"):
         ours, peer = results[(protocol, "millpond")], results[(protocol, "kserve")]
         for key, label in (
@@ -253,7 +253,7 @@ def main() -> None:
             ("p99_ms", "p99 latency (ms)"),
             ("rps", f"throughput, {CLIENTS} clients (req/s)"),
         ):
-            print(f"{protocol:<9}{label:<22}{ours[key]:>10.2f}{peer[key]:>10.2f}{ours[key] / peer[key]:>8.2f}")
+            print(f"{protocol:<9}{label:<34}{ours[key]:>10.2f}{peer[key]:>10.2f}{ours[key] / peer[key]:>8.2f}")
     print("ratio = millpond / kserve (latency: lower is better; throughput: higher is better)")
 
 
