@@ -354,6 +354,9 @@ def test_pytorch_torchscript_and_state_dict(tmp_path: Path, digits: Any) -> None
             assert status == 200 and body["data"]["names"] == [f"t:{i}" for i in range(10)]
             status, body = served.request("POST", f"/v1/models/{name}:predict", {"instances": [[1.0, 2.0]]})
             assert status == 400 and "refused the input" in body["error"]  # forward's shape error, not a 500
+            ints = {"name": "x", "shape": [1, 64], "datatype": "UINT16", "data": [1] * 64}
+            status, body = served.request("POST", f"/v2/models/{name}/infer", {"inputs": [ints]})
+            assert status == 400 and ("refused the input" in body["error"] or "cannot take" in body["error"])
     finally:
         for served in servers:
             assert stop(served) == 0

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from millpond.errors import MillpondError
 from millpond.serving.models.base import InferenceInputError, ModelLoadError, TensorSpec
 from millpond.serving.models.files import PYTORCH_EXTENSIONS, one_model_file
 
@@ -88,19 +89,29 @@ class PyTorchModel:
                 raise InferenceInputError(f"model {self.name!r} takes numbers, not strings")
             if array.dtype.kind == "f":
                 array = array.astype(np.float32, copy=False)
-            tensors.append(torch.from_numpy(np.ascontiguousarray(array)))
+            try:
+                tensors.append(torch.from_numpy(np.ascontiguousarray(array)))
+            except TypeError as exc:  # a numpy dtype torch has no tensor type for
+                raise InferenceInputError(f"model {self.name!r} cannot take {array.dtype}: {exc}") from None
         try:
             with torch.inference_mode():
                 result = self._net(*tensors)
         except (RuntimeError, ValueError, TypeError, IndexError) as exc:  # shape/dtype mismatches in forward
             raise InferenceInputError(f"model {self.name!r} refused the input: {_first_line(exc)}") from None
         results = result if isinstance(result, (tuple, list)) else (result,)
-        if not all(isinstance(r, torch.Tensor) for r in results):
-            raise InferenceInputError(f"model {self.name!r} returned something other than tensors")
-        return [r.detach().cpu().numpy() for r in results]
+        if not all(isinstance(r, torch.Tensor) for r in results):  # the model's fault, not the request's: 500
+            raise MillpondError(f"model {self.name!r} returned something other than tensors")
+        # bfloat16 has no numpy dtype: such outputs travel as float32
+        return [(r.float() if r.dtype == torch.bfloat16 else r).detach().cpu().numpy() for r in results]
 
 
 def _first_line(exc: BaseException) -> str:
-    """torch's messages run to many lines (a TorchScript stack); an error line takes the first."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """torch's messages run to many lines; an error line takes the one that says what went wrong.
+
+    That is the first, except for TorchScript, whose first line only says that "the following
+    operation failed" and whose last names the error (``RuntimeError: mat1 and mat2 ...``).
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return lines[-1] if lines[0].startswith("The following operation failed") else lines[0]
