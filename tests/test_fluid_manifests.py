@@ -20,6 +20,7 @@ from millpond.datasets.mount_points import parse_mount_point
 from millpond.errors import UserError
 from millpond.kinds import REGISTRY
 from millpond.scheduling.queues import kinds as queue_kinds  # noqa: F401 - the table holds every owner's kinds
+from millpond.serving import kinds as serving_kinds  # noqa: F401 - the table holds every owner's kinds
 from millpond.store.secrets import ConfigStore
 from millpond.training import kinds as training_kinds  # noqa: F401 - the table holds every owner's kinds
 
@@ -447,7 +448,8 @@ def test_every_kind_resolves_by_kubectls_names(text: str, kind: str) -> None:
 def test_an_unknown_kind_is_one_line_naming_every_known_kind() -> None:
     with pytest.raises(UserError, match="unknown resource type 'pods': use one of dataset \\(datasets\\)") as info:
         REGISTRY.resolve("pods")
-    assert "\n" not in str(info.value) and str(info.value).endswith("cohort (cohorts)")
+    assert "\n" not in str(info.value) and "cohort (cohorts)" in str(info.value)
+    assert str(info.value).endswith("clusterservingruntime (clusterservingruntimes)")
     with pytest.raises(UserError, match="CacheRuntimeClass is a cluster-wide template"):
         REGISTRY.resolve("cacheruntimeclasses")
 

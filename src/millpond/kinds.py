@@ -3,7 +3,8 @@ routes) know, by every name kubectl accepts for them.
 
 Each package that owns kinds fills it when its kinds module is imported: ``datasets.kinds``
 (Fluid's ``data.fluid.io`` kinds), ``training.kinds`` (Kubeflow's) and ``scheduling.queues.kinds``
-(Kueue's ``kueue.x-k8s.io`` queueing kinds). Those modules keep what
+(Kueue's ``kueue.x-k8s.io`` queueing kinds) and ``serving.kinds`` (KServe's ``serving.kserve.io``
+InferenceService and serving runtimes). Those modules keep what
 only their package needs (a Fluid kind's category, a training kind's versions and trainer);
 this table keeps the names and who owns each kind, so a name is resolved in one place, with
 one error line for an unknown one listing every known kind, and the caller dispatches on
@@ -25,7 +26,7 @@ from millpond.errors import MillpondError, UserError
 
 # The packages whose kinds the table must hold before it resolves a name: a dispatcher that
 # imported only one of them would call the other's kinds unknown.
-OWNERS = ("datasets", "training", "scheduling.queues")
+OWNERS = ("datasets", "training", "scheduling.queues", "serving")
 
 
 @dataclass(frozen=True)

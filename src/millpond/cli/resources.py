@@ -1,8 +1,9 @@
 """``millpond apply -f``, ``millpond get`` and ``millpond delete``: manifests as kubectl handles them.
 
 Fluid's kinds (``datasets.kinds``), Kubeflow's training kinds (``training.kinds``, handled
-in ``training_resources``) and Kueue's queueing kinds (``scheduling.queues.kinds``, handled in
-``queue_resources``) share these commands: a kind's name (``get``/``delete``) or a
+in ``training_resources``), Kueue's queueing kinds (``scheduling.queues.kinds``, handled in
+``queue_resources``) and KServe's serving kinds (``serving.kinds``, handled in
+``serving_resources``) share these commands: a kind's name (``get``/``delete``) or a
 document's ``kind:`` (``apply``) is looked up in the one table of kinds, ``millpond.kinds``,
 and goes to its owner's checks; nothing is stored unless every document of the apply passes.
 
@@ -47,6 +48,7 @@ def _kinds() -> "KindTable":
     from millpond.datasets import kinds as fluid_kinds  # noqa: F401 - registers Fluid's kinds
     from millpond.kinds import REGISTRY
     from millpond.scheduling.queues import kinds as queue_kinds  # noqa: F401 - registers Kueue's kinds
+    from millpond.serving import kinds as serving_kinds  # noqa: F401 - registers KServe's kinds
     from millpond.training import kinds as training_kinds  # noqa: F401 - registers Kubeflow's kinds
 
     return REGISTRY
@@ -64,15 +66,18 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     Fluid's kinds (data.fluid.io/v1alpha1), Kubeflow's training jobs (kubeflow.org/v1 PyTorchJob,
     MPIJob, TFJob; trainer.kubeflow.org/v1alpha1 TrainJob), training runtimes and Kueue's queueing
     objects (kueue.x-k8s.io ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass,
-    Cohort; v1beta2 or v1beta1). Data operations and jobs start at once, in the background (a data
-    operation after the step its runAfter names).
+    Cohort; v1beta2 or v1beta1) and KServe's serving.kserve.io InferenceService (v1beta1),
+    ServingRuntime and ClusterServingRuntime (v1alpha1). Data operations and jobs start at once,
+    in the background (a data operation after the step its runAfter names).
     """
     from millpond.cli import queue_resources as queues
+    from millpond.cli import serving_resources as serving
     from millpond.cli import training_resources as training
     from millpond.datasets.kinds import KINDS
     from millpond.datasets.manifests import check_documents, missing_dataset_notes, read_documents
     from millpond.errors import UserError
     from millpond.scheduling.queues.manifests import is_queue_document
+    from millpond.serving.manifests import is_serving_document
     from millpond.settings import load_settings
     from millpond.store import config_documents as core
     from millpond.store.resources import ResourceStore
@@ -92,8 +97,9 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     configs, core_notes = core.check([d for d in documents if core.is_core_document(d[2])])
     secrets = core.WithPlanned(ConfigStore(settings.home), configs)  # a Dataset may name the batch's Secret
     queue_manifests = queues.check([d for d in documents if is_queue_document(d[2])], store)
+    serving_manifests = serving.check([d for d in documents if is_serving_document(d[2])])
     manifests = check_documents([d for d in documents if not is_training(d[2]) and not is_queue_document(d[2])
-                                 and not core.is_core_document(d[2])], secrets)
+                                 and not is_serving_document(d[2]) and not core.is_core_document(d[2])], secrets)
     jobs, job_actions = training.check([d for d in documents if is_training(d[2])], store)
     for line in core.apply(configs, ConfigStore(settings.home)):  # first: the batch's objects may read them
         print(line)
@@ -106,6 +112,7 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
         if KINDS[resource.kind].category == "operation" and action != "unchanged":
             started.append(resource)
     training.apply(jobs, job_actions, store)
+    serving.apply(serving_manifests, store, settings.volumes_dir)
     for note in notes:
         print(f"info: {note}", file=sys.stderr)
     if started:
@@ -122,12 +129,12 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
               help="A table, or the whole objects as JSON or YAML.")
 def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
-    """Show objects of KIND (dataset, dataload, pytorchjob, trainjob, clusterqueue, localqueue, …), or the one NAME."""
+    """Show objects of KIND (dataset, dataload, pytorchjob, trainjob, clusterqueue, localqueue, isvc, …), or NAME."""
     from millpond.cli.resource_tables import COLUMNS, format_table, row
     from millpond.store.resources import ResourceStore
 
     entry = _kinds().resolve(kind)
-    if entry.owner in ("training", "scheduling.queues"):
+    if entry.owner in ("training", "scheduling.queues", "serving"):
         _get_owned(entry.owner, entry.kind, name, namespace, all_namespaces, output)
         return
     from millpond.datasets.kinds import KINDS
@@ -161,7 +168,7 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
 
 
 def _get_owned(owner: str, kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
-    """``get`` of a training or Kueue kind: its owner's module finds and lays out the objects."""
+    """``get`` of a training, Kueue or KServe kind: its owner's module finds and lays out the objects."""
     from millpond.cli.resource_tables import format_table
 
     if owner == "training":
@@ -169,6 +176,11 @@ def _get_owned(owner: str, kind: str, name: str | None, namespace: str, all_name
         from millpond.training.kinds import KINDS
 
         found = training_resources.get(KINDS[kind], name, namespace, all_namespaces, output)
+    elif owner == "serving":
+        from millpond.cli import serving_resources
+        from millpond.serving.kinds import KINDS as SERVING_KINDS
+
+        found = serving_resources.get(SERVING_KINDS[kind], name, namespace, all_namespaces, output)
     else:
         from millpond.cli import queue_resources
         from millpond.scheduling.queues.kinds import KINDS as QUEUE_KINDS
@@ -212,6 +224,12 @@ def delete_command(kind: str, name: str, namespace: str) -> None:
         from millpond.scheduling.queues.kinds import KINDS as QUEUE_KINDS
 
         queue_resources.delete(QUEUE_KINDS[entry.kind], name, namespace)
+        return
+    if entry.owner == "serving":
+        from millpond.cli import serving_resources
+        from millpond.serving.kinds import KINDS as SERVING_KINDS
+
+        serving_resources.delete(SERVING_KINDS[entry.kind], name, namespace)
         return
     if not ResourceStore().delete(entry.kind, name, namespace):
         raise NotFoundError(entry.not_found(name, namespace))

@@ -1,12 +1,12 @@
-"""millpond's own routes, under ``/apis/millpond/v1``: Fluid, Kubeflow and Kueue objects, secrets, config maps.
+"""millpond's own routes, under ``/apis/millpond/v1``: Fluid, Kubeflow, Kueue and KServe objects, secrets, configs.
 
 What ``millpond apply -f``, ``millpond get -o json`` and ``millpond delete`` do, over HTTP,
 through the same store, the same checks and the same table of kinds (``millpond.kinds``):
 
 - ``GET /datasets``, ``GET /datasets/{name}``: Datasets with their status (cache percentage…).
 - ``GET /{kind}``, ``GET /{kind}/{name}``: any kind by a name kubectl accepts
-  (``alluxioruntimes``, ``dataload``, ``load``, ``pytorchjobs``, ``clusterqueues``…), as ``millpond get KIND -o json``
-  shows it.
+  (``alluxioruntimes``, ``dataload``, ``load``, ``pytorchjobs``, ``clusterqueues``, ``isvc``…), as
+  ``millpond get KIND -o json`` shows it.
 - ``DELETE /{kind}/{name}``: remove one object (a dataset's cache goes with it; a job's
   processes are stopped).
 - ``POST /fluid/apply``: a JSON list of manifests (or one manifest, or a ``kind: List``), or
@@ -41,6 +41,9 @@ from millpond.scheduling.queues.manifests import is_queue_document
 from millpond.server.callers import caller
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
+from millpond.serving import kinds as serving_kinds
+from millpond.serving import objects as serving_objects
+from millpond.serving.manifests import is_serving_document
 from millpond.settings import Settings
 from millpond.store import config_documents
 from millpond.store.resources import ResourceStore
@@ -117,6 +120,9 @@ def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) 
     if info.owner == queue_kinds.OWNER:
         return queue_objects.as_objects(queue_kinds.KINDS[info.kind], None, namespace, all_namespaces,
                                         _store(request), _queue_statuses(request, info))
+    if info.owner == serving_kinds.OWNER:
+        return serving_objects.as_objects(serving_kinds.KINDS[info.kind], None, namespace, all_namespaces,
+                                          _store(request))
     store = _store(request)
     resources = store.list(info.kind, None if all_namespaces else namespace)
     return {"apiVersion": "v1", "kind": "List", "items": [r.as_object(resource_status(r, store)) for r in resources]}
@@ -129,6 +135,8 @@ def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str,
     if info.owner == queue_kinds.OWNER:  # NotFoundError: 404
         return queue_objects.as_objects(queue_kinds.KINDS[info.kind], name, namespace, False, _store(request),
                                         _queue_statuses(request, info))
+    if info.owner == serving_kinds.OWNER:  # NotFoundError: 404
+        return serving_objects.as_objects(serving_kinds.KINDS[info.kind], name, namespace, False, _store(request))
     store = _store(request)
     found = store.get(info.kind, name, namespace)
     if found is None:
@@ -226,9 +234,11 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
         secrets = config_documents.WithPlanned(ConfigStore(settings.home), configs)  # the batch's Secrets count
         queues = queue_objects.check([(_SOURCE, number, doc) for number, doc in documents if is_queue_document(doc)],
                                      store, check_schema_file)
+        served = serving_objects.check(
+            [(_SOURCE, number, doc) for number, doc in documents if is_serving_document(doc)], check_schema_file)
         manifests = [check_document(doc, _SOURCE, number, secrets)
                      for number, doc in documents if not _is_training(doc) and not is_queue_document(doc)
-                     and not config_documents.is_core_document(doc)]
+                     and not is_serving_document(doc) and not config_documents.is_core_document(doc)]
         jobs, job_actions = training_objects.check(
             [(_SOURCE, number, doc) for number, doc in documents if _is_training(doc)], store, job_store)
     except UserError as exc:
@@ -268,6 +278,16 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
                       "started": manifest.spec is not None and action == "created",
                       "message": f"{kind.resource}/{name} {action}"})
         notes += [f"{kind.kind} {name}: {note}" for note in manifest.notes]
+    try:
+        done_serving = serving_objects.apply(served, store)
+    except UserError as exc:
+        raise ApiError(409, _one_line(str(exc))) from None
+    for serving, action in done_serving:
+        message = f"{serving.info.resource}/{serving.name} {action}"
+        items.append({"kind": serving.info.kind, "name": serving.name, "namespace": serving.namespace,
+                      "action": action, "started": False, "message": message})
+        notes += [f"{serving.info.kind} {serving.name}: {note}" for note in serving.notes]
+    notes += serving_objects.missing_notes(served, store, settings.volumes_dir)
     return {"items": items, "notes": notes}
 
 
@@ -294,6 +314,8 @@ def delete_object(kind: str, name: str, request: Request, namespace: str = "defa
                                 _store(request))  # NotFoundError: 404
     elif info.owner == queue_kinds.OWNER:
         queue_objects.delete(queue_kinds.KINDS[info.kind], name, namespace, _store(request))
+    elif info.owner == serving_kinds.OWNER:
+        serving_objects.delete(serving_kinds.KINDS[info.kind], name, namespace, _store(request))
     elif not _store(request).delete(info.kind, name, namespace):
         raise _not_found(info, name, namespace)
     if info.kind == "Dataset":
