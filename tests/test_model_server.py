@@ -70,7 +70,12 @@ def start(name: str, model_dir: Path, fmt: str, *extra: str, **options: str) -> 
 
 def stop(served: Served) -> int:
     served.proc.send_signal(signal.SIGTERM)
-    return served.proc.wait(timeout=15)
+    try:
+        return served.proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        served.proc.kill()  # no server outlives the test, even one that ignores SIGTERM
+        served.proc.wait()
+        raise
 
 
 @pytest.fixture(scope="module")
@@ -333,11 +338,10 @@ def test_pytorch_torchscript_and_state_dict(tmp_path: Path, digits: Any) -> None
         "import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.fc = torch.nn.Linear(64, 10)\n\n    def forward(self, x):\n        return self.fc(x)\n"
     )
-    servers = [
-        start("ts", script_dir, "pytorch"),
-        start("sd", state_dir, "pytorch", module="netdef:Net"),
-    ]
+    servers: list[Served] = []
     try:
+        servers.append(start("ts", script_dir, "pytorch"))
+        servers.append(start("sd", state_dir, "pytorch", module="netdef:Net"))
         for served, name, platform in zip(servers, ("ts", "sd"), ("pytorch_torchscript", "pytorch"), strict=True):
             assert served.request("GET", f"/v2/models/{name}")[1]["platform"] == platform
             status, body = served.request("POST", f"/v1/models/{name}:predict", {"instances": rows.tolist()})
@@ -358,8 +362,8 @@ def test_pytorch_torchscript_and_state_dict(tmp_path: Path, digits: Any) -> None
             status, body = served.request("POST", f"/v2/models/{name}/infer", {"inputs": [ints]})
             assert status == 400 and ("refused the input" in body["error"] or "cannot take" in body["error"])
     finally:
-        for served in servers:
-            assert stop(served) == 0
+        codes = [stop(served) for served in servers]  # every one stopped before any assertion
+    assert codes == [0, 0]
 
 
 @pytest.mark.parametrize(
