@@ -1,0 +1,270 @@
+"""Model serving latency and throughput: millpond's model server beside the ``kserve`` package's.
+
+    .venv/bin/python benchmarks/serving.py                 # creates the peer's venv on first use
+    .venv/bin/python benchmarks/serving.py --requests 500  # a quick trial
+
+The digits classifier (scikit-learn LogisticRegression on load_digits, saved as ``model.joblib``)
+is served twice, one process each, one worker each:
+
+- millpond: ``python -m millpond.serving.model_server --format sklearn``;
+- the peer: ``kserve.ModelServer`` (kserve from PyPI, in its own virtual environment that this
+  script creates with ``python -m venv`` and ``pip install kserve scikit-learn==OURS``) serving a
+  ``kserve.Model`` whose load and predict are those of KServe's sklearnserver (that server is not
+  published on PyPI; its model class is a few lines over ``kserve.utils.utils``'s
+  ``get_predict_input``/``get_predict_response``, written out below, predicting on the whole
+  input at once as sklearnserver does).
+
+The same client measures both in the same run: one row per request (64 pixels); p50/p99 latency
+of sequential requests on one keep-alive connection, then throughput with 16 concurrent clients
+(threads, one keep-alive connection each), for KServe v1 (``:predict`` with ``instances``) and the
+Open Inference Protocol v2 (``/infer``, an FP32 tensor). Answers are checked against
+``model.predict`` before timing. The client is Python (http.client) on the same machine, so
+absolute figures include its cost; the ratio is what to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import joblib
+import numpy as np
+import sklearn
+from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_VENV = Path.home() / ".cache" / "millpond" / "bench-kserve-venv"
+CLIENTS = 16
+
+PEER = textwrap.dedent(
+    """
+    import os, pathlib, sys
+    import joblib
+    from kserve import Model, ModelServer
+    from kserve.utils.utils import get_predict_input, get_predict_response
+
+    class SKLearnModel(Model):  # what KServe's sklearnserver does: load the one model file, predict
+        def __init__(self, name, model_dir):
+            super().__init__(name)
+            self.model_dir = model_dir
+            self.ready = False
+
+        def load(self):
+            files = [p for p in pathlib.Path(self.model_dir).iterdir() if p.suffix in (".joblib", ".pkl", ".pickle")]
+            self._model = joblib.load(files[0])
+            self.ready = True
+            return self.ready
+
+        def predict(self, payload, headers=None):
+            return get_predict_response(payload, self._model.predict(get_predict_input(payload)), self.name)
+
+    model = SKLearnModel("digits", sys.argv[1])
+    model.load()
+    ModelServer(http_port=int(sys.argv[2]), workers=1, enable_grpc=False,
+                enable_latency_logging=False).start([model])
+    """
+)
+
+
+def free_port() -> int:
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def peer_python(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print(f"creating the peer's venv in {venv} (pip install kserve scikit-learn=={sklearn.__version__}) ...")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "kserve", f"scikit-learn=={sklearn.__version__}"], check=True
+        )
+    return python
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def post(self, path: str, body: bytes) -> Any:
+        self.conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{path}: {response.status} {data[:200]!r}")
+        return json.loads(data)
+
+
+def wait_ready(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"{what} exited with {proc.returncode}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/v2/health/ready")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{what} not ready after 120 s")
+
+
+def bodies(rows: np.ndarray) -> dict[str, tuple[str, list[bytes]]]:
+    v1 = [json.dumps({"instances": [row.tolist()]}).encode() for row in rows]
+    v2 = [
+        json.dumps(
+            {"inputs": [{"name": "input-0", "shape": [1, 64], "datatype": "FP32", "data": row.tolist()}]}
+        ).encode()
+        for row in rows
+    ]
+    return {"v1": ("/v1/models/digits:predict", v1), "v2": ("/v2/models/digits/infer", v2)}
+
+
+def answer_of(protocol: str, body: Any) -> list[int]:
+    return body["predictions"] if protocol == "v1" else body["outputs"][0]["data"]
+
+
+def measure(port: int, path: str, payloads: list[bytes], requests: int) -> dict[str, float]:
+    client = Client(port)
+    for i in range(100):  # warm up
+        client.post(path, payloads[i % len(payloads)])
+    times = []
+    for i in range(requests):
+        started = time.perf_counter()
+        client.post(path, payloads[i % len(payloads)])
+        times.append(time.perf_counter() - started)
+    times.sort()
+    per_client = max(1, requests * 2 // CLIENTS)
+    barrier = threading.Barrier(CLIENTS + 1)
+    errors: list[BaseException] = []
+
+    def run(offset: int) -> None:
+        own = Client(port)
+        own.post(path, payloads[offset % len(payloads)])
+        barrier.wait()
+        try:
+            for i in range(per_client):
+                own.post(path, payloads[(offset + i) % len(payloads)])
+        except BaseException as exc:  # noqa: BLE001 - reported after the run
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n * 37,)) for n in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise SystemExit(f"concurrent requests failed: {errors[0]}")
+    return {
+        "p50_ms": statistics.median(times) * 1000,
+        "p99_ms": times[int(len(times) * 0.99) - 1] * 1000,
+        "rps": per_client * CLIENTS / elapsed,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=2000, help="sequential requests per protocol and server")
+    parser.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="the peer's virtual environment")
+    args = parser.parse_args()
+
+    x, y = load_digits(return_X_y=True)
+    model = LogisticRegression(max_iter=300).fit(x[:1500], y[:1500])
+    rows = x[1500:].astype(np.float32)
+    expected = model.predict(rows).tolist()
+    work = Path(tempfile.mkdtemp(prefix="millpond-bench-serving-"))
+    (work / "model").mkdir()
+    joblib.dump(model, work / "model" / "model.joblib")
+    (work / "peer.py").write_text(PEER)
+
+    ours_port, peer_port = free_port(), free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    servers = {
+        "millpond": subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "millpond.serving.model_server",
+                "--name",
+                "digits",
+                "--model-dir",
+                str(work / "model"),
+                "--format",
+                "sklearn",
+                "--port",
+                str(ours_port),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        ),
+        "kserve": subprocess.Popen(
+            [str(peer_python(args.venv)), str(work / "peer.py"), str(work / "model"), str(peer_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    }
+    ports = {"millpond": ours_port, "kserve": peer_port}
+    try:
+        for name, proc in servers.items():
+            wait_ready(ports[name], proc, name)
+        results: dict[tuple[str, str], dict[str, float]] = {}
+        for protocol, (path, payloads) in bodies(rows).items():
+            for name in servers:
+                client = Client(ports[name])
+                got = [answer_of(protocol, client.post(path, body))[0] for body in payloads]
+                assert got == expected, f"{name} {protocol}: answers differ from model.predict"
+                results[(protocol, name)] = measure(ports[name], path, payloads, args.requests)
+    finally:
+        for proc in servers.values():
+            proc.terminate()
+            proc.wait(timeout=30)
+
+    print(
+        f"\ndigits (sklearn LogisticRegression), one row per request; kserve {kserve_version(args.venv)}, "
+        f"{args.requests} sequential requests, {CLIENTS} concurrent clients; {os.cpu_count()} CPUs"
+    )
+    print(f"{'protocol':<9}{'metric':<34}{'millpond':>10}{'kserve':>10}{'ratio':>8}")
+    for protocol in ("v1", "v2"):
+        ours, peer = results[(protocol, "millpond")], results[(protocol, "kserve")]
+        for key, label in (
+            ("p50_ms", "p50 latency (ms)"),
+            ("p99_ms", "p99 latency (ms)"),
+            ("rps", f"throughput, {CLIENTS} clients (req/s)"),
+        ):
+            print(f"{protocol:<9}{label:<34}{ours[key]:>10.2f}{peer[key]:>10.2f}{ours[key] / peer[key]:>8.2f}")
+    print("ratio = millpond / kserve (latency: lower is better; throughput: higher is better)")
+
+
+def kserve_version(venv: Path) -> str:
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "from importlib.metadata import version; print(version('kserve'))"],
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip() or "?"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""One process serving one model with KServe v1, the Open Inference Protocol v2 and Seldon v0.1.
+
+    python -m millpond.serving.model_server --name N --model-dir DIR --format sklearn|pytorch \
+        [--module mod:Class] [--model-version V] [--port P] [--host 127.0.0.1] [--max-body-bytes B]
+
+What a supervisor (millpond server's model controller) relies on:
+
+- the model loads *before* the port opens; a model that cannot load ends the process with exit
+  status 2 and one line ``error: WHY`` on stderr (bad flags too), so a restart loop can tell a
+  broken model (do not retry) from a crash;
+- once loaded and listening it prints one line to stdout,
+  ``millpond-model-server ready name=N url=http://HOST:PORT`` (``--port 0`` picks a free port;
+  the line names the one taken), and flushes it;
+- SIGTERM or SIGINT stops it gracefully (uvicorn finishes requests in flight) with exit status 0.
+
+The socket is bound here rather than by uvicorn so that the port is known, and taken, before the
+ready line is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+import uvicorn
+
+from millpond.errors import MillpondError, exit_code_of
+from millpond.serving.models import FORMATS, load_model
+from millpond.serving.protocols import ModelRepository, protocols_app
+from millpond.serving.protocols.tensors import MAX_BODY_BYTES
+
+READY_PREFIX = "millpond-model-server ready"
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What a model server's ready line says: the model's name and the URL it listens on."""
+
+    name: str
+    url: str
+
+
+def command(
+    name: str,
+    model_dir: Path,
+    fmt: str,
+    *,
+    module: str | None = None,
+    version: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    python: str = sys.executable,
+) -> list[str]:
+    """The command line that serves ``model_dir`` (what a supervisor starts, and restarts)."""
+    argv = [python, "-m", "millpond.serving.model_server", "--name", name, "--model-dir", str(model_dir)]
+    argv += ["--format", fmt, "--host", host, "--port", str(port)]
+    if module:
+        argv += ["--module", module]
+    if version:
+        argv += ["--model-version", version]
+    return argv
+
+
+def parse_ready_line(line: str) -> Ready | None:
+    """The ``Ready`` a line of the server's stdout announces, or None for any other line."""
+    if not line.startswith(READY_PREFIX + " "):
+        return None
+    fields = dict(part.split("=", 1) for part in line[len(READY_PREFIX) :].split() if "=" in part)
+    if "name" not in fields or not fields.get("url", "").startswith("http://"):
+        return None
+    return Ready(fields["name"], fields["url"])
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, like every millpond command, not usage + error
+        sys.stderr.write(f"error: {message}\n")
+        raise SystemExit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m millpond.serving.model_server", description=__doc__.splitlines()[0])
+    parser.add_argument("--name", required=True, help="the model's name in every protocol's paths")
+    parser.add_argument("--model-dir", required=True, type=Path, help="directory holding the model file")
+    parser.add_argument("--format", required=True, choices=FORMATS, help="the model's framework")
+    parser.add_argument("--module", help="pytorch state dict: its nn.Module class as MODULE:CLASS")
+    parser.add_argument("--model-version", help="the version OIP metadata reports and /versions/V accepts")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080, help="0 picks a free port (named in the ready line)")
+    parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="larger requests get 413")
+    parser.add_argument("--access-log", action="store_true", help="log every request (off: it costs throughput)")
+    return parser
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit TCP_NODELAY on Linux. Without it uvicorn's h11 protocol, which
+    # writes a response's headers and body separately, meets the client's delayed ACK: 40 ms a request.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise MillpondError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if not 0 <= args.port <= 65535:
+        _parser().error(f"--port {args.port}: expected 0 to 65535")
+    if args.max_body_bytes < 1024:
+        _parser().error("--max-body-bytes: at least 1024")
+    try:
+        model = load_model(args.name, args.model_dir, args.format, args.module, args.model_version)
+        sock = _bind(args.host, args.port)
+    except MillpondError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return exit_code_of(exc)
+    repo = ModelRepository({args.name: model}, max_body_bytes=args.max_body_bytes)
+    host, port = sock.getsockname()[:2]
+    url_host = f"[{host}]" if ":" in host else host
+
+    def announce() -> None:
+        print(f"{READY_PREFIX} name={args.name} url=http://{url_host}:{port}", flush=True)
+
+    app = protocols_app(repo, on_ready=announce)
+    config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on")
+    # uvicorn captures SIGTERM/SIGINT for its graceful shutdown, then restores the handlers it found
+    # and raises the signal again: with the default handlers that would end a clean stop as "killed
+    # by SIGTERM" (or a KeyboardInterrupt traceback). Handlers that do nothing make it exit 0.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stopped)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+def _stopped(signum: int, frame: FrameType | None) -> None:
+    """Runs when uvicorn re-raises the signal it stopped for: the server has already shut down."""
+    del signum, frame
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

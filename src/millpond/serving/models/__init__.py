@@ -1,0 +1,48 @@
+"""Model loaders behind one interface (``Model``): ``load_model`` picks the framework by format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from millpond.serving.models.base import (
+    DATATYPES,
+    InferenceInputError,
+    Model,
+    ModelLoadError,
+    TensorSpec,
+    check_inputs,
+    datatype_of,
+)
+from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS, one_model_file
+
+FORMATS = ("sklearn", "pytorch")
+_FRAMEWORKS = {"sklearn": "scikit-learn", "pytorch": "PyTorch"}
+
+
+def load_model(name: str, model_dir: Path, fmt: str, module: str | None = None, version: str | None = None) -> Model:
+    """Load the model in ``model_dir`` as ``fmt`` ("sklearn" or "pytorch"); ModelLoadError if it cannot be."""
+    if fmt not in FORMATS:
+        raise ModelLoadError(f"unknown model format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    one_model_file(model_dir, SKLEARN_EXTENSIONS if fmt == "sklearn" else PYTORCH_EXTENSIONS, _FRAMEWORKS[fmt])
+    if fmt == "sklearn":
+        if module:
+            raise ModelLoadError("--module is for pytorch state dicts; a scikit-learn model needs none")
+        from millpond.serving.models.sklearn import SklearnModel  # noqa: PLC0415 - torch or sklearn, not both
+
+        return SklearnModel(name, model_dir, version)
+    from millpond.serving.models.pytorch import PyTorchModel  # noqa: PLC0415 - importing torch takes ~1 s
+
+    return PyTorchModel(name, model_dir, module, version)
+
+
+__all__ = [
+    "DATATYPES",
+    "FORMATS",
+    "InferenceInputError",
+    "Model",
+    "ModelLoadError",
+    "TensorSpec",
+    "check_inputs",
+    "datatype_of",
+    "load_model",
+]
