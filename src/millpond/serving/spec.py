@@ -27,12 +27,12 @@ from millpond.datasets.fields import field_path
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.scheduling.ledger import GpuShare, Request
+from millpond.serving.formats import SERVED_FORMATS
 from millpond.serving.storage_uri import StorageUri, parse_storage_uri
 
 SHORTHANDS = ("sklearn", "xgboost", "lightgbm", "onnx", "tensorflow", "pytorch", "triton", "huggingface",
               "paddle", "pmml")
 IMPLEMENTATIONS = (*SHORTHANDS, "model", "containers")
-SERVED_FORMATS = ("sklearn", "pytorch")  # what millpond's own model server loads
 
 # KServe's default ClusterServingRuntimes (config/runtimes): the one picked for a format when the
 # predictor names none (autoSelect, highest priority), by protocol.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from millpond.serving.formats import SERVED_FORMATS
 from millpond.serving.models.base import (
     DATATYPES,
     InferenceInputError,
@@ -15,7 +16,7 @@ from millpond.serving.models.base import (
 )
 from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS, one_model_file
 
-FORMATS = ("sklearn", "pytorch")
+FORMATS = SERVED_FORMATS
 _FRAMEWORKS = {"sklearn": "scikit-learn", "pytorch": "PyTorch"}
 
 
