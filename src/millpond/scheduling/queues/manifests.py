@@ -18,7 +18,6 @@ is named in an info line.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,13 +27,10 @@ from millpond.documents import plain_value
 from millpond.errors import UserError
 from millpond.scheduling.queues import checks, specs
 from millpond.scheduling.queues.kinds import KINDS, REFUSED, QueueKind, check_api_version, refusal
-from millpond.store.secrets import check_name
+from millpond.store.object_metadata import kept_metadata
 
 SchemaCheck = Callable[[Path, dict[str, Any]], None]  # raises UserError naming the field
 
-_USER_METADATA = ("name", "namespace", "labels", "annotations")
-_SERVER_METADATA = frozenset({"uid", "creationTimestamp", "resourceVersion", "generation", "managedFields",
-                              "selfLink", "finalizers", "ownerReferences", "deletionTimestamp"})
 # Recorded, but without effect on one machine or a Ray cluster: (kind, field under spec).
 _NO_EFFECT = {
     "ClusterQueue": ("fairSharing", "admissionScope", "concurrentAdmissionPolicy"),
@@ -73,29 +69,7 @@ def is_queue_document(doc: object) -> bool:
 
 def _envelope(doc: dict[str, Any], info: QueueKind) -> dict[str, Any]:
     api_version = check_api_version(info, doc.get("apiVersion"))
-    metadata = doc.get("metadata")
-    if not isinstance(metadata, dict) or not metadata.get("name"):
-        raise UserError(f"{info.kind}: metadata.name: required field is missing (generateName is not supported)")
-    name = str(metadata["name"])
-    try:
-        check_name(info.kind, name)
-    except UserError as exc:
-        raise UserError(f"{info.kind}: metadata.name: {exc}") from None
-    for key, value in metadata.items():
-        if key not in _USER_METADATA and key not in _SERVER_METADATA:
-            raise UserError(f"{info.kind} {name}: unknown field {json.dumps(f'metadata.{key}', ensure_ascii=False)}")
-        if key in ("labels", "annotations") and not (
-            isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-        ):
-            raise UserError(f"{info.kind} {name}: metadata.{key}: expected a map of strings")
-    kept: dict[str, Any] = {"name": name}
-    if not info.cluster_scoped:
-        kept["namespace"] = str(metadata.get("namespace") or "default")
-        try:
-            check_name("namespace", kept["namespace"])
-        except UserError as exc:
-            raise UserError(f"{info.kind} {name}: metadata.namespace: {exc}") from None
-    kept.update({key: metadata[key] for key in ("labels", "annotations") if key in metadata})
+    kept = kept_metadata(info.kind, doc.get("metadata"), namespaced=not info.cluster_scoped)
     body = {"apiVersion": api_version, "kind": info.kind, "metadata": kept}
     if info.kind == "WorkloadPriorityClass":  # value and description sit at the top, as in PriorityClass
         body.update({key: doc[key] for key in ("value", "description") if key in doc})
