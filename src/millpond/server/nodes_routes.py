@@ -86,7 +86,10 @@ def _local(sampler: CpuSampler) -> dict[str, Any]:
     return {
         "name": view.name, "ip": view.ip, "role": "local",
         "cpu": {"capacity": cap.cpu_millis / 1000, "allocated": sum(g.request.cpu_millis for g in grants) / 1000,
-                "used": round(sampler.cores_used(), 3), "total": psutil.cpu_count() or 1},
+                # clamped: the two clocks (CPU times, monotonic) are read a moment apart, so a busy
+                # machine can measure a hair above its cores (CI saw 2.048 of 2)
+                "used": round(min(sampler.cores_used(), float(psutil.cpu_count() or 1)), 3),
+                "total": psutil.cpu_count() or 1},
         "memory": {"capacity": cap.memory_bytes, "allocated": sum(g.request.memory_bytes for g in grants),
                    "used": int(memory.total - memory.available), "total": int(memory.total)},
         # GPUs "used": the devices' duty cycles summed (two GPUs at 50% = 1.0), where metrics exist
