@@ -22,12 +22,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from millpond.runners.processes import ProcessIdentity
 from millpond.serving import endpoints, front
-from millpond.serving.endpoints import Endpoints, Revision
 from tests.fuzz_support import fuzz_settings
 from tests.server_support import Served as Server
 from tests.server_support import module_home, serving
+from tests.serving_support import publish, train_digits
 from tests.test_model_server import Served, start, stop
 
 MAX_BODY = 64 * 1024
@@ -41,16 +40,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any]:
-    """The digits classifier saved as KServe's sklearnserver finds it, and 20 rows it was not trained on."""
-    import joblib
-    from sklearn.datasets import load_digits
-    from sklearn.linear_model import LogisticRegression
-
-    x, y = load_digits(return_X_y=True)
-    model = LogisticRegression(max_iter=300).fit(x[:1500], y[:1500])
-    model_dir = tmp_path_factory.mktemp("digits")
-    joblib.dump(model, model_dir / "model.joblib")
-    return model_dir, model, x[1500:1520]
+    return train_digits(tmp_path_factory.mktemp("digits"))
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +60,6 @@ def server(home: Path) -> Iterator[Server]:
 
 def url_of(served: Served) -> str:
     return f"http://{served.host}:{served.port}"
-
-
-def publish(name: str, *revisions: tuple[int, list[str]], namespace: str = "default") -> None:
-    me = ProcessIdentity.own()
-    endpoints.write(Endpoints(
-        name=name, namespace=namespace, uid=f"uid-{name}", model_name="digits", protocol="v1", port=0,
-        revisions=tuple(Revision(f"{name}-predictor-{i + 1:05d}", percent, tuple(urls))
-                        for i, (percent, urls) in enumerate(revisions)),
-        supervisor_pid=me.pid, supervisor_ticks=me.start, updated="2026-11-24T00:00:00Z"))
 
 
 def call(base: str, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
