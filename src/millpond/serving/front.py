@@ -213,7 +213,9 @@ class Router:
             body = await read_body(request, self.max_body_bytes)
         except BodyTooLarge as exc:
             return self._done(target, "", error(str(exc), 413, shape), started)
-        headers = [(k, v) for k, v in request.headers.items() if k not in _NOT_SENT]
+        named = request.headers.get("connection")  # headers it names are hop-by-hop too (RFC 9110 7.6.1)
+        dropped = _NOT_SENT | {t.strip().lower() for t in named.split(",")} if named else _NOT_SENT
+        headers = [(k, v) for k, v in request.headers.items() if k not in dropped]
         query = request.scope.get("query_string", b"").decode("latin-1")
         suffix = quote(path, safe=_SAFE_PATH) + (f"?{query}" if query else "")
         now = time.monotonic()
