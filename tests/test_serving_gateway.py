@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from millpond.errors import MillpondError, UserError
 from millpond.serving import endpoints, front
 from tests.fuzz_support import fuzz_settings
 from tests.server_support import Served as Server
@@ -257,6 +258,10 @@ def test_own_port_serves_the_inference_service_and_stops(home: Path, replicas: l
     publish("digits", (100, [url_of(replicas[1])]), namespace="team")
     handle = front.start(0, "team", "digits")
     try:
+        with pytest.raises(MillpondError, match=f"cannot listen on 127.0.0.1:{handle.port}"):
+            front.start(handle.port, "team", "digits")  # taken: said in one line, nothing left running
+        with pytest.raises(UserError):
+            front.start(0, "team", "..")
         status, answer, _ = call(handle.url, "POST", "/v1/models/digits:predict", {"instances": rows.tolist()})
         assert (status, answer) == (200, {"predictions": model.predict(rows).tolist()})
         seed = {"data": {"names": SEED_NAMES, "ndarray": rows.tolist()}}
