@@ -31,7 +31,7 @@ from millpond.datasets.mounts import fuse_available
 from millpond.errors import UnavailableError
 from millpond.runners.processes import ProcessIdentity, start_ticks
 from millpond.scheduling.ledger import Ledger
-from millpond.serving import endpoints, lifecycle
+from millpond.serving import container_env, endpoints, lifecycle
 from millpond.serving.model_fetch import ModelLoadFailed, _inside, _unpack_tar
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
@@ -324,6 +324,26 @@ def test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount(cli, home: Path, tmp
     predicts_like_the_model(served("mounted").revisions[0].replicas[0], "mounted", digits)
     assert "InferenceService default/mounted" in cli("ps").out
     assert lifecycle.stop("mounted")
+
+
+@pytest.mark.parametrize(("text", "expanded"), [
+    ("--port=$(PORT)", "--port=8080"), ("$$(PORT)", "$(PORT)"), ("$(NOPE)", "$(NOPE)"), ("$(PORT", "$(PORT"),
+    ("$PORT", "$PORT"), ("a$", "a$"), ("$(PORT)$(PORT)", "80808080"), ("$$$(PORT)", "$8080"),
+])
+def test_kubernetes_expansion_of_a_containers_command(text: str, expanded: str) -> None:
+    assert container_env.expand(text, {"PORT": "8080"}) == expanded
+
+
+def test_a_missing_secret_is_CreateContainerConfigError_until_it_exists(cli, home: Path, tmp_path: Path) -> None:
+    container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
+                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "later", "key": "word"}}}]}
+    apply(cli, tmp_path, isvc("later", {"containers": [container]}))
+    with pytest.raises(UnavailableError, match="CreateContainerConfigError: .*secret 'later' not found"):
+        lifecycle.wait_ready(ResourceStore(), "later")
+    ConfigStore(home).create("secret", "later", {"word": "now"})
+    until(lambda: ready_condition("later")["status"] == "True", 20, "started once the secret exists")
+    url = served("later").revisions[0].replicas[0]
+    assert post(url, "/v1/models/echo:predict", {"instances": [[1]]})[1]["greeting"] == "now"
 
 
 # --- model_fetch's paths, fuzzed -----------------------------------------------------------------------------------
