@@ -178,8 +178,8 @@ def test_a_canary_gets_its_percent_then_is_promoted(cli, home: Path, tmp_path: P
     apply(cli, tmp_path, isvc("canary", {"canaryTrafficPercent": 20, "sklearn": {"storageUri": f"file://{other}"}}))
 
     def split() -> bool:
-        found = served("canary")
-        return [(r.name, r.percent, len(r.replicas)) for r in found.revisions] == [
+        found = endpoints.read("default", "canary")
+        return found is not None and [(r.name, r.percent, len(r.replicas)) for r in found.revisions] == [
             ("canary-predictor-00001", 80, 1), ("canary-predictor-00002", 20, 1)]
 
     until(split, why="an 80/20 split over two revisions")
@@ -191,6 +191,13 @@ def test_a_canary_gets_its_percent_then_is_promoted(cli, home: Path, tmp_path: P
     assert cli("get", "isvc").out.splitlines()[1].split()[2:5] == ["True", "80", "20"]
     for revision in served("canary").revisions:
         predicts_like_the_model(revision.replicas[0], "canary", digits)
+
+    # its supervisor killed and started again: the same two revisions, the same split
+    [supervisor] = lifecycle.supervisors("canary")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    until(lambda: endpoints.read("default", "canary") is None, 10, "the dead supervisor's endpoints unread")
+    assert lifecycle.reconcile(ResourceStore()) == ["default/canary"]
+    until(split, why="the 80/20 split again after a restart of the supervisor")
 
     # canaryTrafficPercent removed: the latest takes everything, the previous stops
     apply(cli, tmp_path, isvc("canary", {"sklearn": {"storageUri": f"file://{other}"}}))
