@@ -15,8 +15,12 @@ import os
 import signal
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,8 @@ from millpond.errors import UnavailableError
 from millpond.runners.processes import ProcessIdentity, start_ticks
 from millpond.scheduling.ledger import Ledger
 from millpond.serving import container_env, endpoints, lifecycle
-from millpond.serving.model_fetch import ModelLoadFailed, _inside, _unpack_tar
+from millpond.serving.model_fetch import ModelLoadFailed, _inside, _unpack_tar, fetch
+from millpond.serving.storage_uri import parse_storage_uri
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
 from tests.datasets_support import create_s3_dataset
@@ -351,6 +356,43 @@ def test_a_missing_secret_is_CreateContainerConfigError_until_it_exists(cli, hom
     until(lambda: ready_condition("later")["status"] == "True", 20, "started once the secret exists")
     url = served("later").revisions[0].replicas[0]
     assert post(url, "/v1/models/echo:predict", {"instances": [[1]]})[1]["greeting"] == "now"
+
+
+def test_a_model_downloaded_over_http_is_unpacked_and_a_404_is_ModelLoadFailed(cli, home: Path, tmp_path: Path,
+                                                                                digits) -> None:
+    archive = tmp_path / "site" / "digits.tar.gz"
+    archive.parent.mkdir()
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(digits[2] / "model.joblib", arcname="model.joblib")
+    site = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(archive.parent)))
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{site.server_address[1]}"
+    try:
+        apply(cli, tmp_path, isvc("fetched", {"sklearn": {"storageUri": f"{base}/digits.tar.gz"}}))
+        apply(cli, tmp_path, isvc("nowhere", {"sklearn": {"storageUri": f"{base}/missing.joblib"}}))
+        lifecycle.wait_ready(ResourceStore(), "fetched")
+        predicts_like_the_model(served("fetched").revisions[0].replicas[0], "fetched", digits)
+        copy = home / "serving/default/fetched/models/fetched-predictor-00001"
+        assert sorted(p.name for p in copy.iterdir()) == [".millpond-source", "model.joblib"]  # the archive unpacked
+        with pytest.raises(UnavailableError, match=f"ModelLoadFailed: storageUri {base}/missing.joblib: the download "
+                                                   "answered HTTP 404"):
+            lifecycle.wait_ready(ResourceStore(), "nowhere")
+        assert not (home / "serving/default/nowhere/models").exists() or not any(
+            (home / "serving/default/nowhere/models").iterdir())  # no partial copy left behind
+    finally:
+        site.shutdown()
+
+
+@pytest.mark.parametrize(("uri", "says"), [
+    ("hf://someone/model", "hf:// models are not fetched yet"),
+    ("file:///nowhere/at/all", "/nowhere/at/all does not exist"),
+    ("oci://registry/model:1", "oci:// model images are pulled by a container runtime"),
+    ("pvc://nothing/model", "no Dataset nothing in namespace default and no volume"),
+])
+def test_what_cannot_be_fetched_says_why_naming_the_uri(home: Path, uri: str, says: str) -> None:
+    with ExitStack() as held, pytest.raises(ModelLoadFailed) as caught:
+        fetch(parse_storage_uri(uri), "default", "m", "m-predictor-00001", held)
+    assert says in str(caught.value) and uri in str(caught.value) and "\n" not in str(caught.value)
 
 
 # --- model_fetch's paths, fuzzed -----------------------------------------------------------------------------------
