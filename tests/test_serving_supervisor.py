@@ -260,7 +260,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(404, {"error": "no such model"})
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.answer(200, {"predictions": [sum(row) for row in body["instances"]], "greeting": os.environ["GREETING"],
-                          "gpus": os.environ["CUDA_VISIBLE_DEVICES"]})
+                          "gpus": os.environ["CUDA_VISIBLE_DEVICES"],
+                          "fraction": os.environ.get("MILLPOND_GPU_MEMORY_FRACTION")})
 
     def answer(self, code, value):
         data = json.dumps(value).encode()
@@ -290,8 +291,8 @@ def test_a_custom_container_runs_its_command_on_its_port_with_env_from_a_secret_
                  why="two replicas answering")
     assert served("echo").server == "command"
     answers = [post(url, "/v1/models/echo:predict", {"instances": [[1, 2], [3, 4]]}) for url in urls]
-    assert all(answer == (200, {"predictions": [3, 7], "greeting": "hello", "gpus": answer[1]["gpus"]})
-               for answer in answers)
+    assert all(answer == (200, {"predictions": [3, 7], "greeting": "hello", "gpus": answer[1]["gpus"],
+                                "fraction": None}) for answer in answers)
     assert sorted(answer[1]["gpus"] for answer in answers) == ["0", "1"]  # one GPU each, from the ledger
     holders = [grant.holder.name for grant in Ledger().grants()]
     assert sorted(holders) == ["default/echo/echo-predictor-00001-0", "default/echo/echo-predictor-00001-1"]
@@ -344,6 +345,21 @@ def test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount(cli, home: Path, tmp
 ])
 def test_kubernetes_expansion_of_a_containers_command(text: str, expanded: str) -> None:
     assert container_env.expand(text, {"PORT": "8080"}) == expanded
+
+
+def test_replicas_asking_a_gpu_share_share_one_gpu(cli, home: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "1x16Gi")  # test-only: one GPU of 16 GiB, no device behind it
+    ConfigStore(home).create("secret", "words", {"greeting": "hi"})
+    container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
+                 "resources": {"limits": {"aliyun.com/gpu-mem": 4}},
+                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}]}
+    apply(cli, tmp_path, isvc("shared", {"minReplicas": 2, "containers": [container]}))
+    lifecycle.wait_ready(ResourceStore(), "shared")
+    urls = until(lambda: len(served("shared").revisions[0].replicas) == 2 and served("shared").revisions[0].replicas,
+                 why="two replicas answering")
+    answers = [post(url, "/v1/models/echo:predict", {"instances": [[1]]})[1] for url in urls]
+    assert [(a["gpus"], a["fraction"]) for a in answers] == [("0", "0.2500"), ("0", "0.2500")]  # 4 of 16 GiB each
+    assert [grant.share_gpus for grant in Ledger().grants()] == [(0,), (0,)]
 
 
 def test_a_missing_secret_is_CreateContainerConfigError_until_it_exists(cli, home: Path, tmp_path: Path) -> None:
