@@ -411,6 +411,32 @@ def test_what_cannot_be_fetched_says_why_naming_the_uri(home: Path, uri: str, sa
     assert says in str(caught.value) and uri in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_a_re_created_inference_service_gets_a_supervisor_of_its_own(cli, home: Path, tmp_path: Path) -> None:
+    ConfigStore(home).create("secret", "words", {"greeting": "hi"})
+    container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
+                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}]}
+    document = isvc("again", {"containers": [container]})
+    apply(cli, tmp_path, document)
+    store = ResourceStore()
+    lifecycle.wait_ready(store, "again")
+    [old] = lifecycle.supervisors("again")
+    old_replica = replicas_of("again")[0]
+    assert store.delete("InferenceService", "again")  # behind the supervisor's back, then applied again
+    assert apply(cli, tmp_path, document) == "inferenceservice.serving.kserve.io/again created"
+    until(lambda: not old.running and not alive(old_replica["pid"]), 10, "the old uid's supervisor ends by itself")
+    until(lambda: ready_condition("again")["status"] == "True", why="the new uid served")
+    [new] = lifecycle.supervisors("again")
+    assert new.uid == store.get("InferenceService", "again").uid != old.uid  # type: ignore[union-attr]
+    assert served("again").uid == new.uid
+
+
+def test_a_command_that_cannot_run_is_RunContainerError(cli, home: Path, tmp_path: Path) -> None:
+    container = {"name": "kserve-container", "command": [str(tmp_path / "no-such-server")], "args": ["$(PORT)"]}
+    apply(cli, tmp_path, isvc("nocommand", {"containers": [container]}))
+    with pytest.raises(UnavailableError, match=f"RunContainerError: .*cannot run {tmp_path}/no-such-server: No such"):
+        lifecycle.wait_ready(ResourceStore(), "nocommand")
+
+
 # --- model_fetch's paths, fuzzed -----------------------------------------------------------------------------------
 NAMES = st.lists(st.sampled_from([*"ab./\\\x00 -", "..", "../", "/etc", "é"]), max_size=8).map("".join)
 

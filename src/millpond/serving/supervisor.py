@@ -285,8 +285,9 @@ class Supervisor:
         replica.blocked = None
         try:
             replica.start(launch)
-        except OSError as exc:
+        except OSError as exc:  # Kubernetes' RunContainerError: the command cannot be run at all
             replica.failure = f"cannot run {launch.argv[0]}: {exc.strerror or exc}"
+            replica.blocked = "RunContainerError"
             replica.next_start = now + replica.backoff_s
             replica.backoff_s = min(BACKOFF_MAX_S, replica.backoff_s * 2)
             replica.note(replica.failure)
