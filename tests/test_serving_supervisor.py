@@ -430,6 +430,26 @@ def test_a_re_created_inference_service_gets_a_supervisor_of_its_own(cli, home: 
     assert served("again").uid == new.uid
 
 
+def test_a_supervisor_that_fails_says_why_in_the_status_and_leaves_nothing(cli, home: Path, tmp_path: Path) -> None:
+    ConfigStore(home).create("secret", "words", {"greeting": "hi"})
+    container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
+                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}]}
+    document = isvc("fails", {"containers": [container]})
+    apply(cli, tmp_path, document)
+    store = ResourceStore()
+    lifecycle.wait_ready(store, "fails")
+    replica = replicas_of("fails")[0]
+    # a predictor no check let through (written to the store directly): the supervisor cannot read it
+    store.apply([{**document, "spec": {"predictor": {"minReplicas": -1, "containers": [container]}}}])
+    until(lambda: ready_condition("fails").get("reason") == "SupervisorFailed", 10, "the failure in the status")
+    condition = ready_condition("fails")
+    assert condition["status"] == "False" and condition["message"] == (
+        "its supervisor failed: UserError: spec.predictor.minReplicas: -1 cannot be less than 0")
+    assert "Traceback" in lifecycle.supervisor_log("fails").read_text()  # the traceback only in its own log
+    until(lambda: not alive(replica["pid"]) and not lifecycle.supervisors("fails"), 10, "nothing left running")
+    assert endpoints.read_file("default", "fails") is None
+
+
 def test_a_command_that_cannot_run_is_RunContainerError(cli, home: Path, tmp_path: Path) -> None:
     container = {"name": "kserve-container", "command": [str(tmp_path / "no-such-server")], "args": ["$(PORT)"]}
     apply(cli, tmp_path, isvc("nocommand", {"containers": [container]}))

@@ -280,7 +280,8 @@ class Supervisor:
             if replica.failure != str(exc):
                 replica.note(f"cannot start replica {replica.index}: {exc}")
             replica.failure, replica.blocked = str(exc), "CreateContainerConfigError"
-            replica.next_start = now + BACKOFF_START_S * 5
+            replica.next_start = now + replica.backoff_s
+            replica.backoff_s = min(BACKOFF_MAX_S, replica.backoff_s * 2)
             return
         replica.blocked = None
         try:
