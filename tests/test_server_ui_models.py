@@ -12,17 +12,19 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from millpond.serving import objects as serving_objects
+from millpond.serving import lifecycle
 from millpond.store.resources import ResourceStore
 from tests.server_support import serving
-from tests.serving_support import end, publish, train_digits
-from tests.test_model_server import start
+from tests.serving_support import train_digits
 from tests.test_server_ui import _browser, chromium_page
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
-ISVC = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-        "metadata": {"name": "digits", "labels": {"team": "ml"}, "annotations": {"note": HOSTILE}},
-        "spec": {"predictor": {"sklearn": {"storageUri": "s3://models/digits"}}}}
+
+
+def _isvc(model_dir: Path) -> dict[str, Any]:
+    return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": "digits", "labels": {"team": "ml"}, "annotations": {"note": HOSTILE}},
+            "spec": {"predictor": {"sklearn": {"storageUri": f"file://{model_dir}"}}}}
 
 
 def _json(url: str, body: Any = None) -> Any:
@@ -35,14 +37,10 @@ def _json(url: str, body: Any = None) -> Any:
 def test_models_page_lists_inference_services_with_live_counts(home: Path, tmp_path: Path) -> None:
     sync_api = _browser()
     model_dir, model, rows = train_digits(tmp_path)
-    replica = start("digits", model_dir, "sklearn")
     try:
         for served in serving():
-            _json(f"{served.url}/apis/millpond/v1/fluid/apply", [ISVC])
-            publish("digits", (100, [f"http://{replica.host}:{replica.port}"]))
-            url = "http://127.0.0.1:40123"  # what the supervisor reports: the InferenceService's own port
-            serving_objects.set_status(ResourceStore(), "digits", "default", serving_objects.status(
-                "True", "", "", url=url, active="Loaded", transition="UpToDate", revision="digits-predictor-00001"))
+            _json(f"{served.url}/apis/millpond/v1/fluid/apply", [_isvc(model_dir)])  # its supervisor starts
+            url = lifecycle.wait_ready(ResourceStore(), "digits", timeout_s=60).status["url"]  # its own port
 
             [view] = _json(f"{served.url}/ui-api/models")["models"]
             assert view["ready"]["status"] == "True" and view["url"] == url and view["replicas"] == 1
@@ -78,4 +76,4 @@ def test_models_page_lists_inference_services_with_live_counts(home: Path, tmp_p
                 assert page.evaluate("window.pwned") is None
                 assert not errors, errors
     finally:
-        end(replica)
+        lifecycle.stop("digits")

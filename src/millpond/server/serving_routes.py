@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from millpond.errors import UserError
 from millpond.server.state import state_of
+from millpond.serving import lifecycle
 from millpond.serving import objects as serving_objects
 from millpond.serving.front import Router, error, shape_of
 from millpond.serving.protocols.common import error_body
@@ -203,12 +204,9 @@ async def any_path(namespace: str, name: str, path: str, request: Request) -> Re
 
 # --- what the Models page and get isvc read ------------------------------------------------------------
 def model_status(resource: Any) -> dict[str, Any]:
-    """An InferenceService's status as the Models page shows it: what is stored (``serving.objects``).
-
-    The one place to switch to the supervisor's view (``serving.lifecycle.observed_status(resource)``)
-    once it lands.
-    """
-    return dict(resource.status or {})
+    """An InferenceService's status as the Models page shows it: the stored one, never Ready without a
+    live supervisor (``serving.lifecycle.observed_status``)."""
+    return lifecycle.observed_status(resource)
 
 
 def stored(request: Request) -> list[Any]:
