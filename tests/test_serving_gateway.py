@@ -264,6 +264,14 @@ def test_own_port_serves_the_inference_service_and_stops(home: Path, replicas: l
             front.start(0, "team", "..")
         status, answer, _ = call(handle.url, "POST", "/v1/models/digits:predict", {"instances": rows.tolist()})
         assert (status, answer) == (200, {"predictions": model.predict(rows).tolist()})
+        # a web page in the user's browser gets nothing: DNS rebinding (another Host), another site's Origin
+        for headers in ({"Host": "evil.example:80"}, {"Origin": "http://evil.example"}, {"Origin": "null"}):
+            status, answer, _ = call(handle.url, "POST", "/v1/models/digits:predict", {"instances": rows.tolist()},
+                                     headers=headers)
+            assert status == 403 and "predictions" not in answer, (headers, answer)
+        local = {"Origin": f"http://localhost:{handle.port}"}
+        assert call(handle.url, "POST", "/v1/models/digits:predict", {"instances": rows.tolist()},
+                    headers=local)[0] == 200
         seed = {"data": {"names": SEED_NAMES, "ndarray": rows.tolist()}}
         status, answer, _ = call(handle.url, "POST", "/api/v0.1/predictions", seed)
         assert status == 200 and answer["data"]["ndarray"] == model.predict(rows).tolist()

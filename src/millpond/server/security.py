@@ -41,25 +41,15 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from millpond.hosts import LOOPBACK_HOSTS, host_of
 from millpond.server.errors import error_response
 
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Types a browser cannot send cross-site without a preflight, plus multipart for uploads.
 BODY_TYPES = frozenset({
     "application/json", "multipart/form-data",
     "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
 })
-
-
-def host_of(value: str) -> str:
-    """The host name of a ``Host`` header or a URL's netloc, lower-case, without port or brackets."""
-    value = value.strip().lower()
-    if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value[1:]
-    if value.count(":") == 1:  # name:port; a bare IPv6 address has several colons
-        return value.split(":", 1)[0]
-    return value.rstrip(".")
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from starlette.types import Receive, Scope, Send
 from yarl import URL
 
 from millpond.errors import UserError
+from millpond.hosts import loopback_only_problem
 from millpond.serving import endpoints
 from millpond.serving.endpoints import Endpoints, Revision
 from millpond.serving.protocols.common import error_body
@@ -313,9 +314,12 @@ class OwnPort:
         request = Request(scope, receive)
         path = scope["path"]
         shape = shape_of(path)
-        target = self.router.lookup(self.namespace, self.name)
-        if target is None:
-            response: Response = error(f"InferenceService {self.namespace}/{self.name} has no ready replica", 503,
+        refused = loopback_only_problem(request.headers.get("host"), request.headers.get("origin"))
+        target = self.router.lookup(self.namespace, self.name) if refused is None else None
+        if refused is not None:  # a web page in the user's browser (DNS rebinding, another site) gets nothing
+            response: Response = error(refused, 403, shape)
+        elif target is None:
+            response = error(f"InferenceService {self.namespace}/{self.name} has no ready replica", 503,
                                        shape)
         else:
             response = await self.router.forward(request, target, path, shape)
