@@ -1,0 +1,107 @@
+"""What ``arena serve list|get|logs`` show of an InferenceService, in Arena's shape (``ServingJobInfo``).
+
+An InferenceService is one "serving job": its TYPE is the ``servingType`` label ``arena serve`` set
+(``Custom``, ``KServe``, ``Sklearn``; an applied manifest without one is ``KServe``), its VERSION the
+``servingVersion`` label, else the latest revision's number (``00001``, as Arena shows KServe's),
+DESIRED the replicas asked, AVAILABLE those that answer now (``serving.endpoints``), ADDRESS the URL
+of its status. Its instances are the replicas of its revisions (``NAME-predictor-00001-replica-0``),
+one log file each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from millpond.serving import endpoints as endpoint_files
+from millpond.serving.spec import predictor_spec
+from millpond.store.resources import Resource
+
+TYPE_NAMES = {"custom": "Custom", "kserve": "KServe", "sklearn": "Sklearn"}
+
+
+def _age(since: dt.datetime, now: dt.datetime) -> str:
+    seconds = max(0, int((now - since).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _ready(status: dict[str, Any]) -> tuple[str, str]:
+    """(Ready's status, its message) from the InferenceService's conditions."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status") or "Unknown"), str(condition.get("message") or "")
+    return "Unknown", ""
+
+
+def instance_logs(name: str, namespace: str) -> dict[str, Path]:
+    """Each instance's log file by instance name (``REVISION-replica-N``), newest revision first."""
+    from millpond.serving import lifecycle
+
+    found: dict[str, Path] = {}
+    logs = sorted(lifecycle.replica_logs(name, namespace), key=lambda p: (p.parent.name, p.name))
+    by_revision: dict[str, list[Path]] = {}
+    for path in logs:
+        by_revision.setdefault(path.parent.name, []).append(path)
+    for revision in sorted(by_revision, reverse=True):
+        for path in by_revision[revision]:
+            found[f"{revision}-{path.stem}"] = path
+    return found
+
+
+def info(resource: Resource, instances: bool = False) -> dict[str, Any]:
+    """Arena's ``ServingJobInfo`` of one InferenceService (with its instances when asked)."""
+    from millpond.serving import lifecycle
+
+    now = dt.datetime.now(dt.timezone.utc)
+    labels = (resource.manifest.get("metadata") or {}).get("labels") or {}
+    status = dict(lifecycle.observed_status(resource) or {})
+    ready, message = _ready(status)
+    predictor = predictor_spec(resource.manifest)
+    served = endpoint_files.read(resource.namespace, resource.name)
+    revisions = list(served.revisions) if served is not None else []
+    latest = str(((status.get("components") or {}).get("predictor") or {}).get("latestCreatedRevision") or "")
+    version = str(labels.get("servingVersion") or (latest.rsplit("-", 1)[-1] if latest else ""))
+    url = str(status.get("url") or "")
+    port = urlsplit(url).port if url else None
+    item: dict[str, Any] = {
+        "name": resource.name, "namespace": resource.namespace,
+        "type": TYPE_NAMES.get(str(labels.get("servingType") or ""), "KServe"), "version": version,
+        "age": _age(resource.created_at, now), "desiredInstances": predictor.replicas,
+        "availableInstances": sum(len(r.replicas) for r in revisions), "address": url,
+        "ports": f"HTTP:{port}" if port else "", "ready": ready, "message": "" if ready == "True" else message,
+        "revisions": [{"name": r.name, "percent": r.percent, "replicas": list(r.replicas)} for r in revisions],
+        "endpoints": ([{"name": "HTTP", "url": url}] if url else [])
+        + [{"name": f"{r.name}-replica", "url": u} for r in revisions for u in r.replicas],
+    }
+    if instances:
+        item["instances"] = _instances(resource, revisions, now)
+    return item
+
+
+def _instances(resource: Resource, revisions: list[Any], now: dt.datetime) -> list[dict[str, Any]]:
+    """The replicas that have a log: Running when their revision has that many answering, else Pending/Stopped."""
+    answering = {r.name: len(r.replicas) for r in revisions}
+    out = []
+    for name, log in instance_logs(resource.name, resource.namespace).items():
+        revision = log.parent.name
+        index = int(log.stem.rsplit("-", 1)[-1]) if log.stem.rsplit("-", 1)[-1].isdigit() else 0
+        up = index < answering.get(revision, 0)
+        status = "Running" if up else ("Pending" if revision in answering else "Stopped")
+        try:
+            started = dt.datetime.fromtimestamp(log.stat().st_ctime, dt.timezone.utc)
+        except OSError:
+            started = now
+        out.append({"name": name, "status": status, "age": _age(started, now), "ready": "1/1" if up else "0/1",
+                    "readyContainers": int(up), "totalContainers": 1, "restartCount": _restarts(log),
+                    "nodeName": "localhost", "log": str(log)})
+    return out
+
+
+def _restarts(log: Path) -> int:
+    """How many times the replica was started again: the supervisor writes one line each time it starts one."""
+    return 0

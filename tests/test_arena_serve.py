@@ -1,0 +1,246 @@
+"""``arena serve custom|kserve|sklearn`` flags → an InferenceService manifest, without processes.
+
+Each serve type and flag lands where Arena's chart puts it (and where millpond's PredictorSpec reads
+it: what ``apply -f`` of the same manifest would store); a bad flag is one ``error:`` line naming
+it, exit 2, nothing stored; Arena's other serve types are refused naming what millpond serves;
+fuzzed flag values either build a manifest that ``apply``'s own checks accept or are a UserError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from millpond.errors import UserError
+from millpond.serving.arena_serve import ServeArgs, inference_service
+from millpond.serving.deploy import check
+from millpond.serving.spec import GPU, GPU_MEM
+from millpond.store.resources import ResourceStore
+from tests.conftest import CliResult
+from tests.fuzz_support import fuzz_settings
+
+
+@pytest.fixture
+def arena(home: Path, capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run the ``arena`` console script in this process (its own error handling: one ``error:`` line)."""
+    from millpond.cli.arena import main
+
+    def invoke(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return invoke
+
+
+def built(**flags: object) -> tuple[dict, object]:
+    body = inference_service(ServeArgs(**flags))  # type: ignore[arg-type]
+    return body, check(body, "arena serve").predictor
+
+
+def test_sklearn_is_kserves_sklearn_predictor_with_the_model_uri() -> None:
+    body, predictor = built(type="sklearn", name="digits", storage_uri="/models/digits", replicas=3,
+                            cpu="500m", memory="1Gi", model_name="digits", model_version="2", version="v1")
+    assert body["spec"]["predictor"] == {
+        "minReplicas": 3,
+        "sklearn": {"storageUri": "/models/digits",
+                    "resources": {"requests": {"cpu": "500m", "memory": "1Gi"},
+                                  "limits": {"cpu": "500m", "memory": "1Gi"}}}}
+    assert body["metadata"]["labels"] == {"servingType": "sklearn", "servingName": "digits", "servingVersion": "v1",
+                                          "modelName": "digits", "modelVersion": "2"}
+    assert (predictor.server, predictor.replicas, predictor.storage.local_path) == ("sklearn", 3, "/models/digits")
+    assert (predictor.resources.cpu_millis, predictor.resources.memory_bytes) == (500, 2**30)
+
+
+def test_kserve_model_format_runtime_protocol_and_canary() -> None:
+    body, predictor = built(type="kserve", name="iris", model_format="sklearn:1.3", runtime="kserve-sklearnserver",
+                            storage_uri="s3://models/iris", protocol_version="v2", runtime_version="1.3.0",
+                            min_replicas=2, max_replicas=4, canary_traffic_percent=10, gpus=1, port=8085,
+                            scale_target=5, scale_metric="rps", container_concurrency=2, timeout=30)
+    spec = body["spec"]["predictor"]
+    assert spec["model"]["modelFormat"] == {"name": "sklearn", "version": "1.3"}
+    assert (spec["model"]["runtime"], spec["model"]["protocolVersion"], spec["model"]["runtimeVersion"]) == \
+        ("kserve-sklearnserver", "v2", "1.3.0")
+    assert (spec["minReplicas"], spec["maxReplicas"], spec["canaryTrafficPercent"]) == (2, 4, 10)
+    assert (spec["scaleTarget"], spec["scaleMetric"], spec["containerConcurrency"], spec["timeout"]) == \
+        (5, "rps", 2, 30)
+    assert spec["model"]["resources"]["limits"][GPU] == "1"
+    assert (predictor.model_format, predictor.protocol, predictor.runtime, predictor.runtime_named) == \
+        ("sklearn", "v2", "kserve-sklearnserver", True)
+    assert (predictor.replicas, predictor.max_replicas, predictor.canary_traffic_percent) == (2, 4, 10)
+    assert (predictor.resources.gpus, predictor.container.port, predictor.storage.authority) == (1, 8085, "models")
+
+
+def test_kserve_without_a_format_is_a_custom_container_and_custom_runs_its_command() -> None:
+    for serve_type in ("kserve", "custom"):
+        body, predictor = built(type=serve_type, name="echo", image="python:3.11",
+                                command="python -m server --port 9000", port=9000, env=("MODE=fast", "EMPTY="),
+                                gpumemory=2, labels=("team=vision",),
+                                annotations=("note=a b: c",), data=("weights:/mnt/models",))
+        spec = body["spec"]["predictor"]
+        container = spec["containers"][0]
+        assert container["name"] == "kserve-container" and container["image"] == "python:3.11"
+        assert container["command"] == ["sh", "-c", "python -m server --port 9000"]  # as Arena's chart writes it
+        assert container["env"] == [{"name": "MODE", "value": "fast"}, {"name": "EMPTY", "value": ""}]
+        assert container["volumeMounts"] == [{"name": "weights", "mountPath": "/mnt/models"}]
+        assert spec["volumes"] == [{"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}]
+        assert body["metadata"]["labels"]["team"] == "vision"
+        assert body["metadata"]["annotations"] == {"note": "a b: c"}
+        assert predictor.server == "command" and predictor.container.port == 9000
+        assert predictor.container.command == ("sh", "-c", "python -m server --port 9000")
+        assert predictor.resources.shares[0].memory_bytes == 2 * 2**30
+        assert dict((e.name, e.value) for e in predictor.container.env) == {"MODE": "fast", "EMPTY": ""}
+
+
+def test_custom_restful_port_wins_and_bash_is_kept() -> None:
+    body, predictor = built(type="custom", name="web", command="serve", port=8500, restful_port=8501, shell="bash")
+    assert predictor.container.port == 8501 and predictor.container.command[:2] == ("bash", "-c")
+
+
+@pytest.mark.parametrize(("serve_type", "uri", "data", "expected"), [
+    ("sklearn", "", ("digits-data:/models",), "pvc://digits-data"),  # only --data: the dataset is the model dir
+    ("sklearn", "/models/digits/v2", ("digits-data:/models",), "pvc://digits-data/digits/v2"),
+    ("kserve", "file:///models/iris", ("iris:/models",), "pvc://iris/iris"),
+    ("kserve", "/elsewhere/iris", ("iris:/models",), "/elsewhere/iris"),  # not under the mount: as given
+    ("sklearn", "s3://bucket/model", (), "s3://bucket/model"),
+])
+def test_data_becomes_the_predictors_pvc_storage_uri(serve_type: str, uri: str, data: tuple[str, ...],
+                                                     expected: str) -> None:
+    flags = {"model_format": "sklearn"} if serve_type == "kserve" else {}
+    body, predictor = built(type=serve_type, name="m", storage_uri=uri, data=data, **flags)
+    key = "model" if serve_type == "kserve" else "sklearn"
+    assert body["spec"]["predictor"][key]["storageUri"] == expected == predictor.storage.uri
+    assert "volumes" not in body["spec"]["predictor"]
+
+
+BAD_FLAGS = [
+    (["custom", "--name", "x", "--gpus", "-1", "run"], "--gpus -1"),
+    (["custom", "--name", "x", "--gpus", "1", "--gpumemory", "2", "run"], "--gpumemory"),
+    (["custom", "--name", "x", "--gpucore", "30", "run"], "--gpucore 30"),
+    (["custom", "--name", "x", "--cpu", "lots", "run"], "--cpu"),
+    (["custom", "--name", "x", "--memory", "1Q", "run"], "--memory"),
+    (["custom", "--name", "x", "--replicas", "0", "run"], "scale to zero"),
+    (["custom", "--name", "x", "--port", "70000", "run"], "--port 70000"),
+    (["custom", "--name", "Bad_Name", "run"], "--name 'Bad_Name'"),
+    (["custom", "--name", "9lives", "run"], "--name '9lives'"),
+    (["custom", "--name", "x", "-n", "Not Valid", "run"], "--namespace"),
+    (["custom", "--name", "x", "--data", "nocolon", "run"], "--data 'nocolon'"),
+    (["custom", "--name", "x", "--data", "ds:relative", "run"], "DATASET:/ABSOLUTE/PATH"),
+    (["custom", "--name", "x", "--data", "ds:/", "run"], "nothing can be mounted"),
+    (["custom", "--name", "x", "--data", "a:/m", "--data", "b:/m", "run"], "mounted twice"),
+    (["custom", "--name", "x", "--env", "1A=b", "run"], "--env '1A'"),
+    (["custom", "--name", "x", "--env", "novalue", "run"], "KEY=VALUE"),
+    (["custom", "--name", "x", "--label", "bad key!=v", "run"], "--label"),
+    (["custom", "--name", "x", "--label", "k=bad value", "run"], "--label"),
+    (["custom", "--name", "x", "--annotation", "=v", "run"], "--annotation"),
+    (["custom", "--name", "x", "--model-version", "a b", "run"], "--model-version"),
+    (["custom", "--name", "x"], "give the command"),
+    (["custom", "--name", "x", "--command", "a", "b"], "--command or the words"),
+    (["custom", "--name", "x", "--shell", "zsh", "run"], "--shell"),
+    (["sklearn", "--name", "x"], "--model-uri is required"),
+    (["sklearn", "--name", "x", "--model-uri", "ftp://host/model"], "unsupported scheme ftp://"),
+    (["sklearn", "--name", "x", "--model-uri", "/m/../../etc"], "'..' is not allowed"),
+    (["sklearn", "--name", "x", "--model-uri", "/m", "--protocol-version", "v9"], "--protocol-version"),
+    (["kserve", "--name", "x", "--model-format", ":1", "--storage-uri", "/m"], "--model-format"),
+    (["kserve", "--name", "x", "--model-format", "sklearn:", "--storage-uri", "/m"], "--model-format"),
+    (["kserve", "--name", "x", "--model-format", "sklearn", "--storage-uri", "/m", "--min-replicas", "3",
+      "--max-replicas", "2"], "cannot be greater"),
+    (["kserve", "--name", "x", "--model-format", "sklearn", "--storage-uri", "/m", "--canary-traffic-percent",
+      "101"], "between 0 and 100"),
+    (["kserve", "--name", "x", "--model-format", "sklearn", "--data", "a:/a", "--data", "b:/b"], "several datasets"),
+    (["kserve", "--name", "x", "--model-format", "sklearn", "--storage-uri", "/m", "--min-replicas", "0"],
+     "scale to zero"),
+    (["kserve", "--name", "x", "--gpus", "abc"], "'abc' is not a valid integer"),
+    (["kserve", "--name", "x", "--no-such-flag", "1"], "No such option"),
+    (["kserve"], "Missing option '--name'"),
+]
+
+
+@pytest.mark.parametrize(("argv", "says"), BAD_FLAGS, ids=[" ".join(a[:1] + a[3:5]) for a, _ in BAD_FLAGS])
+def test_a_bad_flag_is_one_error_line_exit_2_and_nothing_stored(arena, argv: list[str], says: str) -> None:
+    result = arena("serve", *argv)
+    assert result.code == 2, result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.err
+    assert "Traceback" not in result.err and result.out == ""
+    assert ResourceStore().list("InferenceService", None) == []
+
+
+@pytest.mark.parametrize("serve_type", ["tensorflow", "tf", "triton", "seldon", "kfserving", "distributed"])
+def test_arenas_other_serve_types_are_refused_naming_what_millpond_serves(arena, serve_type: str) -> None:
+    result = arena("serve", serve_type, "--name", "m", "--model-path", "/m", "--restfulPort", "8501")
+    assert result.code == 2
+    (line,) = result.err.strip().splitlines()
+    assert line.startswith(f"error: arena serve {serve_type}: ") and "custom" in line and "sklearn" in line
+
+
+def test_a_flag_of_another_type_is_named(arena) -> None:
+    result = arena("serve", "custom", "--name", "x", "--storage-uri", "/m", "run")
+    assert result.code == 2 and result.err.startswith("error: No such option") and "--storage-uri" in result.err
+    with pytest.raises(UserError, match="--model-format: a kserve flag"):
+        inference_service(ServeArgs(type="sklearn", name="x", storage_uri="/m", model_format="sklearn"))
+    with pytest.raises(UserError, match="--canary-traffic-percent: not a flag of arena serve custom"):
+        inference_service(ServeArgs(type="custom", name="x", command="run", canary_traffic_percent=5))
+
+
+def test_unknown_type_on_list_get_is_refused(arena) -> None:
+    result = arena("serve", "list", "-T", "tensorflow")
+    assert result.code == 2 and result.err.startswith("error: --type 'tensorflow'")
+    result = arena("serve", "get", "nothing-here")
+    assert result.code == 2 and "nothing-here" in result.err and len(result.err.strip().splitlines()) == 1
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=24)
+_flag_text = st.one_of(_text, st.sampled_from(["", "500m", "1Gi", "/models/m", "s3://b/m", "pvc://d/m", "file:///m",
+                                               "sklearn", "sklearn:1", "pytorch", "v1", "v2", "ds:/models",
+                                               "KEY=VALUE", "a/b=c", "app.kubernetes.io/name=x", "run it"]))
+_ints = st.one_of(st.integers(-3, 4), st.integers(-(2**40), 2**40))
+
+
+@fuzz_settings(300)
+@given(serve_type=st.sampled_from(["custom", "kserve", "sklearn", "tf"]), name=st.one_of(_text, st.just("model-a")),
+       namespace=st.one_of(_text, st.just("default")), text=st.lists(_flag_text, min_size=12, max_size=12),
+       ints=st.lists(_ints, min_size=8, max_size=8), many=st.lists(_flag_text, max_size=3))
+def test_fuzzed_flags_build_what_apply_accepts_or_are_a_user_error(serve_type: str, name: str, namespace: str,
+                                                                   text: list[str], ints: list[int],
+                                                                   many: list[str]) -> None:
+    args = ServeArgs(
+        type=serve_type, name=name, namespace=namespace, version=text[0], model_name=text[1], image=text[2],
+        command=text[3], cpu=text[4], memory=text[5], model_format=text[6] if serve_type == "kserve" else "",
+        storage_uri=text[7] if serve_type != "custom" else "", protocol_version=text[8] if serve_type != "custom"
+        else "", runtime=text[9] if serve_type == "kserve" else "", data=tuple(many[:1]), env=tuple(many[1:2]),
+        labels=tuple(many[2:]), annotations=(text[10],) if text[10] else (), replicas=ints[0], gpus=ints[1],
+        gpumemory=ints[2], port=ints[3], min_replicas=ints[4] if serve_type == "kserve" else -1,
+        max_replicas=ints[5] if serve_type == "kserve" else 0,
+        canary_traffic_percent=ints[6] if serve_type == "kserve" else -1, timeout=ints[7] if serve_type == "kserve"
+        else 0)
+    try:
+        body = inference_service(args)
+    except UserError as exc:
+        assert str(exc) and "\n" not in str(exc)
+        return
+    try:
+        manifest = check(body, "arena serve")
+    except UserError as exc:  # apply's own checks may still refuse (a schema's bound): one line, never a traceback
+        assert "\n" not in str(exc)
+        return
+    assert manifest.name == name and manifest.predictor is not None
+
+
+def test_examples_of_the_readme_build(tmp_path: Path) -> None:
+    """The README's arena serve lines as typed args: each is a manifest apply's checks accept."""
+    for args in (ServeArgs(type="sklearn", name="digits", storage_uri=str(tmp_path)),
+                 ServeArgs(type="kserve", name="sklearn-iris", model_format="sklearn",
+                           storage_uri="gs://kfserving-examples/models/sklearn/1.0/model"),
+                 ServeArgs(type="custom", name="echo", port=8080, command="python -m http.server 8080")):
+        assert check(inference_service(args), "arena serve").predictor is not None
+    assert GPU_MEM  # the share resource the builder writes for --gpumemory
