@@ -11,13 +11,9 @@ of the worker that rank belongs to, so ``arena logs -i NAME-worker-1`` shows tha
 
 from __future__ import annotations
 
-import datetime as dt
-import os
 import re
-import signal
 import subprocess
 import threading
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +22,12 @@ from typing import IO, Protocol
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
 from millpond.runners.environment import inherited_environment
-from millpond.runners.processes import session_members, start_ticks
+from millpond.runners.process_groups import end_group, stamp_now, stop_groups
+from millpond.runners.processes import start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, sandbox_problem, wrap
 from millpond.training.launch import Planned
+
+__all__ = ["Running", "end_group", "stamp_now", "start", "stop"]
 
 RANK_TAG = re.compile(rb"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:")  # Open MPI 4's --tag-output
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (a pod's grace period, shortened)
@@ -89,11 +88,6 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
     return Running(planned, process, start_ticks(process.pid), pump)
 
 
-def stamp_now() -> bytes:
-    """The time a log line is written before it (``arena logs --timestamps`` reads it back)."""
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
-
-
 def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
     """Every line the instance prints, appended to its log after the time it was read (and to its rank's)."""
     with ExitStack() as files:
@@ -115,50 +109,8 @@ def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
                 ranks[target].write(text)
 
 
-def _signal_session(sid: int, signum: int) -> None:
-    for member in session_members(sid):
-        try:
-            os.kill(member, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def end_group(pid: int | None, ticks: str | None) -> bool:
-    """SIGKILL an instance's process group and session, whether its leader is alive, a zombie or already reaped.
-
-    The leader (the instance's first process, bwrap when sandboxed) may be gone while what it
-    started lives on: a shell's forked children survive bwrap's ``--die-with-parent``, mpirun's
-    ranks lead groups of their own in the leader's session, and a leader reaped before anyone
-    looked no longer matches its start time. The group and session are still ours: the kernel
-    gives no process a pid that is the id of a group or session with members. Only a pid now held
-    by another process (a different start time) is left alone. True if a group was signalled.
-    """
-    if not pid or start_ticks(pid) not in (None, ticks):
-        return False
-    _signal_session(pid, signal.SIGKILL)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
 def stop(running: list[Running]) -> None:
     """SIGTERM each instance's group (and session) still running, SIGKILL what is left after ``STOP_GRACE_S``."""
-    alive = [item for item in running if item.process.poll() is None]
-    for item in alive:
-        try:
-            os.killpg(item.process.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-        _signal_session(item.process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
-    while time.monotonic() < deadline and any(item.process.poll() is None for item in alive):
-        time.sleep(0.1)
+    stop_groups([(item.process, item.ticks) for item in running], STOP_GRACE_S)  # type: ignore[misc]
     for item in running:
-        end_group(item.process.pid, item.ticks)  # also what a finished leader left behind in its group
-        try:
-            item.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
         item.pump.join(timeout=2)

@@ -6,11 +6,12 @@ build it without importing the others.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-LOCAL_ADDR = "127.0.0.1"
+from millpond.runners.ports import LOCAL_ADDR, free_port, free_ports
+
+__all__ = ["LOCAL_ADDR", "Planned", "free_port", "free_ports"]
 
 
 @dataclass(frozen=True)
@@ -33,24 +34,3 @@ class Planned:
     started_by: str = ""
     rank_logs: tuple[str, ...] = ()
     files: tuple[tuple[Path, str], ...] = ()
-
-
-def free_port() -> int:
-    """A TCP port free on the loopback now (the master binds it a moment later, as on a cluster)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOCAL_ADDR, 0))
-        return int(probe.getsockname()[1])
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports (each asked for while the others are still held)."""
-    probes = []
-    try:
-        for _ in range(count):
-            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            probes.append(probe)
-            probe.bind((LOCAL_ADDR, 0))
-        return [int(probe.getsockname()[1]) for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()

@@ -1,0 +1,87 @@
+"""Ending a started process's whole tree, and stamping the lines of its log, for long-lived local processes.
+
+A training job's instances and a served model's replicas are each started in a session of their
+own (they lead their process group), so a signal to the group, and to every member of the
+session, reaches whatever they started. Stopping one is a pod's ending, shortened: SIGTERM, a
+grace period, then SIGKILL of what is left of the group and session, even when the leader
+itself is already gone. Their output goes to a log one line at a time, each after the time it
+was read (``stamp_now``), which ``arena logs --timestamps`` reads back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from millpond.runners.processes import session_members, start_ticks
+
+
+class GroupLeader(Protocol):
+    """A started process that leads its group: a ``subprocess.Popen`` of a ``start_new_session`` child."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def stamp_now() -> bytes:
+    """The time a log line is written before it (``arena logs --timestamps`` reads it back)."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+
+
+def signal_session(sid: int, signum: int) -> None:
+    """``signum`` to every process of session ``sid`` (what ignores its group: mpirun's ranks)."""
+    for member in session_members(sid):
+        try:
+            os.kill(member, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_group(pid: int | None, ticks: str | None) -> bool:
+    """SIGKILL a started process's group and session, whether its leader is alive, a zombie or already reaped.
+
+    The leader (the first process, bwrap when sandboxed) may be gone while what it started lives
+    on: a shell's forked children survive bwrap's ``--die-with-parent``, mpirun's ranks lead
+    groups of their own in the leader's session, and a leader reaped before anyone looked no
+    longer matches its start time. The group and session are still ours: the kernel gives no
+    process a pid that is the id of a group or session with members. Only a pid now held by
+    another process (a different start time) is left alone. True if a group was signalled.
+    """
+    if not pid or start_ticks(pid) not in (None, ticks):
+        return False
+    signal_session(pid, signal.SIGKILL)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: float) -> None:
+    """SIGTERM each (leader, start ticks)'s group and session still running, SIGKILL what is left after
+    ``grace_s``, and reap the leaders."""
+    alive = [leader for leader, _ in started if leader.poll() is None]
+    for leader in alive:
+        try:
+            os.killpg(leader.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+        signal_session(leader.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(leader.poll() is None for leader in alive):
+        time.sleep(0.05)
+    for leader, ticks in started:
+        end_group(leader.pid, ticks)  # also what a finished leader left behind in its group
+        try:
+            leader.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass

@@ -1,0 +1,190 @@
+"""Starting, stopping and watching the supervisor of an InferenceService: what every front end calls.
+
+``millpond apply -f`` and the server's apply route call :func:`start` for a created or
+configured InferenceService (and for an unchanged one that has no live supervisor); ``delete``
+calls :func:`stop`; ``get`` and the resource routes show :func:`observed_status`; ``millpond
+server`` calls :func:`reconcile` at start-up and every ``RECONCILE_S`` (a supervisor killed, or
+the machine restarted, is started again). ``arena serve`` and ``millpond serve`` use the same calls.
+
+One supervisor per InferenceService uid (``serving.supervisor``): it is found among the home's
+background processes (``runners.background``, kind ``inference-service``), and a second one
+started at the same moment leaves at once (it holds a lock for the uid while it runs).
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from millpond.errors import UnavailableError, UserError
+from millpond.runners.background import BackgroundProcess, register, running
+from millpond.runners.processes import ProcessIdentity
+from millpond.serving import endpoints
+from millpond.serving.spec import predictor_spec
+from millpond.serving.supervisor import KIND, LOG_FILE
+from millpond.store.resources import Resource, ResourceStore
+
+STOP_WAIT_S = 15.0  # the supervisor's replicas get 5 s of grace each: it ends well within this
+RECONCILE_S = 10.0
+NOT_SERVED = "SupervisorNotRunning"
+
+
+def supervisor_log(name: str, namespace: str = "default") -> Path:
+    """The supervisor's own log (its traceback, if it failed)."""
+    return endpoints.folder(namespace, name) / LOG_FILE
+
+
+def supervisors(name: str, namespace: str = "default") -> list[BackgroundProcess]:
+    """The live supervisors recorded for the InferenceService (whatever uid: an older one may still be ending)."""
+    served = f"{namespace}/{name}"
+    return [record for record in running() if record.kind == KIND and record.object == served]
+
+
+def _live(name: str, namespace: str, uid: str) -> bool:
+    return any(record.uid == uid for record in supervisors(name, namespace))
+
+
+def start(store: ResourceStore, name: str, namespace: str = "default") -> None:
+    """Start the InferenceService's supervisor unless a live one runs for its uid; nothing for one it cannot serve.
+
+    Returns at once (the status says Loading, then Ready). NotFoundError-free: a name that is not
+    stored starts nothing.
+    """
+    resource = store.get("InferenceService", name, namespace)
+    if resource is None or not servable(resource) or _live(name, namespace, resource.uid):
+        return
+    log = supervisor_log(name, namespace)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "millpond.serving.supervisor", namespace, name, resource.uid],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+        )
+    # Reaped when it ends, so a long-lived caller (the server) keeps no zombie.
+    threading.Thread(target=child.wait, daemon=True, name=f"reap-{child.pid}").start()
+    identity = ProcessIdentity.of(child.pid)
+    if identity.start is not None:
+        register(KIND, f"{namespace}/{name}", resource.uid, identity)
+
+
+def servable(resource: Resource) -> bool:
+    """Whether millpond can run this InferenceService's predictor here (else its status already says why)."""
+    try:
+        return predictor_spec(resource.manifest).unservable is None
+    except UserError:
+        return False
+
+
+def stop(name: str, namespace: str = "default") -> bool:
+    """SIGTERM the InferenceService's supervisors and wait (briefly) until they are gone; True if one ran.
+
+    A supervisor that does not end in ``STOP_WAIT_S`` is SIGKILLed with its group (its replicas die
+    with it: they are bound to it); the endpoints are cleared either way.
+    """
+    found = supervisors(name, namespace)
+    for record in found:
+        record.identity.signal()
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline and any(record.running for record in found):
+        time.sleep(0.05)
+    for record in found:
+        if record.running:
+            record.identity.kill_group()
+    if endpoints.read(namespace, name) is None:
+        endpoints.clear(namespace, name)
+    return bool(found)
+
+
+def wait_ready(store: ResourceStore, name: str, namespace: str = "default", timeout_s: float = 60.0) -> Resource:
+    """The InferenceService once Ready True; UnavailableError with its status's reason when it failed or timed out.
+
+    UserError (NotFoundError) when it is not stored, or was deleted while waiting.
+    """
+    from millpond.serving.objects import predictor_of
+
+    predictor_of(store, name, namespace)  # NotFoundError when there is none
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resource = store.get("InferenceService", name, namespace)
+        if resource is None:
+            raise UnavailableError(f"InferenceService {name} (namespace {namespace}) was deleted while waiting")
+        status = observed_status(resource)
+        ready, reason, message = _ready(status)
+        if ready == "True":
+            return resource
+        if ready == "False" and reason != NOT_SERVED:
+            raise UnavailableError(f"InferenceService {name} is not ready: {reason}: {message}")
+        if time.monotonic() >= deadline:
+            raise UnavailableError(f"InferenceService {name} is not ready after {timeout_s:g}s"
+                                   + (f": {reason}: {message}" if reason else ""))
+        time.sleep(0.1)
+
+
+def _ready(status: dict[str, Any]) -> tuple[str, str, str]:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return (str(condition.get("status", "Unknown")), str(condition.get("reason", "")),
+                    str(condition.get("message", "")))
+    return "Unknown", "", ""
+
+
+def observed_status(resource: Resource) -> dict[str, Any]:
+    """The stored status, unless it claims Ready while no live supervisor serves it (killed with ``kill -9``,
+    stopped, or the machine restarted): then Ready False, ``SupervisorNotRunning``, and no URL."""
+    status = copy.deepcopy(dict(resource.status or {}))
+    if _ready(status)[0] != "True":
+        return status
+    found = endpoints.read(resource.namespace, resource.name)
+    if found is not None and found.uid == resource.uid:
+        return status
+    message = "no live supervisor serves it (it was stopped or killed); millpond server starts one again"
+    for condition in status.get("conditions") or []:
+        if condition.get("type") in ("Ready", "PredictorReady"):
+            condition.update({"status": "False", "reason": NOT_SERVED, "message": message})
+    status.pop("url", None)
+    status.pop("address", None)
+    predictor = (status.get("components") or {}).get("predictor") or {}
+    predictor.pop("url", None)
+    model = status.setdefault("modelStatus", {})
+    model["states"] = {**(model.get("states") or {}), "activeModelState": "Pending"}
+    model["lastFailureInfo"] = {"reason": NOT_SERVED, "message": message}
+    return status
+
+
+def observed(resource: Resource) -> Resource:
+    """The resource with :func:`observed_status` as its status (what ``get`` shows)."""
+    from dataclasses import replace
+
+    return replace(resource, status=observed_status(resource))
+
+
+def reconcile(store: ResourceStore | None = None) -> list[str]:
+    """Start a supervisor for every servable InferenceService that has none; ``NS/NAME`` of those started."""
+    store = store or ResourceStore()
+    started = []
+    for resource in store.list("InferenceService", None):
+        if not servable(resource) or _live(resource.name, resource.namespace, resource.uid):
+            continue
+        start(store, resource.name, resource.namespace)
+        started.append(f"{resource.namespace}/{resource.name}")
+    return started
+
+
+def replica_logs(name: str, namespace: str = "default") -> list[Path]:
+    """Every replica log of the InferenceService, by revision then replica (``arena serve logs`` reads them)."""
+    folder = endpoints.folder(namespace, name) / "logs"
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("*/replica-*.log"), key=lambda p: (p.parent.name, _index(p)))
+
+
+def _index(path: Path) -> int:
+    try:
+        return int(path.stem.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return 0

@@ -1,0 +1,244 @@
+"""A predictor's ``storageUri`` made a local folder its model server reads, as KServe's storage initializer does.
+
+KServe copies the model into ``/mnt/models`` before the server starts. Here:
+
+- ``file://`` and absolute paths are read where they are (a folder; a single file is linked into a
+  folder of its own, so the server sees that file only);
+- ``pvc://DATASET/path`` is read through the dataset's shared mount (``datasets.shared_mounts``,
+  as a training job mounts its datasets), held while the supervisor lives, or from the named local
+  volume ``$MILLPOND_HOME/volumes/DATASET`` when no Dataset has that name (a PVC on one machine);
+- ``s3://``/``minio://``/``gs://`` (a run's Model artifact under a remote pipeline root is one)
+  are copied with fsspec (``store.artifacts.filesystem``: s3fs reads ``AWS_ENDPOINT_URL`` and the
+  AWS keys as KFP's remote roots do), a single object or everything under a prefix;
+- ``https://``/``http://`` is one file downloaded; ``.tar.gz``/``.tgz``/``.tar`` and ``.zip``
+  are unpacked, as KServe's initializer unpacks them;
+- ``hf://`` is not fetched yet (it needs the Hugging Face hub client and a model server that reads it).
+
+A copy lands in ``endpoints.folder(NS, NAME)/models/REVISION``: written into a partial folder
+beside it and renamed into place, with the URI it came from, so a second start of the same
+revision (a restarted supervisor) reuses a complete copy and never a half one. Every key of a
+listing and every member of an archive must stay inside the folder (``store.paths.contained_path``):
+an S3 key ``../x`` or an archive member ``/etc/x`` fails the fetch rather than writing outside.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import urllib.error
+import urllib.request
+import uuid
+import zipfile
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path, PurePosixPath
+
+from millpond.errors import MillpondError, TaskFailure
+from millpond.serving import endpoints
+from millpond.serving.storage_uri import StorageUri
+from millpond.settings import load_settings
+from millpond.store.paths import UnsafePath, check_segment, contained_path
+
+SOURCE_FILE = ".millpond-source"  # in a fetched copy: the URI it came from
+DOWNLOAD_TIMEOUT_S = 60.0
+_CHUNK = 1 << 20
+
+
+class ModelLoadFailed(TaskFailure):
+    """The model cannot be made a local folder (KServe's ``ModelLoadFailed``): the message names the URI or path."""
+
+
+def fetch(storage: StorageUri, namespace: str, name: str, revision: str, held: ExitStack) -> Path:
+    """The local folder holding ``storage``'s model for ``revision``; a mount it needs is released by ``held``."""
+    scheme = storage.scheme
+    if storage.unreadable:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.unreadable}")
+    if scheme == "file":
+        return _local(Path(storage.local_path or "/"), storage.uri, namespace, name, revision)
+    if scheme == "pvc":
+        return _local(_pvc_root(storage, namespace, name, held), storage.uri, namespace, name, revision,
+                      relative=storage.path)
+    if scheme in ("s3", "minio", "gs"):
+        return _copied(storage, namespace, name, revision, _copy_remote)
+    if scheme in ("http", "https"):
+        return _copied(storage, namespace, name, revision, _download)
+    if scheme == "hf":
+        raise ModelLoadFailed(f"storageUri {storage.uri}: hf:// models are not fetched yet (download the model and "
+                              "give a file://, s3:// or pvc:// storageUri)")
+    raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.describe()} cannot be read here")
+
+
+def models_folder(namespace: str, name: str) -> Path:
+    """Where an InferenceService's fetched models are kept, one folder per revision."""
+    return endpoints.folder(namespace, name) / "models"
+
+
+def _local(root: Path, uri: str, namespace: str, name: str, revision: str, relative: str = "") -> Path:
+    """A folder of this machine as it is; a single file linked into a folder of its own."""
+    try:
+        path = contained_path(root, relative, what="storageUri path") if relative else root
+    except UnsafePath as exc:
+        raise ModelLoadFailed(f"storageUri {uri}: {exc}") from None
+    if path.is_dir():
+        return path
+    if not path.is_file():
+        raise ModelLoadFailed(f"storageUri {uri}: {path} does not exist")
+    check_segment(revision, "revision")
+    target = models_folder(namespace, name) / revision
+    link = target / path.name
+    if link.is_symlink() and os.readlink(link) == str(path):
+        return target
+    partial = _partial(target)
+    (partial / path.name).symlink_to(path)
+    _publish(partial, target, uri)
+    return target
+
+
+def _pvc_root(storage: StorageUri, namespace: str, name: str, held: ExitStack) -> Path:
+    """The dataset's shared mount (leased for the supervisor's lifetime), else the named local volume."""
+    from millpond.datasets.shared_mounts import release, use
+    from millpond.store.resources import ResourceStore
+
+    dataset = str(storage.dataset)
+    if ResourceStore().get("Dataset", dataset, namespace) is not None:
+        try:
+            shared = use(dataset, namespace, f"InferenceService {namespace}/{name}")
+        except MillpondError as exc:
+            raise ModelLoadFailed(f"storageUri {storage.uri}: cannot mount dataset {dataset}: {exc}") from None
+        held.callback(release, shared)
+        return shared.folder
+    volume = load_settings().volumes_dir / dataset
+    if not volume.is_dir():
+        raise ModelLoadFailed(f"storageUri {storage.uri}: no Dataset {dataset} in namespace {namespace} and no "
+                              f"volume {volume}")
+    return volume
+
+
+def _copied(storage: StorageUri, namespace: str, name: str, revision: str,
+            copy: Callable[[StorageUri, Path], None]) -> Path:
+    """A complete copy of the revision's model (reused when one from the same URI is there), else a new one."""
+    check_segment(revision, "revision")
+    target = models_folder(namespace, name) / revision
+    try:
+        if (target / SOURCE_FILE).read_text() == storage.uri:
+            return target
+    except OSError:
+        pass
+    partial = _partial(target)
+    try:
+        copy(storage, partial)
+    except ModelLoadFailed:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    except (OSError, ValueError) as exc:  # fsspec and botocore errors derive from these
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ModelLoadFailed(f"storageUri {storage.uri}: cannot fetch the model: {_one_line(exc)}") from None
+    except Exception as exc:  # a backend's own error (botocore's ClientError…): the fetch failed, say why
+        shutil.rmtree(partial, ignore_errors=True)
+        raise ModelLoadFailed(f"storageUri {storage.uri}: cannot fetch the model: {type(exc).__name__}: "
+                              f"{_one_line(exc)}") from None
+    _publish(partial, target, storage.uri)
+    return target
+
+
+def _partial(target: Path) -> Path:
+    partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.partial"
+    partial.mkdir(parents=True)
+    return partial
+
+
+def _publish(partial: Path, target: Path, uri: str) -> None:
+    """Rename the filled partial folder into place (an older copy of the revision is replaced)."""
+    (partial / SOURCE_FILE).write_text(uri)
+    if target.exists() or target.is_symlink():
+        old = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.old"
+        os.rename(target, old)
+        shutil.rmtree(old, ignore_errors=True)
+    os.rename(partial, target)
+
+
+def _copy_remote(storage: StorageUri, into: Path) -> None:
+    """One object, or every object under the prefix, copied with fsspec; a key leaving ``into`` is refused."""
+    from millpond.store.artifacts import filesystem
+
+    fs = filesystem(storage.uri)
+    root = f"{storage.authority}/{storage.path}".rstrip("/")
+    if storage.path and fs.isfile(root):
+        fs.get_file(root, str(into / _file_name(storage, PurePosixPath(root).name)))
+        return
+    keys = [key for key in fs.find(root) if not key.endswith("/")]
+    if not keys:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: no object there (nothing under {root}/)")
+    for key in keys:
+        relative = key[len(root):].lstrip("/") if key.startswith(root) else ""
+        target = _inside(into, relative, storage.uri)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fs.get_file(key, str(target))
+
+
+def _download(storage: StorageUri, into: Path) -> None:
+    """One file over HTTP(S); an archive (.tar.gz, .tgz, .tar, .zip) unpacked in place of it."""
+    file_name = _file_name(storage, PurePosixPath(storage.path).name or "model")
+    target = into / file_name
+    try:
+        with urllib.request.urlopen(storage.uri, timeout=DOWNLOAD_TIMEOUT_S) as response, open(target, "wb") as out:
+            shutil.copyfileobj(response, out, _CHUNK)
+    except urllib.error.HTTPError as exc:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: the download answered HTTP {exc.code}") from None
+    except (urllib.error.URLError, TimeoutError) as exc:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: cannot download: {_one_line(exc)}") from None
+    lower = file_name.lower()
+    if lower.endswith((".tar.gz", ".tgz", ".tar")):
+        _unpack_tar(target, into, storage.uri)
+    elif lower.endswith(".zip"):
+        _unpack_zip(target, into, storage.uri)
+
+
+def _unpack_tar(archive: Path, into: Path, uri: str) -> None:
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                _inside(into, member.name, uri)
+            tar.extractall(into, filter="data")  # no links out, no devices, no absolute names
+    except (tarfile.TarError, EOFError) as exc:
+        raise ModelLoadFailed(f"storageUri {uri}: not a readable tar archive: {_one_line(exc)}") from None
+    archive.unlink()
+
+
+def _unpack_zip(archive: Path, into: Path, uri: str) -> None:
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            for member in zipped.infolist():
+                target = _inside(into, member.filename, uri)
+                if member.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zipped.open(member) as source, open(target, "wb") as out:
+                    shutil.copyfileobj(source, out, _CHUNK)
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise ModelLoadFailed(f"storageUri {uri}: not a readable zip archive: {_one_line(exc)}") from None
+    archive.unlink()
+
+
+def _inside(into: Path, relative: str, uri: str) -> Path:
+    """``into/relative``, or ModelLoadFailed when the name (a listing's key, an archive's member) leaves it."""
+    try:
+        return contained_path(into, relative.rstrip("/"), what="model file")
+    except UnsafePath as exc:
+        raise ModelLoadFailed(f"storageUri {uri}: {exc}") from None
+
+
+def _file_name(storage: StorageUri, name: str) -> str:
+    try:
+        check_segment(name, "model file")
+    except UnsafePath as exc:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: {exc}") from None
+    if name == SOURCE_FILE:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: {name!r} is a name millpond keeps for itself")
+    return name
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,493 @@
+"""``python -m millpond.serving.supervisor NAMESPACE NAME UID``: the processes behind one InferenceService.
+
+Started by ``serving.lifecycle.start`` in a session of its own, recorded with the home's
+background processes (kind ``inference-service``, object ``NS/NAME``, the uid), and holding a
+lock of its own for that uid (``.supervisor-UID.lock``: two starts at once leave one supervisor).
+It:
+
+1. picks the InferenceService's own port (the one it had, where still free; else a free one):
+   ``endpoints.port`` and ``status.url`` (``http://127.0.0.1:PORT``), and :func:`_start_front`;
+2. per revision (KServe's ``NAME-predictor-0000N``: each change of ``spec.predictor`` is one),
+   asks the ledger for each replica's resources (cpu, memory, GPUs or a GPU share, as a training
+   job asks), fetches the model (``model_fetch``) and starts ``spec.replicas`` replicas
+   (``replicas``): millpond's model server for sklearn/pytorch, or a custom container's command;
+3. restarts a replica that dies (CrashLoopBackOff: 1 s doubling to 30 s), rewrites
+   ``endpoints.json`` whenever the replicas that answer (or the traffic) change, and writes KServe's
+   status (Loading; Ready True with the URL once every revision with traffic has a replica that
+   answers; Ready False ``ModelLoadFailed`` with the model server's ``error:`` line);
+4. reads the stored InferenceService every second: a changed predictor is a new revision. Without
+   ``canaryTrafficPercent`` the new one starts beside the old, takes all the traffic once it
+   answers, and the old one stops (no gap); with it, the previous rolled-out revision keeps
+   ``100 - P`` percent and the latest gets ``P`` (KServe's canary rollout) until the field is
+   removed (or 100), which promotes the latest. Deleted or re-created (another uid): everything
+   stops, the endpoints are cleared, it exits.
+
+SIGTERM/SIGINT stop the replicas (SIGTERM, SIGKILL after a grace period), clear the endpoints and
+exit 0. A supervisor that itself fails writes Ready False ``SupervisorFailed`` with its reason
+(the traceback only in its log, ``supervisor.log``). Revisions are kept in ``revisions.json``
+beside the endpoints, so a restarted supervisor keeps numbering (and a canary's previous revision).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from millpond.errors import MillpondError
+from millpond.runners.background import now_iso, register
+from millpond.runners.environment import inherited_environment
+from millpond.runners.ports import free_port, is_free
+from millpond.runners.processes import ProcessIdentity
+from millpond.scheduling.ledger import Holder, Ledger, Request
+from millpond.scheduling.share_env import mps_running, share_env
+from millpond.serving import container_env, endpoints, model_server, objects
+from millpond.serving.model_fetch import ModelLoadFailed, fetch
+from millpond.serving.replicas import BACKOFF_MAX_S, BACKOFF_START_S, Launch, Replica, stop_all
+from millpond.serving.spec import PredictorSpec, predictor_spec
+from millpond.store.resources import Resource, ResourceStore
+
+KIND = "inference-service"  # its kind among the home's background processes (millpond ps)
+POLL_S = 0.2
+SPEC_POLL_S = 1.0
+PORT_FILE = "port"
+STATE_FILE = "revisions.json"
+LOG_FILE = "supervisor.log"
+
+
+def revision_name(name: str, number: int) -> str:
+    """KServe's (Knative's) name of the predictor's ``number``-th revision."""
+    return f"{name}-predictor-{number:05d}"
+
+
+def _predictor_key(predictor: dict[str, Any]) -> str:
+    """What makes a new revision: the predictor, less the traffic split (which only routes)."""
+    return json.dumps({k: v for k, v in predictor.items() if k != "canaryTrafficPercent"}, sort_keys=True)
+
+
+@dataclass
+class RevisionRun:
+    """One revision being served: its spec, its model's folder, its replicas, and why it cannot start."""
+
+    name: str
+    predictor: dict[str, Any]
+    spec: PredictorSpec
+    replicas: list[Replica]
+    held: ExitStack = field(default_factory=ExitStack)  # the dataset mount its model is read through
+    model_dir: Path | None = None
+    failure: tuple[str, str] | None = None  # (KServe's reason, message) while it cannot start
+    next_try: float = 0.0
+    backoff_s: float = BACKOFF_START_S
+
+    @property
+    def ready_urls(self) -> tuple[str, ...]:
+        return tuple(r.url for r in self.replicas if r.url)
+
+
+class Supervisor:
+    """One InferenceService's revisions and replicas, in its supervisor process."""
+
+    def __init__(self, store: ResourceStore, resource: Resource) -> None:
+        self.store = store
+        self.namespace, self.name, self.uid = resource.namespace, resource.name, resource.uid
+        self.me = ProcessIdentity.own()
+        self.folder = endpoints.folder(self.namespace, self.name)
+        self.ledger = Ledger()
+        self.stopping = threading.Event()
+        self.revisions: dict[str, RevisionRun] = {}
+        self.latest = ""
+        self.rolled_out = ""  # the revision the traffic was last wholly moved to
+        self.counter = 0
+        self.port = 0
+        self.percents: dict[str, int] = {}
+        self.published: Any = None
+        self.written: dict[str, Any] | None = None
+        self.written_key: Any = None
+        self.resource = resource
+        self.stop_signal = ""  # the signal that stopped it (its status says so when the object stays)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        self.port = self._pick_port()
+        _start_front(self, self.port)
+        self._adopt(self.resource)
+        next_read = 0.0
+        try:
+            while not self.stopping.is_set():
+                now = time.monotonic()
+                if now >= next_read:
+                    next_read = now + SPEC_POLL_S
+                    resource = self.store.get("InferenceService", self.name, self.namespace)
+                    if resource is None or resource.uid != self.uid:
+                        print(f"{now_iso()} the InferenceService was deleted or re-created: stopping", flush=True)
+                        self.stopping.set()
+                        break
+                    self.resource = resource
+                    self._follow(resource)
+                for revision in list(self.revisions.values()):
+                    self._tend(revision, now)
+                self._route()
+                self._publish()
+                self.stopping.wait(POLL_S)
+        finally:
+            self._stop_everything()
+
+    def ask_stop(self, signum: int) -> None:
+        self.stop_signal = signal.Signals(signum).name
+        self.stopping.set()
+
+    # ------------------------------------------------------------------ revisions
+
+    def _adopt(self, resource: Resource) -> None:
+        """The revisions to serve at start: the stored predictor's, numbered after those of an earlier supervisor,
+        and with a canary split the previous rolled-out revision it kept."""
+        state = self._read_state()
+        predictor = dict(resource.spec.get("predictor") or {})
+        known: dict[str, dict[str, Any]] = state.get("revisions", {}) if state.get("uid") == self.uid else {}
+        self.counter = int(state.get("counter", 0)) if known else 0
+        latest = next((name for name, body in known.items() if _predictor_key(body) == _predictor_key(predictor)
+                       and name == state.get("latest")), "")
+        if not latest:
+            self.counter += 1
+            latest = revision_name(self.name, self.counter)
+        self._add(latest, predictor, resource)
+        self.latest = self.rolled_out = latest
+        previous = str(state.get("rolled_out") or "") if known else ""
+        canary = predictor.get("canaryTrafficPercent")
+        if previous and previous != latest and previous in known and canary is not None and canary < 100:
+            self._add(previous, known[previous], resource)
+            self.rolled_out = previous
+        self._write_state()
+
+    def _follow(self, resource: Resource) -> None:
+        """A changed predictor is a new revision; the one it replaces stops unless it is the rolled-out one."""
+        predictor = dict(resource.spec.get("predictor") or {})
+        latest = self.revisions[self.latest]
+        if _predictor_key(predictor) == _predictor_key(latest.predictor):
+            if predictor != latest.predictor:  # only canaryTrafficPercent changed: the same revision
+                latest.predictor = predictor
+                latest.spec = replace(latest.spec, canary_traffic_percent=predictor.get("canaryTrafficPercent"))
+            return
+        self.counter += 1
+        name = revision_name(self.name, self.counter)
+        print(f"{now_iso()} the predictor changed: revision {name}", flush=True)
+        if self.latest != self.rolled_out:  # an unpromoted canary is replaced, as KServe replaces it
+            self._drop(self.latest)
+        self._add(name, predictor, resource)
+        self.latest = name
+        self._write_state()
+
+    def _add(self, name: str, predictor: dict[str, Any], resource: Resource) -> None:
+        body = {**resource.manifest, "spec": {**resource.spec, "predictor": predictor}}
+        spec = predictor_spec(body)
+        replicas = [Replica(name, index, endpoints.replica_log(self.namespace, self.name, name, index))
+                    for index in range(spec.replicas)]
+        revision = RevisionRun(name, predictor, spec, replicas)
+        if spec.unservable is not None:
+            revision.failure = (spec.failure_reason or "InvalidPredictorSpec", spec.unservable)
+            revision.next_try = float("inf")
+        self.revisions[name] = revision
+
+    def _drop(self, name: str) -> None:
+        revision = self.revisions.pop(name, None)
+        if revision is None:
+            return
+        print(f"{now_iso()} stopping revision {name}", flush=True)
+        stop_all(revision.replicas)
+        for replica in revision.replicas:
+            if replica.grant:
+                self.ledger.release(replica.grant)
+        revision.held.close()
+
+    # ------------------------------------------------------------------ replicas
+
+    def _tend(self, revision: RevisionRun, now: float) -> None:
+        """Fetch its model (retried with backoff), then start, watch and restart each replica."""
+        if revision.model_dir is None and revision.spec.storage is not None:
+            if now < revision.next_try:
+                return
+            try:
+                revision.model_dir = fetch(revision.spec.storage, self.namespace, self.name, revision.name,
+                                           revision.held)
+                revision.failure = None
+            except ModelLoadFailed as exc:
+                self._retry_later(revision, "ModelLoadFailed", str(exc), now)
+                return
+        for replica in revision.replicas:
+            replica.check(now)
+            if replica.process is None and now >= replica.next_start:
+                self._start(revision, replica, now)
+
+    def _retry_later(self, revision: RevisionRun, reason: str, message: str, now: float) -> None:
+        if revision.failure != (reason, message):
+            print(f"{now_iso()} revision {revision.name}: {message}", flush=True)
+        revision.failure = (reason, message)
+        revision.next_try = now + revision.backoff_s
+        revision.backoff_s = min(BACKOFF_MAX_S, revision.backoff_s * 2)
+
+    def _start(self, revision: RevisionRun, replica: Replica, now: float) -> None:
+        spec = revision.spec
+        if replica.grant is None and not self._grant(revision, replica, now):
+            return
+        try:
+            launch = self._launch(revision, replica)
+        except MillpondError as exc:  # a secret the env names is missing: retried, it may be created
+            replica.failure = str(exc)
+            replica.next_start = now + BACKOFF_MAX_S
+            replica.note(f"cannot start replica {replica.index}: {exc}")
+            return
+        try:
+            replica.start(launch)
+        except OSError as exc:
+            replica.failure = f"cannot run {launch.argv[0]}: {exc.strerror or exc}"
+            replica.next_start = now + replica.backoff_s
+            replica.backoff_s = min(BACKOFF_MAX_S, replica.backoff_s * 2)
+            replica.note(replica.failure)
+            return
+        print(f"{now_iso()} started {spec.server} replica {replica.index} of {revision.name} "
+              f"(pid {replica.process.pid if replica.process else '?'})", flush=True)
+
+    def _grant(self, revision: RevisionRun, replica: Replica, now: float) -> bool:
+        """The ledger's grant of one replica's resources (kept across its restarts); False while it waits."""
+        wanted: Request = revision.spec.resources
+        if wanted == Request():
+            replica.grant = ""
+            return True
+        holder = Holder(KIND, f"{self.namespace}/{self.name}/{revision.name}-{replica.index}", self.me.pid,
+                        self.me.start)
+        grant = self.ledger.try_acquire(wanted, holder)
+        if grant is None:
+            why = self.ledger.impossible(wanted) or self.ledger.why_waiting(wanted)
+            replica.failure = f"waiting for resources: {why}"
+            replica.next_start = now + 1.0
+            return False
+        fallback = self.ledger.fallback_warning(wanted)
+        if fallback:
+            replica.note(fallback)
+        replica.grant = grant.id
+        env = {"CUDA_VISIBLE_DEVICES": ",".join(map(str, grant.gpus))}
+        if grant.share_gpus and wanted.shares:
+            gpu = grant.share_gpus[0]
+            env = share_env((gpu,), wanted.shares[0], (self.ledger.capacity.memory_of(gpu),), mps_running())
+        replica.gpus = tuple(grant.gpus) or tuple(grant.share_gpus)
+        replica.gpu_env = env
+        return True
+
+    def _launch(self, revision: RevisionRun, replica: Replica) -> Launch:
+        spec = revision.spec
+        base = {**inherited_environment(), "PYTHONUNBUFFERED": "1", **replica.gpu_env}
+        cwd = self.folder / "work"
+        cwd.mkdir(parents=True, exist_ok=True)
+        if spec.server == "command":
+            port = free_port()
+            known = {**base, "PORT": str(port)}
+            if revision.model_dir is not None:
+                known["MILLPOND_MODEL_DIR"] = str(revision.model_dir)
+            own = container_env.resolve(spec.container.env, known)
+            variables = {**known, **own}
+            argv = [container_env.expand(part, variables) for part in (*spec.container.command, *spec.container.args)]
+            folder = Path(spec.container.working_dir) if spec.container.working_dir else cwd
+            return Launch(argv, variables, folder, int(variables.get("PORT") or port))
+        assert revision.model_dir is not None
+        argv = model_server.command(self.name, revision.model_dir, str(spec.model_format), port=0)
+        return Launch(argv, base, cwd)
+
+    # ------------------------------------------------------------------ traffic and status
+
+    def _route(self) -> None:
+        """Each revision's share now: a canary split, or the latest promoted (the previous stopped) once it answers."""
+        latest = self.revisions[self.latest]
+        previous = self.revisions.get(self.rolled_out) if self.rolled_out != self.latest else None
+        canary = latest.predictor.get("canaryTrafficPercent")
+        if previous is None:
+            self.percents = {latest.name: 100}
+        elif canary is not None and canary < 100:
+            share = int(canary) if latest.ready_urls else 0
+            self.percents = {previous.name: 100 - share, latest.name: share}
+        elif latest.ready_urls:
+            print(f"{now_iso()} revision {latest.name} answers: promoted, {previous.name} stops", flush=True)
+            self.rolled_out = latest.name
+            self._write_state()
+            self._drop(previous.name)
+            self.percents = {latest.name: 100}
+        else:
+            self.percents = {previous.name: 100, latest.name: 0}
+
+    def _publish(self) -> None:
+        """Rewrite the endpoints when the replicas that answer (or the traffic) changed; the status likewise."""
+        order = [name for name in (self.rolled_out, self.latest) if name in self.revisions]
+        order = list(dict.fromkeys(order))
+        shown = tuple(endpoints.Revision(name, self.percents.get(name, 0), self.revisions[name].ready_urls)
+                      for name in order)
+        replicas = [{"revision": r.revision, "index": r.index, "url": r.url, "restarts": r.restarts,
+                     "pid": r.process.pid if r.process else None, "failure": r.failure, "log": str(r.log)}
+                    for name in order for r in self.revisions[name].replicas]
+        key = (shown, json.dumps(replicas, sort_keys=True))
+        latest = self.revisions[self.latest]
+        if key != self.published:
+            self.published = key
+            endpoints.write(endpoints.Endpoints(
+                name=self.name, namespace=self.namespace, uid=self.uid, model_name=self.name,
+                protocol=latest.spec.protocol, port=self.port, revisions=shown, supervisor_pid=self.me.pid,
+                supervisor_ticks=self.me.start, updated=now_iso(), server=latest.spec.server,
+                extra={"replicas": replicas, "url": self.url}))
+        self._write_status()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _status_args(self) -> tuple[Any, ...]:
+        """(ready, reason, message, active, transition, failure of the latest while the previous serves)."""
+        served = [name for name, percent in self.percents.items() if percent > 0]
+        waiting = [self.revisions[name] for name in served if not self.revisions[name].ready_urls]
+        latest = self.revisions[self.latest]
+        if not waiting:
+            blocked = _failure_of(latest) if not latest.ready_urls else None
+            return ("True", "", "", "Loaded", "BlockedByFailedLoad" if blocked else "UpToDate", blocked)
+        revision = waiting[0]
+        failure = _failure_of(revision)
+        if failure is not None:
+            return ("False", failure[0], failure[1], "FailedToLoad", "BlockedByFailedLoad", None)
+        pending = next((r.failure for r in revision.replicas if r.failure), None)
+        message = pending or f"starting {len(revision.replicas)} replica(s) of {revision.name}"
+        return ("Unknown", "Loading", message, "Loading", "InProgress", None)
+
+    def _write_status(self) -> None:
+        ready, reason, message, active, transition, blocked = self._status_args()
+        previous = self.rolled_out if self.rolled_out != self.latest else None
+        key = (ready, reason, message, active, transition, blocked, previous, tuple(sorted(self.percents.items())))
+        stored = self.resource.status
+        if key == self.written_key and stored == self.written:
+            return
+        value = objects.status(
+            ready, reason, message, url=self.url if ready == "True" else None, active=active, transition=transition,
+            revision=self.latest, previous=previous,
+            canary_percent=self.percents.get(self.latest) if previous else None)
+        if blocked is not None:
+            value["modelStatus"]["lastFailureInfo"] = {"reason": blocked[0], "message": blocked[1]}
+        current = self.store.get("InferenceService", self.name, self.namespace)
+        if current is None or current.uid != self.uid:
+            return
+        objects.set_status(self.store, self.name, self.namespace, value)
+        self.written_key, self.written = key, json.loads(json.dumps(value))
+        self.resource = self.store.get("InferenceService", self.name, self.namespace) or self.resource
+
+    # ------------------------------------------------------------------ files
+
+    def _pick_port(self) -> int:
+        """The port it had (a restarted supervisor keeps it) where still free, else a free one."""
+        try:
+            kept = int((self.folder / PORT_FILE).read_text().strip())
+        except (OSError, ValueError):
+            kept = 0
+        return kept if is_free(kept) else free_port()
+
+    def _read_state(self) -> dict[str, Any]:
+        try:
+            state = json.loads((self.folder / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return state if isinstance(state, dict) else {}
+
+    def _write_state(self) -> None:
+        state = {"uid": self.uid, "counter": self.counter, "latest": self.latest, "rolled_out": self.rolled_out,
+                 "revisions": {name: revision.predictor for name, revision in self.revisions.items()}}
+        path = self.folder / STATE_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{STATE_FILE}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(state, sort_keys=True))
+        os.replace(partial, path)
+
+    def _stop_everything(self) -> None:
+        for name in list(self.revisions):
+            self._drop(name)
+        current = self.store.get("InferenceService", self.name, self.namespace) if self.stop_signal else None
+        if current is not None and current.uid == self.uid:  # stopped, not deleted: no longer served
+            objects.set_status(self.store, self.name, self.namespace, objects.status(
+                "Unknown", "Stopped", f"its supervisor was stopped ({self.stop_signal}); nothing serves it now",
+                active="Pending"))
+        found = endpoints.read_file(self.namespace, self.name)
+        if found is None or (found.supervisor_pid, found.supervisor_ticks) == (self.me.pid, self.me.start):
+            endpoints.clear(self.namespace, self.name)  # never another supervisor's (a re-created object's)
+
+
+def _failure_of(revision: RevisionRun) -> tuple[str, str] | None:
+    """(reason, message) when the revision cannot serve: no model to fetch, or replicas ending before they answer."""
+    if revision.failure is not None:
+        return revision.failure
+    if revision.ready_urls:
+        return None
+    ended = [r for r in revision.replicas if r.failure and r.restarts and not r.ever_ready]
+    if ended:
+        replica = ended[0]
+        return "ModelLoadFailed", f"{revision.name} replica {replica.index} {replica.failure}"
+    crashed = [r for r in revision.replicas if r.failure and r.restarts]
+    if crashed and all(r.process is None for r in revision.replicas):
+        replica = crashed[0]
+        return "CrashLoopBackOff", f"{revision.name} replica {replica.index} {replica.failure}"
+    return None
+
+
+def _start_front(supervisor: Supervisor, port: int) -> None:
+    """Where the InferenceService's own port gets its front server (``serving.front``, round-robin and the
+    canary split over ``endpoints.json``). Today the port is only recorded (``endpoints.port``, the
+    ``status.url``, kept for the next supervisor): nothing listens on it yet."""
+    supervisor.folder.mkdir(parents=True, exist_ok=True)
+    (supervisor.folder / PORT_FILE).write_text(f"{port}\n")
+
+
+def lock_path(namespace: str, name: str, uid: str) -> Path:
+    """The lock one supervisor of this uid holds while it runs (released by the kernel however it ends)."""
+    return endpoints.folder(namespace, name) / f".supervisor-{uid}.lock"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 3:
+        sys.stderr.write("error: usage: python -m millpond.serving.supervisor NAMESPACE NAME UID\n")
+        return 2
+    namespace, name, uid = args
+    store = ResourceStore()
+    resource = store.get("InferenceService", name, namespace)
+    if resource is None or resource.uid != uid:
+        return 0
+    path = lock_path(namespace, name, uid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return 0  # another supervisor serves this InferenceService: one per uid
+    register(KIND, f"{namespace}/{name}", uid)
+    supervisor = Supervisor(store, resource)
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda num, _frame: supervisor.ask_stop(num))
+    try:
+        supervisor.run()
+    except Exception as exc:  # noqa: BLE001 - any failure is the InferenceService's status, not a silent death
+        traceback.print_exc()  # into supervisor.log
+        why = f"its supervisor failed: {type(exc).__name__}: {exc}"
+        current = store.get("InferenceService", name, namespace)
+        if current is not None and current.uid == uid:
+            objects.set_status(store, name, namespace, objects.status(
+                "False", "SupervisorFailed", why, active="FailedToLoad", transition="BlockedByFailedLoad"))
+        return 1
+    finally:
+        lock.release()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
