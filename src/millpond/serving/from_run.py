@@ -11,16 +11,26 @@ Its URI is the predictor's ``storageUri`` as it is (a local path under a local p
 its format is the one asked, else the one the artifact says: its ``framework`` metadata
 (``scikit-learn``, ``sklearn``, ``pytorch``, ``torch``), else the model file's extension
 (``.joblib``/``.pkl``/``.pickle``, ``.pt``/``.pth``) for a local artifact.
+
+One exception: a KFP component writes its Model to ``model.path`` itself, a file without an
+extension (``joblib.dump(clf, model.path)``), which KServe's servers (and millpond's, as KServe's)
+do not take: they look for ``*.joblib``/``*.pt`` in the model folder. For such a local file the
+storageUri is a folder of the InferenceService's own (``$MILLPOND_HOME/serving/NS/NAME/artifact``)
+holding one link to it named as the format's server expects (``model.joblib``, ``model.pt``); the
+annotation ``millpond.io/artifact-uri`` keeps the artifact's URI. A remote artifact is served from
+its URI as it is (its status says so when its server finds no model file).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from millpond.errors import NotFoundError, UserError
+from millpond.serving.endpoints import folder as service_folder
 from millpond.serving.formats import SERVED_FORMATS
 from millpond.serving.storage_uri import parse_storage_uri
 from millpond.store.runs import RunStore
@@ -29,6 +39,8 @@ MODEL_TYPE = "system.Model"
 _FRAMEWORKS = {"scikit-learn": "sklearn", "sklearn": "sklearn", "scikit_learn": "sklearn", "pytorch": "pytorch",
                "torch": "pytorch", "torchscript": "pytorch"}
 _EXTENSIONS = {".joblib": "sklearn", ".pkl": "sklearn", ".pickle": "sklearn", ".pt": "pytorch", ".pth": "pytorch"}
+_LINK_NAMES = {"sklearn": "model.joblib", "pytorch": "model.pt"}
+ARTIFACT_ANNOTATION = "millpond.io/artifact-uri"
 RUN_LABEL = "pipelines.kubeflow.org/run_id"
 TASK_LABEL = "pipelines.kubeflow.org/task_id"
 
@@ -45,13 +57,24 @@ class ModelArtifact:
     metadata: dict[str, Any]
 
     @property
+    def local_path(self) -> Path | None:
+        """The artifact's file or folder on this machine (a local pipeline root), else None."""
+        if not self.uri.startswith(("/", "file://")):
+            return None
+        try:
+            local = parse_storage_uri(self.uri).local_path
+        except UserError:
+            return None
+        return Path(local) if local else None
+
+    @property
     def format(self) -> str | None:
         """The format the artifact names (metadata, else its file's extension), or None."""
         framework = str(self.metadata.get("framework") or self.metadata.get("format") or "").strip().lower()
         if framework in _FRAMEWORKS:
             return _FRAMEWORKS[framework]
-        local = parse_storage_uri(self.uri).local_path if self.uri.startswith(("/", "file://")) else None
-        path = Path(local) if local else Path(self.uri.rstrip("/"))
+        local = self.local_path
+        path = local or Path(self.uri.rstrip("/"))
         if path.suffix in _EXTENSIONS:
             return _EXTENSIONS[path.suffix]
         if local and path.is_dir():
@@ -135,9 +158,29 @@ def inference_service(artifact: ModelArtifact, name: str, namespace: str = "defa
         raise UserError(f"{artifact.task}.{artifact.output} of run {artifact.run_name} has no URI")
     metadata: dict[str, Any] = {"name": name, "namespace": namespace,
                                 "labels": {RUN_LABEL: artifact.run_id, **(labels or {})},
-                                "annotations": {"millpond.io/artifact": f"{artifact.task}.{artifact.output}"}}
-    predictor: dict[str, Any] = {chosen: {"storageUri": artifact.uri}}
+                                "annotations": {ARTIFACT_ANNOTATION: artifact.uri[:4096]}}
+    predictor: dict[str, Any] = {chosen: {"storageUri": storage_uri(artifact, chosen, namespace, name)}}
     if replicas != 1:
         predictor["minReplicas"] = replicas
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": metadata,
             "spec": {"predictor": predictor}}
+
+
+def storage_uri(artifact: ModelArtifact, fmt: str, namespace: str, name: str) -> str:
+    """The artifact's URI, or for a local model file its server would not recognise, a folder linking it by
+    the name the server looks for (see the module's docstring)."""
+    local = artifact.local_path
+    if local is None or not local.is_file() or local.suffix in {s for s, f in _EXTENSIONS.items() if f == fmt}:
+        return artifact.uri
+    target = service_folder(namespace, name) / "artifact"
+    target.mkdir(parents=True, exist_ok=True)
+    link = target / _LINK_NAMES[fmt]
+    for stale in target.iterdir():
+        if stale != link:
+            stale.unlink()
+    if not (link.is_symlink() and Path(os.readlink(link)) == local):
+        partial = target / f".{link.name}.partial"
+        partial.unlink(missing_ok=True)
+        partial.symlink_to(local)
+        os.replace(partial, link)
+    return str(target)

@@ -100,7 +100,6 @@ def manifest(inputs: DeployInputs, run_id: str, task_id: str) -> dict[str, Any]:
     labels = {key: value for key, value in ((RUN_LABEL, run_id), (TASK_LABEL, task_id)) if value}
     body = inference_service(artifact, service_name(inputs, run_id), inputs.namespace, inputs.format,
                              inputs.replicas, labels)
-    body["metadata"]["annotations"] = {"millpond.io/artifact": inputs.model_uri[:1024]}
     if not run_id:
         body["metadata"]["labels"].pop(RUN_LABEL, None)
     return body
