@@ -27,6 +27,7 @@ from millpond.server import (
     pipelines,
     recurring,
     runs,
+    serving_routes,
     ui_routes,
 )
 from millpond.server.errors import ApiError, error_response
@@ -100,6 +101,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)
     app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
     app.include_router(pipelines.router, prefix=API)
+    serving_routes.install(app)  # the model gateway: /v1/models, /v2, /seldon, /serving (KServe, OIP, Seldon)
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
     app.include_router(jobs_routes.router, prefix=jobs_routes.PREFIX)  # before fluid's /{kind}, which would take /jobs
     app.include_router(fluid_routes.router, prefix=fluid_routes.PREFIX)  # datasets, data operations, secrets' names

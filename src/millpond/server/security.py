@@ -17,6 +17,14 @@ to drive it:
   ``application/json`` even on ``:terminate``; the UI sends ``:enable`` with no body). JSON and
   YAML cannot be sent cross-site without a CORS preflight, which this server never grants;
   a multipart form can, and so can a body-less POST, which is why the Origin check is there too.
+- **Model queries** (``INFERENCE_PREFIXES``: the gateway's ``/v1/models/``, ``/v2/``, ``/seldon/`` and
+  ``/serving/`` paths) are POSTs too, and pass the same Host, token and Origin checks. Their body
+  type is free only for a request that no browser sent cross-site: no ``Origin`` header and no
+  ``Sec-Fetch-Site: cross-site``/``same-site`` (browsers send ``Origin`` with every cross-origin
+  POST, and ``Sec-Fetch-Site`` with every request), so ``curl -d @input.json`` (form-encoded by
+  default, as KServe's examples post it) and ``requests.post(json=…)`` work, while a form on
+  another site posting to a model is refused like any other cross-site request (403 with an
+  Origin, 415 for its form type otherwise).
 - **Token.** With one, every request except the UI's page and static files must carry
   ``Authorization: Bearer TOKEN``; checked in constant time.
 
@@ -85,6 +93,9 @@ class HostPolicy:
         return name in self.names or any(name.endswith(suffix) for suffix in self.suffixes)
 
 
+INFERENCE_PREFIXES = ("/v1/models/", "/v2/", "/seldon/", "/serving/")
+
+
 def is_public(method: str, path: str) -> bool:
     """The web UI's page and its static files (no data in them) load without the token; nothing else does."""
     if method not in ("GET", "HEAD"):
@@ -111,6 +122,9 @@ def refusal(method: str, path: str, headers: dict[str, str], policy: HostPolicy,
     media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media in BODY_TYPES or (not media and _empty_body(headers)):
         return None
+    if origin is None and path.startswith(INFERENCE_PREFIXES) and headers.get("sec-fetch-site", "none") in (
+            "none", "same-origin"):
+        return None  # a model query from curl or a client library: no browser sent it cross-site
     return 415, (f"{method} with Content-Type {media or '(none)'!r} refused: send application/json "
                  "(multipart/form-data for uploads, application/yaml for /fluid/apply)")
 

@@ -11,7 +11,9 @@ What a supervisor (millpond server's model controller) relies on:
 - once loaded and listening it prints one line to stdout,
   ``millpond-model-server ready name=N url=http://HOST:PORT`` (``--port 0`` picks a free port;
   the line names the one taken), and flushes it;
-- SIGTERM or SIGINT stops it gracefully (uvicorn finishes requests in flight) with exit status 0.
+- SIGTERM or SIGINT stops it gracefully (uvicorn finishes requests in flight) with exit status 0;
+- ``GET /metrics`` answers Prometheus' text format (``serving.metrics``: KServe's
+  ``request_predict_seconds`` and requests counted by protocol and status).
 
 The socket is bound here rather than by uvicorn so that the port is known, and taken, before the
 ready line is printed.
@@ -31,6 +33,7 @@ from typing import NoReturn
 import uvicorn
 
 from millpond.errors import MillpondError, exit_code_of
+from millpond.serving.metrics import MetricsApp, ServerMetrics, TimedModel
 from millpond.serving.models import FORMATS, load_model
 from millpond.serving.protocols import ModelRepository, protocols_app
 from millpond.serving.protocols.tensors import MAX_BODY_BYTES
@@ -97,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def bind_listener(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,18 +125,19 @@ def main(argv: list[str] | None = None) -> int:
         _parser().error("--max-body-bytes: at least 1024")
     try:
         model = load_model(args.name, args.model_dir, args.format, args.module, args.model_version)
-        sock = _bind(args.host, args.port)
+        sock = bind_listener(args.host, args.port)
     except MillpondError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return exit_code_of(exc)
-    repo = ModelRepository({args.name: model}, max_body_bytes=args.max_body_bytes)
+    metrics = ServerMetrics()
+    repo = ModelRepository({args.name: TimedModel(model, metrics)}, max_body_bytes=args.max_body_bytes)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in host else host
 
     def announce() -> None:
         print(f"{READY_PREFIX} name={args.name} url=http://{url_host}:{port}", flush=True)
 
-    app = protocols_app(repo, on_ready=announce)
+    app = MetricsApp(protocols_app(repo, on_ready=announce), metrics)
     config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on")
     # uvicorn captures SIGTERM/SIGINT for its graceful shutdown, then restores the handlers it found
     # and raises the signal again: with the default handlers that would end a clean stop as "killed

@@ -40,8 +40,8 @@ class BodyTooLarge(UserError):
     """A request body over the server's limit: answered 413."""
 
 
-async def read_json(request: Request, limit: int, where: str) -> Any:
-    """The request's JSON body, refused with BodyTooLarge past ``limit`` bytes (counted as it streams)."""
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request's body, refused with BodyTooLarge past ``limit`` bytes (counted as it streams)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"request body of {int(declared):,} bytes is over the limit of {limit:,}")
@@ -52,8 +52,14 @@ async def read_json(request: Request, limit: int, where: str) -> Any:
         if size > limit:
             raise BodyTooLarge(f"request body is over the limit of {limit:,} bytes")
         chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, limit: int, where: str) -> Any:
+    """The request's JSON body, refused with BodyTooLarge past ``limit`` bytes (counted as it streams)."""
+    data = await read_body(request, limit)
     try:
-        text = b"".join(chunks).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError(f"{where}: the body is not UTF-8 text") from None
     if not text.strip():
