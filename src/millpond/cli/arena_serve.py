@@ -328,7 +328,10 @@ def logs_command(name: str, namespace: str, serve_type: str, version: str, insta
 @click.option("-v", "--version", default="", help="Accepted (one version is served at a time here).")
 def delete_command(names: tuple[str, ...], namespace: str, serve_type: str, version: str) -> None:
     """Stop the served models' processes and delete them."""
+    import shutil
+
     from millpond.serving import lifecycle, objects
+    from millpond.serving.endpoints import folder
     from millpond.serving.kinds import KINDS
     from millpond.store.resources import ResourceStore
 
@@ -336,6 +339,8 @@ def delete_command(names: tuple[str, ...], namespace: str, serve_type: str, vers
     store = ResourceStore()
     for name in names:
         objects.found(KINDS["InferenceService"], name, namespace, False, store)  # NotFoundError first
-        lifecycle.stop(name, namespace)
         objects.delete(KINDS["InferenceService"], name, namespace, store)
+        lifecycle.stop(name, namespace)
+        # its logs and model copies go with it, as a deleted pod's do (a new one of that name starts clean)
+        shutil.rmtree(folder(namespace, name), ignore_errors=True)
         click.echo(f"INFO: The serving job {name} has been deleted successfully", err=True)

@@ -15,9 +15,12 @@ manifest would store, checked by the same code (``serving.objects.check``):
   ``modelVersion``, ``servingVersion``), with ``servingType`` and ``servingName``; ``--label`` and
   ``--annotation`` are added as given.
 - ``--data DATASET:PATH`` is a PVC volume (a dataset here) mounted at PATH in the container,
-  as Arena's chart mounts it. For a predictor with a model format, whose model is read from its
-  ``storageUri``, it becomes that URI: ``pvc://DATASET`` when no URI is given, and an absolute
-  ``--storage-uri``/``--model-uri`` under PATH names the same file as ``pvc://DATASET/REST``.
+  as Arena's chart mounts it; since a custom container's command runs on this host, it is run
+  through ``serving.with_data``, which binds each dataset at its PATH in a private mount namespace
+  (the manifest's command shows that launcher before ``sh -c COMMAND``). For a predictor with a
+  model format, whose model is read from its ``storageUri``, it becomes that URI:
+  ``pvc://DATASET`` when no URI is given, and an absolute ``--storage-uri``/``--model-uri``
+  under PATH names the same file as ``pvc://DATASET/REST``.
 
 Every flag is checked here, and a bad one is one :class:`~millpond.errors.UserError` naming it,
 before anything is stored.
@@ -31,6 +34,7 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.quantities import parse_quantity
+from millpond.serving import with_data
 from millpond.serving.spec import GPU, GPU_MEM
 
 API_VERSION = "serving.kserve.io/v1beta1"
@@ -316,6 +320,9 @@ def _container(args: ServeArgs, mounts: tuple[DataMount, ...], command_required:
         out["image"] = args.image
     if args.command.strip():
         out["command"] = [args.shell, "-c", args.command]
+        if mounts:
+            out["command"] = with_data.command(args.namespace, args.name, [(m.dataset, m.path) for m in mounts],
+                                               out["command"])
     elif command_required:
         raise UserError("arena serve custom: give the command to run (after the flags, or --command): millpond "
                         "runs it on this host (the image is recorded, never pulled)")

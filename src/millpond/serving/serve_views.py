@@ -47,6 +47,7 @@ def instance_logs(name: str, namespace: str) -> dict[str, Path]:
     by_revision: dict[str, list[Path]] = {}
     for path in logs:
         by_revision.setdefault(path.parent.name, []).append(path)
+    # lifecycle sorts replica-10 after replica-9; the revision's number sorts the revisions
     for revision in sorted(by_revision, reverse=True):
         for path in by_revision[revision]:
             found[f"{revision}-{path.stem}"] = path
@@ -76,32 +77,39 @@ def info(resource: Resource, instances: bool = False) -> dict[str, Any]:
         "ports": f"HTTP:{port}" if port else "", "ready": ready, "message": "" if ready == "True" else message,
         "revisions": [{"name": r.name, "percent": r.percent, "replicas": list(r.replicas)} for r in revisions],
         "endpoints": ([{"name": "HTTP", "url": url}] if url else [])
-        + [{"name": f"{r.name}-replica", "url": u} for r in revisions for u in r.replicas],
+        + [{"name": f"{r.name} ({r.percent}%)", "url": u} for r in revisions for u in r.replicas],
     }
     if instances:
-        item["instances"] = _instances(resource, revisions, now)
+        item["instances"] = _instances(resource, served, now)
     return item
 
 
-def _instances(resource: Resource, revisions: list[Any], now: dt.datetime) -> list[dict[str, Any]]:
-    """The replicas that have a log: Running when their revision has that many answering, else Pending/Stopped."""
-    answering = {r.name: len(r.replicas) for r in revisions}
+def _instances(resource: Resource, served: Any, now: dt.datetime) -> list[dict[str, Any]]:
+    """Each replica the supervisor reports (``endpoints.extra["replicas"]``: its URL once it answers, its
+    restarts, why it is down), else each replica log left by one that ran: Running, Pending or Stopped."""
+    reported = {(str(r.get("revision")), int(r.get("index") or 0)): r
+                for r in ((served.extra if served is not None else {}).get("replicas") or []) if isinstance(r, dict)}
     out = []
-    for name, log in instance_logs(resource.name, resource.namespace).items():
-        revision = log.parent.name
-        index = int(log.stem.rsplit("-", 1)[-1]) if log.stem.rsplit("-", 1)[-1].isdigit() else 0
-        up = index < answering.get(revision, 0)
-        status = "Running" if up else ("Pending" if revision in answering else "Stopped")
+    for log in instance_logs(resource.name, resource.namespace).values():
+        key = (log.parent.name, _index(log))
+        reported.setdefault(key, {"revision": key[0], "index": key[1], "log": str(log), "stopped": True})
+    for (revision, index), replica in sorted(reported.items(), key=lambda item: (item[0][0], item[0][1])):
+        log = Path(str(replica.get("log") or "")) if replica.get("log") else None
+        up = bool(replica.get("url"))
+        status = "Stopped" if replica.get("stopped") else "Running" if up else \
+            ("CrashLoopBackOff" if replica.get("restarts") else "Pending")
         try:
-            started = dt.datetime.fromtimestamp(log.stat().st_ctime, dt.timezone.utc)
+            started = dt.datetime.fromtimestamp(log.stat().st_mtime, dt.timezone.utc) if log else now
         except OSError:
             started = now
-        out.append({"name": name, "status": status, "age": _age(started, now), "ready": "1/1" if up else "0/1",
-                    "readyContainers": int(up), "totalContainers": 1, "restartCount": _restarts(log),
-                    "nodeName": "localhost", "log": str(log)})
+        out.append({"name": f"{revision}-replica-{index}", "status": status, "age": _age(started, now),
+                    "ready": "1/1" if up else "0/1", "readyContainers": int(up), "totalContainers": 1,
+                    "restartCount": int(replica.get("restarts") or 0), "nodeName": "localhost",
+                    "pid": replica.get("pid"), "url": replica.get("url") or "", "reason": replica.get("failure") or "",
+                    "log": str(log or "")})
     return out
 
 
-def _restarts(log: Path) -> int:
-    """How many times the replica was started again: the supervisor writes one line each time it starts one."""
-    return 0
+def _index(log: Path) -> int:
+    tail = log.stem.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
