@@ -18,8 +18,9 @@ from hypothesis import given
 
 from millpond.datasets.manifests import read_documents
 from millpond.datasets.schema_check import check_schema_file
-from millpond.errors import UserError
-from millpond.serving import objects
+from millpond.errors import UnavailableError, UserError
+from millpond.runners.processes import ProcessIdentity
+from millpond.serving import endpoints, lifecycle, objects
 from millpond.serving.kinds import KINDS, REFUSED
 from millpond.serving.manifests import is_serving_document
 from millpond.serving.storage_uri import parse_storage_uri
@@ -163,16 +164,20 @@ def test_apply_get_delete_an_inference_service_and_a_runtime(cli, tmp_path: Path
     assert applied.out.splitlines() == ["clusterservingruntime.serving.kserve.io/my-sklearn created",
                                         "inferenceservice.serving.kserve.io/digits created"]
     assert cli("apply", "-f", path).out.splitlines()[-1] == "inferenceservice.serving.kserve.io/digits unchanged"
+    # its supervisor started at apply, and finds neither a Dataset digits-data nor a volume of that name
+    missing = "ModelLoadFailed: storageUri pvc://digits-data/models/digits: no Dataset digits-data"
+    with pytest.raises(UnavailableError, match=missing):
+        lifecycle.wait_ready(ResourceStore(), "digits", timeout_s=30)
     for name in ("isvc", "inferenceservices", "inferenceservice.serving.kserve.io"):
         table = cli("get", name)
         assert table.code == 0 and table.out.split()[:7] == ["NAME", "URL", "READY", "PREV", "LATEST", "AGE", "digits"]
-        assert table.out.splitlines()[1].split()[1] == "Unknown"
+        assert table.out.splitlines()[1].split()[1] == "False"
     shown = cli("get", "isvc", "digits", "-o", "yaml")
     value = yaml.safe_load(shown.out)
     ready = {c["type"]: c for c in value["status"]["conditions"]}
-    assert ready["Ready"]["status"] == ready["PredictorReady"]["status"] == "Unknown"
-    assert ready["Ready"]["reason"] == "NotStarted"
-    assert value["status"]["modelStatus"]["transitionStatus"] == "InProgress"
+    assert ready["Ready"]["status"] == ready["PredictorReady"]["status"] == "False"
+    assert ready["Ready"]["reason"] == "ModelLoadFailed"
+    assert value["status"]["modelStatus"]["transitionStatus"] == "BlockedByFailedLoad"
     assert value["spec"] == isvc()["spec"]
     runtimes = cli("get", "clusterservingruntimes")
     assert runtimes.out.splitlines()[1].split()[:4] == ["my-sklearn", "false", "sklearn", "kserve-container"]
@@ -189,6 +194,10 @@ def test_a_changed_spec_gets_a_fresh_status(cli, tmp_path: Path) -> None:
     store = ResourceStore()
     store.set_status("InferenceService", "m", objects.status("True", "", "", url="http://h/v1/models/m",
                                                              active="Loaded", transition="UpToDate", revision="m-1"))
+    assert cli("get", "isvc").out.splitlines()[1].split()[:2] == ["m", "False"]  # Ready, but no supervisor serves it
+    resource = store.get("InferenceService", "m")
+    me = ProcessIdentity.own()  # endpoints written by a live process: as a supervisor would
+    endpoints.write(endpoints.Endpoints("m", "default", resource.uid, "m", "v1", 1, (), me.pid, me.start, "now"))
     table = cli("get", "isvc").out.splitlines()[1].split()
     assert table[:4] == ["m", "http://h/v1/models/m", "True", "100"]  # URL READY LATEST: no previous revision
     store.set_status("InferenceService", "m", objects.status("True", "", "", url="http://h/v1/models/m",

@@ -16,7 +16,7 @@ from typing import Any
 
 from millpond.cli.resource_tables import human_age
 from millpond.datasets.schema_check import check_schema_file
-from millpond.serving import objects
+from millpond.serving import lifecycle, objects
 from millpond.serving.kinds import ServingKind
 from millpond.serving.manifests import ServingManifest
 from millpond.store.resources import Resource, ResourceStore
@@ -28,13 +28,15 @@ def check(documents: list[tuple[str, int, Any]]) -> list[ServingManifest]:
 
 
 def apply(manifests: list[ServingManifest], store: ResourceStore, volumes_dir: Path) -> None:
-    """Store them (after the batch's datasets: a pvc:// predictor may name one), then the info lines."""
+    """Store them (after the batch's datasets: a pvc:// predictor may name one), then the info lines; each
+    InferenceService's supervisor is started (an unchanged one's only when none runs)."""
     for manifest, action in objects.apply(manifests, store):
         print(f"{manifest.info.resource}/{manifest.name} {action}")
         for note in manifest.notes:
             print(f"info: {manifest.info.kind} {manifest.name}: {note}", file=sys.stderr)
     for note in objects.missing_notes(manifests, store, volumes_dir):
         print(f"info: {note}", file=sys.stderr)
+    lifecycle.start_applied(manifests, store)
 
 
 def _columns(info: ServingKind, resource: Resource) -> tuple[list[str], list[str]]:
@@ -69,4 +71,6 @@ def get(info: ServingKind, name: str | None, namespace: str, all_namespaces: boo
 
 def delete(info: ServingKind, name: str, namespace: str) -> None:
     objects.delete(info, name, namespace, ResourceStore())
+    if info.kind == "InferenceService":
+        lifecycle.stop(name, namespace)  # its model processes end with it
     print(f'{info.resource} "{name}" deleted')

@@ -27,6 +27,7 @@ from millpond.server import (
     pipelines,
     recurring,
     runs,
+    serving_reconcile,
     serving_routes,
     ui_routes,
 )
@@ -61,6 +62,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.router.on_startup.append(app.state.millpond.executor.resume_in_flight)
     app.router.on_startup.append(lambda: fluid_routes.check_operations(settings))  # dead ones: resumed or Failed
     app.router.on_startup.append(lambda: jobs_routes.check_jobs(settings))  # dead supervisors: their jobs FAILED
+    serving_reconcile.install(app, settings)  # every servable InferenceService gets a supervisor, now and later
     app.state.metrics_registry = metrics.registry_for(settings)
     app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
 

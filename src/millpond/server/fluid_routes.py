@@ -42,6 +42,7 @@ from millpond.server.callers import caller
 from millpond.server.errors import ApiError
 from millpond.server.state import state_of
 from millpond.serving import kinds as serving_kinds
+from millpond.serving import lifecycle as serving_lifecycle
 from millpond.serving import objects as serving_objects
 from millpond.serving.manifests import is_serving_document
 from millpond.settings import Settings
@@ -288,6 +289,7 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
                       "action": action, "started": False, "message": message})
         notes += [f"{serving.info.kind} {serving.name}: {note}" for note in serving.notes]
     notes += serving_objects.missing_notes(served, store, settings.volumes_dir)
+    serving_lifecycle.start_applied(served, store)
     return {"items": items, "notes": notes}
 
 
@@ -316,6 +318,8 @@ def delete_object(kind: str, name: str, request: Request, namespace: str = "defa
         queue_objects.delete(queue_kinds.KINDS[info.kind], name, namespace, _store(request))
     elif info.owner == serving_kinds.OWNER:
         serving_objects.delete(serving_kinds.KINDS[info.kind], name, namespace, _store(request))
+        if info.kind == "InferenceService":
+            serving_lifecycle.stop(name, namespace)  # its model processes end with it
     elif not _store(request).delete(info.kind, name, namespace):
         raise _not_found(info, name, namespace)
     if info.kind == "Dataset":

@@ -25,6 +25,7 @@ from millpond.errors import UnavailableError, UserError
 from millpond.runners.background import BackgroundProcess, register, running
 from millpond.runners.processes import ProcessIdentity
 from millpond.serving import endpoints
+from millpond.serving.manifests import ServingManifest
 from millpond.serving.spec import predictor_spec
 from millpond.serving.supervisor import KIND, LOG_FILE
 from millpond.store.resources import Resource, ResourceStore
@@ -70,6 +71,13 @@ def start(store: ResourceStore, name: str, namespace: str = "default") -> None:
     identity = ProcessIdentity.of(child.pid)
     if identity.start is not None:
         register(KIND, f"{namespace}/{name}", resource.uid, identity)
+
+
+def start_applied(manifests: list[ServingManifest], store: ResourceStore) -> None:
+    """``start`` for each InferenceService just applied (created, configured, or unchanged with no supervisor)."""
+    for manifest in manifests:
+        if manifest.info.kind == "InferenceService":
+            start(store, manifest.name, manifest.namespace)
 
 
 def servable(resource: Resource) -> bool:

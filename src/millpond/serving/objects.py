@@ -27,8 +27,8 @@ from millpond.serving.spec import PredictorSpec, predictor_spec
 from millpond.store.resources import Resource, ResourceStore
 
 STORE_NAMESPACE_OF_CLUSTER = "default"  # where the resource store keeps cluster-scoped objects
-NOT_STARTED = ("NotStarted", "millpond does not start model servers yet: the InferenceService is recorded, "
-                             "not served")
+NOT_STARTED = ("NotStarted", "no model server answers for it yet: its supervisor starts them "
+                             "(millpond apply, millpond server)")
 
 
 def _where(info: ServingKind, namespace: str) -> str:
@@ -163,8 +163,9 @@ def found(info: ServingKind, name: str | None, namespace: str, all_namespaces: b
 
 
 def as_object(info: ServingKind, resource: Resource) -> dict[str, Any]:
-    """The object as ``kubectl get -o yaml`` shows it, with its stored status (a runtime's is empty)."""
-    shown = resource.as_object(dict(resource.status or {}))
+    """The object as ``kubectl get -o yaml`` shows it, with its status (a runtime's is empty; an
+    InferenceService's as observed: never Ready once no supervisor serves it)."""
+    shown = resource.as_object(_observed_status(resource))
     if info.cluster_scoped:
         shown["metadata"].pop("namespace", None)
     return shown
@@ -183,6 +184,14 @@ def delete(info: ServingKind, name: str, namespace: str, store: ResourceStore) -
         raise _not_found(info, name, namespace)
 
 
+def _observed_status(resource: Resource) -> dict[str, Any]:
+    if resource.kind != "InferenceService":
+        return dict(resource.status or {})
+    from millpond.serving.lifecycle import observed_status  # it reads the supervisors, which write through here
+
+    return observed_status(resource)
+
+
 def predictors(store: ResourceStore, namespace: str | None = None) -> list[PredictorSpec]:
     """Every stored InferenceService's predictor (of ``namespace``, or all), as checked when applied."""
     return [predictor_spec(resource.manifest) for resource in store.list("InferenceService", namespace)]
@@ -198,7 +207,7 @@ def predictor_of(store: ResourceStore, name: str, namespace: str = "default") ->
 
 def columns(resource: Resource) -> list[str]:
     """KServe's printer columns of an InferenceService after NAME: URL, READY, PREV, LATEST (AGE is the caller's)."""
-    shown = resource.status or {}
+    shown = _observed_status(resource)
     ready = next((c.get("status", "") for c in shown.get("conditions") or [] if c.get("type") == "Ready"), "")
     traffic = (shown.get("components") or {}).get("predictor", {}).get("traffic") or []
     prev = next((str(t.get("percent", "")) for t in traffic if t.get("tag") == "prev"), "")

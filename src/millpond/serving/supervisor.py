@@ -88,6 +88,8 @@ class RevisionRun:
     failure: tuple[str, str] | None = None  # (KServe's reason, message) while it cannot start
     next_try: float = 0.0
     backoff_s: float = BACKOFF_START_S
+    fetching: threading.Thread | None = None
+    fetched: Path | str | None = None  # what the last fetch gave: the folder, or why it failed
 
     @property
     def ready_urls(self) -> tuple[str, ...]:
@@ -213,21 +215,44 @@ class Supervisor:
     # ------------------------------------------------------------------ replicas
 
     def _tend(self, revision: RevisionRun, now: float) -> None:
-        """Fetch its model (retried with backoff), then start, watch and restart each replica."""
+        """Fetch its model (in a thread, retried with backoff), then start, watch and restart each replica."""
         if revision.model_dir is None and revision.spec.storage is not None:
-            if now < revision.next_try:
-                return
-            try:
-                revision.model_dir = fetch(revision.spec.storage, self.namespace, self.name, revision.name,
-                                           revision.held)
-                revision.failure = None
-            except ModelLoadFailed as exc:
-                self._retry_later(revision, "ModelLoadFailed", str(exc), now)
+            if not self._fetched(revision, now):
                 return
         for replica in revision.replicas:
             replica.check(now)
             if replica.process is None and now >= replica.next_start:
                 self._start(revision, replica, now)
+
+    def _fetched(self, revision: RevisionRun, now: float) -> bool:
+        """Whether the revision's model is here; a fetch runs in a thread of its own (a large model downloads
+        while the supervisor still follows its object and its signals), started again after a failure."""
+        fetching = revision.fetching
+        if fetching is not None:
+            if fetching.is_alive():
+                return False
+            revision.fetching = None
+            if isinstance(revision.fetched, Path):
+                revision.model_dir, revision.failure = revision.fetched, None
+                return True
+            self._retry_later(revision, "ModelLoadFailed", str(revision.fetched), now)
+            return False
+        if now < revision.next_try:
+            return False
+        storage = revision.spec.storage
+        assert storage is not None
+
+        def run() -> None:
+            try:
+                revision.fetched = fetch(storage, self.namespace, self.name, revision.name, revision.held)
+            except ModelLoadFailed as exc:
+                revision.fetched = str(exc)
+            except Exception as exc:  # noqa: BLE001 - any failure of a fetch is the model not loading, retried
+                revision.fetched = f"storageUri {storage.uri}: cannot fetch the model: {type(exc).__name__}: {exc}"
+
+        revision.fetching = threading.Thread(target=run, daemon=True, name=f"fetch-{revision.name}")
+        revision.fetching.start()
+        return False
 
     def _retry_later(self, revision: RevisionRun, reason: str, message: str, now: float) -> None:
         if revision.failure != (reason, message):
