@@ -135,6 +135,8 @@ def test_two_replicas_from_a_folder_answer_and_one_killed_is_restarted(cli, home
         predicts_like_the_model(url, "digits", digits)
     row = cli("get", "isvc").out.splitlines()[1].split()
     assert row[:4] == ["digits", f"http://127.0.0.1:{found.port}", "True", "100"]
+    assert any("inference-service" in line and "default/digits" in line and "Ready True, 2 replicas answering" in line
+               for line in cli("ps").out.splitlines())
 
     # applied again unchanged: the same supervisor serves it
     supervisor = lifecycle.supervisors("digits")

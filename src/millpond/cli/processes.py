@@ -89,6 +89,8 @@ def other_rows() -> list[Row]:
 def _state(process: "BackgroundProcess") -> str:
     if process.kind == "server":
         return "serving"
+    if process.kind == "inference-service":
+        return _serving_state(process)
     if process.kind != "training-job":
         return "running"
     from millpond.store.training import JobStore
@@ -98,6 +100,23 @@ def _state(process: "BackgroundProcess") -> str:
     if job is None or process.uid and job.uid != process.uid:
         return "its job was deleted"
     return job.status + (f": {job.message}" if job.status == "QUEUING" and job.message else "")
+
+
+def _serving_state(process: "BackgroundProcess") -> str:
+    """An InferenceService supervisor's row: Ready (or why not) and its replicas that answer."""
+    from millpond.serving import endpoints, lifecycle
+    from millpond.store.resources import ResourceStore
+
+    namespace, _, name = process.object.partition("/")
+    resource = ResourceStore().get("InferenceService", name, namespace)
+    if resource is None or process.uid and resource.uid != process.uid:
+        return "its InferenceService was deleted"
+    ready = next((c for c in lifecycle.observed_status(resource).get("conditions") or [] if c.get("type") == "Ready"),
+                 {})
+    found = endpoints.read(namespace, name)
+    answering = sum(len(revision.replicas) for revision in found.revisions) if found else 0
+    state = f"Ready {ready.get('status', 'Unknown')}" + (f" ({ready['reason']})" if ready.get("reason") else "")
+    return f"{state}, {answering} replica{'' if answering == 1 else 's'} answering"
 
 
 def engine_rows() -> list[Row]:

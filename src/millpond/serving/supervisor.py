@@ -117,6 +117,7 @@ class Supervisor:
         self.written_key: Any = None
         self.resource = resource
         self.stop_signal = ""  # the signal that stopped it (its status says so when the object stays)
+        self.retired: list[RevisionRun] = []  # out of the routing, their replicas to stop
 
     # ------------------------------------------------------------------ the loop
 
@@ -141,6 +142,7 @@ class Supervisor:
                     self._tend(revision, now)
                 self._route()
                 self._publish()
+                self._end_retired()  # after the endpoints stopped naming them: no request meets a stopping replica
                 self.stopping.wait(POLL_S)
         finally:
             self._stop_everything()
@@ -185,7 +187,7 @@ class Supervisor:
         name = revision_name(self.name, self.counter)
         print(f"{now_iso()} the predictor changed: revision {name}", flush=True)
         if self.latest != self.rolled_out:  # an unpromoted canary is replaced, as KServe replaces it
-            self._drop(self.latest)
+            self._retire(self.latest)
         self._add(name, predictor, resource)
         self.latest = name
         self._write_state()
@@ -201,21 +203,28 @@ class Supervisor:
             revision.next_try = float("inf")
         self.revisions[name] = revision
 
-    def _drop(self, name: str) -> None:
+    def _retire(self, name: str) -> None:
+        """Take the revision out of the routing now; its replicas stop once the endpoints no longer name it."""
         revision = self.revisions.pop(name, None)
-        if revision is None:
-            return
-        print(f"{now_iso()} stopping revision {name}", flush=True)
-        stop_all(revision.replicas)
-        for replica in revision.replicas:
-            if replica.grant:
-                self.ledger.release(replica.grant)
-        revision.held.close()
+        if revision is not None:
+            self.retired.append(revision)
+
+    def _end_retired(self) -> None:
+        while self.retired:
+            revision = self.retired.pop()
+            print(f"{now_iso()} stopping revision {revision.name}", flush=True)
+            stop_all(revision.replicas)
+            for replica in revision.replicas:
+                if replica.grant:
+                    self.ledger.release(replica.grant)
+            revision.held.close()
 
     # ------------------------------------------------------------------ replicas
 
     def _tend(self, revision: RevisionRun, now: float) -> None:
         """Fetch its model (in a thread, retried with backoff), then start, watch and restart each replica."""
+        if revision.spec.unservable is not None:
+            return
         if revision.model_dir is None and revision.spec.storage is not None:
             if not self._fetched(revision, now):
                 return
@@ -343,8 +352,8 @@ class Supervisor:
         elif latest.ready_urls:
             print(f"{now_iso()} revision {latest.name} answers: promoted, {previous.name} stops", flush=True)
             self.rolled_out = latest.name
+            self._retire(previous.name)
             self._write_state()
-            self._drop(previous.name)
             self.percents = {latest.name: 100}
         else:
             self.percents = {previous.name: 100, latest.name: 0}
@@ -437,7 +446,8 @@ class Supervisor:
 
     def _stop_everything(self) -> None:
         for name in list(self.revisions):
-            self._drop(name)
+            self._retire(name)
+        self._end_retired()
         current = self.store.get("InferenceService", self.name, self.namespace) if self.stop_signal else None
         if current is not None and current.uid == self.uid:  # stopped, not deleted: no longer served
             objects.set_status(self.store, self.name, self.namespace, objects.status(
