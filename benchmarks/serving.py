@@ -14,7 +14,12 @@ is served twice, one process each, one worker each:
   ``get_predict_input``/``get_predict_response``, written out below, predicting on the whole
   input at once as sklearnserver does).
 
-The same client measures both in the same run: one row per request (64 pixels); p50/p99 latency
+millpond's server runs twice, on asyncio with h11 and on uvloop with httptools (what kserve runs
+on), and a third column measures the routing: the InferenceService's own port
+(``serving.front.start``) in front of the one before it, so its cost is the difference. Without
+uvloop and httptools installed, the second column is left out.
+
+The same client measures all in the same run: one row per request (64 pixels); p50/p99 latency
 of sequential requests on one keep-alive connection, then throughput with 16 concurrent clients
 (threads, one keep-alive connection each), for KServe v1 (``:predict`` with ``instances``) and the
 Open Inference Protocol v2 (``/infer``, an FP32 tensor). Answers are checked against
@@ -48,6 +53,15 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = Path.home() / ".cache" / "millpond" / "bench-kserve-venv"
 CLIENTS = 16
 
+def _uv() -> bool:
+    """uvloop and httptools are importable (not millpond's dependencies: ``pip install uvloop httptools``)."""
+    import importlib.util  # noqa: PLC0415
+
+    return all(importlib.util.find_spec(name) is not None for name in ("uvloop", "httptools"))
+
+
+SERVERS = ("millpond", "millpond+uv", "gateway", "kserve") if _uv() else ("millpond", "gateway", "kserve")
+
 PEER = textwrap.dedent(
     """
     import os, pathlib, sys
@@ -74,6 +88,28 @@ PEER = textwrap.dedent(
     model.load()
     ModelServer(http_port=int(sys.argv[2]), workers=1, enable_grpc=False,
                 enable_latency_logging=False).start([model])
+    """
+)
+
+
+# The InferenceService's own port (serving.front.start) in front of one model server: the routing's cost.
+FRONT = textwrap.dedent(
+    """
+    import signal, sys, threading
+    from millpond.runners.processes import ProcessIdentity
+    from millpond.serving import endpoints, front
+    from millpond.serving.endpoints import Endpoints, Revision
+
+    me = ProcessIdentity.own()
+    revision = Revision("digits-predictor-00001", 100, (sys.argv[1],))
+    endpoints.write(Endpoints(name="digits", namespace="default", uid="bench", model_name="digits", protocol="v1",
+                              port=int(sys.argv[2]), revisions=(revision,), supervisor_pid=me.pid,
+                              supervisor_ticks=me.start, updated="2026-01-01T00:00:00Z"))
+    handle = front.start(int(sys.argv[2]), "default", "digits")
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    stopped.wait()
+    handle.stop()
     """
 )
 
@@ -199,36 +235,22 @@ def main() -> None:
     joblib.dump(model, work / "model" / "model.joblib")
     (work / "peer.py").write_text(PEER)
 
-    ours_port, peer_port = free_port(), free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    servers = {
-        "millpond": subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "millpond.serving.model_server",
-                "--name",
-                "digits",
-                "--model-dir",
-                str(work / "model"),
-                "--format",
-                "sklearn",
-                "--port",
-                str(ours_port),
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-        ),
-        "kserve": subprocess.Popen(
-            [str(peer_python(args.venv)), str(work / "peer.py"), str(work / "model"), str(peer_port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        ),
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), MILLPOND_HOME=str(work / "home"))
+    ports = {name: free_port() for name in SERVERS}
+    ours = [sys.executable, "-m", "millpond.serving.model_server", "--name", "digits", "--model-dir",
+            str(work / "model"), "--format", "sklearn"]
+    commands = {
+        "millpond": [*ours, "--loop", "asyncio", "--http", "h11", "--port", str(ports["millpond"])],
+        "millpond+uv": [*ours, "--loop", "uvloop", "--http", "httptools", "--port", str(ports.get("millpond+uv", 0))],
+        "gateway": [sys.executable, "-c", FRONT, f"http://127.0.0.1:{ports[SERVERS[-3]]}", str(ports["gateway"])],
+        "kserve": [str(peer_python(args.venv)), str(work / "peer.py"), str(work / "model"), str(ports["kserve"])],
     }
-    ports = {"millpond": ours_port, "kserve": peer_port}
+    servers: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        for name, proc in servers.items():
-            wait_ready(ports[name], proc, name)
+        for name in SERVERS:  # the gateway's replica (the one before it) starts first
+            servers[name] = subprocess.Popen(commands[name], env=env, stdout=subprocess.DEVNULL,
+                                             stderr=None if name != "kserve" else subprocess.DEVNULL)
+            wait_ready(ports[name], servers[name], name)
         results: dict[tuple[str, str], dict[str, float]] = {}
         for protocol, (path, payloads) in bodies(rows).items():
             for name in servers:
@@ -245,16 +267,21 @@ def main() -> None:
         f"\ndigits (sklearn LogisticRegression), one row per request; kserve {kserve_version(args.venv)}, "
         f"{args.requests} sequential requests, {CLIENTS} concurrent clients; {os.cpu_count()} CPUs"
     )
-    print(f"{'protocol':<9}{'metric':<34}{'millpond':>10}{'kserve':>10}{'ratio':>8}")
+    print(f"{'protocol':<9}{'metric':<34}" + "".join(f"{name:>13}" for name in SERVERS) + f"{'best/kserve':>13}")
     for protocol in ("v1", "v2"):
-        ours, peer = results[(protocol, "millpond")], results[(protocol, "kserve")]
         for key, label in (
             ("p50_ms", "p50 latency (ms)"),
             ("p99_ms", "p99 latency (ms)"),
             ("rps", f"throughput, {CLIENTS} clients (req/s)"),
         ):
-            print(f"{protocol:<9}{label:<34}{ours[key]:>10.2f}{peer[key]:>10.2f}{ours[key] / peer[key]:>8.2f}")
-    print("ratio = millpond / kserve (latency: lower is better; throughput: higher is better)")
+            values = {name: results[(protocol, name)][key] for name in SERVERS}
+            ours = [values[name] for name in SERVERS if name.startswith("millpond")]
+            best = max(ours) if key == "rps" else min(ours)
+            print(f"{protocol:<9}{label:<34}" + "".join(f"{values[name]:>13.2f}" for name in SERVERS)
+                  + f"{best / values['kserve']:>13.2f}")
+    print("millpond: asyncio + h11; millpond+uv: uvloop + httptools (when installed); gateway: the "
+          f"InferenceService's own port (serving.front) in front of {SERVERS[-3]}; best/kserve: the better "
+          "millpond server over kserve (latency: lower is better; throughput: higher is better)")
 
 
 def kserve_version(venv: Path) -> str:

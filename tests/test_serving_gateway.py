@@ -170,6 +170,19 @@ def test_a_dead_replica_is_skipped_and_none_ready_is_503(server: Server, replica
     assert status == 503 and "connection refused" in answer["error"]
 
 
+def test_a_replica_killed_while_listed_is_skipped(server: Server, replicas: list[Served], digits: Any) -> None:
+    doomed = start("digits", digits[0], "sklearn")
+    publish("digits", (100, [url_of(doomed), url_of(replicas[0])]))
+    body = {"instances": [[0.0] * 64]}
+    for _ in range(4):  # both take turns: the gateway holds a kept-alive connection to each
+        assert call(server.url, "POST", "/v1/models/digits:predict", body)[0] == 200
+    assert served_count(doomed) == 2
+    doomed.proc.kill()  # kill -9: still in the endpoints file, as until its supervisor rewrites it
+    doomed.proc.wait()
+    for _ in range(6):
+        assert call(server.url, "POST", "/v1/models/digits:predict", body)[0] == 200
+
+
 def test_unknown_model_is_404_in_each_protocols_shape(server: Server) -> None:
     for method, path in (("GET", "/v1/models/nope"), ("POST", "/v1/models/nope:predict"), ("GET", "/v2/models/nope"),
                          ("POST", "/v2/models/nope/versions/1/infer"), ("GET", "/v2/models/nope/ready")):

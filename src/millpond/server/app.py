@@ -4,7 +4,8 @@ Every request passes ``security.RequestGuard`` first: its Host must be one this 
 started for (DNS rebinding), with a token it must carry ``Authorization: Bearer TOKEN`` — what
 ``kfp.Client(existing_token=...)`` sends — except the web UI's page (``/``) and static files
 (``/ui/NAME``), and a state-changing request must come from no browser or from this server's own
-page, with a JSON, multipart or YAML body (cross-site requests). See ``security`` for why.
+page, with a JSON, multipart or YAML body (cross-site requests; a model query through the gateway
+that no browser sent may carry any body). See ``security`` for why.
 ``/metrics`` (Prometheus) passes the same checks: it needs the token when there is one.
 """
 

@@ -37,6 +37,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from millpond.errors import UserError
+from millpond.server.state import state_of
 from millpond.serving import objects as serving_objects
 from millpond.serving.front import Router, error, shape_of
 from millpond.serving.protocols.common import error_body
@@ -123,7 +124,7 @@ async def _route(request: Request, namespace: str, name: str, path_of: Any, shap
     except UserError as exc:
         return error(str(exc), 400, shape)
     if target is None:
-        settings = request.app.state.millpond.settings
+        settings = state_of(request).settings
         if ResourceStore(settings).get("InferenceService", name, namespace) is None:
             return error(f"Model with name {name} does not exist (no InferenceService {name} in namespace "
                          f"{namespace}).", 404, shape)
@@ -212,7 +213,7 @@ def model_status(resource: Any) -> dict[str, Any]:
 
 def stored(request: Request) -> list[Any]:
     return serving_objects.found(serving_objects.KINDS["InferenceService"], None, DEFAULT_NAMESPACE, True,
-                                 ResourceStore(request.app.state.millpond.settings))
+                                 ResourceStore(state_of(request).settings))
 
 
 def _ready_of(status: dict[str, Any]) -> dict[str, str]:
@@ -284,7 +285,7 @@ async def ui_model(namespace: str, name: str, request: Request) -> dict[str, Any
     """One InferenceService in full: the page's view, its conditions, labels and annotations, and a sample
     request sized to the model's input (read from a replica's OIP metadata when one is up)."""
     resource = serving_objects.found(serving_objects.KINDS["InferenceService"], name, namespace, False,
-                                     ResourceStore(request.app.state.millpond.settings))[0]  # NotFoundError: 404
+                                     ResourceStore(state_of(request).settings))[0]  # NotFoundError: 404
     row = await _sample_row(request, namespace, name)
     view = model_view(request, resource, row)
     metadata = resource.manifest.get("metadata") or {}

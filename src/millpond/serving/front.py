@@ -16,8 +16,12 @@ What the gateway on ``millpond server`` and an InferenceService's own port (``st
   marked down for ``DOWN_S`` and skipped; the request is sent once more to another replica (of any
   revision) — only then, when nothing was sent: a request that reached a replica is never sent twice
   (an inference is not known to be idempotent).
-- **How**: one pooled ``httpx.AsyncClient`` per event loop (keep-alive connections to the replicas;
+- **How**: one pooled ``aiohttp.ClientSession`` per event loop (keep-alive connections to the replicas;
   ``trust_env=False``: no proxy from the environment between a server and its loopback replicas).
+  aiohttp, not httpx: behind the same ASGI server, a proxy on aiohttp's client answered 2.7 times
+  the requests per second of one on httpx's, at half the median latency and a fifth of the p99
+  (README). Bodies pass as they are (no decompression: ``Accept-Encoding`` goes on, and
+  ``Content-Encoding`` comes back).
   The method, the path (re-quoted), the query and the body go as they came, with the request's
   end-to-end headers; hop-by-hop headers, ``Host``, and the caller's credentials (``Authorization``:
   the millpond server's token; ``Cookie``) are not passed on. The answer comes back with its status,
@@ -44,10 +48,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-import httpx
+import aiohttp
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
+from yarl import URL
 
 from millpond.errors import UserError
 from millpond.serving import endpoints
@@ -64,7 +69,7 @@ BUFFERED_BYTES = 256 * 1024  # answers up to this size come back in one piece, l
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
                         "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
-_NOT_SENT = HOP_BY_HOP | {"host", "content-length", "authorization", "cookie", "accept-encoding", "expect"}
+_NOT_SENT = HOP_BY_HOP | {"host", "content-length", "authorization", "cookie", "expect"}
 _NOT_RETURNED = HOP_BY_HOP | {"content-length", "set-cookie", "date", "server", "content-security-policy",
                               "x-content-type-options"}
 _SAFE_PATH = "/:@!$&'()*+,;=-._~"  # what may stay unquoted in a path (RFC 3986 pchar and "/")
@@ -142,7 +147,7 @@ class Router:
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._paths: dict[tuple[str, str], str] = {}
         self._down: dict[str, float] = {}
-        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
     # --- where -----------------------------------------------------------------------------------
     def _path(self, namespace: str, name: str) -> str:
@@ -178,21 +183,21 @@ class Router:
         return target is not None and target.endpoints.ready
 
     # --- how -------------------------------------------------------------------------------------
-    def client(self) -> httpx.AsyncClient:
+    def session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None or client.is_closed:
-            client = self._clients[loop] = httpx.AsyncClient(
-                timeout=httpx.Timeout(ANSWER_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-                limits=httpx.Limits(max_connections=512, max_keepalive_connections=128),
-                trust_env=False, follow_redirects=False)
-        return client
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            session = self._sessions[loop] = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=512, limit_per_host=0, keepalive_timeout=30),
+                timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT_S, sock_read=ANSWER_TIMEOUT_S),
+                trust_env=False, auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding"))
+        return session
 
     async def aclose(self) -> None:
-        """Close the client of the running loop (the app's shutdown)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        """Close the session of the running loop (the app's shutdown)."""
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
 
     async def forward(self, request: Request, target: Target, path: str, shape: ErrorShape) -> Response:
         """``request`` sent to ``path`` on a replica of ``target``; the replica's answer, or an error in ``shape``."""
@@ -206,40 +211,40 @@ class Router:
         suffix = quote(path, safe=_SAFE_PATH) + (f"?{query}" if query else "")
         now = time.monotonic()
         tries = [t for t in target.split.order() if self._down.get(t[1], 0.0) <= now]
+        where = f"InferenceService {target.namespace}/{target.name}"
         if not tries:
-            message = f"InferenceService {target.namespace}/{target.name} has no ready replica"
-            return self._done(target, "", error(message, 503, shape), started)
-        client = self.client()
+            return self._done(target, "", error(f"{where} has no ready replica", 503, shape), started)
+        session = self.session()
         revision = ""
         for attempt, (rev, base) in enumerate(tries[:2]):
             revision = rev.name
-            outgoing = client.build_request(request.method, base + suffix, headers=headers, content=body)
             try:
-                upstream = await client.send(outgoing, stream=True)
-            except httpx.ConnectError:  # refused: nothing was sent; skip it for a while, try one other
+                upstream = await session.request(request.method, URL(base + suffix, encoded=True), headers=headers,
+                                                 data=body, allow_redirects=False)
+            except aiohttp.ClientConnectorError:  # refused: nothing was sent; skip it for a while, try one other
                 self._down[base] = time.monotonic() + DOWN_S
                 if attempt == 0 and len(tries) > 1:
                     continue
-                message = f"InferenceService {target.namespace}/{target.name}: no replica answers (connection refused)"
+                message = f"{where}: no replica answers (connection refused)"
                 return self._done(target, revision, error(message, 503, shape), started)
-            except httpx.TimeoutException:
-                message = f"InferenceService {target.namespace}/{target.name}: the replica did not answer in time"
-                return self._done(target, revision, error(message, 504, shape), started)
-            except httpx.HTTPError as exc:  # sent, then the connection broke: never sent twice
-                why = str(exc) or type(exc).__name__
-                message = f"InferenceService {target.namespace}/{target.name}: the replica failed: {why}"
+            except asyncio.TimeoutError:
+                return self._done(target, revision, error(f"{where}: the replica did not answer in time", 504, shape),
+                                  started)
+            except aiohttp.ClientError as exc:  # sent, then the connection broke: never sent twice
+                message = f"{where}: the replica failed: {str(exc) or type(exc).__name__}"
                 return self._done(target, revision, error(message, 502, shape), started)
-            return self._done(target, revision, await _answer(upstream), started)
+            return self._done(target, revision, await _answer(upstream, shape), started)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns
 
     async def get_json(self, target: Target, path: str) -> Any:
         """``GET path`` of the first replica that answers it with JSON (metadata for a page), else None; not counted."""
         for _, base in target.split.peek():
             try:
-                answer = await self.client().get(base + quote(path, safe=_SAFE_PATH), timeout=2.0)
-                if answer.status_code == 200:
-                    return answer.json()
-            except (httpx.HTTPError, ValueError):
+                async with self.session().get(URL(base + quote(path, safe=_SAFE_PATH), encoded=True),
+                                              timeout=aiohttp.ClientTimeout(total=2.0)) as answer:
+                    if answer.status == 200:
+                        return await answer.json(content_type=None)
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
                 continue
         return None
 
@@ -250,27 +255,27 @@ class Router:
         return response
 
 
-async def _answer(upstream: httpx.Response) -> Response:
-    headers = {k: v for k, v in upstream.headers.items() if k not in _NOT_RETURNED}
+async def _answer(upstream: aiohttp.ClientResponse, shape: ErrorShape) -> Response:
+    headers = {k.lower(): v for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED}
     headers.update(SANDBOX)
-    length = upstream.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) <= BUFFERED_BYTES:
+    length = upstream.content_length
+    if length is not None and length <= BUFFERED_BYTES:
         try:
-            content = await upstream.aread()
-        except httpx.HTTPError as exc:
-            return JSONResponse(error_body(f"the replica failed while answering: {exc}", 502), status_code=502)
+            content = await upstream.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            return error(f"the replica failed while answering: {str(exc) or type(exc).__name__}", 502, shape)
         finally:
-            await upstream.aclose()
-        return Response(content, status_code=upstream.status_code, headers=headers)
+            upstream.release()
+        return Response(content, status_code=upstream.status, headers=headers)
 
     async def chunks() -> Any:
         try:
-            async for chunk in upstream.aiter_raw():
+            async for chunk in upstream.content.iter_any():
                 yield chunk
         finally:
-            await upstream.aclose()
+            upstream.release()
 
-    return StreamingResponse(chunks(), status_code=upstream.status_code, headers=headers)
+    return StreamingResponse(chunks(), status_code=upstream.status, headers=headers)
 
 
 # --- the InferenceService's own port -------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
     python -m millpond.serving.model_server --name N --model-dir DIR --format sklearn|pytorch \
         [--module mod:Class] [--model-version V] [--port P] [--host 127.0.0.1] [--max-body-bytes B]
+        [--loop auto|asyncio|uvloop] [--http auto|h11|httptools]
 
 What a supervisor (millpond server's model controller) relies on:
 
@@ -97,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8080, help="0 picks a free port (named in the ready line)")
     parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="larger requests get 413")
     parser.add_argument("--access-log", action="store_true", help="log every request (off: it costs throughput)")
+    parser.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+                        help="event loop (auto: uvloop when installed)")
+    parser.add_argument("--http", choices=("auto", "h11", "httptools"), default="auto",
+                        help="HTTP parser (auto: httptools when installed)")
     return parser
 
 
@@ -138,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{READY_PREFIX} name={args.name} url=http://{url_host}:{port}", flush=True)
 
     app = MetricsApp(protocols_app(repo, on_ready=announce), metrics)
-    config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on")
+    config = uvicorn.Config(app, log_level="warning", access_log=args.access_log, lifespan="on", loop=args.loop,
+                            http=args.http)
     # uvicorn captures SIGTERM/SIGINT for its graceful shutdown, then restores the handlers it found
     # and raises the signal again: with the default handlers that would end a clean stop as "killed
     # by SIGTERM" (or a KeyboardInterrupt traceback). Handlers that do nothing make it exit 0.
