@@ -240,3 +240,33 @@ def test_a_cancelled_deploy_task_stops_waiting_on_sigterm(home: Path) -> None:
         with pytest.raises(TaskFailure, match="stopped waiting because its pipeline task got SIGTERM"):
             _wait_ready(store, "waiting", "default", 60.0, stop)
     assert store.get("InferenceService", "waiting") is not None  # the service stays as applied
+
+
+def test_seed_003s_query_script_with_only_the_address_changed(server: Served, tmp_path: Path) -> None:
+    """examples/seldon_query: serve an mnist-classifier with ``arena serve sklearn``, then run seed 003's
+    query (``/seldon/mnist-classifier/api/v0.1/predictions`` with ``data.names``/``data.ndarray``) at the server."""
+    import subprocess
+    import sys
+
+    example = ROOT / "examples" / "seldon_query"
+    served = subprocess.run([sys.executable, example / "serve_mnist.py", "--dir", tmp_path / "mnist", "--timeout",
+                             "60"], capture_output=True, text=True, timeout=180)
+    assert served.returncode == 0, served.stderr
+    assert "inferenceservice.serving.kserve.io/mnist-classifier created" in served.stdout
+    address = server.url.removeprefix("http://")
+    queried = subprocess.run([sys.executable, example / "query_endpoint.py", address], capture_output=True,
+                             text=True, timeout=60)
+    assert queried.returncode == 0, queried.stderr
+    status, answer = queried.stdout.strip().splitlines()[-2:]
+    assert status == "200"
+    body, label = answer.split(" (label ")
+    predicted = json.loads(body)["data"]["ndarray"]
+    model = joblib.load(tmp_path / "mnist" / "model.joblib")
+    sys.path.insert(0, str(ROOT / "examples" / "fluid_mnist"))
+    from make_data import digits_as_mnist
+
+    first = digits_as_mnist()["t10k-images"][:1].reshape(1, 784) / 255.0  # the script's next_batch(1)
+    assert predicted == model.predict(first).tolist() and label.rstrip(")") == str(int(digits_as_mnist()[
+        "t10k-labels"][0]))
+    subprocess.run([sys.executable, "-m", "millpond.cli.arena", "serve", "delete", "mnist-classifier"], check=True,
+                   capture_output=True)

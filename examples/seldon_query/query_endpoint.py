@@ -1,8 +1,8 @@
 """Seed 003's query script (intro-to-ml-with-kubeflow-examples ch2/query-endpoint.py), run against millpond.
 
-Only the address changed: ``AMBASSADOR_API_IP`` is millpond's (the first argument, else
-``$MILLPOND_SELDON_ADDRESS``, else ``millpond server``'s default ``127.0.0.1:8888``; a model's own
-address, ``arena serve get mnist-classifier``, answers the same path). Two things the 2019 script
+Only the address changed: ``AMBASSADOR_API_IP`` is ``millpond server``'s (the first argument, else
+``$MILLPOND_SELDON_ADDRESS``, else the server's default ``127.0.0.1:8888``), whose gateway answers
+``/seldon/NAME/api/v0.1/predictions`` for every served InferenceService. Two things the 2019 script
 imported no longer install and are stood in for, in the set-up part only, with the same calls:
 ``tensorflow.examples.tutorials.mnist.input_data`` (gone from TensorFlow 2) reads MNIST-shaped
 digits (``examples/fluid_mnist/make_data.py``) with the same ``mnist.train.next_batch(1)``, and
@@ -42,7 +42,7 @@ class _Plot:
 
     def show(self) -> None:
         for row in self.two_d[::2]:
-            print("".join(" .:-=+*#%@"[min(9, int(v) // 26)] for v in row[::1]))
+            print("".join(" .:-=+*#%@"[min(9, int(v) // 26)] for v in row))
 
 
 def download_mnist():

@@ -7,7 +7,7 @@ MNIST's size, nothing downloaded), writes ``model.joblib``, and serves it with A
 
     arena serve sklearn --name mnist-classifier --model-uri DIR
 
-then waits until it answers and prints the address to give ``query_endpoint.py``.
+then waits until it is Ready and prints how to run ``query_endpoint.py`` against it.
 
     python examples/seldon_query/serve_mnist.py [--dir /tmp/mnist-classifier] [--timeout 120]
 """
@@ -27,14 +27,15 @@ NAME = "mnist-classifier"
 
 
 def train(model_dir: Path) -> float:
-    """Fit a logistic regression on the train split's 784 pixels (0-1); the held-out accuracy."""
+    """Fit a ridge classifier (closed form: a second, where a logistic regression takes ten) on the train
+    split's 784 pixels (0-1); the held-out accuracy."""
     import joblib
     from make_data import digits_as_mnist
-    from sklearn.linear_model import LogisticRegression
+    from sklearn.linear_model import RidgeClassifier
 
     arrays = digits_as_mnist()
     x = arrays["train-images"].reshape(-1, 784) / 255.0
-    classifier = LogisticRegression(max_iter=300).fit(x, arrays["train-labels"])
+    classifier = RidgeClassifier(alpha=1.0).fit(x, arrays["train-labels"])
     model_dir.mkdir(parents=True, exist_ok=True)
     joblib.dump(classifier, model_dir / "model.joblib")
     test = arrays["t10k-images"].reshape(-1, 784) / 255.0
@@ -55,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     from millpond.store.resources import ResourceStore
 
     url = ready_url(ResourceStore(), NAME, "default", args.timeout)
-    print(f"{NAME} answers at {url}: python {HERE / 'query_endpoint.py'} {url.split('://', 1)[-1]}")
+    print(f"{NAME} is served ({url}); query it through millpond server's gateway:")
+    print(f"  python {HERE / 'query_endpoint.py'} 127.0.0.1:8888     # millpond server's HOST:PORT")
     return 0
 
 
