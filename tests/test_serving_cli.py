@@ -27,10 +27,11 @@ import pytest
 
 from millpond.errors import ConflictError, TaskFailure
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV
+from millpond.runners.stopping import StopFlag
 from millpond.serving import endpoints, lifecycle, objects, pipeline_step
 from millpond.serving.deploy import check, ready_url
 from millpond.serving.from_run import ARTIFACT_ANNOTATION, RUN_LABEL
-from millpond.serving.pipeline_step import DeployInputs, _Stop, _wait_ready
+from millpond.serving.pipeline_step import DeployInputs, _wait_ready
 from millpond.store.resources import ResourceStore
 from tests.conftest import CliResult, _end_background_processes
 from tests.server_support import Served, module_home, serving
@@ -234,7 +235,7 @@ def test_a_cancelled_deploy_task_stops_waiting_on_sigterm(home: Path) -> None:
     store = ResourceStore()
     body = inference_service(ModelArtifact("r", "r", "t", "o", "/nowhere/model.joblib", {}), "waiting")
     objects.apply([check(body, "test")], store)
-    stop = _Stop()
+    stop = StopFlag()
     with stop.installed():
         os.kill(os.getpid(), signal.SIGTERM)
         with pytest.raises(TaskFailure, match="stopped waiting because its pipeline task got SIGTERM"):

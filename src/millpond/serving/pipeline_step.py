@@ -28,17 +28,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from millpond.errors import ConflictError, TaskFailure, UserError
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV
+from millpond.runners.stopping import StopFlag
 from millpond.scheduling import GRANT_ENV, Ledger
 from millpond.serving.deploy import deploy
 from millpond.serving.from_run import RUN_LABEL, TASK_LABEL, ModelArtifact, inference_service
@@ -63,30 +59,6 @@ class DeployInputs:
     timeout_s: float = 300.0
 
 
-class _Stop:
-    """A stop signal as a flag the wait polls (a handler that raised could cut a store write in half)."""
-
-    def __init__(self) -> None:
-        self.signal = ""
-        self.event = threading.Event()
-
-    def __call__(self, signum: int, _frame: FrameType | None) -> None:
-        self.signal = self.signal or signal.Signals(signum).name
-        self.event.set()
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {s: signal.signal(s, self) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-
 def service_name(inputs: DeployInputs, run_id: str) -> str:
     """The name asked, else ``model-`` and the run's id's first 8 characters (a DNS label led by a letter)."""
     if inputs.name.strip():
@@ -107,12 +79,12 @@ def manifest(inputs: DeployInputs, run_id: str, task_id: str) -> dict[str, Any]:
 
 def run_step(inputs: DeployInputs) -> str:
     """Deploy, give back the task's grant, wait until Ready: the URL (TaskFailure: cannot load, cancelled)."""
-    stop = _Stop()
+    stop = StopFlag()
     with stop.installed():
         return _run(inputs, stop)
 
 
-def _run(inputs: DeployInputs, stop: _Stop) -> str:
+def _run(inputs: DeployInputs, stop: StopFlag) -> str:
     run_id, task_id = os.environ.get(RUN_ID_ENV, ""), os.environ.get(TASK_ID_ENV, "")
     body = manifest(inputs, run_id, task_id)
     name, namespace = body["metadata"]["name"], body["metadata"]["namespace"]
@@ -133,7 +105,7 @@ def _run(inputs: DeployInputs, stop: _Stop) -> str:
     return _wait_ready(store, name, namespace, inputs.timeout_s, stop)
 
 
-def _wait_ready(store: ResourceStore, name: str, namespace: str, timeout_s: float, stop: _Stop) -> str:
+def _wait_ready(store: ResourceStore, name: str, namespace: str, timeout_s: float, stop: StopFlag) -> str:
     from millpond.serving import lifecycle
 
     deadline = time.monotonic() + timeout_s
