@@ -247,3 +247,52 @@ def test_examples_of_the_readme_build(tmp_path: Path) -> None:
                  ServeArgs(type="custom", name="echo", port=8080, command="python -m http.server 8080")):
         assert check(inference_service(args), "arena serve").predictor is not None
     assert GPU_MEM  # the share resource the builder writes for --gpumemory
+
+
+def test_deploy_model_round_trips_through_a_component_file(tmp_path: Path) -> None:
+    from kfp import compiler, components
+
+    from millpond.serving.components import deploy_model
+
+    path = tmp_path / "deploy_model.yaml"
+    compiler.Compiler().compile(deploy_model, str(path))
+    loaded = components.load_component_from_file(str(path))
+    inputs = loaded.component_spec.inputs or {}
+    assert {"model", "name", "format", "replicas", "namespace", "timeout_s"} == set(inputs)
+    assert inputs["model"].type == "system.Model@0.0.1"
+    assert set(loaded.component_spec.outputs or {}) == {"Output"}
+
+
+_flags = st.sampled_from(["--replicas", "--gpus", "--gpumemory", "--cpu", "--memory", "--data", "--env", "--label",
+                          "--annotation", "--version", "--model-name", "--model-version", "--image", "--command",
+                          "--shell", "--model-format", "--storage-uri", "--model-uri", "--port", "--restful-port",
+                          "--protocol-version", "--min-replicas", "--max-replicas", "--canary-traffic-percent",
+                          "--runtime", "--selector", "--enable-istio", "-n", "--timeout", "--unknown"])
+_values = st.one_of(_flag_text, st.integers(-5, 70000).map(str))
+
+
+@fuzz_settings(150)
+@given(serve_type=st.sampled_from(["custom", "kserve", "sklearn"]),
+       pairs=st.lists(st.tuples(_flags, _values), max_size=6), words=st.lists(_flag_text, max_size=2))
+def test_fuzzed_command_lines_are_one_error_line_and_store_nothing_new(home: Path, capsys, serve_type: str,
+                                                                       pairs: list[tuple[str, str]],
+                                                                       words: list[str]) -> None:
+    """Every flag combination against a taken name: whatever the builder makes of it ends in one ``error:``
+    line and exit 2 (a bad flag, or the name already taken), and the stored object is not touched."""
+    from millpond.cli.arena import main
+    from millpond.serving import objects
+
+    store = ResourceStore()
+    if store.get("InferenceService", "taken") is None:
+        objects.apply([check(inference_service(ServeArgs(type="sklearn", name="taken", storage_uri="/m")), "t")],
+                      store)
+    before = store.get("InferenceService", "taken")
+    argv = ["serve", serve_type, "--name", "taken", *[part for pair in pairs for part in pair], "--", *words]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2, (argv, err)
+    lines = [line for line in err.splitlines() if not line.startswith("info: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: "), (argv, err)
+    assert store.get("InferenceService", "taken") == before and len(store.list("InferenceService", None)) == 1
