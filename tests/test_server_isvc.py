@@ -6,14 +6,20 @@ nothing stored."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import joblib
 import pytest
+from sklearn.dummy import DummyClassifier
 
+from millpond.serving import endpoints, lifecycle
 from tests.server_support import Served, module_home, serving
 
 ISVC = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "digits"},
@@ -51,7 +57,10 @@ def test_apply_list_get_delete_inference_services_through_the_api(server: Served
     status, listing = call(server, "/isvc")
     assert status == 200 and [item["metadata"]["name"] for item in listing["items"]] == ["digits", "trees"]
     ready = {item["metadata"]["name"]: item["status"]["conditions"][-1] for item in listing["items"]}
-    assert (ready["digits"]["status"], ready["trees"]["status"]) == ("Unknown", "False")
+    assert ready["trees"]["status"] == "False"
+    # digits' supervisor started at apply: NotStarted or Loading until it finds no bucket models to read from
+    assert (ready["digits"]["status"], ready["digits"].get("reason")) in (
+        ("Unknown", "NotStarted"), ("Unknown", "Loading"), ("False", "ModelLoadFailed"))
     assert ready["trees"]["reason"] == "NoSupportingRuntime"
     status, one = call(server, "/inferenceservices.serving.kserve.io/digits")
     assert status == 200 and one["spec"]["predictor"]["minReplicas"] == 2
@@ -72,3 +81,34 @@ def test_a_bad_or_refused_document_is_a_400_on_one_line_and_nothing_is_stored(
     status, answer = call(server, "/fluid/apply", "POST", documents)
     assert status == 400 and says in answer["error"] and "\n" not in answer["error"]
     assert call(server, "/isvc")[1]["items"] == []
+
+
+def test_the_server_starts_a_supervisor_again_after_kill_9(server: Served, tmp_path: Path) -> None:
+    """What apply started, the server's reconcile loop (every 10 s) starts again once its supervisor is gone."""
+    joblib.dump(DummyClassifier(strategy="constant", constant=7).fit([[0], [1]], [7, 7]), tmp_path / "model.joblib")
+    document = {**ISVC, "metadata": {"name": "sevens"},
+                "spec": {"predictor": {"sklearn": {"storageUri": f"file://{tmp_path}"}}}}
+    assert call(server, "/fluid/apply", "POST", [document])[0] == 200
+
+    def ready() -> tuple[str, str]:
+        condition = call(server, "/isvc/sevens")[1]["status"]["conditions"][-1]
+        return condition["status"], condition.get("reason", "")
+
+    def until(wanted: tuple[str, str], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while ready() != wanted:
+            assert time.monotonic() < deadline, f"not {wanted} within {timeout_s}s: {ready()}"
+            time.sleep(0.2)
+
+    try:
+        until(("True", ""), 60)
+        first = endpoints.read("default", "sevens")
+        assert first is not None
+        os.kill(first.supervisor_pid, signal.SIGKILL)
+        until(("False", "SupervisorNotRunning"), 10)
+        until(("True", ""), 40)
+        again = endpoints.read("default", "sevens")
+        assert again is not None and again.supervisor_pid != first.supervisor_pid and again.port == first.port
+    finally:
+        assert call(server, "/isvc/sevens", "DELETE")[0] == 200
+    assert not lifecycle.supervisors("sevens") and endpoints.read_file("default", "sevens") is None

@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from millpond.datasets.mounts import fuse_available
 from millpond.errors import UnavailableError
 from millpond.runners.processes import ProcessIdentity, start_ticks
-from millpond.serving import endpoints, lifecycle
+from millpond.scheduling.ledger import Ledger
+from millpond.serving import container_env, endpoints, lifecycle
 from millpond.serving.model_fetch import ModelLoadFailed, _inside, _unpack_tar
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
@@ -246,7 +247,8 @@ class Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/models/echo:predict":
             return self.answer(404, {"error": "no such model"})
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.answer(200, {"predictions": [sum(row) for row in body["instances"]], "greeting": os.environ["GREETING"]})
+        self.answer(200, {"predictions": [sum(row) for row in body["instances"]], "greeting": os.environ["GREETING"],
+                          "gpus": os.environ["CUDA_VISIBLE_DEVICES"]})
 
     def answer(self, code, value):
         data = json.dumps(value).encode()
@@ -263,20 +265,28 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
 
 
-def test_a_custom_container_runs_its_command_on_its_port_with_env_from_a_secret(cli, home: Path,
-                                                                                 tmp_path: Path) -> None:
+def test_a_custom_container_runs_its_command_on_its_port_with_env_from_a_secret_and_its_gpu(
+        cli, home: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2")  # test-only: two GPU indices for the ledger, no device behind
     ConfigStore(home).create("secret", "words", {"greeting": "hello"})
     container = {"name": "kserve-container", "image": "example/echo:1", "command": [sys.executable],
-                 "args": ["-c", ECHO, "$(PORT)"],
+                 "args": ["-c", ECHO, "$(PORT)"], "resources": {"limits": {"nvidia.com/gpu": 1}},
                  "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}]}
-    apply(cli, tmp_path, isvc("echo", {"containers": [container]}))
+    apply(cli, tmp_path, isvc("echo", {"minReplicas": 2, "containers": [container]}))
     lifecycle.wait_ready(ResourceStore(), "echo")
-    found = served("echo")
-    assert found.server == "command"
-    url = found.revisions[0].replicas[0]
-    assert post(url, "/v1/models/echo:predict", {"instances": [[1, 2], [3, 4]]}) == (
-        200, {"predictions": [3, 7], "greeting": "hello"})
-    assert f"listening on {url.rsplit(':', 1)[1]}" in lifecycle.replica_logs("echo")[0].read_text()
+    urls = until(lambda: len(served("echo").revisions[0].replicas) == 2 and served("echo").revisions[0].replicas,
+                 why="two replicas answering")
+    assert served("echo").server == "command"
+    answers = [post(url, "/v1/models/echo:predict", {"instances": [[1, 2], [3, 4]]}) for url in urls]
+    assert all(answer == (200, {"predictions": [3, 7], "greeting": "hello", "gpus": answer[1]["gpus"]})
+               for answer in answers)
+    assert sorted(answer[1]["gpus"] for answer in answers) == ["0", "1"]  # one GPU each, from the ledger
+    holders = [grant.holder.name for grant in Ledger().grants()]
+    assert sorted(holders) == ["default/echo/echo-predictor-00001-0", "default/echo/echo-predictor-00001-1"]
+    logs = "".join(path.read_text() for path in lifecycle.replica_logs("echo"))
+    assert all(f"listening on {url.rsplit(':', 1)[1]}" in logs for url in urls)
+    assert cli("delete", "isvc", "echo").code == 0
+    assert Ledger().grants() == []  # given back with the replicas
 
 
 def test_a_model_that_cannot_load_is_ModelLoadFailed_with_the_servers_error_line(cli, home: Path,
@@ -314,6 +324,26 @@ def test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount(cli, home: Path, tmp
     predicts_like_the_model(served("mounted").revisions[0].replicas[0], "mounted", digits)
     assert "InferenceService default/mounted" in cli("ps").out
     assert lifecycle.stop("mounted")
+
+
+@pytest.mark.parametrize(("text", "expanded"), [
+    ("--port=$(PORT)", "--port=8080"), ("$$(PORT)", "$(PORT)"), ("$(NOPE)", "$(NOPE)"), ("$(PORT", "$(PORT"),
+    ("$PORT", "$PORT"), ("a$", "a$"), ("$(PORT)$(PORT)", "80808080"), ("$$$(PORT)", "$8080"),
+])
+def test_kubernetes_expansion_of_a_containers_command(text: str, expanded: str) -> None:
+    assert container_env.expand(text, {"PORT": "8080"}) == expanded
+
+
+def test_a_missing_secret_is_CreateContainerConfigError_until_it_exists(cli, home: Path, tmp_path: Path) -> None:
+    container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
+                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "later", "key": "word"}}}]}
+    apply(cli, tmp_path, isvc("later", {"containers": [container]}))
+    with pytest.raises(UnavailableError, match="CreateContainerConfigError: .*secret 'later' not found"):
+        lifecycle.wait_ready(ResourceStore(), "later")
+    ConfigStore(home).create("secret", "later", {"word": "now"})
+    until(lambda: ready_condition("later")["status"] == "True", 20, "started once the secret exists")
+    url = served("later").revisions[0].replicas[0]
+    assert post(url, "/v1/models/echo:predict", {"instances": [[1]]})[1]["greeting"] == "now"
 
 
 # --- model_fetch's paths, fuzzed -----------------------------------------------------------------------------------

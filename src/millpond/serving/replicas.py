@@ -71,7 +71,8 @@ class Replica:
     ready_since: float = 0.0
     backoff_s: float = BACKOFF_START_S
     next_start: float = 0.0
-    failure: str | None = None  # why its last process ended, shown while it is not back
+    failure: str | None = None  # why its last process ended (or why it cannot start), shown while it is not back
+    blocked: str | None = None  # Kubernetes' reason when it cannot even start (CreateContainerConfigError)
     ever_ready: bool = False
     grant: str | None = None  # the ledger grant it holds, kept across its restarts
     gpus: tuple[int, ...] = field(default_factory=tuple)
@@ -144,7 +145,7 @@ class Replica:
         url = self.announced if not self.port else (f"http://127.0.0.1:{self.port}" if _answers(self.port) else None)
         if url is None:
             return False
-        self.url, self.ready_since, self.ever_ready, self.failure = url, now, True, None
+        self.url, self.ready_since, self.ever_ready, self.failure, self.blocked = url, now, True, None, None
         return True
 
     def _ended(self, code: int, now: float) -> None:

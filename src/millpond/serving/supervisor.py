@@ -277,10 +277,12 @@ class Supervisor:
         try:
             launch = self._launch(revision, replica)
         except MillpondError as exc:  # a secret the env names is missing: retried, it may be created
-            replica.failure = str(exc)
-            replica.next_start = now + BACKOFF_MAX_S
-            replica.note(f"cannot start replica {replica.index}: {exc}")
+            if replica.failure != str(exc):
+                replica.note(f"cannot start replica {replica.index}: {exc}")
+            replica.failure, replica.blocked = str(exc), "CreateContainerConfigError"
+            replica.next_start = now + BACKOFF_START_S * 5
             return
+        replica.blocked = None
         try:
             replica.start(launch)
         except OSError as exc:
@@ -464,6 +466,9 @@ def _failure_of(revision: RevisionRun) -> tuple[str, str] | None:
         return revision.failure
     if revision.ready_urls:
         return None
+    blocked = next((r for r in revision.replicas if r.blocked), None)
+    if blocked is not None:
+        return str(blocked.blocked), f"{revision.name} replica {blocked.index}: {blocked.failure}"
     ended = [r for r in revision.replicas if r.failure and r.restarts and not r.ever_ready]
     if ended:
         replica = ended[0]
