@@ -98,16 +98,24 @@ def _instances(resource: Resource, served: Any, now: dt.datetime) -> list[dict[s
         up = bool(replica.get("url"))
         status = "Stopped" if replica.get("stopped") else "Running" if up else \
             ("CrashLoopBackOff" if replica.get("restarts") else "Pending")
-        try:
-            started = dt.datetime.fromtimestamp(log.stat().st_mtime, dt.timezone.utc) if log else now
-        except OSError:
-            started = now
-        out.append({"name": f"{revision}-replica-{index}", "status": status, "age": _age(started, now),
+        started = _first_stamp(log) if log else None
+        out.append({"name": f"{revision}-replica-{index}", "status": status, "age": _age(started or now, now),
                     "ready": "1/1" if up else "0/1", "readyContainers": int(up), "totalContainers": 1,
                     "restartCount": int(replica.get("restarts") or 0), "nodeName": "localhost",
                     "pid": replica.get("pid"), "url": replica.get("url") or "", "reason": replica.get("failure") or "",
                     "log": str(log or "")})
     return out
+
+
+def _first_stamp(log: Path) -> dt.datetime | None:
+    """When the replica first started: the time its log's first line was written (a pod's age counts
+    from its creation, not from its last restart)."""
+    try:
+        with open(log, "rb") as text:
+            stamp = text.read(40).split(b" ", 1)[0].decode()
+        return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
 
 
 def _index(log: Path) -> int:
