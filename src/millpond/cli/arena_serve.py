@@ -233,7 +233,7 @@ def list_command(namespace: str, all_namespaces: bool, output: str, serve_type: 
     header = ["NAME", "TYPE", "VERSION", "DESIRED", "AVAILABLE", "ADDRESS", "PORTS"]
     rows = [(["NAMESPACE"] if all_namespaces else []) + header]
     for item in found:
-        row = [item["name"], item["type"], item["version"], str(item["desiredInstances"]),
+        row = [item["name"], item["type"], item["version"] or "N/A", str(item["desiredInstances"]),
                str(item["availableInstances"]), item["address"] or "N/A", item["ports"] or "N/A"]
         rows.append(([item["namespace"]] if all_namespaces else []) + row)
     _table(rows)
@@ -260,9 +260,10 @@ def get_command(name: str, namespace: str, serve_type: str, version: str, output
         _dump(item, output)
         return
     for label, value in (("Name", item["name"]), ("Namespace", item["namespace"]), ("Type", item["type"]),
-                         ("Version", item["version"]), ("Desired", item["desiredInstances"]),
+                         ("Version", item["version"] or "N/A"), ("Desired", item["desiredInstances"]),
                          ("Available", item["availableInstances"]), ("Age", item["age"]),
-                         ("Address", item["address"]), ("Port", item["ports"]), ("Ready", item["ready"])):
+                         ("Address", item["address"] or "N/A"), ("Port", item["ports"] or "N/A"),
+                         ("Ready", item["ready"])):
         click.echo(f"{label + ':':<12}{value}")
     if item["message"]:
         click.echo(f"{'Message:':<12}{item['message']}")
