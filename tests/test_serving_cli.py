@@ -25,7 +25,7 @@ import joblib
 import numpy as np
 import pytest
 
-from millpond.errors import ConflictError, TaskFailure
+from millpond.errors import ConflictError, TaskFailure, UnavailableError
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV
 from millpond.runners.stopping import StopFlag
 from millpond.serving import endpoints, lifecycle, objects, pipeline_step
@@ -271,3 +271,25 @@ def test_seed_003s_query_script_with_only_the_address_changed(server: Served, tm
         "t10k-labels"][0]))
     subprocess.run([sys.executable, "-m", "millpond.cli.arena", "serve", "delete", "mnist-classifier"], check=True,
                    capture_output=True)
+
+
+def test_custom_command_sees_its_data_at_the_path_given(arena, home: Path) -> None:
+    """``--data DATASET:/PATH`` of a custom command: the named volume bound at PATH (bubblewrap); a dataset that
+    does not exist is the replica's one ``error:`` line in the status, and the command never starts."""
+    volume = home / "volumes" / "weights"
+    volume.mkdir(parents=True, exist_ok=True)
+    (volume / "hello.txt").write_text("from the dataset\n")
+    command = "cd /mnt/models && exec python3 -m http.server $PORT --bind 127.0.0.1"
+    assert arena("serve", "custom", "--name", "files", "--data", "weights:/mnt/models", command).code == 0
+    store = ResourceStore()
+    ready_url(store, "files", "default", 60)
+    (instance,) = json.loads(arena("serve", "get", "files", "-o", "json").out)["instances"]
+    with urllib.request.urlopen(f"{instance['url']}/hello.txt", timeout=10) as response:
+        assert response.read() == b"from the dataset\n"
+    assert not Path("/mnt/models/hello.txt").exists()  # bound for the command only, not on the host
+
+    assert arena("serve", "custom", "--name", "nodata", "--data", "missing:/mnt/models", command).code == 0
+    with pytest.raises(UnavailableError, match="no Dataset missing in namespace default and no volume"):
+        ready_url(store, "nodata", "default", 30)
+    for name in ("files", "nodata"):
+        assert arena("serve", "delete", name).code == 0
