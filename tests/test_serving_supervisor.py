@@ -15,8 +15,12 @@ import os
 import signal
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +36,8 @@ from millpond.errors import UnavailableError
 from millpond.runners.processes import ProcessIdentity, start_ticks
 from millpond.scheduling.ledger import Ledger
 from millpond.serving import container_env, endpoints, lifecycle
-from millpond.serving.model_fetch import ModelLoadFailed, _inside, _unpack_tar
+from millpond.serving.model_fetch import ModelLoadFailed, _inside, _unpack_tar, fetch
+from millpond.serving.storage_uri import parse_storage_uri
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
 from tests.datasets_support import create_s3_dataset
@@ -178,8 +183,8 @@ def test_a_canary_gets_its_percent_then_is_promoted(cli, home: Path, tmp_path: P
     apply(cli, tmp_path, isvc("canary", {"canaryTrafficPercent": 20, "sklearn": {"storageUri": f"file://{other}"}}))
 
     def split() -> bool:
-        found = served("canary")
-        return [(r.name, r.percent, len(r.replicas)) for r in found.revisions] == [
+        found = endpoints.read("default", "canary")
+        return found is not None and [(r.name, r.percent, len(r.replicas)) for r in found.revisions] == [
             ("canary-predictor-00001", 80, 1), ("canary-predictor-00002", 20, 1)]
 
     until(split, why="an 80/20 split over two revisions")
@@ -191,6 +196,13 @@ def test_a_canary_gets_its_percent_then_is_promoted(cli, home: Path, tmp_path: P
     assert cli("get", "isvc").out.splitlines()[1].split()[2:5] == ["True", "80", "20"]
     for revision in served("canary").revisions:
         predicts_like_the_model(revision.replicas[0], "canary", digits)
+
+    # its supervisor killed and started again: the same two revisions, the same split
+    [supervisor] = lifecycle.supervisors("canary")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    until(lambda: endpoints.read("default", "canary") is None, 10, "the dead supervisor's endpoints unread")
+    assert lifecycle.reconcile(ResourceStore()) == ["default/canary"]
+    until(split, why="the 80/20 split again after a restart of the supervisor")
 
     # canaryTrafficPercent removed: the latest takes everything, the previous stops
     apply(cli, tmp_path, isvc("canary", {"sklearn": {"storageUri": f"file://{other}"}}))
@@ -248,7 +260,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(404, {"error": "no such model"})
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.answer(200, {"predictions": [sum(row) for row in body["instances"]], "greeting": os.environ["GREETING"],
-                          "gpus": os.environ["CUDA_VISIBLE_DEVICES"]})
+                          "gpus": os.environ["CUDA_VISIBLE_DEVICES"],
+                          "fraction": os.environ.get("MILLPOND_GPU_MEMORY_FRACTION")})
 
     def answer(self, code, value):
         data = json.dumps(value).encode()
@@ -278,8 +291,8 @@ def test_a_custom_container_runs_its_command_on_its_port_with_env_from_a_secret_
                  why="two replicas answering")
     assert served("echo").server == "command"
     answers = [post(url, "/v1/models/echo:predict", {"instances": [[1, 2], [3, 4]]}) for url in urls]
-    assert all(answer == (200, {"predictions": [3, 7], "greeting": "hello", "gpus": answer[1]["gpus"]})
-               for answer in answers)
+    assert all(answer == (200, {"predictions": [3, 7], "greeting": "hello", "gpus": answer[1]["gpus"],
+                                "fraction": None}) for answer in answers)
     assert sorted(answer[1]["gpus"] for answer in answers) == ["0", "1"]  # one GPU each, from the ledger
     holders = [grant.holder.name for grant in Ledger().grants()]
     assert sorted(holders) == ["default/echo/echo-predictor-00001-0", "default/echo/echo-predictor-00001-1"]
@@ -334,6 +347,21 @@ def test_kubernetes_expansion_of_a_containers_command(text: str, expanded: str) 
     assert container_env.expand(text, {"PORT": "8080"}) == expanded
 
 
+def test_replicas_asking_a_gpu_share_share_one_gpu(cli, home: Path, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "1x16Gi")  # test-only: one GPU of 16 GiB, no device behind it
+    ConfigStore(home).create("secret", "words", {"greeting": "hi"})
+    container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
+                 "resources": {"limits": {"aliyun.com/gpu-mem": 4}},
+                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}]}
+    apply(cli, tmp_path, isvc("shared", {"minReplicas": 2, "containers": [container]}))
+    lifecycle.wait_ready(ResourceStore(), "shared")
+    urls = until(lambda: len(served("shared").revisions[0].replicas) == 2 and served("shared").revisions[0].replicas,
+                 why="two replicas answering")
+    answers = [post(url, "/v1/models/echo:predict", {"instances": [[1]]})[1] for url in urls]
+    assert [(a["gpus"], a["fraction"]) for a in answers] == [("0", "0.2500"), ("0", "0.2500")]  # 4 of 16 GiB each
+    assert [grant.share_gpus for grant in Ledger().grants()] == [(0,), (0,)]
+
+
 def test_a_missing_secret_is_CreateContainerConfigError_until_it_exists(cli, home: Path, tmp_path: Path) -> None:
     container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
                  "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "later", "key": "word"}}}]}
@@ -344,6 +372,43 @@ def test_a_missing_secret_is_CreateContainerConfigError_until_it_exists(cli, hom
     until(lambda: ready_condition("later")["status"] == "True", 20, "started once the secret exists")
     url = served("later").revisions[0].replicas[0]
     assert post(url, "/v1/models/echo:predict", {"instances": [[1]]})[1]["greeting"] == "now"
+
+
+def test_a_model_downloaded_over_http_is_unpacked_and_a_404_is_ModelLoadFailed(cli, home: Path, tmp_path: Path,
+                                                                                digits) -> None:
+    archive = tmp_path / "site" / "digits.tar.gz"
+    archive.parent.mkdir()
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(digits[2] / "model.joblib", arcname="model.joblib")
+    site = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(archive.parent)))
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{site.server_address[1]}"
+    try:
+        apply(cli, tmp_path, isvc("fetched", {"sklearn": {"storageUri": f"{base}/digits.tar.gz"}}))
+        apply(cli, tmp_path, isvc("nowhere", {"sklearn": {"storageUri": f"{base}/missing.joblib"}}))
+        lifecycle.wait_ready(ResourceStore(), "fetched")
+        predicts_like_the_model(served("fetched").revisions[0].replicas[0], "fetched", digits)
+        copy = home / "serving/default/fetched/models/fetched-predictor-00001"
+        assert sorted(p.name for p in copy.iterdir()) == [".millpond-source", "model.joblib"]  # the archive unpacked
+        with pytest.raises(UnavailableError, match=f"ModelLoadFailed: storageUri {base}/missing.joblib: the download "
+                                                   "answered HTTP 404"):
+            lifecycle.wait_ready(ResourceStore(), "nowhere")
+        assert not (home / "serving/default/nowhere/models").exists() or not any(
+            (home / "serving/default/nowhere/models").iterdir())  # no partial copy left behind
+    finally:
+        site.shutdown()
+
+
+@pytest.mark.parametrize(("uri", "says"), [
+    ("hf://someone/model", "hf:// models are not fetched yet"),
+    ("file:///nowhere/at/all", "/nowhere/at/all does not exist"),
+    ("oci://registry/model:1", "oci:// model images are pulled by a container runtime"),
+    ("pvc://nothing/model", "no Dataset nothing in namespace default and no volume"),
+])
+def test_what_cannot_be_fetched_says_why_naming_the_uri(home: Path, uri: str, says: str) -> None:
+    with ExitStack() as held, pytest.raises(ModelLoadFailed) as caught:
+        fetch(parse_storage_uri(uri), "default", "m", "m-predictor-00001", held)
+    assert says in str(caught.value) and uri in str(caught.value) and "\n" not in str(caught.value)
 
 
 # --- model_fetch's paths, fuzzed -----------------------------------------------------------------------------------

@@ -158,8 +158,8 @@ class Supervisor:
         and with a canary split the previous rolled-out revision it kept."""
         state = self._read_state()
         predictor = dict(resource.spec.get("predictor") or {})
-        known: dict[str, dict[str, Any]] = state.get("revisions", {}) if state.get("uid") == self.uid else {}
-        self.counter = int(state.get("counter", 0)) if known else 0
+        known: dict[str, dict[str, Any]] = state.get("revisions", {})
+        self.counter = max(0, state.get("counter", 0)) if known else 0
         latest = next((name for name, body in known.items() if _predictor_key(body) == _predictor_key(predictor)
                        and name == state.get("latest")), "")
         if not latest:
@@ -431,11 +431,16 @@ class Supervisor:
         return kept if is_free(kept) else free_port()
 
     def _read_state(self) -> dict[str, Any]:
+        """What an earlier supervisor of this uid kept; {} when there is none, or it is not what this one writes."""
         try:
             state = json.loads((self.folder / STATE_FILE).read_text())
         except (OSError, ValueError):
             return {}
-        return state if isinstance(state, dict) else {}
+        shaped = (isinstance(state, dict) and state.get("uid") == self.uid and isinstance(state.get("counter"), int)
+                  and isinstance(state.get("revisions"), dict)
+                  and all(isinstance(body, dict) for body in state["revisions"].values())
+                  and isinstance(state.get("latest"), str) and isinstance(state.get("rolled_out"), str))
+        return state if shaped else {}
 
     def _write_state(self) -> None:
         state = {"uid": self.uid, "counter": self.counter, "latest": self.latest, "rolled_out": self.rolled_out,
