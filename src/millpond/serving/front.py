@@ -122,7 +122,7 @@ class _Split:
 
 @dataclass
 class _Entry:
-    key: tuple[int, int] | None  # (inode, mtime_ns) of the file read, None: no file
+    key: tuple[int, int]  # (inode, mtime_ns) of the file read
     found: Endpoints | None
     checked: float  # time.monotonic() of the last liveness check
     split: _Split = field(default_factory=lambda: _Split(()))
@@ -151,29 +151,36 @@ class Router:
 
     # --- where -----------------------------------------------------------------------------------
     def _path(self, namespace: str, name: str) -> str:
-        key = (namespace, name)
-        path = self._paths.get(key)
+        path = self._paths.get((namespace, name))
         if path is None:  # endpoints.folder checks both names (UserError: "..", "/", NUL, …)
-            path = self._paths[key] = str(endpoints.folder(namespace, name) / endpoints.FILE_NAME)
+            path = str(endpoints.folder(namespace, name) / endpoints.FILE_NAME)
         return path
 
     def lookup(self, namespace: str, name: str) -> Target | None:
-        """The InferenceService's endpoints while its supervisor runs, else None; UserError for a bad name."""
+        """The InferenceService's endpoints while its supervisor runs, else None; UserError for a bad name.
+
+        Only InferenceServices that have an endpoints file are remembered: requests for any number
+        of names that do not exist leave nothing behind.
+        """
+        where = (namespace, name)
         path = self._path(namespace, name)
         try:
             st = os.stat(path)
-            key: tuple[int, int] | None = (st.st_ino, st.st_mtime_ns)
         except OSError:
-            key = None
+            self._entries.pop(where, None)
+            self._paths.pop(where, None)
+            return None
+        key = (st.st_ino, st.st_mtime_ns)
+        self._paths[where] = path
         now = time.monotonic()
-        entry = self._entries.get((namespace, name))
+        entry = self._entries.get(where)
         if entry is None or entry.key != key or now - entry.checked > LIVENESS_S:
-            found = endpoints.read(namespace, name) if key is not None else None
+            found = endpoints.read(namespace, name)
             revisions = found.revisions if found is not None else ()
             kept = entry is not None and entry.found is not None and entry.found.revisions == revisions
             # the same revisions and replicas: the split goes on where it was (a rewrite moves no traffic)
             entry = _Entry(key, found, now, entry.split if kept and entry is not None else _Split(revisions))
-            self._entries[(namespace, name)] = entry
+            self._entries[where] = entry
         if entry.found is None:
             return None
         return Target(namespace, name, entry.found, entry.split)
@@ -206,7 +213,9 @@ class Router:
             body = await read_body(request, self.max_body_bytes)
         except BodyTooLarge as exc:
             return self._done(target, "", error(str(exc), 413, shape), started)
-        headers = [(k, v) for k, v in request.headers.items() if k not in _NOT_SENT]
+        named = request.headers.get("connection")  # headers it names are hop-by-hop too (RFC 9110 7.6.1)
+        dropped = _NOT_SENT | {t.strip().lower() for t in named.split(",")} if named else _NOT_SENT
+        headers = [(k, v) for k, v in request.headers.items() if k not in dropped]
         query = request.scope.get("query_string", b"").decode("latin-1")
         suffix = quote(path, safe=_SAFE_PATH) + (f"?{query}" if query else "")
         now = time.monotonic()
