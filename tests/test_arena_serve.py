@@ -93,7 +93,9 @@ def test_kserve_without_a_format_is_a_custom_container_and_custom_runs_its_comma
         # as Arena's chart writes it, run through the launcher that binds the dataset at its path
         assert container["command"] == with_data.command("default", "echo", [("weights", "/mnt/models")],
                                                          ["sh", "-c", "python -m server --port 9000"])
-        assert container["env"] == [{"name": "MODE", "value": "fast"}, {"name": "EMPTY", "value": ""}]
+        # Knative's PORT: the containerPort (a command listening on 9000 is found there)
+        assert container["env"] == [{"name": "MODE", "value": "fast"}, {"name": "EMPTY", "value": ""},
+                                    {"name": "PORT", "value": "9000"}]
         assert container["volumeMounts"] == [{"name": "weights", "mountPath": "/mnt/models"}]
         assert spec["volumes"] == [{"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}]
         assert body["metadata"]["labels"]["team"] == "vision"
@@ -101,7 +103,7 @@ def test_kserve_without_a_format_is_a_custom_container_and_custom_runs_its_comma
         assert predictor.server == "command" and predictor.container.port == 9000
         assert predictor.container.command[-3:] == ("sh", "-c", "python -m server --port 9000")
         assert predictor.resources.shares[0].memory_bytes == 2 * 2**30
-        assert dict((e.name, e.value) for e in predictor.container.env) == {"MODE": "fast", "EMPTY": ""}
+        assert dict((e.name, e.value) for e in predictor.container.env) == {"MODE": "fast", "EMPTY": "", "PORT": "9000"}
 
 
 def test_custom_restful_port_wins_and_bash_is_kept() -> None:
@@ -149,6 +151,7 @@ BAD_FLAGS = [
     (["custom", "--name", "x"], "give the command"),
     (["custom", "--name", "x", "--command", "a", "b"], "--command or the words"),
     (["custom", "--name", "x", "--shell", "zsh", "run"], "--shell"),
+    (["custom", "--name", "x", "--port", "9000", "--replicas", "2", "run"], "listen on $PORT"),
     (["sklearn", "--name", "x"], "--model-uri is required"),
     (["sklearn", "--name", "x", "--model-uri", "ftp://host/model"], "unsupported scheme ftp://"),
     (["sklearn", "--name", "x", "--model-uri", "/m/../../etc"], "'..' is not allowed"),

@@ -133,7 +133,8 @@ def inference_service(args: ServeArgs) -> dict[str, Any]:
             predictor[key] = value
     fmt = _model_format(args)
     if fmt is None:
-        container = {"name": "kserve-container", **_container(args, mounts, command_required=args.type == "custom")}
+        container = {"name": "kserve-container", **_container(args, mounts, command_required=args.type == "custom",
+                                                              custom=True)}
         predictor["containers"] = [container]
         if mounts:
             predictor["volumes"] = [{"name": m.dataset, "persistentVolumeClaim": {"claimName": m.dataset}}
@@ -313,8 +314,15 @@ def _storage_uri(args: ServeArgs, mounts: tuple[DataMount, ...]) -> str:
     return ""
 
 
-def _container(args: ServeArgs, mounts: tuple[DataMount, ...], command_required: bool) -> dict[str, Any]:
-    """The container's fields: image, command (``SHELL -c COMMAND``), env, port, resources, mounts."""
+def _container(args: ServeArgs, mounts: tuple[DataMount, ...], command_required: bool,
+               custom: bool = False) -> dict[str, Any]:
+    """The container's fields: image, command (``SHELL -c COMMAND``), env, port, resources, mounts.
+
+    A custom server listens on ``$PORT``, which Knative sets to the containerPort and the replica
+    supervisor to a free port of its own for each replica (replicas share this machine). A port given
+    with ``--port``/``--restful-port`` is Knative's rule: ``PORT`` is that port, so a command that
+    listens on a fixed port is found there; then only one replica can listen on it.
+    """
     out: dict[str, Any] = {}
     if args.image:
         out["image"] = args.image
@@ -330,11 +338,18 @@ def _container(args: ServeArgs, mounts: tuple[DataMount, ...], command_required:
     for key in env:
         if not _ENV_NAME.fullmatch(key):
             raise UserError(f"--env {key!r}: not a valid variable name (letters, digits, '-', '.', '_')")
-    if env:
-        out["env"] = [{"name": key, "value": value} for key, value in env.items()]
     port = args.restful_port or args.port
     if port:
         out["ports"] = [{"containerPort": port, "protocol": "TCP"}]
+        if custom and "PORT" not in env:
+            replicas = args.min_replicas if args.min_replicas >= 0 else args.replicas
+            if replicas > 1:
+                flag = "--restful-port" if args.restful_port else "--port"
+                raise UserError(f"{flag} {port} with {replicas} replicas: they share this machine, so only one can "
+                                f"listen on {port}; leave {flag} out and listen on $PORT (each replica gets its own)")
+            env["PORT"] = str(port)
+    if env:
+        out["env"] = [{"name": key, "value": value} for key, value in env.items()]
     resources: dict[str, Any] = {}
     if args.cpu:
         resources["cpu"] = args.cpu

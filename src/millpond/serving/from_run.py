@@ -149,7 +149,7 @@ def inference_service(artifact: ModelArtifact, name: str, namespace: str = "defa
     chosen = fmt.strip().lower() or artifact.format
     if not chosen:
         raise UserError(f"{artifact.task}.{artifact.output}: cannot tell the model's format (no framework in its "
-                        f"metadata, no .joblib/.pkl/.pt file): give --format {' or '.join(SERVED_FORMATS)}")
+                        f"metadata, no .joblib/.pkl/.pt file): give its format ({' or '.join(SERVED_FORMATS)})")
     if chosen not in SERVED_FORMATS:
         raise UserError(f"--format {chosen!r}: millpond serves {' and '.join(SERVED_FORMATS)} models")
     if replicas < 1:
