@@ -152,6 +152,10 @@ def inference_service(args: ServeArgs) -> dict[str, Any]:
             body["protocolVersion"] = args.protocol_version
         if args.runtime_version:
             body["runtimeVersion"] = args.runtime_version
+        if args.command.strip():
+            raise UserError(f"a command runs in a custom container (arena serve custom, or kserve without "
+                            f"--model-format); a {'sklearn' if args.type == 'sklearn' else 'model-format'} "
+                            "predictor is served by millpond's model server")
         body.update(_container(args, (), command_required=False))
         predictor["model" if args.type == "kserve" else "sklearn"] = body
     return {"apiVersion": API_VERSION, "kind": "InferenceService", "metadata": metadata,
