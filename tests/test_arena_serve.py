@@ -302,3 +302,54 @@ def test_fuzzed_command_lines_are_one_error_line_and_store_nothing_new(home: Pat
     lines = [line for line in err.splitlines() if not line.startswith("info: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), (argv, err)
     assert store.get("InferenceService", "taken") == before and len(store.list("InferenceService", None)) == 1
+
+
+def test_update_changes_only_the_flags_given() -> None:
+    from millpond.serving.arena_update import UpdateArgs, updated
+
+    current = inference_service(ServeArgs(type="sklearn", name="digits", storage_uri="/models/v1", cpu="1",
+                                          env=("A=1",), labels=("team=a",), version="v1"))
+    body = updated(current, UpdateArgs(type="sklearn", name="digits", storage_uri="/models/v2",
+                                       canary_traffic_percent=20, env=("B=2", "A=3"), memory="1Gi", version="v2"))
+    spec = body["spec"]["predictor"]
+    assert spec["canaryTrafficPercent"] == 20 and spec["sklearn"]["storageUri"] == "/models/v2"
+    assert spec["sklearn"]["env"] == [{"name": "A", "value": "3"}, {"name": "B", "value": "2"}]
+    assert spec["sklearn"]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+    assert body["metadata"]["labels"] == {**current["metadata"]["labels"], "servingVersion": "v2"}
+    assert check(body, "update").predictor.canary_traffic_percent == 20
+    assert current["spec"]["predictor"]["sklearn"]["storageUri"] == "/models/v1"  # the stored one is not touched
+    promoted = updated(body, UpdateArgs(type="sklearn", name="digits", canary_traffic_percent=100, gpus=1))
+    assert promoted["spec"]["predictor"]["canaryTrafficPercent"] == 100
+    assert promoted["spec"]["predictor"]["sklearn"]["resources"]["limits"][GPU] == "1"
+    dropped = updated(promoted, UpdateArgs(type="kserve", name="digits", gpus=0, gpumemory=2))
+    assert dropped["spec"]["predictor"]["sklearn"]["resources"]["limits"] == {"cpu": "1", "memory": "1Gi",
+                                                                              GPU_MEM: "2"}
+
+
+def test_update_of_a_custom_command_keeps_its_datasets_and_port_rule() -> None:
+    from millpond.serving.arena_update import UpdateArgs, updated
+
+    current = inference_service(ServeArgs(type="custom", name="web", command="serve v1", data=("w:/m",)))
+    body = updated(current, UpdateArgs(type="custom", name="web", command="serve v2", port=9000))
+    (container,) = body["spec"]["predictor"]["containers"]
+    assert container["command"] == with_data.command("default", "web", [("w", "/m")], ["sh", "-c", "serve v2"])
+    assert {"name": "PORT", "value": "9000"} in container["env"]
+    assert check(body, "update").predictor.container.port == 9000
+
+
+@pytest.mark.parametrize(("serve_type", "flags", "says"), [
+    ("custom", {"image": "x"}, "is a sklearn predictor: arena serve update sklearn or kserve"),
+    ("kserve", {"model_format": "pytorch"}, "--model-format: this InferenceService has no model predictor"),
+    ("sklearn", {"command": "run"}, "a command runs in a custom container"),
+    ("sklearn", {"canary_traffic_percent": 101}, "between 0 and 100"),
+    ("sklearn", {"cpu": "many"}, "--cpu"),
+    ("sklearn", {"labels": ("bad key!=x",)}, "--label"),
+    ("sklearn", {"replicas": 0}, "scale to zero"),
+])
+def test_a_bad_update_is_one_line(serve_type: str, flags: dict, says: str) -> None:
+    from millpond.serving.arena_update import UpdateArgs, updated
+
+    current = inference_service(ServeArgs(type="sklearn", name="digits", storage_uri="/models/v1"))
+    with pytest.raises(UserError) as refused:
+        updated(current, UpdateArgs(type=serve_type, name="digits", **flags))
+    assert says in str(refused.value) and "\n" not in str(refused.value)

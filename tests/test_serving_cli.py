@@ -15,6 +15,7 @@ import json
 import os
 import re
 import signal
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -293,3 +294,48 @@ def test_custom_command_sees_its_data_at_the_path_given(arena, home: Path) -> No
         ready_url(store, "nodata", "default", 30)
     for name in ("files", "nodata"):
         assert arena("serve", "delete", name).code == 0
+
+
+def test_update_rolls_a_new_model_out_as_a_canary_then_promotes_it(arena, server: Served,
+                                                                    digits: tuple[Path, Any, Any],
+                                                                    tmp_path: Path) -> None:
+    """``arena serve update sklearn --model-uri NEW --canary-traffic-percent 50``: a second revision gets half
+    the requests through the gateway (a model that always answers 7 tells them apart), 100 promotes it and the
+    first revision's replica stops."""
+    from sklearn.dummy import DummyClassifier
+
+    model_dir, model, rows = digits
+    row = next(r for r in rows if model.predict(r[None])[0] != 7)[None]
+    sevens = tmp_path / "sevens"
+    sevens.mkdir()
+    joblib.dump(DummyClassifier(strategy="constant", constant=7).fit(rows[:10], [7] * 10), sevens / "model.joblib")
+    assert arena("serve", "sklearn", "--name", "canary", "--model-uri", model_dir).code == 0
+    store = ResourceStore()
+    ready_url(store, "canary", "default", 60)
+    result = arena("serve", "update", "sklearn", "--name", "canary", "--model-uri", sevens,
+                   "--canary-traffic-percent", "50")
+    assert result.code == 0 and result.out.strip() == "inferenceservice.serving.kserve.io/canary configured"
+
+    def answers() -> list[Any]:
+        return [predictions(server.url, "canary", row)[0] for _ in range(20)]
+
+    deadline = time.monotonic() + 60
+    while [r["percent"] for r in json.loads(arena("serve", "get", "canary", "-o", "json").out)["revisions"]
+           if r["replicas"]] != [50, 50]:
+        assert time.monotonic() < deadline, arena("serve", "get", "canary").out
+        time.sleep(0.2)
+    split = answers()
+    assert split.count(7) == 10 and split.count(int(model.predict(row)[0])) == 10  # smooth round-robin: exactly half
+
+    assert arena("serve", "update", "sklearn", "--name", "canary", "--canary-traffic-percent", "100").code == 0
+    while [r["name"] for r in json.loads(arena("serve", "get", "canary", "-o", "json").out)["revisions"]] != \
+            ["canary-predictor-00002"]:
+        assert time.monotonic() < deadline, arena("serve", "get", "canary").out
+        time.sleep(0.2)
+    assert answers() == [7] * 20
+    instances = json.loads(arena("serve", "get", "canary", "-o", "json").out)["instances"]
+    assert [(i["name"], i["status"]) for i in instances] == [("canary-predictor-00001-replica-0", "Stopped"),
+                                                            ("canary-predictor-00002-replica-0", "Running")]
+    bad = arena("serve", "update", "custom", "--name", "canary", "--image", "x")
+    assert bad.code == 2 and "arena serve update sklearn or kserve" in bad.err
+    assert arena("serve", "delete", "canary").code == 0

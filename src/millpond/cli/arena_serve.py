@@ -345,3 +345,103 @@ def delete_command(names: tuple[str, ...], namespace: str, serve_type: str, vers
         # its logs and model copies go with it, as a deleted pod's do (a new one of that name starts clean)
         shutil.rmtree(folder(namespace, name), ignore_errors=True)
         click.echo(f"INFO: The serving job {name} has been deleted successfully", err=True)
+
+
+# --- update ----------------------------------------------------------------------------------------
+
+@serve_group.group("update")
+def update_group() -> None:
+    """Change a served model (a new revision; with --canary-traffic-percent it gets that share)."""
+
+
+def update_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Arena's update flags (``pkg/argsbuilder/update_serving.go``): each given one changes that part only."""
+    command = _accepted((("--selector", True), ("--toleration", True)))(command)
+    options = [
+        click.option("--name", required=True, help="The served model to change."),
+        NAMESPACE,
+        click.option("-v", "--version", default=None, help="The label servingVersion."),
+        click.option("--model-name", default=None),
+        click.option("--model-version", default=None),
+        click.option("--image", default=None, help="Recorded, never pulled."),
+        click.option("--command", "command_flag", default=None, help="The new command (custom containers)."),
+        click.option("--shell", default="sh", show_default=True),
+        click.option("--replicas", type=int, default=None),
+        click.option("--gpus", type=int, default=None),
+        click.option("--gpumemory", type=int, default=None, metavar="GIB"),
+        click.option("--cpu", default=None),
+        click.option("--memory", default=None),
+        click.option("-e", "--env", multiple=True, metavar="KEY=VALUE"),
+        click.option("-l", "--label", "labels", multiple=True, metavar="KEY=VALUE"),
+        click.option("-a", "--annotation", "annotations", multiple=True, metavar="KEY=VALUE"),
+        click.argument("words", nargs=-1, type=click.UNPROCESSED),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _update(serve_type: str, values: dict[str, Any]) -> None:
+    from millpond.serving import objects
+    from millpond.serving.arena_update import UpdateArgs, updated
+    from millpond.serving.deploy import deploy
+    from millpond.serving.kinds import KINDS
+    from millpond.settings import load_settings
+    from millpond.store.resources import ResourceStore
+
+    ignored = [flag for flag in ("--selector", "--toleration") if values.pop(_key(flag), None)]
+    words, flag = values.pop("words"), values.pop("command_flag")
+    if words and flag is not None:
+        raise UserError("give the command once: --command or the words after the flags, not both")
+    command = flag if flag is not None else (" ".join(words) if words else None)
+    fields = UpdateArgs.__dataclass_fields__
+    args = UpdateArgs(type=serve_type, command=command,
+                      **{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items() if k in fields})
+    settings = load_settings()
+    store = ResourceStore(settings)
+    current = objects.found(KINDS["InferenceService"], args.name, args.namespace, False, store)[0]
+    body = updated(current.manifest, args)
+    if ignored:
+        print(f"info: {', '.join(ignored)} only mean something on a Kubernetes cluster; ignored on this machine",
+              file=sys.stderr)
+    done = deploy(body, store, f"arena serve update {serve_type}", settings.volumes_dir)
+    click.echo(f"inferenceservice.serving.kserve.io/{done.name} {done.action}")
+    for note in done.notes:
+        print(f"info: {note}", file=sys.stderr)
+    click.echo(f"INFO: The serving job {done.name} has been updated successfully", err=True)
+
+
+@update_group.command("kserve", context_settings=SETTINGS)
+@click.option("--model-format", default=None, metavar="NAME[:VERSION]")
+@click.option("--runtime", default=None)
+@click.option("--storage-uri", default=None)
+@click.option("--port", type=int, default=None)
+@click.option("--runtime-version", default=None)
+@click.option("--protocol-version", default=None)
+@click.option("--min-replicas", type=int, default=None)
+@click.option("--max-replicas", type=int, default=None)
+@click.option("--canary-traffic-percent", type=int, default=None,
+              help="The new revision's share of the requests (the previous one keeps the rest); 100 promotes it.")
+@update_options
+def update_kserve(**values: Any) -> None:
+    """Change an InferenceService's model, format, runtime, resources, replicas or canary split."""
+    _update("kserve", values)
+
+
+@update_group.command("sklearn", context_settings=SETTINGS)
+@click.option("--model-uri", "--storage-uri", "storage_uri", default=None, help="The new model's folder.")
+@click.option("--protocol-version", default=None)
+@click.option("--canary-traffic-percent", type=int, default=None,
+              help="The new revision's share of the requests (the previous one keeps the rest); 100 promotes it.")
+@update_options
+def update_sklearn(**values: Any) -> None:
+    """Serve another scikit-learn model under the same name, all at once or as a canary."""
+    _update("sklearn", values)
+
+
+@update_group.command("custom", context_settings=SETTINGS)
+@click.option("--port", "--restful-port", "port", type=int, default=None)
+@update_options
+def update_custom(**values: Any) -> None:
+    """Change a custom server's command, image, environment, resources or replicas."""
+    _update("custom", values)
