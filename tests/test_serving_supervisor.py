@@ -278,13 +278,28 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
 
 
+def echo(home: Path, greeting: str = "hi", **fields: Any) -> dict[str, Any]:
+    """A custom container running ECHO on $(PORT), its GREETING from the Secret ``words`` (made here)."""
+    ConfigStore(home).create("secret", "words", {"greeting": greeting}, replace=True)
+    return {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
+            "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}],
+            **fields}
+
+
+def serve_echo(cli: Any, home: Path, tmp_path: Path, name: str) -> tuple[dict[str, Any], dict[str, Any], ResourceStore]:
+    """An InferenceService of one echo container, applied and Ready: its document, its container, the store."""
+    container = echo(home)
+    document = isvc(name, {"containers": [container]})
+    apply(cli, tmp_path, document)
+    store = ResourceStore()
+    lifecycle.wait_ready(store, name)
+    return document, container, store
+
+
 def test_a_custom_container_runs_its_command_on_its_port_with_env_from_a_secret_and_its_gpu(
         cli, home: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2")  # test-only: two GPU indices for the ledger, no device behind
-    ConfigStore(home).create("secret", "words", {"greeting": "hello"})
-    container = {"name": "kserve-container", "image": "example/echo:1", "command": [sys.executable],
-                 "args": ["-c", ECHO, "$(PORT)"], "resources": {"limits": {"nvidia.com/gpu": 1}},
-                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}]}
+    container = echo(home, greeting="hello", image="example/echo:1", resources={"limits": {"nvidia.com/gpu": 1}})
     apply(cli, tmp_path, isvc("echo", {"minReplicas": 2, "containers": [container]}))
     lifecycle.wait_ready(ResourceStore(), "echo")
     urls = until(lambda: len(served("echo").revisions[0].replicas) == 2 and served("echo").revisions[0].replicas,
@@ -349,10 +364,7 @@ def test_kubernetes_expansion_of_a_containers_command(text: str, expanded: str) 
 
 def test_replicas_asking_a_gpu_share_share_one_gpu(cli, home: Path, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MILLPOND_FAKE_GPUS", "1x16Gi")  # test-only: one GPU of 16 GiB, no device behind it
-    ConfigStore(home).create("secret", "words", {"greeting": "hi"})
-    container = {"name": "kserve-container", "command": [sys.executable], "args": ["-c", ECHO, "$(PORT)"],
-                 "resources": {"limits": {"aliyun.com/gpu-mem": 4}},
-                 "env": [{"name": "GREETING", "valueFrom": {"secretKeyRef": {"name": "words", "key": "greeting"}}}]}
+    container = echo(home, resources={"limits": {"aliyun.com/gpu-mem": 4}})
     apply(cli, tmp_path, isvc("shared", {"minReplicas": 2, "containers": [container]}))
     lifecycle.wait_ready(ResourceStore(), "shared")
     urls = until(lambda: len(served("shared").revisions[0].replicas) == 2 and served("shared").revisions[0].replicas,
@@ -409,6 +421,40 @@ def test_what_cannot_be_fetched_says_why_naming_the_uri(home: Path, uri: str, sa
     with ExitStack() as held, pytest.raises(ModelLoadFailed) as caught:
         fetch(parse_storage_uri(uri), "default", "m", "m-predictor-00001", held)
     assert says in str(caught.value) and uri in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_re_created_inference_service_gets_a_supervisor_of_its_own(cli, home: Path, tmp_path: Path) -> None:
+    document, _, store = serve_echo(cli, home, tmp_path, "again")
+    [old] = lifecycle.supervisors("again")
+    old_replica = replicas_of("again")[0]
+    assert store.delete("InferenceService", "again")  # behind the supervisor's back, then applied again
+    assert apply(cli, tmp_path, document) == "inferenceservice.serving.kserve.io/again created"
+    until(lambda: not old.running and not alive(old_replica["pid"]), 10, "the old uid's supervisor ends by itself")
+    until(lambda: ready_condition("again")["status"] == "True", why="the new uid served")
+    [new] = lifecycle.supervisors("again")
+    assert new.uid == store.get("InferenceService", "again").uid != old.uid  # type: ignore[union-attr]
+    assert served("again").uid == new.uid
+
+
+def test_a_supervisor_that_fails_says_why_in_the_status_and_leaves_nothing(cli, home: Path, tmp_path: Path) -> None:
+    document, container, store = serve_echo(cli, home, tmp_path, "fails")
+    replica = replicas_of("fails")[0]
+    # a predictor no check let through (written to the store directly): the supervisor cannot read it
+    store.apply([{**document, "spec": {"predictor": {"minReplicas": -1, "containers": [container]}}}])
+    until(lambda: ready_condition("fails").get("reason") == "SupervisorFailed", 10, "the failure in the status")
+    condition = ready_condition("fails")
+    assert condition["status"] == "False" and condition["message"] == (
+        "its supervisor failed: UserError: spec.predictor.minReplicas: -1 cannot be less than 0")
+    assert "Traceback" in lifecycle.supervisor_log("fails").read_text()  # the traceback only in its own log
+    until(lambda: not alive(replica["pid"]) and not lifecycle.supervisors("fails"), 10, "nothing left running")
+    assert endpoints.read_file("default", "fails") is None
+
+
+def test_a_command_that_cannot_run_is_RunContainerError(cli, home: Path, tmp_path: Path) -> None:
+    container = {"name": "kserve-container", "command": [str(tmp_path / "no-such-server")], "args": ["$(PORT)"]}
+    apply(cli, tmp_path, isvc("nocommand", {"containers": [container]}))
+    with pytest.raises(UnavailableError, match=f"RunContainerError: .*cannot run {tmp_path}/no-such-server: No such"):
+        lifecycle.wait_ready(ResourceStore(), "nocommand")
 
 
 # --- model_fetch's paths, fuzzed -----------------------------------------------------------------------------------

@@ -164,13 +164,6 @@ def observed_status(resource: Resource) -> dict[str, Any]:
     return status
 
 
-def observed(resource: Resource) -> Resource:
-    """The resource with :func:`observed_status` as its status (what ``get`` shows)."""
-    from dataclasses import replace
-
-    return replace(resource, status=observed_status(resource))
-
-
 def reconcile(store: ResourceStore | None = None) -> list[str]:
     """Start a supervisor for every servable InferenceService that has none; ``NS/NAME`` of those started."""
     store = store or ResourceStore()

@@ -31,14 +31,12 @@ beside the endpoints, so a restarted supervisor keeps numbering (and a canary's 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import threading
 import time
 import traceback
-from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +51,17 @@ from millpond.scheduling.ledger import Holder, Ledger, Request
 from millpond.scheduling.share_env import mps_running, share_env
 from millpond.serving import container_env, endpoints, model_server, objects
 from millpond.serving.model_fetch import ModelLoadFailed, fetch
-from millpond.serving.replicas import BACKOFF_MAX_S, BACKOFF_START_S, Launch, Replica, stop_all
-from millpond.serving.spec import PredictorSpec, predictor_spec
+from millpond.serving.replicas import BACKOFF_MAX_S, Launch, Replica, stop_all
+from millpond.serving.revisions import (
+    RevisionRun,
+    RevisionState,
+    predictor_key,
+    read_state,
+    revision_name,
+    status_of,
+    write_state,
+)
+from millpond.serving.spec import predictor_spec
 from millpond.store.resources import Resource, ResourceStore
 
 KIND = "inference-service"  # its kind among the home's background processes (millpond ps)
@@ -63,37 +70,6 @@ SPEC_POLL_S = 1.0
 PORT_FILE = "port"
 STATE_FILE = "revisions.json"
 LOG_FILE = "supervisor.log"
-
-
-def revision_name(name: str, number: int) -> str:
-    """KServe's (Knative's) name of the predictor's ``number``-th revision."""
-    return f"{name}-predictor-{number:05d}"
-
-
-def _predictor_key(predictor: dict[str, Any]) -> str:
-    """What makes a new revision: the predictor, less the traffic split (which only routes)."""
-    return json.dumps({k: v for k, v in predictor.items() if k != "canaryTrafficPercent"}, sort_keys=True)
-
-
-@dataclass
-class RevisionRun:
-    """One revision being served: its spec, its model's folder, its replicas, and why it cannot start."""
-
-    name: str
-    predictor: dict[str, Any]
-    spec: PredictorSpec
-    replicas: list[Replica]
-    held: ExitStack = field(default_factory=ExitStack)  # the dataset mount its model is read through
-    model_dir: Path | None = None
-    failure: tuple[str, str] | None = None  # (KServe's reason, message) while it cannot start
-    next_try: float = 0.0
-    backoff_s: float = BACKOFF_START_S
-    fetching: threading.Thread | None = None
-    fetched: Path | str | None = None  # what the last fetch gave: the folder, or why it failed
-
-    @property
-    def ready_urls(self) -> tuple[str, ...]:
-        return tuple(r.url for r in self.replicas if r.url)
 
 
 class Supervisor:
@@ -156,18 +132,18 @@ class Supervisor:
     def _adopt(self, resource: Resource) -> None:
         """The revisions to serve at start: the stored predictor's, numbered after those of an earlier supervisor,
         and with a canary split the previous rolled-out revision it kept."""
-        state = self._read_state()
+        state = read_state(self.folder / STATE_FILE, self.uid)
         predictor = dict(resource.spec.get("predictor") or {})
-        known: dict[str, dict[str, Any]] = state.get("revisions", {})
-        self.counter = max(0, state.get("counter", 0)) if known else 0
-        latest = next((name for name, body in known.items() if _predictor_key(body) == _predictor_key(predictor)
-                       and name == state.get("latest")), "")
+        known = state.revisions if state else {}
+        self.counter = state.counter if state else 0
+        latest = state.latest if state and state.latest in known and predictor_key(known[state.latest]) == (
+            predictor_key(predictor)) else ""
         if not latest:
             self.counter += 1
             latest = revision_name(self.name, self.counter)
         self._add(latest, predictor, resource)
         self.latest = self.rolled_out = latest
-        previous = str(state.get("rolled_out") or "") if known else ""
+        previous = state.rolled_out if state else ""
         canary = predictor.get("canaryTrafficPercent")
         if previous and previous != latest and previous in known and canary is not None and canary < 100:
             self._add(previous, known[previous], resource)
@@ -178,7 +154,7 @@ class Supervisor:
         """A changed predictor is a new revision; the one it replaces stops unless it is the rolled-out one."""
         predictor = dict(resource.spec.get("predictor") or {})
         latest = self.revisions[self.latest]
-        if _predictor_key(predictor) == _predictor_key(latest.predictor):
+        if predictor_key(predictor) == predictor_key(latest.predictor):
             if predictor != latest.predictor:  # only canaryTrafficPercent changed: the same revision
                 latest.predictor = predictor
                 latest.spec = replace(latest.spec, canary_traffic_percent=predictor.get("canaryTrafficPercent"))
@@ -280,13 +256,15 @@ class Supervisor:
             if replica.failure != str(exc):
                 replica.note(f"cannot start replica {replica.index}: {exc}")
             replica.failure, replica.blocked = str(exc), "CreateContainerConfigError"
-            replica.next_start = now + BACKOFF_START_S * 5
+            replica.next_start = now + replica.backoff_s
+            replica.backoff_s = min(BACKOFF_MAX_S, replica.backoff_s * 2)
             return
         replica.blocked = None
         try:
             replica.start(launch)
-        except OSError as exc:
+        except OSError as exc:  # Kubernetes' RunContainerError: the command cannot be run at all
             replica.failure = f"cannot run {launch.argv[0]}: {exc.strerror or exc}"
+            replica.blocked = "RunContainerError"
             replica.next_start = now + replica.backoff_s
             replica.backoff_s = min(BACKOFF_MAX_S, replica.backoff_s * 2)
             replica.note(replica.failure)
@@ -384,35 +362,18 @@ class Supervisor:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _status_args(self) -> tuple[Any, ...]:
-        """(ready, reason, message, active, transition, failure of the latest while the previous serves)."""
-        served = [name for name, percent in self.percents.items() if percent > 0]
-        waiting = [self.revisions[name] for name in served if not self.revisions[name].ready_urls]
-        latest = self.revisions[self.latest]
-        if not waiting:
-            blocked = _failure_of(latest) if not latest.ready_urls else None
-            return ("True", "", "", "Loaded", "BlockedByFailedLoad" if blocked else "UpToDate", blocked)
-        revision = waiting[0]
-        failure = _failure_of(revision)
-        if failure is not None:
-            return ("False", failure[0], failure[1], "FailedToLoad", "BlockedByFailedLoad", None)
-        pending = next((r.failure for r in revision.replicas if r.failure), None)
-        message = pending or f"starting {len(revision.replicas)} replica(s) of {revision.name}"
-        return ("Unknown", "Loading", message, "Loading", "InProgress", None)
-
     def _write_status(self) -> None:
-        ready, reason, message, active, transition, blocked = self._status_args()
+        seen = status_of(self.revisions, self.percents, self.latest)
         previous = self.rolled_out if self.rolled_out != self.latest else None
-        key = (ready, reason, message, active, transition, blocked, previous, tuple(sorted(self.percents.items())))
-        stored = self.resource.status
-        if key == self.written_key and stored == self.written:
+        key = (seen, previous, tuple(sorted(self.percents.items())))
+        if key == self.written_key and self.resource.status == self.written:
             return
         value = objects.status(
-            ready, reason, message, url=self.url if ready == "True" else None, active=active, transition=transition,
-            revision=self.latest, previous=previous,
+            seen.ready, seen.reason, seen.message, url=self.url if seen.ready == "True" else None, active=seen.active,
+            transition=seen.transition, revision=self.latest, previous=previous,
             canary_percent=self.percents.get(self.latest) if previous else None)
-        if blocked is not None:
-            value["modelStatus"]["lastFailureInfo"] = {"reason": blocked[0], "message": blocked[1]}
+        if seen.blocked is not None:  # the latest cannot load while the previous serves: KServe says so too
+            value["modelStatus"]["lastFailureInfo"] = {"reason": seen.blocked[0], "message": seen.blocked[1]}
         current = self.store.get("InferenceService", self.name, self.namespace)
         if current is None or current.uid != self.uid:
             return
@@ -430,26 +391,10 @@ class Supervisor:
             kept = 0
         return kept if is_free(kept) else free_port()
 
-    def _read_state(self) -> dict[str, Any]:
-        """What an earlier supervisor of this uid kept; {} when there is none, or it is not what this one writes."""
-        try:
-            state = json.loads((self.folder / STATE_FILE).read_text())
-        except (OSError, ValueError):
-            return {}
-        shaped = (isinstance(state, dict) and state.get("uid") == self.uid and isinstance(state.get("counter"), int)
-                  and isinstance(state.get("revisions"), dict)
-                  and all(isinstance(body, dict) for body in state["revisions"].values())
-                  and isinstance(state.get("latest"), str) and isinstance(state.get("rolled_out"), str))
-        return state if shaped else {}
-
     def _write_state(self) -> None:
-        state = {"uid": self.uid, "counter": self.counter, "latest": self.latest, "rolled_out": self.rolled_out,
-                 "revisions": {name: revision.predictor for name, revision in self.revisions.items()}}
-        path = self.folder / STATE_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{STATE_FILE}.{os.getpid()}.partial")
-        partial.write_text(json.dumps(state, sort_keys=True))
-        os.replace(partial, path)
+        write_state(self.folder / STATE_FILE, RevisionState(
+            self.uid, self.counter, self.latest, self.rolled_out,
+            {name: revision.predictor for name, revision in self.revisions.items()}))
 
     def _stop_everything(self) -> None:
         for name in list(self.revisions):
@@ -463,26 +408,6 @@ class Supervisor:
         found = endpoints.read_file(self.namespace, self.name)
         if found is None or (found.supervisor_pid, found.supervisor_ticks) == (self.me.pid, self.me.start):
             endpoints.clear(self.namespace, self.name)  # never another supervisor's (a re-created object's)
-
-
-def _failure_of(revision: RevisionRun) -> tuple[str, str] | None:
-    """(reason, message) when the revision cannot serve: no model to fetch, or replicas ending before they answer."""
-    if revision.failure is not None:
-        return revision.failure
-    if revision.ready_urls:
-        return None
-    blocked = next((r for r in revision.replicas if r.blocked), None)
-    if blocked is not None:
-        return str(blocked.blocked), f"{revision.name} replica {blocked.index}: {blocked.failure}"
-    ended = [r for r in revision.replicas if r.failure and r.restarts and not r.ever_ready]
-    if ended:
-        replica = ended[0]
-        return "ModelLoadFailed", f"{revision.name} replica {replica.index} {replica.failure}"
-    crashed = [r for r in revision.replicas if r.failure and r.restarts]
-    if crashed and all(r.process is None for r in revision.replicas):
-        replica = crashed[0]
-        return "CrashLoopBackOff", f"{revision.name} replica {replica.index} {replica.failure}"
-    return None
 
 
 def _start_front(supervisor: Supervisor, port: int) -> None:
