@@ -16,8 +16,9 @@ is served twice, one process each, one worker each:
 
 millpond's server runs twice, on asyncio with h11 and on uvloop with httptools (what kserve runs
 on), and a third column measures the routing: the InferenceService's own port
-(``serving.front.start``) in front of the one before it, so its cost is the difference. Without
-uvloop and httptools installed, the second column is left out.
+(``serving.front.start``) in front of the one before it, so its cost is the difference, and a
+fourth ``millpond server``'s gateway in front of the same one. Without uvloop and httptools
+installed, the second column is left out.
 
 The same client measures all in the same run: one row per request (64 pixels); p50/p99 latency
 of sequential requests on one keep-alive connection, then throughput with 16 concurrent clients
@@ -60,7 +61,8 @@ def _uv() -> bool:
     return all(importlib.util.find_spec(name) is not None for name in ("uvloop", "httptools"))
 
 
-SERVERS = ("millpond", "millpond+uv", "gateway", "kserve") if _uv() else ("millpond", "gateway", "kserve")
+REPLICA = "millpond+uv" if _uv() else "millpond"  # the model server the gateways route to
+SERVERS = ("millpond", *(("millpond+uv",) if _uv() else ()), "gateway", "server", "kserve")
 
 PEER = textwrap.dedent(
     """
@@ -242,14 +244,16 @@ def main() -> None:
     commands = {
         "millpond": [*ours, "--loop", "asyncio", "--http", "h11", "--port", str(ports["millpond"])],
         "millpond+uv": [*ours, "--loop", "uvloop", "--http", "httptools", "--port", str(ports.get("millpond+uv", 0))],
-        "gateway": [sys.executable, "-c", FRONT, f"http://127.0.0.1:{ports[SERVERS[-3]]}", str(ports["gateway"])],
+        "gateway": [sys.executable, "-c", FRONT, f"http://127.0.0.1:{ports[REPLICA]}", str(ports["gateway"])],
+        # millpond server's gateway (serving_routes) to the same replica, through the endpoints file "gateway" wrote
+        "server": [str(Path(sys.executable).parent / "millpond"), "server", "--port", str(ports["server"])],
         "kserve": [str(peer_python(args.venv)), str(work / "peer.py"), str(work / "model"), str(ports["kserve"])],
     }
     servers: dict[str, subprocess.Popen[bytes]] = {}
     try:
         for name in SERVERS:  # the gateway's replica (the one before it) starts first
             servers[name] = subprocess.Popen(commands[name], env=env, stdout=subprocess.DEVNULL,
-                                             stderr=None if name != "kserve" else subprocess.DEVNULL)
+                                             stderr=None if name not in ("kserve", "server") else subprocess.DEVNULL)
             wait_ready(ports[name], servers[name], name)
         results: dict[tuple[str, str], dict[str, float]] = {}
         for protocol, (path, payloads) in bodies(rows).items():
@@ -280,7 +284,8 @@ def main() -> None:
             print(f"{protocol:<9}{label:<34}" + "".join(f"{values[name]:>13.2f}" for name in SERVERS)
                   + f"{best / values['kserve']:>13.2f}")
     print("millpond: asyncio + h11; millpond+uv: uvloop + httptools (when installed); gateway: the "
-          f"InferenceService's own port (serving.front) in front of {SERVERS[-3]}; best/kserve: the better "
+          f"InferenceService's own port (serving.front) in front of {REPLICA}; server: millpond server's gateway "
+          f"in front of {REPLICA}; best/kserve: the better "
           "millpond server over kserve (latency: lower is better; throughput: higher is better)")
 
 

@@ -243,6 +243,15 @@ def test_cross_site_posts_are_refused_and_curl_posts_are_not(server: Server, rep
     assert call(server.url, "GET", "/v1/models/digits", headers={"Host": "evil.example"})[0] == 400
 
 
+def test_a_server_with_a_token_wants_it_for_model_queries(home: Path, replicas: list[Served]) -> None:
+    publish("digits", (100, [url_of(replicas[0])]))
+    body = {"instances": [[0.0] * 64]}
+    for served in serving("s3cret"):
+        assert call(served.url, "POST", "/v1/models/digits:predict", body)[0] == 401
+        bearer = {"Authorization": "Bearer s3cret"}
+        assert call(served.url, "POST", "/v1/models/digits:predict", body, headers=bearer)[0] == 200
+
+
 def test_own_port_serves_the_inference_service_and_stops(home: Path, replicas: list[Served], digits: Any) -> None:
     _, model, rows = digits
     publish("digits", (100, [url_of(replicas[1])]), namespace="team")

@@ -1400,7 +1400,7 @@ function modelsList(main) {
       const href = `#/models/${jobPath(m.namespace, m.name)}`;
       return h("tr", { className: "model-row", "data-model": `${m.namespace}/${m.name}` },
         h("td", {}, h("a", { href }, m.name)), h("td", {}, m.namespace),
-        h("td", { className: "wrap ready" }, readyBadge(m.ready)),
+        h("td", { className: "ready" }, readyBadge(m.ready)),
         h("td", { className: "url" }, m.url || ""), h("td", { className: "traffic wrap" }, trafficText(m)),
         h("td", { className: "replicas" }, String(m.replicas)), h("td", { className: "requests" }, String(m.metrics.requests)),
         h("td", { className: "latency" }, latencyText(m.metrics)),
