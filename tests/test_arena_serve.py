@@ -353,3 +353,44 @@ def test_a_bad_update_is_one_line(serve_type: str, flags: dict, says: str) -> No
     with pytest.raises(UserError) as refused:
         updated(current, UpdateArgs(type=serve_type, name="digits", **flags))
     assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_model_artifacts_format_and_storage_uri(home: Path, tmp_path: Path) -> None:
+    """The format: metadata first, then the file's extension (or the one model file of a folder); a local file
+    without a served extension is linked, under the name its server looks for, into the service's own folder."""
+    from millpond.serving.from_run import ARTIFACT_ANNOTATION, ModelArtifact, default_name, split_artifact
+    from millpond.serving.from_run import inference_service as from_artifact
+
+    bare = tmp_path / "model"
+    bare.write_bytes(b"weights")
+    folder = tmp_path / "torch"
+    folder.mkdir()
+    (folder / "net.pt").write_bytes(b"x")
+
+    def artifact(uri: str, **metadata: object) -> ModelArtifact:
+        return ModelArtifact("0123456789ab", "run-1", "train", "model", uri, dict(metadata))
+
+    assert artifact(str(bare), framework="scikit-learn").format == "sklearn"
+    assert artifact(str(bare), framework="PyTorch").format == "pytorch"
+    assert artifact(str(bare)).format is None
+    assert artifact(f"file://{folder}").format == "pytorch"
+    assert artifact("s3://bucket/run/train/model.joblib").format == "sklearn"
+    with pytest.raises(UserError, match="cannot tell the model's format"):
+        from_artifact(artifact(str(bare)), "m")
+
+    body = from_artifact(artifact(str(bare), framework="sklearn"), "digits", replicas=2)
+    uri = body["spec"]["predictor"]["sklearn"]["storageUri"]
+    assert Path(uri, "model.joblib").resolve() == bare and body["spec"]["predictor"]["minReplicas"] == 2
+    assert body["metadata"]["annotations"][ARTIFACT_ANNOTATION] == str(bare)
+    again = from_artifact(artifact(str(bare)), "digits", fmt="pytorch")  # another format: relinked, one file
+    assert sorted(p.name for p in Path(again["spec"]["predictor"]["pytorch"]["storageUri"]).iterdir()) == ["model.pt"]
+    for uri in (f"file://{folder}", "s3://bucket/run/train/model"):
+        assert from_artifact(artifact(uri), "m", fmt="pytorch")["spec"]["predictor"]["pytorch"]["storageUri"] == uri
+    assert check(from_artifact(artifact(str(bare), framework="sklearn"), "digits"), "serve").predictor is not None
+
+    assert split_artifact("root.sub.train.model") == ("root.sub.train", "model")
+    assert default_name(artifact("/m")) == "train-model"
+    assert default_name(ModelArtifact("r", "r", "9 Train_Step", "Model!", "/m", {})) == "model-9-train-step-model"
+    for bad in ("model", ".model", "train.", ""):
+        with pytest.raises(UserError, match="TASK.OUTPUT"):
+            split_artifact(bad)
