@@ -394,3 +394,16 @@ def test_a_model_artifacts_format_and_storage_uri(home: Path, tmp_path: Path) ->
     for bad in ("model", ".model", "train.", ""):
         with pytest.raises(UserError, match="TASK.OUTPUT"):
             split_artifact(bad)
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["default", "web"], "usage: python -m millpond.serving.with_data"),
+    (["default", "web", "d:/m", "--"], "no command after --"),
+    (["default", "web", "d:relative", "--", "true"], "'d:relative' must be DATASET:/PATH"),
+    (["default", "web", "nothing-here:/m", "--", "true"], "no Dataset nothing-here in namespace default"),
+])
+def test_the_data_launcher_refuses_in_one_line_before_running_anything(home: Path, capsys, argv: list[str],
+                                                                       says: str) -> None:
+    assert with_data.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and says in err and len(err.strip().splitlines()) == 1
