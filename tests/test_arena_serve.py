@@ -407,3 +407,19 @@ def test_the_data_launcher_refuses_in_one_line_before_running_anything(home: Pat
     assert with_data.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and len(err.strip().splitlines()) == 1
+
+
+def test_arena_serve_info_counts_the_gpus_asked(home: Path) -> None:
+    """``arena serve get``'s requestGPUs/requestGPUMemory (Arena's ServingJobInfo) per replica, read from the
+    stored predictor (stored here without a supervisor: nothing runs)."""
+    from millpond.serving import objects, serve_views
+
+    store = ResourceStore()
+    for name, flags in (("whole", {"gpus": 2}), ("shared", {"gpumemory": 3}), ("none", {})):
+        objects.apply([check(inference_service(ServeArgs(type="sklearn", name=name, storage_uri="/m", **flags)),
+                             "t")], store)
+    infos = {r.name: serve_views.info(r, instances=True) for r in store.list("InferenceService", None)}
+    assert {n: (i["requestGPUs"], i["requestGPUMemory"]) for n, i in infos.items()} == \
+        {"whole": (2, 0), "shared": (0, 3), "none": (0, 0)}
+    assert infos["none"]["ready"] == "Unknown" and infos["none"]["instances"] == []
+    assert infos["none"]["type"] == "Sklearn" and infos["none"]["availableInstances"] == 0

@@ -265,6 +265,9 @@ def get_command(name: str, namespace: str, serve_type: str, version: str, output
                          ("Address", item["address"] or "N/A"), ("Port", item["ports"] or "N/A"),
                          ("Ready", item["ready"])):
         click.echo(f"{label + ':':<12}{value}")
+    if item["requestGPUs"] or item["requestGPUMemory"]:
+        shown = f"{item['requestGPUs']}" if item["requestGPUs"] else f"{item['requestGPUMemory']} GiB of one GPU"
+        click.echo(f"{'GPUs:':<12}{shown} per replica")
     if item["message"]:
         click.echo(f"{'Message:':<12}{item['message']}")
     for revision in item["revisions"]:

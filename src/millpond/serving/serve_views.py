@@ -75,6 +75,8 @@ def info(resource: Resource, instances: bool = False) -> dict[str, Any]:
         "age": _age(resource.created_at, now), "desiredInstances": predictor.replicas,
         "availableInstances": sum(len(r.replicas) for r in revisions), "address": url,
         "ports": f"HTTP:{port}" if port else "", "ready": ready, "message": "" if ready == "True" else message,
+        "requestGPUs": predictor.resources.gpus,  # per replica, as Arena's ServingJobInfo counts them
+        "requestGPUMemory": sum(share.memory_bytes for share in predictor.resources.shares) // 2**30,
         "revisions": [{"name": r.name, "percent": r.percent, "replicas": list(r.replicas)} for r in revisions],
         "endpoints": ([{"name": "HTTP", "url": url}] if url else [])
         + [{"name": f"{r.name} ({r.percent}%)", "url": u} for r in revisions for u in r.replicas],
