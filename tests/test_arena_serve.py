@@ -357,7 +357,8 @@ def test_a_bad_update_is_one_line(serve_type: str, flags: dict, says: str) -> No
 
 def test_a_model_artifacts_format_and_storage_uri(home: Path, tmp_path: Path) -> None:
     """The format: metadata first, then the file's extension (or the one model file of a folder); a local file
-    without a served extension is linked, under the name its server looks for, into the service's own folder."""
+    without a served extension is linked, under the name its server looks for, into a folder of the service's
+    own, one per artifact."""
     from millpond.serving.from_run import ARTIFACT_ANNOTATION, ModelArtifact, default_name, split_artifact
     from millpond.serving.from_run import inference_service as from_artifact
 
@@ -382,8 +383,11 @@ def test_a_model_artifacts_format_and_storage_uri(home: Path, tmp_path: Path) ->
     uri = body["spec"]["predictor"]["sklearn"]["storageUri"]
     assert Path(uri, "model.joblib").resolve() == bare and body["spec"]["predictor"]["minReplicas"] == 2
     assert body["metadata"]["annotations"][ARTIFACT_ANNOTATION] == str(bare)
-    again = from_artifact(artifact(str(bare)), "digits", fmt="pytorch")  # another format: relinked, one file
-    assert sorted(p.name for p in Path(again["spec"]["predictor"]["pytorch"]["storageUri"]).iterdir()) == ["model.pt"]
+    assert from_artifact(artifact(str(bare), framework="sklearn"), "digits", replicas=2) == body  # the same again
+    again = from_artifact(artifact(str(bare)), "digits", fmt="pytorch")  # another format: a folder of its own
+    linked = Path(again["spec"]["predictor"]["pytorch"]["storageUri"])
+    assert linked != Path(uri) and sorted(p.name for p in linked.iterdir()) == ["model.pt"]
+    assert Path(uri, "model.joblib").resolve() == bare  # the first revision's link stays
     for uri in (f"file://{folder}", "s3://bucket/run/train/model"):
         assert from_artifact(artifact(uri), "m", fmt="pytorch")["spec"]["predictor"]["pytorch"]["storageUri"] == uri
     assert check(from_artifact(artifact(str(bare), framework="sklearn"), "digits"), "serve").predictor is not None

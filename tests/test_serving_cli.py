@@ -200,6 +200,12 @@ def test_deploy_component_in_a_pipeline_outputs_its_url(millpond, server: Served
     assert second["state"] == "SUCCEEDED" and second["outputs"]["Output"] == url  # the service's port stays
     resource = store.get("InferenceService", "digits-step")
     assert resource is not None and resource.manifest["metadata"]["labels"][RUN_LABEL] == second["run_id"]
+    newer = joblib.load(next(t for t in second["tasks"] if t["name"] == "fit")["outputs"]["model"])
+    assert (newer.predict(rows) != model.predict(rows)).any()  # the two models tell their answers apart
+    deadline = time.monotonic() + 60
+    while predictions(server.url, "digits-step", rows) != newer.predict(rows).tolist():  # the new revision rolls out
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
     lifecycle.stop("digits-step")
     objects.delete(objects.KINDS["InferenceService"], "digits-step", "default", store)
 

@@ -15,14 +15,16 @@ its format is the one asked, else the one the artifact says: its ``framework`` m
 One exception: a KFP component writes its Model to ``model.path`` itself, a file without an
 extension (``joblib.dump(clf, model.path)``), which KServe's servers (and millpond's, as KServe's)
 do not take: they look for ``*.joblib``/``*.pt`` in the model folder. For such a local file the
-storageUri is a folder of the InferenceService's own (``$MILLPOND_HOME/serving/NS/NAME/artifact``)
-holding one link to it named as the format's server expects (``model.joblib``, ``model.pt``); the
+storageUri is a folder of the InferenceService's own, one per artifact
+(``$MILLPOND_HOME/serving/NS/NAME/artifact/DIGEST``), holding one link to it named as the format's
+server expects (``model.joblib``, ``model.pt``); the
 annotation ``millpond.io/artifact-uri`` keeps the artifact's URI. A remote artifact is served from
 its URI as it is (its status says so when its server finds no model file).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -168,17 +170,20 @@ def inference_service(artifact: ModelArtifact, name: str, namespace: str = "defa
 
 def storage_uri(artifact: ModelArtifact, fmt: str, namespace: str, name: str) -> str:
     """The artifact's URI, or for a local model file its server would not recognise, a folder linking it by
-    the name the server looks for (see the module's docstring)."""
+    the name the server looks for (see the module's docstring).
+
+    The folder is named by the artifact (a digest of its path and the format): another run's model is
+    another folder, so another storageUri and a new revision, while the revision still serving the
+    previous one keeps its own link (a replica restarted meanwhile loads the model it served).
+    """
     local = artifact.local_path
     if local is None or not local.is_file() or local.suffix in {s for s, f in _EXTENSIONS.items() if f == fmt}:
         return artifact.uri
-    target = service_folder(namespace, name) / "artifact"
-    target.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256(f"{fmt}\0{local}".encode()).hexdigest()[:16]
+    target = service_folder(namespace, name) / "artifact" / digest
     link = target / _LINK_NAMES[fmt]
-    for stale in target.iterdir():
-        if stale != link:
-            stale.unlink()
     if not (link.is_symlink() and Path(os.readlink(link)) == local):
+        target.mkdir(parents=True, exist_ok=True)
         partial = target / f".{link.name}.partial"
         partial.unlink(missing_ok=True)
         partial.symlink_to(local)
