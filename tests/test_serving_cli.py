@@ -202,10 +202,8 @@ def test_deploy_component_in_a_pipeline_outputs_its_url(millpond, server: Served
     assert resource is not None and resource.manifest["metadata"]["labels"][RUN_LABEL] == second["run_id"]
     newer = joblib.load(next(t for t in second["tasks"] if t["name"] == "fit")["outputs"]["model"])
     assert (newer.predict(rows) != model.predict(rows)).any()  # the two models tell their answers apart
-    deadline = time.monotonic() + 60
-    while predictions(server.url, "digits-step", rows) != newer.predict(rows).tolist():  # the new revision rolls out
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    # the step ended once its own model served all the traffic: the new revision, rolled out
+    assert predictions(server.url, "digits-step", rows) == newer.predict(rows).tolist()
     lifecycle.stop("digits-step")
     objects.delete(objects.KINDS["InferenceService"], "digits-step", "default", store)
 
@@ -231,6 +229,12 @@ def test_deploy_step_keeps_its_runs_service_refuses_a_persons_and_fails_on_a_bro
     (broken / "model.joblib").write_text("not a pickle")
     with pytest.raises(TaskFailure, match="broken: ModelLoadFailed: .*model.joblib"):
         pipeline_step.run_step(DeployInputs(model_uri=str(broken), name="broken", timeout_s=60))
+    # a later deploy of a model that cannot load into a served service: the task fails, the old model serves on
+    with pytest.raises(TaskFailure, match="kept-predictor-00002 cannot serve .*the previous revision keeps serving"):
+        pipeline_step.run_step(DeployInputs(model_uri=str(broken), name="kept", timeout_s=60))
+    served = endpoints.read("default", "kept")
+    assert served is not None and [(r.name, r.percent) for r in served.revisions if r.replicas] == \
+        [("kept-predictor-00001", 100)]
     for name in ("kept", "persons", "broken"):
         assert arena("serve", "delete", name).code == 0
 

@@ -20,8 +20,12 @@ its run and task (``MILLPOND_RUN_ID``, ``MILLPOND_TASK_ID``).
 - **Cancelling the run stops the wait.** SIGTERM (SIGINT, SIGHUP) ends the wait within a poll and
   fails the task with the signal's name; the service stays as applied (a model people may already
   query is not pulled from under them by a cancelled run: ``arena serve delete`` removes it).
+- **The step waits for its own model.** A changed predictor is a new revision; the URL is output once
+  that revision has all the traffic (``latestRolledoutRevision`` is the latest, and not the one that
+  served before the apply), so a query right after the step reaches the model it deployed.
 - **A model that cannot load fails the task** with its status's message (Ready False with a
-  reason), rather than waiting for the timeout.
+  reason; or, rolled out into a served service, the new revision's failure while the previous one
+  keeps serving), rather than waiting for the timeout.
 """
 
 from __future__ import annotations
@@ -42,8 +46,6 @@ from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 
 POLL_S = 0.25
-FAILED_REASONS = frozenset({"ModelLoadFailed", "InvalidPredictorSpec", "NoSupportingRuntime", "RuntimeNotRecognized",
-                            "RuntimeDisabled", "InvalidStorageURI"})
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,9 @@ def _run(inputs: DeployInputs, stop: StopFlag) -> str:
     if existing is not None and not ((existing.manifest.get("metadata") or {}).get("labels") or {}).get(RUN_LABEL):
         raise ConflictError(f"the InferenceService {name} already exists in namespace {namespace} (created by arena, "
                             "the API or a manifest, not a pipeline run): give the step another name, or delete it")
+    # a changed predictor is a new revision: the step waits for that one, not the one serving now
+    superseded = _latest_revision(existing) if existing is not None and \
+        (existing.manifest.get("spec") or {}).get("predictor") != body["spec"]["predictor"] else None
     done = deploy(body, store, "deploy_model", settings.volumes_dir)
     print(f"InferenceService {namespace}/{name} {done.action}: {inputs.model_uri}", flush=True)
     for note in done.notes:
@@ -102,10 +107,19 @@ def _run(inputs: DeployInputs, stop: StopFlag) -> str:
     if not done.started:
         raise TaskFailure(f"InferenceService {name}: not served here: "
                           f"{done.manifest.predictor.unservable if done.manifest.predictor else 'no predictor'}")
-    return _wait_ready(store, name, namespace, inputs.timeout_s, stop)
+    return _wait_ready(store, name, namespace, inputs.timeout_s, stop, superseded)
 
 
-def _wait_ready(store: ResourceStore, name: str, namespace: str, timeout_s: float, stop: StopFlag) -> str:
+def _latest_revision(resource: Any) -> str:
+    """The latest revision KServe's status names (``components.predictor.latestCreatedRevision``), or ""."""
+    return str((((resource.status or {}).get("components") or {}).get("predictor") or {})
+               .get("latestCreatedRevision") or "")
+
+
+def _wait_ready(store: ResourceStore, name: str, namespace: str, timeout_s: float, stop: StopFlag,
+                superseded: str | None = None) -> str:
+    """The URL once Ready with the latest revision rolled out (all the traffic: this step's model serves), and
+    that revision is not ``superseded`` (the one serving before a changed predictor was applied)."""
     from millpond.serving import lifecycle
 
     deadline = time.monotonic() + timeout_s
@@ -116,15 +130,22 @@ def _wait_ready(store: ResourceStore, name: str, namespace: str, timeout_s: floa
             raise TaskFailure(f"InferenceService {name} was deleted while its pipeline task waited for it")
         status = lifecycle.observed_status(resource) or {}
         ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        revisions = (status.get("components") or {}).get("predictor") or {}
+        latest = str(revisions.get("latestCreatedRevision") or "")
+        rolled_out = bool(latest) and latest != superseded and revisions.get("latestRolledoutRevision") == latest
         state = f"{ready.get('status', 'Unknown')} {ready.get('reason', '')}".strip()
         if state != said:
             said = state
             print(f"Ready {state}{': ' + ready['message'] if ready.get('message') else ''}", flush=True)
-        if ready.get("status") == "True" and status.get("url"):
-            print(f"serving at {status['url']}", flush=True)
+        if ready.get("status") == "True" and status.get("url") and rolled_out:
+            print(f"serving {latest} at {status['url']}", flush=True)
             return str(status["url"])
-        if ready.get("status") == "False" and ready.get("reason") in FAILED_REASONS:
+        failed = (status.get("modelStatus") or {}).get("lastFailureInfo") or {}
+        if ready.get("status") == "False" and ready.get("reason") != lifecycle.NOT_SERVED:
             raise TaskFailure(f"InferenceService {name}: {ready.get('reason')}: {ready.get('message', '')}")
+        if failed and latest and latest != superseded and not rolled_out:  # the previous model keeps serving
+            raise TaskFailure(f"InferenceService {name}: {latest} cannot serve ({failed.get('reason')}: "
+                              f"{failed.get('message', '')}); the previous revision keeps serving")
         if time.monotonic() >= deadline:
             raise TaskFailure(f"InferenceService {name}: not Ready after {timeout_s:g} s ({state}); "
                               f"arena serve logs {name} -n {namespace} shows its server's output")
