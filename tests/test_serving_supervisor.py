@@ -338,10 +338,13 @@ def test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount(cli, home: Path, tmp
                                                               s3_server) -> None:  # noqa: F811
     volume = home / "volumes" / "models" / "digits"
     volume.mkdir(parents=True)
-    (volume / "model.joblib").write_bytes((digits[2] / "model.joblib").read_bytes())
-    apply(cli, tmp_path, isvc("volume", {"sklearn": {"storageUri": "pvc://models/digits"}}))
+    # one file named as a KFP Model artifact is (after its output, no extension): served as model.joblib
+    (volume / "model").write_bytes((digits[2] / "model.joblib").read_bytes())
+    apply(cli, tmp_path, isvc("volume", {"sklearn": {"storageUri": "pvc://models/digits/model"}}))
     lifecycle.wait_ready(ResourceStore(), "volume")
     predicts_like_the_model(served("volume").revisions[0].replicas[0], "volume", digits)
+    linked = home / "serving/default/volume/models/volume-predictor-00001/model.joblib"
+    assert linked.is_symlink() and os.readlink(linked) == str(volume / "model")
     assert lifecycle.stop("volume")
     if fuse_available() is not None:
         pytest.skip(f"FUSE unavailable, so no dataset mount: {fuse_available()}")

@@ -26,6 +26,7 @@ from millpond.runners.background import BackgroundProcess, register, running
 from millpond.runners.processes import ProcessIdentity
 from millpond.serving import endpoints
 from millpond.serving.manifests import ServingManifest
+from millpond.serving.objects import set_status, status
 from millpond.serving.spec import predictor_spec
 from millpond.serving.supervisor import KIND, LOG_FILE
 from millpond.store.resources import Resource, ResourceStore
@@ -61,11 +62,16 @@ def start(store: ResourceStore, name: str, namespace: str = "default") -> None:
         return
     log = supervisor_log(name, namespace)
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "millpond.serving.supervisor", namespace, name, resource.uid],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
-        )
+    try:
+        with open(log, "ab") as out:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "millpond.serving.supervisor", namespace, name, resource.uid],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+            )
+    except OSError as exc:  # no process could be made (too many, no memory): said in its status, not raised
+        set_status(store, name, namespace, status("False", "SupervisorFailed", f"cannot start its supervisor: {exc}",
+                                                  active="FailedToLoad", transition="BlockedByFailedLoad"))
+        return
     # Reaped when it ends, so a long-lived caller (the server) keeps no zombie.
     threading.Thread(target=child.wait, daemon=True, name=f"reap-{child.pid}").start()
     identity = ProcessIdentity.of(child.pid)

@@ -14,6 +14,10 @@ KServe copies the model into ``/mnt/models`` before the server starts. Here:
   are unpacked, as KServe's initializer unpacks them;
 - ``hf://`` is not fetched yet (it needs the Hugging Face hub client and a model server that reads it).
 
+A single file without its format's extension (a KFP Model artifact is a file named after its
+output, ``model``) is given the name KServe's samples use, ``model.joblib`` or ``model.pt``, so
+that the model server finds it: millpond's addition to KServe, which keeps the name.
+
 A copy lands in ``endpoints.folder(NS, NAME)/models/REVISION``: written into a partial folder
 beside it and renamed into place, with the URI it came from, so a second start of the same
 revision (a restarted supervisor) reuses a complete copy and never a half one. Every key of a
@@ -32,10 +36,12 @@ import uuid
 import zipfile
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from millpond.errors import MillpondError, TaskFailure
 from millpond.serving import endpoints
+from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS
 from millpond.serving.storage_uri import StorageUri
 from millpond.settings import load_settings
 from millpond.store.paths import UnsafePath, check_segment, contained_path
@@ -43,30 +49,46 @@ from millpond.store.paths import UnsafePath, check_segment, contained_path
 SOURCE_FILE = ".millpond-source"  # in a fetched copy: the URI it came from
 DOWNLOAD_TIMEOUT_S = 60.0
 _CHUNK = 1 << 20
+_EXTENSIONS = {"sklearn": SKLEARN_EXTENSIONS, "pytorch": PYTORCH_EXTENSIONS}
 
 
 class ModelLoadFailed(TaskFailure):
     """The model cannot be made a local folder (KServe's ``ModelLoadFailed``): the message names the URI or path."""
 
 
-def fetch(storage: StorageUri, namespace: str, name: str, revision: str, held: ExitStack) -> Path:
-    """The local folder holding ``storage``'s model for ``revision``; a mount it needs is released by ``held``."""
+def fetch(storage: StorageUri, namespace: str, name: str, revision: str, held: ExitStack,
+          fmt: str | None = None) -> Path:
+    """The local folder holding ``storage``'s model for ``revision``; a mount it needs is released by ``held``.
+
+    ``fmt`` (``sklearn``, ``pytorch``; None for a custom container) names a single file that lacks the
+    format's extension as the model server looks for it (:func:`served_name`).
+    """
     scheme = storage.scheme
     if storage.unreadable:
         raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.unreadable}")
     if scheme == "file":
-        return _local(Path(storage.local_path or "/"), storage.uri, namespace, name, revision)
+        return _local(Path(storage.local_path or "/"), storage.uri, namespace, name, revision, fmt)
     if scheme == "pvc":
-        return _local(_pvc_root(storage, namespace, name, held), storage.uri, namespace, name, revision,
+        return _local(_pvc_root(storage, namespace, name, held), storage.uri, namespace, name, revision, fmt,
                       relative=storage.path)
     if scheme in ("s3", "minio", "gs"):
-        return _copied(storage, namespace, name, revision, _copy_remote)
+        return _copied(storage, namespace, name, revision, partial(_copy_remote, fmt=fmt))
     if scheme in ("http", "https"):
-        return _copied(storage, namespace, name, revision, _download)
+        return _copied(storage, namespace, name, revision, partial(_download, fmt=fmt))
     if scheme == "hf":
         raise ModelLoadFailed(f"storageUri {storage.uri}: hf:// models are not fetched yet (download the model and "
                               "give a file://, s3:// or pvc:// storageUri)")
     raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.describe()} cannot be read here")
+
+
+def served_name(file_name: str, fmt: str | None) -> str:
+    """The name a single model file is given: its own, unless it lacks the format's extension (a KFP Model
+    artifact is a file named after its output, ``model``): then ``model.joblib`` or ``model.pt``, the name
+    KServe's samples use, so that the model server finds it."""
+    extensions = _EXTENSIONS.get(fmt or "")
+    if not extensions or file_name.endswith(extensions):
+        return file_name
+    return f"model{extensions[0]}"
 
 
 def models_folder(namespace: str, name: str) -> Path:
@@ -74,7 +96,8 @@ def models_folder(namespace: str, name: str) -> Path:
     return endpoints.folder(namespace, name) / "models"
 
 
-def _local(root: Path, uri: str, namespace: str, name: str, revision: str, relative: str = "") -> Path:
+def _local(root: Path, uri: str, namespace: str, name: str, revision: str, fmt: str | None,
+           relative: str = "") -> Path:
     """A folder of this machine as it is; a single file linked into a folder of its own."""
     try:
         path = contained_path(root, relative, what="storageUri path") if relative else root
@@ -86,12 +109,12 @@ def _local(root: Path, uri: str, namespace: str, name: str, revision: str, relat
         raise ModelLoadFailed(f"storageUri {uri}: {path} does not exist")
     check_segment(revision, "revision")
     target = models_folder(namespace, name) / revision
-    link = target / path.name
+    link = target / served_name(path.name, fmt)
     if link.is_symlink() and os.readlink(link) == str(path):
         return target
-    partial = _partial(target)
-    (partial / path.name).symlink_to(path)
-    _publish(partial, target, uri)
+    folder = _partial(target)
+    (folder / link.name).symlink_to(path)
+    _publish(folder, target, uri)
     return target
 
 
@@ -125,47 +148,47 @@ def _copied(storage: StorageUri, namespace: str, name: str, revision: str,
             return target
     except OSError:
         pass
-    partial = _partial(target)
+    folder = _partial(target)
     try:
-        copy(storage, partial)
+        copy(storage, folder)
     except ModelLoadFailed:
-        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise
     except (OSError, ValueError) as exc:  # fsspec and botocore errors derive from these
-        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise ModelLoadFailed(f"storageUri {storage.uri}: cannot fetch the model: {_one_line(exc)}") from None
     except Exception as exc:  # a backend's own error (botocore's ClientError…): the fetch failed, say why
-        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise ModelLoadFailed(f"storageUri {storage.uri}: cannot fetch the model: {type(exc).__name__}: "
                               f"{_one_line(exc)}") from None
-    _publish(partial, target, storage.uri)
+    _publish(folder, target, storage.uri)
     return target
 
 
 def _partial(target: Path) -> Path:
-    partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.partial"
-    partial.mkdir(parents=True)
-    return partial
+    folder = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.partial"
+    folder.mkdir(parents=True)
+    return folder
 
 
-def _publish(partial: Path, target: Path, uri: str) -> None:
+def _publish(folder: Path, target: Path, uri: str) -> None:
     """Rename the filled partial folder into place (an older copy of the revision is replaced)."""
-    (partial / SOURCE_FILE).write_text(uri)
+    (folder / SOURCE_FILE).write_text(uri)
     if target.exists() or target.is_symlink():
         old = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.old"
         os.rename(target, old)
         shutil.rmtree(old, ignore_errors=True)
-    os.rename(partial, target)
+    os.rename(folder, target)
 
 
-def _copy_remote(storage: StorageUri, into: Path) -> None:
+def _copy_remote(storage: StorageUri, into: Path, fmt: str | None = None) -> None:
     """One object, or every object under the prefix, copied with fsspec; a key leaving ``into`` is refused."""
     from millpond.store.artifacts import filesystem
 
     fs = filesystem(storage.uri)
     root = f"{storage.authority}/{storage.path}".rstrip("/")
     if storage.path and fs.isfile(root):
-        fs.get_file(root, str(into / _file_name(storage, PurePosixPath(root).name)))
+        fs.get_file(root, str(into / served_name(_file_name(storage, PurePosixPath(root).name), fmt)))
         return
     keys = [key for key in fs.find(root) if not key.endswith("/")]
     if not keys:
@@ -177,7 +200,7 @@ def _copy_remote(storage: StorageUri, into: Path) -> None:
         fs.get_file(key, str(target))
 
 
-def _download(storage: StorageUri, into: Path) -> None:
+def _download(storage: StorageUri, into: Path, fmt: str | None = None) -> None:
     """One file over HTTP(S); an archive (.tar.gz, .tgz, .tar, .zip) unpacked in place of it."""
     file_name = _file_name(storage, PurePosixPath(storage.path).name or "model")
     target = into / file_name
@@ -193,6 +216,8 @@ def _download(storage: StorageUri, into: Path) -> None:
         _unpack_tar(target, into, storage.uri)
     elif lower.endswith(".zip"):
         _unpack_zip(target, into, storage.uri)
+    elif served_name(file_name, fmt) != file_name:
+        target.rename(into / served_name(file_name, fmt))
 
 
 def _unpack_tar(archive: Path, into: Path, uri: str) -> None:

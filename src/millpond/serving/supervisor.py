@@ -229,7 +229,8 @@ class Supervisor:
 
         def run() -> None:
             try:
-                revision.fetched = fetch(storage, self.namespace, self.name, revision.name, revision.held)
+                fmt = revision.spec.model_format if revision.spec.server != "command" else None
+                revision.fetched = fetch(storage, self.namespace, self.name, revision.name, revision.held, fmt)
             except ModelLoadFailed as exc:
                 revision.fetched = str(exc)
             except Exception as exc:  # noqa: BLE001 - any failure of a fetch is the model not loading, retried
