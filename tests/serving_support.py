@@ -9,6 +9,7 @@ from typing import Any
 from millpond.runners.processes import ProcessIdentity
 from millpond.serving import endpoints
 from millpond.serving.endpoints import Endpoints, Revision
+from tests.test_model_server import Served, stop
 
 
 def train_digits(model_dir: Path) -> tuple[Path, Any, Any]:
@@ -31,3 +32,12 @@ def publish(name: str, *revisions: tuple[int, list[str]], namespace: str = "defa
         revisions=tuple(Revision(f"{name}-predictor-{i + 1:05d}", percent, tuple(urls))
                         for i, (percent, urls) in enumerate(revisions)),
         supervisor_pid=me.pid, supervisor_ticks=me.start, updated="2026-11-24T00:00:00Z"))
+
+
+def end(served: Served) -> None:
+    """Stop a model server (SIGTERM, then SIGKILL) if it still runs, and close its pipes."""
+    if served.proc.poll() is None:
+        stop(served)
+    for pipe in (served.proc.stdout, served.proc.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -15,8 +15,8 @@ from typing import Any
 from millpond.serving import objects as serving_objects
 from millpond.store.resources import ResourceStore
 from tests.server_support import serving
-from tests.serving_support import publish, train_digits
-from tests.test_model_server import start, stop
+from tests.serving_support import end, publish, train_digits
+from tests.test_model_server import start
 from tests.test_server_ui import _browser, chromium_page
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
@@ -78,4 +78,4 @@ def test_models_page_lists_inference_services_with_live_counts(home: Path, tmp_p
                 assert page.evaluate("window.pwned") is None
                 assert not errors, errors
     finally:
-        stop(replica)
+        end(replica)

@@ -22,12 +22,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from millpond.errors import MillpondError, UserError
 from millpond.serving import endpoints, front
 from tests.fuzz_support import fuzz_settings
 from tests.server_support import Served as Server
 from tests.server_support import module_home, serving
-from tests.serving_support import publish, train_digits
-from tests.test_model_server import Served, start, stop
+from tests.serving_support import end, publish, train_digits
+from tests.test_model_server import Served, start
 
 MAX_BODY = 64 * 1024
 SEED_NAMES = [f"pixel{i}" for i in range(64)]
@@ -49,8 +50,7 @@ def replicas(digits: tuple[Path, Any, Any]) -> Iterator[list[Served]]:
     started = [start("digits", digits[0], "sklearn", "--max-body-bytes", str(MAX_BODY)) for _ in range(3)]
     yield started
     for served in started:
-        if served.proc.poll() is None:
-            stop(served)
+        end(served)
 
 
 @pytest.fixture(scope="module")
@@ -183,6 +183,7 @@ def test_a_replica_killed_while_listed_is_skipped(server: Server, replicas: list
     assert served_count(doomed) == 2
     doomed.proc.kill()  # kill -9: still in the endpoints file, as until its supervisor rewrites it
     doomed.proc.wait()
+    end(doomed)
     for _ in range(6):
         assert call(server.url, "POST", "/v1/models/digits:predict", body)[0] == 200
 
@@ -257,6 +258,10 @@ def test_own_port_serves_the_inference_service_and_stops(home: Path, replicas: l
     publish("digits", (100, [url_of(replicas[1])]), namespace="team")
     handle = front.start(0, "team", "digits")
     try:
+        with pytest.raises(MillpondError, match=f"cannot listen on 127.0.0.1:{handle.port}"):
+            front.start(handle.port, "team", "digits")  # taken: said in one line, nothing left running
+        with pytest.raises(UserError):
+            front.start(0, "team", "..")
         status, answer, _ = call(handle.url, "POST", "/v1/models/digits:predict", {"instances": rows.tolist()})
         assert (status, answer) == (200, {"predictions": model.predict(rows).tolist()})
         seed = {"data": {"names": SEED_NAMES, "ndarray": rows.tolist()}}
@@ -335,6 +340,8 @@ def test_custom_container_paths_are_forwarded_as_they_came(server: Server) -> No
     finally:
         echo.kill()
         echo.wait()
+        if echo.stdout is not None:
+            echo.stdout.close()
 
 
 SEGMENT = st.one_of(st.sampled_from(["digits", "nope", "..", "%2F", "%00", "default", "v1", "a" * 300, ""]),

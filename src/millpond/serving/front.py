@@ -342,7 +342,10 @@ def start(port: int, namespace: str, name: str, host: str = "127.0.0.1") -> Hand
     """Serve InferenceService ``namespace/name``'s own port (its ``status.url``) in a background thread.
 
     ``port`` 0 takes a free one (``Handle.port`` names it). MillpondError when the port cannot be
-    taken; UserError for a bad name. Returns once the port answers.
+    taken; UserError for a bad name. Returns once the port answers. Its supervisor calls it once,
+    before or after writing the first endpoints (until then every request is a 503), and
+    ``Handle.stop()`` when it stops; the replicas it routes to are whatever the endpoints file
+    names at each request, so restarts of replicas need nothing here.
     """
     import uvicorn
 
