@@ -169,9 +169,10 @@ def test_millpond_serve_from_run_of_the_digits_pipeline(millpond, arena, server:
     url = served.out.splitlines()[-1]
     assert url == (lifecycle.observed_status(store.get("InferenceService", "digits-run")) or {})["url"]
     resource = store.get("InferenceService", "digits-run")
-    assert resource is not None and resource.manifest["metadata"]["annotations"][ARTIFACT_ANNOTATION] == model_uri
+    assert resource is not None and resource.manifest["metadata"]["annotations"][ARTIFACT_ANNOTATION] == "train.model"
+    assert resource.manifest["spec"]["predictor"]["sklearn"]["storageUri"] == model_uri  # the artifact's URI
     assert resource.manifest["metadata"]["labels"][RUN_LABEL] == run["run_id"]
-    assert "sklearn" in resource.manifest["spec"]["predictor"]  # the format from the artifact's metadata
+    # the format came from the artifact's metadata (framework: scikit-learn)
 
     rows = np.load(next(t for t in run["tasks"] if t["name"] == "preprocess")["outputs"]["test_data"])["x"][:20]
     assert predictions(server.url, "digits-run", rows) == joblib.load(model_uri).predict(rows).tolist()

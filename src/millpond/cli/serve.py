@@ -36,7 +36,8 @@ def serve_command(run: str, artifact: str, name: str, namespace: str, fmt: str |
     settings = load_settings()
     found = from_run.model_artifact(RunStore(settings.database_url), run, artifact)
     chosen = name or from_run.default_name(found)
-    body = from_run.inference_service(found, chosen, namespace, fmt or "", replicas)
+    body = from_run.inference_service(found, chosen, namespace, fmt or "", replicas,
+                                      annotations={from_run.ARTIFACT_ANNOTATION: f"{found.task}.{found.output}"})
     store = ResourceStore(settings)
     existing = store.get("InferenceService", chosen, namespace)
     if existing is not None and existing.manifest.get("spec") != body["spec"]:

@@ -12,27 +12,19 @@ its format is the one asked, else the one the artifact says: its ``framework`` m
 (``scikit-learn``, ``sklearn``, ``pytorch``, ``torch``), else the model file's extension
 (``.joblib``/``.pkl``/``.pickle``, ``.pt``/``.pth``) for a local artifact.
 
-One exception: a KFP component writes its Model to ``model.path`` itself, a file without an
-extension (``joblib.dump(clf, model.path)``), which KServe's servers (and millpond's, as KServe's)
-do not take: they look for ``*.joblib``/``*.pt`` in the model folder. For such a local file the
-storageUri is a folder of the InferenceService's own, one per artifact
-(``$MILLPOND_HOME/serving/NS/NAME/artifact/DIGEST``), holding one link to it named as the format's
-server expects (``model.joblib``, ``model.pt``); the
-annotation ``millpond.io/artifact-uri`` keeps the artifact's URI. A remote artifact is served from
-its URI as it is (its status says so when its server finds no model file).
+A KFP component writes its Model to ``model.path`` itself, a file without an extension
+(``joblib.dump(clf, model.path)``); the supervisor's fetch names such a file as the format's server
+looks for it (``serving.model_fetch``), so the artifact's URI is served as it is.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from millpond.errors import NotFoundError, UserError
-from millpond.serving.endpoints import folder as service_folder
 from millpond.serving.formats import SERVED_FORMATS
 from millpond.serving.storage_uri import parse_storage_uri
 from millpond.store.runs import RunStore
@@ -41,8 +33,7 @@ MODEL_TYPE = "system.Model"
 _FRAMEWORKS = {"scikit-learn": "sklearn", "sklearn": "sklearn", "scikit_learn": "sklearn", "pytorch": "pytorch",
                "torch": "pytorch", "torchscript": "pytorch"}
 _EXTENSIONS = {".joblib": "sklearn", ".pkl": "sklearn", ".pickle": "sklearn", ".pt": "pytorch", ".pth": "pytorch"}
-_LINK_NAMES = {"sklearn": "model.joblib", "pytorch": "model.pt"}
-ARTIFACT_ANNOTATION = "millpond.io/artifact-uri"
+ARTIFACT_ANNOTATION = "millpond.io/artifact"  # TASK.OUTPUT of the run the model came from
 RUN_LABEL = "pipelines.kubeflow.org/run_id"
 TASK_LABEL = "pipelines.kubeflow.org/task_id"
 
@@ -146,7 +137,8 @@ def default_name(artifact: ModelArtifact) -> str:
 
 
 def inference_service(artifact: ModelArtifact, name: str, namespace: str = "default", fmt: str = "",
-                      replicas: int = 1, labels: dict[str, str] | None = None) -> dict[str, Any]:
+                      replicas: int = 1, labels: dict[str, str] | None = None,
+                      annotations: dict[str, str] | None = None) -> dict[str, Any]:
     """The InferenceService serving ``artifact``: the format's shorthand predictor with its URI as storageUri."""
     chosen = fmt.strip().lower() or artifact.format
     if not chosen:
@@ -160,32 +152,10 @@ def inference_service(artifact: ModelArtifact, name: str, namespace: str = "defa
         raise UserError(f"{artifact.task}.{artifact.output} of run {artifact.run_name} has no URI")
     metadata: dict[str, Any] = {"name": name, "namespace": namespace,
                                 "labels": {RUN_LABEL: artifact.run_id, **(labels or {})},
-                                "annotations": {ARTIFACT_ANNOTATION: artifact.uri[:4096]}}
-    predictor: dict[str, Any] = {chosen: {"storageUri": storage_uri(artifact, chosen, namespace, name)}}
+                                **({"annotations": annotations} if annotations else {})}
+    predictor: dict[str, Any] = {chosen: {"storageUri": artifact.uri}}
     if replicas != 1:
         predictor["minReplicas"] = replicas
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": metadata,
             "spec": {"predictor": predictor}}
 
-
-def storage_uri(artifact: ModelArtifact, fmt: str, namespace: str, name: str) -> str:
-    """The artifact's URI, or for a local model file its server would not recognise, a folder linking it by
-    the name the server looks for (see the module's docstring).
-
-    The folder is named by the artifact (a digest of its path and the format): another run's model is
-    another folder, so another storageUri and a new revision, while the revision still serving the
-    previous one keeps its own link (a replica restarted meanwhile loads the model it served).
-    """
-    local = artifact.local_path
-    if local is None or not local.is_file() or local.suffix in {s for s, f in _EXTENSIONS.items() if f == fmt}:
-        return artifact.uri
-    digest = hashlib.sha256(f"{fmt}\0{local}".encode()).hexdigest()[:16]
-    target = service_folder(namespace, name) / "artifact" / digest
-    link = target / _LINK_NAMES[fmt]
-    if not (link.is_symlink() and Path(os.readlink(link)) == local):
-        target.mkdir(parents=True, exist_ok=True)
-        partial = target / f".{link.name}.partial"
-        partial.unlink(missing_ok=True)
-        partial.symlink_to(local)
-        os.replace(partial, link)
-    return str(target)
