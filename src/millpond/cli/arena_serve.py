@@ -352,6 +352,11 @@ def delete_command(names: tuple[str, ...], namespace: str, serve_type: str, vers
 
 # --- update ----------------------------------------------------------------------------------------
 
+CANARY_UPDATE = click.option(
+    "--canary-traffic-percent", type=int, default=None,
+    help="The new revision's share of the requests (the previous one keeps the rest); 100 promotes it.")
+
+
 @serve_group.group("update")
 def update_group() -> None:
     """Change a served model (a new revision; with --canary-traffic-percent it gets that share)."""
@@ -423,8 +428,7 @@ def _update(serve_type: str, values: dict[str, Any]) -> None:
 @click.option("--protocol-version", default=None)
 @click.option("--min-replicas", type=int, default=None)
 @click.option("--max-replicas", type=int, default=None)
-@click.option("--canary-traffic-percent", type=int, default=None,
-              help="The new revision's share of the requests (the previous one keeps the rest); 100 promotes it.")
+@CANARY_UPDATE
 @update_options
 def update_kserve(**values: Any) -> None:
     """Change an InferenceService's model, format, runtime, resources, replicas or canary split."""
@@ -434,8 +438,7 @@ def update_kserve(**values: Any) -> None:
 @update_group.command("sklearn", context_settings=SETTINGS)
 @click.option("--model-uri", "--storage-uri", "storage_uri", default=None, help="The new model's folder.")
 @click.option("--protocol-version", default=None)
-@click.option("--canary-traffic-percent", type=int, default=None,
-              help="The new revision's share of the requests (the previous one keeps the rest); 100 promotes it.")
+@CANARY_UPDATE
 @update_options
 def update_sklearn(**values: Any) -> None:
     """Serve another scikit-learn model under the same name, all at once or as a canary."""
