@@ -428,3 +428,17 @@ def test_arena_serve_info_counts_the_gpus_asked(home: Path) -> None:
         {"whole": (2, 0), "shared": (0, 3), "none": (0, 0)}
     assert infos["none"]["ready"] == "Unknown" and infos["none"]["instances"] == []
     assert infos["none"]["type"] == "Sklearn" and infos["none"]["availableInstances"] == 0
+
+
+@fuzz_settings(60)
+@given(run=_text, artifact=st.one_of(_text, st.just("train.model"), _text.map(lambda t: f"{t}.model")))
+def test_fuzzed_millpond_serve_arguments_are_one_error_line(home: Path, capsys, run: str, artifact: str) -> None:
+    """``millpond serve --from-run RUN --artifact TASK.OUTPUT`` with no such run: one ``error:`` line, exit 2."""
+    from millpond.cli.main import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as ended:
+        main(["serve", "--from-run", run, "--artifact", artifact])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert ResourceStore().list("InferenceService", None) == []
