@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from millpond.cli.arena_serve import serve_group
 from millpond.cli.arena_submit import submit_group
 from millpond.cli.arena_top import top_group
 from millpond.cli.failures import exit_on
@@ -27,11 +28,12 @@ PRUNE_SINCE = "48h"  # Arena's prune default
 
 @click.group("arena", context_settings={"help_option_names": ["-h", "--help"]})
 def arena_group() -> None:
-    """Training jobs, as Arena runs them: submit, list, get, logs, delete, prune, top."""
+    """Training jobs, as Arena runs them: submit, list, get, logs, delete, prune, top; serve models (serve)."""
 
 
 arena_group.add_command(submit_group)
 arena_group.add_command(top_group)
+arena_group.add_command(serve_group)
 
 
 def _dump(data: Any, output: str) -> None:

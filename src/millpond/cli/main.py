@@ -20,6 +20,7 @@ from millpond.cli.processes import ps_command
 from millpond.cli.queues import queue_group
 from millpond.cli.resources import apply_command, delete_command, get_command
 from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
+from millpond.cli.serve import serve_command
 from millpond.cli.server import server_command
 from millpond.runners import stopping
 
@@ -174,6 +175,7 @@ app.add_command(ps_command)
 app.add_command(config_group)
 app.add_command(arena_group, "train")
 app.add_command(queue_group)
+app.add_command(serve_command)
 
 
 def main(argv: list[str] | None = None) -> None:

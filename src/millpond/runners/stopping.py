@@ -99,3 +99,30 @@ def deferred() -> Iterator[StopRequest]:
         yield _State.request
     finally:
         _State.deferring -= on_main
+
+
+class StopFlag:
+    """SIGTERM, SIGINT or SIGHUP as a flag a wait loop polls (``event.wait(poll)``), for a pipeline step that
+    waits on something it started (a training job, a served model): a handler that raised could cut a store
+    write in half. ``signal`` is the first signal's name ("" until one came)."""
+
+    def __init__(self) -> None:
+        self.signal = ""
+        self.event = threading.Event()
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        self.signal = self.signal or signal.Signals(signum).name
+        self.event.set()
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """The handlers for the block (only the main thread can install them), the previous ones after."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {signum: signal.signal(signum, self) for signum in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

@@ -27,17 +27,13 @@ Three things a launcher task must get right:
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import FrameType
 from typing import Any
 
 from millpond.errors import ConflictError, TaskFailure, UserError
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV
+from millpond.runners.stopping import StopFlag
 from millpond.scheduling import GRANT_ENV, Ledger
 from millpond.store.training import JobRecord, JobStore
 from millpond.training import jobs
@@ -108,39 +104,14 @@ def job_spec(inputs: StepInputs, run_id: str, task_id: str) -> JobSpec:
     return tf_spec(args, TfArgs(ps=inputs.ps, chief=inputs.chief))
 
 
-class _Stop:
-    """A stop signal as a flag the wait loop polls (a handler that raised could cut a store write in half)."""
-
-    def __init__(self) -> None:
-        self.signal: str = ""
-        self.event = threading.Event()
-
-    def __call__(self, signum: int, _frame: FrameType | None) -> None:
-        self.signal = self.signal or signal.Signals(signum).name
-        self.event.set()
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        """The handlers for the block (only the main thread can install them), the previous ones after."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {signum: signal.signal(signum, self) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-        try:
-            yield
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-
-
 def run_step(inputs: StepInputs) -> StepResult:
     """Submit the job, give back the task's grant, wait for the job's end; TaskFailure when it FAILED."""
-    stop = _Stop()
+    stop = StopFlag()
     with stop.installed():
         return _run(inputs, stop)
 
 
-def _run(inputs: StepInputs, stop: _Stop) -> StepResult:
+def _run(inputs: StepInputs, stop: StopFlag) -> StepResult:
     run_id, task_id = os.environ.get(RUN_ID_ENV, ""), os.environ.get(TASK_ID_ENV, "")
     spec = job_spec(inputs, run_id, task_id)
     store = JobStore()

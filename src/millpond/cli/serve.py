@@ -1,0 +1,54 @@
+"""``millpond serve --from-run RUN --artifact TASK.OUTPUT``: serve the Model a run trained, in one command.
+
+A shortcut for writing the InferenceService by hand: the run's Model artifact (``serving.from_run``)
+becomes the ``storageUri`` of an ``sklearn`` or ``pytorch`` predictor, stored and started as
+``arena serve`` does (``serving.deploy``). With ``--wait`` it waits for the model to answer and
+prints its URL; ``arena serve get NAME`` and ``millpond get isvc NAME`` show it afterwards.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("serve")
+@click.option("--from-run", "run", required=True, metavar="RUN", help="The run: its id (or a prefix) or its name.")
+@click.option("--artifact", required=True, metavar="TASK.OUTPUT", help="The task's Model output (train.model).")
+@click.option("--name", default="", help="The InferenceService's name (default: TASK-OUTPUT).")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["sklearn", "pytorch"]), default=None,
+              help="The model's format (default: the artifact's framework metadata or file name).")
+@click.option("--replicas", type=int, default=1, show_default=True)
+@click.option("--wait/--no-wait", default=False, help="Wait until it answers, then print its URL.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds --wait waits.")
+def serve_command(run: str, artifact: str, name: str, namespace: str, fmt: str | None, replicas: int, wait: bool,
+                  timeout: float) -> None:
+    """Serve a run's Model artifact as an InferenceService (KServe v1, Open Inference v2, Seldon v0.1)."""
+    from millpond.errors import UserError
+    from millpond.serving import from_run
+    from millpond.serving.deploy import deploy, ready_url
+    from millpond.settings import load_settings
+    from millpond.store.resources import ResourceStore
+    from millpond.store.runs import RunStore
+
+    settings = load_settings()
+    found = from_run.model_artifact(RunStore(settings.database_url), run, artifact)
+    chosen = name or from_run.default_name(found)
+    body = from_run.inference_service(found, chosen, namespace, fmt or "", replicas,
+                                      annotations={from_run.ARTIFACT_ANNOTATION: f"{found.task}.{found.output}"})
+    store = ResourceStore(settings)
+    existing = store.get("InferenceService", chosen, namespace)
+    if existing is not None and existing.manifest.get("spec") != body["spec"]:
+        raise UserError(f"the InferenceService {chosen} already exists in namespace {namespace} and serves "
+                        "something else: give --name, or delete it (arena serve delete)")
+    done = deploy(body, store, "millpond serve", settings.volumes_dir)
+    click.echo(f"inferenceservice.serving.kserve.io/{done.name} {done.action}")
+    for note in done.notes:
+        print(f"info: {note}", file=sys.stderr)
+    print(f"info: serving {found.task}.{found.output} of run {found.run_name} ({found.uri})", file=sys.stderr)
+    if wait and done.started:
+        click.echo(ready_url(store, done.name, done.namespace, timeout))
+    elif done.started:
+        print(f"info: arena serve get {done.name} -n {done.namespace} shows its URL once it answers", file=sys.stderr)
