@@ -191,6 +191,11 @@ def test_deploy_component_in_a_pipeline_outputs_its_url(millpond, server: Served
     assert resource is not None and resource.manifest["metadata"]["labels"][RUN_LABEL] == run["run_id"]
     url = run["outputs"]["Output"]
     assert url == lifecycle.observed_status(resource)["url"]
+    # the service outlives the run: its supervisor carries nothing the engine's guardian kills by, nor the task's grant
+    [supervisor] = lifecycle.supervisors("digits-step")
+    environ = Path(f"/proc/{supervisor.pid}/environ").read_bytes().split(b"\0")
+    names = {item.split(b"=", 1)[0].decode() for item in environ}
+    assert not names & {"MILLPOND_ENGINE_TOKEN", "MILLPOND_LEDGER_GRANT", "MILLPOND_RUN_ID", "MILLPOND_TASK_ID"}
     model = joblib.load(next(t for t in run["tasks"] if t["name"] == "fit")["outputs"]["model"])
     rows = np.arange(64 * 3, dtype=float).reshape(3, 64) % 17
     assert predictions(server.url, "digits-step", rows) == model.predict(rows).tolist()

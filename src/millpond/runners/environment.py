@@ -24,6 +24,22 @@ def inherited_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name not in SERVER_ONLY}
 
 
+# What makes a process one task's: its run and task, its ledger grant, and the engine token its
+# guardian kills by (runners.guardian.TOKEN_VAR) when the engine ends. Not imported from there:
+# guardian.py runs with the standard library only.
+TASK_BOUND = (RUN_ID_ENV, TASK_ID_ENV, "MILLPOND_LEDGER_GRANT", "MILLPOND_ENGINE_TOKEN")
+
+
+def detached_environment() -> dict[str, str]:
+    """``inherited_environment`` without what binds a process to the task that started it.
+
+    A process meant to outlive its starter (an InferenceService's supervisor that a pipeline's deploy
+    task started) must not carry the engine's token, or the engine's guardian SIGKILLs it when the
+    run ends, nor the task's grant, which the task gives back.
+    """
+    return {name: value for name, value in inherited_environment().items() if name not in TASK_BOUND}
+
+
 def console_scripts_folder() -> Path | None:
     """The folder of this installation's console scripts (``arena``, ``millpond``), or None if none is found.
 

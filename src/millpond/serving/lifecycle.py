@@ -23,6 +23,7 @@ from typing import Any
 
 from millpond.errors import UnavailableError, UserError
 from millpond.runners.background import BackgroundProcess, register, running
+from millpond.runners.environment import detached_environment
 from millpond.runners.processes import ProcessIdentity
 from millpond.serving import endpoints
 from millpond.serving.manifests import ServingManifest
@@ -67,6 +68,7 @@ def start(store: ResourceStore, name: str, namespace: str = "default") -> None:
             child = subprocess.Popen(
                 [sys.executable, "-m", "millpond.serving.supervisor", namespace, name, resource.uid],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+                env=detached_environment(),  # it outlives a deploy task's run: not the engine's to kill
             )
     except OSError as exc:  # no process could be made (too many, no memory): said in its status, not raised
         set_status(store, name, namespace, status("False", "SupervisorFailed", f"cannot start its supervisor: {exc}",
