@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.s3_server",  # the session's one SeaweedFS server (s3_server fixture)
     "tests.pg_server",  # one PostgreSQL server (pg_server, pg_url fixtures)
     "tests.ray_cluster",  # a local Ray head and two worker nodes, started when a test asks (ray_cluster fixture)
+    "tests.kfp1_env",  # kfp 1.8's side environment, built once when a test asks (kfp1, v1 fixtures)
 ]
 
 PIPELINES = Path(__file__).parent / "pipelines"

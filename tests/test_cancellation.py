@@ -216,6 +216,34 @@ def test_a_signal_while_tasks_publish(compiled: dict[str, Path], home: Path, tmp
     assert_nothing_left(home)
 
 
+_ENDLESS_RECURSION = """\
+pipelineInfo: {name: endless}
+schemaVersion: 2.1.0
+sdkVersion: kfp-2.7.0
+deploymentSpec: {executors: {}}
+components:
+  comp-again:
+    dag: {tasks: {again: {componentRef: {name: comp-again}, taskInfo: {name: again}}}}
+root:
+  dag: {tasks: {again: {componentRef: {name: comp-again}, taskInfo: {name: again}}}}
+"""
+
+
+def test_a_signal_ends_an_endless_walk_with_no_process(home: Path, tmp_path: Path) -> None:
+    """A DAG that calls itself for ever (as an Argo template may) starts no process: the engine
+    never waits on a task, and only its walk can notice the stop. It does, between two scopes."""
+    package = tmp_path / "endless.yaml"
+    package.write_text(_ENDLESS_RECURSION)
+    engine = spawn_cli(home, "run", package)
+    until("the recursion to go deep", lambda: (r := runs(home)) and len(tasks(home, r[0]["id"])) > 200, 120)
+    os.kill(engine.pid, signal.SIGTERM)
+    _out, err = engine.communicate(timeout=60)
+    assert engine.returncode == 130, err[-2000:]
+    run = runs(home)[0]
+    assert_recorded_cancelled(home, run, err)
+    assert "cancelled by SIGTERM" in err
+
+
 # --- SIGKILL: no cleanup of the engine's own; the guardian and the kernel stop the tasks ---------------
 def test_tasks_do_not_outlive_an_engine_killed_with_sigkill(
     compiled: dict[str, Path], home: Path, tmp_path: Path

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
 from kfp import compiler
 
 from tests.pipelines import cached_loops, control_flow, typed_params
+
+KFP_V1 = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "kfp-v1"
+if not KFP_V1.is_dir():
+    KFP_V1 = Path("/work/shared/conformance/kfp-v1")
 
 
 def test_runner_passes_and_fails_by_folder(cli, tmp_path: Path) -> None:
@@ -74,3 +80,28 @@ def test_twice_demands_no_hit_from_a_task_whose_inputs_name_the_run(cli, tmp_pat
     result = cli("conformance", "--twice", corpus.parent)
     assert result.code == 0, result.out
     assert "SUCCEEDED, then SUCCEEDED (0 cached)" in result.out
+
+
+@pytest.mark.skipif(not KFP_V1.is_dir(), reason="the kfp-v1 corpus is not here")
+def test_a_corpus_with_expected_tsv_is_judged_by_its_rows(cli, tmp_path: Path) -> None:
+    """The kfp-v1 protocol: each row's state (REFUSED: before running), its parameters, its preconditions."""
+    corpus = tmp_path / "kfp-v1"
+    corpus.mkdir()
+    rows = ["# file\texpected\tparams\twhat"]
+    for line in (KFP_V1 / "EXPECTED.tsv").read_text().splitlines():
+        if line.split("\t")[0] in ("hello_world.yaml", "condition.yaml", "fail.yaml", "volume.yaml",
+                                    "fail_parameter_value_missing.yaml", "resource_ops.yaml"):
+            rows.append(line)
+            shutil.copy(KFP_V1 / line.split("\t")[0], corpus)
+    shutil.copy(KFP_V1 / "hello_world.yaml", corpus / "wrongly_expected.yaml")
+    rows.append("wrongly_expected.yaml\tFAILED\t-\ta row whose state is not the run's")
+    (corpus / "EXPECTED.tsv").write_text("\n".join(rows) + "\n")
+    result = cli("conformance", corpus)
+    assert result.code == 1, result.out
+    assert result.out.strip().splitlines()[-1] == "6 passed, 1 failed", result.out
+    assert "FAIL wrongly_expected.yaml  SUCCEEDED" in result.out
+    # Twice on one home: the same ends, and the second run's hello_world step is a cache hit.
+    (corpus / "EXPECTED.tsv").write_text("\n".join(r for r in rows if not r.startswith("wrongly")) + "\n")
+    twice = cli("conformance", "--twice", corpus)
+    assert twice.code == 0 and twice.out.strip().splitlines()[-1] == "6 passed, 0 failed", twice.out
+    assert "SUCCEEDED, then SUCCEEDED (1 cached)" in twice.out and "FAILED, then FAILED" in twice.out, twice.out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from kfp import compiler
 
 from tests.conftest import PIPELINES, task
@@ -134,3 +135,30 @@ def test_cel_condition_that_does_not_parse_is_bad_input(cli, tmp_path: Path) -> 
     line = result.err.strip()
     assert line.startswith("error: ") and "\n" not in line
     assert "triggerPolicy.condition: CEL expression does not parse" in line
+
+
+def _nested_dags(depth: int) -> dict:
+    """An IR whose root holds a DAG holding a DAG … ``depth`` levels down, the last one empty."""
+
+    def holding(level: int) -> dict:
+        name = f"level-{level + 1}"
+        return {"dag": {"tasks": {name: {"componentRef": {"name": f"comp-{name}"}, "taskInfo": {"name": name}}}}}
+
+    components = {f"comp-level-{level}": holding(level) for level in range(1, depth)}
+    components[f"comp-level-{depth}"] = {"dag": {"tasks": {}}}
+    return {
+        "pipelineInfo": {"name": "deep"}, "schemaVersion": "2.1.0", "sdkVersion": "kfp-2.7.0",
+        "components": components, "root": holding(0), "deploymentSpec": {"executors": {}},
+    }
+
+
+def test_dags_nested_past_pythons_recursion_limit_run(cli, tmp_path: Path) -> None:
+    """Sub-DAGs that end at once (empty here; all cache hits in an Argo recursion) are walked
+    one at a time, not by nested calls: 1500 levels once overflowed the stack (RecursionError)."""
+    package = tmp_path / "deep.yaml"
+    package.write_text(yaml.safe_dump(_nested_dags(1500)))
+    result = cli("run", package, "-o", "json")
+    assert result.code == 0, result.err[-2000:]
+    run = result.json()
+    assert run["state"] == "SUCCEEDED"
+    assert len(run["tasks"]) == 1500 and {t["state"] for t in run["tasks"]} == {"SUCCEEDED"}

@@ -26,7 +26,7 @@ from kfp.dsl import Dataset, Input, Output
 
 from tests.ray_cluster import RayCluster
 from tests.s3_server import S3Server
-from tests.test_s3_root import compile_pipeline, describe, run_json, task
+from tests.test_s3_root import compile_pipeline, describe, run_json, task, task_log
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
 
@@ -260,3 +260,26 @@ def test_without_ray_cluster_mode_says_how_to_install_it(tmp_path: Path) -> None
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == ["error: cluster mode needs Ray: pip install 'millpond[ray]'"]
+
+
+def test_a_kfp1_workflow_runs_on_the_cluster_with_its_files_through_s3(
+    ray_cluster: RayCluster, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """kfp 1.x's fixed output paths, file passing and a loop over an output, on the nodes, root on S3."""
+    corpus = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "kfp-v1"
+    if not corpus.is_dir():
+        pytest.skip("the kfp-v1 corpus is not here")
+    root = f"s3://{s3_server.create_bucket()}/runs"
+    for name in ("data_passing_in_python_components_files.yaml", "loop_parameter.yaml"):
+        proc = millpond(["run", corpus / name, "--ray", ray_cluster.address, "--pipeline-root", root, "-o", "json"],
+                        tmp_path / "home", s3_server)
+        run = run_json(proc)
+        assert proc.returncode == 0 and run["state"] == "SUCCEEDED", describe(run) + proc.stderr
+        if name.startswith("data_passing"):  # split-text-lines' files reached the printers on the nodes
+            for printer, lines in (("print-text-2", "one three five seven nine"),
+                                   ("print-text-3", "two four six eight ten")):
+                log = task_log(task(run, printer)).splitlines()
+                assert log[0].startswith("[millpond] running on "), log  # on a node of the cluster
+                assert " ".join(log[1:]).split() == lines.split(), log
+    published = s3_server.filesystem().find(root.removeprefix("s3://"))
+    assert any("/split-text-lines" in path for path in published), published

@@ -145,6 +145,28 @@ def test_run_from_a_pipeline_version(client: Any, packages: dict[str, Path]) -> 
     assert client.get_run(run.run_id).pipeline_spec["pipelineInfo"]["name"] == "squarer"
 
 
+KFP_V1 = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "kfp-v1"
+if not KFP_V1.is_dir():
+    KFP_V1 = Path("/work/shared/conformance/kfp-v1")
+
+
+@pytest.mark.skipif(not KFP_V1.is_dir(), reason="the kfp-v1 corpus is not here")
+def test_a_kfp_v1_package_uploads_and_runs(client: Any, tmp_path: Path) -> None:
+    """dsl-compile's .tar.gz of a kfp 1.x pipeline (an Argo Workflow) is uploaded and run like a v2 one."""
+    package = tmp_path / "condition.tar.gz"
+    with tarfile.open(package, mode="w:gz") as archive:
+        archive.add(KFP_V1 / "condition.yaml", arcname="pipeline.yaml")
+    pipeline = client.upload_pipeline(str(package), pipeline_name=_unique("v1-condition"))
+    experiment = client.create_experiment(_unique("v1-runs"))
+    version = client.list_pipeline_versions(pipeline.pipeline_id).pipeline_versions[0]
+    run = client.run_pipeline(experiment.experiment_id, "v1-heads", pipeline_id=pipeline.pipeline_id,
+                              version_id=version.pipeline_version_id, params={"force_flip_result": "heads"})
+    done = client.wait_for_run_completion(run.run_id, timeout=120, sleep_duration=0.2)
+    assert done.state == "SUCCEEDED", done.error
+    spec = client.get_run(run.run_id).pipeline_spec  # a v1 run: its workflow, as Kubeflow returns it
+    assert spec["kind"] == "Workflow" and spec["metadata"]["generateName"].startswith("single-condition-pipeline")
+
+
 def test_bad_uploads_answer_400(server: Served, client: Any, packages: dict[str, Path]) -> None:
     base = f"{server.url}/apis/v2beta1/pipelines"
     status, body = _multipart(f"{base}/upload?name={_unique('bad')}", "bad.yaml", b"root: [unclosed\n")

@@ -5,6 +5,7 @@ Each test runs on SQLite and on PostgreSQL (the ``database`` fixture)."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -51,6 +52,11 @@ def test_journal_rows_read_back_through_the_orm(database: str) -> None:
     [artifact] = orm.list_artifacts(run.id)
     assert (artifact.type, artifact.uri, artifact.artifact_metadata) == ("system.Model", "/tmp/x/m", {"acc": 0.9})
     assert orm.cache_get("k" * 64) == ({"parameters": {"Output": 3}, "artifacts": {}, "present": []}, task_id)
+    # kfp 1.x's max_cache_staleness: an entry older than the age a task accepts is not reused, and is kept
+    time.sleep(0.2)
+    for reader in (orm, journal):
+        assert reader.cache_get("k" * 64, max_age_s=0.1) is None
+        assert reader.cache_get("k" * 64, max_age_s=3600) is not None
     # and the other way round: what the ORM wrote, the journal reads
     again = open_journal(url).list_tasks(run.id)
     assert again[0].outputs == {"parameters": {"Output": 3}, "artifacts": {}}

@@ -215,11 +215,24 @@ def _check_events(text: str, source: str) -> None:
     its node ends); an alias to a node still open would make a recursive structure. Keeps the
     path of keys and indexes to the current node, so a refusal names the field as well as the line.
     """
+    try:
+        _walk_events(yaml.parse(text, Loader=_LOADER), source)
+    except yaml.MarkedYAMLError as exc:
+        if _LOADER is yaml.SafeLoader or "maximum nesting depth" not in str(exc.problem):
+            raise
+        # libyaml (PyYAML 6.0.4 on) refuses flow nesting past 1000 levels while it scans ahead,
+        # before its events reach the check here. Python's parser yields as it goes, so walking
+        # again with it meets MAX_DEPTH first and names the field, as for any other document.
+        _walk_events(yaml.parse(text, Loader=yaml.SafeLoader), source)
+        raise
+
+
+def _walk_events(events: Iterator[yaml.Event], source: str) -> None:
     sizes: dict[str, int] = {}
     open_frames: list[_Frame] = []
     open_anchors: set[str] = set()
     total = 0
-    for event in yaml.parse(text, Loader=_LOADER):
+    for event in events:
         if open_frames and isinstance(event, _NODES):
             open_frames[-1].next_item(event)
         if isinstance(event, yaml.AliasEvent):

@@ -15,6 +15,9 @@ Three notations reach millpond, and each field says which one it holds:
   ``m``/``min``/``minute``, ``h``/``hr``/``hour``, ``d``/``day``; ``-1``. A Fluid runtime's
   ``properties`` go to Alluxio as they are, so ``alluxio.user.file.metadata.sync.interval``
   is read this way (``60000`` is a minute; ``-1``: never re-list).
+- **ISO 8601** as KFP v1's cache server reads ``max_cache_staleness`` (Go's
+  ``peterhellberg/duration``): ``P30D``, ``PT1H30M``, ``P1W``, ``P1Y2M``, ``P0D``; whole numbers
+  only; a week is 168 hours, a month 730.4841667 hours and a year 8765.81 hours, as there.
 
 Each returns a :class:`Duration` (whole nanoseconds) or raises :class:`DurationError`, which
 names the value and the notation.
@@ -39,6 +42,10 @@ _ALLUXIO_MS = {
     "d": 86_400_000, "day": 86_400_000,
 }
 _JAVA_LONG_MAX = 2**63 - 1
+# peterhellberg/duration's hours per unit, so a staleness means what it meant on KFP v1.
+_ISO_HOURS = {"Y": 8765.81, "M": 730.4841667, "W": 168.0, "D": 24.0}
+_ISO_TIME_SECONDS = {"H": 3600, "M": 60, "S": 1}
+_ISO_FORM = "write P, then nY nM nW nD, then T and nH nM nS, such as P30D, PT1H30M or P0D"
 
 
 class DurationError(UserError, ValueError):
@@ -252,3 +259,42 @@ def parse_alluxio_duration(text: object, what: str = "") -> Duration:
         raise invalid(f"unknown unit {unit_name!r}" if letters else "not a whole number and a unit")
     millis = min(int(float(digits) * unit + 0.0001), _JAVA_LONG_MAX)  # Java: (long) (douTime * unit + alpha)
     return Duration((-millis if raw.startswith("-") else millis) * 10**6)
+
+
+def parse_iso8601_duration(text: object, what: str = "") -> Duration:
+    """``text`` as KFP v1's cache server reads ``max_cache_staleness``: ``P30D``, ``PT1H``, ``P1Y2M3DT4H5M6S``.
+
+    Whole numbers, each unit at most once and in order; ``P`` alone is refused (as there).
+    """
+    invalid = functools.partial(_refusal, what, text, "an ISO 8601 duration", _ISO_FORM)
+    if not isinstance(text, str) or not text.startswith("P") or len(text) > 64:
+        raise invalid("it does not start with P" if isinstance(text, str) else "it is not a string")
+    date, _, clock = text[1:].partition("T")
+    if "T" in text[1:] and not clock:
+        raise invalid("nothing after T")
+    hours = _iso_parts(date, "YMWD", invalid)
+    seconds = _iso_parts(clock, "HMS", invalid)
+    if not date and not clock:
+        raise invalid("no number")
+    total = sum(n * _ISO_HOURS[unit] * 3600 for unit, n in hours.items())
+    total += sum(n * _ISO_TIME_SECONDS[unit] for unit, n in seconds.items())
+    if total > PROTOBUF_MAX_SECONDS:
+        raise invalid(f"out of range: at most {PROTOBUF_MAX_SECONDS} seconds")
+    return Duration(int(round(total * 10**9)))
+
+
+def _iso_parts(text: str, units: str, invalid: functools.partial[DurationError]) -> dict[str, int]:
+    """``1Y2M`` -> {Y: 1, M: 2}: digits then a unit, units in ``units``' order, each once."""
+    parts: dict[str, int] = {}
+    digits, order = "", -1
+    for char in text:
+        if char in _DIGITS:
+            digits += char
+            continue
+        position = units.find(char)
+        if not digits or position <= order:
+            raise invalid(f"{char!r} is not where a number's unit can be" if digits else f"no number before {char!r}")
+        parts[char], digits, order = int(digits), "", position
+    if digits:
+        raise invalid(f"the number {digits} has no unit")
+    return parts

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from millpond.cli.progress import RunProgress
+from millpond.cli.progress import RunProgress, step_status
 from millpond.cli.render import (
     experiment_json,
     flat_outputs,
@@ -61,7 +62,7 @@ def run_pipeline_command(
         settings = dataclasses.replace(settings, ray_address=ray_address)
     texts = parse_assignments(params)
     values = read_params_file(params_file) if params_file else {}
-    loaded = load_pipeline(pipeline, pipeline_name)
+    loaded = load_pipeline(pipeline, pipeline_name, functools.partial(step_status, stderr_console()))
     request = RunRequest(
         pipeline=loaded, texts=texts, values=values, params_file=str(params_file) if params_file else None,
         pipeline_root=pipeline_root, experiment=experiment, run_name=run_name, queue=queue, priority=priority,

@@ -11,11 +11,13 @@ from rich.table import Table
 
 from millpond.cli.render import stdout_console, styled
 from millpond.pipelines.conformance import ConformanceRunner, Verdict
+from millpond.pipelines.conformance_expected import ExpectedRunner, has_expectations
 
 
 def conformance(folder: Path, timeout: float, seed: int | None, twice: bool = False) -> int:
     console = stdout_console()
-    runner = ConformanceRunner(timeout_s=timeout, seed=seed, twice=twice)
+    runner = (ExpectedRunner(folder, timeout_s=timeout, seed=seed, twice=twice) if has_expectations(folder)
+              else ConformanceRunner(timeout_s=timeout, seed=seed, twice=twice))
 
     def report(verdict: Verdict) -> None:
         mark = "skip" if verdict.skipped else "ok" if verdict.ok else "FAIL"

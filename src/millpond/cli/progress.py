@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 from rich.console import Console, Group
@@ -96,3 +98,20 @@ class RunProgress:
             (f"{now - self.started:.1f}s", "dim"),
         )
         return Group(header, table)
+
+
+@contextmanager
+def step_status(console: Console, message: str) -> Iterator[None]:
+    """One long step before a run (installing kfp 1.8 for v1 code): a spinner on a terminal, a line elsewhere.
+
+    It ends with a line saying how long the step took, so a log shows where a slow start went.
+    """
+    started = time.monotonic()
+    if console.is_terminal:
+        with console.status(message):
+            yield
+    else:
+        console.print(f"{message}...", markup=False, highlight=False, soft_wrap=True)
+        yield
+    console.print(f"{message}: done in {time.monotonic() - started:.0f} s", markup=False, highlight=False,
+                  soft_wrap=True)

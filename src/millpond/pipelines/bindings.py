@@ -8,6 +8,7 @@ selectors, and a DAG's outputs picked from its tasks (``OneOf`` takes the branch
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from millpond.pipelines import ir
@@ -18,6 +19,8 @@ from millpond.pipelines.values import coerce
 
 WORKSPACE_PATH = "/kfp-workspace"  # kfp.dsl.constants.WORKSPACE_MOUNT_PATH
 # The KFP backend reports a task's final state in ML Metadata's words.
+_TASK_INPUT_TEXT = "{{$.inputs.parameters["
+_INPUT_PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\[(?P<quote>['\"])(?P<name>[^'\"\]]+)(?P=quote)\]\}\}")
 _STATUS_STATES = {"SUCCEEDED": "COMPLETE", "FAILED": "FAILED", "CANCELED": "CANCELED", "SKIPPED": "CANCELED"}
 
 
@@ -75,10 +78,15 @@ def task_inputs(node: Node, component: dict[str, Any], context: dict[str, str]) 
     """A task's input values, with the component's defaults and types applied."""
     bindings = node.spec.get("inputs", {})
     parameters: dict[str, Any] = {}
+    formatted: list[str] = []
     for name, binding in bindings.get("parameters", {}).items():
         found, value = resolve_parameter(node.scope, binding, context)
         if found:
             parameters[name] = value
+            if "runtimeValue" in binding and isinstance(value, str) and _TASK_INPUT_TEXT in value:
+                formatted.append(name)
+    for name in formatted:
+        parameters[name] = _format(name, parameters[name], parameters)
     artifacts: Artifacts = {}
     for name, binding in bindings.get("artifacts", {}).items():
         found, items = resolve_artifact(node.scope, binding)
@@ -99,6 +107,23 @@ def task_inputs(node: Node, component: dict[str, Any], context: dict[str, str]) 
         if name not in artifacts and name != item_input and not definition.get("isOptional"):
             raise TaskError(f"input artifact {name!r} has no value")
     return parameters, artifacts
+
+
+def _format(name: str, text: str, parameters: dict[str, Any]) -> str:
+    """A constant holding the task's other inputs, as the KFP driver fills it: kfp 2's f-string arguments
+    (``f"{a.output}-x"`` compiles to ``"{{$.inputs.parameters['pipelinechannel--a-Output']}}-x"`` plus that
+    input), and kfp 1.x arguments that mix tags with text (``argo.to_ir``)."""
+
+    def value(match: re.Match[str]) -> str:
+        key = match.group("name")
+        if key not in parameters or key == name:
+            raise TaskError(f"input parameter {name!r}: {match.group(0)} names no input of the task")
+        found = parameters[key]
+        if isinstance(found, str):
+            return found
+        return json.dumps(found) if not isinstance(found, float) or not found.is_integer() else str(int(found))
+
+    return _INPUT_PLACEHOLDER.sub(value, text)
 
 
 def dag_outputs(scope: Scope) -> Outputs:

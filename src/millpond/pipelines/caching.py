@@ -77,24 +77,36 @@ def cache_key(
     platform: dict[str, Any],
     parameters: dict[str, Any],
     artifacts: Artifacts,
+    recursion_depth: int = 0,
 ) -> str:
+    """The key of an execution: what it runs and on what, not where in which pipeline (KFP's rule).
+
+    One thing of where: a task inside a DAG that calls itself is keyed by how deep it sits
+    (``Node.recursion_depth``). Each level of a recursion is then its own execution, and a
+    cached re-run replays the first run's levels and stops where it stopped. Keyed alone, a
+    while-loop on a cached coin flip would take the first level's "heads" at every level and
+    recurse for ever (a kfp 1.x cluster's cache does exactly that).
+    """
     material = {
         "inputs": component.get("inputDefinitions", {}),
         "outputs": component.get("outputDefinitions", {}),
-        "container": {k: container.get(k) for k in ("image", "command", "args", "env", "resources")},
+        # a kfp 1.x step's Argo paths (``argo.paths``) only when it has them: other keys stay as they were
+        "container": {k: container.get(k) for k in ("image", "command", "args", "env", "resources")}
+        | ({"argoPaths": container["argoPaths"]} if "argoPaths" in container else {}),
         "platform": platform,
         "parameters": parameters,
         "artifacts": {
             name: [{"digest": artifact_digest(str(a.get("uri", ""))), "metadata": a.get("metadata", {})} for a in items]
             for name, items in artifacts.items()
         },
-    }
+    } | ({"recursionDepth": recursion_depth} if recursion_depth else {})  # other keys stay as they were
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def lookup(journal: RunJournal, key: str) -> tuple[Outputs, str] | None:
-    """The outputs and task id of a cached execution whose artifacts are all still there."""
-    entry = journal.cache_get(key)
+def lookup(journal: RunJournal, key: str, max_age_s: float | None = None) -> tuple[Outputs, str] | None:
+    """The outputs and task id of a cached execution whose artifacts are all still there (and, with
+    ``max_age_s``, made at most that many seconds ago: kfp 1.x's ``max_cache_staleness``)."""
+    entry = journal.cache_get(key, max_age_s)
     if entry is None:
         return None
     outputs, task_id = entry

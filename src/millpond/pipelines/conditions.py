@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 from millpond.errors import TaskFailure, UserError
@@ -44,7 +45,47 @@ def _program(expression: str) -> Any:
         column = getattr(exc, "column", None)
         where = f" at line {line}, column {column}" if line is not None else ""
         raise UserError(f"CEL expression does not parse{where}: {expression}") from None
-    return environment.program(ast, functions={"parseJson": _parse_json})
+    return environment.program(ast, functions={
+        "parseJson": _parse_json, "argoWhen": _argo_when, "argoTrim": _argo_trim, "argoItem": _argo_item,
+    })
+
+
+# KFP v1 (Argo) workflows translated to IR (``pipelines.argo.to_ir``) call these three: Argo's
+# own rules for a ``when``, an output parameter's text and a loop item's text, which CEL lacks.
+def _argo_when(expression: Any, values: Any) -> Any:
+    """A translated ``when``: Argo's govaluate over the task's ``argo-when-N`` inputs (as text)."""
+    import celpy
+
+    from millpond.pipelines.argo import templating, when
+
+    texts = {f"inputs.parameters.{k}": templating.value_text(_to_json(v)) for k, v in dict(values).items()}
+    return celpy.celtypes.BoolType(when.holds(str(expression), texts))
+
+
+def _argo_trim(value: Any) -> Any:
+    """An output parameter as Argo's executor saves it: the file's text less one trailing newline."""
+    import celpy
+
+    text = str(value)
+    return celpy.celtypes.StringType(text[:-1] if text.endswith("\n") else text)
+
+
+def _argo_item(value: Any, key: Any) -> Any:
+    """The text Argo substitutes for ``{{item}}`` (key "") or ``{{item.KEY}}`` of one loop item."""
+    import celpy
+
+    from millpond.pipelines.argo import templating
+
+    text = str(value)
+    try:
+        item = json.loads(text)
+    except ValueError:
+        item = text
+    if str(key):
+        if not isinstance(item, dict) or str(key) not in item:
+            raise ConditionError(f"loop item {text[:60]!r} has no field {str(key)!r}")
+        item = item[str(key)]
+    return celpy.celtypes.StringType(templating.value_text(item))
 
 
 def check_expression(expression: str, where: str) -> None:
@@ -68,7 +109,43 @@ def _evaluate(expression: str, variables: dict[str, Any]) -> Any:
     return result
 
 
+# The exact calls ``pipelines.argo.to_ir`` writes: evaluated directly, not through celpy, whose
+# evaluator is deep (a kfp 1.x recursive graph nests DAGs, and each level's conditions and
+# selectors run further down the engine's stack) and slower.
+_ARGO_WHEN = re.compile(r'argoWhen\(("(?:[^"\\]|\\.)*"), inputs\.parameter_values\)')
+_ARGO_TRIM = "argoTrim(string_value)"
+_ARGO_ITEM = re.compile(r'argoItem\(string_value, ("(?:[^"\\]|\\.)*")\)')
+
+
+def _argo_call(expression: str, value: Any) -> tuple[bool, Any]:
+    """(True, result) when ``expression`` is one of to_ir's calls, evaluated in Python; else (False, None).
+
+    Its failures are ConditionErrors, as the same call's through CEL are: the task fails with it.
+    """
+    try:
+        return _argo_direct(expression, value)
+    except ConditionError:
+        raise
+    except TaskFailure as exc:
+        raise ConditionError(f"CEL expression {expression!r} failed: {exc}") from None
+
+
+def _argo_direct(expression: str, value: Any) -> tuple[bool, Any]:
+    when = _ARGO_WHEN.fullmatch(expression)
+    if when and isinstance(value, dict):
+        return True, bool(_argo_when(json.loads(when.group(1)), value))
+    if expression == _ARGO_TRIM or _ARGO_ITEM.fullmatch(expression):
+        text = value if isinstance(value, str) else json.dumps(value)
+        if expression == _ARGO_TRIM:
+            return True, str(_argo_trim(text))
+        return True, str(_argo_item(text, json.loads(_ARGO_ITEM.fullmatch(expression).group(1))))  # type: ignore[union-attr]
+    return False, None
+
+
 def condition_holds(expression: str, parameter_values: dict[str, Any]) -> bool:
+    direct, result = _argo_call(expression, parameter_values)
+    if direct:
+        return bool(result)
     result = _to_json(_evaluate(expression, {"inputs": {"parameter_values": parameter_values}}))
     if not isinstance(result, bool):
         raise ConditionError(f"condition {expression!r} gave {result!r}, not a boolean")
@@ -77,6 +154,9 @@ def condition_holds(expression: str, parameter_values: dict[str, Any]) -> bool:
 
 def select(expression: str, value: Any) -> Any:
     """Apply a parameterExpressionSelector to a value and return plain JSON."""
+    direct, result = _argo_call(expression, value)
+    if direct:
+        return result
     variables: dict[str, Any] = {
         "string_value": value if isinstance(value, str) else json.dumps(value),
     }

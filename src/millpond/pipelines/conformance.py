@@ -186,7 +186,7 @@ class ConformanceRunner:
         verdict.second = second.result.state
         verdict.cached = sum(1 for t in second.tasks if t.cached)
         problem = self._problem(file, loaded.spec, second, verdict.expected)
-        missed = _missed_hits(loaded.spec, first.tasks, second.tasks)
+        missed = missed_hits(loaded.spec, first.tasks, second.tasks)
         if not problem and missed:
             problem = f"task {missed[0]!r} was not a cache hit, though its first run succeeded with the same inputs"
         if problem:
@@ -266,7 +266,7 @@ def _runs_after_failures(spec: dict[str, Any], path: str) -> bool:
     return task is not None and task.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
 
 
-def _missed_hits(spec: dict[str, Any], first: list[TaskRecord], second: list[TaskRecord]) -> list[str]:
+def missed_hits(spec: dict[str, Any], first: list[TaskRecord], second: list[TaskRecord]) -> list[str]:
     """The container tasks of a second run that should have been cache hits and were not.
 
     A task should hit when, at the same path, the first run's task SUCCEEDED with caching on

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,12 +43,20 @@ from millpond.pipelines.graph import (
 )
 from millpond.pipelines.importer import importer_uri, run_importer
 from millpond.pipelines.launcher import ContainerLauncher, TaskError, TaskOutcome, TaskRequest
+from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.platform import PlatformError, PodInfo, TaskPlatform, builtin_task, prepare_platform
 from millpond.pipelines.queueing import TaskQueueing, project_of, task_queueing, task_workload
-from millpond.pipelines.resources import Budget, ResourceRequest, static_accelerator_problems, task_request
+from millpond.pipelines.resources import (
+    Budget,
+    ResourceRequest,
+    static_accelerator_problems,
+    task_request,
+    with_inputs,
+)
 from millpond.pipelines.retries import RetryPolicy, with_retries
 from millpond.pipelines.task_queues import EngineQueues
 from millpond.pipelines.values import coerce
+from millpond.pipelines.workflow_limits import WorkflowLimits, workflow_limits
 from millpond.runners import stopping
 from millpond.runners.base import Bind, Runner
 from millpond.runners.pool import PoolRunner
@@ -151,12 +160,17 @@ class Engine:
         self._futures: dict[Future[TaskOutcome], Node] = {}
         self._holding: dict[Future[TaskOutcome], Grant] = {}
         self._waiting: list[_Waiting] = []
+        self._to_walk: deque[Scope] = deque()  # scopes with ready tasks, walked one at a time (_advance)
+        self._walking = False
         self._previous: dict[str, Task] = {}
         # Kueue: the workloads of queued tasks (pipelines.queueing), by task path
         self.queues = EngineQueues(settings, self.cancel, self._show_queued)
         self._queued: dict[str, _Waiting] = {}  # a queued task's work, to run again after an eviction
         self._began: dict[str, threading.Event] = {}  # cleared when an evicted task waits again
         self._cleanups: dict[str, Callable[[], None]] = {}  # an evicted task's platform, kept for its next run
+        self.limits = WorkflowLimits()  # a translated Argo workflow's run-wide limits (set per run)
+        self._deadline: float | None = None  # monotonic end of the workflow's activeDeadlineSeconds
+        self._cut_by_deadline: set[str] = set()  # tasks whose time limit is what is left of the workflow's
 
     # --- the walk -------------------------------------------------------------------------
     def execute(self, run: Run, resume: bool = False) -> RunResult:
@@ -180,6 +194,7 @@ class Engine:
         }
         if resume:
             self._previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED}
+        self._apply_limits(workflow_limits(run.platform_spec, f"run {run.id}"))
         pid, ticks = self._identity = own_identity()
         self.store.update_run(
             run.id, state=RUNNING, error=None, started_at=run.started_at or utcnow(), finished_at=None,
@@ -283,29 +298,38 @@ class Engine:
         return scope
 
     def _advance(self, scope: Scope) -> None:
-        """Start the tasks of ``scope`` whose upstream became final; finish the scope when all are.
+        """Walk ``scope`` now, or after the walk under way: the engine walks one scope at a time.
 
-        A task can end while this walk starts it (a cache hit, a skip, a failure before its
-        process): its dependents are then queued on ``scope.ready`` and this same walk starts
-        them, rather than a nested walk per task — so the depth of the call stack does not grow
-        with a chain's length, and the scope is finished exactly once.
+        Starting a task can finish it at once (a cache hit, a skip, a failure before its
+        process), which readies its dependents; starting a sub-DAG readies a whole scope. Those
+        are queued and walked by the one loop here, never by a nested call, so the call stack
+        stays flat however deep the DAGs nest or recurse (an Argo recursion of a thousand cached
+        levels) and however long a chain of cache hits runs. Between two scopes the walk is
+        whole, so a stop request is honoured there.
         """
-        if scope.advancing:
+        self._to_walk.append(scope)
+        if self._walking:
             return
-        scope.advancing = True
+        self._walking = True
         try:
-            while scope.ready:
-                node = scope.nodes[scope.ready.popleft()]
-                if node.state != PENDING:
-                    continue
-                deps = [scope.nodes[d] for d in node.dependencies()]
-                reason = self._blocked(node, deps)
-                if reason:
-                    self._decide(node, SKIPPED, f"not run: {reason}")
-                else:
-                    self._start(node)
+            while self._to_walk:
+                self.stop.check()  # a walk of cache hits may go on a long while: a stop still ends it
+                self._walk(self._to_walk.popleft())
         finally:
-            scope.advancing = False
+            self._walking = False
+
+    def _walk(self, scope: Scope) -> None:
+        """Start the tasks of ``scope`` whose upstream became final; finish the scope when all are."""
+        while scope.ready:
+            node = scope.nodes[scope.ready.popleft()]
+            if node.state != PENDING:
+                continue
+            deps = [scope.nodes[d] for d in node.dependencies()]
+            reason = self._blocked(node, deps)
+            if reason:
+                self._decide(node, SKIPPED, f"not run: {reason}")
+            else:
+                self._start(node)
         if scope.done() and not scope.finished:
             self._scope_finished(scope)
 
@@ -377,34 +401,27 @@ class Engine:
     def _start_iterations(self, node: Node) -> None:
         """Start iterations while the loop's parallelism limit allows (0 = no limit); end the loop after its last.
 
-        An iteration may end inside ``_advance`` (every task a cache hit or skipped). It then
-        calls back here; that nested call returns at once and this one, still running, starts
-        the next iteration — so the loop ends once, here, and the stack does not grow with
-        the number of iterations.
+        Called when the loop starts and again each time an iteration ends. Starting an
+        iteration only queues its scope for the walk (``_advance``), so an iteration that ends
+        at once (all cache hits) calls back here after this call has returned, not inside it.
         """
-        if node.launching:
-            return
-        node.launching = True
-        try:
-            limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
-            while node.pending_iterations and (not limit or node.active_iterations < limit):
-                if self._failed:  # no new work after a failure: the iterations not started never run
-                    node.dropped_iterations += len(node.pending_iterations)
-                    node.pending_iterations.clear()
-                    break
-                index, scope = node.pending_iterations.popleft()
-                node.iterations[index] = scope
-                scope.record_id = self.store.start_task(
-                    task_id=new_id(),
-                    run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}",
-                    kind="iteration",
-                    component=node.component_name, parent_id=node.record_id,
-                    inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
-                )
-                node.active_iterations += 1
-                self._advance(scope)
-        finally:
-            node.launching = False
+        limit = int(node.spec.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
+        while node.pending_iterations and (not limit or node.active_iterations < limit):
+            if self._failed:  # no new work after a failure: the iterations not started never run
+                node.dropped_iterations += len(node.pending_iterations)
+                node.pending_iterations.clear()
+                break
+            index, scope = node.pending_iterations.popleft()
+            node.iterations[index] = scope
+            scope.record_id = self.store.start_task(
+                task_id=new_id(),
+                run_id=self.run.id, path=scope.path, name=f"{node.display_name}-iteration-{index}",
+                kind="iteration",
+                component=node.component_name, parent_id=node.record_id,
+                inputs={"parameters": scope.parameters, "artifacts": scope.artifacts},
+            )
+            node.active_iterations += 1
+            self._advance(scope)
         if node.state == RUNNING and not node.pending_iterations and not node.active_iterations:
             self._loop_finished(node)
 
@@ -490,7 +507,7 @@ class Engine:
             self._succeed(node, Outputs(parameters=produced))
             return
         try:
-            resources = ResourceRequest() if self.ignore_resources else task_request(container)
+            resources = ResourceRequest() if self.ignore_resources else task_request(with_inputs(container, parameters))
         except ValueError as exc:
             self._fail(node, f"invalid resources: {exc}")
             return
@@ -506,12 +523,15 @@ class Engine:
         if caching_enabled(node.spec):
             platform = ir.kubernetes_config(self.run.platform_spec, label)
             try:
-                node.cache_key = cache_key(component, container, platform, parameters, artifacts)
+                node.cache_key = cache_key(
+                    component, container, platform, parameters, artifacts, node.recursion_depth()
+                )
             except Exception as exc:  # an input we cannot read to hash: no caching; the task will say why
                 node.cache_key = None
                 with open(log_path, "a", encoding="utf-8") as log:
                     log.write(f"[millpond] not cached: {type(exc).__name__}: {exc}\n")
-            hit = lookup(self.store, node.cache_key) if self.use_cache else None
+            max_age = self.limits.cache_staleness_s.get(str(node.spec.get("componentRef", {}).get("name")))
+            hit = lookup(self.store, node.cache_key, max_age) if self.use_cache else None
             if hit is not None:
                 outputs, source = hit
                 log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")
@@ -538,7 +558,7 @@ class Engine:
         if workspace is not None:
             request.extra_binds.append(Bind(workspace, bindings.WORKSPACE_PATH))
         try:
-            platform = self._platform(node, label)
+            platform = self._platform(node, label, parameters)
         except PlatformError as exc:
             self._fail(node, str(exc))
             return
@@ -547,6 +567,11 @@ class Engine:
         request.datasets = list(platform.dataset_binds)
         request.carried = list(platform.scratch)  # its secret, config-map and empty-dir folders
         request.timeout_s = platform.timeout_s
+        late = self._deadline_problem(node, request)
+        if late is not None:
+            platform.cleanup()
+            self._fail(node, late)
+            return
         if platform.notes:
             with open(log_path, "a", encoding="utf-8") as log:
                 log.writelines(f"[millpond] {note}\n" for note in platform.notes)
@@ -581,6 +606,33 @@ class Engine:
 
         self._submit(node, work, resources, log_path)
 
+    def _apply_limits(self, limits: WorkflowLimits) -> None:
+        """An Argo workflow's ``parallelism`` (fewer task processes at once) and ``activeDeadlineSeconds``
+        (counted from when this engine starts or resumes the run)."""
+        self.limits = limits
+        if limits.parallelism and limits.parallelism < self.max_parallel:
+            self.launcher = ContainerLauncher(self.runner, threading.Semaphore(limits.parallelism))
+        self._deadline = time.monotonic() + limits.deadline_s if limits.deadline_s else None
+
+    def _deadline_problem(self, node: Node, request: TaskRequest) -> str | None:
+        """Cut ``request``'s time limit to what is left of the workflow's deadline; the error when none is.
+
+        An exit task (ALL_UPSTREAM_TASKS_COMPLETED) is exempt: it runs after a failure, deadline or not.
+        """
+        exit_task = node.spec.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
+        if self._deadline is None or exit_task:
+            return None
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            return f"{self._deadline_text()} before it started"
+        if request.timeout_s is None or left < request.timeout_s:
+            request.timeout_s = left
+            self._cut_by_deadline.add(node.path)
+        return None
+
+    def _deadline_text(self) -> str:
+        return f"the workflow's activeDeadlineSeconds ({self.limits.deadline_s}s) passed"
+
     def _starter(self, node: Node) -> Callable[[int | None], None]:
         """What a worker thread calls when ``node``'s work really begins (its process, with a pid): the
         first call records the task RUNNING with its ``started_at``; a retry's only records its new pid."""
@@ -599,16 +651,23 @@ class Engine:
 
         return started
 
-    def _platform(self, node: Node, label: str) -> TaskPlatform:
+    def _platform(self, node: Node, label: str, parameters: dict[str, Any]) -> TaskPlatform:
         """Environment, mounts and settings from the task's kfp-kubernetes config."""
 
         def resolve(binding: dict[str, Any]) -> Any:
             found, value = bindings.resolve_parameter(node.scope, binding, self.context)
             return value if found else None
 
+        # A subPath may hold the launcher's placeholders (a kfp 1.x one: ``{{workflow.uid}}_{{pod.name}}``).
+        placeholders = PlaceholderContext(
+            {"inputs": {"parameterValues": dict(parameters)}},
+            job={**self.context, "pipeline_task_name": node.display_name, "pipeline_task_uuid": node.record_id or ""},
+        )
+
         return prepare_platform(
             ir.kubernetes_config(self.run.platform_spec, label),
             resolve=resolve,
+            render=placeholders.substitute,
             configs=self.configs,
             volumes_dir=self.settings.volumes_dir,
             scratch_dir=self.settings.staging_dir / f"{node.record_id}-platform",
@@ -886,4 +945,7 @@ class Engine:
             entry = (node.cache_key, cache_entry(outputs)) if node.cache_key else None
             self._succeed(node, outputs, outcome.exit_code, outcome.attempts, cache_entry=entry)
         else:
-            self._fail(node, outcome.error or "failed", outcome.exit_code, outcome.attempts)
+            error = outcome.error or "failed"
+            if node.path in self._cut_by_deadline and self._deadline is not None and time.monotonic() >= self._deadline:
+                error = f"{self._deadline_text()}: {error}"
+            self._fail(node, error, outcome.exit_code, outcome.attempts)

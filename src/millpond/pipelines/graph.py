@@ -52,9 +52,6 @@ class Node:
     active_iterations: int = 0
     failed_iteration: "Scope | None" = None
     dropped_iterations: int = 0  # not started because the run had failed
-    # True while _start_iterations runs for this loop: an iteration that ends inside it (a cache
-    # hit, a skipped branch) only counts itself, and the running call starts the next one.
-    launching: bool = False
 
     @property
     def path(self) -> str:
@@ -80,6 +77,17 @@ class Node:
     def dependencies(self) -> set[str]:
         return task_dependencies(self.spec)
 
+    def recursion_depth(self) -> int:
+        """How many of the DAGs around this task repeat one further out: 0 but in a DAG that
+        calls itself (a kfp 1.x ``graph_component``, an Argo template recursing), where each
+        level down adds to it."""
+        around: list[str] = []
+        scope = self.scope
+        while scope.owner is not None:
+            around.append(scope.owner.component_name)
+            scope = scope.owner.scope
+        return len(around) - len(set(around))
+
 
 @dataclass
 class Scope:
@@ -101,9 +109,6 @@ class Scope:
     dependents: dict[str, list[str]] = field(default_factory=dict)
     ready: deque[str] = field(default_factory=deque)
     unfinished: int = 0
-    # True while the engine's _advance walks this scope: a task that ends inside that walk (a cache
-    # hit, a skip) only queues its dependents, and the walk already under way starts them.
-    advancing: bool = False
 
     def add_tasks(self, tasks: dict[str, Any]) -> None:
         for name, task in tasks.items():

@@ -16,6 +16,7 @@ from millpond.pipelines.conditions import check_expression
 from millpond.pipelines.names import check_io_names, check_pipeline_name, check_task_name
 from millpond.pipelines.protos import kubernetes_executor_config_pb2, pipeline_spec_pb2
 from millpond.pipelines.retries import DURATION_FIELDS
+from millpond.pipelines.workflow_limits import workflow_limits
 
 _PARSE_PREFIX = re.compile(r"^(Failed to parse \w+ field: )+")
 
@@ -216,7 +217,9 @@ def check_executor(label: str, executor_spec: Any, source: str) -> None:
 
 
 def validate_platform_spec(platform: dict[str, Any], spec: dict[str, Any], source: str) -> None:
-    """Check the kfp-kubernetes document: known fields, and only executors the IR has."""
+    """Check the kfp-kubernetes document: known fields, and only executors the IR has; and a translated
+    Argo workflow's run-wide limits (``platforms.argo``, ``pipelines.workflow_limits``)."""
+    workflow_limits(platform, source)
     kubernetes = (platform.get("platforms") or {}).get("kubernetes") or {}
     executors = (kubernetes.get("deploymentSpec") or {}).get("executors") or {}
     known = spec.get("deploymentSpec", {}).get("executors", {})

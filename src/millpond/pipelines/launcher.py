@@ -21,12 +21,16 @@ from typing import Any, Callable
 from millpond.datasets.node_mounts import mount_all
 from millpond.errors import MillpondError, TaskFailure, UserError
 from millpond.pipelines import ir
+from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
+from millpond.pipelines.argo.paths import from_ir as argo_paths
+from millpond.pipelines.argo.placement import Placement
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessSpec, Runner
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
+from millpond.runners.sandbox import sandbox_problem
 from millpond.store.paths import check_segment, contained_path, contained_uri
 
 
@@ -170,9 +174,13 @@ class ContainerLauncher:
         for item in request.container.get("env") or []:
             env[item["name"]] = context.substitute(str(item.get("value", "")))
         env.update(request.extra_env)
+        # what the step sees as it is if its /tmp becomes private (``argo.placement``, ``sandbox.wrap``)
+        keep = (workdir, *(Path(p) for p in env["PATH"].split(os.pathsep) if p.startswith("/")))
+        placement = self._argo_placement(request, attempt_dir, staging, context, keep)
 
         spec = ProcessSpec(
-            argv=argv, env=env, cwd=workdir, log_path=request.log_path, binds=staging.binds + request.extra_binds,
+            argv=argv, env=env, cwd=workdir, log_path=request.log_path,
+            binds=staging.binds + request.extra_binds + (placement.binds if placement else []),
             timeout_s=request.timeout_s, on_start=request.on_start,
             python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
             demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
@@ -194,12 +202,64 @@ class ContainerLauncher:
                 reason += f": {last}"
             return TaskOutcome(succeeded=False, exit_code=result.exit_code, error=reason)
         try:
+            if placement is not None:
+                self._argo_outputs(placement, executor_input, staging, context)
             parameters, artifacts = self._read_outputs(request, executor_input, staging)
             staging.publish()
         except Exception:
             staging.discard()
             raise
         return TaskOutcome(succeeded=True, parameters=parameters, artifacts=artifacts, exit_code=0)
+
+    # --- kfp 1.x's fixed paths -----------------------------------------------------------
+    def _argo_placement(
+        self, request: TaskRequest, attempt_dir: Path, staging: OutputStaging, context: PlaceholderContext,
+        keep: tuple[Path, ...],
+    ) -> Placement | None:
+        """A kfp 1.x step's Argo paths (``argo.paths``) made real in its sandbox: None for any other step.
+
+        Its staging lives in the attempt folder, so on a Ray node (which gets that folder and sends it
+        back) it works the same; inputs the node downloads are bound from its download there.
+        """
+        record = request.container.get(ARGO_PATHS)
+        if record is None:
+            return None
+        try:
+            paths = argo_paths(record, f"executor of task {request.task_name!r}")
+        except UserError as exc:
+            raise TaskError(str(exc)) from None
+        mounts = staging.binds + request.extra_binds
+        keep = (*keep, *(Path(b.source) for b in mounts))
+        remote = bool(getattr(self.runner, "fetches_inputs", False))  # a Ray node: mtimes do not come back
+        placement = Placement(paths, attempt_dir / "argo", mounts, sandbox_problem(), keep, exact_stamps=not remote)
+        sources = {
+            name: staging.host_input(str(items[0].get("uri", "")))
+            for name, items in request.artifacts.items() if items
+        }
+        fetched = {str(path) for _, path in staging.fetches}
+        placement.prepare(sources, context.substitute,
+                          frozenset(name for name, source in sources.items() if str(source) in fetched))
+        return placement
+
+    def _argo_outputs(
+        self, placement: Placement, executor_input: dict[str, Any], staging: OutputStaging,
+        context: PlaceholderContext,
+    ) -> None:
+        """Argo's outputs as the task's: parameters into their output files, artifacts into the staging."""
+        declared = executor_input["outputs"]
+        for name, text in placement.parameters(context.substitute).items():
+            if name in declared["parameters"]:
+                Path(declared["parameters"][name]["outputFile"]).write_text(text, encoding="utf-8")
+        uris = {name: entry["artifacts"][0]["uri"] for name, entry in declared["artifacts"].items()}
+
+        def target(name: str) -> Path:
+            if name not in uris:  # a hand-written IR's record naming an output the component lacks
+                raise TaskError(f"Argo output artifact {name!r} is not an output of the component")
+            return staging.host_path(uris[name])
+
+        missing = placement.artifacts(target)
+        for name in missing:  # an optional output the step did not write: no artifact at all
+            declared["artifacts"].pop(name, None)
 
     # --- executor input -----------------------------------------------------------------
     def _executor_input(self, request: TaskRequest, outputs_dir: Path) -> dict[str, Any]:

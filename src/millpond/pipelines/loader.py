@@ -1,6 +1,8 @@
 """Turn what the user points at (a kfp ``.py`` file or compiled IR YAML) into IR dictionaries.
 
-A ``.py`` file is imported and its ``@dsl.pipeline`` compiled with the real kfp compiler;
+A ``.py`` file is imported and its ``@dsl.pipeline`` compiled with the real kfp compiler; a
+file of KFP v1 code (``dsl.ContainerOp``…, which kfp 2 cannot import) is compiled by kfp 1.8
+in a side environment instead (``pipelines.kfp1``) and read as the Argo workflow it becomes;
 a ``.yaml`` is read as IR with its optional second document (the kfp-kubernetes platform
 spec). Every failure here is the user's: one line naming the file and the problem.
 
@@ -11,6 +13,7 @@ NUL), then normalised as protobuf reads JSON (``null`` for a message, map or lis
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import sys
@@ -26,7 +29,15 @@ from google.protobuf import json_format
 
 from millpond.documents import MAX_TEXT_CHARS, load_yaml_documents
 from millpond.errors import UserError
+from millpond.pipelines.argo.package import is_archive_name, read_package
+from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
+from millpond.pipelines.argo.paths import from_ir as argo_paths
+from millpond.pipelines.argo.reader import is_argo_workflow, read_workflow
+from millpond.pipelines.argo.to_ir import translate
 from millpond.pipelines.ir import check_executor, validate_pipeline_spec, validate_platform_spec
+from millpond.pipelines.kfp1.compile import compile_v1
+from millpond.pipelines.kfp1.detect import Kfp1Code, evidence_in_error, scan_file
+from millpond.pipelines.kfp1.side_env import Progress, line_progress
 from millpond.pipelines.protos import kubernetes_executor_config_pb2, pipeline_spec_pb2
 
 # The kfp compiler's rule for pipeline names (kfp.dsl.utils.validate_pipeline_name: at most 128).
@@ -46,20 +57,31 @@ class LoadedPipeline:
     spec: dict[str, Any]
     platform_spec: dict[str, Any] | None
     source: str
+    # The Argo workflow kfp 1.x compiled, as parsed, when the pipeline came from one: the UI draws its
+    # own steps and the API gives it back as the version's and run's pipeline_spec (Kubeflow's v2
+    # backend returns a v1 upload so). None for a v2 pipeline.
+    workflow: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
         return str(self.spec.get("pipelineInfo", {}).get("name") or "pipeline")
 
 
-def load_pipeline(path: str | Path, pipeline_name: str | None = None) -> LoadedPipeline:
+def load_pipeline(
+    path: str | Path, pipeline_name: str | None = None, progress: Progress = line_progress
+) -> LoadedPipeline:
+    """Load the pipeline at ``path``; ``progress`` shows a long step (installing kfp 1.8 for v1 code, once)."""
     file = Path(path)
     if not file.exists():
         raise UserError(f"{file}: no such file")
     if not file.is_file():
         raise UserError(f"{file}: not a file")
     if file.suffix == ".py":
-        return _load_python(file, pipeline_name)
+        return _load_source(file, pipeline_name, progress)
+    if is_archive_name(file.name):  # dsl-compile's .tar.gz (or .zip) holding a kfp 1.x workflow
+        if pipeline_name:
+            raise UserError(f"{file}: --pipeline picks a function in a .py file; a compiled package holds one pipeline")
+        return load_ir_text(read_package(file), str(file))
     if file.suffix in (".yaml", ".yml", ".json"):
         if pipeline_name:
             raise UserError(f"{file}: --pipeline picks a function in a .py file; a compiled IR file holds one pipeline")
@@ -75,6 +97,13 @@ def load_ir_text(text: str, source: str) -> LoadedPipeline:
     if not documents:
         raise UserError(f"{source}: empty file, expected a KFP pipeline spec")
     spec = documents[0]
+    workflow: dict[str, Any] | None = None
+    if is_argo_workflow(spec):  # kfp 1.x compiled an Argo Workflow: say it in IR
+        if len(documents) > 1:
+            raise UserError(f"{source}: unexpected YAML document after the Argo workflow")
+        workflow = copy.deepcopy(spec)
+        spec, translated = translate(read_workflow(spec, source))
+        documents = [spec] if translated is None else [spec, translated]
     platform: dict[str, Any] | None = None
     for extra in documents[1:]:
         if isinstance(extra, dict) and "platforms" in extra:
@@ -98,7 +127,7 @@ def load_ir_text(text: str, source: str) -> LoadedPipeline:
             raise UserError(f"{source}: the platform spec is not a mapping")
         platform = _shaped_platform(platform, source)
         validate_platform_spec(platform, spec, source)
-    return LoadedPipeline(spec=spec, platform_spec=platform, source=source)
+    return LoadedPipeline(spec=spec, platform_spec=platform, source=source, workflow=workflow)
 
 
 def _shaped(value: dict[str, Any], descriptor: Any, source: str = "", path: str = "") -> dict[str, Any]:
@@ -162,13 +191,33 @@ def _check_deployment(spec: dict[str, Any], source: str) -> None:
     executors = deployment.get("executors")
     for label, executor_spec in (executors.items() if isinstance(executors, dict) else ()):
         check_executor(label, executor_spec, source)  # its plain words, before protobuf's for the same mistakes
+    deployment, argo = _argo_paths(deployment, source)
     deployment = _shaped(deployment, pb.PipelineDeploymentConfig.DESCRIPTOR, source, "deploymentSpec")
     try:
         json_format.ParseDict(deployment, pb.PipelineDeploymentConfig())
     except json_format.ParseError as exc:
         problem = str(exc).splitlines()[0]
         raise UserError(f"{source}: invalid deploymentSpec: {problem}") from None
+    for label, record in argo.items():
+        deployment["executors"][label]["container"][ARGO_PATHS] = record
     spec["deploymentSpec"] = deployment
+
+
+def _argo_paths(deployment: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``deployment`` less each container's ``argoPaths`` (a kfp 1.x step's fixed paths, ``argo.paths``),
+    and those records, checked: protobuf knows no such field, so they are put back after it checked the rest."""
+    executors = deployment.get("executors")
+    if not isinstance(executors, dict):
+        return deployment, {}
+    stripped = dict(executors)
+    taken: dict[str, Any] = {}
+    for label, executor_spec in executors.items():
+        container = executor_spec.get("container") if isinstance(executor_spec, dict) else None
+        if isinstance(container, dict) and ARGO_PATHS in container:
+            argo_paths(container[ARGO_PATHS], f"{source}: executor {label!r}")
+            stripped[label] = {**executor_spec, "container": {k: v for k, v in container.items() if k != ARGO_PATHS}}
+            taken[label] = container[ARGO_PATHS]
+    return {**deployment, "executors": stripped}, taken
 
 
 def _shaped_platform(platform: dict[str, Any], source: str) -> dict[str, Any]:
@@ -243,6 +292,9 @@ def _import_module(file: Path) -> Any:
     except SyntaxError as exc:
         raise UserError(f"{file}:{exc.lineno}: syntax error: {exc.msg}") from None
     except Exception as exc:  # the user's module raised while being imported
+        evidence = evidence_in_error(exc, file)
+        if evidence is not None:  # kfp 2 met a name only kfp 1.x has (in a module the file imports, say)
+            raise Kfp1Code(evidence) from None
         line = _user_line(exc, file)
         raise UserError(f"{file}{line}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
     finally:
@@ -265,6 +317,17 @@ def _outermost(pipelines: dict[str, Any]) -> dict[str, Any]:
     return {
         name: p for name, p in pipelines.items() if not any(used_by(p, other) for other in pipelines.values())
     }
+
+
+def _load_source(file: Path, pipeline_name: str | None, progress: Progress) -> LoadedPipeline:
+    """kfp 2 compiles v2 code here; v1 code, found by its names before or by kfp 2's import error, goes to kfp 1.8."""
+    evidence = scan_file(file) if file.stat().st_size <= MAX_TEXT_CHARS else None
+    if evidence is None:
+        try:
+            return _load_python(file, pipeline_name)
+        except Kfp1Code as found:
+            evidence = found.evidence
+    return load_ir_text(compile_v1(file, pipeline_name, evidence, progress), str(file))
 
 
 def _load_python(file: Path, pipeline_name: str | None) -> LoadedPipeline:

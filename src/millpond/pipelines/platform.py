@@ -32,6 +32,8 @@ from millpond.store.secrets import ConfigStore, MissingConfig, check_name
 
 CREATE_PVC_IMAGE = "argostub/createpvc"
 DELETE_PVC_IMAGE = "argostub/deletepvc"
+# A kfp 1.x VolumeSnapshotOp (pipelines.argo.to_ir): locally, a snapshot is a copy of the volume.
+SNAPSHOT_IMAGE = "millpond/argo-volume-snapshot"
 LOCAL_IP = "127.0.0.1"
 
 _FIELD = {"secret": "secret", "configmap": "configMap"}  # as the spec's field names spell them
@@ -94,6 +96,11 @@ class TaskPlatform:
 
 
 Resolve = Callable[[dict[str, Any]], Any]
+Render = Callable[[str], str]
+
+
+def _as_is(text: str) -> str:
+    return text
 
 
 def prepare_platform(
@@ -106,6 +113,7 @@ def prepare_platform(
     pod: PodInfo,
     remote: bool = False,
     volumes_shared: bool = False,
+    render: Render = _as_is,
 ) -> TaskPlatform:
     """Turn one executor's KubernetesExecutorConfig into env, binds, metadata, timeout and notes.
 
@@ -113,12 +121,14 @@ def prepare_platform(
     when its source has no value). Folders for volumes are made under ``scratch_dir``.
     ``remote``: the task runs on a Ray node, which mounts its datasets itself (``dataset_binds``);
     a PVC that is a folder of ``volumes_dir`` is refused there unless ``volumes_shared`` (the
-    folder is every node's: MILLPOND_SHARED_ROOTS).
+    folder is every node's: MILLPOND_SHARED_ROOTS). ``render`` fills the launcher's placeholders
+    a ``subPath`` may hold (kfp 1.x's ``{{workflow.uid}}_{{pod.name}}``, a task input) as the task starts.
     """
     platform = TaskPlatform()
     try:
         _Builder(
-            config or {}, resolve, configs, Path(volumes_dir), Path(scratch_dir), pod, platform, remote, volumes_shared
+            config or {}, resolve, configs, Path(volumes_dir), Path(scratch_dir), pod, platform, remote, volumes_shared,
+            render,
         ).build()
     except BaseException:
         platform.cleanup()
@@ -137,6 +147,7 @@ class _Builder:
     out: TaskPlatform
     remote: bool = False
     volumes_shared: bool = False
+    render: Render = _as_is
 
     def build(self) -> None:
         metadata = self.config.get("podMetadata") or {}
@@ -284,6 +295,7 @@ class _Builder:
             raise PlatformError(f"pvcMount at {target}: the PVC name has no value")
         if not isinstance(value, str):
             raise PlatformError(f"pvcMount at {target}: the PVC name must be a string, got {type(value).__name__}")
+        entry = {**entry, "subPath": self._sub_path(entry, target)}
         if self.remote:  # a Ray node mounts it through its own cache (datasets.node_mounts)
             found = _dataset_on_node(value, target, entry)
             if found is not None:
@@ -318,6 +330,16 @@ class _Builder:
             source = _inside(volume, str(relative), "subPath")
             source.mkdir(parents=True, exist_ok=True)  # Kubernetes creates a missing subPath too
         self._bind(source, target, read_only=False)
+
+    def _sub_path(self, entry: dict[str, Any], target: str) -> str:
+        """The mount's subPath with its placeholders filled; any task-made text is checked by the caller."""
+        raw = str(entry.get("subPath") or "")
+        if "{{" not in raw:
+            return raw
+        try:
+            return self.render(raw)
+        except MillpondError as exc:
+            raise PlatformError(f"pvcMount at {target}: subPath {raw[:60]!r}: {exc}") from None
 
     def _empty_dir(self, entry: dict[str, Any]) -> None:
         target = self._mount_path(entry, "emptyDirMounts")
@@ -399,6 +421,13 @@ def _dns_prefix(text: str) -> str:
     return cleaned[:200] or "run"
 
 
+def _size_of(folder: Path) -> str:
+    """The data a snapshot holds as a Kubernetes quantity, rounded up to whole Mi (at least 1Mi): what a
+    claim restoring it must hold (on a cluster, restoreSize is the source claim's capacity)."""
+    total = sum(p.lstat().st_size for p in folder.rglob("*") if not p.is_dir() or p.is_symlink())
+    return f"{max(1, -(-total // 2**20))}Mi"
+
+
 def _without_tag(image: str) -> str:
     return re.sub(r"(@.*|:[^/]*)$", "", image.strip())
 
@@ -428,6 +457,15 @@ def builtin_task(image: str, parameters: dict[str, Any], volumes_dir: Path, run_
         folder = _volume_folder(volumes_dir, name)
         folder.mkdir(parents=True, exist_ok=True)
         return {"name": name}
+    if base == SNAPSHOT_IMAGE:
+        name, source = str(parameters.get("snapshot_name") or ""), str(parameters.get("source_volume") or "")
+        origin, copy = _volume_folder(volumes_dir, source), _volume_folder(volumes_dir, name)
+        if not origin.is_dir():
+            raise PlatformError(f"VolumeSnapshot {name!r}: volume {source!r} not found")
+        if copy.exists():
+            raise PlatformError(f"VolumeSnapshot {name!r}: a volume of that name already exists")
+        shutil.copytree(origin, copy, symlinks=True)
+        return {"name": name, "size": _size_of(copy)}
     if base == DELETE_PVC_IMAGE:
         name = str(parameters.get("pvc_name") or "")
         if not name:

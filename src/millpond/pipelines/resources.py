@@ -13,6 +13,7 @@ counted in whole millicores (``500m``, ``0.5``, ``1e3m``), memory in bytes round
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,29 @@ def _count(text: Any, what: str) -> int:
     if amount.denominator != 1 or amount < 0:
         raise QuantityError(f"{what} {text!r} is not a whole number of at least 0 (Kubernetes counts GPUs whole)")
     return amount.numerator
+
+
+_INPUT_PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
+
+
+def with_inputs(container: dict[str, Any], parameters: dict[str, Any]) -> dict[str, Any]:
+    """``container`` with its quantity fields' input placeholders filled from the task's ``parameters``.
+
+    A quantity may be set at run time (kfp 1.x's podSpecPatch from a task output, kfp 2's
+    ``set_cpu_limit`` with a pipeline parameter): only the task knows it, just before it runs.
+    A placeholder naming no input is a ValueError naming it.
+    """
+    resources = container.get("resources")
+    if not isinstance(resources, dict) or not any(isinstance(v, str) and "{{$." in v for v in resources.values()):
+        return container
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(1) not in parameters:
+            raise QuantityError(f"resource placeholder {match.group(0)} names no input of the task")
+        return str(parameters[match.group(1)])
+
+    filled = {k: _INPUT_PLACEHOLDER.sub(fill, v) if isinstance(v, str) else v for k, v in resources.items()}
+    return {**container, "resources": filled}
 
 
 def task_request(container: dict[str, Any]) -> ResourceRequest:

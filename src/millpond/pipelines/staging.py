@@ -101,6 +101,12 @@ class OutputStaging:
             raise StagingError(f"output artifact URI {uri} is outside the task's output folder {self.task_prefix}")
         return contained_path(self.host_dir, uri[len(prefix):], what="output artifact URI")
 
+    def host_input(self, uri: str) -> Path:
+        """Where an input artifact's file is on this machine: its path, or its remote copy in the mirror."""
+        if store.is_remote(uri):
+            return contained_path(self._mirror, local_path(uri).lstrip("/"), what="input artifact URI")
+        return Path(uri)
+
     def adopt(self, source: Path, uri: str) -> None:
         """Take a file or folder the task wrote at a custom path as the artifact at ``uri``."""
         if not source.exists():

@@ -81,6 +81,8 @@ def start_run(
             raise UserError("pipeline_spec or pipeline_version_reference is required")
         version = resolve_version(catalog, request.pipeline_id, request.pipeline_version_id)
         spec, platform = version.pipeline_spec, version.platform_spec
+        if version.workflow is not None:  # a kfp 1.x upload: translated again, so the run keeps its workflow
+            spec, platform = version.workflow, None
     else:
         spec, platform = request.pipeline_spec, request.platform_spec
     experiment = experiment_name(store, request.experiment_id)

@@ -68,7 +68,7 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
             f" (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
         )
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return store.create_run(
+    record = store.create_run(
         name=request.run_name or f"{request.pipeline.name}-{stamp}",
         experiment=request.experiment or DEFAULT_EXPERIMENT,
         pipeline_name=request.pipeline.name,
@@ -77,6 +77,9 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
         parameters=arguments,
         pipeline_root=root,
     )
+    if request.pipeline.workflow is not None:  # kfp 1.x: the UI draws the workflow, the API returns it
+        store.update_run(record.id, workflow=request.pipeline.workflow)
+    return record
 
 
 def resume_run(

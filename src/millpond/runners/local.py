@@ -33,7 +33,7 @@ class LocalRunner:
             return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
         if spec.binds:
             try:
-                argv = wrap(argv, spec.binds, spec.cwd)
+                argv = wrap(argv, spec.binds, spec.cwd, spec.env.get("PATH"))
             except SandboxUnavailable as exc:
                 return ProcessResult(
                     exit_code=-1, seconds=0.0, error=f"the task needs a private mount namespace: {exc}"

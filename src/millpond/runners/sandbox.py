@@ -42,11 +42,20 @@ def sandbox_problem() -> str | None:
     return None
 
 
-def wrap(argv: list[str], binds: list[Bind], cwd: Path) -> list[str]:
-    """The bwrap command line that runs ``argv`` with ``binds`` in place."""
+def wrap(argv: list[str], binds: list[Bind], cwd: Path, path: str | None = None) -> list[str]:
+    """The bwrap command line that runs ``argv`` with ``binds`` in place.
+
+    A bind over ``/tmp`` itself gives the task a ``/tmp`` of its own (a kfp 1.x step's, as a pod
+    has): the host's ``/tmp`` entries holding the task's own folders (its ``cwd``, its binds'
+    sources, the folders of its ``PATH``) are shown there still, and nothing else of it.
+    """
     problem = sandbox_problem()
     if problem:
         raise SandboxUnavailable(problem)
+    if any(os.path.normpath(b.target) == "/tmp" for b in binds):
+        keep = [cwd, *(Path(b.source) for b in binds), *(Path(p) for p in (path or "").split(os.pathsep) if p)]
+        binds = [*binds, *(Bind(Path(entry), entry) for entry in tmp_entries(keep)
+                           if not any(os.path.normpath(b.target) == entry for b in binds))]
     top_targets = {Path(b.target).parts[1] for b in binds if len(Path(b.target).parts) == 2}
     words = [shutil.which("bwrap") or "bwrap", "--unshare-user-try", "--die-with-parent", "--tmpfs", "/"]
     for entry in sorted(os.listdir("/")):
@@ -60,6 +69,18 @@ def wrap(argv: list[str], binds: list[Bind], cwd: Path) -> list[str]:
         words += ["--ro-bind" if bind.read_only else "--bind", str(bind.source), bind.target]
     words += ["--chdir", str(cwd), "--"]
     return words + argv
+
+
+def tmp_entries(paths: list[Path]) -> list[str]:
+    """The host's ``/tmp`` entries holding ``paths`` (``/tmp/home`` for ``/tmp/home/staging/x``)."""
+    entries: list[str] = []
+    for path in paths:
+        normal = os.path.normpath(os.path.abspath(path))
+        if normal.startswith("/tmp/"):
+            entry = "/tmp/" + normal[len("/tmp/"):].split("/", 1)[0]
+            if entry not in entries and os.path.exists(entry):
+                entries.append(entry)
+    return entries
 
 
 def _show_host_entry(host: Path) -> list[str]:

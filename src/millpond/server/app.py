@@ -31,6 +31,7 @@ from millpond.server import (
     serving_reconcile,
     serving_routes,
     ui_routes,
+    v1_ui_routes,
 )
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
@@ -104,6 +105,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
+    app.include_router(v1_ui_routes.router)  # kfp 1.x: the version graph, v1 visualizations and metrics
     app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)
     app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
     app.include_router(pipelines.router, prefix=API)

@@ -1,21 +1,18 @@
 """Pipelines and pipeline versions: IR documents uploaded once and run many times.
 
-``kfp.Client().upload_pipeline`` posts a multipart ``uploadfile`` (IR YAML or JSON, or a
-``.tar.gz``/``.zip`` package holding one) to ``/pipelines/upload``, which creates the
-pipeline and its first version; ``upload_pipeline_version`` adds versions. Every document is
-validated with millpond's loader before it is stored, so a bad file answers 400 at upload
-rather than when a run starts. A run from a ``pipeline_version_reference`` copies the
+``kfp.Client().upload_pipeline`` posts a multipart ``uploadfile`` (IR YAML or JSON, a kfp 1.x
+Argo workflow, or a ``.tar.gz``/``.zip`` package holding one as ``pipeline.yaml``) to
+``/pipelines/upload``, which creates the pipeline and its first version; ``upload_pipeline_version``
+adds versions. Every document is validated with millpond's loader before it is stored, so a bad
+file answers 400 at upload rather than when a run starts. A run from a ``pipeline_version_reference`` copies the
 version's spec (see ``runs.create_run``), so deleting a version never breaks its runs.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import urllib.parse
 import urllib.request
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,8 @@ from pydantic import BaseModel, ConfigDict
 
 from millpond.errors import UserError
 from millpond.pipelines import start
-from millpond.pipelines.loader import load_ir_text
+from millpond.pipelines.argo.package import GZIP_MAGIC, ZIP_MAGIC, unpack
+from millpond.pipelines.loader import LoadedPipeline, load_ir_text
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.state import ServerState, state_of
@@ -92,6 +90,8 @@ def version_view(version: PipelineVersion, full: bool = True) -> dict[str, Any]:
             {"pipeline_spec": version.pipeline_spec, "platform_spec": version.platform_spec}
             if version.platform_spec else version.pipeline_spec
         )
+        if version.workflow is not None:  # a kfp 1.x upload: its workflow, as Kubeflow's v2 backend returns it
+            view["pipeline_spec"] = version.workflow
     return view
 
 
@@ -111,9 +111,9 @@ def upload_pipeline(
 ) -> dict[str, Any]:
     """Create a pipeline and its first version (named as the pipeline) from an uploaded package."""
     data = _read(uploadfile)
-    spec, platform = _validate(data, uploadfile.filename or "upload")
+    loaded = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
-    first = VersionDraft(name, display_name or name, description, spec, platform)
+    first = _draft(name, display_name or name, description, loaded)
     return pipeline_view(state_of(request).pipelines.create_pipeline(name, display_name or name, description, first))
 
 
@@ -125,9 +125,9 @@ def upload_pipeline_version(
     if not pipelineid:
         raise ApiError(400, "pipelineid is required: the id of the pipeline to add a version to")
     data = _read(uploadfile)
-    spec, platform = _validate(data, uploadfile.filename or "upload")
+    loaded = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
-    draft = VersionDraft(name, display_name or name, description, spec, platform)
+    draft = _draft(name, display_name or name, description, loaded)
     return version_view(state_of(request).pipelines.add_version(pipelineid, draft))
 
 
@@ -142,10 +142,10 @@ def create_pipeline(body: PipelineBody, request: Request) -> dict[str, Any]:
 @router.post("/pipelines/create")
 def create_pipeline_and_version(body: PipelineAndVersionBody, request: Request) -> dict[str, Any]:
     name = _name(body.pipeline.name, body.pipeline.display_name, None)
-    spec, platform = _version_document(body.pipeline_version)
+    loaded = _version_document(body.pipeline_version)
     version_name = body.pipeline_version.name or body.pipeline_version.display_name or name
-    first = VersionDraft(version_name, body.pipeline_version.display_name or version_name,
-                         body.pipeline_version.description, spec, platform)
+    first = _draft(version_name, body.pipeline_version.display_name or version_name,
+                   body.pipeline_version.description, loaded)
     pipeline = state_of(request).pipelines.create_pipeline(name, body.pipeline.display_name or name,
                                                            body.pipeline.description, first)
     return pipeline_view(pipeline)
@@ -153,11 +153,11 @@ def create_pipeline_and_version(body: PipelineAndVersionBody, request: Request) 
 
 @router.post("/pipelines/{pipeline_id}/versions")
 def create_pipeline_version(pipeline_id: str, body: PipelineVersionBody, request: Request) -> dict[str, Any]:
-    spec, platform = _version_document(body)
+    loaded = _version_document(body)
     store = state_of(request).pipelines
     pipeline = store.get_pipeline(pipeline_id)
     name = body.name or body.display_name or f"{pipeline.name}-{store.count_versions(pipeline.id) + 1}"
-    draft = VersionDraft(name, body.display_name or name, body.description, spec, platform)
+    draft = _draft(name, body.display_name or name, body.description, loaded)
     return version_view(store.add_version(pipeline.id, draft))
 
 
@@ -244,47 +244,38 @@ def _read(upload: UploadFile) -> bytes:
     return data
 
 
-def _validate(data: bytes, source: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The IR (and platform spec) of a package, validated; a bad one answers 400 with one message."""
+def _validate(data: bytes, source: str) -> LoadedPipeline:
+    """The IR (and platform spec, or kfp 1.x workflow) of a package, validated; a bad one answers 400."""
     text = _unpack(data, source)
     try:
-        loaded = load_ir_text(text, source)
+        return load_ir_text(text, source)
     except UserError as exc:
         raise ApiError(400, f"invalid pipeline package: {exc}") from None
-    return loaded.spec, loaded.platform_spec
+
+
+def _draft(name: str, display_name: str, description: str | None, loaded: LoadedPipeline) -> VersionDraft:
+    return VersionDraft(name, display_name, description, loaded.spec, loaded.platform_spec, loaded.workflow)
 
 
 def _unpack(data: bytes, source: str) -> str:
-    """The YAML text of a package: the file itself, or the one .yaml/.json inside a .tar.gz or .zip."""
-    members: dict[str, bytes] = {}
+    """The YAML text of a package: the file itself, or the ``pipeline.yaml`` inside a .tar.gz or .zip.
+
+    Archives are read by ``argo.package.unpack`` (what the CLI reads them with): in memory, bounded
+    while decompressing (a zip or gzip bomb stops at its limit), refused when a member's name plays
+    path tricks (``..``, absolute, a link).
+    """
+    if data[:2] == GZIP_MAGIC or data[:4] == ZIP_MAGIC:
+        try:
+            return unpack(data, source)
+        except UserError as exc:
+            raise ApiError(400, f"invalid pipeline package: {exc}") from None
     try:
-        if data[:2] == b"\x1f\x8b":
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-                for member in archive.getmembers():
-                    if member.isfile() and member.name.endswith((".yaml", ".yml", ".json")):
-                        extracted = archive.extractfile(member)
-                        members[member.name] = extracted.read(MAX_PACKAGE_BYTES) if extracted else b""
-        elif data[:4] == b"PK\x03\x04":
-            with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                for info in archive.infolist():
-                    if not info.is_dir() and info.filename.endswith((".yaml", ".yml", ".json")):
-                        members[info.filename] = archive.read(info)
-        else:
-            members[source] = data
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise ApiError(400, f"invalid pipeline package {source}: not a readable archive ({exc})") from None
-    if len(members) != 1:
-        raise ApiError(
-            400,
-            f"invalid pipeline package {source}: expected exactly one .yaml or .json file inside, found {len(members)}",
-        )
-    try:
-        return next(iter(members.values())).decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise ApiError(400, f"invalid pipeline package {source}: not UTF-8 text") from None
 
 
-def _version_document(body: PipelineVersionBody) -> tuple[dict[str, Any], dict[str, Any] | None]:
+def _version_document(body: PipelineVersionBody) -> LoadedPipeline:
     """A JSON-created version's IR: inline ``pipeline_spec``, or fetched from ``package_url``."""
     if body.pipeline_spec is not None:
         spec = body.pipeline_spec

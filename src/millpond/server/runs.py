@@ -50,7 +50,9 @@ def run_view(run: Run, tasks: list[Task] | None = None, full: bool = True) -> di
         view["error"] = {"code": 2, "message": run.error, "details": []}
     if run.recurring_run_id:
         view["recurring_run_id"] = run.recurring_run_id
-    if full:
+    if full and run.workflow is not None:  # kfp 1.x: the workflow it ran, as Kubeflow returns a v1 run's spec
+        view["pipeline_spec"] = run.workflow
+    elif full:
         view["pipeline_spec"] = run.pipeline_spec
         if run.platform_spec:
             view["platform_spec"] = run.platform_spec

@@ -6,7 +6,8 @@ task's place in the pipeline, its dependencies, its inputs and outputs) nor the 
 
 - ``GET /ui-api/runs/{run_id}/graph``: every task of the run's pipeline spec (sub-DAGs and
   loop iterations included) with its dependencies inside its DAG, merged with what the store
-  recorded for it (state, cache hit, inputs, outputs, error, times).
+  recorded for it (state, cache hit, inputs, outputs, error, times). A kfp 1.x run is drawn from
+  its Argo workflow instead (``workflow_graph``: the workflow's own steps, ``"source": "workflow"``).
 - ``GET /ui-api/runs/{run_id}/tasks/{task_id}/log?offset=N``: the task's log from byte ``N``,
   as ``millpond runs logs`` reads it; the UI follows it by asking again from the returned offset.
 - ``GET /ui-api/queues``: every ClusterQueue as ``millpond queue list -o json`` shows it (quota and
@@ -34,10 +35,10 @@ from fastapi.responses import FileResponse
 from millpond.server.errors import ApiError
 from millpond.server.runs import run_view
 from millpond.server.state import state_of
+from millpond.server.workflow_graph import parsed_workflow, task_node, workflow_nodes
 from millpond.store.artifacts import filesystem, is_remote, remote_key
 from millpond.store.journal import FINAL_STATES
 from millpond.store.models import Task
-from millpond.store.timestamps import iso
 
 router = APIRouter()
 _STATIC = Path(__file__).parent / "ui"
@@ -82,19 +83,27 @@ def run_graph(run_id: str, request: Request) -> dict[str, Any]:
     server = state_of(request)
     run = server.store.find_run(run_id)
     tasks = {task.path: task for task in server.store.list_tasks(run.id)}
+    final = run.state in FINAL_STATES
+    workflow = parsed_workflow(run.workflow) if run.workflow is not None else None
+    view = run_view(run, full=False)
+    view["pipeline_name"] = run.pipeline_name
+    if workflow is not None:  # kfp 1.x: the workflow's own steps, as v1's UI drew them
+        return {"run": view, "nodes": workflow_nodes(workflow, tasks, ended=final), "final": final,
+                "source": "workflow"}
+    return {"run": view, "nodes": ir_nodes(run.pipeline_spec or {}, tasks), "final": final, "source": "ir"}
+
+
+def ir_nodes(spec: dict[str, Any], tasks: dict[str, Task]) -> list[dict[str, Any]]:
+    """Every task of an IR pipeline (sub-DAGs and recorded loop iterations) with its record, if any."""
     nodes: list[dict[str, Any]] = []
-    spec = run.pipeline_spec or {}
-    root = spec.get("root") or {}
-    _walk(root, "", None, spec.get("components") or {}, tasks, nodes)
+    _walk(spec.get("root") or {}, "", None, spec.get("components") or {}, tasks, nodes)
     known = {node["path"] for node in nodes}
     for path, task in tasks.items():  # recorded but not found in the spec: still show it
         if path not in known:
             parent = path.rsplit("/", 1)[0] if "/" in path else None
-            nodes.append(_node(path, task.name, parent, [], task.kind, tasks))
+            nodes.append(task_node(path, task.name, parent, [], task.kind, tasks))
             known.add(path)
-    view = run_view(run, full=False)
-    view["pipeline_name"] = run.pipeline_name
-    return {"run": view, "nodes": nodes, "final": run.state in FINAL_STATES}
+    return nodes
 
 
 @router.get("/ui-api/runs/{run_id}/tasks/{task_id}/log", tags=["UI"])
@@ -130,13 +139,13 @@ def artifact_content(run_id: str, request: Request, uri: str) -> Response:
     run = server.store.find_run(run_id)
     if uri not in server.store.run_artifact_uris(run.id):
         raise ApiError(404, f"no artifact {uri!r} in run {run.id}")
-    data = _read_artifact(uri)
+    data = read_artifact(uri)
     media = _IMAGES.get(Path(uri.split("?", 1)[0]).suffix.lower(), "text/plain; charset=utf-8")
     return Response(data, media_type=media, headers={
         "Content-Security-Policy": "sandbox", "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
 
-def _read_artifact(uri: str) -> bytes:
+def read_artifact(uri: str) -> bytes:
     too_big = ApiError(413, f"artifact {uri!r} is over {MAX_PREVIEW_BYTES // (1024 * 1024)} MiB: too big to preview")
     if is_remote(uri):
         try:
@@ -177,13 +186,13 @@ def _walk(component: dict[str, Any], scope: str, parent: str | None, components:
         else:
             kind = "importer" if "importer" in task_spec else "container"
         name = (task_spec.get("taskInfo") or {}).get("name") or key
-        nodes.append(_node(path, name, parent, [f"{scope}/{d}" if scope else d for d in deps], kind, tasks))
+        nodes.append(task_node(path, name, parent, [f"{scope}/{d}" if scope else d for d in deps], kind, tasks))
         if is_loop:
             prefix = f"{path}/iteration-"
             iterations = sorted((p for p in tasks if p.startswith(prefix) and "/" not in p[len(prefix):]),
                                 key=lambda p: int(p[len(prefix):]) if p[len(prefix):].isdigit() else 0)
             for iteration in iterations:
-                nodes.append(_node(iteration, tasks[iteration].name, path, [], "iteration", tasks))
+                nodes.append(task_node(iteration, tasks[iteration].name, path, [], "iteration", tasks))
                 _walk(child, iteration, iteration, components, tasks, nodes)
         elif "dag" in child:
             _walk(child, path, path, components, tasks, nodes)
@@ -200,20 +209,3 @@ def _dependencies(task_spec: dict[str, Any]) -> set[str]:
             if isinstance(ref, dict) and ref.get("producerTask"):
                 deps.add(ref["producerTask"])
     return deps
-
-
-def _node(
-    path: str, name: str, parent: str | None, deps: list[str], kind: str, tasks: dict[str, Task]
-) -> dict[str, Any]:
-    node: dict[str, Any] = {
-        "path": path, "name": name, "parent": parent, "deps": deps, "kind": kind, "state": "PENDING"
-    }
-    task = tasks.get(path)
-    if task is not None:
-        node.update(
-            task_id=task.id, state=task.state, cached=bool(task.cached), component=task.component, image=task.image,
-            inputs=task.inputs or {}, outputs=task.outputs or {}, error=task.error, attempts=task.attempts,
-            exit_code=task.exit_code, started_at=iso(task.started_at), finished_at=iso(task.finished_at),
-            has_log=bool(task.log_path),
-        )
-    return node

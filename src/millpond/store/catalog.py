@@ -39,6 +39,7 @@ class VersionDraft:
     description: str | None
     pipeline_spec: dict[str, Any]
     platform_spec: dict[str, Any] | None = None
+    workflow: dict[str, Any] | None = None  # the Argo workflow of a kfp 1.x upload, as uploaded
 
 
 class PipelineStore:
@@ -140,7 +141,7 @@ class PipelineStore:
             raise NameTaken(f"pipeline {pipeline_id!r} already has a version named {draft.name!r}")
         return PipelineVersion(pipeline_id=pipeline_id, name=draft.name, display_name=draft.display_name[:MAX_NAME],
                                description=draft.description or "", pipeline_spec=draft.pipeline_spec,
-                               platform_spec=draft.platform_spec)
+                               platform_spec=draft.platform_spec, workflow=draft.workflow)
 
     @staticmethod
     def _commit(session: Session, taken: str) -> None:

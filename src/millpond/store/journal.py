@@ -38,7 +38,7 @@ class RunJournal(Protocol):
     def update_task(self, task_id: str, **fields: Any) -> None: ...
     def finish_task(self, task_id: str, **fields: Any) -> None: ...
     def list_tasks(self, run_id: str) -> list[Any]: ...
-    def cache_get(self, key: str) -> tuple[dict[str, Any], str] | None: ...
+    def cache_get(self, key: str, max_age_s: float | None = None) -> tuple[dict[str, Any], str] | None: ...
     def cache_forget(self, key: str) -> None: ...
 
 
@@ -98,6 +98,17 @@ def _stored(value: Any) -> Any:
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return value
+
+
+def fresh_enough(created_at: dt.datetime | None, max_age_s: float | None) -> bool:
+    """Whether a cache entry made at ``created_at`` may be reused by a task accepting ``max_age_s``."""
+    if max_age_s is None:
+        return True
+    if created_at is None:
+        return False
+    if created_at.tzinfo is None:
+        created_at = created_at.replace(tzinfo=dt.timezone.utc)
+    return (utcnow() - created_at).total_seconds() <= max_age_s
 
 
 def _moment(text: str | None) -> dt.datetime | None:
@@ -324,9 +335,13 @@ class SqliteJournal:
         return [_record(TaskRecord, row, _TASK_JSON) for row in rows]
 
     # --- the cache ----------------------------------------------------------------------
-    def cache_get(self, key: str) -> tuple[dict[str, Any], str] | None:
-        rows = self._query("SELECT outputs, task_id FROM cache_entries WHERE key = ?", (key,))
-        return (json.loads(rows[0]["outputs"]), str(rows[0]["task_id"])) if rows else None
+    def cache_get(self, key: str, max_age_s: float | None = None) -> tuple[dict[str, Any], str] | None:
+        """The cached outputs and task of ``key``; None too when it is older than ``max_age_s`` (kfp 1.x's
+        ``max_cache_staleness``), which is kept: another task may accept an older result."""
+        rows = self._query("SELECT outputs, task_id, created_at FROM cache_entries WHERE key = ?", (key,))
+        if not rows or not fresh_enough(_moment(rows[0]["created_at"]), max_age_s):
+            return None
+        return json.loads(rows[0]["outputs"]), str(rows[0]["task_id"])
 
     def cache_forget(self, key: str) -> None:
         self._write([("DELETE FROM cache_entries WHERE key = ?", [(key,)])])

@@ -59,6 +59,8 @@ class Run(Base):
     pipeline_name: Mapped[str] = mapped_column(String(255))
     pipeline_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     platform_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The Argo workflow a kfp 1.x run came from (0011), for the UI's graph and the API; None for v2.
+    workflow: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     pipeline_root: Mapped[str] = mapped_column(Text)
     state: Mapped[str] = mapped_column(String(32), default="PENDING")
@@ -189,6 +191,8 @@ class PipelineVersion(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     pipeline_spec: Mapped[dict[str, Any]] = mapped_column(JSON)
     platform_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The Argo workflow of a kfp 1.x upload (0011): what the API returns as its pipeline_spec.
+    workflow: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

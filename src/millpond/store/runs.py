@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, defer, sessionmaker
 from millpond.errors import NotFoundError, UserError
 from millpond.store.catalog import NameTaken
 from millpond.store.db import session_factory
-from millpond.store.journal import FINAL_STATES, task_start_fields
+from millpond.store.journal import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
 from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
@@ -303,10 +303,12 @@ class RunStore:
             statements.append((upsert.on_conflict_do_update(index_elements=["key"], set_=entry), [entry]))
         self._write(statements)
 
-    def cache_get(self, key: str) -> tuple[dict[str, Any], str] | None:
+    def cache_get(self, key: str, max_age_s: float | None = None) -> tuple[dict[str, Any], str] | None:
         with self._sessions() as session:
             entry = session.get(CacheEntry, key)
-            return (entry.outputs, entry.task_id) if entry else None
+            if entry is None or not fresh_enough(entry.created_at, max_age_s):
+                return None
+            return entry.outputs, entry.task_id
 
     def cache_forget(self, key: str) -> None:
         with self._sessions() as session:
@@ -343,7 +345,8 @@ class RunStore:
 
     def page_runs(self, query: ListQuery, experiment_id: str | None = None) -> Page[Run]:
         """A page of runs without their IR (KBs a run, not read for the rows of a list)."""
-        rows = select(Run).options(defer(Run.pipeline_spec), defer(Run.platform_spec), defer(Run.outputs))
+        rows = select(Run).options(defer(Run.pipeline_spec), defer(Run.platform_spec), defer(Run.workflow),
+                                   defer(Run.outputs))
         if experiment_id:
             rows = rows.where(Run.experiment_id == experiment_id)
         with self._sessions() as session:

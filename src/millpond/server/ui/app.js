@@ -4,6 +4,7 @@
 //   #/runs/ID               run detail: the DAG as a graph, a task's inputs, outputs and log;
 //                           terminate, retry, clone, archive / restore, delete
 //   #/runs/ID/clone         the run form, filled in from run ID (pipeline, parameters), to start a new run
+//   #/compare/A,B           runs side by side: state, parameters, kfp v1 metrics (ticked in the runs list)
 //   #/experiments           experiments list
 //   #/experiments/ID[/archive]  the runs of one experiment (its archived runs)
 //   #/pipelines             pipelines list, upload a pipeline YAML
@@ -177,6 +178,7 @@ function route() {
   if (parts[0] === "runs" && parts[1] && parts[2] === "clone") return cloneRun(main, parts[1]);
   if (parts[0] === "runs" && parts[1]) return runDetail(main, parts[1]);
   if (parts[0] === "archive") return runsList(main, null, true);
+  if (parts[0] === "compare" && parts[1]) return compareRuns(main, parts[1].split(",").filter(Boolean).slice(0, 10));
   if (parts[0] === "experiments" && parts[1]) return runsList(main, parts[1], parts[2] === "archive");
   if (parts[0] === "experiments") return experimentsList(main);
   if (parts[0] === "pipelines" && parts[1]) return pipelineDetail(main, parts[1], parts[2]);
@@ -236,15 +238,24 @@ function runsList(main, experimentId, archived) {
   const prev = h("button", { id: "prev-page", onclick: () => { view.index -= 1; load(); } }, "‹ Previous");
   const next = h("button", { id: "next-page", onclick: () => { view.index += 1; load(); } }, "Next ›");
   const info = h("span", { id: "page-info" });
+  const chosen = new Set();  // runs ticked for the compare view
+  const compare = h("button", { id: "compare-runs", disabled: true, onclick: () => {
+    location.hash = `#/compare/${[...chosen].map(encodeURIComponent).join(",")}`;
+  } }, "Compare runs");
+  const tick = (runId) => h("input", { type: "checkbox", className: "compare-box", "data-run-id": runId,
+    checked: chosen.has(runId), onclick: (ev) => ev.stopPropagation(), onchange: (ev) => {
+      if (ev.target.checked) chosen.add(runId); else chosen.delete(runId);
+      compare.disabled = chosen.size < 2;
+    } });
   main.append(
     title, tabs,
     h("div", { className: "toolbar" }, h("label", {}, "State"), stateSelect, h("label", {}, "Per page"), sizeSelect,
       experimentId ? h("a", { href: "#/runs" }, "all runs") : null),
     h("table", { id: "runs" },
-      h("thead", {}, h("tr", {}, nameHeader, h("th", {}, "State"), h("th", {}, "Experiment"), createdHeader,
-        h("th", {}, "Duration"), h("th", {}, "Run ID"))),
+      h("thead", {}, h("tr", {}, h("th", {}, ""), nameHeader, h("th", {}, "State"), h("th", {}, "Experiment"), createdHeader,
+        h("th", {}, "Duration"), h("th", {}, "Metrics"), h("th", {}, "Run ID"))),
       body),
-    h("div", { className: "pager" }, prev, next, info),
+    h("div", { className: "pager" }, prev, next, info, compare),
   );
 
   if (experimentId) {
@@ -274,14 +285,17 @@ function runsList(main, experimentId, archived) {
     nameHeader.textContent = "Name" + arrow("display_name");
     body.replaceChildren(...runs.map((r) => h("tr", { className: "run-row", "data-run-id": r.run_id,
       onclick: () => { location.hash = `#/runs/${encodeURIComponent(r.run_id)}`; } },
+      h("td", {}, tick(r.run_id)),
       h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.display_name || r.run_id)),
       h("td", {}, stateBadge(r.state)),
       h("td", {}, r.experiment_id ? h("a", { href: `#/experiments/${encodeURIComponent(r.experiment_id)}`,
         onclick: (ev) => ev.stopPropagation() }, experimentNames.get(r.experiment_id) || r.experiment_id) : ""),
       h("td", { title: r.created_at }, fmtTime(r.created_at)),
       h("td", {}, duration(r.scheduled_at || r.created_at, r.finished_at)),
+      h("td", { className: "metrics-cell", "data-run-id": r.run_id }, metricsText(runMetrics.get(r.run_id))),
       h("td", { className: "muted" }, r.run_id.slice(0, 8)))));
-    if (!runs.length) body.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, archived ? "No archived runs." : "No runs.")));
+    if (!runs.length) body.append(h("tr", {}, h("td", { colspan: 8, className: "muted" }, archived ? "No archived runs." : "No runs.")));
+    loadRunMetrics(runs.filter((r) => FINAL.has(r.state)).map((r) => r.run_id), body);
     const first = view.index * view.pageSize;
     info.textContent = `${runs.length ? first + 1 : 0}–${first + runs.length} of ${page.total_size ?? "?"}`;
     prev.disabled = view.index === 0;
@@ -290,6 +304,61 @@ function runsList(main, experimentId, archived) {
   }
 
   every(REFRESH_MS, load);
+}
+
+// kfp 1.x metrics (mlpipeline-metrics) of finished runs, asked once a run: they do not change after.
+const runMetrics = new Map();
+
+async function loadRunMetrics(runIds, body) {
+  const missing = runIds.filter((id) => !runMetrics.has(id));
+  if (missing.length) {
+    const params = new URLSearchParams();
+    for (const id of missing.slice(0, 100)) params.append("run_id", id);
+    try {
+      const data = await getJSON(`/ui-api/run-metrics?${params}`);
+      for (const [id, metrics] of Object.entries(data.runs || {})) runMetrics.set(id, metrics);
+    } catch (err) { setStatus(err.message, true); return; }
+  }
+  for (const cell of body.querySelectorAll("td.metrics-cell")) {
+    if (runMetrics.has(cell.dataset.runId)) cell.replaceChildren(metricsText(runMetrics.get(cell.dataset.runId)));
+  }
+}
+
+function metricsText(metrics) {
+  if (!metrics || !metrics.length) return "";
+  return metrics.slice(0, 6).map((m) => `${m.name}: ${v1Number(m)}`).join(" · ") + (metrics.length > 6 ? " …" : "");
+}
+
+// Compare (#/compare/A,B,...): the runs side by side, their parameters and their v1 metrics, as v1's compare page.
+async function compareRuns(main, ids) {
+  const token = routeToken;
+  const box = h("div", { id: "compare" }, h("span", { className: "muted" }, "loading…"));
+  main.append(h("h1", {}, h("a", { href: "#/runs" }, "Runs"), " / compare"), box);
+  try {
+    const params = new URLSearchParams();
+    for (const id of ids) params.append("run_id", id);
+    const [runs, metrics] = await Promise.all([
+      Promise.all(ids.map((id) => getJSON(`${API}/runs/${encodeURIComponent(id)}`))),
+      getJSON(`/ui-api/run-metrics?${params}`),
+    ]);
+    if (token !== routeToken) return;
+    const paramNames = [...new Set(runs.flatMap((r) => Object.keys((r.runtime_config || {}).parameters || {})))].sort();
+    const metricNames = [...new Set(ids.flatMap((id) => (metrics.runs[id] || []).map((m) => m.name)))].sort();
+    const metricOf = (id, name) => (metrics.runs[id] || []).find((m) => m.name === name);
+    const row = (label, cells, cls) => h("tr", { className: cls }, h("th", {}, label), cells.map((c) => h("td", {}, c)));
+    box.replaceChildren(h("table", { id: "compare-table" },
+      h("thead", {}, h("tr", {}, h("th", {}, ""), runs.map((r) => h("th", {},
+        h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.display_name || r.run_id))))),
+      h("tbody", {},
+        row("State", runs.map((r) => stateBadge(r.state))),
+        paramNames.map((p) => row(p, runs.map((r) => valueText(((r.runtime_config || {}).parameters || {})[p] ?? "")), "param-row")),
+        metricNames.map((name) => row(name, ids.map((id) => {
+          const m = metricOf(id, name);
+          return m ? v1Number(m) : "";
+        }), "metric-row")))));
+  } catch (err) {
+    if (token === routeToken) box.replaceChildren(h("div", { className: "error" }, `cannot compare: ${err.message}`));
+  }
 }
 
 // ---- experiments -----------------------------------------------------------
@@ -337,7 +406,7 @@ async function allPages(url, key, limit) {
 
 function pipelinesList(main) {
   const body = h("tbody");
-  const file = h("input", { type: "file", id: "pipeline-file", accept: ".yaml,.yml,.json" });
+  const file = h("input", { type: "file", id: "pipeline-file", accept: ".yaml,.yml,.json,.tar.gz,.tgz,.zip" });
   const name = h("input", { type: "text", id: "pipeline-name", placeholder: "name (default: the file's)", size: 30 });
   const description = h("input", { type: "text", id: "pipeline-description", placeholder: "description", size: 30 });
   const message = h("span", { id: "upload-message", className: "muted" });
@@ -379,9 +448,35 @@ function pipelinesList(main) {
   });
 }
 
+// A kfp 1.x upload's (or run's) pipeline_spec is its Argo workflow, as Kubeflow returns it.
+function isWorkflow(spec) {
+  return Boolean(spec) && spec.kind === "Workflow" && String(spec.apiVersion || "").startsWith("argoproj.io/");
+}
+
 function irOf(version) {
   const spec = version.pipeline_spec || {};
+  if (isWorkflow(spec)) {  // the workflow's parameters: strings, with their defaults (no value: required)
+    const parameters = {};
+    for (const p of ((spec.spec || {}).arguments || {}).parameters || []) {
+      if (!p || typeof p.name !== "string") continue;
+      parameters[p.name] = { parameterType: "STRING", ...(p.value === undefined || p.value === null ? {} : { defaultValue: String(p.value) }) };
+    }
+    return { root: { inputDefinitions: { parameters } } };
+  }
   return spec.pipeline_spec && spec.pipeline_spec.root ? spec.pipeline_spec : spec;
+}
+
+// The version's graph before any run: the workflow's own steps for a kfp 1.x upload, the IR's top tasks otherwise.
+function versionGraph(pipelineId, versionId) {
+  const box = h("div", { className: "graph", id: "version-graph" }, h("span", { className: "muted" }, "loading…"));
+  const note = h("span", { className: "muted", id: "version-graph-source" });
+  getJSON(`/ui-api/pipelines/${encodeURIComponent(pipelineId)}/versions/${encodeURIComponent(versionId)}/graph`)
+    .then((data) => {
+      note.textContent = data.source === "workflow" ? " kfp v1: the Argo workflow's steps" : "";
+      box.replaceChildren(drawDag(data.nodes.filter((n) => !n.parent), null, () => {}, () => {}));
+    })
+    .catch((err) => { box.className = "error"; box.textContent = `no graph: ${err.message}`; });
+  return [h("h2", {}, "Graph", note), box];
 }
 
 async function pipelineDetail(main, pipelineId, versionId) {
@@ -389,9 +484,11 @@ async function pipelineDetail(main, pipelineId, versionId) {
   const header = h("div");
   const versionsBody = h("tbody");
   const formBox = h("div", { id: "run-form-box" });
+  const graphBox = h("div", { id: "version-graph-box" });
   main.append(header, h("div", { className: "detail" },
     h("div", {}, h("h2", {}, "Versions"), h("table", { id: "versions" },
-      h("thead", {}, h("tr", {}, h("th", {}, "Version"), h("th", {}, "Description"), h("th", {}, "Created"))), versionsBody)),
+      h("thead", {}, h("tr", {}, h("th", {}, "Version"), h("th", {}, "Description"), h("th", {}, "Created"))), versionsBody),
+      graphBox),
     formBox));
   try {
     const [pipeline, versions, experiments] = await Promise.all([
@@ -409,6 +506,7 @@ async function pipelineDetail(main, pipelineId, versionId) {
       onclick: () => { location.hash = `#/pipelines/${encodeURIComponent(pipelineId)}/${encodeURIComponent(v.pipeline_version_id)}`; } },
       h("td", {}, v.display_name || v.name), h("td", { className: "wrap" }, v.description || ""), h("td", {}, fmtTime(v.created_at)))));
     if (!chosen) { formBox.replaceChildren(h("div", { className: "muted" }, "This pipeline has no versions.")); return; }
+    graphBox.replaceChildren(...versionGraph(pipelineId, chosen.pipeline_version_id));
     const version = chosen.pipeline_spec ? chosen
       : await getJSON(`${API}/pipelines/${encodeURIComponent(pipelineId)}/versions/${encodeURIComponent(chosen.pipeline_version_id)}`);
     if (token !== routeToken) return;
@@ -914,6 +1012,7 @@ function runDetail(main, runId) {
     view.nodes = data.nodes;
     view.byPath = new Map(data.nodes.map((n) => [n.path, n]));
     view.run = data.run;
+    view.source = data.source;
     renderHeader(data.run);
     renderActions(data.run);
     renderGraph();
@@ -946,7 +1045,9 @@ function runDetail(main, runId) {
         archived ? h("span", { className: "badge archived", id: "archived-badge" }, "archived") : null),
       h("div", { className: "kv" },
         h("div", {}, "Run ID"), h("div", {}, run.run_id),
-        h("div", {}, "Pipeline"), h("div", {}, run.pipeline_name || ""),
+        h("div", {}, "Pipeline"), h("div", {}, run.pipeline_name || "",
+          view.source === "workflow" ? [" ", h("span", { className: "badge", id: "v1-badge", title: "drawn from its Argo workflow" },
+            "kfp v1")] : null),
         h("div", {}, "Experiment"), h("div", {}, run.experiment_id
           ? h("a", { href: `#/experiments/${encodeURIComponent(run.experiment_id)}` }, experimentNames.get(run.experiment_id) || run.experiment_id) : ""),
         h("div", {}, "Created"), h("div", {}, fmtTime(run.created_at)),
@@ -1053,6 +1154,7 @@ function runDetail(main, runId) {
       io("Inputs", node.inputs),
       io("Outputs", node.outputs),
       artifactPreviews(runId, node),
+      v1Outputs(runId, node),
     ];
     if (node.has_log) {
       children.push(h("h2", {}, "Log"), logBox);
@@ -1060,6 +1162,66 @@ function runDetail(main, runId) {
     }
     side.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
   }
+}
+
+// ---- kfp 1.x outputs: mlpipeline-ui-metadata and mlpipeline-metrics -------------------------
+// Read by the server (bounded; a source only from the run's own artifacts) and built here as DOM
+// nodes: Markdown and tables as text, a web app in a frame with no script and no same origin.
+
+function v1Outputs(runId, node) {
+  const artifacts = (node.outputs || {}).artifacts || {};
+  if (!node.task_id || !FINAL.has(node.state) || !(artifacts["mlpipeline-ui-metadata"] || artifacts["mlpipeline-metrics"])) {
+    return null;
+  }
+  const box = h("div", { id: "v1-outputs" }, h("span", { className: "muted" }, "loading…"));
+  getJSON(`/ui-api/runs/${encodeURIComponent(runId)}/tasks/${encodeURIComponent(node.task_id)}/v1-outputs`)
+    .then((data) => {
+      const cards = [];
+      if ((data.metrics || []).length || data.metrics_error) {
+        cards.push(h("div", { className: "preview v1-output", "data-type": "metrics" },
+          h("div", { className: "preview-title" }, "mlpipeline-metrics"),
+          data.metrics_error ? h("div", { className: "error" }, data.metrics_error) : v1MetricsTable(data.metrics)));
+      }
+      if (data.visualizations_error) cards.push(h("div", { className: "error" }, data.visualizations_error));
+      for (const v of data.visualizations || []) {
+        cards.push(h("div", { className: "preview v1-output", "data-type": v.type },
+          h("div", { className: "preview-title" }, v.type), v.error ? h("div", { className: "error v1-error" }, v.error) : v1Visualization(v)));
+      }
+      box.replaceChildren(...(cards.length ? cards : [h("span", { className: "muted" }, "none")]));
+    })
+    .catch((err) => { box.className = "error"; box.textContent = `no visualizations: ${err.message}`; });
+  return [h("h2", {}, "Visualizations"), box];
+}
+
+function v1Number(metric) {
+  const value = Number(metric.number_value);
+  return metric.format === "PERCENTAGE" ? `${(value * 100).toFixed(3)}%` : value.toFixed(3);
+}
+
+function v1MetricsTable(metrics) {
+  return h("table", { className: "metrics" }, h("thead", {}, h("tr", {}, h("th", {}, "Metric"), h("th", {}, "Value"))),
+    h("tbody", {}, metrics.map((m) => h("tr", {}, h("td", {}, m.name), h("td", { className: "num" }, v1Number(m))))));
+}
+
+function v1Visualization(v) {
+  if (v.type === "markdown") return renderMarkdown(v.text || "");
+  if (v.type === "web-app") {  // no allow-scripts, no allow-same-origin: the page is shown, never run
+    const frame = h("iframe", { sandbox: "", className: "html-preview", title: "web app (sandboxed)" });
+    frame.srcdoc = v.text || "";
+    return frame;
+  }
+  if (v.type === "tensorboard") return h("p", { className: "muted" }, v.text || "");
+  if (v.type === "confusion_matrix") {
+    return confusionMatrix({ annotationSpecs: (v.labels || []).map((l) => ({ displayName: l })),
+      rows: (v.matrix || []).map((row) => ({ row })) });
+  }
+  if (v.type === "roc") return rocCurve((v.points || []).map((p) => ({ falsePositiveRate: p.fpr, recall: p.tpr })));
+  if (v.type === "table") {
+    return h("table", { className: "v1-table" },
+      v.header ? h("thead", {}, h("tr", {}, v.header.map((c) => h("th", {}, c)))) : null,
+      h("tbody", {}, (v.rows || []).map((row) => h("tr", {}, row.map((c) => h("td", {}, c))))));
+  }
+  return h("span", { className: "muted" }, "not shown");
 }
 
 // ---- artifact previews -------------------------------------------------------
@@ -1299,7 +1461,8 @@ function drawDag(nodes, selected, onSelect, onOpen) {
   }
   for (const n of nodes) {
     const p = pos.get(n.path);
-    const classes = ["node", n.state, n.cached ? "cached" : "", n.path === selected ? "selected" : ""].filter(Boolean).join(" ");
+    const classes = ["node", n.state, `kind-${n.kind}`, n.cached ? "cached" : "", n.path === selected ? "selected" : ""]
+      .filter(Boolean).join(" ");
     const container = n.kind === "dag" || n.kind === "loop" || n.kind === "iteration";
     const label = n.name.length > 24 ? n.name.slice(0, 23) + "…" : n.name;
     const sub = [n.state.toLowerCase(), n.cached ? "cached" : "", container ? `${n.kind} ▸` : ""].filter(Boolean).join(" · ");
