@@ -39,6 +39,7 @@ from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling import machine, sharing
 from millpond.scheduling.sharing import GpuShare, GpuState
 from millpond.settings import Settings, load_settings
+from millpond.store.sqlite_wal import use_wal
 
 LEDGER_FILE = "ledger.db"
 # The id of the grant an engine holds for a task, in the task's environment: a task that only waits for
@@ -331,7 +332,7 @@ class Ledger:
             raise UnavailableError(f"the resource ledger {self.path} cannot be opened: {exc}") from exc
         try:
             try:
-                db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
+                use_wal(db, _BUSY_TIMEOUT_S)  # readers never wait for a writer
                 db.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last grants; never corrupts
                 db.execute("BEGIN IMMEDIATE")
                 for statement in _SCHEMA.split(";"):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock
 
 from millpond.errors import MillpondError, UnavailableError, UserError
+from millpond.store.sqlite_wal import use_wal
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -35,6 +36,7 @@ _MIGRATION_LOCK_KEY = 0x6D696C6C706F6E64  # "millpond": the advisory lock every 
 _PASSWORD = re.compile(r"(?P<head>://[^/@:]*):[^@/]*@")
 _ENGINES: dict[str, "Engine"] = {}
 _ENGINES_LOCK = threading.Lock()
+_BUSY_TIMEOUT_S = 30  # how long a SQLite connection waits for another writer
 
 
 def redacted(url: str) -> str:
@@ -52,8 +54,8 @@ def driver_url(url: str) -> str:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
+    use_wal(cursor, _BUSY_TIMEOUT_S)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
@@ -98,7 +100,7 @@ def _create_engine(url: str) -> "Engine":
     if url.startswith("sqlite:///"):
         db_path = Path(url.removeprefix("sqlite:///"))
         db_path.parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": _BUSY_TIMEOUT_S})
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     shown = redacted(url)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from millpond.errors import NotFoundError, UserError
 from millpond.store.keys import new_id, utcnow
+from millpond.store.sqlite_wal import use_wal
 
 FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
 DEFAULT_EXPERIMENT = "Default"
@@ -188,7 +189,9 @@ class SqliteJournal:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        for pragma in ("busy_timeout=30000", "journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON"):
+        self._db.execute("PRAGMA busy_timeout=30000")
+        use_wal(self._db, 30)
+        for pragma in ("synchronous=NORMAL", "foreign_keys=ON"):
             self._db.execute(f"PRAGMA {pragma}")
         self._has_rows: dict[str, bool] = {}
 

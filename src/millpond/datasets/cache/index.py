@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from millpond.store.sqlite_wal import use_wal
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
     path TEXT PRIMARY KEY, mount INTEGER NOT NULL, key TEXT NOT NULL,
@@ -98,9 +100,9 @@ class CacheIndex:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA busy_timeout=60000")
+        use_wal(db, 60)
+        db.execute("PRAGMA synchronous=NORMAL")
         return db
 
     @contextmanager
