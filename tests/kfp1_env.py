@@ -110,11 +110,10 @@ def side_env(scratch: Path) -> SideEnv:
     time.sleep(1.0)  # the kernel delivers pip's parent-death signal; give it a moment to die
     survivors = [pid for folder in building for pid in _processes_using(folder)]
     story = KillStory(sorted(p.name for p in (cache / "millpond").iterdir()), survivors, interrupted)
-    # Two homes: the side environment is the user's, shared by every home, and two first runs at
-    # once (the build lock) is what this checks. (Once, in CI, the waiting run of a pair on one fresh
-    # home ended "database is locked", its one line not saying where; test_history's two runs on one
-    # home cover that database path, and 70 local tries of pairs on fresh homes did not repeat it.)
-    runs = [spawn(scratch / f"home-{n}", env, "run", str(SEED003), "-p", "a=3", "-o", "json") for n in range(2)]
+    # Two first runs at once on one fresh home: the side environment's build lock, and the new
+    # metadata database both turn to WAL (SQLite's immediate "database is locked", store.sqlite_wal).
+    pair_home = scratch / "home-pair"
+    runs = [spawn(pair_home, env, "run", str(SEED003), "-p", "a=3", "-o", "json") for _ in range(2)]
     for proc in runs:
         out, err = proc.communicate(timeout=600)
         story.runs.append((proc.returncode, out, err))
