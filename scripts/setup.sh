@@ -18,6 +18,10 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 # MPI training jobs (arena submit mpi): the launcher runs Open MPI's mpirun (openmpi-bin brings its libraries).
 command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
+# The tests build a real MPI_Allreduce program: mpicc (openmpi-bin's) needs Open MPI's headers.
+if [ "$mode" = test ] && ! echo '#include <mpi.h>' | mpicc -E -x c - >/dev/null 2>&1; then
+  missing+=(libopenmpi-dev)
+fi
 # Scripts written for Arena poll a job with `arena get NAME -o json | jq .status` (seed 000's training step).
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 # The store tests also run on PostgreSQL (tests/pg_server.py starts Debian's server from /usr/lib/postgresql/*/bin).
