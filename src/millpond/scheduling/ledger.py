@@ -39,7 +39,7 @@ from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling import machine, sharing
 from millpond.scheduling.sharing import GpuShare, GpuState
 from millpond.settings import Settings, load_settings
-from millpond.store.sqlite_wal import use_wal
+from millpond.store.sqlite_wal import configure
 
 LEDGER_FILE = "ledger.db"
 # The id of the grant an engine holds for a task, in the task's environment: a task that only waits for
@@ -332,8 +332,7 @@ class Ledger:
             raise UnavailableError(f"the resource ledger {self.path} cannot be opened: {exc}") from exc
         try:
             try:
-                use_wal(db, _BUSY_TIMEOUT_S)  # readers never wait for a writer
-                db.execute("PRAGMA synchronous=NORMAL")  # a power cut may lose the last grants; never corrupts
+                configure(db, _BUSY_TIMEOUT_S)  # WAL: readers never wait; a power cut may lose the last grants
                 db.execute("BEGIN IMMEDIATE")
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock
 
 from millpond.errors import MillpondError, UnavailableError, UserError
-from millpond.store.sqlite_wal import use_wal
+from millpond.store.sqlite_wal import configure
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -54,9 +54,7 @@ def driver_url(url: str) -> str:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute(f"PRAGMA busy_timeout={int(_BUSY_TIMEOUT_S * 1000)}")
-    use_wal(cursor, _BUSY_TIMEOUT_S)
-    cursor.execute("PRAGMA synchronous=NORMAL")
+    configure(cursor, _BUSY_TIMEOUT_S)
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from millpond.errors import NotFoundError, UserError
 from millpond.store.keys import new_id, utcnow
-from millpond.store.sqlite_wal import use_wal
+from millpond.store.sqlite_wal import configure
 
 FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
 DEFAULT_EXPERIMENT = "Default"
@@ -189,10 +189,8 @@ class SqliteJournal:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA busy_timeout=30000")
-        use_wal(self._db, 30)
-        for pragma in ("synchronous=NORMAL", "foreign_keys=ON"):
-            self._db.execute(f"PRAGMA {pragma}")
+        configure(self._db, 30)
+        self._db.execute("PRAGMA foreign_keys=ON")
         self._has_rows: dict[str, bool] = {}
 
     # --- plumbing -----------------------------------------------------------------------

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from millpond.store.sqlite_wal import use_wal
+from millpond.store.sqlite_wal import configure
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -100,9 +100,7 @@ class CacheIndex:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA busy_timeout=60000")
-        use_wal(db, 60)
-        db.execute("PRAGMA synchronous=NORMAL")
+        configure(db, 60)
         return db
 
     @contextmanager
