@@ -165,13 +165,7 @@ class _Reader(PodFields, ResourceFields):
 
     def pipeline_spec(self, text: str | None) -> dict[str, Any]:
         """kfp's ``pipeline_spec`` annotation: the pipeline's name, description and typed inputs (JSON)."""
-        if not text:
-            return {}
-        where = f"metadata.annotations[{PIPELINE_SPEC}]"
-        try:
-            return self.mapping(load_json(text, where), where)
-        except DocumentError as exc:
-            self.fail("", f"{exc}")
+        return self.json_annotation(text, f"metadata.annotations[{PIPELINE_SPEC}]") if text else {}
 
     # ---- templates -----------------------------------------------------------------------------
 
@@ -252,6 +246,7 @@ class _Reader(PodFields, ResourceFields):
         return template
 
     def json_annotation(self, text: str, where: str) -> dict[str, Any]:
+        """A kfp annotation holding a JSON object (the pipeline's or a component's spec)."""
         try:
             return self.mapping(load_json(text, where), where)
         except DocumentError as exc:
