@@ -33,7 +33,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The test pipelines as IR YAML (a .py file would be compiled by every `millpond run`)."""
     folder = tmp_path_factory.mktemp("pipelines")
     found = {}
-    for name in ("cancellable", "stubborn", "many_quick"):
+    for name in ("cancellable", "stubborn", "many_quick", "wide"):
         found[name] = folder / f"{name}.yaml"
         compiler.Compiler().compile(getattr(cancellable, name), str(found[name]))
     return found
@@ -166,6 +166,23 @@ def test_a_stop_signal_cancels_the_run_and_stops_every_task(
     os.kill(engine.pid, STOP[signame])  # the engine alone, not its process group
     assert_cancelled(home, engine, signame, marks)
     assert runs(home), "the run was recorded before the signal"
+
+
+def test_tasks_queued_for_a_worker_when_the_run_is_cancelled_touch_nothing(
+    compiled: dict[str, Path], home: Path, tmp_path: Path,
+) -> None:
+    """A 60-item loop on two slots: two tasks run, the rest wait. Once cancelled, a waiting task makes
+    no workspace and stages nothing (it once did, each in turn, so a cancelled 20,000-item loop
+    took a minute to end): only the tasks that ran or were being prepared leave a log."""
+    marks = tmp_path / "marks"
+    engine = spawn_cli(home, "run", compiled["wide"], "-p", f"folder={marks}", env={"MILLPOND_MAX_PARALLEL": "2"})
+    until("two tasks to run", lambda: len(started(marks)) >= 2 or engine.poll() is not None, 120)
+    os.kill(engine.pid, signal.SIGTERM)
+    assert_cancelled(home, engine, "SIGTERM", marks)
+    states = [row["state"] for row in tasks(home, runs(home)[0]["id"]).values() if row["name"] == "sleeper"]
+    assert len(states) == 60 and set(states) == {"CANCELED"}
+    logs = [p for p in (home / "logs").rglob("*") if p.is_file()]
+    assert len(started(marks)) <= len(logs) <= 2 * 2, logs  # the pool's threads: twice the slots
 
 
 def test_every_kind_of_task_is_stopped(compiled: dict[str, Path], home: Path, tmp_path: Path) -> None:

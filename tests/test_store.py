@@ -60,3 +60,25 @@ def test_journal_rows_read_back_through_the_orm(database: str) -> None:
     # and the other way round: what the ORM wrote, the journal reads
     again = open_journal(url).list_tasks(run.id)
     assert again[0].outputs == {"parameters": {"Output": 3}, "artifacts": {}}
+
+
+def test_a_cancel_reads_and_closes_every_unfinished_task_at_once(database: str) -> None:
+    """``unfinished_tasks`` and ``cancel_tasks`` of both journals: 9,000 tasks (6,000 at once, in chunks
+    under PostgreSQL's per-statement parameter limit), one final task left as it was."""
+    journal = open_journal(database)
+    run = journal.create_run(name="r", experiment="exp", pipeline_name="p", pipeline_spec={"root": {}},
+                             platform_spec=None, parameters={}, pipeline_root="/tmp/x")
+    done = journal.start_task(run_id=run.id, path="done", name="done", kind="container", component="c",
+                              parent_id=None, inputs={}, image=None)
+    journal.finish_task(done, state="SUCCEEDED")
+    ids = [journal.start_task(run_id=run.id, path=f"t{i}", name="t", kind="container", component="c",
+                              parent_id=None, inputs={}, image=None) for i in range(9000)]
+    orm = RunStore(database)
+    for store, count in ((journal, 3000), (orm, 6000)):
+        assert sorted(task_id for task_id, _pid, _start in store.unfinished_tasks(run.id)) == sorted(ids)
+        store.cancel_tasks(ids[:count], "cancelled by SIGTERM")
+        ids = ids[count:]
+        assert len(store.unfinished_tasks(run.id)) == len(ids)
+    states = {t.id: (t.state, t.error) for t in orm.list_tasks(run.id)}
+    assert states.pop(done) == ("SUCCEEDED", None) and len(states) == 9000
+    assert set(states.values()) == {("CANCELED", "cancelled by SIGTERM")}

@@ -105,3 +105,10 @@ def quick(folder: str, index: int, data: Output[Artifact]) -> int:
 def many_quick(folder: str):
     with dsl.ParallelFor(list(range(40))) as index:
         quick(folder=folder, index=index)
+
+
+@dsl.pipeline(name="wide")
+def wide(folder: str, seconds: float = 300.0):
+    """Many more loop iterations than slots: most wait, queued for a worker thread, when the run is cancelled."""
+    with dsl.ParallelFor([f"item-{i}" for i in range(60)]) as item:
+        sleeper(folder=folder, name=item, seconds=seconds)

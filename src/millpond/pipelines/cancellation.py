@@ -10,7 +10,7 @@ stopped; a CANCELING run whose engine died before that is finished by the next o
 from __future__ import annotations
 
 from millpond.runners.processes import kill_group
-from millpond.store.journal import FINAL_STATES, RunJournal
+from millpond.store.journal import RunJournal
 from millpond.store.keys import utcnow
 
 CANCELING = "CANCELING"
@@ -19,10 +19,10 @@ CANCELED = "CANCELED"
 
 def kill_leftover_tasks(store: RunJournal, run_id: str) -> list[str]:
     """Kill the process group each unfinished task of the run left behind (its engine died); their ids."""
-    unfinished = [task for task in store.list_tasks(run_id) if task.state not in FINAL_STATES]
-    for task in unfinished:
-        kill_group(task.pid, task.pid_start)
-    return [task.id for task in unfinished]
+    unfinished = store.unfinished_tasks(run_id)
+    for _task_id, pid, pid_start in unfinished:
+        kill_group(pid, pid_start)
+    return [task_id for task_id, _pid, _start in unfinished]
 
 
 def close_tasks(store: RunJournal, run_id: str, reason: str) -> None:
@@ -30,8 +30,7 @@ def close_tasks(store: RunJournal, run_id: str, reason: str) -> None:
 
     A process group such a task left behind (its engine died) is killed first.
     """
-    for task_id in kill_leftover_tasks(store, run_id):
-        store.finish_task(task_id, state=CANCELED, error=reason)
+    store.cancel_tasks(kill_leftover_tasks(store, run_id), reason)
 
 
 def record_cancelled(store: RunJournal, run_id: str, reason: str) -> None:

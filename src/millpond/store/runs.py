@@ -264,6 +264,13 @@ class RunStore:
             fields["finished_at"] = utcnow()
         self._write([(update(_TASKS).where(_TASKS.c.id == task_id), [fields])])
 
+    def cancel_tasks(self, task_ids: list[str], error: str) -> None:
+        """Record ``task_ids`` CANCELED with ``error`` in one transaction."""
+        values = {"state": "CANCELED", "error": error, "finished_at": utcnow()}
+        chunks = [task_ids[i:i + 5000] for i in range(0, len(task_ids), 5000)]  # PostgreSQL: < 65,535 parameters
+        if chunks:
+            self._write([(update(_TASKS).where(_TASKS.c.id.in_(chunk)), [values]) for chunk in chunks])
+
     def finish_task(
         self,
         task_id: str,
@@ -324,6 +331,13 @@ class RunStore:
         else:
             from sqlalchemy.dialects.sqlite import insert as dialect_insert
         return dialect_insert(table)
+
+    def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]:
+        """(id, pid, pid_start) of the run's tasks not yet final: only the columns a cancel needs."""
+        with self._sessions() as session:
+            query = select(Task.id, Task.pid, Task.pid_start).where(Task.run_id == run_id,
+                                                                    Task.state.not_in(FINAL_STATES))
+            return [(row.id, row.pid, row.pid_start) for row in session.execute(query)]
 
     def list_tasks(self, run_id: str) -> list[Task]:
         with self._sessions() as session:
