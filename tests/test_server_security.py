@@ -144,6 +144,63 @@ def test_a_foreign_origin_cannot_change_anything(server: Served) -> None:
     assert client.get_experiment(experiment.experiment_id).storage_state == "ARCHIVED"
 
 
+def test_an_origin_of_another_scheme_or_port_is_another_origin(server: Served) -> None:
+    """An origin is scheme, host and port (RFC 6454): https://127.0.0.1:PORT is not this http:// server."""
+    def create(name: str, origin: str) -> tuple[int, dict[str, Any]]:
+        return call(server.port, "POST", "/apis/v2beta1/experiments", json.dumps({"display_name": name}).encode(),
+                    {"Origin": origin, "Content-Type": "application/json"})
+
+    for number, origin in enumerate((f"https://127.0.0.1:{server.port}", "http://127.0.0.1",
+                                     f"ws://127.0.0.1:{server.port}", f"http://127.0.0.1:{server.port}/",
+                                     f"http://u@127.0.0.1:{server.port}", f"http://127.0.0.1:0{server.port}9")):
+        status, answer = create(f"other-scheme-{number}", origin)
+        assert status == 403 and "cross-origin" in answer["message"], (origin, answer)
+    status, listed = call(server.port, "GET", "/apis/v2beta1/experiments?page_size=200")
+    assert status == 200
+    assert not [e for e in listed.get("experiments", []) if e["display_name"].startswith("other-scheme-")], listed
+    status, answer = create("same-scheme", f"http://127.0.0.1:{server.port}")  # the server's own page
+    assert status == 200, answer
+
+
+def test_the_bearer_scheme_is_case_insensitive(home: Path) -> None:
+    """RFC 7235 section 2.1: the auth scheme's name is case-insensitive; the token itself is not."""
+    served = Served(token="Tok-en")
+    try:
+        for scheme in ("Bearer", "bearer", "BEARER", "bEaReR"):
+            status, answer = call(served.port, "GET", "/apis/v2beta1/healthz",
+                                  headers={"Authorization": f"{scheme} Tok-en"})
+            assert status == 200, (scheme, answer)
+        for value in ("bearer tok-en", "Bearer", "Bearer  ", "Basic Tok-en", "BearerTok-en", "Bearer Tok-en x", ""):
+            status, answer = call(served.port, "GET", "/apis/v2beta1/healthz", headers={"Authorization": value})
+            assert status == 401, (value, answer)
+    finally:
+        served.stop()
+
+
+def test_an_inference_services_own_port_compares_scheme_and_port_too(home: Path) -> None:
+    """The own port shares hosts.py's check: another scheme or port of a loopback name is another site."""
+    from millpond.serving import front
+
+    handle = front.start(0, "team", "origins")
+    try:
+        def predict(origin: str) -> int:
+            connection = http.client.HTTPConnection("127.0.0.1", handle.port, timeout=60)
+            try:
+                connection.request("POST", "/v1/models/origins:predict", b'{"instances": [[1]]}',
+                                   {"Origin": origin, "Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                return response.status
+            finally:
+                connection.close()
+
+        for origin in (f"https://127.0.0.1:{handle.port}", f"http://localhost:{handle.port + 1}", "http://localhost"):
+            assert predict(origin) == 403, origin
+        assert predict(f"http://localhost:{handle.port}") == 503  # passes the check; no replica is ready
+    finally:
+        handle.stop()
+
+
 def test_kfp_client_calls_still_pass(server: Served) -> None:
     """kfp_server_api sends application/json on every call, with an empty body on :terminate/:archive."""
     client = kfp.Client(host=server.url)
