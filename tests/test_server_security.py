@@ -369,6 +369,29 @@ def test_bad_token_options_are_one_error_line(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.stderr
 
 
+def test_a_port_in_use_is_one_error_line_and_nothing_starts(tmp_path: Path) -> None:
+    """Bound before anything starts: no 'startup complete', no uvicorn ERROR, no record for ``millpond ps``."""
+    home = tmp_path / "home"
+    environment = {**os.environ, "MILLPOND_HOME": str(home)}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([str(MILLPOND), "server", "--port", str(port)], capture_output=True, text=True,
+                                check=False, env=environment, timeout=120)
+    assert result.returncode == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and f"127.0.0.1:{port}" in lines[0], result.stderr
+    assert "in use" in lines[0] and result.stdout == "", result
+    assert not list((home / "processes").glob("*"))  # nothing registered (a missing folder globs nothing)
+    assert not (home / "millpond.db").exists()  # no application was created over the home
+    for port_text in ("70000", "-1"):
+        result = subprocess.run([str(MILLPOND), "server", "--port", port_text], capture_output=True, text=True,
+                                check=False, env=environment, timeout=120)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --port"), result
+
+
 # --- a hostile page in a real browser ----------------------------------------------------------
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
