@@ -31,6 +31,12 @@ to drive it:
   ``Authorization: Bearer TOKEN``; checked in constant time. The scheme's name is
   case-insensitive (RFC 7235 section 2.1: ``bearer TOKEN`` is the same), the token is not.
 
+- **Body size.** A request body (not a model query's: the gateway and its model servers bound
+  those) is at most ``MAX_REQUEST_BYTES``: twice the largest package an upload may carry
+  (``MAX_PACKAGE_BYTES``, 32 MiB), room for a multipart envelope and an inline IR's JSON
+  escaping. A larger ``Content-Length`` is refused (413) before a byte is read; a chunked body
+  is read up to the bound first (the routes read whole bodies anyway) and refused past it.
+
 Refusals come in KFP's error shape (see ``server.errors``). This is a plain ASGI middleware,
 not Starlette's ``BaseHTTPMiddleware``, so bodies stream through untouched.
 """
@@ -41,7 +47,7 @@ import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from millpond.hosts import LOOPBACK_HOSTS, host_of, same_origin
 from millpond.server.errors import error_response
@@ -86,6 +92,7 @@ class HostPolicy:
 
 
 INFERENCE_PREFIXES = ("/v1/models/", "/v2/", "/seldon/", "/serving/")
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
 
 def is_public(method: str, path: str) -> bool:
@@ -157,7 +164,48 @@ class RequestGuard:
             headers.setdefault(name, value.decode("latin-1"))
         refused = (400, f"the {repeated} header is repeated") if repeated else refusal(
             scope["method"].upper(), scope["path"], headers, self.policy, self.token, scope.get("scheme", "http"))
+        if refused is None and not scope["path"].startswith(INFERENCE_PREFIXES):
+            refused = _too_large(headers.get("content-length"))
+            if refused is None and "transfer-encoding" in headers:
+                messages = await _read_bounded(receive)
+                if messages is None:
+                    refused = _too_large(None, streamed=True)
+                else:
+                    receive = _replay(messages, receive)
         if refused is None:
             await self.app(scope, receive, send)
             return
         await error_response(*refused)(scope, receive, send)
+
+
+def _too_large(length: str | None, streamed: bool = False) -> tuple[int, str] | None:
+    """The refusal of a body over ``MAX_REQUEST_BYTES``: its ``Content-Length`` says so, or it ``streamed`` past."""
+    if streamed or (length is not None and length.strip().isdigit() and int(length) > MAX_REQUEST_BYTES):
+        return 413, f"request body over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB"
+    return None
+
+
+async def _read_bounded(receive: Receive) -> list[Message] | None:
+    """A chunked body's messages, read whole; None once it passes ``MAX_REQUEST_BYTES``."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":  # the client went away: the app sees that as it would have
+            return messages
+        size += len(message.get("body", b""))
+        if size > MAX_REQUEST_BYTES:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands out ``messages`` first, then whatever ``receive`` brings (a disconnect)."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
