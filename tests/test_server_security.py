@@ -456,3 +456,38 @@ async function attack() {{
         assert not stored(server, "dataprocesses", f"{name}-script"), name
     assert client.get_experiment(experiment.experiment_id).storage_state == "AVAILABLE"
     assert not marker.exists()
+
+
+# --- property: an origin is scheme, host and port -----------------------------------------------
+
+def test_an_origin_matches_only_its_own_scheme_host_and_port() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from millpond.hosts import loopback_only_problem, same_origin
+
+    names = st.sampled_from(["127.0.0.1", "localhost", "[::1]", "evil.example", "LOCALHOST", ""])
+    ports = st.one_of(st.none(), st.integers(-1, 70_000), st.sampled_from([0, 80, 443, 8888, 65535, 65536, 10**20]))
+    schemes = st.sampled_from(["http", "https", "HTTP", "ws", "file", ""])
+
+    def netloc(name: str, port: int | None) -> str:
+        return name if port is None else f"{name}:{port}"
+
+    @given(served_scheme=st.sampled_from(["http", "https"]), host=names, host_port=ports, scheme=schemes,
+           name=names, port=ports)
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    def check(served_scheme: str, host: str, host_port: int | None, scheme: str, name: str,
+              port: int | None) -> None:
+        default = {"http": 80, "https": 443}
+        origin = f"{scheme}://{netloc(name, port)}"
+        expected_port = host_port if host_port is not None else default[served_scheme]
+        given_port = port if port is not None else default.get(scheme.lower())
+        same = (scheme.lower() == served_scheme and bool(name) and name.lower() == host.lower()
+                and 0 <= expected_port <= 65535 and given_port == expected_port)
+        assert same_origin(origin, served_scheme, netloc(host, host_port)) == same, origin
+        if same and name.lower().strip("[]") in ("127.0.0.1", "localhost", "::1"):
+            assert loopback_only_problem(netloc(host, host_port), origin, served_scheme) is None
+        elif scheme.lower() != served_scheme:
+            assert loopback_only_problem(netloc(host, host_port), origin, served_scheme) is not None
+
+    check()
