@@ -4,21 +4,27 @@ Seed 003 (func_to_container_op, a NamedTuple output) must compute add(divmod(a +
 seed 002 (VolumeOp, a secret volume, file_outputs) clones a local git repository into its volume,
 preprocesses scikit-learn's digits and trains a classifier, and its `output` must be what train.py
 wrote to output.txt: the path of the model it saved in the volume.
+
+A kfp 1.x step has a /tmp of its own (as a pod), showing only the host's /tmp entry that holds the
+home: seed 002 runs here with its repository outside that entry (/var/tmp), and once as shipped
+(run.sh and the pipeline's defaults) with a home of its own under /tmp.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CliResult, task
-from tests.kfp1_env import EXAMPLES, SideEnv
+from tests.kfp1_env import EXAMPLES, MILLPOND_BIN, SideEnv
 
 Cli = Callable[..., CliResult]
 SEED002 = EXAMPLES / "seed002_fashion_mnist"
@@ -56,9 +62,18 @@ def test_seed003_in_v2(home: Path, cli: Cli) -> None:
 
 
 @pytest.fixture
-def seed002(home: Path, tmp_path: Path, cli: Cli) -> list[str]:
-    """The seed's preconditions: its git repository (local) and its ssh key as the secret ssh-key-secret."""
-    repo = subprocess.run([sys.executable, SEED002 / "make_repo.py", tmp_path / "kubeflow-mnist.git"],
+def elsewhere() -> Iterator[Path]:
+    """A folder outside the home's /tmp entry (which a kfp 1.x step's own /tmp shows): in /var/tmp."""
+    folder = Path(tempfile.mkdtemp(prefix="millpond-test-", dir="/var/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def seed002(home: Path, tmp_path: Path, elsewhere: Path, cli: Cli) -> list[str]:
+    """The seed's preconditions: its git repository (local, not beside the home) and its ssh key as the
+    secret ssh-key-secret."""
+    repo = subprocess.run([sys.executable, SEED002 / "make_repo.py", elsewhere / "kubeflow-mnist.git"],
                           capture_output=True, text=True, check=True).stdout.strip()
     key = tmp_path / "id_rsa"
     if shutil.which("ssh-keygen"):
@@ -91,6 +106,38 @@ def test_seed002_trains_and_outputs_the_model_path(package: str, request: pytest
     assert accuracy > 0.8, log
     _model_in_volume(home, _artifact(data, "training-and-evaluation", "training-and-evaluation-output"))
     assert not (SEED002 / "pipeline.py.tar.gz").exists()  # the file's own compile-on-run block never ran
+
+
+@pytest.mark.parametrize("how", ["run.sh", "pipeline.py"])
+def test_seed002_as_shipped_with_a_home_under_tmp(how: str, request: pytest.FixtureRequest) -> None:
+    """The issue's case: MILLPOND_HOME under /tmp, the repository where make_repo.py puts it by default and
+    the pipeline's own default repo_url (run.sh passes make_repo's answer; pipeline.py is run without it)."""
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("run.sh makes its key with ssh-keygen")
+    if how == "pipeline.py":
+        request.getfixturevalue("v1")
+    home = Path(tempfile.mkdtemp(prefix="seed002-", dir="/tmp")) / "home"
+    env = {**os.environ, "MILLPOND_HOME": str(home), "PYTHON": sys.executable,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("REPO", None)
+    try:
+        if how == "run.sh":
+            argv = [str(SEED002 / "run.sh")]
+        else:
+            subprocess.run([sys.executable, SEED002 / "make_repo.py"], check=True, capture_output=True, env=env)
+            key = home.parent / "id_rsa"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True)
+            subprocess.run([MILLPOND_BIN, "secret", "create", "ssh-key-secret", "--from-file", f"id_rsa={key}"],
+                           check=True, capture_output=True, env=env)
+            argv = [str(MILLPOND_BIN), "run", str(SEED002 / "pipeline.py"), "-p", f"python={sys.executable}"]
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+        assert result.returncode == 0, result.stderr
+        assert "does not exist" not in result.stderr
+        outputs = list((home / "volumes").glob("*/kubeflow-mnist/output.txt"))
+        assert len(outputs) == 1, result.stderr
+        _model_in_volume(home, outputs[0].read_text())
+    finally:
+        shutil.rmtree(home.parent, ignore_errors=True)
 
 
 def test_seed002_in_v2(home: Path, seed002: list[str], cli: Cli) -> None:

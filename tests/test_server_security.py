@@ -144,6 +144,63 @@ def test_a_foreign_origin_cannot_change_anything(server: Served) -> None:
     assert client.get_experiment(experiment.experiment_id).storage_state == "ARCHIVED"
 
 
+def test_an_origin_of_another_scheme_or_port_is_another_origin(server: Served) -> None:
+    """An origin is scheme, host and port (RFC 6454): https://127.0.0.1:PORT is not this http:// server."""
+    def create(name: str, origin: str) -> tuple[int, dict[str, Any]]:
+        return call(server.port, "POST", "/apis/v2beta1/experiments", json.dumps({"display_name": name}).encode(),
+                    {"Origin": origin, "Content-Type": "application/json"})
+
+    for number, origin in enumerate((f"https://127.0.0.1:{server.port}", "http://127.0.0.1",
+                                     f"ws://127.0.0.1:{server.port}", f"http://127.0.0.1:{server.port}/",
+                                     f"http://u@127.0.0.1:{server.port}", f"http://127.0.0.1:0{server.port}9")):
+        status, answer = create(f"other-scheme-{number}", origin)
+        assert status == 403 and "cross-origin" in answer["message"], (origin, answer)
+    status, listed = call(server.port, "GET", "/apis/v2beta1/experiments?page_size=200")
+    assert status == 200
+    assert not [e for e in listed.get("experiments", []) if e["display_name"].startswith("other-scheme-")], listed
+    status, answer = create("same-scheme", f"http://127.0.0.1:{server.port}")  # the server's own page
+    assert status == 200, answer
+
+
+def test_the_bearer_scheme_is_case_insensitive(home: Path) -> None:
+    """RFC 7235 section 2.1: the auth scheme's name is case-insensitive; the token itself is not."""
+    served = Served(token="Tok-en")
+    try:
+        for scheme in ("Bearer", "bearer", "BEARER", "bEaReR"):
+            status, answer = call(served.port, "GET", "/apis/v2beta1/healthz",
+                                  headers={"Authorization": f"{scheme} Tok-en"})
+            assert status == 200, (scheme, answer)
+        for value in ("bearer tok-en", "Bearer", "Bearer  ", "Basic Tok-en", "BearerTok-en", "Bearer Tok-en x", ""):
+            status, answer = call(served.port, "GET", "/apis/v2beta1/healthz", headers={"Authorization": value})
+            assert status == 401, (value, answer)
+    finally:
+        served.stop()
+
+
+def test_an_inference_services_own_port_compares_scheme_and_port_too(home: Path) -> None:
+    """The own port shares hosts.py's check: another scheme or port of a loopback name is another site."""
+    from millpond.serving import front
+
+    handle = front.start(0, "team", "origins")
+    try:
+        def predict(origin: str) -> int:
+            connection = http.client.HTTPConnection("127.0.0.1", handle.port, timeout=60)
+            try:
+                connection.request("POST", "/v1/models/origins:predict", b'{"instances": [[1]]}',
+                                   {"Origin": origin, "Content-Type": "application/json"})
+                response = connection.getresponse()
+                response.read()
+                return response.status
+            finally:
+                connection.close()
+
+        for origin in (f"https://127.0.0.1:{handle.port}", f"http://localhost:{handle.port + 1}", "http://localhost"):
+            assert predict(origin) == 403, origin
+        assert predict(f"http://localhost:{handle.port}") == 503  # passes the check; no replica is ready
+    finally:
+        handle.stop()
+
+
 def test_kfp_client_calls_still_pass(server: Served) -> None:
     """kfp_server_api sends application/json on every call, with an empty body on :terminate/:archive."""
     client = kfp.Client(host=server.url)
@@ -312,6 +369,29 @@ def test_bad_token_options_are_one_error_line(tmp_path: Path) -> None:
         assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.stderr
 
 
+def test_a_port_in_use_is_one_error_line_and_nothing_starts(tmp_path: Path) -> None:
+    """Bound before anything starts: no 'startup complete', no uvicorn ERROR, no record for ``millpond ps``."""
+    home = tmp_path / "home"
+    environment = {**os.environ, "MILLPOND_HOME": str(home)}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([str(MILLPOND), "server", "--port", str(port)], capture_output=True, text=True,
+                                check=False, env=environment, timeout=120)
+    assert result.returncode == 1, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and f"127.0.0.1:{port}" in lines[0], result.stderr
+    assert "in use" in lines[0] and result.stdout == "", result
+    assert not list((home / "processes").glob("*"))  # nothing registered (a missing folder globs nothing)
+    assert not (home / "millpond.db").exists()  # no application was created over the home
+    for port_text in ("70000", "-1"):
+        result = subprocess.run([str(MILLPOND), "server", "--port", port_text], capture_output=True, text=True,
+                                check=False, env=environment, timeout=120)
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --port"), result
+
+
 # --- a hostile page in a real browser ----------------------------------------------------------
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -376,3 +456,38 @@ async function attack() {{
         assert not stored(server, "dataprocesses", f"{name}-script"), name
     assert client.get_experiment(experiment.experiment_id).storage_state == "AVAILABLE"
     assert not marker.exists()
+
+
+# --- property: an origin is scheme, host and port -----------------------------------------------
+
+def test_an_origin_matches_only_its_own_scheme_host_and_port() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from millpond.hosts import loopback_only_problem, same_origin
+
+    names = st.sampled_from(["127.0.0.1", "localhost", "[::1]", "evil.example", "LOCALHOST", ""])
+    ports = st.one_of(st.none(), st.integers(-1, 70_000), st.sampled_from([0, 80, 443, 8888, 65535, 65536, 10**20]))
+    schemes = st.sampled_from(["http", "https", "HTTP", "ws", "file", ""])
+
+    def netloc(name: str, port: int | None) -> str:
+        return name if port is None else f"{name}:{port}"
+
+    @given(served_scheme=st.sampled_from(["http", "https"]), host=names, host_port=ports, scheme=schemes,
+           name=names, port=ports)
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    def check(served_scheme: str, host: str, host_port: int | None, scheme: str, name: str,
+              port: int | None) -> None:
+        default = {"http": 80, "https": 443}
+        origin = f"{scheme}://{netloc(name, port)}"
+        expected_port = host_port if host_port is not None else default[served_scheme]
+        given_port = port if port is not None else default.get(scheme.lower())
+        same = (scheme.lower() == served_scheme and bool(name) and name.lower() == host.lower()
+                and 0 <= expected_port <= 65535 and given_port == expected_port)
+        assert same_origin(origin, served_scheme, netloc(host, host_port)) == same, origin
+        if same and name.lower().strip("[]") in ("127.0.0.1", "localhost", "::1"):
+            assert loopback_only_problem(netloc(host, host_port), origin, served_scheme) is None
+        elif scheme.lower() != served_scheme:
+            assert loopback_only_problem(netloc(host, host_port), origin, served_scheme) is not None
+
+    check()

@@ -3,9 +3,14 @@
 The seed clones github.com/benjamintanweihao/kubeflow-mnist; this repository holds the same
 three files, rewritten for numpy and scikit-learn (repo/ beside this script). Usage:
 
-    python make_repo.py [DEST]      # DEST defaults to /tmp/kubeflow-mnist.git
+    python make_repo.py [DEST]      # DEST defaults to /var/tmp/kubeflow-mnist.git
 
 It prints DEST, which the pipeline takes as `repo_url`. An existing DEST is replaced.
+
+Why /var/tmp and not /tmp: a kfp 1.x step gets a /tmp of its own, as a pod does, so a
+repository in the host's /tmp is not there for `git clone` (only the /tmp entry holding the
+step's own folders, the home's, is shown). /var/tmp is a host folder every step sees, wherever
+MILLPOND_HOME is. A DEST under /tmp works only inside the home's own /tmp entry.
 """
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ import sys
 from pathlib import Path
 
 SOURCES = Path(__file__).resolve().parent / "repo"
-DEFAULT_DEST = Path("/tmp/kubeflow-mnist.git")
+DEFAULT_DEST = Path("/var/tmp/kubeflow-mnist.git")  # visible to every step (a step's /tmp is its own)
 FILES = ("constants.py", "preprocessing.py", "train.py")
 # A commit needs an author; the user's git configuration may have none.
 GIT_ENV = {

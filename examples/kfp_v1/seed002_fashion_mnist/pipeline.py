@@ -15,7 +15,7 @@ from kfp.dsl import PipelineVolume
 from kubernetes.client.models import V1SecretVolumeSource, V1Volume, V1VolumeMount
 
 PROJECT_ROOT = '/workspace/kubeflow-mnist'
-DEFAULT_REPO = '/tmp/kubeflow-mnist.git'  # make_repo.py's default
+DEFAULT_REPO = '/var/tmp/kubeflow-mnist.git'  # make_repo.py's default (a step's /tmp is its own)
 
 
 def git_clone_darkrai_op(repo_url: str):

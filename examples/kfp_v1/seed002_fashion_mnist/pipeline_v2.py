@@ -8,7 +8,7 @@ import os
 from kfp import dsl, kubernetes
 
 PROJECT_ROOT = '/workspace/kubeflow-mnist'
-DEFAULT_REPO = '/tmp/kubeflow-mnist.git'  # make_repo.py's default
+DEFAULT_REPO = '/var/tmp/kubeflow-mnist.git'  # make_repo.py's default (a step's /tmp is its own)
 # kfp 2 fixes a step's image when it compiles (a ContainerSpec image cannot be a pipeline
 # parameter): choose it here, or in the environment, instead of at run time.
 IMAGE = os.environ.get('KUBEFLOW_MNIST_IMAGE', 'benjamintanweihao/kubeflow-mnist')

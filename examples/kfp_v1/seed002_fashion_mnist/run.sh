@@ -6,12 +6,13 @@
 # PIPELINE: pipeline.tar.gz (default: what dsl-compile made, as uploaded in the seed), pipeline.py
 # (the v1 source: millpond compiles it with kfp 1.8.22 in a side environment, once) or
 # pipeline_v2.py (the same pipeline in kfp 2). PYTHON: a python with numpy and scikit-learn
-# (default: python3), which the steps run; REPO: where the repository goes.
+# (default: python3), which the steps run; REPO: where the repository goes (default
+# /var/tmp/kubeflow-mnist.git: not /tmp, which each kfp 1.x step has of its own, as a pod).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 pipeline="${1:-$here/pipeline.tar.gz}"
 python="$(command -v "${PYTHON:-python3}")"
-repo="$("$python" "$here/make_repo.py" "${REPO:-/tmp/kubeflow-mnist.git}")"
+repo="$("$python" "$here/make_repo.py" "${REPO:-/var/tmp/kubeflow-mnist.git}")"
 
 keys="$(mktemp -d)"
 trap 'rm -rf "$keys"' EXIT

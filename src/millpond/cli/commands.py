@@ -71,7 +71,7 @@ def run_pipeline_command(
         store = open_journal(settings.database_url)
         run = prepare_run(store, settings, request)
         console = stderr_console()
-        with _stopped(store, run.id), RunProgress(console, f"{run.name} ({run.id})") as progress:
+        with _stopped(store, run.id, output), RunProgress(console, f"{run.name} ({run.id})") as progress:
             result = execute_run(
                 store, settings, run, listener=progress, use_cache=use_cache, ignore_resources=ignore_resources
             )
@@ -86,24 +86,30 @@ def resume_command(run_id: str, output: str, only_finished: bool) -> int:
         store = open_journal(settings.database_url)
         run = store.get_run(run_id)
         verb = "retried" if only_finished else "resumed"
-        with _stopped(store, run.id), RunProgress(stderr_console(), f"{run.name} ({run.id}), {verb}") as progress:
+        title = f"{run.name} ({run.id}), {verb}"
+        with _stopped(store, run.id, output), RunProgress(stderr_console(), title) as progress:
             run, result = resume_run(store, settings, run.id, listener=progress, only_finished=only_finished)
         return _report(store, run, result.state, result.error, output)
 
 
 @contextmanager
-def _stopped(store: RunJournal, run_id: str) -> Iterator[None]:
+def _stopped(store: RunJournal, run_id: str, output: str) -> Iterator[None]:
     """A stop signal cancels the run: the engine records that itself; should the run still look
     in flight here (the engine never began), it is recorded CANCELED now.
 
-    Either way ``Stopped`` goes on up, and ``main`` prints why and exits 130. (A signal after the
-    engine ended changes nothing: the run's own end is reported.)
+    With ``-o json`` the run, as recorded (CANCELED), is printed then: the README promises one
+    JSON object on stdout whatever the end. Either way ``Stopped`` goes on up, and ``main`` prints
+    why and exits 130. (A signal after the engine ended changes nothing: the run's own end is reported.)
     """
     try:
         yield
     except KeyboardInterrupt as exc:
-        if store.get_run(run_id).state in ("PENDING", "RUNNING"):
+        run = store.get_run(run_id)
+        if run.state in ("PENDING", "RUNNING"):
             record_cancelled(store, run_id, str(exc) or "interrupted")
+            run = store.get_run(run_id)
+        if output == "json":
+            _report(store, run, run.state, run.error, output)
         raise
 
 

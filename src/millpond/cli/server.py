@@ -5,6 +5,11 @@ this machine. The token comes from a file (``--token-file``, best), ``MILLPOND_T
 ``--token`` (other users see a command line in ``ps``, so that one warns). The server drops
 ``MILLPOND_TOKEN`` from its own environment once read, so no run, worker or task inherits it.
 FastAPI and uvicorn load only here.
+
+The listening socket is bound before anything else starts (the application, its executor and
+background threads, the record ``millpond ps`` reads) and handed to uvicorn: a port in use is
+one ``error:`` line naming the address, exit 1, with nothing started and no window in which
+another process could take the port between a check and uvicorn's own bind.
 """
 
 from __future__ import annotations
@@ -84,6 +89,8 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
 def server_command(host: str, port: int, token_file: Path | None, token: str | None,
                    allowed_hosts: tuple[str, ...], ray_address: str | None) -> None:
     """Serve the Kubeflow Pipelines v2beta1 REST API (for kfp.Client) over this machine's runs."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port}: expected a port number from 0 to 65535")
     token = choose_token(token, token_file)
     if ray_address:  # the runs' worker processes inherit it, as they read their settings from the environment
         os.environ["MILLPOND_RAY_ADDRESS"] = ray_address
@@ -95,6 +102,17 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
     os.environ.pop(TOKEN_ENV, None)  # read: the runs, workers and tasks this server starts never see it
     if not is_loopback(host) and not token:
         raise UserError(f"refusing to listen on {host} without a token: pass --token-file PATH or set {TOKEN_ENV}")
+    from millpond.serving.model_server import bind_listener
+
+    sock = bind_listener(host.strip("[]"), port)  # MillpondError (exit 1) for a port in use, before anything starts
+    try:
+        _serve(sock, host, token, allowed_hosts)
+    finally:
+        sock.close()
+
+
+def _serve(sock: socket.socket, host: str, token: str | None, allowed_hosts: tuple[str, ...]) -> None:
+    """Start the application over the bound ``sock`` and serve until stopped."""
     import uvicorn
 
     from millpond.cli.processes import reconcile
@@ -102,8 +120,11 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
     from millpond.server.app import create_app
     from millpond.settings import load_settings
 
+    port = sock.getsockname()[1]
     app = create_app(load_settings(), token, served_hosts(host, allowed_hosts))
     for line in reconcile():  # what an earlier server's users left behind
         click.echo(line, err=True)
-    register("server", f"http://{host}:{port}")  # ``millpond ps`` lists it
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    url_host = f"[{host.strip('[]')}]" if ":" in host else host
+    register("server", f"http://{url_host}:{port}")  # ``millpond ps`` lists it
+    click.echo(f"millpond server: listening on http://{url_host}:{port}", err=True)
+    uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])

@@ -22,6 +22,8 @@ from millpond.errors import UserError
 from millpond.store.recurring import Trigger, aware
 
 MAX_DUE = 10_000  # a schedule far behind (every second, a year off) is not walked to its end
+# A longer period never comes round (and 2**63 seconds is past datetime's year 9999 and SQLite's int64).
+MAX_INTERVAL_SECONDS = 100 * 366 * 24 * 3600
 
 
 def parse_time(text: str | None, where: str) -> dt.datetime | None:
@@ -51,6 +53,9 @@ def make_trigger(
     else:
         if interval_second is None or interval_second <= 0:
             raise UserError("trigger.periodic_schedule.interval_second must be a positive number of seconds")
+        if interval_second > MAX_INTERVAL_SECONDS:
+            raise UserError(f"trigger.periodic_schedule.interval_second {interval_second} is over the maximum of "
+                            f"{MAX_INTERVAL_SECONDS} (100 years)")
         cron = None
     start = parse_time(start_time, f"trigger.{kind}.start_time")
     end = parse_time(end_time, f"trigger.{kind}.end_time")

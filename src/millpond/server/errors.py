@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from millpond.errors import MillpondError
 
 # HTTP status → gRPC status code, as grpc-gateway maps them.
-_GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 409: 6, 412: 9, 415: 3, 500: 13, 503: 14}
+_GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 409: 6, 412: 9, 413: 8, 415: 3, 500: 13, 503: 14}
 
 
 class ApiError(MillpondError):

@@ -4,14 +4,21 @@
 "string_value" | "stringValue" | ...}]}``; ``operation`` comes as a name or as its number
 (``kfp.Client`` sends numbers). ``page_token`` is an opaque offset; ``sort_by`` is
 ``"field"`` or ``"field desc"``. Which fields a list has is the store's business.
+
+Every number a caller controls here is bounded, and a request beyond a bound is a 400 naming
+it, never a 500 or a 503 from the database: ``page_size`` (``MAX_PAGE_SIZE``), the offset a
+``page_token`` carries (an int64, SQLite's and PostgreSQL's ``OFFSET``), the filter's text
+(``MAX_FILTER_CHARS``; parsed by ``documents.load_json``, so its nesting and numbers are bounded
+too), its predicates (``MAX_PREDICATES``: SQLite refuses an expression tree deeper than 1,000)
+and an ``IN``'s values (``MAX_IN_VALUES``, under SQLite's 32,766 bound variables).
 """
 
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
+from millpond.documents import INT64_MAX, DocumentError, load_json
 from millpond.server.errors import ApiError
 from millpond.store.listing import OPERATIONS, ListQuery, Page, Predicate
 
@@ -21,6 +28,9 @@ _VALUE_KEYS = ("string_value", "stringValue", "int_value", "intValue", "long_val
                "timestamp_value", "timestampValue")
 _LIST_KEYS = ("string_values", "stringValues", "int_values", "intValues", "long_values", "longValues")
 MAX_PAGE_SIZE = 1000
+MAX_FILTER_CHARS = 64 * 1024
+MAX_PREDICATES = 100
+MAX_IN_VALUES = 1000
 
 
 def list_query(filter: str | None, sort_by: str | None, page_token: str | None, page_size: int | None) -> ListQuery:
@@ -32,7 +42,7 @@ def list_query(filter: str | None, sort_by: str | None, page_token: str | None, 
     if sort_by:
         parts = sort_by.split()
         if len(parts) > 2 or (len(parts) == 2 and parts[1].lower() not in ("asc", "desc")):
-            raise ApiError(400, f"invalid sort_by {sort_by!r}: expected FIELD or 'FIELD desc'")
+            raise ApiError(400, f"invalid sort_by {sort_by[:200]!r}: expected FIELD or 'FIELD desc'")
         sort_key, descending = parts[0], len(parts) == 2 and parts[1].lower() == "desc"
     return ListQuery(_predicates(filter), sort_key, descending, _offset(page_token), size)
 
@@ -47,12 +57,19 @@ def next_page_token(page: Page[Any]) -> str:
 def _predicates(text: str | None) -> tuple[Predicate, ...]:
     if not text:
         return ()
+    if len(text) > MAX_FILTER_CHARS:
+        raise ApiError(400, f"invalid filter: {len(text):,} characters, over the maximum of {MAX_FILTER_CHARS:,}")
     try:
-        predicates = json.loads(text).get("predicates") or []
-    except (ValueError, AttributeError):
-        raise ApiError(400, f"invalid filter: not a JSON Filter object: {text[:200]}") from None
+        document = load_json(text, "filter")
+    except DocumentError as exc:
+        raise ApiError(400, f"invalid {exc}") from None  # "invalid filter: WHERE: PROBLEM"
+    if not isinstance(document, dict):
+        raise ApiError(400, f"invalid filter: not a JSON Filter object: {text[:200]}")
+    predicates = document.get("predicates") or []
     if not isinstance(predicates, list):
         raise ApiError(400, "invalid filter: predicates must be a list")
+    if len(predicates) > MAX_PREDICATES:
+        raise ApiError(400, f"invalid filter: {len(predicates)} predicates, over the maximum of {MAX_PREDICATES}")
     found = []
     for predicate in predicates:
         if not isinstance(predicate, dict):
@@ -67,6 +84,9 @@ def _predicates(text: str | None) -> tuple[Predicate, ...]:
             values = values.get("values", []) if isinstance(values, dict) else values
             if not isinstance(values, list):
                 raise ApiError(400, f"invalid filter: IN on {key!r} needs string_values")
+            if len(values) > MAX_IN_VALUES:
+                raise ApiError(400, f"invalid filter: IN on {key!r} has {len(values)} values, "
+                                    f"over the maximum of {MAX_IN_VALUES}")
             found.append(Predicate(str(key), name, values))
             continue
         value = next((predicate[k] for k in _VALUE_KEYS if k in predicate), None)
@@ -82,7 +102,7 @@ def _offset(token: str | None) -> int:
     try:
         offset = int(base64.urlsafe_b64decode(token.encode()).decode())
     except (ValueError, UnicodeDecodeError):
-        raise ApiError(400, f"invalid page_token {token!r}") from None
-    if offset < 0:
-        raise ApiError(400, f"invalid page_token {token!r}")
+        raise ApiError(400, f"invalid page_token {token[:200]!r}") from None
+    if not 0 <= offset <= INT64_MAX:  # the databases' OFFSET is an int64: beyond it, SQLite's OverflowError
+        raise ApiError(400, f"invalid page_token {token[:200]!r}: not a page of this list")
     return offset

@@ -11,10 +11,12 @@ to drive it:
   matches sub-domains; ``*`` turns the check off, for a proxy that does it). Otherwise: 400.
 - **Cross-site requests.** A browser sends a "simple" POST (``text/plain``, a form, or no body
   at all) to any origin without asking first. A state-changing request (POST, PUT, PATCH,
-  DELETE) is refused (403) when its ``Origin`` is another origin than the server's own (the
-  ``Host`` it was sent to), and (415) unless its body is JSON, multipart (uploads) or YAML
-  (``/fluid/apply``); only an empty body may come without a type (``kfp.Client`` sends
-  ``application/json`` even on ``:terminate``; the UI sends ``:enable`` with no body). JSON and
+  DELETE) is refused (403) when its ``Origin`` is another origin than the server's own: the
+  scheme it serves (``https://HOST`` is not the origin of an ``http://`` server), the ``Host``
+  it was sent to and that Host's port (``hosts.same_origin``), and (415) unless its body is
+  JSON, multipart (uploads) or YAML (``/fluid/apply``); only an empty body may come without a
+  type (``kfp.Client`` sends ``application/json`` even on ``:terminate``; the UI sends ``:enable``
+  with no body). JSON and
   YAML cannot be sent cross-site without a CORS preflight, which this server never grants;
   a multipart form can, and so can a body-less POST, which is why the Origin check is there too.
 - **Model queries** (``INFERENCE_PREFIXES``: the gateway's ``/v1/models/``, ``/v2/``, ``/seldon/`` and
@@ -26,7 +28,14 @@ to drive it:
   another site posting to a model is refused like any other cross-site request (403 with an
   Origin, 415 for its form type otherwise).
 - **Token.** With one, every request except the UI's page and static files must carry
-  ``Authorization: Bearer TOKEN``; checked in constant time.
+  ``Authorization: Bearer TOKEN``; checked in constant time. The scheme's name is
+  case-insensitive (RFC 7235 section 2.1: ``bearer TOKEN`` is the same), the token is not.
+
+- **Body size.** A request body (not a model query's: the gateway and its model servers bound
+  those) is at most ``MAX_REQUEST_BYTES``: twice the largest package an upload may carry
+  (``MAX_PACKAGE_BYTES``, 32 MiB), room for a multipart envelope and an inline IR's JSON
+  escaping. A larger ``Content-Length`` is refused (413) before a byte is read; a chunked body
+  is read up to the bound first (the routes read whole bodies anyway) and refused past it.
 
 Refusals come in KFP's error shape (see ``server.errors``). This is a plain ASGI middleware,
 not Starlette's ``BaseHTTPMiddleware``, so bodies stream through untouched.
@@ -37,11 +46,10 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from millpond.hosts import LOOPBACK_HOSTS, host_of
+from millpond.hosts import LOOPBACK_HOSTS, host_of, same_origin
 from millpond.server.errors import error_response
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -84,6 +92,7 @@ class HostPolicy:
 
 
 INFERENCE_PREFIXES = ("/v1/models/", "/v2/", "/seldon/", "/serving/")
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
 
 def is_public(method: str, path: str) -> bool:
@@ -94,21 +103,21 @@ def is_public(method: str, path: str) -> bool:
 
 
 def refusal(method: str, path: str, headers: dict[str, str], policy: HostPolicy,
-            token: str | None) -> tuple[int, str] | None:
-    """Why a request is refused, as (HTTP status, message), or None when it may go on."""
+            token: str | None, scheme: str = "http") -> tuple[int, str] | None:
+    """Why a request that reached a server serving ``scheme`` (``http``/``https``) is refused, as
+    (HTTP status, message), or None when it may go on."""
     host = headers.get("host", "")
     if not policy.allows(host):
         return 400, (f"invalid Host header {host!r}: this server answers to {', '.join(sorted(policy.names))}; "
                      "start it with --allowed-host NAME to add a name")
     if token is not None and not is_public(method, path):
-        given = headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, f"Bearer {token}".encode()):
+        if not _bearer_matches(headers.get("authorization", ""), token):
             return 401, "missing or wrong token: send 'Authorization: Bearer TOKEN'"
     if method not in STATE_CHANGING:
         return None
     origin = headers.get("origin")
-    if origin is not None and not _same_origin(origin, host):
-        return 403, f"cross-origin request refused: Origin {origin!r} is not this server ({host})"
+    if origin is not None and not same_origin(origin, scheme, host):
+        return 403, f"cross-origin request refused: Origin {origin!r} is not this server ({scheme}://{host})"
     media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media in BODY_TYPES or (not media and _empty_body(headers)):
         return None
@@ -119,9 +128,12 @@ def refusal(method: str, path: str, headers: dict[str, str], policy: HostPolicy,
                  "(multipart/form-data for uploads, application/yaml for /fluid/apply)")
 
 
-def _same_origin(origin: str, host: str) -> bool:
-    parts = urlsplit(origin.strip())
-    return parts.scheme in ("http", "https") and bool(parts.netloc) and parts.netloc.lower() == host.strip().lower()
+def _bearer_matches(authorization: str, token: str) -> bool:
+    """Whether ``Authorization`` is ``Bearer TOKEN``: the scheme in any case (RFC 7235), the token exactly,
+    compared in constant time."""
+    scheme, _, given = authorization.strip().partition(" ")
+    bearer = hmac.compare_digest(scheme.lower().encode("latin-1"), b"bearer")
+    return hmac.compare_digest(given.strip(" ").encode("latin-1"), token.encode()) and bearer
 
 
 def _empty_body(headers: dict[str, str]) -> bool:
@@ -151,8 +163,49 @@ class RequestGuard:
                 repeated = name
             headers.setdefault(name, value.decode("latin-1"))
         refused = (400, f"the {repeated} header is repeated") if repeated else refusal(
-            scope["method"].upper(), scope["path"], headers, self.policy, self.token)
+            scope["method"].upper(), scope["path"], headers, self.policy, self.token, scope.get("scheme", "http"))
+        if refused is None and not scope["path"].startswith(INFERENCE_PREFIXES):
+            refused = _too_large(headers.get("content-length"))
+            if refused is None and "transfer-encoding" in headers:
+                messages = await _read_bounded(receive)
+                if messages is None:
+                    refused = _too_large(None, streamed=True)
+                else:
+                    receive = _replay(messages, receive)
         if refused is None:
             await self.app(scope, receive, send)
             return
         await error_response(*refused)(scope, receive, send)
+
+
+def _too_large(length: str | None, streamed: bool = False) -> tuple[int, str] | None:
+    """The refusal of a body over ``MAX_REQUEST_BYTES``: its ``Content-Length`` says so, or it ``streamed`` past."""
+    if streamed or (length is not None and length.strip().isdigit() and int(length) > MAX_REQUEST_BYTES):
+        return 413, f"request body over {MAX_REQUEST_BYTES // (1024 * 1024)} MiB"
+    return None
+
+
+async def _read_bounded(receive: Receive) -> list[Message] | None:
+    """A chunked body's messages, read whole; None once it passes ``MAX_REQUEST_BYTES``."""
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":  # the client went away: the app sees that as it would have
+            return messages
+        size += len(message.get("body", b""))
+        if size > MAX_REQUEST_BYTES:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands out ``messages`` first, then whatever ``receive`` brings (a disconnect)."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replayed
