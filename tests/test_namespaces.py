@@ -184,6 +184,19 @@ def test_apply_refuses_a_namespace_longer_than_63_characters(home: Path, capsys:
     assert nothing_stored(home)
 
 
+@pytest.mark.parametrize("claim", ["../../x", "KUBE", "a/b"])
+def test_a_job_whose_volume_claims_a_dataset_that_can_never_exist_is_refused(
+        home: Path, capsys: Any, tmp_path: Path, claim: str) -> None:
+    """A claim names a dataset (and a folder of it): one that no Dataset can be named would wait forever."""
+    job = documents("pv", "default", tmp_path)["PyTorchJob"]
+    pod = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    pod["containers"][0]["volumeMounts"] = [{"name": "d", "mountPath": "/d"}]
+    pod["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]
+    refused(millpond(capsys, "apply", "-f", write(tmp_path, job)),
+            f"volumes[0].persistentVolumeClaim.claimName: Invalid value: {shown(claim)}: a lowercase RFC 1123")
+    assert nothing_stored(home)
+
+
 def test_the_stores_refuse_what_no_check_above_them_caught(home: Path) -> None:
     """The SDK (and any caller) reaches the stores: they are the last line, so every kind is covered."""
     with pytest.raises(UserError, match=r'^metadata.namespace: Invalid value: "KUBE": a lowercase RFC 1123 label'):
