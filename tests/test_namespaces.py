@@ -244,8 +244,13 @@ def test_api_refuses_a_namespace_in_a_path_a_query_or_a_body_with_400(server: Se
     status, body = call(server, "/apis/v2beta1/experiments", "POST",
                         json.dumps({"display_name": f"e-{q(namespace)}", "namespace": namespace}).encode())
     assert status == 400 and "namespace: Invalid value" in body["message"], body
-    status, body = call(server, "/apis/v2beta1/experiments")
-    assert not any(e["display_name"].startswith("e-") for e in body.get("experiments", []))
+    status, body = call(server, "/apis/v2beta1/pipelines", "POST",
+                        json.dumps({"display_name": "p-bad", "namespace": namespace}).encode())
+    assert status == 400 and "namespace: Invalid value" in body["message"], body
+    assert not any(e["display_name"].startswith("e-") for e in call(server, "/apis/v2beta1/experiments")[1].get(
+        "experiments", []))
+    assert not any(p["display_name"] == "p-bad" for p in call(server, "/apis/v2beta1/pipelines")[1].get(
+        "pipelines", []))
 
 
 @pytest.mark.parametrize("kind", ["Dataset", "LocalQueue", "PyTorchJob", "ConfigMap"])

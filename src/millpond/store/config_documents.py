@@ -76,7 +76,7 @@ def check(documents: list[tuple[str, int, Any]]) -> tuple[list[PlannedConfig], l
             raise UserError(f"{where}: metadata.name is required")
         store_kind = STORED[kind]
         check_name(store_kind, name)
-        if metadata.get("namespace") is not None:  # kept home-wide, but a namespace Kubernetes refuses is refused
+        if metadata.get("namespace"):  # kept home-wide, but a namespace Kubernetes refuses is refused ("" is default)
             try:
                 check_name("namespace", str(metadata["namespace"]))
             except UserError as exc:
