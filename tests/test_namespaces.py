@@ -147,23 +147,33 @@ def test_arena_submit_refuses_a_namespace_that_is_no_label_and_stores_nothing(
     assert JobStore().list(None) == [] and not (home / "training").exists()
 
 
+def namespace_commands(capsys: Any, namespace: str) -> list[tuple[Any, tuple[str, ...]]]:
+    """Every command that takes ``-n``, as (runner, arguments), the namespace given as ``--namespace=VALUE``."""
+    option = f"--namespace={namespace}"
+
+    def on_arena(*args: str) -> CliResult:
+        return arena(capsys, *args)
+
+    def on_millpond(*args: str) -> CliResult:
+        return millpond(capsys, *args)
+
+    return [(on_arena, args) for args in (
+        ("list", option), ("get", option, "f1"), ("logs", option, "f1"), ("delete", option, "f1"), ("prune", option),
+        ("top", "job", option), ("submit", "pytorch", "--name", "f1", option, "true"),
+        ("serve", "custom", "--name", "m", option, "run"), ("serve", "list", option), ("serve", "delete", option, "m"),
+    )] + [(on_millpond, args) for args in (
+        ("get", "datasets", option), ("delete", "dataset", option, "d"), ("dataset", "ls", option, "d"),
+        ("dataset", "sync", option, "d"), ("dataset", "mount", option, "d", "/nonexistent-folder"),
+        ("queue", "create", "q", "--cpu", "1", option), ("train", "submit", "pytorch", "--name", "f1", option, "true"),
+        ("serve", "--from-run", "r", "--artifact", "t.m", option),
+    )]
+
+
 @pytest.mark.parametrize("namespace", [*BAD, "a.b", "a" * 64])
 def test_every_namespace_option_refuses_it(home: Path, capsys: Any, namespace: str) -> None:
     """Each command that takes ``-n`` refuses it while parsing, before it touches anything."""
-    option = f"--namespace={namespace}"
-    arena_commands = [("list", option), ("get", option, "f1"), ("logs", option, "f1"), ("delete", option, "f1"),
-                      ("prune", option), ("top", "job", option),
-                      ("serve", "custom", "--name", "m", option, "run"), ("serve", "list", option),
-                      ("serve", "delete", option, "m")]
-    for args in arena_commands:
-        refused(arena(capsys, *args), shown(namespace), "--namespace")
-    millpond_commands = [("get", "datasets", option), ("delete", "dataset", option, "d"),
-                         ("dataset", "ls", option, "d"), ("dataset", "sync", option, "d"),
-                         ("queue", "create", "q", "--cpu", "1", option),
-                         ("train", "submit", "pytorch", "--name", "f1", option, "true"),
-                         ("serve", "--from-run", "r", "--artifact", "t.m", option)]
-    for args in millpond_commands:
-        refused(millpond(capsys, *args), shown(namespace), "--namespace")
+    for run, args in namespace_commands(capsys, namespace):
+        refused(run(*args), shown(namespace), "--namespace")
     assert nothing_stored(home)
 
 
@@ -329,6 +339,9 @@ def test_any_namespace_and_name_is_refused_with_nothing_stored_or_round_trips(
             if namespace and not good_ns and is_subdomain(name):  # an empty name or one with '/' names no route
                 assert call(server, path)[0] == 400
     # every other command with -n: refused while parsing, or it answers as for any namespace
+    if not good_ns:
+        for run, args in namespace_commands(capsys, namespace):
+            refused(run(*args), shown(namespace), "--namespace")
     listed = arena(capsys, "list", f"--namespace={namespace}")
     if good_ns:
         assert listed.code == 0, listed.err
