@@ -101,7 +101,7 @@ def test_delete_takes_the_local_queues_with_it(cli) -> None:
     (("--cpu", "1", "--borrowing-limit", "cpu=1"), "borrowingLimit: Invalid value: '1': must be nil when cohort"),
     (("--cpu", "1", "--borrowing-limit", "memory=1"), "--borrowing-limit: 'memory=1': use RESOURCE=AMOUNT"),
     (("--cpu", "1", "--cohort", "Bad Name"), "cohortName"),
-    (("--cpu", "1", "-n", "../etc"), "metadata.namespace: invalid namespace name"),
+    (("--cpu", "1", "-n", "../etc"), '--namespace/-n: Invalid value: "../etc": a lowercase RFC 1123 label'),
     (("--cpu", "1", "--strategy", "Random"), 'spec.queueingStrategy: "Random" is not one of'),
     (("--cpu", "1", "--preemption", "Any"), 'spec.preemption.withinClusterQueue: "Any" is not one of'),
 ])

@@ -18,9 +18,10 @@ from millpond.cli.arena_serve import serve_group
 from millpond.cli.arena_submit import submit_group
 from millpond.cli.arena_top import top_group
 from millpond.cli.failures import exit_on
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.errors import UserError
 
-NAMESPACE = click.option("-n", "--namespace", default="default", show_default=True)
+NAMESPACE = click.option("-n", "--namespace", type=NAMESPACE_TYPE, default="default", show_default=True)
 TYPE = click.option("-T", "--type", "trainer", default="",
                     help="Only a job of this trainer (pytorchjob, mpijob, tfjob).")
 PRUNE_SINCE = "48h"  # Arena's prune default

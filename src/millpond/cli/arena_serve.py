@@ -18,9 +18,10 @@ from typing import Any
 
 import click
 
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.errors import UserError
 
-NAMESPACE = click.option("-n", "--namespace", default="default", show_default=True)
+NAMESPACE = click.option("-n", "--namespace", type=NAMESPACE_TYPE, default="default", show_default=True)
 SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": False}
 CLUSTER_ONLY = (
     ("--image-pull-policy", True), ("--imagePullPolicy", True), ("--image-pull-secret", True), ("--toleration", True),

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.training.builder import CommonArgs
 
 CLUSTER_ONLY = (
@@ -38,7 +39,7 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = _accepted_flags(command, CLUSTER_ONLY)
     options = [
         click.option("--name", required=True, help="The job's name (unique in its namespace)."),
-        click.option("-n", "--namespace", default="default", show_default=True),
+        click.option("-n", "--namespace", type=NAMESPACE_TYPE, default="default", show_default=True),
         click.option("--image", default="", help="Recorded, not pulled: the command runs on this machine."),
         click.option("--gpus", type=int, default=0, show_default=True, help="GPUs per instance."),
         click.option("--gpumemory", type=int, default=0, metavar="GIB",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.errors import MillpondError, UserError
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def top_group() -> None:
 
 @top_group.command("job")
 @click.argument("name", required=False, default="")
-@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-n", "--namespace", type=NAMESPACE_TYPE, default="default", show_default=True)
 @click.option("-A", "--all-namespaces", "--allNamespaces", "all_namespaces", is_flag=True,
               help="Jobs of every namespace.")
 @click.option("-r", "--refresh", is_flag=True, help="Display continuously (every 2s, until Ctrl-C); needs NAME.")

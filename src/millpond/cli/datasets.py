@@ -16,13 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.errors import UnavailableError, UserError
 
 if TYPE_CHECKING:
     from millpond.datasets.cache.engine import DatasetCache
 
 FOLLOW_POLL_S = 0.2
-NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The dataset's namespace.")
+NAMESPACE = click.option("--namespace", "-n", type=NAMESPACE_TYPE, default="default", show_default=True,
+                         help="The dataset's namespace.")
 
 
 def _cache(name: str, namespace: str) -> DatasetCache:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.cli.resources import _print_value
 from millpond.errors import ConflictError, NotFoundError, UserError
 
@@ -57,7 +58,7 @@ def _store() -> "ResourceStore":
 @click.option("--gpus", help="GPU quota (nvidia.com/gpu: 4).")
 @click.option("--gpu-memory", help="Shared-GPU memory quota in GiB (aliyun.com/gpu-mem: arena's --gpumemory).")
 @click.option("--cohort", help="The cohort (project) whose queues lend each other unused quota.")
-@click.option("--namespace", "-n", default="default", show_default=True,
+@click.option("--namespace", "-n", type=NAMESPACE_TYPE, default="default", show_default=True,
               help="Where the LocalQueue NAME is made: the project whose jobs use it.")
 # Policies are checked as a manifest's are (the CRD's enums), so a wrong one is the same one line.
 @click.option("--strategy", default="BestEffortFIFO", show_default=True,

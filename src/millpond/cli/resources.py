@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.errors import NotFoundError
 
 if TYPE_CHECKING:
     from millpond.kinds import KindTable
     from millpond.store.resources import Resource, ResourceStore
 
-NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The object's namespace.")
+NAMESPACE = click.option("--namespace", "-n", type=NAMESPACE_TYPE, default="default", show_default=True,
+                         help="The object's namespace.")
 
 
 def _status(resource: "Resource", store: "ResourceStore") -> dict[str, Any]:

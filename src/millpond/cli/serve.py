@@ -12,12 +12,14 @@ import sys
 
 import click
 
+from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
+
 
 @click.command("serve")
 @click.option("--from-run", "run", required=True, metavar="RUN", help="The run: its id (or a prefix) or its name.")
 @click.option("--artifact", required=True, metavar="TASK.OUTPUT", help="The task's Model output (train.model).")
 @click.option("--name", default="", help="The InferenceService's name (default: TASK-OUTPUT).")
-@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("-n", "--namespace", type=NAMESPACE_TYPE, default="default", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["sklearn", "pytorch"]), default=None,
               help="The model's format (default: the artifact's framework metadata or file name).")
 @click.option("--replicas", type=int, default=1, show_default=True)

@@ -124,11 +124,13 @@ def _envelope(doc: Any, where: str) -> dict[str, Any]:
     if not isinstance(metadata, dict) or not metadata.get("name"):
         raise UserError(f"{where}: {kind}: metadata.name: required field is missing")
     name = metadata["name"]
-    for key, value in (("name", name), ("namespace", metadata.get("namespace", "default"))):
+    namespace = str(metadata.get("namespace") or "default")  # an empty one is the default, as kubectl reads it
+    for key, value in (("name", name), ("namespace", namespace)):
         try:
             check_name(kind if key == "name" else "namespace", str(value))
         except UserError as exc:
-            raise UserError(f"{where}: {kind} {name}: metadata.{key}: {exc}") from None
+            named = f"{kind} {name}" if str(name).isprintable() else kind  # a line break in it: exc shows it
+            raise UserError(f"{where}: {named}: metadata.{key}: {exc}") from None
     for key, value in metadata.items():
         if key not in _USER_METADATA and key not in _SERVER_METADATA:
             raise UserError(f'{where}: {kind} {name}: unknown field "metadata.{key}"')
@@ -136,7 +138,7 @@ def _envelope(doc: Any, where: str) -> dict[str, Any]:
             isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
         ):
             raise UserError(f"{where}: {kind} {name}: metadata.{key}: expected a map of strings")
-    kept = {"name": name, "namespace": metadata.get("namespace", "default")}
+    kept = {"name": name, "namespace": namespace}
     kept.update({key: metadata[key] for key in ("labels", "annotations") if key in metadata})
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": kept, "spec": doc.get("spec") or {}}
 

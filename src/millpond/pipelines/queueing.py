@@ -19,25 +19,24 @@ a queued run's experiment must be such a name (refused at once otherwise).
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from millpond.errors import UserError
+from millpond.names import label_problem
 from millpond.pipelines.resources import ResourceRequest, ledger_request
 from millpond.scheduling.queues.model import PRIORITY_LABEL, QUEUE_LABEL, Workload, WorkloadKind
 from millpond.scheduling.queues.submission import ANONYMOUS, priority_class, requests
 
 USER_ANNOTATION = "millpond.io/user"
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")  # a DNS-1123 label, as Kubernetes names namespaces
 
 
 def project_of(experiment: str) -> str:
     """The namespace a queued run's tasks belong to: its experiment's name, lower-cased (UserError when that is
     no namespace name)."""
     namespace = experiment.lower()
-    if len(namespace) > 63 or not _NAMESPACE.match(namespace):
+    if label_problem(namespace):
         raise UserError(f"the experiment {experiment!r} names a queued run's project, a Kueue namespace: "
                         "use an experiment named with letters, digits and '-' (--experiment)")
     return namespace

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
@@ -35,6 +35,7 @@ from millpond.server import (
 )
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
+from millpond.server.namespaces import namespace_checked
 from millpond.server.security import HostPolicy, RequestGuard
 from millpond.server.state import ServerState
 from millpond.settings import Settings
@@ -50,7 +51,8 @@ API = "/apis/v2beta1"
 def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iterable[str] = ()) -> FastAPI:
     """The application over ``settings``' home; ``allowed_hosts`` adds names to the loopback ones a Host may carry."""
     app = FastAPI(
-        title="millpond", version="v2beta1", description="Kubeflow Pipelines v2beta1 API, served by millpond."
+        title="millpond", version="v2beta1", description="Kubeflow Pipelines v2beta1 API, served by millpond.",
+        dependencies=[Depends(namespace_checked)],  # a namespace in a path or query is a DNS-1123 label, or 400
     )
     run_store = RunStore(settings.database_url)
     app.state.millpond = ServerState(

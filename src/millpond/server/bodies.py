@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from millpond.server.namespaces import BodyNamespace
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -18,7 +20,7 @@ class _Body(BaseModel):
 class ExperimentBody(_Body):
     display_name: str
     description: str | None = None
-    namespace: str | None = None
+    namespace: BodyNamespace = None
     experiment_id: str | None = None
     created_at: str | None = None
     last_run_created_at: str | None = None

@@ -25,6 +25,7 @@ from millpond.pipelines.argo.package import GZIP_MAGIC, ZIP_MAGIC, unpack
 from millpond.pipelines.loader import LoadedPipeline, load_ir_text
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
+from millpond.server.namespaces import BodyNamespace
 from millpond.server.state import ServerState, state_of
 from millpond.store.catalog import MAX_NAME, VersionDraft
 from millpond.store.models import Pipeline, PipelineVersion
@@ -42,7 +43,7 @@ class PipelineBody(_Body):
     display_name: str | None = None
     name: str | None = None
     description: str | None = None
-    namespace: str | None = None
+    namespace: BodyNamespace = None
     tags: dict[str, str] | None = None
     # output-only, echoed back by clients
     pipeline_id: str | None = None

@@ -24,6 +24,7 @@ from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import PipelineVersionReference, RuntimeConfig
 from millpond.server.errors import ApiError
 from millpond.server.listing import list_query, next_page_token
+from millpond.server.namespaces import BodyNamespace
 from millpond.server.state import ServerState, state_of
 from millpond.store.recurring import RecurringRunRecord, RecurringRunStore
 from millpond.store.timestamps import iso
@@ -74,7 +75,7 @@ class RecurringRunBody(_Body):
     trigger: Trigger | None = None
     mode: str | None = None
     no_catchup: bool | None = None
-    namespace: str | None = None
+    namespace: BodyNamespace = None
     plugins_input: dict[str, Any] | None = None
     # output-only, echoed back by clients
     recurring_run_id: str | None = None

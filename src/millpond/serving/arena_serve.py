@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.errors import UserError
+from millpond.names import check_namespace, subdomain_problem
 from millpond.quantities import parse_quantity
 from millpond.serving import with_data
 from millpond.serving.spec import GPU, GPU_MEM
@@ -51,7 +52,6 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 _LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")  # Kubernetes' rule for a container's variable names
 _ISVC_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")  # KServe: a DNS-1035 label, led by a letter
-_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,7 @@ def _check_name(name: str, namespace: str) -> None:
     if not _ISVC_NAME.fullmatch(name):
         raise UserError(f"--name {name!r}: an InferenceService name is lower case letters, digits and '-', "
                         "starts with a letter, ends with a letter or digit, at most 63 characters")
-    if not _NAMESPACE.fullmatch(namespace):
-        raise UserError(f"--namespace {namespace!r}: lower case letters, digits and '-', at most 63 characters")
+    check_namespace(namespace, "--namespace")
 
 
 def _check_counts(args: ServeArgs) -> None:
@@ -271,7 +270,7 @@ def data_mounts(values: tuple[str, ...]) -> tuple[DataMount, ...]:
         dataset, sep, target = value.partition(":")
         if not sep or not dataset or not target.startswith("/"):
             raise UserError(f"--data {value!r} must be DATASET:/ABSOLUTE/PATH")
-        if not _NAMESPACE.fullmatch(dataset) and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", dataset):
+        if subdomain_problem(dataset):
             raise UserError(f"--data {value!r}: {dataset!r} is not a dataset name (lower case letters, digits, "
                             "'-' and '.')")
         path = "/" + "/".join(part for part in target.split("/") if part)

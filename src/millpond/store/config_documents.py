@@ -76,6 +76,11 @@ def check(documents: list[tuple[str, int, Any]]) -> tuple[list[PlannedConfig], l
             raise UserError(f"{where}: metadata.name is required")
         store_kind = STORED[kind]
         check_name(store_kind, name)
+        if metadata.get("namespace"):  # kept home-wide, but a namespace Kubernetes refuses is refused ("" is default)
+            try:
+                check_name("namespace", str(metadata["namespace"]))
+            except UserError as exc:
+                raise UserError(f"{where} {name}: metadata.namespace: {exc}") from None
         if kind == "Secret":
             data = {**_text_values(doc.get("data"), where, "data", decode=True),
                     **_text_values(doc.get("stringData"), where, "stringData", decode=False)}

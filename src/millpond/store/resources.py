@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from millpond.errors import UserError
+from millpond.names import check_namespace, check_object_name
 from millpond.store.keys import new_id, utcnow
 
 if TYPE_CHECKING:
@@ -70,6 +71,19 @@ class Resource:
 def _aware(moment: dt.datetime) -> dt.datetime:
     """SQLite hands timestamps back without their zone: they were written in UTC."""
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
+def _key(manifest: dict[str, Any]) -> tuple[str, str, str]:
+    """(kind, name, namespace) of a manifest to store; UserError when the name or namespace breaks Kubernetes' rules.
+
+    Every kind's checks refuse these already; this is the last line, so that nothing stored is
+    unreachable over HTTP (``/KIND/NAME?namespace=``) or lands outside its folder.
+    """
+    metadata = manifest["metadata"]
+    kind, name, namespace = manifest["kind"], str(metadata["name"]), str(metadata.get("namespace") or "default")
+    check_object_name(name, f"{kind} metadata.name")
+    check_namespace(namespace, f"{kind} {name}: metadata.namespace")
+    return kind, name, namespace
 
 
 def _resource(row: "StoredResource") -> Resource:
@@ -148,11 +162,10 @@ class ResourceStore:
         from millpond.store.models import StoredResource
 
         results: list[tuple[Resource, str]] = []
+        keys = [_key(manifest) for manifest in manifests]  # all checked before anything is written
         with self._sessions.begin() as session:
-            for manifest in manifests:
+            for manifest, (kind, name, namespace) in zip(manifests, keys, strict=True):
                 metadata = manifest["metadata"]
-                kind, name = manifest["kind"], metadata["name"]
-                namespace = metadata.get("namespace") or "default"
                 stored = {**manifest, "metadata": {**metadata, "namespace": namespace}}
                 row = self._row(session, kind, name, namespace, lock=True)
                 now = utcnow()
@@ -177,7 +190,7 @@ class ResourceStore:
         from millpond.store.models import StoredResource
 
         metadata = manifest["metadata"]
-        kind, name, namespace = manifest["kind"], metadata["name"], metadata.get("namespace") or "default"
+        kind, name, namespace = _key(manifest)
         now = utcnow()
         try:
             with self._sessions.begin() as session:

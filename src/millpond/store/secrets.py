@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 from millpond.errors import NotFoundError, UserError
+from millpond.names import label_problem, subdomain_problem
 
 Kind = Literal["secret", "configmap"]
 KINDS: tuple[Kind, ...] = ("secret", "configmap")
 
 _FOLDERS = {"secret": "secrets", "configmap": "configmaps"}
-_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN = re.compile(rf"{_DNS_LABEL}(\.{_DNS_LABEL})*")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
 
@@ -41,12 +40,11 @@ class MissingConfig(NotFoundError, KeyError):
 
 
 def check_name(kind: str, name: str) -> None:
-    """Kubernetes object names are DNS-1123 subdomains: lowercase, digits, '-' and '.'."""
-    if not name or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
-        raise UserError(
-            f"invalid {kind} name {name!r}: use lowercase letters, digits, '-' and '.', "
-            "starting and ending with a letter or digit (at most 253 characters)"
-        )
+    """Kubernetes object names are DNS-1123 subdomains: lowercase, digits, '-' and '.'; a namespace's
+    name is a DNS-1123 label (no '.', at most 63 characters), as ``ValidateNamespaceName`` checks it."""
+    problem = (label_problem if kind.lower() == "namespace" else subdomain_problem)(name)
+    if problem:
+        raise UserError(f"invalid {kind} name {name!r}: {problem}")
 
 
 def check_key(kind: str, key: str) -> None:

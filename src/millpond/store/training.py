@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from millpond.errors import ConflictError
+from millpond.names import check_label, check_namespace
 from millpond.store.keys import new_id, utcnow
 
 if TYPE_CHECKING:
@@ -110,11 +111,17 @@ class JobStore:
 
     def create(self, name: str, namespace: str, trainer: str, spec: dict[str, Any], status: str,
                reason: str | None = None, message: str | None = None) -> JobRecord:
-        """Record a new job; a (namespace, name) already taken is a ConflictError and nothing is written."""
+        """Record a new job; a (namespace, name) already taken is a ConflictError and nothing is written.
+
+        A name or namespace that is no DNS-1123 label is a UserError (nothing written): the job could
+        not be reached at ``/jobs/NAMESPACE/NAME``.
+        """
         from sqlalchemy.exc import IntegrityError
 
         from millpond.store.models import TrainingJob
 
+        check_namespace(namespace)
+        check_label(name, "metadata.name")
         row = TrainingJob(uid=new_id(), name=name, namespace=namespace, trainer=trainer, spec=spec, status=status,
                           reason=reason, message=message, created_at=utcnow(), attempt=0)
         try:

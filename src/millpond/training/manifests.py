@@ -74,7 +74,8 @@ def _envelope(doc: dict[str, Any], info: TrainingKind) -> dict[str, Any]:
             try:
                 check_name(info.kind if key == "name" else "namespace", value)
             except UserError as exc:
-                raise UserError(f"{info.kind} {name}: metadata.{key}: {exc}") from None
+                named = f"{info.kind} {name}" if name.isprintable() else info.kind  # a line break: exc shows it
+                raise UserError(f"{named}: metadata.{key}: {exc}") from None
     for key, value in metadata.items():
         if key not in _USER_METADATA and key not in _SERVER_METADATA:
             raise UserError(f'{info.kind} {name}: unknown field "metadata.{key}"')

@@ -25,6 +25,7 @@ from typing import Any
 
 from millpond.datasets.fields import field_path, show
 from millpond.errors import UserError
+from millpond.names import check_object_name
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.scheduling.ledger import GpuShare, Request
 from millpond.training.spec import DataBinding, HostBinding
@@ -129,7 +130,9 @@ def _mounts(container: dict[str, Any], pod: dict[str, Any], where: list[str | in
         vindex, volume = found
         vwhere = [*where[:-2], "volumes", vindex]
         if volume.get("persistentVolumeClaim"):
-            out.data.append(DataBinding(volume["persistentVolumeClaim"]["claimName"], mount["mountPath"]))
+            claim = str(volume["persistentVolumeClaim"]["claimName"])  # a dataset's name: it names folders too
+            check_object_name(claim, field_path([*vwhere, "persistentVolumeClaim", "claimName"]))
+            out.data.append(DataBinding(claim, mount["mountPath"]))
         elif volume.get("hostPath"):
             host = PurePosixPath(str(volume["hostPath"]["path"]))
             if not host.is_absolute() or ".." in host.parts:
