@@ -420,6 +420,7 @@ def test_a_model_downloaded_over_http_is_unpacked_and_a_404_is_ModelLoadFailed(c
 @pytest.mark.parametrize(("uri", "says"), [
     ("hf://someone/model", "hf:// models are not fetched yet"),
     ("file:///nowhere/at/all", "/nowhere/at/all does not exist"),
+    ("file:///dev/zero", "/dev/zero is a character device, not a model file or folder"),
     ("oci://registry/model:1", "oci:// model images are pulled by a container runtime"),
     ("pvc://nothing/model", "no Dataset nothing in namespace default and no volume"),
 ])

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tarfile
 import urllib.error
 import urllib.request
@@ -106,7 +107,7 @@ def _local(root: Path, uri: str, namespace: str, name: str, revision: str, fmt: 
     if path.is_dir():
         return path
     if not path.is_file():
-        raise ModelLoadFailed(f"storageUri {uri}: {path} does not exist")
+        raise ModelLoadFailed(f"storageUri {uri}: {path} {_not_a_model(path)}")
     check_segment(revision, "revision")
     target = models_folder(namespace, name) / revision
     link = target / served_name(path.name, fmt)
@@ -116,6 +117,22 @@ def _local(root: Path, uri: str, namespace: str, name: str, revision: str, fmt: 
     (folder / link.name).symlink_to(path)
     _publish(folder, target, uri)
     return target
+
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _not_a_model(path: Path) -> str:
+    """What a path that is neither a folder nor a regular file is, in words (``/dev/zero``: a device)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    kind = next((words for test, words in _KINDS if test(mode)), None)
+    return f"is {kind}, not a model file or folder" if kind else "is neither a regular file nor a folder"
 
 
 def _pvc_root(storage: StorageUri, namespace: str, name: str, held: ExitStack) -> Path:
