@@ -335,6 +335,28 @@ def test_a_model_that_cannot_load_is_ModelLoadFailed_with_the_servers_error_line
     assert (condition["status"], condition["reason"]) == ("False", "ModelLoadFailed")
     status = ResourceStore().get("InferenceService", "broken").status  # type: ignore[union-attr]
     assert status["modelStatus"]["transitionStatus"] == "BlockedByFailedLoad" and "url" not in status
+    assert "latestReadyRevision" not in status["components"]["predictor"]  # no revision of it was ever ready
+
+
+def test_an_unfitted_model_is_ModelLoadFailed_and_names_no_ready_revision(cli, home: Path, tmp_path: Path,
+                                                                            digits) -> None:
+    unfitted = tmp_path / "unfitted"
+    unfitted.mkdir()
+    joblib.dump(LogisticRegression(), unfitted / "model.joblib")
+    apply(cli, tmp_path, isvc("unfitted", {"sklearn": {"storageUri": f"file://{unfitted}"}}))
+    with pytest.raises(UnavailableError, match="ModelLoadFailed: .*LogisticRegression that was never fitted"):
+        lifecycle.wait_ready(ResourceStore(), "unfitted")
+    status = ResourceStore().get("InferenceService", "unfitted").status  # type: ignore[union-attr]
+    predictor = status["components"]["predictor"]
+    assert predictor["latestCreatedRevision"] == "unfitted-predictor-00001"
+    assert "latestReadyRevision" not in predictor and "latestRolledoutRevision" not in predictor  # never ready
+    # a fitted model applied over it: the new revision answers, and only it is named ready
+    apply(cli, tmp_path, isvc("unfitted", {"sklearn": {"storageUri": f"file://{digits[2]}"}}))
+    until(lambda: ready_condition("unfitted")["status"] == "True", why="the fitted revision served")
+    predictor = ResourceStore().get("InferenceService", "unfitted").status["components"]["predictor"]  # type: ignore[union-attr]
+    assert (predictor["latestReadyRevision"], predictor["latestRolledoutRevision"]) == (
+        "unfitted-predictor-00002", "unfitted-predictor-00002")
+    assert lifecycle.stop("unfitted")
 
 
 def test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount(cli, home: Path, tmp_path: Path, digits,

@@ -85,6 +85,7 @@ class Supervisor:
         self.revisions: dict[str, RevisionRun] = {}
         self.latest = ""
         self.rolled_out = ""  # the revision the traffic was last wholly moved to
+        self.ready_revision = ""  # the newest revision that ever answered (KServe's latestReadyRevision)
         self.counter = 0
         self.port = 0
         self.percents: dict[str, int] = {}
@@ -137,6 +138,7 @@ class Supervisor:
         predictor = dict(resource.spec.get("predictor") or {})
         known = state.revisions if state else {}
         self.counter = state.counter if state else 0
+        self.ready_revision = state.ready if state else ""
         latest = state.latest if state and state.latest in known and predictor_key(known[state.latest]) == (
             predictor_key(predictor)) else ""
         if not latest:
@@ -364,16 +366,26 @@ class Supervisor:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def _note_ready(self) -> None:
+        """Remember the newest revision that answered (kept in ``revisions.json``: a restart keeps it)."""
+        answered = [name for name, revision in self.revisions.items() if revision.ready_urls]
+        newest = max(answered, default="")
+        if newest > self.ready_revision:  # NAME-predictor-0000N: the number orders them
+            self.ready_revision = newest
+            self._write_state()
+
     def _write_status(self) -> None:
+        self._note_ready()
         seen = status_of(self.revisions, self.percents, self.latest)
         previous = self.rolled_out if self.rolled_out != self.latest else None
-        key = (seen, previous, tuple(sorted(self.percents.items())))
+        key = (seen, previous, tuple(sorted(self.percents.items())), self.ready_revision)
         if key == self.written_key and self.resource.status == self.written:
             return
         value = objects.status(
             seen.ready, seen.reason, seen.message, url=self.url if seen.ready == "True" else None, active=seen.active,
             transition=seen.transition, revision=self.latest, previous=previous,
-            canary_percent=self.percents.get(self.latest) if previous else None)
+            canary_percent=self.percents.get(self.latest) if previous else None,
+            ready_revision=self.ready_revision or None)
         if seen.blocked is not None:  # the latest cannot load while the previous serves: KServe says so too
             value["modelStatus"]["lastFailureInfo"] = {"reason": seen.blocked[0], "message": seen.blocked[1]}
         current = self.store.get("InferenceService", self.name, self.namespace)
@@ -396,7 +408,7 @@ class Supervisor:
     def _write_state(self) -> None:
         write_state(self.folder / STATE_FILE, RevisionState(
             self.uid, self.counter, self.latest, self.rolled_out,
-            {name: revision.predictor for name, revision in self.revisions.items()}))
+            {name: revision.predictor for name, revision in self.revisions.items()}, self.ready_revision))
 
     def _stop_everything(self) -> None:
         for name in list(self.revisions):
