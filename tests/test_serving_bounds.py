@@ -173,3 +173,67 @@ def test_a_bad_unpack_budget_is_one_line(cli, home: Path, monkeypatch, value: st
     monkeypatch.setenv("MILLPOND_UNPACK_BUDGET", value)
     result = cli("get", "isvc")
     assert result.code == 2 and says in result.err and len(result.err.strip().splitlines()) == 1
+
+
+# --- replicas this machine can never hold -------------------------------------------------------------------------
+def arena(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    from millpond.cli.arena import main
+
+    capsys.readouterr()
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err
+
+
+def one_error_line(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if not line.startswith("info: ")]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("field", ["minReplicas", "maxReplicas"])
+def test_replicas_this_machine_can_never_hold_are_refused_at_apply(cli, home: Path, tmp_path: Path,
+                                                                   field: str) -> None:
+    predictor = {field: 100000, "sklearn": {"storageUri": f"file://{tmp_path}"}}
+    result = apply(cli, tmp_path, "many", predictor)
+    assert result.code == 2
+    line = one_error_line(result.err)
+    assert f"InferenceService many: spec.predictor.{field}: 100000 replicas can never run on this machine" in line
+    assert "room for" in line
+    assert ResourceStore().get("InferenceService", "many") is None and not lifecycle.supervisors("many")
+
+
+@pytest.mark.parametrize(("flags", "says"), [
+    (("--replicas", "100000"), "spec.predictor.minReplicas: 100000 replicas can never run on this machine"),
+    (("--max-replicas", "100000"), "spec.predictor.maxReplicas: 100000 replicas"),
+    (("--cpu", "100000"), "spec.predictor: 1 replica can never run on this machine: requests 100000 CPUs"),
+    (("--replicas", "3", "--memory", "100Ti"), "3 replicas can never run on this machine"),
+])
+def test_arena_serve_refuses_replicas_that_can_never_run(home: Path, tmp_path: Path, capsys, flags: tuple[str, ...],
+                                                         says: str) -> None:
+    model = ("kserve", "--model-format", "sklearn", "--storage-uri") if "--max-replicas" in flags else (
+        "sklearn", "--model-uri")
+    code, err = arena(capsys, "serve", *model, str(tmp_path), "--name", "many", *flags)
+    assert code == 2 and says in one_error_line(err)
+    assert ResourceStore().get("InferenceService", "many") is None and not lifecycle.supervisors("many")
+
+
+def test_a_stored_object_with_too_many_replicas_starts_none_and_says_why(cli, home: Path, tmp_path: Path) -> None:
+    """An object stored before apply checked replicas (written to the store directly): its supervisor starts no
+    replica and its status says why."""
+    body = {"apiVersion": API, "kind": "InferenceService", "metadata": {"name": "stored", "namespace": "default"},
+            "spec": {"predictor": {"minReplicas": 100000, "containers": [
+                {"name": "kserve-container", "command": ["sleep", "60"]}]}}}
+    store = ResourceStore()
+    store.apply([body])
+    lifecycle.start(store, "stored")
+    with pytest.raises(UnavailableError, match="InvalidPredictorSpec: spec.predictor.minReplicas: 100000 replicas "
+                                               "can never run on this machine"):
+        lifecycle.wait_ready(store, "stored", timeout_s=30)
+    [supervisor] = lifecycle.supervisors("stored")
+    children = Path(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children").read_text().split()
+    assert children == []  # not one replica started
+    assert lifecycle.stop("stored")

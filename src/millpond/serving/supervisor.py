@@ -31,6 +31,7 @@ beside the endpoints, so a restarted supervisor keeps numbering (and a canary's 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -50,6 +51,7 @@ from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling.ledger import Holder, Ledger, Request
 from millpond.scheduling.share_env import mps_running, share_env
 from millpond.serving import container_env, endpoints, front, model_server, objects
+from millpond.serving.capacity import count_refusal
 from millpond.serving.model_fetch import ModelLoadFailed, fetch
 from millpond.serving.replicas import BACKOFF_MAX_S, Launch, Replica, stop_all
 from millpond.serving.revisions import (
@@ -70,6 +72,8 @@ SPEC_POLL_S = 1.0
 PORT_FILE = "port"
 STATE_FILE = "revisions.json"
 LOG_FILE = "supervisor.log"
+STARTS_PER_LOOP = 2  # replica starts one loop makes at most: the rest wait for the next loop
+STARTING_AT_ONCE = max(2, os.cpu_count() or 1)  # replicas started and not answering yet, at most
 
 
 class Supervisor:
@@ -96,6 +100,7 @@ class Supervisor:
         self.stop_signal = ""  # the signal that stopped it (its status says so when the object stays)
         self.retired: list[RevisionRun] = []  # out of the routing, their replicas to stop
         self.front: front.Handle | None = None  # the own port's server (status.url), once started
+        self.starts_left = STARTS_PER_LOOP  # replica starts this loop may still make
 
     # ------------------------------------------------------------------ the loop
 
@@ -116,6 +121,7 @@ class Supervisor:
                         break
                     self.resource = resource
                     self._follow(resource)
+                self.starts_left = STARTS_PER_LOOP
                 for revision in list(self.revisions.values()):
                     self._tend(revision, now)
                 self._route()
@@ -174,11 +180,12 @@ class Supervisor:
     def _add(self, name: str, predictor: dict[str, Any], resource: Resource) -> None:
         body = {**resource.manifest, "spec": {**resource.spec, "predictor": predictor}}
         spec = predictor_spec(body)
+        too_many = count_refusal(spec)  # stored before apply checked it: never start what cannot fit
         replicas = [Replica(name, index, endpoints.replica_log(self.namespace, self.name, name, index))
-                    for index in range(spec.replicas)]
+                    for index in range(spec.replicas if too_many is None else 0)]
         revision = RevisionRun(name, predictor, spec, replicas)
-        if spec.unservable is not None:
-            revision.failure = (spec.failure_reason or "InvalidPredictorSpec", spec.unservable)
+        if spec.unservable is not None or too_many is not None:
+            revision.failure = (spec.failure_reason or "InvalidPredictorSpec", spec.unservable or str(too_many))
             revision.next_try = float("inf")
         self.revisions[name] = revision
 
@@ -201,16 +208,24 @@ class Supervisor:
     # ------------------------------------------------------------------ replicas
 
     def _tend(self, revision: RevisionRun, now: float) -> None:
-        """Fetch its model (in a thread, retried with backoff), then start, watch and restart each replica."""
-        if revision.spec.unservable is not None:
+        """Fetch its model (in a thread, retried with backoff), then start, watch and restart each replica: a few
+        starts a loop, and no more starting at once than the machine has CPUs (a model server's start is
+        CPU-bound: many at once only slow them all)."""
+        if revision.spec.unservable is not None or revision.next_try == float("inf"):
             return
         if revision.model_dir is None and revision.spec.storage is not None:
             if not self._fetched(revision, now):
                 return
         for replica in revision.replicas:
             replica.check(now)
+        starting = sum(1 for run in self.revisions.values() for r in run.replicas if r.running and not r.ready)
+        for replica in revision.replicas:
+            if self.starts_left <= 0 or starting >= STARTING_AT_ONCE:
+                break
             if replica.process is None and now >= replica.next_start:
+                self.starts_left -= 1
                 self._start(revision, replica, now)
+                starting += replica.process is not None
 
     def _fetched(self, revision: RevisionRun, now: float) -> bool:
         """Whether the revision's model is here; a fetch runs in a thread of its own (a large model downloads
