@@ -25,6 +25,8 @@ from typing import Any
 import joblib
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from millpond.errors import UnavailableError
 from millpond.serving import lifecycle
@@ -237,3 +239,123 @@ def test_a_stored_object_with_too_many_replicas_starts_none_and_says_why(cli, ho
     children = Path(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children").read_text().split()
     assert children == []  # not one replica started
     assert lifecycle.stop("stored")
+
+
+# --- properties: every number a user gives serving, driven to extremes --------------------------------------------
+EXTREME_INTS = st.one_of(st.sampled_from([-(2**63), -1, 0, 1, 2, 100, 101, 600, 601, 1000, 1001, 65535, 65536,
+                                          10**5, 2**31, 2**63 - 1, 2**63]), st.integers(-10**6, 10**6))
+QUANTITIES = st.sampled_from(["0", "1", "100m", "1e3", "100000", "1Ei", "9223372036854775807", "1e30", "-1", "0.5",
+                              "64Mi", "100Ti", "1Gi", "abc", ""])
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(numbers=st.fixed_dictionaries({}, optional={
+    key: EXTREME_INTS for key in ("minReplicas", "maxReplicas", "canaryTrafficPercent", "containerConcurrency",
+                                  "timeout", "scaleTarget")}),
+       port=st.one_of(st.none(), EXTREME_INTS), cpu=st.one_of(st.none(), QUANTITIES),
+       memory=st.one_of(st.none(), QUANTITIES), gpus=st.one_of(st.none(), QUANTITIES),
+       batch=st.one_of(st.none(), EXTREME_INTS))
+def test_extreme_numbers_in_a_manifest_are_refused_in_one_line_or_bounded(
+        home: Path, numbers: dict[str, int], port: int | None, cpu: str | None, memory: str | None,
+        gpus: str | None, batch: int | None) -> None:
+    from millpond.errors import UserError
+    from millpond.serving import capacity
+    from millpond.serving.deploy import check
+
+    container: dict[str, Any] = {"name": "kserve-container", "command": ["serve"]}
+    if port is not None:
+        container["ports"] = [{"containerPort": port}]
+    requests = {key: value for key, value in (("cpu", cpu), ("memory", memory), ("nvidia.com/gpu", gpus))
+                if value is not None}
+    if requests:
+        container["resources"] = {"requests": requests}
+    predictor: dict[str, Any] = {**numbers, "containers": [container]}
+    if batch is not None:
+        predictor["batcher"] = {"maxBatchSize": batch}
+    body = {"apiVersion": API, "kind": "InferenceService", "metadata": {"name": "extreme"},
+            "spec": {"predictor": predictor}}
+    try:
+        spec = check(body, "extreme.yaml").predictor
+        capacity.resource_refusal(spec)  # what arena serve adds: never a traceback either
+    except UserError as exc:
+        assert str(exc).startswith("extreme.yaml: ") and "\n" not in str(exc)
+        return
+    assert spec is not None
+    assert 1 <= spec.replicas <= capacity.most_replicas(spec) and spec.max_replicas <= capacity.most_replicas(spec)
+    assert 1 <= spec.container.port <= 65535
+    assert spec.canary_traffic_percent is None or 0 <= spec.canary_traffic_percent <= 100
+    assert 0 <= predictor.get("containerConcurrency", 0) <= 1000 and 0 <= predictor.get("timeout", 0) <= 600
+    assert predictor.get("scaleTarget", 1) >= 1 and (batch is None or batch >= 0)
+
+
+ARENA_NUMBERS = {"--min-replicas": "1", "--max-replicas": "0", "--canary-traffic-percent": "-1", "--timeout": "0",
+                 "--container-concurrency": "0", "--scale-target": "0", "--port": "0", "--cpu": "100m",
+                 "--memory": "64Mi", "--gpus": "0"}
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extremes=st.dictionaries(st.sampled_from(sorted(ARENA_NUMBERS)),
+                                st.one_of(EXTREME_INTS.map(str), QUANTITIES), min_size=1, max_size=2))
+def test_extreme_arena_serve_flags_are_refused_in_one_line_before_anything_is_stored(
+        home: Path, capsys, extremes: dict[str, str]) -> None:
+    """The real ``arena serve kserve`` with an unservable format (nothing is ever started), one or two of its
+    numbers at an extreme: exit 0 stores a manifest within bounds; anything else is one ``error:`` line, exit 2,
+    and nothing stored."""
+    flags = [part for flag, value in {**ARENA_NUMBERS, **extremes}.items() for part in (flag, value)]
+    ResourceStore().delete("InferenceService", "extreme")  # an earlier example's, whatever became of it
+    code, err = arena(capsys, "serve", "kserve", "--name", "extreme", "--model-format", "xgboost", "--storage-uri",
+                      "s3://b/m", *flags)
+    store = ResourceStore()
+    stored = store.get("InferenceService", "extreme")
+    if code != 0:
+        assert code == 2 and one_error_line(err) and stored is None
+        return
+    assert stored is not None, err
+    predictor = stored.spec["predictor"]
+    assert 0 <= predictor.get("timeout", 0) <= 600 and 0 <= predictor.get("containerConcurrency", 0) <= 1000
+    assert 0 <= predictor.get("canaryTrafficPercent", 0) <= 100 and predictor.get("scaleTarget", 1) >= 1
+    assert 1 <= predictor.get("minReplicas", 1) <= 10**4 and predictor.get("maxReplicas", 0) <= 10**4
+    store.delete("InferenceService", "extreme")
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.one_of(st.sampled_from(["", "0", "1", "90%", "100%", "0%", "101%", "-5%", "1e30", "nan%", "1Ki",
+                                         "abc", "9223372036854775807", "1e400"]), st.text(max_size=6)),
+       ratio=st.one_of(st.sampled_from(["", "0", "1", "100", "1000000", "1000001", "-1", "1.5", "²"]),
+                       st.text(max_size=4)),
+       sizes=st.lists(st.tuples(st.integers(0, 64 * 2**10), st.booleans()), min_size=1, max_size=4))
+def test_unpack_settings_and_archives_at_extremes_refuse_or_stay_within_the_budget(
+        home: Path, tmp_path_factory, monkeypatch, budget: str, ratio: str, sizes: list[tuple[int, bool]]) -> None:
+    from millpond.errors import UserError
+    from millpond.serving import archives
+    from millpond.settings import load_settings
+
+    if "\x00" in budget or "\x00" in ratio:
+        return  # an environment variable cannot hold NUL
+    monkeypatch.setenv("MILLPOND_UNPACK_BUDGET", budget)
+    monkeypatch.setenv("MILLPOND_UNPACK_MAX_RATIO", ratio)
+    try:
+        settings = load_settings()
+    except UserError as exc:
+        assert "MILLPOND_UNPACK_" in str(exc) and "\n" not in str(exc)
+        return
+    assert 0 < settings.unpack_free_share <= 1 and 1 <= settings.unpack_max_ratio <= 10**6
+    assert settings.unpack_max_bytes is None or settings.unpack_max_bytes >= 0
+    base = tmp_path_factory.mktemp("archive")
+    archive = base / "model.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for index, (size, zeros) in enumerate(sizes):
+            zipped.writestr(f"f{index}", bytes(size) if zeros else os.urandom(size))
+    into = base / "into"
+    into.mkdir()
+    limits = archives.limits_for(into, settings)
+    limits = archives.UnpackLimits(min(limits.max_bytes, 128 * 2**10), limits.max_ratio, 3, limits.budget)
+    try:
+        archives.unpack_zip(archive, into, limits)
+    except archives.ArchiveRefused as exc:
+        assert "\n" not in str(exc)
+    written = sum(path.stat().st_size for path in into.rglob("*") if path.is_file())
+    assert written <= limits.max_bytes

@@ -31,9 +31,8 @@ def most_replicas(predictor: PredictorSpec) -> int:
 
 
 def count_refusal(predictor: PredictorSpec) -> str | None:
-    """Why ``minReplicas``/``maxReplicas`` can never run on this machine (one line naming the field), or None."""
-    if predictor.unservable is not None:  # nothing of it runs here
-        return None
+    """Why ``minReplicas``/``maxReplicas`` can never run on this machine (one line naming the field), or None.
+    Checked for a predictor millpond cannot serve too: an update may make it servable."""
     most = most_replicas(predictor)
     each = max(predictor.resources.memory_bytes, REPLICA_MEMORY_FLOOR)
     for field, count in (("minReplicas", predictor.replicas), ("maxReplicas", predictor.max_replicas)):
