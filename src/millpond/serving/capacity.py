@@ -6,8 +6,8 @@ is the least one is counted for (a model server measured ~85 MB resident: 117 of
 Two rules, as ``arena submit`` refuses a job that can never run (``training.jobs.check``):
 
 - :func:`count_refusal`, for every front end (a manifest, the API, ``arena serve``): ``minReplicas`` or
-  ``maxReplicas`` above what the machine's memory can hold at the floor (or at each replica's memory
-  request, when larger) can never run here, however long it waits;
+  ``maxReplicas`` above what the machine's memory can hold at the floor can never run here, however
+  long it waits;
 - :func:`resource_refusal`, for the front ends that build the object from flags (``arena serve``,
   ``millpond serve``, a pipeline step): the replicas' requests together (cpu, memory, GPUs, GPU shares)
   beyond the machine (``Ledger.impossible``). A manifest asking for more than the machine has is
@@ -26,19 +26,21 @@ REPLICA_MEMORY_FLOOR = 64 * 2**20
 
 
 def most_replicas(predictor: PredictorSpec) -> int:
-    """How many of the predictor's replicas this machine's memory could ever hold."""
-    return machine.memory_bytes() // max(predictor.resources.memory_bytes, REPLICA_MEMORY_FLOOR)
+    """How many replicas (processes) this machine's memory could ever hold, each at the floor; a memory request
+    beyond the machine is :func:`resource_refusal`'s (a manifest's waits, as a pod waits)."""
+    del predictor  # every replica counts the same here, whatever it asks
+    return machine.memory_bytes() // REPLICA_MEMORY_FLOOR
 
 
 def count_refusal(predictor: PredictorSpec) -> str | None:
     """Why ``minReplicas``/``maxReplicas`` can never run on this machine (one line naming the field), or None.
     Checked for a predictor millpond cannot serve too: an update may make it servable."""
     most = most_replicas(predictor)
-    each = max(predictor.resources.memory_bytes, REPLICA_MEMORY_FLOOR)
     for field, count in (("minReplicas", predictor.replicas), ("maxReplicas", predictor.max_replicas)):
         if count > most:
-            return (f"spec.predictor.{field}: {count} replicas can never run on this machine: each takes at least "
-                    f"{_gib(each)} of memory and it has {_gib(machine.memory_bytes())}, room for {most}")
+            return (f"spec.predictor.{field}: {count} replicas can never run on this machine: each is a process "
+                    f"taking at least {_gib(REPLICA_MEMORY_FLOOR)} of memory and it has "
+                    f"{_gib(machine.memory_bytes())}, room for {most}")
     return None
 
 
