@@ -428,3 +428,35 @@ def test_sigterm_ends_the_server_cleanly(digits: Any) -> None:
     assert served.proc.stderr is not None and "Traceback" not in served.proc.stderr.read()
     with pytest.raises(OSError):
         served.request("GET", "/v1/models/d")
+
+
+def test_an_unfitted_model_cannot_load_exits_2_naming_it(tmp_path: Path) -> None:
+    joblib.dump(LogisticRegression(), tmp_path / "model.joblib")  # never fitted: every predict would fail
+    done = subprocess.run([*model_server.command("m", tmp_path, "sklearn"), "--port", "0"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: ") and "LogisticRegression that was never fitted" in line, done.stderr
+
+
+def test_a_model_that_fails_on_input_it_accepted_answers_500_in_each_protocols_shape(tmp_path: Path) -> None:
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rows = np.random.default_rng(0).random((20, 3))
+    fitted_last = LogisticRegression().fit(rows, np.arange(20) % 2)
+    # its last step is fitted (check_is_fitted passes), its scaler never was: predict fails whatever the input
+    joblib.dump(make_pipeline(StandardScaler(), fitted_last), tmp_path / "model.joblib")
+    served = start("p", tmp_path, "sklearn")
+    try:
+        status, body = served.request("POST", "/v1/models/p:predict", {"instances": [[1.0, 2.0, 3.0]]})
+        assert status == 500 and "StandardScaler instance is not fitted yet" in body["error"]
+        tensor = {"name": "input-0", "shape": [1, 3], "datatype": "FP64", "data": [1.0, 2.0, 3.0]}
+        status, body = served.request("POST", "/v2/models/p/infer", {"inputs": [tensor]})
+        assert status == 500 and "not fitted" in body["error"]
+        status, body = served.request("POST", "/api/v0.1/predictions", {"data": {"ndarray": [[1.0, 2.0, 3.0]]}})
+        assert status == 500 and body["status"]["reason"] == "MICROSERVICE_INTERNAL_ERROR"
+        assert body["status"]["code"] == 500 and "not fitted" in body["status"]["info"]
+        assert served.request("POST", "/v1/models/p:predict", {"instances": "nope"})[0] == 400  # still the client's
+    finally:
+        stop(served)

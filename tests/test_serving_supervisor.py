@@ -335,6 +335,28 @@ def test_a_model_that_cannot_load_is_ModelLoadFailed_with_the_servers_error_line
     assert (condition["status"], condition["reason"]) == ("False", "ModelLoadFailed")
     status = ResourceStore().get("InferenceService", "broken").status  # type: ignore[union-attr]
     assert status["modelStatus"]["transitionStatus"] == "BlockedByFailedLoad" and "url" not in status
+    assert "latestReadyRevision" not in status["components"]["predictor"]  # no revision of it was ever ready
+
+
+def test_an_unfitted_model_is_ModelLoadFailed_and_names_no_ready_revision(cli, home: Path, tmp_path: Path,
+                                                                            digits) -> None:
+    unfitted = tmp_path / "unfitted"
+    unfitted.mkdir()
+    joblib.dump(LogisticRegression(), unfitted / "model.joblib")
+    apply(cli, tmp_path, isvc("unfitted", {"sklearn": {"storageUri": f"file://{unfitted}"}}))
+    with pytest.raises(UnavailableError, match="ModelLoadFailed: .*LogisticRegression that was never fitted"):
+        lifecycle.wait_ready(ResourceStore(), "unfitted")
+    status = ResourceStore().get("InferenceService", "unfitted").status  # type: ignore[union-attr]
+    predictor = status["components"]["predictor"]
+    assert predictor["latestCreatedRevision"] == "unfitted-predictor-00001"
+    assert "latestReadyRevision" not in predictor and "latestRolledoutRevision" not in predictor  # never ready
+    # a fitted model applied over it: the new revision answers, and only it is named ready
+    apply(cli, tmp_path, isvc("unfitted", {"sklearn": {"storageUri": f"file://{digits[2]}"}}))
+    until(lambda: ready_condition("unfitted")["status"] == "True", why="the fitted revision served")
+    predictor = ResourceStore().get("InferenceService", "unfitted").status["components"]["predictor"]  # type: ignore[union-attr]
+    assert (predictor["latestReadyRevision"], predictor["latestRolledoutRevision"]) == (
+        "unfitted-predictor-00002", "unfitted-predictor-00002")
+    assert lifecycle.stop("unfitted")
 
 
 def test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount(cli, home: Path, tmp_path: Path, digits,
@@ -420,6 +442,7 @@ def test_a_model_downloaded_over_http_is_unpacked_and_a_404_is_ModelLoadFailed(c
 @pytest.mark.parametrize(("uri", "says"), [
     ("hf://someone/model", "hf:// models are not fetched yet"),
     ("file:///nowhere/at/all", "/nowhere/at/all does not exist"),
+    ("file:///dev/zero", "/dev/zero is a character device, not a model file or folder"),
     ("oci://registry/model:1", "oci:// model images are pulled by a container runtime"),
     ("pvc://nothing/model", "no Dataset nothing in namespace default and no volume"),
 ])

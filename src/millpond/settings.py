@@ -36,6 +36,12 @@ class Settings:
     # Local folders every Ray node sees at the same path (MILLPOND_SHARED_ROOTS, separated by ':'):
     # a pipeline root under one of them is allowed in cluster mode, as s3:// is
     shared_roots: tuple[str, ...] = ()
+    # What a downloaded model archive may unpack to (serving.archives): a share of the free disk, or at most
+    # a byte quantity (MILLPOND_UNPACK_BUDGET: "90%" or "20Gi"), and the compression ratio it may have
+    # (MILLPOND_UNPACK_MAX_RATIO)
+    unpack_free_share: float = 0.9
+    unpack_max_bytes: int | None = None
+    unpack_max_ratio: int = 100
 
     def is_shared(self, folder: Path) -> bool:
         """Whether ``folder`` is under one of ``shared_roots``: the same folder on every Ray node."""
@@ -117,11 +123,35 @@ def _fake_gpus() -> tuple[int | None, int | None]:
     return int(count), memory
 
 
+def _unpack_limits() -> tuple[float, int | None, int]:
+    """MILLPOND_UNPACK_BUDGET (``N%`` of the free disk, or a byte quantity) and MILLPOND_UNPACK_MAX_RATIO, checked."""
+    text = os.environ.get("MILLPOND_UNPACK_BUDGET", "").strip() or "90%"
+    share, most = 1.0, None
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1]) / 100
+        except ValueError:
+            share = -1.0
+        if not 0 < share <= 1:
+            raise UserError(f"MILLPOND_UNPACK_BUDGET={text!r}: a share of the free disk is more than 0% and at most "
+                            "100%")
+    else:
+        most = parse_bytes(text, f"MILLPOND_UNPACK_BUDGET={text!r} (a byte quantity such as 20Gi, or a share such "
+                                 "as 90%)")
+        if most < 0:
+            raise UserError(f"MILLPOND_UNPACK_BUDGET={text!r}: cannot be less than 0")
+    ratio = os.environ.get("MILLPOND_UNPACK_MAX_RATIO", "").strip() or "100"
+    if not (ratio.isascii() and ratio.isdigit()) or not 1 <= int(ratio) <= 10**6:
+        raise UserError(f"MILLPOND_UNPACK_MAX_RATIO={ratio!r}: a whole number from 1 to 1000000")
+    return share, most, int(ratio)
+
+
 def load_settings() -> Settings:
     """Read settings from the environment each call, so tests can point MILLPOND_HOME anywhere."""
     home = Path(os.environ.get("MILLPOND_HOME") or Path.home() / ".millpond").expanduser().resolve()
     parallel = os.environ.get("MILLPOND_MAX_PARALLEL")
     fake_gpus, fake_gpu_memory = _fake_gpus()
+    unpack_share, unpack_bytes, unpack_ratio = _unpack_limits()
     return Settings(
         home=home,
         max_parallel=int(parallel) if parallel else (os.cpu_count() or 1),
@@ -131,4 +161,5 @@ def load_settings() -> Settings:
         fake_gpu_memory=fake_gpu_memory,
         ray_address=os.environ.get("MILLPOND_RAY_ADDRESS") or None,
         shared_roots=tuple(p for p in os.environ.get("MILLPOND_SHARED_ROOTS", "").split(os.pathsep) if p),
+        unpack_free_share=unpack_share, unpack_max_bytes=unpack_bytes, unpack_max_ratio=unpack_ratio,
     )

@@ -179,6 +179,10 @@ def _check_counts(args: ServeArgs) -> None:
                         ("--container-concurrency", args.container_concurrency), ("--timeout", args.timeout)):
         if value < 0:
             raise UserError(f"{flag} {value}: cannot be negative")
+    for flag, value, most in (("--timeout", args.timeout, 600), ("--container-concurrency",
+                                                                 args.container_concurrency, 1000)):
+        if value > most:
+            raise UserError(f"{flag} {value}: at most {most} (Knative's bound)")
     for flag, port in (("--port", args.port), ("--restful-port", args.restful_port)):
         if port > 65535:
             raise UserError(f"{flag} {port}: a port is at most 65535")

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from millpond.datasets.schema_check import check_schema_file
-from millpond.serving import objects
+from millpond.errors import UserError
+from millpond.serving import capacity, objects
 from millpond.serving.manifests import ServingManifest
 from millpond.store.resources import ResourceStore
 
@@ -48,8 +49,13 @@ def check(body: dict[str, Any], source: str) -> ServingManifest:
 
 
 def deploy(body: dict[str, Any], store: ResourceStore, source: str, volumes_dir: Any = None) -> Deployed:
-    """Check, store and start the InferenceService ``body``; nothing is stored when the check fails."""
+    """Check, store and start the InferenceService ``body``; nothing is stored when the check fails, or when its
+    replicas' resources together can never be granted on this machine, as ``arena submit`` refuses a job that
+    can never run (a manifest's replicas would wait, as a pod waits to be scheduled)."""
     manifest = check(body, source)
+    why = capacity.resource_refusal(manifest.predictor) if manifest.predictor is not None else None
+    if why is not None:
+        raise UserError(f"{source}: InferenceService {manifest.name}: {why}")
     (_, action), = objects.apply([manifest], store)
     notes = list(manifest.notes)
     if volumes_dir is not None:

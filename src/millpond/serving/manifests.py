@@ -4,7 +4,8 @@ Each document goes through the same steps as a Fluid, Kubeflow or Kueue one: its
 (``serving.kserve.io/v1beta1`` for an InferenceService, ``v1alpha1`` for the runtimes), its
 metadata (a name; a namespace unless cluster-scoped), the JSON Schema derived from its CRD, then
 KServe's webhook rules and the conversion to a :class:`~millpond.serving.spec.PredictorSpec`,
-so what is stored is known to mean something. The first problem is one line naming the file,
+so what is stored is known to mean something, and replicas this machine can never hold
+(``capacity.count_refusal``). The first problem is one line naming the file,
 document, object and field.
 
 An InferenceService millpond cannot start here (an xgboost model, a custom container with only
@@ -22,6 +23,7 @@ from typing import Any
 
 from millpond.documents import plain_value
 from millpond.errors import UserError
+from millpond.serving.capacity import count_refusal
 from millpond.serving.kinds import KINDS, ServingKind, check_api_version, refusal
 from millpond.serving.spec import PredictorSpec, predictor_spec
 from millpond.store.object_metadata import kept_metadata
@@ -101,6 +103,9 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
             if info.kind != "InferenceService":
                 return ServingManifest(info, body)
             predictor = predictor_spec(body)
+            too_many = count_refusal(predictor)
+            if too_many is not None:
+                raise UserError(too_many)
         except UserError as exc:
             raise UserError(f"{label}: {exc}") from None
     except UserError as exc:

@@ -11,7 +11,9 @@ KServe copies the model into ``/mnt/models`` before the server starts. Here:
   are copied with fsspec (``store.artifacts.filesystem``: s3fs reads ``AWS_ENDPOINT_URL`` and the
   AWS keys as KFP's remote roots do), a single object or everything under a prefix;
 - ``https://``/``http://`` is one file downloaded; ``.tar.gz``/``.tgz``/``.tar`` and ``.zip``
-  are unpacked, as KServe's initializer unpacks them;
+  are unpacked, as KServe's initializer unpacks them, within ``archives``' limits (a compression
+  ratio, the share of the free disk the home may use, a member count); a download, and a prefix's
+  objects, within the same budget;
 - ``hf://`` is not fetched yet (it needs the Hugging Face hub client and a model server that reads it).
 
 A single file without its format's extension (a KFP Model artifact is a file named after its
@@ -29,18 +31,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import tarfile
+import stat
 import urllib.error
 import urllib.request
 import uuid
-import zipfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path, PurePosixPath
 
 from millpond.errors import MillpondError, TaskFailure
-from millpond.serving import endpoints
+from millpond.serving import archives, endpoints
 from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS
 from millpond.serving.storage_uri import StorageUri
 from millpond.settings import load_settings
@@ -106,7 +107,7 @@ def _local(root: Path, uri: str, namespace: str, name: str, revision: str, fmt: 
     if path.is_dir():
         return path
     if not path.is_file():
-        raise ModelLoadFailed(f"storageUri {uri}: {path} does not exist")
+        raise ModelLoadFailed(f"storageUri {uri}: {path} {_not_a_model(path)}")
     check_segment(revision, "revision")
     target = models_folder(namespace, name) / revision
     link = target / served_name(path.name, fmt)
@@ -116,6 +117,22 @@ def _local(root: Path, uri: str, namespace: str, name: str, revision: str, fmt: 
     (folder / link.name).symlink_to(path)
     _publish(folder, target, uri)
     return target
+
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _not_a_model(path: Path) -> str:
+    """What a path that is neither a folder nor a regular file is, in words (``/dev/zero``: a device)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    kind = next((words for test, words in _KINDS if test(mode)), None)
+    return f"is {kind}, not a model file or folder" if kind else "is neither a regular file nor a folder"
 
 
 def _pvc_root(storage: StorageUri, namespace: str, name: str, held: ExitStack) -> Path:
@@ -188,11 +205,22 @@ def _copy_remote(storage: StorageUri, into: Path, fmt: str | None = None) -> Non
     fs = filesystem(storage.uri)
     root = f"{storage.authority}/{storage.path}".rstrip("/")
     if storage.path and fs.isfile(root):
+        try:
+            archives.limits_for(into).check_bytes(f"{root} is", int(fs.size(root) or 0))
+        except archives.ArchiveRefused as exc:
+            raise ModelLoadFailed(f"storageUri {storage.uri}: {exc}") from None
         fs.get_file(root, str(into / served_name(_file_name(storage, PurePosixPath(root).name), fmt)))
         return
-    keys = [key for key in fs.find(root) if not key.endswith("/")]
+    listed = fs.find(root, detail=True)
+    keys = [key for key in listed if not key.endswith("/")]
     if not keys:
         raise ModelLoadFailed(f"storageUri {storage.uri}: no object there (nothing under {root}/)")
+    limits = archives.limits_for(into)
+    try:
+        limits.check_members(f"{root}/", len(keys))
+        limits.check_bytes(f"the objects under {root}/ are", sum(int(listed[key].get("size") or 0) for key in keys))
+    except archives.ArchiveRefused as exc:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: {exc}") from None
     for key in keys:
         relative = key[len(root):].lstrip("/") if key.startswith(root) else ""
         target = _inside(into, relative, storage.uri)
@@ -201,50 +229,48 @@ def _copy_remote(storage: StorageUri, into: Path, fmt: str | None = None) -> Non
 
 
 def _download(storage: StorageUri, into: Path, fmt: str | None = None) -> None:
-    """One file over HTTP(S); an archive (.tar.gz, .tgz, .tar, .zip) unpacked in place of it."""
+    """One file over HTTP(S), within the home's budget; an archive (.tar.gz, .tgz, .tar, .zip) unpacked in place
+    of it, within ``archives.limits_for`` (the archive's own bytes counted while it unpacks)."""
     file_name = _file_name(storage, PurePosixPath(storage.path).name or "model")
     target = into / file_name
+    limits = archives.limits_for(into)
     try:
         with urllib.request.urlopen(storage.uri, timeout=DOWNLOAD_TIMEOUT_S) as response, open(target, "wb") as out:
-            shutil.copyfileobj(response, out, _CHUNK)
+            declared = response.headers.get("Content-Length")
+            if declared and declared.isdigit():
+                limits.check_bytes(f"{file_name} is", int(declared))
+            written = 0
+            while chunk := response.read(_CHUNK):
+                written += len(chunk)
+                limits.check_bytes(f"{file_name} is at least", written)
+                out.write(chunk)
     except urllib.error.HTTPError as exc:
         raise ModelLoadFailed(f"storageUri {storage.uri}: the download answered HTTP {exc.code}") from None
     except (urllib.error.URLError, TimeoutError) as exc:
         raise ModelLoadFailed(f"storageUri {storage.uri}: cannot download: {_one_line(exc)}") from None
+    except archives.ArchiveRefused as exc:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: {exc}") from None
     lower = file_name.lower()
     if lower.endswith((".tar.gz", ".tgz", ".tar")):
-        _unpack_tar(target, into, storage.uri)
+        _unpack_tar(target, into, storage.uri, limits.less(written))
     elif lower.endswith(".zip"):
-        _unpack_zip(target, into, storage.uri)
+        _unpack_zip(target, into, storage.uri, limits.less(written))
     elif served_name(file_name, fmt) != file_name:
         target.rename(into / served_name(file_name, fmt))
 
 
-def _unpack_tar(archive: Path, into: Path, uri: str) -> None:
+def _unpack_tar(archive: Path, into: Path, uri: str, limits: archives.UnpackLimits | None = None) -> None:
     try:
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():
-                _inside(into, member.name, uri)
-            tar.extractall(into, filter="data")  # no links out, no devices, no absolute names
-    except (tarfile.TarError, EOFError) as exc:
-        raise ModelLoadFailed(f"storageUri {uri}: not a readable tar archive: {_one_line(exc)}") from None
-    archive.unlink()
+        archives.unpack_tar(archive, into, limits or archives.limits_for(into))
+    except archives.ArchiveRefused as exc:
+        raise ModelLoadFailed(f"storageUri {uri}: {exc}") from None
 
 
-def _unpack_zip(archive: Path, into: Path, uri: str) -> None:
+def _unpack_zip(archive: Path, into: Path, uri: str, limits: archives.UnpackLimits | None = None) -> None:
     try:
-        with zipfile.ZipFile(archive) as zipped:
-            for member in zipped.infolist():
-                target = _inside(into, member.filename, uri)
-                if member.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zipped.open(member) as source, open(target, "wb") as out:
-                    shutil.copyfileobj(source, out, _CHUNK)
-    except (zipfile.BadZipFile, EOFError) as exc:
-        raise ModelLoadFailed(f"storageUri {uri}: not a readable zip archive: {_one_line(exc)}") from None
-    archive.unlink()
+        archives.unpack_zip(archive, into, limits or archives.limits_for(into))
+    except archives.ArchiveRefused as exc:
+        raise ModelLoadFailed(f"storageUri {uri}: {exc}") from None
 
 
 def _inside(into: Path, relative: str, uri: str) -> Path:

@@ -40,6 +40,7 @@ from millpond.serving.protocols import ModelRepository, protocols_app
 from millpond.serving.protocols.tensors import MAX_BODY_BYTES
 
 READY_PREFIX = "millpond-model-server ready"
+MAX_BODY_LIMIT = 2**30  # the largest --max-body-bytes: one request's body, read whole before it is parsed
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not 0 <= args.port <= 65535:
         _parser().error(f"--port {args.port}: expected 0 to 65535")
-    if args.max_body_bytes < 1024:
-        _parser().error("--max-body-bytes: at least 1024")
+    if not 1024 <= args.max_body_bytes <= MAX_BODY_LIMIT:
+        _parser().error(f"--max-body-bytes {args.max_body_bytes}: from 1024 to {MAX_BODY_LIMIT} (a body is held in "
+                        "memory while it is parsed)")
     try:
         model = load_model(args.name, args.model_dir, args.format, args.module, args.model_version)
         sock = bind_listener(args.host, args.port)

@@ -100,7 +100,7 @@ def initial_status(predictor: PredictorSpec) -> dict[str, Any]:
 
 def status(ready: str, reason: str, message: str, *, url: str | None = None, active: str = "Pending",
            transition: str = "InProgress", revision: str | None = None, previous: str | None = None,
-           canary_percent: int | None = None) -> dict[str, Any]:
+           canary_percent: int | None = None, ready_revision: str | None = None) -> dict[str, Any]:
     """An InferenceService status as KServe writes it (PredictorReady and Ready alike; no ingress here).
 
     ``ready`` is "True", "False" or "Unknown"; ``url`` the address it answers at once served.
@@ -109,6 +109,9 @@ def status(ready: str, reason: str, message: str, *, url: str | None = None, act
     ``modelStatus.transitionStatus`` (InProgress, UpToDate, BlockedByFailedLoad, InvalidSpec).
     ``revision`` is the latest revision's name; with ``previous`` and ``canary_percent`` the traffic is
     split as KServe's canary rollout splits it: the latest gets the percent, ``prev`` the rest.
+    ``ready_revision`` is the newest revision that ever answered: KServe (Knative) names a
+    ``latestReadyRevision`` (and a ``latestRolledoutRevision``) only once one became ready, so a model
+    that never loaded has neither.
     """
     now = _now()
     target = "FailedToLoad" if transition == "InvalidSpec" else "Loaded"
@@ -133,8 +136,10 @@ def status(ready: str, reason: str, message: str, *, url: str | None = None, act
             traffic = [{"latestRevision": False, "percent": 100 - canary_percent, "revisionName": previous,
                         "tag": "prev"}, latest]
             predictor["previousRolledoutRevision"] = previous
-        predictor.update({"latestCreatedRevision": revision, "latestReadyRevision": revision,
-                          "latestRolledoutRevision": previous or revision, "traffic": traffic})
+        rolled_out = previous or (revision if ready_revision == revision else None)
+        predictor.update({"latestCreatedRevision": revision,
+                          **({"latestReadyRevision": ready_revision} if ready_revision else {}),
+                          **({"latestRolledoutRevision": rolled_out} if rolled_out else {}), "traffic": traffic})
     if predictor:
         shown["components"] = {"predictor": predictor}
     return shown

@@ -3,7 +3,8 @@
 KServe (Knative underneath) makes a new revision, ``NAME-predictor-0000N``, for each change of the
 predictor's template; ``canaryTrafficPercent`` only routes, so changing it alone makes none. A
 supervisor keeps the revisions it serves in ``revisions.json`` beside the endpoints (the uid, the
-last number, the latest and the rolled-out revision, each one's predictor), so that a supervisor
+last number, the latest and the rolled-out revision, each one's predictor, the newest that ever
+answered), so that a supervisor
 started again (after ``kill -9``, a reboot) numbers on and keeps a canary's previous revision.
 
 :func:`status_of` reads KServe's status off the revisions and the traffic: Ready once every
@@ -115,6 +116,7 @@ class RevisionState:
     latest: str
     rolled_out: str
     revisions: dict[str, dict[str, Any]]
+    ready: str = ""  # the newest revision that ever answered (KServe's latestReadyRevision); "" while none has
 
 
 def read_state(path: Path, uid: str) -> RevisionState | None:
@@ -131,7 +133,9 @@ def read_state(path: Path, uid: str) -> RevisionState | None:
               and isinstance(raw.get("latest"), str) and isinstance(raw.get("rolled_out"), str))
     if not shaped:
         return None
-    return RevisionState(uid, max(0, raw["counter"]), raw["latest"], raw["rolled_out"], revisions)
+    ready = raw.get("ready")
+    return RevisionState(uid, max(0, raw["counter"]), raw["latest"], raw["rolled_out"], revisions,
+                         ready if isinstance(ready, str) else "")
 
 
 def write_state(path: Path, state: RevisionState) -> None:

@@ -158,6 +158,7 @@ def predictor_spec(body: dict[str, Any]) -> PredictorSpec:
     canary = predictor.get("canaryTrafficPercent")
     if canary is not None and not 0 <= canary <= 100:
         raise UserError(f"spec.predictor.canaryTrafficPercent: {canary} must be between 0 and 100")
+    _check_recorded_numbers(predictor)
     metadata = body.get("metadata") or {}
     record = PredictorSpec(
         name=str(metadata.get("name")), namespace=str(metadata.get("namespace") or "default"),
@@ -190,11 +191,38 @@ def _container(raw: dict[str, Any], where: list[str | int]) -> Container:
         env.append(EnvVar(str(item["name"]), None if item.get("value") is None else str(item["value"]),
                           item.get("valueFrom")))
     ports = raw.get("ports") or []
+    for index, port in enumerate(ports):
+        number = port.get("containerPort")
+        if isinstance(number, int) and not 1 <= number <= 65535:
+            raise UserError(f"{field_path([*where, 'ports', index, 'containerPort'])}: {number} must be between 1 "
+                            "and 65535, inclusive")
     return Container(
         name=str(raw.get("name") or "kserve-container"), image=raw.get("image"),
         command=tuple(str(part) for part in raw.get("command") or ()),
         args=tuple(str(part) for part in raw.get("args") or ()), env=tuple(env),
         port=int(ports[0]["containerPort"]) if ports else DEFAULT_PORT, working_dir=raw.get("workingDir"))
+
+
+# Knative's bounds for what KServe hands it (its defaults: container-concurrency-max-limit 1000,
+# max-revision-timeout-seconds 600); millpond records these fields, and refuses what Knative would.
+_KNATIVE_BOUNDS = {"containerConcurrency": (0, 1000), "timeout": (0, 600), "scaleTarget": (1, None)}
+
+
+def _check_recorded_numbers(predictor: dict[str, Any]) -> None:
+    """The autoscaler's and the batcher's numbers, recorded here, within the bounds Knative and KServe keep."""
+    for key, (low, high) in _KNATIVE_BOUNDS.items():
+        value = predictor.get(key)
+        if value is not None and (value < low or (high is not None and value > high)):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise UserError(f"spec.predictor.{key}: {value} must be {bound} (Knative's bound)")
+    if predictor.get("scaleMetric") in ("cpu", "memory") and (predictor.get("scaleTarget") or 0) > 100:
+        metric = predictor["scaleMetric"]
+        raise UserError(f"spec.predictor.scaleTarget: {predictor['scaleTarget']} is a percentage of the {metric} "
+                        f"requested with scaleMetric {metric}: at most 100")
+    batcher = predictor.get("batcher") or {}
+    for key in ("maxBatchSize", "maxLatency", "timeout"):
+        if isinstance(batcher.get(key), int) and batcher[key] < 0:
+            raise UserError(f"spec.predictor.batcher.{key}: {batcher[key]} cannot be less than 0")
 
 
 def _replicas(predictor: dict[str, Any]) -> tuple[int, int]:

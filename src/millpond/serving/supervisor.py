@@ -31,6 +31,7 @@ beside the endpoints, so a restarted supervisor keeps numbering (and a canary's 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -50,6 +51,7 @@ from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling.ledger import Holder, Ledger, Request
 from millpond.scheduling.share_env import mps_running, share_env
 from millpond.serving import container_env, endpoints, front, model_server, objects
+from millpond.serving.capacity import count_refusal
 from millpond.serving.model_fetch import ModelLoadFailed, fetch
 from millpond.serving.replicas import BACKOFF_MAX_S, Launch, Replica, stop_all
 from millpond.serving.revisions import (
@@ -70,6 +72,8 @@ SPEC_POLL_S = 1.0
 PORT_FILE = "port"
 STATE_FILE = "revisions.json"
 LOG_FILE = "supervisor.log"
+STARTS_PER_LOOP = 2  # replica starts one loop makes at most: the rest wait for the next loop
+STARTING_AT_ONCE = max(2, os.cpu_count() or 1)  # replicas started and not answering yet, at most
 
 
 class Supervisor:
@@ -85,6 +89,7 @@ class Supervisor:
         self.revisions: dict[str, RevisionRun] = {}
         self.latest = ""
         self.rolled_out = ""  # the revision the traffic was last wholly moved to
+        self.ready_revision = ""  # the newest revision that ever answered (KServe's latestReadyRevision)
         self.counter = 0
         self.port = 0
         self.percents: dict[str, int] = {}
@@ -95,6 +100,7 @@ class Supervisor:
         self.stop_signal = ""  # the signal that stopped it (its status says so when the object stays)
         self.retired: list[RevisionRun] = []  # out of the routing, their replicas to stop
         self.front: front.Handle | None = None  # the own port's server (status.url), once started
+        self.starts_left = STARTS_PER_LOOP  # replica starts this loop may still make
 
     # ------------------------------------------------------------------ the loop
 
@@ -115,6 +121,7 @@ class Supervisor:
                         break
                     self.resource = resource
                     self._follow(resource)
+                self.starts_left = STARTS_PER_LOOP
                 for revision in list(self.revisions.values()):
                     self._tend(revision, now)
                 self._route()
@@ -137,6 +144,7 @@ class Supervisor:
         predictor = dict(resource.spec.get("predictor") or {})
         known = state.revisions if state else {}
         self.counter = state.counter if state else 0
+        self.ready_revision = state.ready if state else ""
         latest = state.latest if state and state.latest in known and predictor_key(known[state.latest]) == (
             predictor_key(predictor)) else ""
         if not latest:
@@ -172,11 +180,12 @@ class Supervisor:
     def _add(self, name: str, predictor: dict[str, Any], resource: Resource) -> None:
         body = {**resource.manifest, "spec": {**resource.spec, "predictor": predictor}}
         spec = predictor_spec(body)
+        too_many = count_refusal(spec)  # stored before apply checked it: never start what cannot fit
         replicas = [Replica(name, index, endpoints.replica_log(self.namespace, self.name, name, index))
-                    for index in range(spec.replicas)]
+                    for index in range(spec.replicas if too_many is None else 0)]
         revision = RevisionRun(name, predictor, spec, replicas)
-        if spec.unservable is not None:
-            revision.failure = (spec.failure_reason or "InvalidPredictorSpec", spec.unservable)
+        if spec.unservable is not None or too_many is not None:
+            revision.failure = (spec.failure_reason or "InvalidPredictorSpec", spec.unservable or str(too_many))
             revision.next_try = float("inf")
         self.revisions[name] = revision
 
@@ -199,16 +208,24 @@ class Supervisor:
     # ------------------------------------------------------------------ replicas
 
     def _tend(self, revision: RevisionRun, now: float) -> None:
-        """Fetch its model (in a thread, retried with backoff), then start, watch and restart each replica."""
-        if revision.spec.unservable is not None:
+        """Fetch its model (in a thread, retried with backoff), then start, watch and restart each replica: a few
+        starts a loop, and no more starting at once than the machine has CPUs (a model server's start is
+        CPU-bound: many at once only slow them all)."""
+        if revision.spec.unservable is not None or revision.next_try == float("inf"):
             return
         if revision.model_dir is None and revision.spec.storage is not None:
             if not self._fetched(revision, now):
                 return
         for replica in revision.replicas:
             replica.check(now)
+        starting = sum(1 for run in self.revisions.values() for r in run.replicas if r.running and not r.ready)
+        for replica in revision.replicas:
+            if self.starts_left <= 0 or starting >= STARTING_AT_ONCE:
+                break
             if replica.process is None and now >= replica.next_start:
+                self.starts_left -= 1
                 self._start(revision, replica, now)
+                starting += replica.process is not None
 
     def _fetched(self, revision: RevisionRun, now: float) -> bool:
         """Whether the revision's model is here; a fetch runs in a thread of its own (a large model downloads
@@ -364,16 +381,26 @@ class Supervisor:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def _note_ready(self) -> None:
+        """Remember the newest revision that answered (kept in ``revisions.json``: a restart keeps it)."""
+        answered = [name for name, revision in self.revisions.items() if revision.ready_urls]
+        newest = max(answered, default="")
+        if newest > self.ready_revision:  # NAME-predictor-0000N: the number orders them
+            self.ready_revision = newest
+            self._write_state()
+
     def _write_status(self) -> None:
+        self._note_ready()
         seen = status_of(self.revisions, self.percents, self.latest)
         previous = self.rolled_out if self.rolled_out != self.latest else None
-        key = (seen, previous, tuple(sorted(self.percents.items())))
+        key = (seen, previous, tuple(sorted(self.percents.items())), self.ready_revision)
         if key == self.written_key and self.resource.status == self.written:
             return
         value = objects.status(
             seen.ready, seen.reason, seen.message, url=self.url if seen.ready == "True" else None, active=seen.active,
             transition=seen.transition, revision=self.latest, previous=previous,
-            canary_percent=self.percents.get(self.latest) if previous else None)
+            canary_percent=self.percents.get(self.latest) if previous else None,
+            ready_revision=self.ready_revision or None)
         if seen.blocked is not None:  # the latest cannot load while the previous serves: KServe says so too
             value["modelStatus"]["lastFailureInfo"] = {"reason": seen.blocked[0], "message": seen.blocked[1]}
         current = self.store.get("InferenceService", self.name, self.namespace)
@@ -396,7 +423,7 @@ class Supervisor:
     def _write_state(self) -> None:
         write_state(self.folder / STATE_FILE, RevisionState(
             self.uid, self.counter, self.latest, self.rolled_out,
-            {name: revision.predictor for name, revision in self.revisions.items()}))
+            {name: revision.predictor for name, revision in self.revisions.items()}, self.ready_revision))
 
     def _stop_everything(self) -> None:
         for name in list(self.revisions):

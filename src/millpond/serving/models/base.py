@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from millpond.errors import UserError
+from millpond.errors import MillpondError, UserError
 
 
 class ModelLoadError(UserError):
@@ -22,6 +22,11 @@ class ModelLoadError(UserError):
 
 class InferenceInputError(UserError):
     """A request's tensors do not fit the model (count, shape, datatype): the protocols answer 400."""
+
+
+class ModelFailure(MillpondError):
+    """The model failed on a request it accepted (an estimator that lost its fit): the server's fault, not the
+    client's, so the protocols answer 500 in their own error shape (Seldon: ``MICROSERVICE_INTERNAL_ERROR``)."""
 
 
 # The Open Inference Protocol's tensor datatypes and the numpy dtype each becomes. BYTES holds

@@ -4,6 +4,11 @@ KServe's sklearnserver loads the one file of the model directory ending in ``.jo
 or ``.pickle`` (``model.joblib``, written by ``joblib.dump``, in its samples) and refuses a
 directory with none or several; so does this loader (``files.one_model_file``).
 The file is unpickled: as with KServe, a model directory is trusted code, never a request.
+
+A model must be able to answer before the server opens its port: an estimator that was never
+fitted (``check_is_fitted``), or whose ``predict`` fails on one row of its declared input for a
+reason other than that row's values, cannot load (the supervisor's ``ModelLoadFailed``), rather than
+serving 400s that blame every client. A ``NotFittedError`` at predict time is the server's failure: 500.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 
-from millpond.serving.models.base import InferenceInputError, ModelLoadError, TensorSpec, datatype_of
+from millpond.serving.models.base import InferenceInputError, ModelFailure, ModelLoadError, TensorSpec, datatype_of
 from millpond.serving.models.files import SKLEARN_EXTENSIONS, one_model_file
 
 
@@ -39,10 +44,41 @@ class SklearnModel:
         classes = getattr(estimator, "classes_", None)
         out_type = datatype_of(np.asarray(classes).dtype) if classes is not None else "FP64"
         self.outputs: tuple[TensorSpec, ...] = (TensorSpec("output-0", out_type, (-1,)),)
+        _check_answers(estimator, path, shape)
 
     def predict(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        from sklearn.exceptions import NotFittedError
+
         (rows,) = inputs
         try:
             return [np.asarray(self._estimator.predict(rows))]
+        except NotFittedError as exc:  # a ValueError, but no fault of the request's
+            raise ModelFailure(f"model {self.name!r} cannot predict: {exc}") from None
         except (ValueError, TypeError) as exc:  # sklearn's own input checks (NaN, strings, wrong width)
             raise InferenceInputError(f"model {self.name!r} refused the input: {exc}") from None
+
+
+def _check_answers(estimator: object, path: Path, shape: tuple[int, ...]) -> None:
+    """ModelLoadError when the estimator was never fitted, or cannot predict one row of zeros of its declared
+    width for a reason other than the row's values (ValueError/TypeError: it may refuse zeros, not real rows)."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    kind = type(estimator).__name__
+    try:
+        check_is_fitted(estimator)
+    except NotFittedError as exc:
+        raise ModelLoadError(f"{path} holds a {kind} that was never fitted: {exc}") from None
+    except TypeError:  # not a scikit-learn estimator (a plain object with predict): the sample tells
+        pass
+    if len(shape) != 2:
+        return
+    try:
+        estimator.predict(np.zeros((1, shape[1])))  # type: ignore[attr-defined]
+    except NotFittedError as exc:
+        raise ModelLoadError(f"{path} holds a {kind} that was never fitted: {exc}") from None
+    except (ValueError, TypeError):
+        pass
+    except Exception as exc:  # noqa: BLE001 - whatever else breaks it breaks every request
+        raise ModelLoadError(f"{path}: its {kind} cannot predict one row of {shape[1]} zeros: "
+                             f"{type(exc).__name__}: {exc}") from None
