@@ -25,12 +25,14 @@ from dataclasses import replace
 from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
 from millpond.runners.processes import ProcessIdentity
+from millpond.scheduling import pod_room
 from millpond.scheduling.queues.submission import check_priority, os_user
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.training import JobRecord, JobStore
 from millpond.training.instances import end_group
 from millpond.training.launch import PLANNERS
+from millpond.training.launch_mpi import slots_per_worker
 from millpond.training.paths import job_folder, supervisor_log
 from millpond.training.resources import allocator
 from millpond.training.spec import JobSpec, Trainer, spec_to_json
@@ -64,6 +66,10 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
         raise UserError(f"--name {spec.name!r} must be a DNS-1123 label: lower case letters, digits and '-'")
     if spec.instance_count < 1:
         raise UserError("a job needs at least one instance (--workers is at least 1)")
+    if not spec.ray_address:  # a count no machine can hold waits forever: refused, manifest or not
+        too_many = pod_room.too_many(spec.instance_count, processes(spec))
+        if too_many:
+            raise UserError(f"the job {spec.name} can never run here: {too_many}")
     if not as_manifest:  # Arena looks the priority class up before it creates anything; Kueue's webhook does not
         check_priority(spec.priority)
     if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
@@ -91,6 +97,19 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
     why = allocator().impossible(spec.total)
     if why and not as_manifest:
         raise UserError(f"the job {spec.name} can never run here: {why}")
+
+
+def processes(spec: JobSpec) -> int:
+    """The processes the job runs at once: an MPI launcher and its ranks (workers × slots), else each
+    instance's (torchrun's ``--nproc-per-node``/``PET_NPROC_PER_NODE`` per instance, else one)."""
+    if spec.trainer is Trainer.MPI:
+        workers = sum(replica.replicas for replica in spec.replicas if replica.role == "worker")
+        return 1 + workers * slots_per_worker(spec)
+    total = 0
+    for replica in spec.replicas:
+        named = dict(replica.env).get("PET_NPROC_PER_NODE", "")
+        total += replica.replicas * (spec.nproc_per_node or (int(named) if named.isdigit() else 1))
+    return total
 
 
 def submit(spec: JobSpec, store: JobStore | None = None, *, as_manifest: bool = False,

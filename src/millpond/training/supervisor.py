@@ -303,6 +303,8 @@ class Supervisor:
         running: list[launching.Running] = []
         try:
             for item in planned:
+                if self.stopping.is_set():  # arena delete while instances start: stop starting them
+                    return self.stop_reason
                 if item.started_by:
                     continue
                 for path, text in item.files:
