@@ -120,8 +120,8 @@ def guardian() -> Guardian:
 
 
 # --- the guardian process -------------------------------------------------------------
-def _stamped(token: bytes) -> list[int]:
-    """Pids of the processes whose environment carries the token (zombies have none)."""
+def stamped(needle: bytes) -> list[int]:
+    """Pids of the processes whose environment holds ``needle`` (``\\0NAME=VALUE\\0``; zombies have none)."""
     found = []
     me = os.getpid()
     for entry in os.listdir("/proc"):
@@ -129,7 +129,7 @@ def _stamped(token: bytes) -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as environ:
-                if token in b"\0" + environ.read():
+                if needle in b"\0" + environ.read():
                     found.append(int(entry))
         except OSError:
             continue
@@ -143,20 +143,27 @@ def _kill(pid: int, group: bool) -> None:
         pass
 
 
+def kill_stamped(needle: bytes) -> None:
+    """SIGKILL every process whose environment holds ``needle``, until none is left (one may fork meanwhile).
+
+    The one sweep every owner of processes uses: this guardian when its engine ends, and
+    ``runners.process_groups.end_marked`` when one training instance or pipeline task ends."""
+    for _ in range(_SWEEPS):
+        found = stamped(needle)
+        if not found:
+            return
+        for pid in found:
+            _kill(pid, group=False)
+        time.sleep(0.02)
+
+
 def stop_everything(groups: set[int], token: str) -> None:
     """SIGKILL the recorded groups, then every process stamped with the token, until none is left."""
     own_group = os.getpgrp()
     for pgid in groups:
         if pgid > 1 and pgid != own_group:
             _kill(pgid, group=True)
-    needle = f"\0{TOKEN_VAR}={token}\0".encode()
-    for _ in range(_SWEEPS):
-        found = _stamped(needle)
-        if not found:
-            return
-        for pid in found:
-            _kill(pid, group=False)
-        time.sleep(0.02)
+    kill_stamped(f"\0{TOKEN_VAR}={token}\0".encode())
 
 
 def _guard(token: str, engine: int) -> None:

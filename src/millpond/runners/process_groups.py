@@ -6,19 +6,37 @@ session, reaches whatever they started. Stopping one is a pod's ending, shortene
 grace period, then SIGKILL of what is left of the group and session, even when the leader
 itself is already gone. Their output goes to a log one line at a time, each after the time it
 was read (``stamp_now``), which ``arena logs --timestamps`` reads back.
+
+A group and a session are not the whole tree: a process may leave both (``setsid sleep 4646 &``,
+a daemon's double fork) and is then reparented to init, out of reach of any signal to them and
+of bubblewrap's ``--die-with-parent``. So each started process also carries a mark of its own in
+its environment (``MARK_VAR``, ``marked``), which every process it starts inherits whatever
+session, group or parent it moves to, and its end sweeps /proc for the mark (``end_marked``, the
+guardian's sweep): a Kubernetes container's processes all end with it, and these do too.
+
+Why a mark and not ``PR_SET_CHILD_SUBREAPER``: a subreaper receives the orphans but must reap
+them with ``waitpid(-1)``, which races ``subprocess``'s own waits (a task's exit status lost), and
+cannot tell which of its instances an orphan came from; the mark survives setsid, double forks
+and reparenting, finds processes inside the sandbox, and names its owner. What it misses is a
+process that replaced its whole environment (``env -i``), which the group and session still catch
+while it stays in them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import secrets
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from millpond.runners.guardian import kill_stamped, stamped
 from millpond.runners.processes import session_members, start_ticks
+
+MARK_VAR = "MILLPOND_PROCESS_MARK"  # a started process's own mark, inherited by everything it starts
 
 
 class GroupLeader(Protocol):
@@ -35,6 +53,33 @@ class GroupLeader(Protocol):
 def stamp_now() -> bytes:
     """The time a log line is written before it (``arena logs --timestamps`` reads it back)."""
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+
+
+def marked() -> dict[str, str]:
+    """A new mark, as the variable to add to a process's environment (``end_marked`` takes its value)."""
+    return {MARK_VAR: secrets.token_hex(12)}
+
+
+def _needle(mark: str) -> bytes:
+    return f"\0{MARK_VAR}={mark}\0".encode()
+
+
+def signal_marked(mark: str | None, signum: int) -> None:
+    """``signum`` to every running process that carries ``mark`` (one pass)."""
+    if not mark:
+        return
+    for pid in stamped(_needle(mark)):
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_marked(mark: str | None) -> None:
+    """SIGKILL every process that carries ``mark``, until none is left: what a started process left
+    behind in other sessions and groups (nothing when ``mark`` is None or empty)."""
+    if mark:
+        kill_stamped(_needle(mark))
 
 
 def signal_session(sid: int, signum: int) -> None:
@@ -66,9 +111,10 @@ def end_group(pid: int | None, ticks: str | None) -> bool:
     return True
 
 
-def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: float) -> None:
-    """SIGTERM each (leader, start ticks)'s group and session still running, SIGKILL what is left after
-    ``grace_s``, and reap the leaders."""
+def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: float,
+                marks: Sequence[str | None] = ()) -> None:
+    """SIGTERM each (leader, start ticks)'s group and session still running (and what carries ``marks``),
+    SIGKILL what is left after ``grace_s``, marked processes included, and reap the leaders."""
     alive = [leader for leader, _ in started if leader.poll() is None]
     for leader in alive:
         try:
@@ -76,11 +122,16 @@ def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: floa
         except (ProcessLookupError, PermissionError):
             pass
         signal_session(leader.pid, signal.SIGTERM)
+    for mark in marks:
+        signal_marked(mark, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(leader.poll() is None for leader in alive):
         time.sleep(0.05)
     for leader, ticks in started:
         end_group(leader.pid, ticks)  # also what a finished leader left behind in its group
+    for mark in marks:
+        end_marked(mark)  # and in other sessions
+    for leader, _ in started:
         try:
             leader.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
+from millpond.runners.process_groups import MARK_VAR
 from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling import pod_room
 from millpond.scheduling.queues.submission import check_priority, os_user
@@ -137,6 +138,8 @@ def _spawn(store: JobStore, job: JobRecord) -> None:
             child = subprocess.Popen(
                 [sys.executable, "-m", "millpond.training.supervisor", job.uid],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+                # submitted from a task or an instance: the job is not one of its processes, to end with it
+                env={name: value for name, value in os.environ.items() if name != MARK_VAR},
             )
     except OSError as exc:
         store.set_status(job.uid, "FAILED", "JobFailed", f"cannot start its supervisor: {exc}")

@@ -352,6 +352,7 @@ class Supervisor:
                 if code is None or item.planned.name in finished:
                     continue
                 finished.add(item.planned.name)
+                launching.end(item)  # what it left running ends with it (nothing to do for a Ray task)
                 self._record(item.planned.name, exit_code=code, status="Succeeded" if code == 0 else "Failed",
                              finished_at=utcnow())
                 if code != 0:
