@@ -142,3 +142,44 @@ def test_extreme_numbers_are_refused_in_one_line_or_fit_the_machine(capsys, home
     assert deleted.code == 0, deleted
     assert not supervisor.is_running()
     _no_job_recorded()
+
+
+MANIFEST_INTS = st.one_of(
+    st.integers(min_value=-2, max_value=3),
+    st.sampled_from([pod_room.MAX_PODS + 1, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 10**30, -(2**31), "3", "x", 1.5, None]),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kind=st.sampled_from(["PyTorchJob", "MPIJob", "TFJob"]), workers=MANIFEST_INTS, slots=MANIFEST_INTS,
+       backoff=MANIFEST_INTS, deadline_s=MANIFEST_INTS, ttl=MANIFEST_INTS, nproc=MANIFEST_INTS)
+def test_extreme_manifest_numbers_are_refused_in_one_line_or_fit_the_machine(
+        cli, tmp_path: Path, kind: str, workers: Any, slots: Any, backoff: Any, deadline_s: Any, ttl: Any,
+        nproc: Any) -> None:
+    """A training manifest's counts and durations at extremes: ``apply -f`` answers exit 2 with one
+    ``error:`` line and stores nothing, or stores a job whose counts fit this machine."""
+    holder, first = {"PyTorchJob": ("pytorchReplicaSpecs", "Master"), "MPIJob": ("mpiReplicaSpecs", "Launcher"),
+                     "TFJob": ("tfReplicaSpecs", "Chief")}[kind]
+    spec: dict[str, Any] = {holder: {first: _replica(1), "Worker": _replica(workers)},
+                            "runPolicy": {"backoffLimit": backoff, "activeDeadlineSeconds": deadline_s,
+                                          "ttlSecondsAfterFinished": ttl}}
+    if kind == "MPIJob":
+        spec["slotsPerWorker"] = slots
+    if kind == "PyTorchJob":
+        spec["nprocPerNode"] = nproc
+    api = "kubeflow.org/v2beta1" if kind == "MPIJob" else "kubeflow.org/v1"
+    result = cli("apply", "-f", _write(tmp_path, {"apiVersion": api, "kind": kind, "metadata": {"name": "m"},
+                                                  "spec": spec}))
+    assert "Traceback" not in result.err, result.err
+    if result.code != 0:
+        assert result.code == 2, result
+        lines = result.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), result.err
+        _no_job_recorded()
+        return
+    (job,) = JobStore().list(None)
+    stored = spec_from_json(job.spec)
+    assert stored.instance_count <= pod_room.max_pods()
+    assert processes(stored) <= pod_room.max_processes()
+    assert cli("delete", kind.lower(), "m").code == 0
+    _no_job_recorded()
