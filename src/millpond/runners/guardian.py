@@ -120,17 +120,21 @@ def guardian() -> Guardian:
 
 
 # --- the guardian process -------------------------------------------------------------
-def stamped(needle: bytes) -> list[int]:
-    """Pids of the processes whose environment holds ``needle`` (``\\0NAME=VALUE\\0``; zombies have none)."""
-    found = []
+def stamped(*needles: bytes) -> list[int]:
+    """Pids of the processes whose environment holds one of ``needles`` (``\\0NAME=VALUE\\0``; zombies
+    have none): one pass over /proc, however many."""
+    found: list[int] = []
+    if not needles:
+        return found
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as environ:
-                if needle in b"\0" + environ.read():
-                    found.append(int(entry))
+                block = b"\0" + environ.read()
+            if any(needle in block for needle in needles):
+                found.append(int(entry))
         except OSError:
             continue
     return found
@@ -143,14 +147,17 @@ def _kill(pid: int, group: bool) -> None:
         pass
 
 
-def kill_stamped(needle: bytes) -> None:
-    """SIGKILL every process whose environment holds ``needle``, until none is left (one may fork meanwhile).
+def kill_stamped(*needles: bytes) -> None:
+    """SIGKILL every process whose environment holds one of ``needles``, until none is left (one may fork
+    meanwhile).
 
     The one sweep every owner of processes uses: this guardian when its engine ends, and
     ``runners.process_groups.end_marked`` when one training instance or pipeline task ends."""
+    quiet = 0
     for _ in range(_SWEEPS):
-        found = stamped(needle)
-        if not found:
+        found = stamped(*needles)
+        quiet = 0 if found else quiet + 1
+        if quiet == 2:  # twice nothing: a process caught inside execve (its environ reads empty) is seen again
             return
         for pid in found:
             _kill(pid, group=False)

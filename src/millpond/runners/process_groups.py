@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from millpond.runners.guardian import kill_stamped, stamped
-from millpond.runners.processes import session_members, start_ticks
+from millpond.runners.processes import sessions_members, start_ticks
 
 MARK_VAR = "MILLPOND_PROCESS_MARK"  # a started process's own mark, inherited by everything it starts
 
@@ -64,27 +64,27 @@ def _needle(mark: str) -> bytes:
     return f"\0{MARK_VAR}={mark}\0".encode()
 
 
-def signal_marked(mark: str | None, signum: int) -> None:
-    """``signum`` to every running process that carries ``mark`` (one pass)."""
-    if not mark:
-        return
-    for pid in stamped(_needle(mark)):
+def signal_marked(marks: Sequence[str | None], signum: int) -> None:
+    """``signum`` to every running process that carries one of ``marks`` (one pass over /proc)."""
+    for pid in stamped(*(_needle(mark) for mark in marks if mark)):
         try:
             os.kill(pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
 
 
-def end_marked(mark: str | None) -> None:
-    """SIGKILL every process that carries ``mark``, until none is left: what a started process left
-    behind in other sessions and groups (nothing when ``mark`` is None or empty)."""
-    if mark:
-        kill_stamped(_needle(mark))
+def end_marked(*marks: str | None) -> None:
+    """SIGKILL every process that carries one of ``marks``, until none is left: what started processes
+    left behind in other sessions and groups (nothing for a None or empty mark)."""
+    needles = [_needle(mark) for mark in marks if mark]
+    if needles:
+        kill_stamped(*needles)
 
 
-def signal_session(sid: int, signum: int) -> None:
-    """``signum`` to every process of session ``sid`` (what ignores its group: mpirun's ranks)."""
-    for member in session_members(sid):
+def signal_session(sid: int | set[int], signum: int) -> None:
+    """``signum`` to every process of session ``sid`` (or of each of them, in one pass over /proc): what
+    ignores its group, mpirun's ranks."""
+    for member in sessions_members(sid if isinstance(sid, set) else {sid}):
         try:
             os.kill(member, signum)
         except (ProcessLookupError, PermissionError):
@@ -101,14 +101,21 @@ def end_group(pid: int | None, ticks: str | None) -> bool:
     process a pid that is the id of a group or session with members. Only a pid now held by
     another process (a different start time) is left alone. True if a group was signalled.
     """
-    if not pid or start_ticks(pid) not in (None, ticks):
-        return False
-    signal_session(pid, signal.SIGKILL)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+    return bool(end_groups([(pid, ticks)]))
+
+
+def end_groups(started: Sequence[tuple[int | None, str | None]]) -> list[int]:
+    """``end_group`` of each (pid, start ticks), their sessions found in one pass over /proc; the groups signalled."""
+    ours = {pid for pid, ticks in started if pid and start_ticks(pid) in (None, ticks)}
+    signal_session(ours, signal.SIGKILL)
+    ended = []
+    for pid in ours:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        ended.append(pid)
+    return ended
 
 
 def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: float,
@@ -121,16 +128,13 @@ def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: floa
             os.killpg(leader.pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-        signal_session(leader.pid, signal.SIGTERM)
-    for mark in marks:
-        signal_marked(mark, signal.SIGTERM)
+    signal_session({leader.pid for leader in alive}, signal.SIGTERM)
+    signal_marked(marks, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(leader.poll() is None for leader in alive):
         time.sleep(0.05)
-    for leader, ticks in started:
-        end_group(leader.pid, ticks)  # also what a finished leader left behind in its group
-    for mark in marks:
-        end_marked(mark)  # and in other sessions
+    end_groups([(leader.pid, ticks) for leader, ticks in started])  # also what finished leaders left behind
+    end_marked(*marks)  # and in other sessions
     for leader, _ in started:
         try:
             leader.wait(timeout=10)

@@ -24,14 +24,13 @@ from dataclasses import replace
 
 from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
-from millpond.runners.process_groups import MARK_VAR
+from millpond.runners.process_groups import MARK_VAR, end_groups
 from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling import pod_room
 from millpond.scheduling.queues.submission import check_priority, os_user
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.training import JobRecord, JobStore
-from millpond.training.instances import end_group
 from millpond.training.launch import PLANNERS
 from millpond.training.launch_mpi import slots_per_worker
 from millpond.training.paths import job_folder, supervisor_log
@@ -171,8 +170,7 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
     fresh = store.by_uid(job.uid)
     if fresh is None or fresh.finished:
         return fresh or job
-    for instance in store.instances(job.uid):
-        end_group(instance.pid, instance.pid_start)
+    end_groups([(instance.pid, instance.pid_start) for instance in store.instances(job.uid)])
     _end_on_cluster(job)
     why = f"its supervisor (pid {job.supervisor_pid}) died"
     if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
@@ -265,8 +263,7 @@ def delete(name: str, namespace: str = "default", store: JobStore | None = None)
 
 
 def _remove(store: JobStore, job: JobRecord) -> None:
-    for instance in store.instances(job.uid):
-        end_group(instance.pid, instance.pid_start)
+    end_groups([(instance.pid, instance.pid_start) for instance in store.instances(job.uid)])
     store.delete(job.uid)
     shutil.rmtree(job_folder(job.uid), ignore_errors=True)
 
