@@ -1,6 +1,6 @@
 """Every process a training instance, a pipeline task or a DataProcess script started ends with it,
 whatever session or group it moved to: ``setsid sleep N &`` leaves nothing running once the job
-succeeded, was deleted or lost its supervisor to ``kill -9``, nor once the task or script ended
+succeeded, was deleted or lost its supervisor to ``kill -9`` (then read), nor once the task or script ended
 (``runners.process_groups``: each carries a mark of its own, swept from /proc when it ends).
 
 Each test looks for its own ``sleep N`` (a number no other test uses) in /proc."""
@@ -89,8 +89,8 @@ def test_a_supervisor_killed_with_sigkill_leaves_no_process_of_its_instances(cap
     job = JobStore().get("k", "default")
     assert job is not None and job.supervisor_pid
     os.kill(job.supervisor_pid, signal.SIGKILL)
+    assert wait_status(capsys, "k")["status"] == "FAILED"  # the read that finds the supervisor dead ends the rest
     assert wait_for(lambda: not sleeping(seconds)), "the escaped sleep outlived its killed supervisor"
-    assert wait_status(capsys, "k")["status"] == "FAILED"
 
 
 def test_pipeline_tasks_leave_no_process_behind(cli, seconds: str) -> None:

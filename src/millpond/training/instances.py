@@ -6,9 +6,11 @@ folders (``--die-with-parent``: an instance never outlives its supervisor). Its 
 through a pipe to a thread of the supervisor that writes each line to the instance's log with
 the time it was read. Every process an instance starts ends with it, whatever session or group it
 moved to (``setsid sleep 4646 &``): each instance carries a mark of its own in its environment
-(``process_groups.marked``), swept from /proc when the instance ends, succeeded, failed or
-stopped (``end``, ``stop``); and the supervisor's guardian token, so a supervisor killed with
-``kill -9`` leaves none of them behind either. A launcher's output (mpirun with ``OMPI_MCA_orte_tag_output``) carries
+(``mark_of``: the job's uid and the instance's name, so a reader that finds the supervisor dead
+can sweep them too, as it kills their groups), swept from /proc when the instance ends, succeeded,
+failed or stopped (``end``, ``stop``). Not the supervisor's guardian token: a job an instance
+submits (``arena submit`` in its script) is not the instance's, and would carry the token on.
+A launcher's output (mpirun with ``OMPI_MCA_orte_tag_output``) carries
 each rank's tag, ``[1,RANK]<stdout>:``: the tag is taken off, and the line also goes to the log
 of the worker that rank belongs to, so ``arena logs -i NAME-worker-1`` shows that worker.
 """
@@ -26,13 +28,12 @@ from typing import IO, Protocol
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
 from millpond.runners.environment import inherited_environment
-from millpond.runners.guardian import guardian
-from millpond.runners.process_groups import MARK_VAR, end_group, end_marked, marked, stamp_now, stop_groups
+from millpond.runners.process_groups import MARK_VAR, end_group, end_marked, stamp_now, stop_groups
 from millpond.runners.processes import start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, sandbox_problem, wrap
 from millpond.training.launch import Planned
 
-__all__ = ["Running", "end", "end_group", "stamp_now", "start", "stop"]
+__all__ = ["Running", "end", "end_group", "mark_of", "stamp_now", "start", "stop"]
 
 RANK_TAG = re.compile(rb"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:")  # Open MPI 4's --tag-output
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (a pod's grace period, shortened)
@@ -67,10 +68,17 @@ class Running:
     mark: str | None = None  # the mark its processes carry (process_groups.marked); None on a Ray node
 
 
-def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: list[Path] | None = None) -> Running:
+def mark_of(uid: str, name: str) -> str:
+    """The mark every process of instance ``name`` of job ``uid`` carries (``MILLPOND_PROCESS_MARK``)."""
+    return f"{uid}.{name}"
+
+
+def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: list[Path] | None = None,
+          mark: str | None = None) -> Running:
     """Start ``planned`` in its own session; a sandbox that cannot be made when binds need it is a TaskFailure.
 
-    ``rank_logs``: per MPI rank, the log that also gets the rank's tagged lines (a launcher's).
+    ``rank_logs``: per MPI rank, the log that also gets the rank's tagged lines (a launcher's);
+    ``mark``: what its processes carry (``mark_of``), swept when it ends.
     """
     argv = list(planned.argv)
     if binds or sandbox_problem() is None:
@@ -79,8 +87,7 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
         except SandboxUnavailable as exc:
             raise TaskFailure(f"cannot mount the job's data: {exc}") from None
     log.parent.mkdir(parents=True, exist_ok=True)
-    mark = marked()
-    env = {**inherited_environment(), **planned.env, **mark, **guardian().env()}
+    env = {**inherited_environment(), **planned.env, **({MARK_VAR: mark} if mark else {})}
     try:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -92,7 +99,7 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
     pump = threading.Thread(target=_copy, args=(process.stdout, log, rank_logs or []), daemon=True,
                             name=f"log-{planned.name}")
     pump.start()
-    return Running(planned, process, start_ticks(process.pid), pump, mark=mark[MARK_VAR])
+    return Running(planned, process, start_ticks(process.pid), pump, mark=mark)
 
 
 def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:

@@ -24,13 +24,14 @@ from dataclasses import replace
 
 from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
-from millpond.runners.process_groups import MARK_VAR, end_groups
+from millpond.runners.process_groups import MARK_VAR, end_groups, end_marked
 from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling import pod_room
 from millpond.scheduling.queues.submission import check_priority, os_user
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.training import JobRecord, JobStore
+from millpond.training.instances import mark_of
 from millpond.training.launch import PLANNERS
 from millpond.training.launch_mpi import slots_per_worker
 from millpond.training.paths import job_folder, supervisor_log
@@ -170,7 +171,7 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
     fresh = store.by_uid(job.uid)
     if fresh is None or fresh.finished:
         return fresh or job
-    end_groups([(instance.pid, instance.pid_start) for instance in store.instances(job.uid)])
+    _end_instances(store, job)
     _end_on_cluster(job)
     why = f"its supervisor (pid {job.supervisor_pid}) died"
     if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
@@ -180,6 +181,14 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
             if instance.status in ("Pending", "Running"):
                 store.update_instance(job.uid, instance.name, status="Failed", finished_at=utcnow())
     return store.by_uid(job.uid) or fresh
+
+
+def _end_instances(store: JobStore, job: JobRecord) -> None:
+    """SIGKILL what the job's instances left here: their groups and sessions, and every process carrying
+    an instance's mark (what moved out of both: ``setsid sleep 60 &``)."""
+    instances = store.instances(job.uid)
+    end_groups([(instance.pid, instance.pid_start) for instance in instances])
+    end_marked(*(mark_of(job.uid, instance.name) for instance in instances))
 
 
 def _end_on_cluster(job: JobRecord) -> None:
@@ -263,7 +272,7 @@ def delete(name: str, namespace: str = "default", store: JobStore | None = None)
 
 
 def _remove(store: JobStore, job: JobRecord) -> None:
-    end_groups([(instance.pid, instance.pid_start) for instance in store.instances(job.uid)])
+    _end_instances(store, job)
     store.delete(job.uid)
     shutil.rmtree(job_folder(job.uid), ignore_errors=True)
 

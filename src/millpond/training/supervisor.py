@@ -313,7 +313,8 @@ class Supervisor:
                 rank_logs = [instance_log(self.job.uid, name) for name in item.rank_logs]
                 log = instance_log(self.job.uid, item.name)
                 if placement is None:
-                    started = launching.start(item, binds, cwd, log, rank_logs)
+                    started = launching.start(item, binds, cwd, log, rank_logs,
+                                              launching.mark_of(self.job.uid, item.name))
                 else:
                     started = placement.start(planned.index(item), item, log)
                 running.append(started)
