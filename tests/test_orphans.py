@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -141,3 +142,15 @@ spec:
 def _phase(cli) -> str:
     result = cli("get", "dataprocess", "leaky", "-o", "json")
     return ((result.json().get("status") or {}).get("phase") or "") if result.code == 0 else ""
+
+
+def test_a_job_an_instance_submits_is_not_the_instances_to_end(capsys, home: Path) -> None:
+    """As a pod that creates a PyTorchJob through the API: the job it submitted outlives it."""
+    submit = (f"{sys.executable} -c 'from millpond.cli.arena import main; main()' "
+              "submit pytorch --name inner 'sleep 120'")
+    assert arena(capsys, "submit", "pytorch", "--name", "outer", submit).code == 0
+    assert wait_status(capsys, "outer")["status"] == "SUCCEEDED", arena(capsys, "logs", "outer").out
+    # the outer instance's processes were swept before its job read SUCCEEDED: the inner job still runs
+    inner = wait_status(capsys, "inner", ("RUNNING", "SUCCEEDED", "FAILED"))
+    assert inner["status"] == "RUNNING", inner
+    assert arena(capsys, "delete", "inner").code == 0
