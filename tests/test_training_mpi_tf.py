@@ -112,7 +112,8 @@ def test_a_two_rank_mpi_job_runs_its_ranks_as_the_workers(capsys, home: Path, tm
     script.write_text(RANK_SCRIPT)
     out = tmp_path / "out"
     out.mkdir()
-    submitted = arena(capsys, "submit", "mpi", "--name", "mpi2", "--workers", "2", sys.executable, script, out)
+    submitted = arena(capsys, "submit", "mpi", "--name", "mpi2", "--workers", "2", "mpirun",
+                      sys.executable, script, out)
     assert submitted.code == 0, submitted.err
     assert "mpijob.kubeflow.org/mpi2 created" in submitted.out
     info = wait_status(capsys, "mpi2")
@@ -184,7 +185,7 @@ def test_a_failing_rank_fails_the_mpi_job_and_stops_the_others(capsys, home: Pat
 @needs_mpirun
 def test_deleting_a_running_mpi_job_stops_its_ranks(capsys, home: Path, tmp_path: Path) -> None:
     """mpirun puts each rank in a process group of its own: the launcher's whole session is stopped."""
-    line = f'sh -c \'echo $$ > {tmp_path}/pid-$OMPI_COMM_WORLD_RANK; exec sleep 300\''
+    line = f'mpirun sh -c \'echo $$ > {tmp_path}/pid-$OMPI_COMM_WORLD_RANK; exec sleep 300\''
     assert arena(capsys, "submit", "mpi", "--name", "mpi-del", "--workers", "2", line).code == 0
     deadline = time.monotonic() + 60
     while len(list(tmp_path.glob("pid-*"))) < 2:

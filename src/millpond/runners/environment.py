@@ -24,10 +24,11 @@ def inherited_environment() -> dict[str, str]:
     return {name: value for name, value in os.environ.items() if name not in SERVER_ONLY}
 
 
-# What makes a process one task's: its run and task, its ledger grant, and the engine token its
-# guardian kills by (runners.guardian.TOKEN_VAR) when the engine ends. Not imported from there:
+# What makes a process one task's: its run and task, its ledger grant, the engine token its
+# guardian kills by (runners.guardian.TOKEN_VAR) when the engine ends, and the task's own mark. Not imported from there:
 # guardian.py runs with the standard library only.
-TASK_BOUND = (RUN_ID_ENV, TASK_ID_ENV, "MILLPOND_LEDGER_GRANT", "MILLPOND_ENGINE_TOKEN")
+TASK_BOUND = (RUN_ID_ENV, TASK_ID_ENV, "MILLPOND_LEDGER_GRANT", "MILLPOND_ENGINE_TOKEN",
+              "MILLPOND_PROCESS_MARK")  # the last: runners.process_groups.MARK_VAR, swept when the task ends
 
 
 def detached_environment() -> dict[str, str]:

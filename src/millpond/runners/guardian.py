@@ -120,17 +120,21 @@ def guardian() -> Guardian:
 
 
 # --- the guardian process -------------------------------------------------------------
-def _stamped(token: bytes) -> list[int]:
-    """Pids of the processes whose environment carries the token (zombies have none)."""
-    found = []
+def stamped(*needles: bytes) -> list[int]:
+    """Pids of the processes whose environment holds one of ``needles`` (``\\0NAME=VALUE\\0``; zombies
+    have none): one pass over /proc, however many."""
+    found: list[int] = []
+    if not needles:
+        return found
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as environ:
-                if token in b"\0" + environ.read():
-                    found.append(int(entry))
+                block = b"\0" + environ.read()
+            if any(needle in block for needle in needles):
+                found.append(int(entry))
         except OSError:
             continue
     return found
@@ -143,20 +147,30 @@ def _kill(pid: int, group: bool) -> None:
         pass
 
 
+def kill_stamped(*needles: bytes) -> None:
+    """SIGKILL every process whose environment holds one of ``needles``, until none is left (one may fork
+    meanwhile).
+
+    The one sweep every owner of processes uses: this guardian when its engine ends, and
+    ``runners.process_groups.end_marked`` when one training instance or pipeline task ends."""
+    quiet = 0
+    for _ in range(_SWEEPS):
+        found = stamped(*needles)
+        quiet = 0 if found else quiet + 1
+        if quiet == 2:  # twice nothing: a process caught inside execve (its environ reads empty) is seen again
+            return
+        for pid in found:
+            _kill(pid, group=False)
+        time.sleep(0.02)
+
+
 def stop_everything(groups: set[int], token: str) -> None:
     """SIGKILL the recorded groups, then every process stamped with the token, until none is left."""
     own_group = os.getpgrp()
     for pgid in groups:
         if pgid > 1 and pgid != own_group:
             _kill(pgid, group=True)
-    needle = f"\0{TOKEN_VAR}={token}\0".encode()
-    for _ in range(_SWEEPS):
-        found = _stamped(needle)
-        if not found:
-            return
-        for pid in found:
-            _kill(pid, group=False)
-        time.sleep(0.02)
+    kill_stamped(f"\0{TOKEN_VAR}={token}\0".encode())
 
 
 def _guard(token: str, engine: int) -> None:

@@ -2,7 +2,9 @@
 
 The child dies with the engine: the kernel SIGKILLs it if the engine goes (PR_SET_PDEATHSIG),
 and the engine's guardian kills its whole process group and anything else carrying the
-engine's token (see ``guardian``).
+engine's token (see ``guardian``). What it started ends with the task, too, whatever session it
+moved to (``setsid sleep 60 &``): it carries the task's own mark (``process_groups.marked``),
+swept when the task ends, as a pod's processes end with it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.guardian import die_with_parent, guardian
+from millpond.runners.process_groups import MARK_VAR, end_marked, marked
 from millpond.runners.sandbox import SandboxUnavailable, wrap
 from millpond.runners.watchdog import Watchdog, exit_status
 
@@ -40,11 +43,12 @@ class LocalRunner:
                 )
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        mark = marked()
         with open(spec.log_path, "ab", buffering=0) as log:
             try:
                 proc = subprocess.Popen(
                     argv,
-                    env={**spec.env, **guardian().env()},
+                    env={**spec.env, **guardian().env(), **mark},
                     cwd=spec.cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -62,6 +66,7 @@ class LocalRunner:
             if spec.on_start is not None:
                 spec.on_start(proc.pid)
             code = proc.wait()
+            end_marked(mark[MARK_VAR])  # what it left running in other sessions and groups
             reason = self.watchdog.release(proc.pid)
         return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason)
 

@@ -27,6 +27,7 @@ from millpond.errors import MillpondError
 from millpond.runners.base import Bind, ProcessResult, ProcessSpec
 from millpond.runners.guardian import guardian
 from millpond.runners.local import LocalRunner
+from millpond.runners.process_groups import MARK_VAR, end_marked, marked
 from millpond.runners.watchdog import exit_status
 
 
@@ -147,10 +148,11 @@ class PoolRunner:
         source, args = spec.python_task
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        mark = marked()  # the task's own: what it starts carries it, swept when it ends (process_groups)
         request = {
             "source": source,
             "args": args,
-            "env": {**spec.env, **guardian().env()},
+            "env": {**spec.env, **guardian().env(), **mark},
             "cwd": str(spec.cwd),
             "log_path": str(spec.log_path),
             "binds": [[str(b.source), b.target, b.read_only] for b in spec.binds],
@@ -158,12 +160,15 @@ class PoolRunner:
         client, reader, pid = self.server.spawn(request)
         watchdog = self.local.watchdog
         watchdog.watch(pid, cancel, spec.timeout_s)
+        line = ""
         try:
             if spec.on_start is not None:
                 spec.on_start(pid)  # the server kills its tasks when the engine dies; resume checks too
             line = reader.readline()
         finally:
             client.close()
+            if line:
+                end_marked(mark[MARK_VAR])
             reason = watchdog.release(pid)
         if not line:  # the task ran (or runs): never start it a second time
             return ProcessResult(

@@ -6,19 +6,37 @@ session, reaches whatever they started. Stopping one is a pod's ending, shortene
 grace period, then SIGKILL of what is left of the group and session, even when the leader
 itself is already gone. Their output goes to a log one line at a time, each after the time it
 was read (``stamp_now``), which ``arena logs --timestamps`` reads back.
+
+A group and a session are not the whole tree: a process may leave both (``setsid sleep 4646 &``,
+a daemon's double fork) and is then reparented to init, out of reach of any signal to them and
+of bubblewrap's ``--die-with-parent``. So each started process also carries a mark of its own in
+its environment (``MARK_VAR``, ``marked``), which every process it starts inherits whatever
+session, group or parent it moves to, and its end sweeps /proc for the mark (``end_marked``, the
+guardian's sweep): a Kubernetes container's processes all end with it, and these do too.
+
+Why a mark and not ``PR_SET_CHILD_SUBREAPER``: a subreaper receives the orphans but must reap
+them with ``waitpid(-1)``, which races ``subprocess``'s own waits (a task's exit status lost), and
+cannot tell which of its instances an orphan came from; the mark survives setsid, double forks
+and reparenting, finds processes inside the sandbox, and names its owner. What it misses is a
+process that replaced its whole environment (``env -i``), which the group and session still catch
+while it stays in them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import secrets
 import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from millpond.runners.processes import session_members, start_ticks
+from millpond.runners.guardian import kill_stamped, stamped
+from millpond.runners.processes import sessions_members, start_ticks
+
+MARK_VAR = "MILLPOND_PROCESS_MARK"  # a started process's own mark, inherited by everything it starts
 
 
 class GroupLeader(Protocol):
@@ -37,9 +55,36 @@ def stamp_now() -> bytes:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
 
 
-def signal_session(sid: int, signum: int) -> None:
-    """``signum`` to every process of session ``sid`` (what ignores its group: mpirun's ranks)."""
-    for member in session_members(sid):
+def marked() -> dict[str, str]:
+    """A new mark, as the variable to add to a process's environment (``end_marked`` takes its value)."""
+    return {MARK_VAR: secrets.token_hex(12)}
+
+
+def _needle(mark: str) -> bytes:
+    return f"\0{MARK_VAR}={mark}\0".encode()
+
+
+def signal_marked(marks: Sequence[str | None], signum: int) -> None:
+    """``signum`` to every running process that carries one of ``marks`` (one pass over /proc)."""
+    for pid in stamped(*(_needle(mark) for mark in marks if mark)):
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def end_marked(*marks: str | None) -> None:
+    """SIGKILL every process that carries one of ``marks``, until none is left: what started processes
+    left behind in other sessions and groups (nothing for a None or empty mark)."""
+    needles = [_needle(mark) for mark in marks if mark]
+    if needles:
+        kill_stamped(*needles)
+
+
+def signal_session(sid: int | set[int], signum: int) -> None:
+    """``signum`` to every process of session ``sid`` (or of each of them, in one pass over /proc): what
+    ignores its group, mpirun's ranks."""
+    for member in sessions_members(sid if isinstance(sid, set) else {sid}):
         try:
             os.kill(member, signum)
         except (ProcessLookupError, PermissionError):
@@ -56,31 +101,41 @@ def end_group(pid: int | None, ticks: str | None) -> bool:
     process a pid that is the id of a group or session with members. Only a pid now held by
     another process (a different start time) is left alone. True if a group was signalled.
     """
-    if not pid or start_ticks(pid) not in (None, ticks):
-        return False
-    signal_session(pid, signal.SIGKILL)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+    return bool(end_groups([(pid, ticks)]))
 
 
-def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: float) -> None:
-    """SIGTERM each (leader, start ticks)'s group and session still running, SIGKILL what is left after
-    ``grace_s``, and reap the leaders."""
+def end_groups(started: Sequence[tuple[int | None, str | None]]) -> list[int]:
+    """``end_group`` of each (pid, start ticks), their sessions found in one pass over /proc; the groups signalled."""
+    ours = {pid for pid, ticks in started if pid and start_ticks(pid) in (None, ticks)}
+    signal_session(ours, signal.SIGKILL)
+    ended = []
+    for pid in ours:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        ended.append(pid)
+    return ended
+
+
+def stop_groups(started: Sequence[tuple[GroupLeader, str | None]], grace_s: float,
+                marks: Sequence[str | None] = ()) -> None:
+    """SIGTERM each (leader, start ticks)'s group and session still running (and what carries ``marks``),
+    SIGKILL what is left after ``grace_s``, marked processes included, and reap the leaders."""
     alive = [leader for leader, _ in started if leader.poll() is None]
     for leader in alive:
         try:
             os.killpg(leader.pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
-        signal_session(leader.pid, signal.SIGTERM)
+    signal_session({leader.pid for leader in alive}, signal.SIGTERM)
+    signal_marked(marks, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(leader.poll() is None for leader in alive):
         time.sleep(0.05)
-    for leader, ticks in started:
-        end_group(leader.pid, ticks)  # also what a finished leader left behind in its group
+    end_groups([(leader.pid, ticks) for leader, ticks in started])  # also what finished leaders left behind
+    end_marked(*marks)  # and in other sessions
+    for leader, _ in started:
         try:
             leader.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -75,8 +75,10 @@ def is_running(pid: int | None, ticks: str | None) -> bool:
     return state not in ("Z", "X")
 
 
-def _members(field: int, value: int, running_only: bool) -> list[int]:
-    """Processes whose ``/proc/PID/stat`` field (after the command: 1 ppid, 2 pgrp, 3 session) is ``value``."""
+def _members(field: int, value: int | set[int], running_only: bool) -> list[int]:
+    """Processes whose ``/proc/PID/stat`` field (after the command: 1 ppid, 2 pgrp, 3 session) is ``value``
+    (or one of them: one pass over /proc for many)."""
+    wanted = {str(one) for one in value} if isinstance(value, set) else {str(value)}
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -86,7 +88,7 @@ def _members(field: int, value: int, running_only: bool) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2:].split()  # after the command: state ppid pgrp session ...
-        if len(fields) > field and fields[field] == str(value) and not (running_only and fields[0] in ("Z", "X")):
+        if len(fields) > field and fields[field] in wanted and not (running_only and fields[0] in ("Z", "X")):
             members.append(int(entry))
     return members
 
@@ -98,6 +100,11 @@ def session_members(sid: int) -> list[int]:
     misses them; they all stay in the session the instance was started in.
     """
     return _members(3, sid, running_only=False)
+
+
+def sessions_members(sids: set[int]) -> list[int]:
+    """Every process whose session is one of ``sids``, in one pass over /proc (``session_members`` of many)."""
+    return _members(3, sids, running_only=False) if sids else []
 
 
 def running_group_members(pgid: int) -> list[int]:

@@ -4,7 +4,13 @@ Each instance is started in a new session (so it leads its own process group and
 the group reaches everything it started), inside bubblewrap when the job binds datasets or host
 folders (``--die-with-parent``: an instance never outlives its supervisor). Its output goes
 through a pipe to a thread of the supervisor that writes each line to the instance's log with
-the time it was read. A launcher's output (mpirun with ``OMPI_MCA_orte_tag_output``) carries
+the time it was read. Every process an instance starts ends with it, whatever session or group it
+moved to (``setsid sleep 4646 &``): each instance carries a mark of its own in its environment
+(``mark_of``: the job's uid and the instance's name, so a reader that finds the supervisor dead
+can sweep them too, as it kills their groups), swept from /proc when the instance ends, succeeded,
+failed or stopped (``end``, ``stop``). Not the supervisor's guardian token: a job an instance
+submits (``arena submit`` in its script) is not the instance's, and would carry the token on.
+A launcher's output (mpirun with ``OMPI_MCA_orte_tag_output``) carries
 each rank's tag, ``[1,RANK]<stdout>:``: the tag is taken off, and the line also goes to the log
 of the worker that rank belongs to, so ``arena logs -i NAME-worker-1`` shows that worker.
 """
@@ -22,12 +28,12 @@ from typing import IO, Protocol
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
 from millpond.runners.environment import inherited_environment
-from millpond.runners.process_groups import end_group, stamp_now, stop_groups
+from millpond.runners.process_groups import MARK_VAR, end_group, end_marked, stamp_now, stop_groups
 from millpond.runners.processes import start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, sandbox_problem, wrap
 from millpond.training.launch import Planned
 
-__all__ = ["Running", "end_group", "stamp_now", "start", "stop"]
+__all__ = ["Running", "end", "end_group", "mark_of", "stamp_now", "start", "stop"]
 
 RANK_TAG = re.compile(rb"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:")  # Open MPI 4's --tag-output
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (a pod's grace period, shortened)
@@ -59,12 +65,20 @@ class Running:
     pump: threading.Thread
     failure: str | None = None
     waiter: threading.Thread | None = None
+    mark: str | None = None  # the mark its processes carry (process_groups.marked); None on a Ray node
 
 
-def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: list[Path] | None = None) -> Running:
+def mark_of(uid: str, name: str) -> str:
+    """The mark every process of instance ``name`` of job ``uid`` carries (``MILLPOND_PROCESS_MARK``)."""
+    return f"{uid}.{name}"
+
+
+def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: list[Path] | None = None,
+          mark: str | None = None) -> Running:
     """Start ``planned`` in its own session; a sandbox that cannot be made when binds need it is a TaskFailure.
 
-    ``rank_logs``: per MPI rank, the log that also gets the rank's tagged lines (a launcher's).
+    ``rank_logs``: per MPI rank, the log that also gets the rank's tagged lines (a launcher's);
+    ``mark``: what its processes carry (``mark_of``), swept when it ends.
     """
     argv = list(planned.argv)
     if binds or sandbox_problem() is None:
@@ -73,7 +87,7 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
         except SandboxUnavailable as exc:
             raise TaskFailure(f"cannot mount the job's data: {exc}") from None
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**inherited_environment(), **planned.env}
+    env = {**inherited_environment(), **planned.env, **({MARK_VAR: mark} if mark else {})}
     try:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -85,7 +99,7 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
     pump = threading.Thread(target=_copy, args=(process.stdout, log, rank_logs or []), daemon=True,
                             name=f"log-{planned.name}")
     pump.start()
-    return Running(planned, process, start_ticks(process.pid), pump)
+    return Running(planned, process, start_ticks(process.pid), pump, mark=mark)
 
 
 def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
@@ -109,8 +123,18 @@ def _copy(source: IO[bytes], log: Path, rank_logs: list[Path]) -> None:
                 ranks[target].write(text)
 
 
+def end(item: Running) -> None:
+    """What an instance that exited left running (its group, its session, its marked processes): SIGKILLed,
+    as a container's processes end with its first."""
+    if item.process.pid is not None:
+        end_group(item.process.pid, item.ticks)
+    end_marked(item.mark)
+
+
 def stop(running: list[Running]) -> None:
-    """SIGTERM each instance's group (and session) still running, SIGKILL what is left after ``STOP_GRACE_S``."""
-    stop_groups([(item.process, item.ticks) for item in running], STOP_GRACE_S)  # type: ignore[misc]
+    """SIGTERM each instance's group (and session, and marked processes) still running, SIGKILL what is
+    left after ``STOP_GRACE_S``."""
+    stop_groups([(item.process, item.ticks) for item in running], STOP_GRACE_S,  # type: ignore[misc]
+                [item.mark for item in running])
     for item in running:
         item.pump.join(timeout=2)

@@ -24,13 +24,16 @@ from dataclasses import replace
 
 from millpond.errors import NotFoundError, UserError
 from millpond.runners.background import register
+from millpond.runners.process_groups import MARK_VAR, end_groups, end_marked
 from millpond.runners.processes import ProcessIdentity
+from millpond.scheduling import pod_room
 from millpond.scheduling.queues.submission import check_priority, os_user
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.training import JobRecord, JobStore
-from millpond.training.instances import end_group
+from millpond.training.instances import mark_of
 from millpond.training.launch import PLANNERS
+from millpond.training.launch_mpi import slots_per_worker
 from millpond.training.paths import job_folder, supervisor_log
 from millpond.training.resources import allocator
 from millpond.training.spec import JobSpec, Trainer, spec_to_json
@@ -64,6 +67,10 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
         raise UserError(f"--name {spec.name!r} must be a DNS-1123 label: lower case letters, digits and '-'")
     if spec.instance_count < 1:
         raise UserError("a job needs at least one instance (--workers is at least 1)")
+    if not spec.ray_address:  # a count no machine can hold waits forever: refused, manifest or not
+        too_many = pod_room.too_many(spec.instance_count, processes(spec))
+        if too_many:
+            raise UserError(f"the job {spec.name} can never run here: {too_many}")
     if not as_manifest:  # Arena looks the priority class up before it creates anything; Kueue's webhook does not
         check_priority(spec.priority)
     if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
@@ -93,6 +100,19 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
         raise UserError(f"the job {spec.name} can never run here: {why}")
 
 
+def processes(spec: JobSpec) -> int:
+    """The processes the job runs at once: an MPI launcher and its ranks (workers × slots), else each
+    instance's (torchrun's ``--nproc-per-node``/``PET_NPROC_PER_NODE`` per instance, else one)."""
+    if spec.trainer is Trainer.MPI:
+        workers = sum(replica.replicas for replica in spec.replicas if replica.role == "worker")
+        return 1 + workers * slots_per_worker(spec)
+    total = 0
+    for replica in spec.replicas:
+        named = dict(replica.env).get("PET_NPROC_PER_NODE", "")
+        total += replica.replicas * (spec.nproc_per_node or (int(named) if named.isdigit() else 1))
+    return total
+
+
 def submit(spec: JobSpec, store: JobStore | None = None, *, as_manifest: bool = False,
            user: str = "") -> JobRecord:
     """Record the job QUEUING and start its supervisor; returns at once.
@@ -118,6 +138,8 @@ def _spawn(store: JobStore, job: JobRecord) -> None:
             child = subprocess.Popen(
                 [sys.executable, "-m", "millpond.training.supervisor", job.uid],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
+                # submitted from a task or an instance: the job is not one of its processes, to end with it
+                env={name: value for name, value in os.environ.items() if name != MARK_VAR},
             )
     except OSError as exc:
         store.set_status(job.uid, "FAILED", "JobFailed", f"cannot start its supervisor: {exc}")
@@ -149,8 +171,7 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
     fresh = store.by_uid(job.uid)
     if fresh is None or fresh.finished:
         return fresh or job
-    for instance in store.instances(job.uid):
-        end_group(instance.pid, instance.pid_start)
+    _end_instances(store, job)
     _end_on_cluster(job)
     why = f"its supervisor (pid {job.supervisor_pid}) died"
     if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
@@ -160,6 +181,14 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
             if instance.status in ("Pending", "Running"):
                 store.update_instance(job.uid, instance.name, status="Failed", finished_at=utcnow())
     return store.by_uid(job.uid) or fresh
+
+
+def _end_instances(store: JobStore, job: JobRecord) -> None:
+    """SIGKILL what the job's instances left here: their groups and sessions, and every process carrying
+    an instance's mark (what moved out of both: ``setsid sleep 60 &``)."""
+    instances = store.instances(job.uid)
+    end_groups([(instance.pid, instance.pid_start) for instance in instances])
+    end_marked(*(mark_of(job.uid, instance.name) for instance in instances))
 
 
 def _end_on_cluster(job: JobRecord) -> None:
@@ -243,8 +272,7 @@ def delete(name: str, namespace: str = "default", store: JobStore | None = None)
 
 
 def _remove(store: JobStore, job: JobRecord) -> None:
-    for instance in store.instances(job.uid):
-        end_group(instance.pid, instance.pid_start)
+    _end_instances(store, job)
     store.delete(job.uid)
     shutil.rmtree(job_folder(job.uid), ignore_errors=True)
 

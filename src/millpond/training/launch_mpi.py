@@ -9,8 +9,14 @@ mpirun starts (rank ``r`` belongs to worker ``r // slots``): they are instances 
 (``arena get`` lists them, ``arena logs -i NAME-worker-1`` shows their output) but not
 processes the supervisor starts.
 
-The command runs as given when it starts with ``mpirun``/``mpiexec`` (Arena's usual ``arena
-submit mpi ... mpirun python train.py``), else under ``mpirun`` (one copy per slot). mpirun tags
+The launcher's command runs as given, always, as the MPI Operator runs the launcher pod's command:
+it is the user's ``mpirun``/``mpiexec``/``horovodrun`` (Arena's usual ``arena submit mpi ... mpirun
+python train.py``) or a script that calls one (seed 001's ``./launch-example.sh 4 8``), and the
+hostfile and variables above are in place for it to reach the workers. (millpond once put any other
+command under its own ``mpirun``; a script calling mpirun then died with "mpirun does not support
+recursive calls". A command without mpirun now runs once, on the launcher, as on Kubernetes.) The
+operator's remote-shell agent (``OMPI_MCA_plm_rsh_agent``, its ``kubectl exec`` script) is not
+needed: every slot is ``localhost``, which mpirun starts without a remote shell. mpirun tags
 each rank's output (``OMPI_MCA_orte_tag_output``) so the supervisor can route it to the worker's
 log; as root mpirun needs ``OMPI_ALLOW_RUN_AS_ROOT`` and its confirmation, set here. The
 launcher's ``CUDA_VISIBLE_DEVICES`` lists every GPU granted to the workers: ranks pick theirs by
@@ -19,15 +25,10 @@ launcher's ``CUDA_VISIBLE_DEVICES`` lists every GPU granted to the workers: rank
 
 from __future__ import annotations
 
-import shlex
-import shutil
 from pathlib import Path
 
-from millpond.errors import TaskFailure
 from millpond.training.planned import Planned
 from millpond.training.spec import JobSpec
-
-MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
 
 
 def slots_per_worker(spec: JobSpec) -> int:
@@ -36,22 +37,6 @@ def slots_per_worker(spec: JobSpec) -> int:
         return spec.slots_per_worker
     worker = next(r for r in spec.replicas if r.role == "worker")
     return worker.resources.gpus or 1
-
-
-def mpirun() -> str:
-    found = shutil.which("mpirun")
-    if found is None:
-        raise TaskFailure("mpirun is not installed: install Debian's openmpi-bin (scripts/setup.sh does)")
-    return found
-
-
-def _starts_with_mpirun(argv: tuple[str, ...]) -> bool:
-    line = argv[-1] if argv[:2] == ("sh", "-c") else " ".join(argv)
-    try:
-        words = shlex.split(line)
-    except ValueError:
-        return False
-    return bool(words) and Path(words[0]).name in MPI_LAUNCHERS
 
 
 def plan_mpi(spec: JobSpec, gpus: tuple[int, ...], port: int, folder: Path) -> list[Planned]:
@@ -73,9 +58,7 @@ def plan_mpi(spec: JobSpec, gpus: tuple[int, ...], port: int, folder: Path) -> l
     }
     env.update(dict(spec.env))
     env.update(dict(launcher.env))
-    argv = tuple(launcher.command)
-    if not _starts_with_mpirun(argv):
-        argv = (mpirun(), *argv)
+    argv = tuple(launcher.command)  # as given: the user's mpirun, or a script that calls it
     planned = [Planned(launcher_name, "launcher", 0, 0, argv, env, (),
                        rank_logs=tuple(workers[rank // slots] for rank in range(len(workers) * slots)),
                        files=((hostfile, f"localhost slots={len(workers) * slots}\n"),))]

@@ -50,6 +50,7 @@ from millpond.errors import TaskFailure, UserError
 from millpond.runners.base import DatasetBind, ProcessResult, ProcessSpec
 from millpond.runners.environment import inherited_environment
 from millpond.runners.ray_cluster import RayResources, cluster_nodes, connect, run_on_cluster, unmet
+from millpond.scheduling import pod_room
 from millpond.training.instances import Running, stamp_now
 from millpond.training.planned import Planned
 from millpond.training.spec import JobSpec, Trainer
@@ -96,6 +97,9 @@ def check(spec: JobSpec) -> None:
                         "(it is copied to the nodes)")
     connect(spec.ray_address)
     nodes = cluster_nodes()
+    too_many = pod_room.too_many(spec.instance_count, spec.instance_count, nodes=len(nodes))
+    if too_many:
+        raise UserError(f"the job {spec.name} can never run on the Ray cluster at {spec.ray_address}: {too_many}")
     for shape in {tuple(sorted(s.items())): s for s in bundles(spec)}.values():
         why = unmet(_as_request(shape), nodes)
         if why:

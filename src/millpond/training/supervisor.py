@@ -303,6 +303,8 @@ class Supervisor:
         running: list[launching.Running] = []
         try:
             for item in planned:
+                if self.stopping.is_set():  # arena delete while instances start: stop starting them
+                    return self.stop_reason
                 if item.started_by:
                     continue
                 for path, text in item.files:
@@ -311,7 +313,8 @@ class Supervisor:
                 rank_logs = [instance_log(self.job.uid, name) for name in item.rank_logs]
                 log = instance_log(self.job.uid, item.name)
                 if placement is None:
-                    started = launching.start(item, binds, cwd, log, rank_logs)
+                    started = launching.start(item, binds, cwd, log, rank_logs,
+                                              launching.mark_of(self.job.uid, item.name))
                 else:
                     started = placement.start(planned.index(item), item, log)
                 running.append(started)
@@ -350,6 +353,7 @@ class Supervisor:
                 if code is None or item.planned.name in finished:
                     continue
                 finished.add(item.planned.name)
+                launching.end(item)  # what it left running ends with it (nothing to do for a Ray task)
                 self._record(item.planned.name, exit_code=code, status="Succeeded" if code == 0 else "Failed",
                              finished_at=utcnow())
                 if code != 0:

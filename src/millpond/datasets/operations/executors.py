@@ -21,6 +21,7 @@ from millpond.datasets.operations.runner import OperationFailed
 from millpond.datasets.operations.transfer import open_side
 from millpond.datasets.operations.transient import attempt
 from millpond.runners.environment import inherited_environment, with_console_scripts
+from millpond.runners.process_groups import MARK_VAR, end_marked, marked
 from millpond.settings import load_settings
 from millpond.store.resources import Resource
 
@@ -145,9 +146,14 @@ def _process_in(resource: Resource, folder: Path) -> dict[str, Any]:
                 words = wrap(argv, [Bind(source, mount_path.rstrip("/") or "/", read_only=read_only)], Path(work))
             except SandboxUnavailable as exc:
                 raise OperationFailed(f"cannot mount the dataset at {mount_path}: {exc}") from None
-            result = subprocess.run(
-                words, env={**_script_environment(home), **env}, stdout=log, stderr=subprocess.STDOUT, cwd=work
-            )
+            mark = marked()  # what the script starts in other sessions ends with it (runners.process_groups)
+            try:
+                result = subprocess.run(
+                    words, env={**_script_environment(home), **env, **mark}, stdout=log, stderr=subprocess.STDOUT,
+                    cwd=work,
+                )
+            finally:
+                end_marked(mark[MARK_VAR])
             if result.returncode != 0:
                 log.flush()
                 tail = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:] or [""]
