@@ -195,7 +195,8 @@ def clean_command(name: str, namespace: str) -> None:
 @click.argument("path", default="")
 @NAMESPACE
 def path_command(name: str, path: str, namespace: str) -> None:
-    """Print the local file holding PATH of NAME, once it is completely cached (exit 1 if it is not).
+    """Print the local file holding PATH of NAME, once it is completely cached (exit 1 if it is not) and
+    every byte of it was checked against its CRC (a damaged block or length repaired from the UFS first).
 
     PATH is as in the FUSE mount: a mount without ``path`` sits at /<mount name> (Fluid's rule).
     """
@@ -205,7 +206,7 @@ def path_command(name: str, path: str, namespace: str) -> None:
     with _ufs_errors("path", name):
         if cache.stat(path) is None:
             raise UserError(f"dataset {name} has no file {path!r}{hint(under_mounts(cache, path))}")
-        local = cache.local_path(path)
+        local = cache.verified_path(path)  # checked (and repaired) before it is handed out
     if local is None:
         click.echo(f"{path} is not completely cached (millpond dataset load {name} {path})", err=True)
         sys.exit(1)

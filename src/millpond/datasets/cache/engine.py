@@ -279,10 +279,21 @@ class DatasetCache:
         path = normalize(path)
         meta = self.stat(path)
         row = self.index.entry(path)
-        if meta is None or row is None or not row.complete or row.version != meta.version:
+        if meta is None or row is None or not row.complete or not all(row.present) or row.version != meta.version:
             return None
         local = self.tiers.location(row)
         return local if local.exists() else None
+
+    def verified_path(self, path: str) -> Path | None:
+        """``local_path``, once every byte of the file there was checked and a corrupt one repaired
+        (``CachedFile.verify``): what is handed to a user to read as a plain file. None when it is not
+        completely cached, or a repair found no room to write it back."""
+        if self.local_path(path) is None:
+            return None
+        with self.open(path) as reader:
+            if not reader.verify():
+                return None
+        return self.local_path(path)
 
     def reading_folder(self, meta: FileMeta) -> None:
         """Called when a file is opened with nothing cached: read ahead if the folder is walked in order."""
