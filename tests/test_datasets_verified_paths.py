@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from millpond.datasets.mounts import fuse_available
-from tests.datasets_support import env_for, manifest, payload
+from tests.datasets_support import env_for, local_dataset, payload
 
 BIG = 9 * 1024 * 1024 + 5  # three 4 MiB blocks, the last one short
 FILES = {"sub/s1.bin": payload("s1", 50_000), "sub/s2.bin": payload("s2", BIG), "sub/empty.bin": b""}
@@ -46,15 +46,7 @@ DAMAGE: dict[str, Callable[[Path], None]] = {"flipped": _flip, "appended": _appe
 @pytest.fixture
 def dataset(cli, home: Path, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     """Dataset ds over a local folder, loaded; the folder."""
-    source = tmp_path / "ufs"
-    for key, data in FILES.items():
-        (source / key).parent.mkdir(parents=True, exist_ok=True)
-        (source / key).write_bytes(data)
-    levels = [{"mediumtype": "SSD", "path": str(tmp_path / "cache"), "quota": "256Mi"}]
-    (tmp_path / "ds.yaml").write_text(manifest("ds", f"local://{source}", secret=False, levels=levels))
-    assert cli("apply", "-f", tmp_path / "ds.yaml").code == 0
-    assert cli("dataset", "load", "ds").code == 0
-    return source
+    return local_dataset(cli, tmp_path, FILES)
 
 
 def _path(cli, key: str) -> Path:  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from millpond.errors import UnavailableError, UserError
 
 if TYPE_CHECKING:
     from millpond.datasets.cache.engine import DatasetCache
+    from millpond.datasets.mounts import DeadMount
 
 FOLLOW_POLL_S = 0.2
 NAMESPACE = click.option("--namespace", "-n", default="default", show_default=True, help="The dataset's namespace.")
@@ -27,8 +28,27 @@ NAMESPACE = click.option("--namespace", "-n", default="default", show_default=Tr
 
 def _cache(name: str, namespace: str) -> DatasetCache:
     from millpond.datasets.cache.engine import open_cache
+    from millpond.datasets.mounts import clear_all_dead
 
+    for dead in clear_all_dead(name, namespace):
+        _say_dead(dead)
     return open_cache(name, namespace)
+
+
+def _say_dead(dead: DeadMount | None) -> None:
+    """A mount found dead (its daemon gone) and cleared by this command, said on stderr."""
+    if dead is not None:
+        record = dead.record
+        click.echo(f"info: the mount of dataset {record.dataset} at {record.folder} was {dead.words}", err=True)
+
+
+def _clear_dead_at(folder: Path) -> DeadMount | None:
+    """The mount at ``folder``, if its daemon is gone: unmounted and forgotten before this command acts there."""
+    from millpond.datasets.mounts import clear_dead
+
+    dead = clear_dead(str(folder.expanduser().resolve()))
+    _say_dead(dead)
+    return dead
 
 
 @contextmanager
@@ -59,6 +79,7 @@ def mount_command(name: str, folder: Path, namespace: str) -> None:
     """Mount dataset NAME at FOLDER (FUSE); returns once ready, serves in the background."""
     from millpond.datasets.mounts import mount
 
+    _clear_dead_at(folder)
     record = mount(name, folder, namespace)
     click.echo(
         f"dataset {name} mounted at {record.folder} (pid {record.pid}); "
@@ -72,18 +93,20 @@ def unmount_command(folder: Path) -> None:
     """Unmount a dataset mounted at FOLDER and stop its process."""
     from millpond.datasets.mounts import unmount
 
-    record = unmount(folder)
+    dead = _clear_dead_at(folder)
+    record = dead.record if dead is not None else unmount(folder)
     click.echo(f"unmounted {record.folder if record else folder}")
 
 
 @dataset_group.command("mounts")
 def mounts_command() -> None:
     """List the mounts this MILLPOND_HOME started (a shared one with who uses it; ``millpond ps`` lists all)."""
-    from millpond.datasets.mounts import is_mounted, records
+    from millpond.datasets.mounts import clear_dead, is_mounted, records
     from millpond.datasets.shared_mounts import users
 
     for record in records():
-        state = "mounted" if is_mounted(record.folder) else "gone"
+        dead = clear_dead(record.folder)  # a killed daemon's mount: reported once, unmounted, forgotten
+        state = dead.words if dead is not None else "mounted" if is_mounted(record.folder) else "unmounted, ending"
         holders = "; ".join(lease.user for lease in users(record)) if record.shared else ""
         use = f"\tshared, used by {holders or 'nobody'}" if record.shared else ""
         click.echo(f"{record.dataset}\t{record.folder}\tpid {record.pid}\t{state}{use}")
