@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from millpond.scheduling.queues.admission import decide
@@ -57,6 +57,7 @@ def _one_line_or_ok(result: Any) -> None:
 
 
 @PROPERTY
+@example(nominal="2", borrowing="1", lending="1", groups=0, priority=100, threshold=10)  # taken: then read back
 @given(nominal=quantities, borrowing=st.one_of(st.none(), quantities), lending=st.one_of(st.none(), quantities),
        groups=st.integers(0, 20), priority=big_ints, threshold=st.one_of(st.none(), big_ints))
 def test_extreme_queue_numbers_are_taken_or_refused_in_one_line(cli, home: Path, tmp_path: Path, nominal, borrowing,
