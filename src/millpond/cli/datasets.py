@@ -160,8 +160,12 @@ def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
     infos = status.get("infos") or {}
     fetched, seconds = int(infos.get("fetchedBytes", 0)), float(infos.get("seconds", 0))
     rate = fetched / seconds / 1e6 if seconds else 0.0
+    files, cached = int(infos.get("files", 0)), int(infos.get("cachedFiles", -1))
+    held = "cached" if cached in (-1, files) else (
+        f"loaded, {cached} ({format_bytes(int(infos.get('cachedBytes', 0)))}) of them cached: "
+        "the rest did not fit (the tiers' quota, or their disk)")
     click.echo(
-        f"dataset {name}: {infos.get('files', 0)} files ({format_bytes(int(infos.get('bytes', 0)))}) cached; "
+        f"dataset {name}: {files} files ({format_bytes(int(infos.get('bytes', 0)))}) {held}; "
         f"fetched {infos.get('fetchedFiles', 0)} ({format_bytes(fetched)}) in {seconds:.2f}s ({rate:.1f} MB/s)"
     )
 

@@ -52,7 +52,8 @@ def data_load(resource: Resource, progress: Progress) -> dict[str, Any]:
         cache.sync()
     result = cache.load(targets, progress)
     return {"files": str(result.files), "bytes": str(result.bytes), "fetchedBytes": str(result.fetched_bytes),
-            "fetchedFiles": str(result.fetched_files), "seconds": f"{result.seconds:.2f}"}
+            "fetchedFiles": str(result.fetched_files), "seconds": f"{result.seconds:.2f}",
+            "cachedFiles": str(result.cached_files), "cachedBytes": str(result.cached_bytes)}
 
 
 def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
