@@ -118,3 +118,18 @@ def cache_files(root: Path) -> list[Path]:
 
 def env_for(home: Path) -> dict[str, str]:
     return {**os.environ, "MILLPOND_HOME": str(home)}
+
+
+def local_dataset(cli: Any, tmp_path: Path, files: dict[str, bytes], name: str = "ds") -> Path:
+    """Dataset ``name`` over a local folder holding ``files``, applied and loaded into a 256Mi SSD tier; the folder."""
+    source = tmp_path / "ufs"
+    for key, data in files.items():
+        (source / key).parent.mkdir(parents=True, exist_ok=True)
+        (source / key).write_bytes(data)
+    levels = [{"mediumtype": "SSD", "path": str(tmp_path / "cache"), "quota": "256Mi"}]
+    (tmp_path / f"{name}.yaml").write_text(manifest(name, f"local://{source}", secret=False, levels=levels))
+    applied = cli("apply", "-f", tmp_path / f"{name}.yaml")
+    assert applied.code == 0, applied.err
+    loaded = cli("dataset", "load", name)
+    assert loaded.code == 0, loaded.err
+    return source

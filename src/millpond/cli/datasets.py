@@ -21,6 +21,7 @@ from millpond.errors import UnavailableError, UserError
 
 if TYPE_CHECKING:
     from millpond.datasets.cache.engine import DatasetCache
+    from millpond.datasets.mounts import DeadMount
 
 FOLLOW_POLL_S = 0.2
 NAMESPACE = click.option("--namespace", "-n", type=NAMESPACE_TYPE, default="default", show_default=True,
@@ -29,8 +30,27 @@ NAMESPACE = click.option("--namespace", "-n", type=NAMESPACE_TYPE, default="defa
 
 def _cache(name: str, namespace: str) -> DatasetCache:
     from millpond.datasets.cache.engine import open_cache
+    from millpond.datasets.mounts import clear_all_dead
 
+    for dead in clear_all_dead(name, namespace):
+        _say_dead(dead)
     return open_cache(name, namespace)
+
+
+def _say_dead(dead: DeadMount | None) -> None:
+    """A mount found dead (its daemon gone) and cleared by this command, said on stderr."""
+    if dead is not None:
+        record = dead.record
+        click.echo(f"info: the mount of dataset {record.dataset} at {record.folder} was {dead.words}", err=True)
+
+
+def _clear_dead_at(folder: Path) -> DeadMount | None:
+    """The mount at ``folder``, if its daemon is gone: unmounted and forgotten before this command acts there."""
+    from millpond.datasets.mounts import clear_dead
+
+    dead = clear_dead(str(folder.expanduser().resolve()))
+    _say_dead(dead)
+    return dead
 
 
 @contextmanager
@@ -61,6 +81,7 @@ def mount_command(name: str, folder: Path, namespace: str) -> None:
     """Mount dataset NAME at FOLDER (FUSE); returns once ready, serves in the background."""
     from millpond.datasets.mounts import mount
 
+    _clear_dead_at(folder)
     record = mount(name, folder, namespace)
     click.echo(
         f"dataset {name} mounted at {record.folder} (pid {record.pid}); "
@@ -74,18 +95,20 @@ def unmount_command(folder: Path) -> None:
     """Unmount a dataset mounted at FOLDER and stop its process."""
     from millpond.datasets.mounts import unmount
 
-    record = unmount(folder)
+    dead = _clear_dead_at(folder)
+    record = dead.record if dead is not None else unmount(folder)
     click.echo(f"unmounted {record.folder if record else folder}")
 
 
 @dataset_group.command("mounts")
 def mounts_command() -> None:
     """List the mounts this MILLPOND_HOME started (a shared one with who uses it; ``millpond ps`` lists all)."""
-    from millpond.datasets.mounts import is_mounted, records
+    from millpond.datasets.mounts import clear_dead, is_mounted, records
     from millpond.datasets.shared_mounts import users
 
     for record in records():
-        state = "mounted" if is_mounted(record.folder) else "gone"
+        dead = clear_dead(record.folder)  # a killed daemon's mount: reported once, unmounted, forgotten
+        state = dead.words if dead is not None else "mounted" if is_mounted(record.folder) else "unmounted, ending"
         holders = "; ".join(lease.user for lease in users(record)) if record.shared else ""
         use = f"\tshared, used by {holders or 'nobody'}" if record.shared else ""
         click.echo(f"{record.dataset}\t{record.folder}\tpid {record.pid}\t{state}{use}")
@@ -139,8 +162,12 @@ def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
     infos = status.get("infos") or {}
     fetched, seconds = int(infos.get("fetchedBytes", 0)), float(infos.get("seconds", 0))
     rate = fetched / seconds / 1e6 if seconds else 0.0
+    files, cached = int(infos.get("files", 0)), int(infos.get("cachedFiles", -1))
+    held = "cached" if cached in (-1, files) else (
+        f"loaded, {cached} ({format_bytes(int(infos.get('cachedBytes', 0)))}) of them cached: "
+        "the rest did not fit (the tiers' quota, or their disk)")
     click.echo(
-        f"dataset {name}: {infos.get('files', 0)} files ({format_bytes(int(infos.get('bytes', 0)))}) cached; "
+        f"dataset {name}: {files} files ({format_bytes(int(infos.get('bytes', 0)))}) {held}; "
         f"fetched {infos.get('fetchedFiles', 0)} ({format_bytes(fetched)}) in {seconds:.2f}s ({rate:.1f} MB/s)"
     )
 
@@ -197,7 +224,8 @@ def clean_command(name: str, namespace: str) -> None:
 @click.argument("path", default="")
 @NAMESPACE
 def path_command(name: str, path: str, namespace: str) -> None:
-    """Print the local file holding PATH of NAME, once it is completely cached (exit 1 if it is not).
+    """Print the local file holding PATH of NAME, once it is completely cached (exit 1 if it is not) and
+    every byte of it was checked against its CRC (a damaged block or length repaired from the UFS first).
 
     PATH is as in the FUSE mount: a mount without ``path`` sits at /<mount name> (Fluid's rule).
     """
@@ -207,7 +235,7 @@ def path_command(name: str, path: str, namespace: str) -> None:
     with _ufs_errors("path", name):
         if cache.stat(path) is None:
             raise UserError(f"dataset {name} has no file {path!r}{hint(under_mounts(cache, path))}")
-        local = cache.local_path(path)
+        local = cache.verified_path(path)  # checked (and repaired) before it is handed out
     if local is None:
         click.echo(f"{path} is not completely cached (millpond dataset load {name} {path})", err=True)
         sys.exit(1)

@@ -52,6 +52,10 @@ def reconcile() -> list[str]:
     lines += [f"failed: training job {j.namespace}/{j.name}: {j.message}" for j in end_abandoned_jobs()]
     lines += [f"ended: mount of dataset {r.namespace}/{r.dataset} at {r.folder} (pid {r.pid}): no live user"
               for r in end_unused_mounts()]
+    from millpond.datasets.mounts import clear_all_dead
+
+    lines += [f"ended: mount of dataset {d.record.namespace}/{d.record.dataset} at {d.record.folder}: {d.words}"
+              for d in clear_all_dead()]
     return lines
 
 

@@ -129,9 +129,9 @@ class MillpondFileSystem(AbstractFileSystem):
         """See mkdir."""
 
     def local_path(self, path: str) -> str | None:
-        """The plain local file holding ``path`` when it is completely cached, else None."""
+        """The plain local file holding ``path`` when it is completely cached, its bytes checked, else None."""
         cache, inner = self._split(path)
-        found = cache.local_path(inner)
+        found = cache.verified_path(inner)
         return str(found) if found else None
 
 

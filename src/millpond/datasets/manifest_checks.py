@@ -23,6 +23,10 @@ from millpond.store.secrets import ConfigStore, MissingConfig, check_name
 
 Path = list[str | int]
 
+# A DataMigrate's copies at once (threads of one process here, not Fluid's worker pods): past a few hundred
+# they only queue on the same link and disk, and each holds a thread and a connection.
+MAX_MIGRATE_PARALLELISM = 256
+
 # Fields that hold a URI, where a "<name>" anywhere is a placeholder (elsewhere only a whole value is).
 URI_FIELDS = frozenset({"mountPoint", "uri", "backupPath"})
 
@@ -156,6 +160,10 @@ def check_operation(kind: str, spec: dict[str, Any]) -> None:
     check_dataset_refs(kind, spec)
     if kind == "DataMigrate":
         check_migrate_sides(spec)
+        parallelism = spec.get("parallelism")
+        if isinstance(parallelism, int) and parallelism > MAX_MIGRATE_PARALLELISM:
+            raise _fail(["spec", "parallelism"], f"{parallelism} is more copies at once than one machine runs "
+                                                 f"(at most {MAX_MIGRATE_PARALLELISM})")
     for index, target in enumerate(spec.get("target") or []):
         check_absolute(["spec", "target", index, "path"], target["path"])
     dataset = spec.get("dataset")

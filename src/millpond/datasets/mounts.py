@@ -6,10 +6,17 @@ the dataset, the folder, the pid and its start time, and whether millpond made i
 own users (``shared``: ``shared_mounts`` ends it when the last one leaves) or the user asked
 for it (it stays until ``unmount``). ``mount`` returns only once the kernel shows the folder
 mounted, or fails with the process's own error line.
+
+A daemon killed with ``kill -9`` leaves its folder in the mount table, answering every access
+with "Transport endpoint is not connected". Nothing says so until a command touches it: then
+(``clear_dead``: ``dataset mounts``, ``mount``, ``unmount``, every ``dataset`` command on the
+dataset, ``millpond ps``) the mount is reported dead, unmounted lazily (``fusermount3 -uz``: a
+process may still hold a file open there) and its record dropped, so the folder can be mounted again.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -114,6 +121,9 @@ def mount(dataset: str, folder: Path, namespace: str = "default", shared: bool =
     if reason:
         raise UserError(f"cannot mount {dataset}: {reason}")
     target = str(folder.expanduser().resolve())
+    clear_dead(target)  # ours, its daemon killed: unmounted, so it can be mounted again
+    if is_mounted(target) and _disconnected(target):
+        lazy_detach(target)  # a FUSE mount whose daemon is gone, that no record of this home names
     if not os.path.isdir(target):
         raise UserError(f"mount point {target} is not a folder")
     if is_mounted(target):
@@ -187,6 +197,8 @@ def unmount(folder: Path) -> MountRecord | None:
     """Unmount ``folder`` and wait for its process to end; UserError if nothing is mounted there."""
     target = str(folder.expanduser().resolve())
     record = record_of(target)
+    if record is not None and clear_dead(target) is not None:
+        return record  # its daemon was dead: unmounted lazily, nothing left to wait for
     if not is_mounted(target):
         forget(target)
         if record is None:
@@ -207,6 +219,66 @@ def detach(target: str) -> None:
     if result.returncode != 0:
         message = (result.stderr or result.stdout).strip().splitlines()
         raise UserError(f"cannot unmount {target}: {message[-1] if message else 'busy'} (is a process still using it?)")
+
+
+def lazy_detach(target: str) -> None:
+    """Unmount ``target`` lazily (``fusermount3 -uz``): at once for new users, for good once the last
+    file a process still holds open there is closed. What a dead mount needs: nobody answers in it."""
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    subprocess.run([tool, "-u", "-z", target] if tool else ["umount", "-l", target], capture_output=True)
+
+
+def _disconnected(target: str) -> bool:
+    """Whether ``target`` is a mount whose FUSE daemon is gone: "Transport endpoint is not connected"."""
+    try:
+        with os.scandir(target) as entries:
+            next(entries, None)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
+
+
+@dataclass(frozen=True)
+class DeadMount:
+    """A mount of this home found dead (its daemon gone) and cleared: its record, and what was done."""
+
+    record: MountRecord
+    was_mounted: bool  # still in the mount table (now lazily unmounted), or already unmounted
+
+    @property
+    def words(self) -> str:
+        pid = f"pid {self.record.pid}"
+        if self.was_mounted:
+            return f"dead ({pid} is gone): unmounted (fusermount3 -uz)"
+        return f"gone ({pid} ended)"
+
+
+def clear_dead(target: str) -> DeadMount | None:
+    """If the recorded mount at ``target`` has lost its daemon (killed, crashed), unmount it lazily and
+    drop its record; what was cleared, or None when nothing there is dead.
+
+    A daemon that still runs is left alone, even when its folder is no longer mounted: it is ending,
+    and drops its own record.
+    """
+    record = record_of(target)
+    if record is None or daemon_runs(record):
+        return None
+    mounted = is_mounted(target)
+    if mounted:
+        lazy_detach(target)
+    forget(target)  # a shared mount's live users keep their leases: the next ``use`` mounts it afresh for them
+    return DeadMount(record, mounted)
+
+
+def clear_all_dead(dataset: str | None = None, namespace: str = "default") -> list[DeadMount]:
+    """``clear_dead`` for every mount of this home (or of one dataset): those found dead."""
+    found = []
+    for record in records():
+        if dataset is None or (record.dataset, record.namespace) == (dataset, namespace):
+            dead = clear_dead(record.folder)
+            if dead is not None:
+                found.append(dead)
+    return found
 
 
 def _wait_gone(record: MountRecord) -> None:

@@ -94,4 +94,7 @@ def describe(error: "ValidationError") -> str:
         unit = ("character" if keyword == "minLength" else "item") + ("s" if rule != 1 else "")
         shown = "an empty array" if value == [] else show(value)
         return f"{where}: {shown} is too short (at least {rule} {unit})"
+    if keyword in ("maxLength", "maxItems", "maxProperties"):  # say how long, not the whole value (it may be huge)
+        unit = {"maxLength": "character", "maxItems": "item", "maxProperties": "field"}[keyword]
+        return f"{where}: {len(value)} {unit}s, at most {rule} allowed"
     return f"{where or 'the document'}: {error.message}"

@@ -19,7 +19,6 @@ and the decision to unmount never interleave, so no user is left with a folder u
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from millpond.datasets.mount_users import Lease
 from millpond.datasets.mounts import (
     STOP_TIMEOUT_S,
     MountRecord,
+    clear_dead,
     daemon_runs,
     detach,
     forget,
@@ -77,26 +77,12 @@ def use(dataset: str, namespace: str, user: str) -> SharedMount:
     """
     folder = folder_of(dataset, namespace)
     with _lock(folder):
-        _clear_dead(folder)
+        clear_dead(str(folder))  # its daemon killed: still in the mount table, answering every read with an error
         if not is_mounted(str(folder)):
             folder.mkdir(parents=True, exist_ok=True)
             mount(dataset, folder, namespace, shared=True)
         lease = mount_users.take(key_of(str(folder)), user)
     return SharedMount(folder, lease)
-
-
-def _clear_dead(folder: Path) -> None:
-    """A shared mount whose daemon died (``kill -9``) is still in the mount table, answering every
-    read with an error: unmount it (lazily, if a user still has it open), so it is mounted afresh."""
-    target = str(folder)
-    record = record_of(target)
-    if record is None or not record.shared or daemon_runs(record) or not is_mounted(target):
-        return
-    try:
-        detach(target)
-    except UserError:
-        subprocess.run(["umount", "-l", target], capture_output=True)
-    forget(target)
 
 
 def release(shared: SharedMount) -> bool:

@@ -26,6 +26,7 @@ from millpond.server import (
     metrics,
     nodes_routes,
     pipelines,
+    queue_reclaim,
     recurring,
     runs,
     serving_reconcile,
@@ -67,6 +68,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.router.on_startup.append(lambda: fluid_routes.check_operations(settings))  # dead ones: resumed or Failed
     app.router.on_startup.append(lambda: jobs_routes.check_jobs(settings))  # dead supervisors: their jobs FAILED
     serving_reconcile.install(app, settings)  # every servable InferenceService gets a supervisor, now and later
+    queue_reclaim.install(app, settings)  # the quota of queued workloads whose holder died: handed on
     app.state.metrics_registry = metrics.registry_for(settings)
     app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
 

@@ -13,6 +13,7 @@ read-ahead itself, at once.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import os
@@ -46,6 +47,8 @@ SWEEP_AGAIN_S = 60.0  # a folder read ahead whole is not swept again sooner (its
 FRESHNESS_CHECK_S = 0.5
 SYNC_RETRY_S = 30.0  # after a failed listing, how long the last one is served before trying again
 
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT)  # a tier's disk (or the user's disk quota) is full: serve uncached
+
 ProgressFn = Callable[[int, int, int], None]  # (bytes done, files done, bytes in all)
 
 
@@ -58,6 +61,8 @@ class LoadResult:
     fetched_files: int
     fetched_bytes: int
     seconds: float
+    cached_files: int = -1  # what the cache holds of them at the end (-1: not counted): less when they did not fit
+    cached_bytes: int = -1
 
 
 class DatasetCache:
@@ -279,10 +284,21 @@ class DatasetCache:
         path = normalize(path)
         meta = self.stat(path)
         row = self.index.entry(path)
-        if meta is None or row is None or not row.complete or row.version != meta.version:
+        if meta is None or row is None or not row.complete or not all(row.present) or row.version != meta.version:
             return None
         local = self.tiers.location(row)
         return local if local.exists() else None
+
+    def verified_path(self, path: str) -> Path | None:
+        """``local_path``, once every byte of the file there was checked and a corrupt one repaired
+        (``CachedFile.verify``): what is handed to a user to read as a plain file. None when it is not
+        completely cached, or a repair found no room to write it back."""
+        if self.local_path(path) is None:
+            return None
+        with self.open(path) as reader:
+            if not reader.verify():
+                return None
+        return self.local_path(path)
 
     def reading_folder(self, meta: FileMeta) -> None:
         """Called when a file is opened with nothing cached: read ahead if the folder is walked in order."""
@@ -449,7 +465,13 @@ class DatasetCache:
             if tier is None:
                 return  # no room anywhere (readers hold everything): served uncached
             target = self.tiers.file_path(tier, meta.path, complete=True)
-            _write_atomically(target, data)
+            try:
+                _write_atomically(target, data)
+            except OSError as exc:
+                self.tiers.settled(tier, meta.size)  # nothing of it is kept: the reservation is given back
+                if exc.errno in _NO_ROOM:
+                    return  # the tier's disk filled up meanwhile: served uncached
+                raise
             row = CacheRow(
                 meta.path, meta.version, tier, meta.size, size, bytearray(b"\x01"), array("I", [crc32c(data)]), True,
                 time.time(),
@@ -473,14 +495,22 @@ class DatasetCache:
         # A complete file being repaired (a corrupt block) is rewritten where it is.
         repairing = row is not None and row.version == meta.version and row.complete
         partial = self.tiers.file_path(tier, meta.path, complete=repairing)
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size != meta.size:
-                os.ftruncate(fd, meta.size)
-            os.pwrite(fd, data, block * size)
-        finally:
-            os.close(fd)
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if os.fstat(fd).st_size != meta.size:
+                    os.ftruncate(fd, meta.size)
+                if os.pwrite(fd, data, block * size) != len(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(partial))
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if reserved is not None:
+                self.tiers.settled(reserved, meta.size)
+            if exc.errno in _NO_ROOM:
+                return  # the tier's disk is full: this block is served uncached, and stays absent from the file
+            raise
         row = self.index.merge_blocks(meta.path, meta.version, tier, meta.size, size, {block: crc32c(data)})
         if reserved is not None:
             self.tiers.settled(reserved, meta.size)
@@ -566,7 +596,9 @@ class DatasetCache:
             raise errors[0]
         for path in fetched_files:
             self.touched(path)
-        return LoadResult(len(paths), total_bytes, len(fetched_files), fetched_bytes, time.perf_counter() - started)
+        cached = [namespace.files[path].size for path in paths if self.local_path(path) is not None]
+        return LoadResult(len(paths), total_bytes, len(fetched_files), fetched_bytes, time.perf_counter() - started,
+                          len(cached), sum(cached))
 
     # -- writing (ReadWrite datasets: straight through to the UFS) --------------------------------
 
@@ -663,10 +695,16 @@ def _write_atomically(target: Path, data: bytes) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        os.write(fd, data)
-    finally:
+        view = memoryview(data)
+        while view:  # a write may stop short (a filesystem filling up): the rest, or its error
+            view = view[os.write(fd, view):]
         os.close(fd)
-    os.replace(temporary, target)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _bisect_index(names: list[str], name: str) -> int:

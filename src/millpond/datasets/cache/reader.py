@@ -9,7 +9,10 @@ the path opened again, and a block is checked against its CRC32C once per versio
 file — its inode and change time — so bytes written in place since the last check are
 checked before they are served (damage that leaves the file's times alone, a disk's bit
 rot, is found by the next process to read the file). A corrupt block is dropped and fetched
-again; the reader never sees the bad bytes. Reading block N of a big file in order fetches
+again and written back into the cache file; a cache file whose length is not the file's
+(bytes appended keep every block's CRC right) has its last block fetched again, which sets
+the length: the reader never sees the bad bytes, and the file it leaves behind holds the good
+ones (``verify`` checks it all before a path is handed out). Reading block N of a big file in order fetches
 the next blocks ahead of the reader.
 """
 
@@ -70,6 +73,9 @@ class CachedFile(io.RawIOBase):
         self._pos = 0
         self._last_block = -1
         self._attach()
+        local = self._local
+        if local is not None and local.file.st.st_size != meta.size and local.row.complete and local.row.present[-1]:
+            self._repair_length(local.row)  # a length changed behind the cache's back (an empty file read no byte)
         if self._local is None and self._blocks == 1:
             cache.reading_folder(meta)
 
@@ -148,6 +154,9 @@ class CachedFile(io.RawIOBase):
             if st.st_nlink == 0:  # replaced (a rename over it) or removed (``dataset clean``) by another process
                 self._attach(fresh=True)
                 continue
+            if st.st_size != self.meta.size and local.row.complete and local.row.present[-1]:
+                self._repair_length(local.row)  # grown or cut behind the cache's back: set right, then read again
+                continue
             if len(data) != end - offset:
                 return self._verify(local, first, last, offset, end, st)  # shorter than listed: checked, dropped
             if verified.key(st, first) in verified if first == last else all(  # the usual read: one block
@@ -200,6 +209,35 @@ class CachedFile(io.RawIOBase):
         self.cache.known_row(row.path, fresh=True)
         self.cache._count("corrupt_blocks", 1)
         row.present[block] = 0
+
+    def _repair_length(self, row: CacheRow) -> None:
+        """A complete cache file whose length is not the file's (bytes appended, or cut): its last block is
+        fetched again, which sets the file's length as it writes the block back (``DatasetCache._store``)."""
+        self._drop(row, self._blocks - 1)
+        self.cache.fetch(self.meta, self._blocks - 1)
+        self._attach(fresh=True)
+
+    def verify(self) -> bool:
+        """Check every byte of the cache file before its path is handed out (``dataset path``, fsspec's
+        ``local_path``): each block against its CRC32C and the length against the listing, a corrupt block
+        or a wrong length repaired in place from the UFS. True when it now holds exactly the file's bytes.
+
+        Reads a few blocks at a time (memory stays bounded whatever the file's size); what it reads is
+        no cache hit of a user's, so the dataset's hit counters are left as they were.
+        """
+        step = self._block_size * READ_AHEAD_BLOCKS
+        for offset in range(0, self.meta.size, step):
+            self.pread(offset, step)
+        self._hits = self._hit_reads = 0
+        for _ in range(2):
+            self._attach(fresh=True)
+            local = self._local
+            if local is None or not (local.row.complete and all(local.row.present)):
+                return False
+            if os.fstat(local.file.fd).st_size == self.meta.size:
+                return True
+            self._repair_length(local.row)  # an empty file grown (no block was read to notice it)
+        return False
 
     def _slice(self, block: int, within: int, count: int) -> bytes:
         local = self._local

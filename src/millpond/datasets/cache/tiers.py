@@ -24,6 +24,18 @@ from millpond.datasets.config import Tier
 USAGE_REFRESH_S = 2.0
 
 
+def disk_room(path: Path) -> int:
+    """Bytes a tier may still write on its filesystem: what is free, less a little headroom (1%, at most
+    64 MiB) for everything else on that disk. A quota larger than the disk is bounded by the disk."""
+    while not path.exists() and path.parent != path:
+        path = path.parent  # the tier's folder is made by its first fill
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return 2**63 - 1  # nothing to judge by: the quota alone bounds the tier
+    return max(0, usage.free - min(64 << 20, usage.total // 100))
+
+
 class TierSet:
     """The tiers of one dataset, with usage counted from the index."""
 
@@ -83,15 +95,17 @@ class TierSet:
                 continue
             for attempt in range(2):
                 self.usage()
+                room = disk_room(tier.path)
                 with self._lock:
                     used = self._usage.get(tier.index, 0)
                     limit = tier.high * tier.quota if attempt == 0 else tier.quota
-                    if used + size <= limit:
+                    if used + size <= limit and size <= room:  # fills racing for the last room: ENOSPC, served uncached
                         self._usage[tier.index] = used + size
                         self._pending[tier.index] = self._pending.get(tier.index, 0) + size
                         return tier.index
-                if attempt == 0:
-                    self.evict(tier.index)
+                if attempt == 0:  # down to the low watermark, lower still when the disk lacks room
+                    short = size - room
+                    self.evict(tier.index, min(tier.low * tier.quota, max(0, used - short)) if short > 0 else None)
         return None
 
     # -- eviction -----------------------------------------------------------------------------
@@ -149,7 +163,7 @@ class TierSet:
             return None
         lower = self.tiers[row.tier + 1]
         used = self.usage().get(lower.index, 0)
-        if used + row.size > lower.high * lower.quota:
+        if used + row.size > lower.high * lower.quota or row.size > disk_room(lower.path):
             return None
         with self._lock:
             self._usage[lower.index] = self._usage.get(lower.index, 0) + row.size

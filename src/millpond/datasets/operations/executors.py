@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from millpond.datasets.manifest_checks import MAX_MIGRATE_PARALLELISM
 from millpond.datasets.operations.copied import CopiedFiles
 from millpond.datasets.operations.runner import OperationFailed
 from millpond.datasets.operations.transfer import open_side
@@ -52,7 +53,8 @@ def data_load(resource: Resource, progress: Progress) -> dict[str, Any]:
         cache.sync()
     result = cache.load(targets, progress)
     return {"files": str(result.files), "bytes": str(result.bytes), "fetchedBytes": str(result.fetched_bytes),
-            "fetchedFiles": str(result.fetched_files), "seconds": f"{result.seconds:.2f}"}
+            "fetchedFiles": str(result.fetched_files), "seconds": f"{result.seconds:.2f}",
+            "cachedFiles": str(result.cached_files), "cachedBytes": str(result.cached_bytes)}
 
 
 def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
@@ -88,7 +90,7 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
             done["files"] += 1
             progress(done["bytes"], done["files"], total)
 
-    parallelism = max(1, int(spec.get("parallelism") or 1))
+    parallelism = min(MAX_MIGRATE_PARALLELISM, max(1, int(spec.get("parallelism") or 1)))  # apply refuses more
     pool = ThreadPoolExecutor(parallelism, thread_name_prefix="millpond-migrate")
     futures = [pool.submit(copy, item) for item in files if item[0] not in skipped]
     try:

@@ -107,6 +107,23 @@ def _write(locked: LockedWorkloads, decision: Decision, known: dict[str, Workloa
                  waiting=[(p.workload_id, p.reason, p.position) for p in decision.pending], at=now, known=known)
 
 
+def reclaim_dead(settings: Settings) -> int:
+    """Finish the workloads whose holder process is gone, and let the next ones in; how many were found.
+
+    What every read of a queue calls first (``views.live_workloads``: ``queue list``, ``get
+    clusterqueues``, the server's routes, the UI, ``/metrics``) and the server's timer: a holder killed
+    with ``kill -9`` runs no ``release``, and its waiting peers may be dead too, so without this the
+    quota it held stays counted until someone submits again. A read that finds none takes no lock;
+    one that does runs a whole cycle, as ``release`` does, so the freed quota is handed on at once.
+    """
+    states = [state.value for state in (WorkloadState.PENDING, WorkloadState.ADMITTED, WorkloadState.EVICTED)]
+    dead = sum(1 for record in WorkloadStore(settings).list(states=states)
+               if record.holder and not holder_alive(record.holder))
+    if dead:
+        run_cycle(settings)
+    return dead
+
+
 def run_cycle(settings: Settings, now: float | None = None) -> Decision:
     """One admission cycle: load, lock, reclaim dead holders, decide, write. Returns what was decided."""
     objects = load_objects(settings)

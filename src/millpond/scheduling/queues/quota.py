@@ -26,9 +26,13 @@ from millpond.scheduling.queues.model import ClusterQueue, Cohort, ResourceGroup
 FlavorResource = tuple[str, str]  # (flavor, resource)
 
 
-@dataclass
+@dataclass(eq=False)
 class Node:
-    """A ClusterQueue or a Cohort in the tree, with the usage admission has counted so far."""
+    """A ClusterQueue or a Cohort in the tree, with the usage admission has counted so far.
+
+    Compared by identity (``eq=False``): a field-by-field ``==`` would compare whole subtrees, and
+    the cycle check below asks "seen this node?" once per step up every chain.
+    """
 
     name: str
     is_queue: bool
@@ -96,27 +100,41 @@ class QuotaTree:
         parent.children.append(child)
 
     def _break_cycles(self) -> None:
-        """Kueue leaves a cohort cycle inactive: its cohorts are cut loose and named in ``broken``."""
+        """Kueue leaves a cohort cycle inactive: its cohorts are cut loose and named in ``broken``.
+
+        Each cohort is walked up once (a chain reaching one already walked stops there), so a
+        hierarchy of any depth or size costs time in proportion to it."""
+        done: set[int] = set()
         for start in list(self.cohorts.values()):
-            seen: list[Node] = []
+            path: list[Node] = []
+            on_path: set[int] = set()
             node: Node | None = start
-            while node is not None and node not in seen:
-                seen.append(node)
+            while node is not None and id(node) not in done and id(node) not in on_path:
+                path.append(node)
+                on_path.add(id(node))
                 node = node.parent
-            if node is not None:  # came back to a cohort already seen: a cycle through ``node``
-                cycle = seen[seen.index(node):]
+            done |= on_path
+            if node is not None and id(node) in on_path:  # came back to a cohort of this walk: a cycle
+                cycle = path[path.index(node):]
                 self.broken.update(member.name for member in cycle)
                 for member in cycle:
                     if member.parent is not None:
                         member.parent.children.remove(member)
                     member.parent = None
 
-    def _sum_subtree(self, node: Node) -> None:
-        node.subtree = {key: quota.nominal for key, quota in node.quotas.items()}
-        for child in node.children:
-            self._sum_subtree(child)
-            for key, amount in child.subtree.items():
-                node.subtree[key] = node.subtree.get(key, 0) + amount - child.guaranteed(key)
+    def _sum_subtree(self, top: Node) -> None:
+        """Each node's subtree quota under ``top``, children before parents (no recursion: any depth)."""
+        order: list[Node] = []
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            order.append(node)
+            stack.extend(node.children)
+        for node in reversed(order):  # every child comes after its parent in ``order``
+            node.subtree = {key: quota.nominal for key, quota in node.quotas.items()}
+            for child in node.children:
+                for key, amount in child.subtree.items():
+                    node.subtree[key] = node.subtree.get(key, 0) + amount - child.guaranteed(key)
 
     def in_broken_cohort(self, queue: str) -> str | None:
         """The cohort of a cycle above ``queue``, if any (its queue is then inactive, as in Kueue)."""
@@ -153,15 +171,22 @@ class QuotaTree:
 
 
 def _available(node: Node, key: FlavorResource) -> int:
-    usage = node.usage.get(key, 0)
-    if node.parent is None:
-        return node.subtree.get(key, 0) - usage
-    guaranteed = node.guaranteed(key)
-    local = max(0, guaranteed - usage)
-    from_parent = _available(node.parent, key)
-    quota = node.quotas.get(key)
-    if quota is not None and quota.borrowing_limit is not None:
-        lent = node.subtree.get(key, 0) - guaranteed
-        used_in_parent = max(0, usage - guaranteed)
-        from_parent = min(lent - used_in_parent + quota.borrowing_limit, from_parent)
-    return local + max(0, from_parent)
+    """What ``node`` may still take of ``key``: from the root down to it (no recursion: any depth)."""
+    chain = [node]
+    parent = node.parent
+    while parent is not None:
+        chain.append(parent)
+        parent = parent.parent
+    root = chain.pop()
+    available = root.subtree.get(key, 0) - root.usage.get(key, 0)
+    for below in reversed(chain):
+        usage = below.usage.get(key, 0)
+        guaranteed = below.guaranteed(key)
+        from_parent = available
+        quota = below.quotas.get(key)
+        if quota is not None and quota.borrowing_limit is not None:
+            lent = below.subtree.get(key, 0) - guaranteed
+            used_in_parent = max(0, usage - guaranteed)
+            from_parent = min(lent - used_in_parent + quota.borrowing_limit, from_parent)
+        available = max(0, guaranteed - usage) + max(0, from_parent)
+    return available

@@ -117,10 +117,12 @@ def queue_views(objects: QueueObjects, workloads: Iterable[Workload]) -> list[di
 
 
 def live_workloads(settings: Settings) -> list[Workload]:
-    """Every workload not finished, from the metadata database's workload table."""
-    from millpond.scheduling.queues.cycle import workload_of
+    """Every workload not finished, from the metadata database's workload table, after the quota of
+    holders that are gone was reclaimed (``cycle.reclaim_dead``): a read never counts a dead workload."""
+    from millpond.scheduling.queues.cycle import reclaim_dead, workload_of
     from millpond.store.workloads import WorkloadStore
 
+    reclaim_dead(settings)
     states = [state.value for state in (WorkloadState.PENDING, *HOLDING)]
     return [workload_of(record) for record in WorkloadStore(settings).list(states=states)]
 
