@@ -17,7 +17,7 @@ import time
 
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.guardian import die_with_parent, guardian
-from millpond.runners.process_groups import MARK_VAR, end_marked, marked
+from millpond.runners.process_groups import MARK_VAR, SWEEP_BEHIND, marked
 from millpond.runners.sandbox import SandboxUnavailable, wrap
 from millpond.runners.watchdog import Watchdog, exit_status
 
@@ -66,7 +66,7 @@ class LocalRunner:
             if spec.on_start is not None:
                 spec.on_start(proc.pid)
             code = proc.wait()
-            end_marked(mark[MARK_VAR])  # what it left running in other sessions and groups
+            SWEEP_BEHIND.add(mark[MARK_VAR])  # what it left running in other sessions and groups
             reason = self.watchdog.release(proc.pid)
         return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason)
 

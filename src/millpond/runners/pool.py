@@ -27,7 +27,7 @@ from millpond.errors import MillpondError
 from millpond.runners.base import Bind, ProcessResult, ProcessSpec
 from millpond.runners.guardian import guardian
 from millpond.runners.local import LocalRunner
-from millpond.runners.process_groups import MARK_VAR, end_marked, marked
+from millpond.runners.process_groups import MARK_VAR, SWEEP_BEHIND, marked
 from millpond.runners.watchdog import exit_status
 
 
@@ -168,7 +168,7 @@ class PoolRunner:
         finally:
             client.close()
             if line:
-                end_marked(mark[MARK_VAR])
+                SWEEP_BEHIND.add(mark[MARK_VAR])
             reason = watchdog.release(pid)
         if not line:  # the task ran (or runs): never start it a second time
             return ProcessResult(
@@ -185,3 +185,4 @@ class PoolRunner:
     def close(self) -> None:
         if self.server is not None:
             self.server.close()
+        SWEEP_BEHIND.flush()  # what this run's tasks left behind ends before the run is recorded ended

@@ -29,6 +29,7 @@ import os
 import secrets
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from typing import Protocol
@@ -79,6 +80,52 @@ def end_marked(*marks: str | None) -> None:
     needles = [_needle(mark) for mark in marks if mark]
     if needles:
         kill_stamped(*needles)
+
+
+class SweepBehind:
+    """Ends, in the background, what finished pipeline tasks left running: many marks a pass over /proc.
+
+    A task's end must not wait for its sweep: two passes over /proc with a pause between them
+    cost ~20 ms, which a forked task (6 ms in all) would pay inside its slot on every step of a
+    chain (a 40-step chain went from 2.9 to 3.6 s). The task's thread hands its mark over and
+    goes on; the marks of tasks ending together share one sweep; ``flush`` (the runner's close,
+    before a run is recorded ended) sweeps whatever is still pending, and waits for a sweep in
+    flight.
+    """
+
+    def __init__(self, gather_s: float = 0.05) -> None:
+        self._gather_s = gather_s
+        self._pending: list[str] = []
+        self._lock = threading.Lock()  # guards _pending and _thread
+        self._sweeping = threading.Lock()  # one sweep at a time
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, mark: str) -> None:
+        """Sweep for ``mark`` soon (within ``gather_s`` and one sweep)."""
+        with self._lock:
+            self._pending.append(mark)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="millpond-sweep-behind", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(self._gather_s)
+            self._wake.clear()
+            self.flush()
+
+    def flush(self) -> None:
+        """Sweep every pending mark now (and wait for a sweep already under way)."""
+        with self._sweeping:
+            with self._lock:
+                marks, self._pending = self._pending, []
+            end_marked(*marks)
+
+
+SWEEP_BEHIND = SweepBehind()  # one per process: a server's engines share it
 
 
 def signal_session(sid: int | set[int], signum: int) -> None:
