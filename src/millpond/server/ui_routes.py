@@ -26,6 +26,7 @@ answers: tasks get them as files or environment variables, not as inputs.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,8 @@ from millpond.store.models import Task
 
 router = APIRouter()
 _STATIC = Path(__file__).parent / "ui"
+# The UI's files: at the top, or one level down in lib/ (shared modules) or pages/ (a module per page).
+_UI_FILE = re.compile(r"(?:(?:lib|pages)/)?[A-Za-z0-9][A-Za-z0-9_-]*\.[a-z]+")
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
 _MAX_LOG_CHUNK = 512 * 1024
 MAX_PREVIEW_BYTES = 5 * 1024 * 1024
@@ -61,10 +64,15 @@ def index() -> FileResponse:
                         headers={"Cache-Control": "no-cache", "Content-Security-Policy": PAGE_CSP})
 
 
-@router.get("/ui/{name}", include_in_schema=False)
+@router.get("/ui/{name:path}", include_in_schema=False)
 def static_file(name: str) -> FileResponse:
+    """A file of the UI: ``app.js`` and ``app.css``, and the ES modules it imports under ``lib/`` and ``pages/``.
+
+    The name must be one of those folders' plain file names (no ``..``, no hidden file, no other
+    folder), so nothing else under the package can be read through this route.
+    """
     path = _STATIC / name
-    if "/" in name or name.startswith(".") or path.suffix not in _TYPES or not path.is_file():
+    if not _UI_FILE.fullmatch(name) or path.suffix not in _TYPES or not path.is_file():
         raise ApiError(404, f"no UI file {name!r}")
     return FileResponse(path, media_type=_TYPES[path.suffix], headers={"Cache-Control": "no-cache"})
 
