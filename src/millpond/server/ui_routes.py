@@ -26,7 +26,6 @@ answers: tasks get them as files or environment variables, not as inputs.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from fastapi.responses import FileResponse
 
 from millpond.server.errors import ApiError
 from millpond.server.runs import run_view
+from millpond.server.security import UI_FILE_NAME
 from millpond.server.state import state_of
 from millpond.server.workflow_graph import parsed_workflow, task_node, workflow_nodes
 from millpond.store.artifacts import filesystem, is_remote, remote_key
@@ -43,8 +43,6 @@ from millpond.store.models import Task
 
 router = APIRouter()
 _STATIC = Path(__file__).parent / "ui"
-# The UI's files: at the top, or one level down in lib/ (shared modules) or pages/ (a module per page).
-_UI_FILE = re.compile(r"(?:(?:lib|pages)/)?[A-Za-z0-9][A-Za-z0-9_-]*\.[a-z]+")
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
 _MAX_LOG_CHUNK = 512 * 1024
 MAX_PREVIEW_BYTES = 5 * 1024 * 1024
@@ -72,7 +70,7 @@ def static_file(name: str) -> FileResponse:
     folder), so nothing else under the package can be read through this route.
     """
     path = _STATIC / name
-    if not _UI_FILE.fullmatch(name) or path.suffix not in _TYPES or not path.is_file():
+    if not UI_FILE_NAME.fullmatch(name) or path.suffix not in _TYPES or not path.is_file():
         raise ApiError(404, f"no UI file {name!r}")
     return FileResponse(path, media_type=_TYPES[path.suffix], headers={"Cache-Control": "no-cache"})
 
