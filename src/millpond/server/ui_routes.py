@@ -1,4 +1,5 @@
-"""The web UI: static files at ``/`` (with a Content-Security-Policy) and ``/ui/...``, and JSON helpers
+"""The web UI: static files at ``/`` (with a Content-Security-Policy) and ``/ui/...`` (``app.js`` and the ES
+modules it imports under ``lib/`` and ``pages/``), and JSON helpers
 under ``/ui-api/`` (``nodes_routes`` adds ``/ui-api/nodes``, ``serving_routes`` ``/ui-api/models``).
 
 The KFP routes give a run and its task details, but not what a DAG drawing needs (each
