@@ -125,6 +125,12 @@ def test_page_and_static_files_are_served(server: Served) -> None:
     assert _get(server.url + "/ui/..%2Fui_routes.py")[0] == 404
     assert _get(server.url + "/ui/nothing.js")[0] == 404
     assert _get(server.url + "/ui-api/runs/nope/graph")[0] == 404
+    assert 'type="module"' in page  # app.js imports the modules under lib/ and pages/: served as JavaScript
+    for name in ("lib/markdown.js", "pages/runs.js"):
+        with urllib.request.urlopen(f"{server.url}/ui/{name}") as response:
+            assert response.headers["content-type"].startswith("text/javascript"), name
+    for name in ("lib/..%2F..%2Fui_routes.py", "lib/nothing.js", "other/app.js", "lib/.hidden.js", "lib/pages/runs.js"):
+        assert _get(f"{server.url}/ui/{name}")[0] == 404, name
 
 
 def test_graph_of_a_nested_run_and_its_log(server: Served, client: Any) -> None:
@@ -364,6 +370,8 @@ def test_token_mode_page_asks_for_the_token_once(server: Served, client: Any) ->
         url = guarded.url
         assert _request(url + "/") == 200
         assert _request(url + "/ui/app.js") == 200 and _request(url + "/ui/app.css") == 200
+        assert _request(url + "/ui/lib/api.js") == 200 and _request(url + "/ui/pages/run-detail.js") == 200
+        assert _request(url + "/ui/lib/../../apis/v2beta1/runs") == 401
         for path in ("/apis/v2beta1/runs", "/apis/v2beta1/healthz", f"/ui-api/runs/{result.run_id}/graph",
                      "/openapi.json", "/docs", "/ui/../apis/v2beta1/runs"):
             assert _request(url + path) == 401, path

@@ -44,6 +44,7 @@ not Starlette's ``BaseHTTPMiddleware``, so bodies stream through untouched.
 from __future__ import annotations
 
 import hmac
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -95,11 +96,20 @@ INFERENCE_PREFIXES = ("/v1/models/", "/v2/", "/seldon/", "/serving/")
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
 
 
+# A file of the web UI under /ui/: at the top (app.js, app.css) or in lib/ or pages/ (its ES modules),
+# a plain name: no "..", no hidden file, no other folder. The UI's route serves only such names.
+UI_FILE_NAME = re.compile(r"(?:(?:lib|pages)/)?[A-Za-z0-9][A-Za-z0-9_-]*\.[a-z]+")
+
+
 def is_public(method: str, path: str) -> bool:
-    """The web UI's page and its static files (no data in them) load without the token; nothing else does."""
+    """The web UI's page and its static files (no data in them) load without the token; nothing else does.
+
+    A module script is fetched without the token (the browser sends no Authorization header for it),
+    so the files the page imports must be public as the page is.
+    """
     if method not in ("GET", "HEAD"):
         return False
-    return path == "/" or (path.startswith("/ui/") and "/" not in path[len("/ui/"):])
+    return path == "/" or (path.startswith("/ui/") and UI_FILE_NAME.fullmatch(path[len("/ui/"):]) is not None)
 
 
 def refusal(method: str, path: str, headers: dict[str, str], policy: HostPolicy,

@@ -1,4 +1,5 @@
-"""The web UI: static files at ``/`` (with a Content-Security-Policy) and ``/ui/...``, and JSON helpers
+"""The web UI: static files at ``/`` (with a Content-Security-Policy) and ``/ui/...`` (``app.js`` and the ES
+modules it imports under ``lib/`` and ``pages/``), and JSON helpers
 under ``/ui-api/`` (``nodes_routes`` adds ``/ui-api/nodes``, ``serving_routes`` ``/ui-api/models``).
 
 The KFP routes give a run and its task details, but not what a DAG drawing needs (each
@@ -34,6 +35,7 @@ from fastapi.responses import FileResponse
 
 from millpond.server.errors import ApiError
 from millpond.server.runs import run_view
+from millpond.server.security import UI_FILE_NAME
 from millpond.server.state import state_of
 from millpond.server.workflow_graph import parsed_workflow, task_node, workflow_nodes
 from millpond.store.artifacts import filesystem, is_remote, remote_key
@@ -61,10 +63,15 @@ def index() -> FileResponse:
                         headers={"Cache-Control": "no-cache", "Content-Security-Policy": PAGE_CSP})
 
 
-@router.get("/ui/{name}", include_in_schema=False)
+@router.get("/ui/{name:path}", include_in_schema=False)
 def static_file(name: str) -> FileResponse:
+    """A file of the UI: ``app.js`` and ``app.css``, and the ES modules it imports under ``lib/`` and ``pages/``.
+
+    The name must be one of those folders' plain file names (no ``..``, no hidden file, no other
+    folder), so nothing else under the package can be read through this route.
+    """
     path = _STATIC / name
-    if "/" in name or name.startswith(".") or path.suffix not in _TYPES or not path.is_file():
+    if not UI_FILE_NAME.fullmatch(name) or path.suffix not in _TYPES or not path.is_file():
         raise ApiError(404, f"no UI file {name!r}")
     return FileResponse(path, media_type=_TYPES[path.suffix], headers={"Cache-Control": "no-cache"})
 
