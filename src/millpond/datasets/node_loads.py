@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.datasets.cache_removal import remove_caches
 from millpond.errors import UserError
 
 NODE_ID_LABEL = "ray.io/node-id"  # a label every Ray node has; selecting by it names one node
@@ -166,7 +167,6 @@ def load_on_nodes(
 
 def clean_here(name: str, namespace: str) -> None:
     """On a node (a Ray task): remove this node's caches of the deleted dataset."""
-    from millpond.datasets.cleanup import remove_caches
     from millpond.runners.ray_node import node_dir
 
     remove_caches(node_dir(), name, namespace)

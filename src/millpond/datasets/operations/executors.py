@@ -18,7 +18,7 @@ from typing import Any
 
 from millpond.datasets.manifest_checks import MAX_MIGRATE_PARALLELISM
 from millpond.datasets.operations.copied import CopiedFiles
-from millpond.datasets.operations.runner import OperationFailed
+from millpond.datasets.operations.failures import OperationFailed
 from millpond.datasets.operations.transfer import open_side
 from millpond.datasets.operations.transient import attempt
 from millpond.runners.environment import inherited_environment, with_console_scripts

@@ -13,7 +13,7 @@ import posixpath
 import re
 from typing import Any, Protocol
 
-from millpond.datasets.operations.runner import OperationFailed
+from millpond.datasets.operations.failures import OperationFailed
 from millpond.datasets.ufs import UfsEntry
 from millpond.store.resources import Resource
 
