@@ -40,6 +40,7 @@ class Applied:
     transition: Enum
     subject: str  # what it was applied to, as a person names it (``default/iris``, ``DataLoad default/warm``)
     detail: str = ""
+    uid: str = ""  # the object's uid, where it has one: what a caller looks it up by
 
     @property
     def name(self) -> str:
@@ -61,9 +62,9 @@ class Reconciler(Protocol[SnapshotT]):
         ...
 
 
-def applied(reconciler: str, transition: Enum, subject: str, detail: str = "") -> Applied:
+def applied(reconciler: str, transition: Enum, subject: str, detail: str = "", uid: str = "") -> Applied:
     """Record that ``reconciler`` applied ``transition`` to ``subject`` (logged by name); the record."""
-    record = Applied(reconciler, transition, subject, detail)
+    record = Applied(reconciler, transition, subject, detail, uid)
     LOGGER.info("%s: %s %s%s", reconciler, transition.name, subject, f": {detail}" if detail else "",
                 extra={"reconciler": reconciler, "transition": transition.name, "subject": subject})
     return record
