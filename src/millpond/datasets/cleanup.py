@@ -7,6 +7,7 @@ import sys
 
 from millpond.datasets.cache_removal import remove_caches
 from millpond.datasets.kinds import KINDS, owner_dataset
+from millpond.datasets.mounts import unmount_dataset
 from millpond.datasets.node_loads import clean_on_nodes
 from millpond.datasets.operations.lifeline import wait_until_idle
 from millpond.settings import Settings, load_settings
@@ -22,8 +23,6 @@ def dataset_deleted(name: str, namespace: str = "default") -> None:
     In cluster mode the caches the nodes hold go too: each live node removes its own (a Ray
     task on it); a node that is gone keeps its files, named on stderr.
     """
-    from millpond.datasets.mounts import unmount_dataset
-
     settings = load_settings()
     delete_operations(settings, name, namespace)
     unmount_dataset(name, namespace)

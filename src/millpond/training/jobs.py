@@ -24,19 +24,23 @@ from millpond.errors import NotFoundError, UserError
 from millpond.runners.detached import spawn_detached
 from millpond.runners.process_groups import MARK_VAR, end_groups, end_marked
 from millpond.runners.processes import ProcessIdentity
+from millpond.runners.ray_cluster import connect
 from millpond.runners.reconcile import Applied, applied
 from millpond.runners.reconcile import reconcile as reconcile_pass
 from millpond.scheduling import pod_room
 from millpond.scheduling.queues.submission import check_priority, os_user
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
+from millpond.store.resources import ResourceStore
 from millpond.store.training import JobRecord, JobStore
 from millpond.training.instances import mark_of
 from millpond.training.launch import PLANNERS
 from millpond.training.launch_mpi import slots_per_worker
 from millpond.training.paths import job_folder, supervisor_log
+from millpond.training.ray_jobs import check as check_on_cluster
+from millpond.training.ray_jobs import end_everywhere
 from millpond.training.resources import allocator
-from millpond.training.spec import JobSpec, Trainer, spec_to_json
+from millpond.training.spec import JobSpec, Trainer, spec_from_json, spec_to_json
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 UNSTARTED_GRACE_S = 60.0  # a job recorded this long with no supervisor lost it before it started
@@ -53,8 +57,6 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
     dataset that does not exist yet (the supervisor starts the job once it does); ``millpond
     apply`` of a manifest does that, while ``arena submit`` refuses both at once (Arena's bad input).
     """
-    from millpond.store.resources import ResourceStore
-
     if spec.trainer not in PLANNERS:
         raise UserError(f"{spec.trainer.value} jobs cannot run on this version of millpond")
     if spec.trainer is Trainer.MPI:
@@ -76,15 +78,11 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
     if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
         raise UserError("no command: put the training command after the flags")
     if spec.trainer is Trainer.RAY:  # a driver runs here: the cluster it joins must answer
-        from millpond.runners.ray_cluster import connect
-
         connect(spec.ray_address)
     elif spec.ray_address and spec.total.shares:
         raise UserError("a GPU share (--gpumemory, aliyun.com/gpu-mem) is scheduled on this machine's GPUs; "
                         "on a Ray cluster ask for whole GPUs")
     elif spec.ray_address:  # cluster mode: the cluster's nodes, not this machine, must be able to hold it
-        from millpond.training.ray_jobs import check as check_on_cluster
-
         check_on_cluster(spec)
         return
     resources = ResourceStore()
@@ -228,13 +226,9 @@ def _end_instances(store: JobStore, job: JobRecord) -> None:
 
 def _end_on_cluster(job: JobRecord) -> None:
     """A Ray job's instances run on the cluster's nodes: end what is left of them there."""
-    from millpond.training.spec import spec_from_json
-
     spec = spec_from_json(job.spec)
     if not spec.instances_on_ray:
         return
-    from millpond.training.ray_jobs import end_everywhere
-
     try:
         end_everywhere(spec.ray_address, job.uid)
     except Exception:  # noqa: BLE001, S110 - the cluster is gone or does not answer: nothing of it to end
