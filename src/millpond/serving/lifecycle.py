@@ -51,15 +51,15 @@ def _live(name: str, namespace: str, uid: str) -> bool:
     return any(record.uid == uid for record in supervisors(name, namespace))
 
 
-def start(store: ResourceStore, name: str, namespace: str = "default") -> None:
+def start(store: ResourceStore, name: str, namespace: str = "default") -> bool:
     """Start the InferenceService's supervisor unless a live one runs for its uid; nothing for one it cannot serve.
 
-    Returns at once (the status says Loading, then Ready). NotFoundError-free: a name that is not
-    stored starts nothing.
+    Returns at once (the status says Loading, then Ready), True if it started one. NotFoundError-free:
+    a name that is not stored starts nothing.
     """
     resource = store.get("InferenceService", name, namespace)
     if resource is None or not servable(resource) or _live(name, namespace, resource.uid):
-        return
+        return False
     try:
         spawn_detached("millpond.serving.supervisor", [namespace, name, resource.uid],
                        log=supervisor_log(name, namespace),
@@ -68,6 +68,8 @@ def start(store: ResourceStore, name: str, namespace: str = "default") -> None:
     except OSError as exc:  # no process could be made (too many, no memory): said in its status, not raised
         set_status(store, name, namespace, status("False", "SupervisorFailed", f"cannot start its supervisor: {exc}",
                                                   active="FailedToLoad", transition="BlockedByFailedLoad"))
+        return False
+    return True
 
 
 def start_applied(manifests: list[ServingManifest], store: ResourceStore) -> None:
@@ -175,8 +177,7 @@ class ServingReconciler:
     def step(self, snapshot: ServingSnapshot) -> list[Applied]:
         done = []
         for service in snapshot.services:
-            if service.servable and not service.supervised:
-                start(self.store, service.name, service.namespace)
+            if service.servable and not service.supervised and start(self.store, service.name, service.namespace):
                 done.append(applied(self.name, ServingTransition.START_SUPERVISOR,
                                     f"{service.namespace}/{service.name}"))
         return done
