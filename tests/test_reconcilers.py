@@ -123,11 +123,15 @@ def test_an_unstartable_supervisor_raises_oserror_for_its_caller_to_report(home:
 # --------------------------------------------------------------------------- the shape
 
 
-def test_every_reconciler_has_the_one_shape() -> None:
-    for reconciler in (ServingReconciler(ResourceStore()), JobsReconciler(JobStore()),
-                       SharedMountsReconciler(), OperationsReconciler(ResourceStore()), ProcessesReconciler()):
-        checked: Reconciler[Any] = reconciler
-        assert checked.name and callable(checked.observe) and callable(checked.step)
+def _all_five() -> list[Reconciler[Any]]:
+    return [ServingReconciler(ResourceStore()), JobsReconciler(JobStore()), SharedMountsReconciler(),
+            OperationsReconciler(ResourceStore()), ProcessesReconciler()]
+
+
+def test_every_reconciler_has_the_one_shape(home: Path) -> None:
+    reconcilers = _all_five()
+    assert [r.name for r in reconcilers] == ["serving", "training-jobs", "shared-mounts", "operation-liveness",
+                                             "processes"]
     assert {t.name for t in ServingTransition} == {"START_SUPERVISOR"}
     assert {t.name for t in JobTransition} == {"NEVER_STARTED", "SUPERVISOR_DIED"}
     assert {t.name for t in MountTransition} == {"END_UNUSED"}
@@ -136,8 +140,7 @@ def test_every_reconciler_has_the_one_shape() -> None:
 
 
 def test_an_empty_home_observes_nothing_to_do(home: Path) -> None:
-    for reconciler in (ServingReconciler(ResourceStore()), JobsReconciler(JobStore()),
-                       SharedMountsReconciler(), OperationsReconciler(ResourceStore()), ProcessesReconciler()):
+    for reconciler in _all_five():
         assert reconcile(reconciler) == []
 
 
