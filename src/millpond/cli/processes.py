@@ -37,16 +37,16 @@ class Row:
 
 def reconcile() -> list[str]:
     """End what nobody uses (shared mounts without a live user, runners of deleted operations); one line each."""
-    from millpond.datasets.operations.processes import end_leftovers, end_orphans
+    from millpond.datasets.operations.processes import ProcessesReconciler, ProcessTransition
     from millpond.datasets.shared_mounts import reconcile as end_unused_mounts
-    from millpond.runners.background import forget, records
+    from millpond.runners.reconcile import reconcile as reconcile_pass
 
-    lines = [f"ended: runner of {v.process.object} (pid {v.process.pid}): its object was deleted"
-             for v in end_orphans()]
-    lines += [f"ended: what was left of the runner of {r.object} (pid {r.pid}, dead)" for r in end_leftovers()]
-    for record in records():
-        if not record.running:
-            forget(record)  # a server that ended: nothing of it is left to list
+    said = {
+        ProcessTransition.END_ORPHAN: "ended: runner of {subject} ({detail}): its object was deleted",
+        ProcessTransition.END_LEFTOVERS: "ended: what was left of the runner of {subject} ({detail}, dead)",
+    }
+    lines = [said[done.transition].format(subject=done.subject, detail=done.detail)
+             for done in reconcile_pass(ProcessesReconciler()) if done.transition in said]
     from millpond.training.jobs import reconcile_all as end_abandoned_jobs
 
     lines += [f"failed: training job {j.namespace}/{j.name}: {j.message}" for j in end_abandoned_jobs()]

@@ -3,12 +3,12 @@ tier, its index, its mounts."""
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
-from pathlib import Path
 
+from millpond.datasets.cache_removal import remove_caches
 from millpond.datasets.kinds import KINDS, owner_dataset
+from millpond.datasets.mounts import unmount_dataset
+from millpond.datasets.node_loads import clean_on_nodes
 from millpond.datasets.operations.lifeline import wait_until_idle
 from millpond.settings import Settings, load_settings
 from millpond.store.node_caches import NodeCacheStore
@@ -23,37 +23,16 @@ def dataset_deleted(name: str, namespace: str = "default") -> None:
     In cluster mode the caches the nodes hold go too: each live node removes its own (a Ray
     task on it); a node that is gone keeps its files, named on stderr.
     """
-    from millpond.datasets.mounts import unmount_dataset
-
     settings = load_settings()
     delete_operations(settings, name, namespace)
     unmount_dataset(name, namespace)
     store = NodeCacheStore(settings)
     nodes = [state.node_id for state in store.nodes_of(name, namespace)]
     if nodes and settings.ray_address:
-        from millpond.datasets.node_loads import clean_on_nodes
-
         for problem in clean_on_nodes(settings.ray_address, nodes, name, namespace):
             print(f"warning: {problem}", file=sys.stderr)
     store.forget(name, namespace)
     remove_caches(settings.home, name, namespace)
-
-
-def remove_caches(base: Path, name: str, namespace: str) -> None:
-    """Remove every cache of the dataset ``name`` kept under ``base`` (a home, or a node's folder): tiers and index."""
-    from millpond.datasets.cache.index import CacheIndex
-
-    for state_dir in sorted((base / "datasets" / namespace).glob(f"{name}-*")):
-        if state_dir.name.rsplit("-", 1)[0] != name or not (state_dir / "index.db").exists():
-            continue
-        index = CacheIndex(state_dir)
-        try:
-            tier_paths = json.loads(index.meta("tier_paths") or "[]")
-        finally:
-            index.close()
-        for tier_path in tier_paths:
-            shutil.rmtree(Path(tier_path), ignore_errors=True)
-        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 def delete_operations(settings: Settings, name: str, namespace: str) -> list[Resource]:

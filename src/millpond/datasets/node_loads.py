@@ -17,7 +17,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.datasets.cache.engine import open_cache
+from millpond.datasets.cache_removal import remove_caches
+from millpond.datasets.config import NODE_ID_VAR
 from millpond.errors import UserError
+from millpond.runners.ray_cluster import connect
+from millpond.runners.ray_node import node_dir
+from millpond.store.node_caches import NodeCacheStore
+from millpond.store.resources import ResourceStore
 
 NODE_ID_LABEL = "ray.io/node-id"  # a label every Ray node has; selecting by it names one node
 CLEAN_TIMEOUT_S = 60.0
@@ -81,8 +88,6 @@ def selected(spec: dict[str, Any], members: list[ClusterMember]) -> list[Cluster
 
 def _release_lost_claims(name: str, namespace: str, live: set[str]) -> None:
     """Nodes lost for good give their cache slots back before the load claims slots (``replicas``)."""
-    from millpond.store.node_caches import NodeCacheStore
-    from millpond.store.resources import ResourceStore
 
     found = ResourceStore().get("Dataset", name, namespace)
     if found is not None and live:
@@ -92,9 +97,6 @@ def _release_lost_claims(name: str, namespace: str, live: set[str]) -> None:
 def load_here(name: str, namespace: str, targets: list[str], load_metadata: bool) -> dict[str, Any]:
     """On a node (a Ray task): fill this node's cache of the dataset; what it did, or that it was skipped."""
     import ray
-
-    from millpond.datasets.cache.engine import open_cache
-    from millpond.datasets.config import NODE_ID_VAR
 
     os.environ[NODE_ID_VAR] = str(ray.get_runtime_context().get_node_id())
     cache = open_cache(name, namespace)
@@ -117,8 +119,6 @@ def load_on_nodes(
     """Run the load on each selected node at once; the first node that fails fails the DataLoad."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from millpond.runners.ray_cluster import connect
 
     connect(address)
     members = _members()
@@ -166,9 +166,6 @@ def load_on_nodes(
 
 def clean_here(name: str, namespace: str) -> None:
     """On a node (a Ray task): remove this node's caches of the deleted dataset."""
-    from millpond.datasets.cleanup import remove_caches
-    from millpond.runners.ray_node import node_dir
-
     remove_caches(node_dir(), name, namespace)
 
 
@@ -176,8 +173,6 @@ def clean_on_nodes(address: str, nodes: list[str], name: str, namespace: str) ->
     """Remove the deleted dataset's caches on each of ``nodes`` that is alive; what could not be cleaned."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    from millpond.runners.ray_cluster import connect
 
     connect(address)
     live = {member.node_id for member in _members()}

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -46,6 +47,7 @@ from millpond.datasets.mounts import (
     unmount,
 )
 from millpond.errors import UserError
+from millpond.runners.reconcile import Applied, applied
 
 WATCH_S = 2.0  # how often a shared mount's daemon looks for a live user
 RECONCILE_LOCK_S = 5.0  # a reconcile skips a mount whose lock is held longer (it is being used or ended)
@@ -124,20 +126,52 @@ def _end_if_unused(folder: Path) -> bool:
     return True
 
 
+class MountTransition(Enum):
+    """What the shared-mounts reconciler does."""
+
+    END_UNUSED = "a shared mount no live user holds (its users ended or were killed): unmounted, its leases forgotten"
+
+
+@dataclass(frozen=True)
+class SharedMountsSnapshot:
+    """The home's shared mounts, as recorded (whether a user holds one is decided under its lock, in ``step``)."""
+
+    mounts: tuple[MountRecord, ...]
+
+
+class SharedMountsReconciler:
+    """Every shared mount of this home has a live user, or is ended.
+
+    1. END_UNUSED: no live lease on it (under the folder's lock, so no user takes one meanwhile) →
+       unmounted, its leases forgotten. A mount whose lock is held past ``RECONCILE_LOCK_S`` (being
+       used or ended) and one still busy are left for the next pass.
+    """
+
+    name = "shared-mounts"
+
+    def observe(self) -> SharedMountsSnapshot:
+        return SharedMountsSnapshot(tuple(record for record in records() if record.shared))
+
+    def step(self, snapshot: SharedMountsSnapshot) -> list[Applied]:
+        done = []
+        for record in snapshot.mounts:
+            folder = Path(record.folder)
+            try:
+                with _lock(folder).acquire(timeout=RECONCILE_LOCK_S):
+                    if _end_if_unused(folder):
+                        done.append(applied(self.name, MountTransition.END_UNUSED, record.folder,
+                                            f"dataset {record.namespace}/{record.dataset}"))
+            except Timeout:
+                continue
+        return done
+
+
 def reconcile() -> list[MountRecord]:
     """End every shared mount of this home whose users have all gone (killed ones included); those ended."""
-    ended = []
-    for record in records():
-        if not record.shared:
-            continue
-        folder = Path(record.folder)
-        try:
-            with _lock(folder).acquire(timeout=RECONCILE_LOCK_S):
-                if _end_if_unused(folder):
-                    ended.append(record)
-        except Timeout:
-            continue
-    return ended
+    reconciler = SharedMountsReconciler()
+    snapshot = reconciler.observe()
+    ended = {done.subject for done in reconciler.step(snapshot)}
+    return [record for record in snapshot.mounts if record.folder in ended]
 
 
 def users(record: MountRecord) -> list[Lease]:

@@ -13,28 +13,27 @@ started at the same moment leaves at once (it holds a lock for the uid while it 
 
 from __future__ import annotations
 
-import copy
-import subprocess
-import sys
-import threading
 import time
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from millpond.errors import UnavailableError, UserError
-from millpond.runners.background import BackgroundProcess, register, running
+from millpond.runners.background import BackgroundProcess, running
+from millpond.runners.detached import spawn_detached
 from millpond.runners.environment import detached_environment
-from millpond.runners.processes import ProcessIdentity
+from millpond.runners.reconcile import Applied, applied
+from millpond.runners.reconcile import reconcile as reconcile_pass
 from millpond.serving import endpoints
 from millpond.serving.manifests import ServingManifest
-from millpond.serving.objects import set_status, status
+from millpond.serving.objects import predictor_of, set_status, status
+from millpond.serving.observed import NOT_SERVED, observed_status, ready_condition
 from millpond.serving.spec import predictor_spec
 from millpond.serving.supervisor import KIND, LOG_FILE
 from millpond.store.resources import Resource, ResourceStore
 
 STOP_WAIT_S = 15.0  # the supervisor's replicas get 5 s of grace each: it ends well within this
 RECONCILE_S = 10.0
-NOT_SERVED = "SupervisorNotRunning"
 
 
 def supervisor_log(name: str, namespace: str = "default") -> Path:
@@ -52,33 +51,25 @@ def _live(name: str, namespace: str, uid: str) -> bool:
     return any(record.uid == uid for record in supervisors(name, namespace))
 
 
-def start(store: ResourceStore, name: str, namespace: str = "default") -> None:
+def start(store: ResourceStore, name: str, namespace: str = "default") -> bool:
     """Start the InferenceService's supervisor unless a live one runs for its uid; nothing for one it cannot serve.
 
-    Returns at once (the status says Loading, then Ready). NotFoundError-free: a name that is not
-    stored starts nothing.
+    Returns at once (the status says Loading, then Ready), True if it started one. NotFoundError-free:
+    a name that is not stored starts nothing.
     """
     resource = store.get("InferenceService", name, namespace)
     if resource is None or not servable(resource) or _live(name, namespace, resource.uid):
-        return
-    log = supervisor_log(name, namespace)
-    log.parent.mkdir(parents=True, exist_ok=True)
+        return False
     try:
-        with open(log, "ab") as out:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "millpond.serving.supervisor", namespace, name, resource.uid],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
-                env=detached_environment(),  # it outlives a deploy task's run: not the engine's to kill
-            )
+        spawn_detached("millpond.serving.supervisor", [namespace, name, resource.uid],
+                       log=supervisor_log(name, namespace),
+                       env=detached_environment(),  # it outlives a deploy task's run: not the engine's to kill
+                       kind=KIND, served=f"{namespace}/{name}", uid=resource.uid)
     except OSError as exc:  # no process could be made (too many, no memory): said in its status, not raised
         set_status(store, name, namespace, status("False", "SupervisorFailed", f"cannot start its supervisor: {exc}",
                                                   active="FailedToLoad", transition="BlockedByFailedLoad"))
-        return
-    # Reaped when it ends, so a long-lived caller (the server) keeps no zombie.
-    threading.Thread(target=child.wait, daemon=True, name=f"reap-{child.pid}").start()
-    identity = ProcessIdentity.of(child.pid)
-    if identity.start is not None:
-        register(KIND, f"{namespace}/{name}", resource.uid, identity)
+        return False
+    return True
 
 
 def start_applied(manifests: list[ServingManifest], store: ResourceStore) -> None:
@@ -121,8 +112,6 @@ def wait_ready(store: ResourceStore, name: str, namespace: str = "default", time
 
     UserError (NotFoundError) when it is not stored, or was deleted while waiting.
     """
-    from millpond.serving.objects import predictor_of
-
     predictor_of(store, name, namespace)  # NotFoundError when there is none
     deadline = time.monotonic() + timeout_s
     while True:
@@ -130,7 +119,7 @@ def wait_ready(store: ResourceStore, name: str, namespace: str = "default", time
         if resource is None:
             raise UnavailableError(f"InferenceService {name} (namespace {namespace}) was deleted while waiting")
         status = observed_status(resource)
-        ready, reason, message = _ready(status)
+        ready, reason, message = ready_condition(status)
         if ready == "True":
             return resource
         if ready == "False" and reason != NOT_SERVED:
@@ -141,58 +130,62 @@ def wait_ready(store: ResourceStore, name: str, namespace: str = "default", time
         time.sleep(0.1)
 
 
-def _ready(status: dict[str, Any]) -> tuple[str, str, str]:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return (str(condition.get("status", "Unknown")), str(condition.get("reason", "")),
-                    str(condition.get("message", "")))
-    return "Unknown", "", ""
+class ServingTransition(Enum):
+    """What the serving reconciler does (its only transition)."""
+
+    START_SUPERVISOR = "a servable InferenceService has no live supervisor for its uid: start one"
 
 
-def observed_status(resource: Resource) -> dict[str, Any]:
-    """The stored status, unless it claims Ready while nothing answers: no live supervisor serves it
-    (killed with ``kill -9``, stopped, or the machine restarted) → Ready False, ``SupervisorNotRunning``,
-    and no URL; a new supervisor still starting its replicas after such a loss (the stored Ready is the
-    dead one's) → Ready Unknown, ``Loading``."""
-    status = copy.deepcopy(dict(resource.status or {}))
-    if _ready(status)[0] != "True":
-        return status
-    found = endpoints.read(resource.namespace, resource.name)
-    live = found is not None and found.uid == resource.uid
-    if live and found is not None and found.ready:
-        return status
-    if live:
-        return _not_ready(status, "Unknown", "Loading", "its supervisor is starting its replicas")
-    return _not_ready(status, "False", NOT_SERVED,
-                      "no live supervisor serves it (it was stopped or killed); millpond server starts one again")
+@dataclass(frozen=True)
+class ServiceSeen:
+    """One stored InferenceService as observed: whether millpond can serve it, and whether a supervisor does."""
+
+    namespace: str
+    name: str
+    uid: str
+    servable: bool
+    supervised: bool
 
 
-def _not_ready(status: dict[str, Any], ready: str, reason: str, message: str) -> dict[str, Any]:
-    for condition in status.get("conditions") or []:
-        if condition.get("type") in ("Ready", "PredictorReady"):
-            condition.update({"status": ready, "reason": reason, "message": message})
-    status.pop("url", None)
-    status.pop("address", None)
-    predictor = (status.get("components") or {}).get("predictor") or {}
-    predictor.pop("url", None)
-    model = status.setdefault("modelStatus", {})
-    active = "Loading" if ready == "Unknown" else "Pending"
-    model["states"] = {**(model.get("states") or {}), "activeModelState": active}
-    if ready == "False":
-        model["lastFailureInfo"] = {"reason": reason, "message": message}
-    return status
+@dataclass(frozen=True)
+class ServingSnapshot:
+    """Every stored InferenceService, observed."""
+
+    services: tuple[ServiceSeen, ...]
+
+
+class ServingReconciler:
+    """Every servable InferenceService has a supervisor: one killed, failed, or lost with the machine is started again.
+
+    1. START_SUPERVISOR: servable, and no live supervisor recorded for its uid → ``start`` (which looks
+       again: a supervisor started meanwhile by an ``apply`` is not doubled).
+    """
+
+    name = "serving"
+
+    def __init__(self, store: ResourceStore) -> None:
+        self.store = store
+
+    def observe(self) -> ServingSnapshot:
+        supervised = {(record.object, record.uid) for record in running() if record.kind == KIND}
+        return ServingSnapshot(tuple(
+            ServiceSeen(resource.namespace, resource.name, resource.uid, servable(resource),
+                        (f"{resource.namespace}/{resource.name}", resource.uid) in supervised)
+            for resource in self.store.list("InferenceService", None)
+        ))
+
+    def step(self, snapshot: ServingSnapshot) -> list[Applied]:
+        done = []
+        for service in snapshot.services:
+            if service.servable and not service.supervised and start(self.store, service.name, service.namespace):
+                done.append(applied(self.name, ServingTransition.START_SUPERVISOR,
+                                    f"{service.namespace}/{service.name}"))
+        return done
 
 
 def reconcile(store: ResourceStore | None = None) -> list[str]:
     """Start a supervisor for every servable InferenceService that has none; ``NS/NAME`` of those started."""
-    store = store or ResourceStore()
-    started = []
-    for resource in store.list("InferenceService", None):
-        if not servable(resource) or _live(resource.name, resource.namespace, resource.uid):
-            continue
-        start(store, resource.name, resource.namespace)
-        started.append(f"{resource.namespace}/{resource.name}")
-    return started
+    return [done.subject for done in reconcile_pass(ServingReconciler(store or ResourceStore()))]
 
 
 def replica_logs(name: str, namespace: str = "default") -> list[Path]:

@@ -23,6 +23,7 @@ from millpond.errors import NotFoundError, UserError
 from millpond.kinds import REGISTRY
 from millpond.serving.kinds import KINDS, ServingKind, refusal
 from millpond.serving.manifests import SchemaCheck, ServingManifest, check_document
+from millpond.serving.observed import observed_status
 from millpond.serving.spec import PredictorSpec, predictor_spec
 from millpond.store.resources import Resource, ResourceStore
 
@@ -192,8 +193,6 @@ def delete(info: ServingKind, name: str, namespace: str, store: ResourceStore) -
 def _observed_status(resource: Resource) -> dict[str, Any]:
     if resource.kind != "InferenceService":
         return dict(resource.status or {})
-    from millpond.serving.lifecycle import observed_status  # it reads the supervisors, which write through here
-
     return observed_status(resource)
 
 

@@ -16,27 +16,31 @@ import logging
 import os
 import re
 import shutil
-import subprocess
-import sys
-import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import Enum
 
 from millpond.errors import NotFoundError, UserError
-from millpond.runners.background import register
+from millpond.runners.detached import spawn_detached
 from millpond.runners.process_groups import MARK_VAR, end_groups, end_marked
 from millpond.runners.processes import ProcessIdentity
+from millpond.runners.ray_cluster import connect
+from millpond.runners.reconcile import Applied, applied
+from millpond.runners.reconcile import reconcile as reconcile_pass
 from millpond.scheduling import pod_room
 from millpond.scheduling.queues.submission import check_priority, os_user
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
+from millpond.store.resources import ResourceStore
 from millpond.store.training import JobRecord, JobStore
 from millpond.training.instances import mark_of
 from millpond.training.launch import PLANNERS
 from millpond.training.launch_mpi import slots_per_worker
 from millpond.training.paths import job_folder, supervisor_log
+from millpond.training.ray_jobs import check as check_on_cluster
+from millpond.training.ray_jobs import end_everywhere
 from millpond.training.resources import allocator
-from millpond.training.spec import JobSpec, Trainer, spec_to_json
+from millpond.training.spec import JobSpec, Trainer, spec_from_json, spec_to_json
 
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 UNSTARTED_GRACE_S = 60.0  # a job recorded this long with no supervisor lost it before it started
@@ -53,8 +57,6 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
     dataset that does not exist yet (the supervisor starts the job once it does); ``millpond
     apply`` of a manifest does that, while ``arena submit`` refuses both at once (Arena's bad input).
     """
-    from millpond.store.resources import ResourceStore
-
     if spec.trainer not in PLANNERS:
         raise UserError(f"{spec.trainer.value} jobs cannot run on this version of millpond")
     if spec.trainer is Trainer.MPI:
@@ -76,15 +78,11 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
     if any(not replica.command or not replica.command[-1].strip() for replica in spec.replicas):
         raise UserError("no command: put the training command after the flags")
     if spec.trainer is Trainer.RAY:  # a driver runs here: the cluster it joins must answer
-        from millpond.runners.ray_cluster import connect
-
         connect(spec.ray_address)
     elif spec.ray_address and spec.total.shares:
         raise UserError("a GPU share (--gpumemory, aliyun.com/gpu-mem) is scheduled on this machine's GPUs; "
                         "on a Ray cluster ask for whole GPUs")
     elif spec.ray_address:  # cluster mode: the cluster's nodes, not this machine, must be able to hold it
-        from millpond.training.ray_jobs import check as check_on_cluster
-
         check_on_cluster(spec)
         return
     resources = ResourceStore()
@@ -131,25 +129,18 @@ def submit(spec: JobSpec, store: JobStore | None = None, *, as_manifest: bool = 
 
 def _spawn(store: JobStore, job: JobRecord) -> None:
     """``python -m millpond.training.supervisor UID`` in its own session, recorded by pid + start ticks."""
-    log = supervisor_log(job.uid)
     try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "millpond.training.supervisor", job.uid],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
-                # submitted from a task or an instance: the job is not one of its processes, to end with it
-                env={name: value for name, value in os.environ.items() if name != MARK_VAR},
-            )
+        supervisor = spawn_detached(
+            "millpond.training.supervisor", [job.uid], log=supervisor_log(job.uid),
+            # submitted from a task or an instance: the job is not one of its processes, to end with it
+            env={name: value for name, value in os.environ.items() if name != MARK_VAR},
+            kind="training-job", served=f"{job.namespace}/{job.name}", uid=job.uid,
+        )
     except OSError as exc:
         store.set_status(job.uid, "FAILED", "JobFailed", f"cannot start its supervisor: {exc}")
         return
-    # Reaped when it ends, so a long-lived caller (the server, a notebook) keeps no zombie.
-    threading.Thread(target=child.wait, daemon=True, name=f"reap-{child.pid}").start()
-    supervisor = ProcessIdentity.of(child.pid)
     if supervisor.start is not None:
         store.set_supervisor(job.uid, supervisor.pid, supervisor.start)
-        register("training-job", f"{job.namespace}/{job.name}", job.uid, supervisor)
 
 
 def supervisor_of(job: JobRecord) -> ProcessIdentity:
@@ -157,30 +148,72 @@ def supervisor_of(job: JobRecord) -> ProcessIdentity:
     return ProcessIdentity(job.supervisor_pid or 0, job.supervisor_start)
 
 
-def observed(store: JobStore, job: JobRecord) -> JobRecord:
-    """The job as it is: FAILED (and its instances killed) if its supervisor died before ending it."""
-    if job.finished:
-        return job
+class JobTransition(Enum):
+    """What the training-job reconciler does to an unfinished job."""
+
+    NEVER_STARTED = "no supervisor was recorded UNSTARTED_GRACE_S after it was submitted: FAILED"
+    SUPERVISOR_DIED = "its recorded supervisor no longer runs: its instances are ended, FAILED (SupervisorDied)"
+
+
+@dataclass(frozen=True)
+class JobSeen:
+    """One unfinished job as observed, and the transition it is due (None: its supervisor runs, or may yet start)."""
+
+    job: JobRecord
+    due: JobTransition | None
+
+
+@dataclass(frozen=True)
+class JobsSnapshot:
+    """The home's unfinished jobs, observed."""
+
+    jobs: tuple[JobSeen, ...]
+
+
+def observe_job(job: JobRecord) -> JobSeen:
+    """Which transition an unfinished job is due, from its record, its age and its supervisor's process."""
     if job.supervisor_pid is None:
-        if (utcnow() - job.created_at).total_seconds() < UNSTARTED_GRACE_S:
-            return job
+        late = (utcnow() - job.created_at).total_seconds() >= UNSTARTED_GRACE_S
+        return JobSeen(job, JobTransition.NEVER_STARTED if late else None)
+    return JobSeen(job, None if supervisor_of(job).is_running() else JobTransition.SUPERVISOR_DIED)
+
+
+def step_job(store: JobStore, seen: JobSeen) -> tuple[JobRecord, Applied | None]:
+    """Apply the transition ``seen`` is due; the job as it is now, and the transition if this call applied it.
+
+    A supervisor that ended the job itself after it was observed is never contradicted, and of two
+    readers seeing the same death only one writes it (a compare-and-set on the dead supervisor).
+    """
+    job = seen.job
+    subject = f"{job.namespace}/{job.name}"
+    if seen.due is JobTransition.NEVER_STARTED:
         store.set_status(job.uid, "FAILED", "JobFailed", "its supervisor never started", supervisor=(None, None))
-        return store.by_uid(job.uid) or job
-    if supervisor_of(job).is_running():
-        return job
+        return store.by_uid(job.uid) or job, applied(JobsReconciler.name, seen.due, subject, uid=job.uid)
+    if seen.due is not JobTransition.SUPERVISOR_DIED:
+        return job, None
     fresh = store.by_uid(job.uid)
     if fresh is None or fresh.finished:
-        return fresh or job
+        return fresh or job, None
     _end_instances(store, job)
     _end_on_cluster(job)
     why = f"its supervisor (pid {job.supervisor_pid}) died"
+    done = None
     if store.set_status(job.uid, "FAILED", "SupervisorDied", why,
                         supervisor=(job.supervisor_pid, job.supervisor_start)):
         store.add_event(job.uid, "SupervisorDied", why + "; its instances were stopped", "Warning")
         for instance in store.instances(job.uid):
             if instance.status in ("Pending", "Running"):
                 store.update_instance(job.uid, instance.name, status="Failed", finished_at=utcnow())
-    return store.by_uid(job.uid) or fresh
+        done = applied(JobsReconciler.name, seen.due, subject, why, uid=job.uid)
+    return store.by_uid(job.uid) or fresh, done
+
+
+def observed(store: JobStore, job: JobRecord) -> JobRecord:
+    """The job as it is: FAILED (and its instances killed) if its supervisor died before ending it."""
+    if job.finished:
+        return job
+    seen = observe_job(job)
+    return job if seen.due is None else step_job(store, seen)[0]
 
 
 def _end_instances(store: JobStore, job: JobRecord) -> None:
@@ -193,21 +226,46 @@ def _end_instances(store: JobStore, job: JobRecord) -> None:
 
 def _end_on_cluster(job: JobRecord) -> None:
     """A Ray job's instances run on the cluster's nodes: end what is left of them there."""
-    from millpond.training.spec import spec_from_json
-
     spec = spec_from_json(job.spec)
     if not spec.instances_on_ray:
         return
-    from millpond.training.ray_jobs import end_everywhere
-
     try:
         end_everywhere(spec.ray_address, job.uid)
     except Exception:  # noqa: BLE001, S110 - the cluster is gone or does not answer: nothing of it to end
         pass
 
 
+class JobsReconciler:
+    """Every unfinished job of the home has a live supervisor, or is FAILED saying why.
+
+    1. NEVER_STARTED: no supervisor recorded ``UNSTARTED_GRACE_S`` after submission → FAILED.
+    2. SUPERVISOR_DIED: the recorded supervisor no longer runs (``kill -9``, the machine restarted)
+       → its instances' processes are killed, the job FAILED ``SupervisorDied``.
+    """
+
+    name = "training-jobs"
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+
+    def observe(self) -> JobsSnapshot:
+        return JobsSnapshot(tuple(observe_job(job) for job in self.store.list(None) if not job.finished))
+
+    def step(self, snapshot: JobsSnapshot) -> list[Applied]:
+        done = []
+        for seen in snapshot.jobs:
+            try:
+                transition = step_job(self.store, seen)[1]
+            except Exception:  # noqa: BLE001 - one job must not keep the others unchecked
+                logger.exception("checking the supervisor of training job %s/%s", seen.job.namespace, seen.job.name)
+                continue
+            if transition is not None:
+                done.append(transition)
+        return done
+
+
 def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:
-    """``observed`` for every unfinished job of the home: the jobs it found abandoned.
+    """One reconcile of every unfinished job of the home: the jobs it found abandoned (now FAILED).
 
     What ``millpond ps`` does, and ``millpond server`` when it starts (a supervisor killed while
     nothing was watching is settled then, not at the first read). One job's trouble (a store
@@ -215,14 +273,10 @@ def reconcile_all(store: JobStore | None = None) -> list[JobRecord]:
     """
     store = store or JobStore()
     ended = []
-    for job in store.list(None):
-        if job.finished:
-            continue
-        try:
-            if observed(store, job).finished:
-                ended.append(store.by_uid(job.uid) or job)
-        except Exception:  # noqa: BLE001 - one job must not keep the others unchecked
-            logger.exception("checking the supervisor of training job %s/%s", job.namespace, job.name)
+    for done in reconcile_pass(JobsReconciler(store)):
+        job = store.by_uid(done.uid)
+        if job is not None:
+            ended.append(job)
     return ended
 
 

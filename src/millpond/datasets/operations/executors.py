@@ -16,15 +16,22 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from millpond.datasets.cache.engine import open_cache
+from millpond.datasets.config import load_config
 from millpond.datasets.manifest_checks import MAX_MIGRATE_PARALLELISM
+from millpond.datasets.node_loads import load_on_nodes
 from millpond.datasets.operations.copied import CopiedFiles
-from millpond.datasets.operations.runner import OperationFailed
+from millpond.datasets.operations.failures import OperationFailed
 from millpond.datasets.operations.transfer import open_side
 from millpond.datasets.operations.transient import attempt
+from millpond.datasets.shared_mounts import using
+from millpond.datasets.status import resource_status
+from millpond.runners.base import Bind
 from millpond.runners.environment import inherited_environment, with_console_scripts
 from millpond.runners.process_groups import MARK_VAR, end_marked, marked
+from millpond.runners.sandbox import SandboxUnavailable, wrap
 from millpond.settings import load_settings
-from millpond.store.resources import Resource
+from millpond.store.resources import Resource, ResourceStore
 
 Progress = Callable[..., None]
 
@@ -40,9 +47,6 @@ def _dataset_name(resource: Resource) -> tuple[str, str]:
 
 def data_load(resource: Resource, progress: Progress) -> dict[str, Any]:
     """Preload ``target`` paths (the whole dataset when none) into the cache."""
-    from millpond.datasets.cache.engine import open_cache
-    from millpond.datasets.node_loads import load_on_nodes
-
     name, namespace = _dataset_name(resource)
     targets = [str(t.get("path") or "/") for t in resource.spec.get("target") or []] or ["/"]
     address = load_settings().ray_address
@@ -113,18 +117,12 @@ def data_process(resource: Resource, progress: Progress) -> dict[str, Any]:
 
     The dataset's shared mount is held for this step only: it ends with its last user.
     """
-    from millpond.datasets.shared_mounts import using
-
     name, namespace = _dataset_name(resource)
     with using(name, namespace, f"DataProcess {resource.namespace}/{resource.name}") as folder:
         return _process_in(resource, folder)
 
 
 def _process_in(resource: Resource, folder: Path) -> dict[str, Any]:
-    from millpond.datasets.config import load_config
-    from millpond.runners.base import Bind
-    from millpond.runners.sandbox import SandboxUnavailable, wrap
-
     name, namespace = _dataset_name(resource)
     ref = resource.spec.get("dataset") or {}
     mount_path = str(ref.get("mountPath") or "/data")
@@ -191,9 +189,6 @@ def _commands(resource: Resource) -> tuple[list[tuple[list[str], str | None]], d
 
 def data_backup(resource: Resource, progress: Progress) -> dict[str, Any]:
     """Write the dataset's manifest, status and cache index to ``backupPath`` (local:// or pvc://)."""
-    from millpond.datasets.config import load_config
-    from millpond.store.resources import ResourceStore
-
     name, namespace = _dataset_name(resource)
     target = _backup_folder(str(resource.spec.get("backupPath") or ""), resource.name)
     target.mkdir(parents=True, exist_ok=True)
@@ -201,8 +196,6 @@ def data_backup(resource: Resource, progress: Progress) -> dict[str, Any]:
     dataset = store.get("Dataset", name, namespace)
     if dataset is None:
         raise OperationFailed(f"dataset {name} not found")
-    from millpond.datasets.status import resource_status
-
     metadata = target / f"metadata-backup-{namespace}-{name}.json"
     metadata.write_text(json.dumps({"manifest": dataset.manifest, "status": resource_status(dataset, store)}, indent=2))
     index = load_config(name, namespace).state_dir / "index.db"

@@ -32,13 +32,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import subprocess
-import sys
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from millpond.datasets.kinds import KINDS
+from millpond.runners.detached import spawn_detached
 from millpond.runners.processes import ProcessIdentity
+from millpond.runners.reconcile import Applied, applied
+from millpond.runners.reconcile import reconcile as reconcile_pass
 from millpond.settings import load_settings
 from millpond.store.resources import ProcessRecord, Resource, ResourceStore
 
@@ -83,22 +86,83 @@ def claim(store: ResourceStore, kind: str, name: str, namespace: str) -> bool:
     return found is not None and found.process == me  # the launcher recorded this process first
 
 
+class OperationTransition(Enum):
+    """What the liveness reconciler does to an operation whose process was seen gone while it is watched."""
+
+    RESUME = "a DataLoad or DataMigrate resumed fewer than MAX_RESUMES times: resumed in a new process"
+    FAIL = "any other operation, or one whose process keeps dying: Failed, saying its process died"
+
+
+@dataclass(frozen=True)
+class OperationSeen:
+    """One operation as observed: ``dead`` when it needs a live process and its recorded one is gone."""
+
+    resource: Resource
+    dead: bool
+
+    @property
+    def subject(self) -> str:
+        return f"{self.resource.kind} {self.resource.namespace}/{self.resource.name}"
+
+
+@dataclass(frozen=True)
+class OperationsSnapshot:
+    """Every data operation of the home, observed."""
+
+    operations: tuple[OperationSeen, ...]
+
+
+def observe_operation(resource: Resource) -> OperationSeen:
+    """Whether the operation's recorded process is gone while the operation still needs it (nothing is changed)."""
+    process = resource.process
+    dead = process is not None and _watched(resource) and not ProcessIdentity(process.pid, process.start).is_running()
+    return OperationSeen(resource, dead)
+
+
 def observed(store: ResourceStore, resource: Resource) -> dict[str, Any]:
     """The operation's status once its record is checked against the processes alive: what to show."""
-    process = resource.process
-    if process is None or not _watched(resource) or ProcessIdentity(process.pid, process.start).is_running():
+    seen = observe_operation(resource)
+    if not seen.dead:
         return resource.status or {"phase": "Pending"}
-    return _after_death(store, resource)
+    return step_operation(store, seen)[0]
 
 
-def reconcile_all(store: ResourceStore) -> None:
-    """``observed`` for every operation of the home: what the server does when it starts."""
-    for kind in OPERATION_KINDS:
-        for resource in store.list(kind):
+class OperationsReconciler:
+    """Every unfinished (or scheduled) data operation has a live process, or is Failed saying why.
+
+    1. RESUME: a DataLoad or DataMigrate whose process died, resumed fewer than ``MAX_RESUMES``
+       times → a new process copies what is missing.
+    2. FAIL: any other operation whose process died, or one resumed ``MAX_RESUMES`` times → Failed.
+    """
+
+    name = "operation-liveness"
+
+    def __init__(self, store: ResourceStore) -> None:
+        self.store = store
+
+    def observe(self) -> OperationsSnapshot:
+        return OperationsSnapshot(tuple(
+            observe_operation(resource) for kind in OPERATION_KINDS for resource in self.store.list(kind)
+        ))
+
+    def step(self, snapshot: OperationsSnapshot) -> list[Applied]:
+        done = []
+        for seen in snapshot.operations:
+            if not seen.dead:
+                continue
             try:
-                observed(store, resource)
+                transition = step_operation(self.store, seen)[1]
             except Exception:  # noqa: BLE001 - one operation's trouble must not keep the others unseen
-                logger.exception("checking the process of %s %s/%s", kind, resource.namespace, resource.name)
+                logger.exception("checking the process of %s", seen.subject)
+                continue
+            if transition is not None:
+                done.append(transition)
+        return done
+
+
+def reconcile_all(store: ResourceStore) -> list[Applied]:
+    """One reconcile of every operation of the home: what the server does when it starts; the transitions applied."""
+    return reconcile_pass(OperationsReconciler(store))
 
 
 def _watched(resource: Resource) -> bool:
@@ -113,48 +177,50 @@ def _watched(resource: Resource) -> bool:
     return status.get("phase") not in FINISHED
 
 
-def _after_death(store: ResourceStore, seen: Resource) -> dict[str, Any]:
-    """Resume or fail an operation whose process was seen gone (unless its end, or another reader, came first)."""
-    fresh = store.get(seen.kind, seen.name, seen.namespace)
+def step_operation(store: ResourceStore, seen: OperationSeen) -> tuple[dict[str, Any], Applied | None]:
+    """Resume or fail an operation whose process was seen gone (unless its end, or another reader, came first).
+
+    The operation's status now, and the transition if this call applied it: every change is a
+    compare-and-set on the record seen dead, so of two readers exactly one applies it.
+    """
+    fresh = store.get(seen.resource.kind, seen.resource.name, seen.resource.namespace)
     if fresh is None:
-        return seen.status or {"phase": "Pending"}
+        return seen.resource.status or {"phase": "Pending"}, None
     dead = fresh.process
-    if dead is None or dead != seen.process or not _watched(fresh):
-        return fresh.status or {"phase": "Pending"}
+    if dead is None or dead != seen.resource.process or not _watched(fresh):
+        return fresh.status or {"phase": "Pending"}, None
     label = f"{fresh.kind} {fresh.name}: its process (pid {dead.pid}) died"
+    done = None
     if fresh.kind in RESUMABLE and dead.resumes < MAX_RESUMES:
         launcher = _me(dead.resumes + 1)
         if store.swap_process(fresh.kind, fresh.name, fresh.namespace, dead, launcher):
-            _note(fresh, f"{label}; resuming it ({launcher.resumes} of at most {MAX_RESUMES} resumes)")
+            note = f"{label}; resuming it ({launcher.resumes} of at most {MAX_RESUMES} resumes)"
+            _note(fresh, note)
             _spawn(store, fresh, launcher)
+            done = applied(OperationsReconciler.name, OperationTransition.RESUME, seen.subject, note, fresh.uid)
     else:
         why = label + (f"; it was resumed {dead.resumes} times and died each time" if dead.resumes else "")
         if fresh.spec.get("policy") == "Cron":
             why += "; its schedule no longer runs"
-        store.swap_process(fresh.kind, fresh.name, fresh.namespace, dead, None, _failed(fresh.kind, fresh.status, why))
-    now = store.get(seen.kind, seen.name, seen.namespace)
-    return (now.status if now else fresh.status) or {"phase": "Pending"}
+        if store.swap_process(fresh.kind, fresh.name, fresh.namespace, dead, None,
+                              _failed(fresh.kind, fresh.status, why)):
+            done = applied(OperationsReconciler.name, OperationTransition.FAIL, seen.subject, why, fresh.uid)
+    now = store.get(seen.resource.kind, seen.resource.name, seen.resource.namespace)
+    return (now.status if now else fresh.status) or {"phase": "Pending"}, done
 
 
 def _spawn(store: ResourceStore, resource: Resource, launcher: ProcessRecord) -> None:
     """Start ``python -m millpond.datasets.operations KIND NAME NS`` and record it in place of its launcher."""
-    log = log_path(resource.kind, resource.name, resource.namespace)
     key = (resource.kind, resource.name, resource.namespace)
     try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "millpond.datasets.operations", *key],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, close_fds=True,
-                env={**os.environ, LAUNCHER_ENV: _encode(launcher)},
-            )
+        spawned = spawn_detached("millpond.datasets.operations", key, log=log_path(*key),
+                                 env={**os.environ, LAUNCHER_ENV: _encode(launcher)})
     except OSError as exc:
         why = f"{resource.kind} {resource.name}: cannot start its process: {exc}"
         store.swap_process(*key, launcher, None, _failed(resource.kind, resource.status, why))
         return
-    spawned = ProcessIdentity.of(child.pid)  # present while unreaped, even if it already exited (a zombie)
     if spawned.start is not None:
-        store.swap_process(*key, launcher, ProcessRecord(child.pid, spawned.start, launcher.resumes))
+        store.swap_process(*key, launcher, ProcessRecord(spawned.pid, spawned.start, launcher.resumes))
 
 
 def _failed(kind: str, status: dict[str, Any], message: str) -> dict[str, Any]:

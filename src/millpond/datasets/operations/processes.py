@@ -4,17 +4,20 @@ Each runner (``python -m millpond.datasets.operations``) records itself in the h
 background processes (``runners.background``) with its object's uid. A ``policy: Cron``
 operation's runner lives on between its runs, waiting for the next time: ``millpond ps``
 shows it as ``cron``. A runner whose object is gone — deleted, or deleted and applied again
-(another uid) — serves nobody; ``end_orphans`` ends its process group (the runner leads its
+(another uid) — serves nobody; the reconciler ends its process group (the runner leads its
 own session, so its DataProcess scripts go with it). A runner that died (``kill -9``) may
 leave its group behind — a script's background job still in its sandbox, holding the
-dataset's mount: ``end_leftovers`` ends what is left and drops the record.
+dataset's mount: it ends what is left and drops the record. ``ProcessesReconciler`` does both,
+and drops the record of every other background process that ended (``millpond ps``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from millpond.runners.background import BackgroundProcess, end_leftover_group, forget, records, register, running
+from millpond.runners.reconcile import Applied, applied
 from millpond.settings import load_settings
 from millpond.store.resources import Resource, ResourceStore, read_manifest
 
@@ -52,15 +55,14 @@ def _key(process: BackgroundProcess) -> tuple[str, str, str]:
 def runners(store: ResourceStore | None = None) -> list[RunnerView]:
     """The data operations' runner processes alive now, oldest first."""
     store = store or ResourceStore()
-    views = []
-    for process in running():
-        if process.kind != KIND:
-            continue
-        resource = store.get(*_key(process))
-        orphaned = resource is None or bool(process.uid) and resource.uid != process.uid
-        cron = resource is not None and resource.spec.get("policy") == "Cron"
-        views.append(RunnerView(process, "cron" if cron else KIND, _state(resource, orphaned), orphaned))
-    return views
+    return [_view(process, store) for process in running() if process.kind == KIND]
+
+
+def _view(process: BackgroundProcess, store: ResourceStore) -> RunnerView:
+    resource = store.get(*_key(process))
+    orphaned = resource is None or bool(process.uid) and resource.uid != process.uid
+    cron = resource is not None and resource.spec.get("policy") == "Cron"
+    return RunnerView(process, "cron" if cron else KIND, _state(resource, orphaned), orphaned)
 
 
 def _state(resource: Resource | None, orphaned: bool) -> str:
@@ -75,19 +77,56 @@ def _state(resource: Resource | None, orphaned: bool) -> str:
     return phase
 
 
-def end_orphans(store: ResourceStore | None = None) -> list[RunnerView]:
-    """End every runner whose operation no longer exists; the ones ended."""
-    return [view for view in runners(store)
-            if view.orphaned and view.process.identity.kill_group()]
+class ProcessTransition(Enum):
+    """What the background-processes reconciler does."""
+
+    END_ORPHAN = "a live operation runner whose object was deleted (or re-created): its process group SIGKILLed"
+    END_LEFTOVERS = "a dead operation runner left processes in its group: SIGKILLed, and its record dropped"
+    FORGET_DEAD = "a recorded background process (any kind) that ended, with nothing left: its record dropped"
 
 
-def end_leftovers() -> list[BackgroundProcess]:
-    """Drop the records of runners that died, ending what is left of their process groups; those with leftovers."""
-    ended = []
-    for record in records():
-        if record.kind != KIND or record.running:
-            continue
-        if end_leftover_group(record):
-            ended.append(record)
-        forget(record)
-    return ended
+@dataclass(frozen=True)
+class ProcessesSnapshot:
+    """The home's background records: the live operation runners (with their objects looked up), and the dead."""
+
+    runners: tuple[RunnerView, ...]
+    dead: tuple[BackgroundProcess, ...]
+
+
+class ProcessesReconciler:
+    """Every recorded background process serves a live object, or is ended and forgotten.
+
+    1. END_ORPHAN: a live runner whose operation no longer exists → its group is ended (the record
+       goes at the next pass, once the process is seen dead).
+    2. END_LEFTOVERS: a runner that died (``kill -9``) and left its group behind (a script's background
+       job, holding the dataset's mount) → what is left is ended, the record dropped.
+    3. FORGET_DEAD: any other record whose process ended → dropped.
+    """
+
+    name = "processes"
+
+    def __init__(self, store: ResourceStore | None = None) -> None:
+        self.store = store or ResourceStore()
+
+    def observe(self) -> ProcessesSnapshot:
+        live, dead = [], []
+        for record in records():
+            if record.running:
+                if record.kind == KIND:
+                    live.append(_view(record, self.store))
+            else:
+                dead.append(record)
+        return ProcessesSnapshot(tuple(live), tuple(dead))
+
+    def step(self, snapshot: ProcessesSnapshot) -> list[Applied]:
+        done = []
+        for view in snapshot.runners:
+            if view.orphaned and view.process.identity.kill_group():
+                done.append(applied(self.name, ProcessTransition.END_ORPHAN, view.process.object,
+                                    f"pid {view.process.pid}", view.process.uid))
+        for record in snapshot.dead:
+            leftovers = record.kind == KIND and end_leftover_group(record)
+            forget(record)
+            transition = ProcessTransition.END_LEFTOVERS if leftovers else ProcessTransition.FORGET_DEAD
+            done.append(applied(self.name, transition, record.object, f"pid {record.pid}", record.uid))
+        return done

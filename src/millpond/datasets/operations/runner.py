@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.datasets.operations import copied, liveness
+from millpond.datasets.operations.executors import EXECUTORS
 from millpond.datasets.operations.lifeline import Lifeline
 from millpond.datasets.operations.schedule import run_on_schedule
 from millpond.errors import MillpondError, UserError
@@ -37,10 +38,6 @@ MESSAGE_CHARS = 1000
 # Every status write of this process. Reentrant: a stop holds it while it writes Failed and for
 # good after, so no progress update of a copy still under way can write Executing over it.
 _STATUS_LOCK = threading.RLock()
-
-
-class OperationFailed(MillpondError):
-    """The operation could not do its work; the message says why, in one line."""
 
 
 def _now() -> str:
@@ -98,8 +95,6 @@ def wait(kind: str, name: str, namespace: str = "default", timeout: float | None
 
 def run(kind: str, name: str, namespace: str = "default", progress: Any = None) -> dict[str, Any]:
     """Execute the operation here: wait for its runAfter, run it, record Complete or Failed (whatever goes wrong)."""
-    from millpond.datasets.operations.executors import EXECUTORS
-
     store = ResourceStore()
     resource = _operation(store, kind, name, namespace)
     started = time.monotonic()

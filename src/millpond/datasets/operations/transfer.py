@@ -13,9 +13,14 @@ import posixpath
 import re
 from typing import Any, Protocol
 
-from millpond.datasets.operations.runner import OperationFailed
-from millpond.datasets.ufs import UfsEntry
+from millpond.datasets.cache.engine import normalize, open_cache
+from millpond.datasets.config import resolve_options
+from millpond.datasets.operations.failures import OperationFailed
+from millpond.datasets.ufs import S3_SCHEMES, UfsEntry, open_ufs, s3_settings
+from millpond.errors import UserError
+from millpond.settings import load_settings
 from millpond.store.resources import Resource
+from millpond.store.secrets import ConfigStore
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 
@@ -42,8 +47,6 @@ class DatasetSide:
     """A path inside a dataset (read from its cache, written through to its UFS)."""
 
     def __init__(self, name: str, namespace: str, path: str) -> None:
-        from millpond.datasets.cache.engine import normalize, open_cache
-
         self.cache = open_cache(name, namespace)
         self.name = name
         self.path = normalize(path)
@@ -99,9 +102,6 @@ class ExternalSide:
     """External storage at a URI (a folder-like prefix, or one object)."""
 
     def __init__(self, uri: str, options: dict[str, str]) -> None:
-        from millpond.datasets.ufs import open_ufs
-        from millpond.settings import load_settings
-
         self.uri = uri
         self.ufs = open_ufs(uri, options, load_settings().volumes_dir)
         self._trailing = uri.endswith("/")
@@ -149,12 +149,6 @@ def _check(entry: Any, data: bytes, where: str) -> None:
 
 def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
     """The dataset path or external URI that ``spec.from``/``spec.to`` names; OperationFailed if neither."""
-    from millpond.datasets.config import resolve_options
-    from millpond.datasets.ufs import S3_SCHEMES
-    from millpond.errors import UserError
-    from millpond.settings import load_settings
-    from millpond.store.secrets import ConfigStore
-
     label = f"spec.{where}"
     if side.get("dataset"):
         ref = side["dataset"]
@@ -179,6 +173,4 @@ def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
 
 
 def _has_credentials(options: dict[str, str]) -> bool:
-    from millpond.datasets.ufs import s3_settings
-
     return s3_settings(options).access_key is not None
