@@ -24,6 +24,7 @@ from millpond.pipelines import ir
 from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
 from millpond.pipelines.argo.paths import from_ir as argo_paths
 from millpond.pipelines.argo.placement import Placement
+from millpond.pipelines.outcomes import TaskOutcome
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
@@ -59,16 +60,6 @@ class TaskRequest:
     demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted where it runs (a Ray node)
     carried: list[Path] = field(default_factory=list)  # per-task folders outside the workspace (secret files)
-
-
-@dataclass
-class TaskOutcome:
-    succeeded: bool
-    parameters: dict[str, Any] = field(default_factory=dict)
-    artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    exit_code: int | None = None
-    error: str | None = None
-    attempts: int = 1
 
 
 class TaskError(TaskFailure):
