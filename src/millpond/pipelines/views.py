@@ -1,0 +1,143 @@
+"""Typed views over the IR's JSON: what the engine and its task policies read, by name.
+
+The pipeline spec stays the JSON document it was submitted as (it is stored, hashed for the
+cache and handed to the launcher as is); these frozen wrappers give the parts that cross module
+boundaries — a component, an executor, its container, a DAG task and a task's inputs — typed
+accessors, so a module says what it reads instead of passing ``dict[str, Any]`` along and
+reaching into it. Each view keeps its JSON in ``raw`` for the code that hands it on unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from millpond.pipelines import ir
+
+JsonObject = dict[str, Any]  # one object of the IR's JSON, as json.loads gives it
+ArtifactLists = dict[str, list[JsonObject]]  # an input or output name → its artifacts (RuntimeArtifact JSON)
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """A ``PipelineContainerSpec``: the image, its command and arguments, its resource requests."""
+
+    raw: JsonObject
+
+    @property
+    def image(self) -> str:
+        return str(self.raw.get("image", ""))
+
+    @property
+    def image_or_none(self) -> str | None:
+        """The image as recorded on a task's row (absent stays absent)."""
+        image = self.raw.get("image")
+        return None if image is None else str(image)
+
+    @property
+    def command(self) -> list[str]:
+        return [str(part) for part in self.raw.get("command") or []]
+
+    @property
+    def is_lightweight(self) -> bool:
+        """A kfp lightweight component: its command runs ``kfp.dsl.executor_main``."""
+        return "kfp.dsl.executor_main" in " ".join(self.command)
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """One entry of ``deploymentSpec.executors``: a container, an importer, or a kind millpond refuses."""
+
+    label: str
+    raw: JsonObject
+
+    @property
+    def kind(self) -> str:
+        """``container``, ``importer``, or the unsupported kind's own key (``unknown`` for an empty one)."""
+        return next(iter(self.raw), "unknown")
+
+    @property
+    def container(self) -> ContainerSpec | None:
+        container = self.raw.get("container")
+        return ContainerSpec(container) if container is not None else None
+
+    @property
+    def importer(self) -> JsonObject | None:
+        return self.raw.get("importer")
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A ``ComponentSpec``: a DAG or an executor's interface (its input and output definitions)."""
+
+    name: str
+    raw: JsonObject
+
+    @property
+    def is_dag(self) -> bool:
+        return "dag" in self.raw
+
+    @property
+    def executor_label(self) -> str:
+        return str(self.raw["executorLabel"])
+
+    def input_type(self, name: str) -> str:
+        """The declared parameter type of input ``name`` (STRING when undeclared)."""
+        return ir.parameter_type(ir.input_parameters(self.raw).get(name, {}))
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A ``PipelineTaskSpec``: one task of a DAG, with its policies (trigger, retry, caching, iteration)."""
+
+    raw: JsonObject
+
+    @property
+    def component_ref(self) -> str:
+        return str(self.raw.get("componentRef", {}).get("name"))
+
+    @property
+    def condition(self) -> str | None:
+        return self.raw.get("triggerPolicy", {}).get("condition") or None
+
+    @property
+    def is_exit_task(self) -> bool:
+        """An exit handler's task (ALL_UPSTREAM_TASKS_COMPLETED): it runs after failures and deadlines."""
+        return self.raw.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
+
+    @property
+    def retry_policy(self) -> JsonObject | None:
+        return self.raw.get("retryPolicy")
+
+    @property
+    def caching_enabled(self) -> bool:
+        return bool(self.raw.get("cachingOptions", {}).get("enableCache", False))
+
+    @property
+    def parallelism_limit(self) -> int:
+        """A loop's most iterations at once (0: no limit)."""
+        return int(self.raw.get("iteratorPolicy", {}).get("parallelismLimit") or 0)
+
+    @property
+    def iterates_artifacts(self) -> bool:
+        return "artifactIterator" in self.raw
+
+
+@dataclass(frozen=True)
+class TaskInputs:
+    """A task's resolved inputs: parameter values by name and artifact lists by name."""
+
+    parameters: JsonObject = field(default_factory=dict)
+    artifacts: ArtifactLists = field(default_factory=dict)
+
+    def to_json(self) -> JsonObject:
+        """As recorded on the task's row."""
+        return {"parameters": self.parameters, "artifacts": self.artifacts}
+
+
+def component_of(spec: JsonObject, name: str) -> ComponentSpec:
+    return ComponentSpec(name, ir.component(spec, name))
+
+
+def executor_of(spec: JsonObject, label: str) -> ExecutorSpec:
+    return ExecutorSpec(label, ir.executor(spec, label))
