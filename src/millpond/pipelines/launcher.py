@@ -28,7 +28,7 @@ from millpond.pipelines.outcomes import TaskOutcome
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
-from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessSpec, Runner
+from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessResult, ProcessSpec, Runner
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.runners.sandbox import sandbox_problem
@@ -60,6 +60,16 @@ class TaskRequest:
     demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted where it runs (a Ray node)
     carried: list[Path] = field(default_factory=list)  # per-task folders outside the workspace (secret files)
+
+
+@dataclass(frozen=True)
+class _Program:
+    """What a task's process runs: its argv, the Python on its PATH, what a Ray node installs first."""
+
+    argv: list[str]
+    python_bin: Path
+    packages: Packages | None
+    in_process: bool  # a lightweight component with nothing to install: the fork server may run it
 
 
 class TaskError(TaskFailure):
@@ -146,6 +156,31 @@ class ContainerLauncher:
         executor_input["outputs"]["outputFile"] = staging.task_output_file
         context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
 
+        program = self._program(request, context, cancel)
+        env = self._environment(request, context, program.python_bin, tmpdir)
+        # what the step sees as it is if its /tmp becomes private (``argo.placement``, ``sandbox.wrap``)
+        keep = (workdir, *(Path(p) for p in env["PATH"].split(os.pathsep) if p.startswith("/")))
+        placement = self._argo_placement(request, attempt_dir, staging, context, keep)
+
+        spec = ProcessSpec(
+            argv=program.argv, env=env, cwd=workdir, log_path=request.log_path,
+            binds=staging.binds + request.extra_binds + (placement.binds if placement else []),
+            timeout_s=request.timeout_s, on_start=request.on_start,
+            python_task=executor_call(program.argv) if program.in_process else None,
+            demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
+            datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
+            carried=list(request.carried), packages=program.packages,
+        )
+        if self.slots is None:
+            result = self.runner.run(spec, cancel)
+        else:
+            with self.slots:
+                result = self.runner.run(spec, cancel)
+        return self._finish(request, result, placement, executor_input, staging, context)
+
+    def _program(self, request: TaskRequest, context: PlaceholderContext, cancel: threading.Event) -> _Program:
+        """The command line, with the Python that runs it: a lightweight component's packages_to_install
+        go into a cached venv here, or into the Ray node's (``Packages``)."""
         command = list(request.container.get("command") or [])
         args = list(request.container.get("args") or [])
         if not command and not args:
@@ -163,8 +198,14 @@ class ContainerLauncher:
                 _log(request, f"installing packages_to_install into a cached venv: {' '.join(prelude.requirements)}")
                 python_bin = python_bin_dir(prelude, request.venvs_dir, cancel)
             command = prelude.program
-        argv = context.command_line(command + args)
+        in_process = prelude is not None and not prelude.requirements
+        return _Program(context.command_line(command + args), python_bin, packages, in_process)
 
+    def _environment(
+        self, request: TaskRequest, context: PlaceholderContext, python_bin: Path, tmpdir: Path
+    ) -> dict[str, str]:
+        """The task's environment: this process's (never the server's token), its Python first on PATH, the
+        container's env with its placeholders filled, and what the engine's policies added (platform, grant)."""
         env = inherited_environment()  # never the server's token
         env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
         env["PYTHONUNBUFFERED"] = "1"
@@ -174,24 +215,13 @@ class ContainerLauncher:
         for item in request.container.get("env") or []:
             env[item["name"]] = context.substitute(str(item.get("value", "")))
         env.update(request.extra_env)
-        # what the step sees as it is if its /tmp becomes private (``argo.placement``, ``sandbox.wrap``)
-        keep = (workdir, *(Path(p) for p in env["PATH"].split(os.pathsep) if p.startswith("/")))
-        placement = self._argo_placement(request, attempt_dir, staging, context, keep)
+        return env
 
-        spec = ProcessSpec(
-            argv=argv, env=env, cwd=workdir, log_path=request.log_path,
-            binds=staging.binds + request.extra_binds + (placement.binds if placement else []),
-            timeout_s=request.timeout_s, on_start=request.on_start,
-            python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
-            demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
-            datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
-            carried=list(request.carried), packages=packages,
-        )
-        if self.slots is None:
-            result = self.runner.run(spec, cancel)
-        else:
-            with self.slots:
-                result = self.runner.run(spec, cancel)
+    def _finish(
+        self, request: TaskRequest, result: ProcessResult, placement: Placement | None,
+        executor_input: dict[str, Any], staging: OutputStaging, context: PlaceholderContext,
+    ) -> TaskOutcome:
+        """The process's end as the task's outcome: its outputs read and published, or why it failed."""
         if result.error:
             _log(request, result.error)
         if result.exit_code != 0 or result.error:
