@@ -33,7 +33,7 @@ def _proto_error(exc: Exception) -> str:
     return first
 
 
-def validate_pipeline_spec(spec: Any, source: str) -> None:
+def validate_pipeline_spec(spec: object, source: str) -> None:
     """Reject what the KFP backend would reject: not IR, unknown fields, dangling references."""
     if not isinstance(spec, dict):
         raise UserError(f"{source}: not a KFP pipeline spec (expected a mapping, got {type(spec).__name__})")
@@ -187,7 +187,7 @@ def find_cycle(dependencies: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def check_executor(label: str, executor_spec: Any, source: str) -> None:
+def check_executor(label: str, executor_spec: object, source: str) -> None:
     """What the KFP driver would reject only at run time: a container whose command or args are not lists of strings."""
     if not isinstance(executor_spec, dict):
         raise UserError(

@@ -7,7 +7,7 @@ refusal reads the same: ``SOURCE: WHERE: PROBLEM``, one line, a ``UserError``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NoReturn
 
 from millpond.errors import UserError
@@ -78,7 +78,9 @@ class Fields:
             self.fail(where, f"expected true or false, got {kind_of(value)}")
         return value
 
-    def fields(self, value: dict[str, Any], where: str, known: Iterable[str], ignored: Iterable[str] = ()) -> None:
+    def fields(
+        self, value: Mapping[str, object], where: str, known: Iterable[str], ignored: Iterable[str] = ()
+    ) -> None:
         """Refuse a field that is neither read nor knowingly ignored: it may mean something millpond cannot do."""
         allowed = set(known) | set(ignored)
         for key in value:

@@ -17,6 +17,7 @@ Argo's validator does, and every ``when`` is parsed here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +248,7 @@ class _Reader(PodFields, ResourceFields):
         self.check_template(template, where)
         return template
 
-    def template_kind(self, raw: dict[str, Any], where: str) -> str:
+    def template_kind(self, raw: Mapping[str, object], where: str) -> str:
         """The one kind of a template (container, script, resource, dag, steps); what is not run is refused."""
         for refused, why in _REFUSED_TEMPLATE_FIELDS:
             if refused in raw:
@@ -313,7 +314,7 @@ class _Reader(PodFields, ResourceFields):
         self.fields(raw, where, ("data",))
         return self.text(raw.get("data"), f"{where}.data")
 
-    def refuse_remote(self, item: dict[str, Any], where: str) -> None:
+    def refuse_remote(self, item: Mapping[str, object], where: str) -> None:
         for store in ("s3", "gcs", "http", "git", "artifactory", "hdfs", "oss", "azure"):
             if store in item:
                 self.fail(where, f"an artifact in {store}: nothing is fetched from or stored to remote stores here")

@@ -69,7 +69,7 @@ def output_parameter(parameter: OutputParameter, file_text: str | None) -> str:
     return file_text[:-1] if file_text.endswith("\n") else file_text
 
 
-def json_path_value(document: Any, path: tuple[str, ...], name: str) -> str:
+def json_path_value(document: object, path: tuple[str, ...], name: str) -> str:
     """A ``jsonPath`` output of a created object: ``()`` is the whole object as JSON, a string field its text.
 
     Other values are their compact JSON, as kubectl's jsonpath prints maps and lists. A field the
