@@ -43,7 +43,7 @@ from millpond.pipelines.resources import Budget, ResourceRequest
 from millpond.pipelines.run_deadline import RunDeadline
 from millpond.pipelines.task_queues import EngineQueues
 from millpond.pipelines.task_records import Silent, TaskRecords
-from millpond.pipelines.views import TaskInputs, component_of, executor_of
+from millpond.pipelines.views import PipelineSpec, TaskInputs
 from millpond.pipelines.workflow_limits import WorkflowLimits
 from millpond.scheduling.queues.model import QUEUE_LABEL
 from millpond.settings import load_settings
@@ -93,8 +93,8 @@ def _task(
     scope.add_tasks(spec["root"]["dag"]["tasks"])
     node: Node = next(iter(scope.nodes.values()))
     node.record_id = new_id()
-    component = component_of(spec, node.component_name)
-    executor = executor_of(spec, component.executor_label)
+    component = PipelineSpec(spec).component(node.component_name)
+    executor = PipelineSpec(spec).executor(component.executor_label)
     records = TaskRecords(journal, Silent(), run.id, advance=lambda scope: None)
     cancel = threading.Event()
     defaults: dict[str, Any] = {

@@ -48,7 +48,7 @@ from millpond.pipelines.run_deadline import RunDeadline
 from millpond.pipelines.task_queues import EngineQueues
 from millpond.pipelines.task_records import Listener, Silent, TaskRecords
 from millpond.pipelines.values import coerce
-from millpond.pipelines.views import ComponentSpec, TaskInputs, TaskSpec, component_of, executor_of
+from millpond.pipelines.views import ComponentSpec, PipelineSpec, TaskInputs, TaskSpec
 from millpond.pipelines.workflow_limits import WorkflowLimits, workflow_limits
 from millpond.runners import stopping
 from millpond.runners.base import Runner
@@ -74,8 +74,8 @@ class RunResult:
     outputs: Outputs
 
 
-def _has_lightweight_tasks(spec: dict[str, Any]) -> bool:
-    containers = (executor_of(spec, label).container for label in spec.get("deploymentSpec", {}).get("executors", {}))
+def _has_lightweight_tasks(pipeline: PipelineSpec) -> bool:
+    containers = (pipeline.executor(label).container for label in pipeline.executor_labels)
     return any(container is not None and container.is_lightweight for container in containers)
 
 
@@ -136,7 +136,7 @@ class Engine:
             self.store.update_run(run.id, state=FAILED, error=error, finished_at=utcnow())
             self.listener.run_changed(FAILED, error)
             return RunResult(state=FAILED, error=error, outputs=Outputs())
-        if _has_lightweight_tasks(self.spec):
+        if _has_lightweight_tasks(self.pipeline):
             getattr(self.runner, "warm_up", lambda: None)()  # its ~0.2 s start overlaps the first tasks' set-up
         root = self._new_scope("", self.spec["root"], dict(run.parameters), {}, owner=None)
         # Twice the process slots in threads: one task's preparation and outputs overlap another's process.
@@ -163,6 +163,7 @@ class Engine:
         """Set up the walk of ``run`` (its records, its limits, what its task policies read) and record it RUNNING."""
         self.run = run
         self.spec = run.pipeline_spec
+        self.pipeline = PipelineSpec(run.pipeline_spec)
         self.context = {
             "pipeline_job_name": run.name,
             "pipeline_job_resource_name": f"{run.pipeline_name}-{run.id[:8]}",  # as an Argo workflow name
@@ -290,7 +291,7 @@ class Engine:
             deps = [scope.nodes[d] for d in node.dependencies()]
             reason = self._blocked(node, deps)
             if reason:
-                self.records.decide(node, self._kind(node, component_of(self.spec, node.component_name)), SKIPPED,
+                self.records.decide(node, self._kind(node, self.pipeline.component(node.component_name)), SKIPPED,
                                     f"not run: {reason}")
             else:
                 self._start(node)
@@ -315,7 +316,7 @@ class Engine:
         return "loop" if node.is_loop else "dag" if component.is_dag else "container"
 
     def _start(self, node: Node) -> None:
-        component = component_of(self.spec, node.component_name)
+        component = self.pipeline.component(node.component_name)
         kind = self._kind(node, component)
         node.record_id = node.record_id or new_id()
         context = {**self.context, "pipeline_task_name": node.display_name, "pipeline_task_uuid": node.record_id}
@@ -425,7 +426,7 @@ class Engine:
     # --- executors: the task policies (pipelines.policies.order), then a worker -------------
     def _start_executor(self, node: Node, component: ComponentSpec, inputs: TaskInputs) -> None:
         """Apply the task policies in their order; act on the first verdict that is not Proceed."""
-        launch = TaskLaunch(node, component, executor_of(self.spec, component.executor_label), inputs)
+        launch = TaskLaunch(node, component, self.pipeline.executor(component.executor_label), inputs)
         verdict = order.prepare(launch, self.tasks)
         if isinstance(verdict, Fail):
             launch.release()

@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from millpond.pipelines import ir
 from millpond.pipelines.graph import Outputs
 from millpond.pipelines.launcher import TaskError
 from millpond.pipelines.placeholders import PlaceholderContext, local_path
+from millpond.pipelines.views import ComponentSpec
 from millpond.store import artifacts as store
 from millpond.store.paths import contained_path
 
@@ -44,7 +44,7 @@ def run_importer(
             raise TaskError("importer: download_to_workspace needs the pipeline to declare a workspace")
         _copy_into_workspace(uri, workspace)
         metadata["_kfp_workspace"] = True
-    outputs = ir.output_artifacts(component)
+    outputs = ComponentSpec("importer", component).output_artifacts
     key = next(iter(outputs), "artifact")
     type_schema = importer.get("typeSchema") or {}
     artifact = {

@@ -238,42 +238,6 @@ def validate_platform_spec(platform: dict[str, Any], spec: dict[str, Any], sourc
 # --- accessors -----------------------------------------------------------------------------
 
 
-def component(spec: dict[str, Any], name: str) -> dict[str, Any]:
-    return spec.get("components", {})[name]
-
-
-def executor(spec: dict[str, Any], label: str) -> dict[str, Any]:
-    return spec["deploymentSpec"]["executors"][label]
-
-
-def input_parameters(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("inputDefinitions", {}).get("parameters", {})
-
-
-def input_artifacts(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("inputDefinitions", {}).get("artifacts", {})
-
-
-def output_parameters(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("outputDefinitions", {}).get("parameters", {})
-
-
-def output_artifacts(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("outputDefinitions", {}).get("artifacts", {})
-
-
-def parameter_type(definition: dict[str, Any]) -> str:
-    return str(definition.get("parameterType", "STRING"))
-
-
-def artifact_type(definition: dict[str, Any]) -> dict[str, str]:
-    type_ = definition.get("artifactType", {})
-    return {
-        "schemaTitle": type_.get("schemaTitle", "system.Artifact"),
-        "schemaVersion": type_.get("schemaVersion", "0.0.1"),
-    }
-
-
 def kubernetes_config(platform: dict[str, Any] | None, executor_label: str) -> dict[str, Any]:
     if not platform:
         return {}

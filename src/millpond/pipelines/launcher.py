@@ -20,7 +20,6 @@ from typing import Any, Callable
 
 from millpond.datasets.node_mounts import mount_all
 from millpond.errors import MillpondError, TaskFailure, UserError
-from millpond.pipelines import ir
 from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
 from millpond.pipelines.argo.paths import from_ir as argo_paths
 from millpond.pipelines.argo.placement import Placement
@@ -28,6 +27,7 @@ from millpond.pipelines.outcomes import TaskOutcome
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
+from millpond.pipelines.views import ComponentSpec
 from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessResult, ProcessSpec, Runner
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
@@ -74,6 +74,10 @@ class _Program:
 
 class TaskError(TaskFailure):
     """The task cannot run or its outputs are unusable; the message goes on the task."""
+
+
+def _component(request: TaskRequest) -> ComponentSpec:
+    return ComponentSpec(request.task_name, request.component_spec)
 
 
 def output_uri(request: TaskRequest, key: str) -> str:
@@ -147,7 +151,7 @@ class ContainerLauncher:
         workdir.mkdir()
         tmpdir = attempt_dir / "tmp"  # kfp's program does mktemp -d: keep that inside the attempt
         tmpdir.mkdir()
-        has_outputs = bool(ir.output_artifacts(request.component_spec))
+        has_outputs = bool(_component(request).output_artifacts)
         executor_input = self._executor_input(request, outputs_dir)
         staging = OutputStaging(
             task_prefix(request), attempt_dir, has_outputs, artifact_uris(executor_input),
@@ -293,24 +297,24 @@ class ContainerLauncher:
 
     # --- executor input -----------------------------------------------------------------
     def _executor_input(self, request: TaskRequest, outputs_dir: Path) -> dict[str, Any]:
-        spec = request.component_spec
+        component = _component(request)
         outputs: dict[str, Any] = {
             "parameters": {
                 name: {"outputFile": str(contained_path(outputs_dir / "parameters", name, what="output parameter"))}
-                for name in ir.output_parameters(spec)
+                for name in component.output_parameters
             },
             "artifacts": {
                 name: {
                     "artifacts": [
                         {
                             "name": name,
-                            "type": ir.artifact_type(definition),
+                            "type": definition.type_schema,
                             "uri": output_uri(request, name),
                             "metadata": {},
                         }
                     ]
                 }
-                for name, definition in ir.output_artifacts(spec).items()
+                for name, definition in component.output_artifacts.items()
             },
             "outputFile": str(outputs_dir / "executor_output.json"),
         }
@@ -333,7 +337,6 @@ class ContainerLauncher:
     def _read_outputs(
         self, request: TaskRequest, executor_input: dict[str, Any], staging: OutputStaging
     ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-        spec = request.component_spec
         executor_output: dict[str, Any] = {}
         output_file = staging.host_output_file
         if output_file.exists() and output_file.stat().st_size:
@@ -343,8 +346,8 @@ class ContainerLauncher:
                 raise TaskError(f"executor_output.json is not valid JSON: {exc.msg}") from None
         parameters: dict[str, Any] = {}
         written = executor_output.get("parameterValues", {})
-        for name, definition in ir.output_parameters(spec).items():
-            type_ = ir.parameter_type(definition)
+        for name, definition in _component(request).output_parameters.items():
+            type_ = definition.type
             where = f"output parameter {name!r}"
             if name in written:
                 value = written[name]

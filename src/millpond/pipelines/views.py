@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from millpond.pipelines import ir
-
 JsonObject = dict[str, Any]  # one object of the IR's JSON, as json.loads gives it
 ArtifactLists = dict[str, list[JsonObject]]  # an input or output name → its artifacts (RuntimeArtifact JSON)
 
@@ -67,6 +65,51 @@ class ExecutorSpec:
 
 
 @dataclass(frozen=True)
+class ParameterDefinition:
+    """An input or output parameter's definition: its type, whether it is optional, its default."""
+
+    raw: JsonObject
+
+    @property
+    def type(self) -> str:
+        """The IR's parameterType (STRING when undeclared): NUMBER_INTEGER, BOOLEAN, LIST, STRUCT, …"""
+        return str(self.raw.get("parameterType", "STRING"))
+
+    @property
+    def is_optional(self) -> bool:
+        return bool(self.raw.get("isOptional"))
+
+    @property
+    def has_default(self) -> bool:
+        return "defaultValue" in self.raw
+
+    @property
+    def default(self) -> object:
+        """The default value, as JSON (check it with ``values.check_json`` before trusting its type)."""
+        return self.raw.get("defaultValue")
+
+
+@dataclass(frozen=True)
+class ArtifactDefinition:
+    """An input or output artifact's definition: its type schema, whether it is optional."""
+
+    raw: JsonObject
+
+    @property
+    def is_optional(self) -> bool:
+        return bool(self.raw.get("isOptional"))
+
+    @property
+    def type_schema(self) -> dict[str, str]:
+        """``{schemaTitle, schemaVersion}``, system.Artifact 0.0.1 when undeclared."""
+        type_ = self.raw.get("artifactType", {})
+        return {
+            "schemaTitle": type_.get("schemaTitle", "system.Artifact"),
+            "schemaVersion": type_.get("schemaVersion", "0.0.1"),
+        }
+
+
+@dataclass(frozen=True)
 class ComponentSpec:
     """A ``ComponentSpec``: a DAG or an executor's interface (its input and output definitions)."""
 
@@ -81,9 +124,33 @@ class ComponentSpec:
     def executor_label(self) -> str:
         return str(self.raw["executorLabel"])
 
+    @property
+    def input_parameters(self) -> dict[str, ParameterDefinition]:
+        return self._parameters("inputDefinitions")
+
+    @property
+    def output_parameters(self) -> dict[str, ParameterDefinition]:
+        return self._parameters("outputDefinitions")
+
+    @property
+    def input_artifacts(self) -> dict[str, ArtifactDefinition]:
+        return self._artifacts("inputDefinitions")
+
+    @property
+    def output_artifacts(self) -> dict[str, ArtifactDefinition]:
+        return self._artifacts("outputDefinitions")
+
     def input_type(self, name: str) -> str:
         """The declared parameter type of input ``name`` (STRING when undeclared)."""
-        return ir.parameter_type(ir.input_parameters(self.raw).get(name, {}))
+        return ParameterDefinition(self.raw.get("inputDefinitions", {}).get("parameters", {}).get(name, {})).type
+
+    def _parameters(self, side: str) -> dict[str, ParameterDefinition]:
+        found = self.raw.get(side, {}).get("parameters", {})
+        return {name: ParameterDefinition(definition) for name, definition in found.items()}
+
+    def _artifacts(self, side: str) -> dict[str, ArtifactDefinition]:
+        found = self.raw.get(side, {}).get("artifacts", {})
+        return {name: ArtifactDefinition(definition) for name, definition in found.items()}
 
 
 @dataclass(frozen=True)
@@ -135,9 +202,22 @@ class TaskInputs:
         return {"parameters": self.parameters, "artifacts": self.artifacts}
 
 
-def component_of(spec: JsonObject, name: str) -> ComponentSpec:
-    return ComponentSpec(name, ir.component(spec, name))
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A whole ``PipelineSpec``: its root DAG, its components by name, its executors by label."""
 
+    raw: JsonObject
 
-def executor_of(spec: JsonObject, label: str) -> ExecutorSpec:
-    return ExecutorSpec(label, ir.executor(spec, label))
+    @property
+    def root(self) -> ComponentSpec:
+        return ComponentSpec("root", self.raw["root"])
+
+    def component(self, name: str) -> ComponentSpec:
+        return ComponentSpec(name, self.raw.get("components", {})[name])
+
+    def executor(self, label: str) -> ExecutorSpec:
+        return ExecutorSpec(label, self.raw["deploymentSpec"]["executors"][label])
+
+    @property
+    def executor_labels(self) -> list[str]:
+        return list(self.raw.get("deploymentSpec", {}).get("executors", {}))
