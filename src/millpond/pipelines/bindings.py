@@ -51,9 +51,9 @@ def resolve_parameter(scope: Scope, binding: dict[str, Any], context: dict[str, 
     return found, value
 
 
-def final_status(producer: Node, job_name: str) -> dict[str, Any]:
+def final_status(producer: Node, job_name: str) -> dict[str, object]:
     """The PipelineTaskFinalStatus an exit handler receives."""
-    status: dict[str, Any] = {
+    status: dict[str, object] = {
         "state": _STATUS_STATES.get(producer.state, "FAILED"),
         "pipelineJobResourceName": job_name,
         "pipelineTaskName": producer.display_name,

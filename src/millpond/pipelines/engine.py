@@ -130,12 +130,12 @@ class Engine:
 
     def _execute(self, run: Run, resume: bool) -> RunResult:
         self._begin(run, resume)
-        problems = [] if self.ignore_resources else static_accelerator_problems(self.spec, self.budget)
+        problems = [] if self.ignore_resources else static_accelerator_problems(self.pipeline, self.budget)
         if problems:
-            error = "cannot run on this machine: task " + "; task ".join(problems)
-            self.store.update_run(run.id, state=FAILED, error=error, finished_at=utcnow())
-            self.listener.run_changed(FAILED, error)
-            return RunResult(state=FAILED, error=error, outputs=Outputs())
+            refusal = "cannot run on this machine: task " + "; task ".join(problems)
+            self.store.update_run(run.id, state=FAILED, error=refusal, finished_at=utcnow())
+            self.listener.run_changed(FAILED, refusal)
+            return RunResult(state=FAILED, error=refusal, outputs=Outputs())
         if _has_lightweight_tasks(self.pipeline):
             getattr(self.runner, "warm_up", lambda: None)()  # its ~0.2 s start overlaps the first tasks' set-up
         root = self._new_scope("", self.spec["root"], dict(run.parameters), {}, owner=None)

@@ -8,8 +8,9 @@ scope again (``advance``), so its dependents start.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
 from millpond.pipelines.graph import CANCELED, FAILED, PENDING, RUNNING, SUCCEEDED, Node, Outputs, Scope
 from millpond.pipelines.policies.launch import TaskLaunch
@@ -54,7 +55,7 @@ class TaskRecords:
         return scope.owner.record_id if scope.owner else None
 
     def start(
-        self, node: Node, kind: str, image: str | None, inputs: dict[str, Any], log_path: Path | None = None,
+        self, node: Node, kind: str, image: str | None, inputs: Mapping[str, object], log_path: Path | None = None,
         state: str = RUNNING,
     ) -> None:
         """Record the task's row: RUNNING (started now), or PENDING (waiting; ``starter`` marks its start)."""
@@ -121,7 +122,7 @@ class TaskRecords:
 
     def succeed(
         self, node: Node, outputs: Outputs, exit_code: int | None = None, attempts: int | None = None,
-        record_artifacts: bool = True, cache_entry: tuple[str, dict[str, Any]] | None = None,
+        record_artifacts: bool = True, cache_entry: tuple[str, Mapping[str, object]] | None = None,
     ) -> None:
         node.state = SUCCEEDED
         node.outputs = outputs

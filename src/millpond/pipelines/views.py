@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from millpond.pipelines.retries import RetryPolicy
+
 JsonObject = dict[str, Any]  # one object of the IR's JSON, as json.loads gives it
 ArtifactLists = dict[str, list[JsonObject]]  # an input or output name → its artifacts (RuntimeArtifact JSON)
 
@@ -43,6 +45,17 @@ class ContainerSpec:
 
 
 @dataclass(frozen=True)
+class ImporterSpec:
+    """A ``dsl.importer``'s executor: the URI it imports (constant or a runtime parameter), its type and metadata."""
+
+    raw: JsonObject
+
+    @property
+    def download_to_workspace(self) -> bool:
+        return bool(self.raw.get("downloadToWorkspace"))
+
+
+@dataclass(frozen=True)
 class ExecutorSpec:
     """One entry of ``deploymentSpec.executors``: a container, an importer, or a kind millpond refuses."""
 
@@ -60,8 +73,9 @@ class ExecutorSpec:
         return ContainerSpec(container) if container is not None else None
 
     @property
-    def importer(self) -> JsonObject | None:
-        return self.raw.get("importer")
+    def importer(self) -> ImporterSpec | None:
+        importer = self.raw.get("importer")
+        return ImporterSpec(importer) if importer is not None else None
 
 
 @dataclass(frozen=True)
@@ -172,9 +186,9 @@ class TaskSpec:
         """An exit handler's task (ALL_UPSTREAM_TASKS_COMPLETED): it runs after failures and deadlines."""
         return self.raw.get("triggerPolicy", {}).get("strategy") == "ALL_UPSTREAM_TASKS_COMPLETED"
 
-    @property
-    def retry_policy(self) -> JsonObject | None:
-        return self.raw.get("retryPolicy")
+    def retry_policy(self) -> RetryPolicy:
+        """The task's retryPolicy; DurationError (a UserError) for a duration not in protobuf's JSON form."""
+        return RetryPolicy.from_spec(self.raw.get("retryPolicy"))
 
     @property
     def caching_enabled(self) -> bool:
@@ -197,7 +211,7 @@ class TaskInputs:
     parameters: JsonObject = field(default_factory=dict)
     artifacts: ArtifactLists = field(default_factory=dict)
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> dict[str, object]:
         """As recorded on the task's row."""
         return {"parameters": self.parameters, "artifacts": self.artifacts}
 

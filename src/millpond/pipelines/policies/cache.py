@@ -21,10 +21,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     log_path = launch.the_log_path()
     platform = ir.kubernetes_config(run.run.platform_spec, launch.executor.label)
     try:
-        node.cache_key = cache_key(
-            launch.component.raw, launch.container.raw, platform,
-            launch.inputs.parameters, launch.inputs.artifacts, node.recursion_depth(),
-        )
+        node.cache_key = cache_key(launch.component, launch.container, platform, launch.inputs, node.recursion_depth())
     except Exception as exc:  # an input we cannot read to hash: no caching; the task will say why
         node.cache_key = None
         with open(log_path, "a", encoding="utf-8") as log:

@@ -15,7 +15,7 @@ from millpond.pipelines.outcomes import TaskOutcome
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Submit, Verdict
 from millpond.pipelines.policies.workspace import workspace_of
-from millpond.pipelines.views import ComponentSpec, JsonObject, TaskInputs
+from millpond.pipelines.views import ComponentSpec, ImporterSpec, TaskInputs
 from millpond.scheduling import Grant
 from millpond.settings import Settings
 
@@ -37,7 +37,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
 
 
 def run_import(
-    importer: JsonObject, component: ComponentSpec, inputs: TaskInputs, workspace: Path | None, settings: Settings
+    importer: ImporterSpec, component: ComponentSpec, inputs: TaskInputs, workspace: Path | None, settings: Settings
 ) -> TaskOutcome:
     """Import the artifact (in a worker thread): its outputs, or the one line saying why not."""
     try:
@@ -45,7 +45,7 @@ def run_import(
             problem = unshared_file(importer_uri(importer, inputs.parameters), settings)
             if problem:
                 return TaskOutcome(succeeded=False, error=problem)
-        outputs = run_importer(importer, component.raw, inputs.parameters, workspace)
+        outputs = run_importer(importer, component, inputs.parameters, workspace)
     except MillpondError as exc:
         return TaskOutcome(succeeded=False, error=str(exc))
     return TaskOutcome(succeeded=True, parameters=outputs.parameters, artifacts=outputs.artifacts)

@@ -6,21 +6,20 @@ when a later policy fails it (``TaskLaunch.release``).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from millpond.pipelines import bindings, ir
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.platform import PlatformError, PodInfo, prepare_platform
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
-from millpond.pipelines.views import JsonObject
 
 
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     node, request = launch.node, launch.the_request()
 
-    def resolve(binding: JsonObject) -> Any:
-        found, value = bindings.resolve_parameter(node.scope, binding, dict(run.job))
+    def resolve(binding: Mapping[str, object]) -> object:
+        found, value = bindings.resolve_parameter(node.scope, dict(binding), dict(run.job))
         return value if found else None
 
     # A subPath may hold the launcher's placeholders (a kfp 1.x one: ``{{workflow.uid}}_{{pod.name}}``).
