@@ -10,6 +10,9 @@ Sub-DAGs (nested pipelines, condition branches, exit-handler bodies) and loop it
 are scopes of their own, finished when their last task is. After a failure no new task
 starts except exit handlers and ``ignore_upstream_failure`` tasks; the tasks in flight
 run to their end, and the run ends FAILED — as the KFP backend does.
+
+A container or importer task goes through the task policies in ``pipelines.policies.order``;
+``task_records`` writes every state change; ``admission`` holds the waiting and running tasks.
 """
 
 from __future__ import annotations
@@ -74,11 +77,6 @@ class RunResult:
     outputs: Outputs
 
 
-def _has_lightweight_tasks(pipeline: PipelineSpec) -> bool:
-    containers = (pipeline.executor(label).container for label in pipeline.executor_labels)
-    return any(container is not None and container.is_lightweight for container in containers)
-
-
 class Engine:
     """Executes one run to its end. Build one per run."""
 
@@ -136,7 +134,7 @@ class Engine:
             self.store.update_run(run.id, state=FAILED, error=refusal, finished_at=utcnow())
             self.listener.run_changed(FAILED, refusal)
             return RunResult(state=FAILED, error=refusal, outputs=Outputs())
-        if _has_lightweight_tasks(self.pipeline):
+        if self.pipeline.has_lightweight_tasks:
             getattr(self.runner, "warm_up", lambda: None)()  # its ~0.2 s start overlaps the first tasks' set-up
         root = self._new_scope("", self.spec["root"], dict(run.parameters), {}, owner=None)
         # Twice the process slots in threads: one task's preparation and outputs overlap another's process.

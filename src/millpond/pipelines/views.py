@@ -235,3 +235,9 @@ class PipelineSpec:
     @property
     def executor_labels(self) -> list[str]:
         return list(self.raw.get("deploymentSpec", {}).get("executors", {}))
+
+    @property
+    def has_lightweight_tasks(self) -> bool:
+        """Whether any container runs a kfp lightweight component (the runner may warm up its fork server)."""
+        containers = (self.executor(label).container for label in self.executor_labels)
+        return any(container is not None and container.is_lightweight for container in containers)
