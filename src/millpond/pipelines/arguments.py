@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from millpond.documents import load_json
 from millpond.errors import UserError
-from millpond.pipelines import ir
 from millpond.pipelines.values import check_json, parse_text
+from millpond.pipelines.views import PipelineSpec
 
 
 def parse_assignments(assignments: list[str]) -> dict[str, str]:
@@ -47,28 +48,28 @@ def bind_arguments(
     ``texts`` are command-line strings (parsed by type), ``values`` already-typed JSON (a
     params file or an API call). A command-line value overrides the same name in a file.
     """
-    definitions = ir.input_parameters(spec["root"])
-    artifact_inputs = ir.input_artifacts(spec["root"])
+    root = PipelineSpec(spec).root
+    definitions, artifact_inputs = root.input_parameters, root.input_artifacts
     bound: dict[str, Any] = {}
     source = params_file or "parameter"
     for name, value in (values or {}).items():
         if name not in definitions:
             raise UserError(f"{source}: unknown parameter {name!r} ({_known(definitions)})")
-        bound[name] = check_json(value, ir.parameter_type(definitions[name]), f"parameter {name!r}")
+        bound[name] = check_json(value, definitions[name].type, f"parameter {name!r}")
     for name, text in (texts or {}).items():
         if name not in definitions:
             raise UserError(f"-p {name}: unknown parameter ({_known(definitions)})")
-        bound[name] = parse_text(text, ir.parameter_type(definitions[name]), f"-p {name}")
+        bound[name] = parse_text(text, definitions[name].type, f"-p {name}")
     for name, definition in definitions.items():
         if name in bound:
             continue
-        if "defaultValue" in definition:
-            bound[name] = check_json(definition["defaultValue"], ir.parameter_type(definition), f"default of {name!r}")
-        elif not definition.get("isOptional"):
-            kind = ir.parameter_type(definition).lower()
+        if definition.has_default:
+            bound[name] = check_json(definition.default, definition.type, f"default of {name!r}")
+        elif not definition.is_optional:
+            kind = definition.type.lower()
             raise UserError(f"missing required parameter {name!r} ({kind}); pass -p {name}=VALUE")
-    for name, definition in artifact_inputs.items():
-        if not definition.get("isOptional"):
+    for name, artifact in artifact_inputs.items():
+        if not artifact.is_optional:
             raise UserError(
                 f"pipeline input artifact {name!r} cannot be passed from the command line; "
                 "wrap the pipeline or use an importer"
@@ -76,5 +77,5 @@ def bind_arguments(
     return bound
 
 
-def _known(definitions: dict[str, Any]) -> str:
+def _known(definitions: Mapping[str, object]) -> str:
     return "known: " + ", ".join(sorted(definitions)) if definitions else "the pipeline takes no parameters"

@@ -11,11 +11,11 @@ import json
 import re
 from typing import Any
 
-from millpond.pipelines import ir
 from millpond.pipelines.conditions import select
 from millpond.pipelines.graph import Artifacts, Node, Outputs, Scope
 from millpond.pipelines.launcher import TaskError
 from millpond.pipelines.values import coerce
+from millpond.pipelines.views import ComponentSpec
 
 WORKSPACE_PATH = "/kfp-workspace"  # kfp.dsl.constants.WORKSPACE_MOUNT_PATH
 # The KFP backend reports a task's final state in ML Metadata's words.
@@ -51,9 +51,9 @@ def resolve_parameter(scope: Scope, binding: dict[str, Any], context: dict[str, 
     return found, value
 
 
-def final_status(producer: Node, job_name: str) -> dict[str, Any]:
+def final_status(producer: Node, job_name: str) -> dict[str, object]:
     """The PipelineTaskFinalStatus an exit handler receives."""
-    status: dict[str, Any] = {
+    status: dict[str, object] = {
         "state": _STATUS_STATES.get(producer.state, "FAILED"),
         "pipelineJobResourceName": job_name,
         "pipelineTaskName": producer.display_name,
@@ -93,18 +93,19 @@ def task_inputs(node: Node, component: dict[str, Any], context: dict[str, str]) 
         if found:
             artifacts[name] = items
     item_input = (node.spec.get("parameterIterator") or node.spec.get("artifactIterator") or {}).get("itemInput")
-    for name, definition in ir.input_parameters(component).items():
+    view = ComponentSpec(node.component_name, component)
+    for name, definition in view.input_parameters.items():
         if name == item_input:
             continue  # each iteration gets its own
-        if name not in parameters or parameters[name] is None and not definition.get("isOptional"):
-            if "defaultValue" in definition:
-                parameters[name] = definition["defaultValue"]
-            elif not definition.get("isOptional"):
+        if name not in parameters or parameters[name] is None and not definition.is_optional:
+            if definition.has_default:
+                parameters[name] = definition.default
+            elif not definition.is_optional:
                 raise TaskError(f"input parameter {name!r} has no value")
         if name in parameters:
-            parameters[name] = coerce(parameters[name], ir.parameter_type(definition))
-    for name, definition in ir.input_artifacts(component).items():
-        if name not in artifacts and name != item_input and not definition.get("isOptional"):
+            parameters[name] = coerce(parameters[name], definition.type)
+    for name, artifact in view.input_artifacts.items():
+        if name not in artifacts and name != item_input and not artifact.is_optional:
             raise TaskError(f"input artifact {name!r} has no value")
     return parameters, artifacts
 

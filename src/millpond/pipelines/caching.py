@@ -12,21 +12,18 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from millpond.pipelines.graph import Artifacts, Outputs
+from millpond.pipelines.graph import Outputs
+from millpond.pipelines.views import ComponentSpec, ContainerSpec, TaskInputs
 from millpond.store import artifacts as store
 from millpond.store.journal import RunJournal
 
 _CHUNK = 1 << 20
 _memo: dict[tuple[str, int, int], str] = {}
 _memo_lock = threading.Lock()
-
-
-def caching_enabled(task_spec: dict[str, Any]) -> bool:
-    """KFP compiles caching on as ``cachingOptions: {enableCache: true}``; ``{}`` means off."""
-    return bool(task_spec.get("cachingOptions", {}).get("enableCache"))
 
 
 def _file_digest(path: Path, digest: Any) -> None:
@@ -72,11 +69,10 @@ def artifact_digest(uri: str) -> str:
 
 
 def cache_key(
-    component: dict[str, Any],
-    container: dict[str, Any],
-    platform: dict[str, Any],
-    parameters: dict[str, Any],
-    artifacts: Artifacts,
+    component: ComponentSpec,
+    container: ContainerSpec,
+    platform: Mapping[str, object],
+    inputs: TaskInputs,
     recursion_depth: int = 0,
 ) -> str:
     """The key of an execution: what it runs and on what, not where in which pipeline (KFP's rule).
@@ -87,17 +83,18 @@ def cache_key(
     while-loop on a cached coin flip would take the first level's "heads" at every level and
     recurse for ever (a kfp 1.x cluster's cache does exactly that).
     """
+    raw = container.raw
     material = {
-        "inputs": component.get("inputDefinitions", {}),
-        "outputs": component.get("outputDefinitions", {}),
+        "inputs": component.raw.get("inputDefinitions", {}),
+        "outputs": component.raw.get("outputDefinitions", {}),
         # a kfp 1.x step's Argo paths (``argo.paths``) only when it has them: other keys stay as they were
-        "container": {k: container.get(k) for k in ("image", "command", "args", "env", "resources")}
-        | ({"argoPaths": container["argoPaths"]} if "argoPaths" in container else {}),
+        "container": {k: raw.get(k) for k in ("image", "command", "args", "env", "resources")}
+        | ({"argoPaths": raw["argoPaths"]} if "argoPaths" in raw else {}),
         "platform": platform,
-        "parameters": parameters,
+        "parameters": inputs.parameters,
         "artifacts": {
             name: [{"digest": artifact_digest(str(a.get("uri", ""))), "metadata": a.get("metadata", {})} for a in items]
-            for name, items in artifacts.items()
+            for name, items in inputs.artifacts.items()
         },
     } | ({"recursionDepth": recursion_depth} if recursion_depth else {})  # other keys stay as they were
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()

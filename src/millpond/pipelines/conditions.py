@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from millpond.errors import TaskFailure, UserError
@@ -142,7 +143,7 @@ def _argo_direct(expression: str, value: Any) -> tuple[bool, Any]:
     return False, None
 
 
-def condition_holds(expression: str, parameter_values: dict[str, Any]) -> bool:
+def condition_holds(expression: str, parameter_values: Mapping[str, object]) -> bool:
     direct, result = _argo_call(expression, parameter_values)
     if direct:
         return bool(result)

@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from millpond.errors import UserError
-from millpond.pipelines import ir
-from millpond.pipelines.caching import caching_enabled
 from millpond.pipelines.engine import Engine, RunResult
 from millpond.pipelines.loader import LoadedPipeline, load_pipeline
 from millpond.pipelines.platform import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE
 from millpond.pipelines.submit import RunRequest, prepare_run
+from millpond.pipelines.views import PipelineSpec, TaskSpec
 from millpond.settings import load_settings
 from millpond.store.journal import TaskRecord, open_journal
 from millpond.store.secrets import ConfigStore
@@ -104,11 +103,11 @@ def fresh_files(values: dict[str, Any], scratch: Path, rng: random.Random) -> di
 
 def protocol_arguments(spec: dict[str, Any], scratch: Path, rng: random.Random) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for name, definition in ir.input_parameters(spec["root"]).items():
+    for name, definition in PipelineSpec(spec).root.input_parameters.items():
         if name in FILE_PARAMETERS:
             values[name] = str(scratch / f"{name}-{_random_string(rng)}")
-        elif "defaultValue" not in definition and not definition.get("isOptional"):
-            values[name] = protocol_value(ir.parameter_type(definition), rng)
+        elif not definition.has_default and not definition.is_optional:
+            values[name] = protocol_value(definition.type, rng)
     return values
 
 
@@ -285,6 +284,6 @@ def missed_hits(spec: dict[str, Any], first: list[TaskRecord], second: list[Task
         if earlier is None or t.cached or t.kind != "container" or t.inputs != earlier.inputs:
             continue
         task = _task_spec(spec, t.path)
-        if task is not None and caching_enabled(task):
+        if task is not None and TaskSpec(task).caching_enabled:
             missed.append(t.path)
     return missed

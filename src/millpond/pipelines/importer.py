@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from millpond.pipelines import ir
 from millpond.pipelines.graph import Outputs
 from millpond.pipelines.launcher import TaskError
 from millpond.pipelines.placeholders import PlaceholderContext, local_path
+from millpond.pipelines.views import ComponentSpec, ImporterSpec
 from millpond.store import artifacts as store
 from millpond.store.paths import contained_path
 
@@ -17,9 +18,9 @@ from millpond.store.paths import contained_path
 UNREACHABLE = {"oci": "an OCI registry", "hf": "the Hugging Face hub"}
 
 
-def importer_uri(importer: dict[str, Any], parameters: dict[str, Any]) -> str:
+def importer_uri(importer: ImporterSpec, parameters: Mapping[str, object]) -> str:
     """The URI the importer imports: its constant, or the value of its runtime parameter."""
-    source = importer.get("artifactUri", {})
+    source = importer.raw.get("artifactUri", {})
     if "constant" in source:
         return str(source["constant"])
     if "runtimeParameter" in source:
@@ -31,22 +32,22 @@ def importer_uri(importer: dict[str, Any], parameters: dict[str, Any]) -> str:
 
 
 def run_importer(
-    importer: dict[str, Any], component: dict[str, Any], parameters: dict[str, Any], workspace: Path | None
+    importer: ImporterSpec, component: ComponentSpec, parameters: Mapping[str, object], workspace: Path | None
 ) -> Outputs:
     uri = importer_uri(importer, parameters)
     scheme = uri.split("://", 1)[0] if "://" in uri else ""
     if scheme in UNREACHABLE:
         raise TaskError(f"importer: cannot import {uri}: {UNREACHABLE[scheme]} is not reachable from this machine")
-    context = PlaceholderContext({"inputs": {"parameterValues": parameters}})
-    metadata = _substitute(importer.get("metadata") or {}, context)
-    if importer.get("downloadToWorkspace"):
+    context = PlaceholderContext({"inputs": {"parameterValues": dict(parameters)}})
+    metadata = _substitute(importer.raw.get("metadata") or {}, context)
+    if importer.download_to_workspace:
         if workspace is None:
             raise TaskError("importer: download_to_workspace needs the pipeline to declare a workspace")
         _copy_into_workspace(uri, workspace)
         metadata["_kfp_workspace"] = True
-    outputs = ir.output_artifacts(component)
+    outputs = component.output_artifacts
     key = next(iter(outputs), "artifact")
-    type_schema = importer.get("typeSchema") or {}
+    type_schema = importer.raw.get("typeSchema") or {}
     artifact = {
         "name": key,
         "uri": uri,

@@ -33,7 +33,7 @@ def _proto_error(exc: Exception) -> str:
     return first
 
 
-def validate_pipeline_spec(spec: Any, source: str) -> None:
+def validate_pipeline_spec(spec: object, source: str) -> None:
     """Reject what the KFP backend would reject: not IR, unknown fields, dangling references."""
     if not isinstance(spec, dict):
         raise UserError(f"{source}: not a KFP pipeline spec (expected a mapping, got {type(spec).__name__})")
@@ -187,7 +187,7 @@ def find_cycle(dependencies: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def check_executor(label: str, executor_spec: Any, source: str) -> None:
+def check_executor(label: str, executor_spec: object, source: str) -> None:
     """What the KFP driver would reject only at run time: a container whose command or args are not lists of strings."""
     if not isinstance(executor_spec, dict):
         raise UserError(
@@ -236,42 +236,6 @@ def validate_platform_spec(platform: dict[str, Any], spec: dict[str, Any], sourc
 
 
 # --- accessors -----------------------------------------------------------------------------
-
-
-def component(spec: dict[str, Any], name: str) -> dict[str, Any]:
-    return spec.get("components", {})[name]
-
-
-def executor(spec: dict[str, Any], label: str) -> dict[str, Any]:
-    return spec["deploymentSpec"]["executors"][label]
-
-
-def input_parameters(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("inputDefinitions", {}).get("parameters", {})
-
-
-def input_artifacts(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("inputDefinitions", {}).get("artifacts", {})
-
-
-def output_parameters(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("outputDefinitions", {}).get("parameters", {})
-
-
-def output_artifacts(component_spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return component_spec.get("outputDefinitions", {}).get("artifacts", {})
-
-
-def parameter_type(definition: dict[str, Any]) -> str:
-    return str(definition.get("parameterType", "STRING"))
-
-
-def artifact_type(definition: dict[str, Any]) -> dict[str, str]:
-    type_ = definition.get("artifactType", {})
-    return {
-        "schemaTitle": type_.get("schemaTitle", "system.Artifact"),
-        "schemaVersion": type_.get("schemaVersion", "0.0.1"),
-    }
 
 
 def kubernetes_config(platform: dict[str, Any] | None, executor_label: str) -> dict[str, Any]:

@@ -20,14 +20,15 @@ from typing import Any, Callable
 
 from millpond.datasets.node_mounts import mount_all
 from millpond.errors import MillpondError, TaskFailure, UserError
-from millpond.pipelines import ir
 from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
 from millpond.pipelines.argo.paths import from_ir as argo_paths
 from millpond.pipelines.argo.placement import Placement
+from millpond.pipelines.outcomes import TaskOutcome
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
-from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessSpec, Runner
+from millpond.pipelines.views import ComponentSpec
+from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessResult, ProcessSpec, Runner
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.runners.sandbox import sandbox_problem
@@ -61,18 +62,22 @@ class TaskRequest:
     carried: list[Path] = field(default_factory=list)  # per-task folders outside the workspace (secret files)
 
 
-@dataclass
-class TaskOutcome:
-    succeeded: bool
-    parameters: dict[str, Any] = field(default_factory=dict)
-    artifacts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    exit_code: int | None = None
-    error: str | None = None
-    attempts: int = 1
+@dataclass(frozen=True)
+class _Program:
+    """What a task's process runs: its argv, the Python on its PATH, what a Ray node installs first."""
+
+    argv: list[str]
+    python_bin: Path
+    packages: Packages | None
+    in_process: bool  # a lightweight component with nothing to install: the fork server may run it
 
 
 class TaskError(TaskFailure):
     """The task cannot run or its outputs are unusable; the message goes on the task."""
+
+
+def _component(request: TaskRequest) -> ComponentSpec:
+    return ComponentSpec(request.task_name, request.component_spec)
 
 
 def output_uri(request: TaskRequest, key: str) -> str:
@@ -146,7 +151,7 @@ class ContainerLauncher:
         workdir.mkdir()
         tmpdir = attempt_dir / "tmp"  # kfp's program does mktemp -d: keep that inside the attempt
         tmpdir.mkdir()
-        has_outputs = bool(ir.output_artifacts(request.component_spec))
+        has_outputs = bool(_component(request).output_artifacts)
         executor_input = self._executor_input(request, outputs_dir)
         staging = OutputStaging(
             task_prefix(request), attempt_dir, has_outputs, artifact_uris(executor_input),
@@ -155,6 +160,31 @@ class ContainerLauncher:
         executor_input["outputs"]["outputFile"] = staging.task_output_file
         context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
 
+        program = self._program(request, context, cancel)
+        env = self._environment(request, context, program.python_bin, tmpdir)
+        # what the step sees as it is if its /tmp becomes private (``argo.placement``, ``sandbox.wrap``)
+        keep = (workdir, *(Path(p) for p in env["PATH"].split(os.pathsep) if p.startswith("/")))
+        placement = self._argo_placement(request, attempt_dir, staging, context, keep)
+
+        spec = ProcessSpec(
+            argv=program.argv, env=env, cwd=workdir, log_path=request.log_path,
+            binds=staging.binds + request.extra_binds + (placement.binds if placement else []),
+            timeout_s=request.timeout_s, on_start=request.on_start,
+            python_task=executor_call(program.argv) if program.in_process else None,
+            demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
+            datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
+            carried=list(request.carried), packages=program.packages,
+        )
+        if self.slots is None:
+            result = self.runner.run(spec, cancel)
+        else:
+            with self.slots:
+                result = self.runner.run(spec, cancel)
+        return self._finish(request, result, placement, executor_input, staging, context)
+
+    def _program(self, request: TaskRequest, context: PlaceholderContext, cancel: threading.Event) -> _Program:
+        """The command line, with the Python that runs it: a lightweight component's packages_to_install
+        go into a cached venv here, or into the Ray node's (``Packages``)."""
         command = list(request.container.get("command") or [])
         args = list(request.container.get("args") or [])
         if not command and not args:
@@ -172,8 +202,14 @@ class ContainerLauncher:
                 _log(request, f"installing packages_to_install into a cached venv: {' '.join(prelude.requirements)}")
                 python_bin = python_bin_dir(prelude, request.venvs_dir, cancel)
             command = prelude.program
-        argv = context.command_line(command + args)
+        in_process = prelude is not None and not prelude.requirements
+        return _Program(context.command_line(command + args), python_bin, packages, in_process)
 
+    def _environment(
+        self, request: TaskRequest, context: PlaceholderContext, python_bin: Path, tmpdir: Path
+    ) -> dict[str, str]:
+        """The task's environment: this process's (never the server's token), its Python first on PATH, the
+        container's env with its placeholders filled, and what the engine's policies added (platform, grant)."""
         env = inherited_environment()  # never the server's token
         env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
         env["PYTHONUNBUFFERED"] = "1"
@@ -183,24 +219,13 @@ class ContainerLauncher:
         for item in request.container.get("env") or []:
             env[item["name"]] = context.substitute(str(item.get("value", "")))
         env.update(request.extra_env)
-        # what the step sees as it is if its /tmp becomes private (``argo.placement``, ``sandbox.wrap``)
-        keep = (workdir, *(Path(p) for p in env["PATH"].split(os.pathsep) if p.startswith("/")))
-        placement = self._argo_placement(request, attempt_dir, staging, context, keep)
+        return env
 
-        spec = ProcessSpec(
-            argv=argv, env=env, cwd=workdir, log_path=request.log_path,
-            binds=staging.binds + request.extra_binds + (placement.binds if placement else []),
-            timeout_s=request.timeout_s, on_start=request.on_start,
-            python_task=executor_call(argv) if prelude is not None and not prelude.requirements else None,
-            demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
-            datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
-            carried=list(request.carried), packages=packages,
-        )
-        if self.slots is None:
-            result = self.runner.run(spec, cancel)
-        else:
-            with self.slots:
-                result = self.runner.run(spec, cancel)
+    def _finish(
+        self, request: TaskRequest, result: ProcessResult, placement: Placement | None,
+        executor_input: dict[str, Any], staging: OutputStaging, context: PlaceholderContext,
+    ) -> TaskOutcome:
+        """The process's end as the task's outcome: its outputs read and published, or why it failed."""
         if result.error:
             _log(request, result.error)
         if result.exit_code != 0 or result.error:
@@ -272,24 +297,24 @@ class ContainerLauncher:
 
     # --- executor input -----------------------------------------------------------------
     def _executor_input(self, request: TaskRequest, outputs_dir: Path) -> dict[str, Any]:
-        spec = request.component_spec
+        component = _component(request)
         outputs: dict[str, Any] = {
             "parameters": {
                 name: {"outputFile": str(contained_path(outputs_dir / "parameters", name, what="output parameter"))}
-                for name in ir.output_parameters(spec)
+                for name in component.output_parameters
             },
             "artifacts": {
                 name: {
                     "artifacts": [
                         {
                             "name": name,
-                            "type": ir.artifact_type(definition),
+                            "type": definition.type_schema,
                             "uri": output_uri(request, name),
                             "metadata": {},
                         }
                     ]
                 }
-                for name, definition in ir.output_artifacts(spec).items()
+                for name, definition in component.output_artifacts.items()
             },
             "outputFile": str(outputs_dir / "executor_output.json"),
         }
@@ -312,7 +337,6 @@ class ContainerLauncher:
     def _read_outputs(
         self, request: TaskRequest, executor_input: dict[str, Any], staging: OutputStaging
     ) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
-        spec = request.component_spec
         executor_output: dict[str, Any] = {}
         output_file = staging.host_output_file
         if output_file.exists() and output_file.stat().st_size:
@@ -322,8 +346,8 @@ class ContainerLauncher:
                 raise TaskError(f"executor_output.json is not valid JSON: {exc.msg}") from None
         parameters: dict[str, Any] = {}
         written = executor_output.get("parameterValues", {})
-        for name, definition in ir.output_parameters(spec).items():
-            type_ = ir.parameter_type(definition)
+        for name, definition in _component(request).output_parameters.items():
+            type_ = definition.type
             where = f"output parameter {name!r}"
             if name in written:
                 value = written[name]

@@ -29,7 +29,7 @@ class InvalidName(UserError):
     """A name in the IR breaks the kfp compiler's rules (and could be used to leave a folder)."""
 
 
-def check_pipeline_name(name: Any, source: str) -> None:
+def check_pipeline_name(name: object, source: str) -> None:
     """``pipelineInfo.name`` as kfp's compiler requires it (and as it becomes a folder of the pipeline root)."""
     if name is None or name == "":
         return  # millpond names such a pipeline "pipeline"

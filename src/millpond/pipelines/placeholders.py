@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +92,7 @@ class PlaceholderContext:
     def substitute(self, text: str) -> str:
         return _PLACEHOLDER.sub(lambda m: self.resolve(m["expr"]), text)
 
-    def expand(self, arg: Any) -> list[str]:
+    def expand(self, arg: object) -> list[str]:
         """One IR argument → zero or more argv words (IfPresent can drop or add several)."""
         if isinstance(arg, str):
             stripped = arg.strip()
@@ -121,5 +122,5 @@ class PlaceholderContext:
             return self._expand_structure(branch if isinstance(branch, list) else [branch])
         return [self.substitute(json.dumps(node))]
 
-    def command_line(self, words: list[Any]) -> list[str]:
+    def command_line(self, words: Sequence[object]) -> list[str]:
         return [word for arg in words for word in self.expand(arg)]

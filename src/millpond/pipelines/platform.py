@@ -21,6 +21,7 @@ import shutil
 import socket
 import tempfile
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
@@ -437,7 +438,9 @@ def is_create_pvc(image: str) -> bool:
     return _without_tag(image) == CREATE_PVC_IMAGE
 
 
-def builtin_task(image: str, parameters: dict[str, Any], volumes_dir: Path, run_name: str) -> dict[str, Any] | None:
+def builtin_task(
+    image: str, parameters: Mapping[str, object], volumes_dir: Path, run_name: str
+) -> dict[str, str] | None:
     """Run a kfp-kubernetes CreatePVC/DeletePVC task here; its output parameters, or None for any other image.
 
     A PVC is a folder ``volumes_dir/NAME`` that outlives the run until a DeletePVC (or the

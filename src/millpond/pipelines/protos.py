@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
 
 from millpond.deferred_import import defer_package_init
 
 
-def pipeline_spec_pb2() -> Any:
+def pipeline_spec_pb2() -> ModuleType:
     defer_package_init("kfp")
     from kfp.pipeline_spec import pipeline_spec_pb2 as module
 
     return module
 
 
-def kubernetes_executor_config_pb2() -> Any:
+def kubernetes_executor_config_pb2() -> ModuleType:
     defer_package_init("kfp")
     defer_package_init("kfp.kubernetes")
     from kfp.kubernetes import kubernetes_executor_config_pb2 as module

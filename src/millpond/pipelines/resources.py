@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from millpond.pipelines.views import PipelineSpec
 from millpond.quantities import QuantityError, parse_bytes, parse_quantity
 from millpond.scheduling import Grant, Holder, Ledger, Request
 from millpond.settings import Settings
@@ -157,15 +158,21 @@ class Budget:
 _NOTHING = Grant(id="", gpus=())  # what an empty request gets: nothing to record, nothing to release
 
 
-def static_accelerator_problems(spec: dict[str, Any], budget: Budget) -> list[str]:
+class Capacity(Protocol):
+    """What can never be granted: the machine's ledger (``Budget``) or a Ray cluster's (``cluster.ClusterBudget``)."""
+
+    def impossible(self, request: ResourceRequest) -> str | None: ...
+
+
+def static_accelerator_problems(pipeline: PipelineSpec, budget: Capacity) -> list[str]:
     """Accelerator requests in the IR that this machine can never meet: the run fails before any task runs."""
     problems = []
-    for label, executor in spec.get("deploymentSpec", {}).get("executors", {}).items():
-        container = executor.get("container")
-        if not container:
+    for label in pipeline.executor_labels:
+        container = pipeline.executor(label).container
+        if not container or not container.raw:
             continue
         try:
-            request = task_request(container)
+            request = task_request(container.raw)
         except ValueError:
             continue
         if request.accelerators:

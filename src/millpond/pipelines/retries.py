@@ -13,12 +13,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from millpond.durations import parse_protobuf_duration
-
-if TYPE_CHECKING:
-    from millpond.pipelines.launcher import TaskOutcome
+from millpond.pipelines.outcomes import TaskOutcome
 
 DURATION_FIELDS = ("backoffDuration", "backoffMaxDuration")
 
@@ -61,12 +59,12 @@ class RetryPolicy:
 
 
 def with_retries(
-    attempt_once: Callable[[], "TaskOutcome"],
+    attempt_once: Callable[[], TaskOutcome],
     policy: RetryPolicy,
     cancel: threading.Event,
     log_path: Path,
     on_retry: Callable[[int], None],
-) -> "TaskOutcome":
+) -> TaskOutcome:
     """Run a task until it succeeds, its policy gives up, or the run is cancelled (in a worker thread)."""
     first = time.monotonic()
     attempt = 1

@@ -142,7 +142,7 @@ def from_output_file(text: str, parameter_type: str, where: str) -> Any:
     return parse_text(text, parameter_type, where)
 
 
-def to_placeholder_text(value: Any) -> str:
+def to_placeholder_text(value: object) -> str:
     """How a parameter value is spliced into a command line: strings raw, the rest as JSON."""
     if isinstance(value, str):
         return value

@@ -29,9 +29,9 @@ class WorkflowLimits:
     deadline_s: int | None = None  # the whole run's time, counted from when the engine starts it
     cache_staleness_s: dict[str, float] = field(default_factory=dict)  # component name -> max age of a cache hit
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> dict[str, int | dict[str, float]]:
         """The ``platforms.argo.config`` struct (only the fields that are set)."""
-        config: dict[str, Any] = {}
+        config: dict[str, int | dict[str, float]] = {}
         if self.parallelism:
             config["parallelism"] = self.parallelism
         if self.deadline_s:

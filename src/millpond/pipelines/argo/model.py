@@ -10,6 +10,7 @@ Field names follow Argo's (snake_case), so a reader of Argo's documentation find
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -363,6 +364,6 @@ class Workflow:
     def template(self, name: str) -> Template:
         return self.templates[name]
 
-    def missing_parameters(self, given: dict[str, Any]) -> list[str]:
+    def missing_parameters(self, given: Collection[str]) -> list[str]:
         """The required parameters (no default) that ``given`` lacks, in the workflow's order."""
         return [p.name for p in self.parameters if p.value is None and p.name not in given]

@@ -77,7 +77,7 @@ class ArgoPaths:
         return [p for p in (*(o.path for o in self.outputs), *(i.path for i in self.inputs)) if p is not None]
 
 
-def check_path(path: Any, where: str) -> str:
+def check_path(path: object, where: str) -> str:
     """``path`` if it is a place a step's file may be; a UserError naming it otherwise."""
     if not isinstance(path, str) or not path:
         raise UserError(f"{where}: a path must be a non-empty string")
@@ -100,7 +100,7 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def from_ir(value: Any, where: str) -> ArgoPaths:
+def from_ir(value: object, where: str) -> ArgoPaths:
     """Read (and check) the ``argoPaths`` record; a UserError for any other shape."""
     if not isinstance(value, dict) or set(value) - {"outputs", "inputs"}:
         raise UserError(f"{where}: {FIELD} must be a mapping with outputs and inputs")

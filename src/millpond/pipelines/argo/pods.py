@@ -24,7 +24,7 @@ _CONTAINER_FIELDS = frozenset({"image", "command", "args", "env", "envFrom", "vo
 class PodFields(Fields):
     """The accessors for a template's pod parts."""
 
-    def container(self, raw: Any, where: str, extra: Iterable[str] = ()) -> Container:
+    def container(self, raw: object, where: str, extra: Iterable[str] = ()) -> Container:
         raw = self.mapping(raw, where)
         if "volumeDevices" in raw or "lifecycle" in raw:
             self.fail(where, "volumeDevices and lifecycle hooks are not supported")
@@ -53,11 +53,11 @@ class PodFields(Fields):
             working_dir=self.text(raw.get("workingDir"), f"{where}.workingDir"),
         )
 
-    def quantities(self, raw: Any, where: str) -> tuple[tuple[str, str], ...]:
+    def quantities(self, raw: object, where: str) -> tuple[tuple[str, str], ...]:
         values = self.mapping(raw, where)
         return tuple((str(k), self.text(v, f"{where}[{k}]", required=True)) for k, v in values.items())
 
-    def env(self, raw: Any, where: str) -> EnvVar:
+    def env(self, raw: object, where: str) -> EnvVar:
         raw = self.mapping(raw, where)
         self.fields(raw, where, ("name", "value", "valueFrom"))
         name = self.text(raw.get("name"), f"{where}.name", required=True)
@@ -86,7 +86,7 @@ class PodFields(Fields):
             return EnvVar(name, source="resourceFieldRef", key=resource)
         self.fail(at, f"environment from {kind[:40]!r} is not supported")
 
-    def env_from(self, raw: Any, where: str) -> EnvFrom:
+    def env_from(self, raw: object, where: str) -> EnvFrom:
         raw = self.mapping(raw, where)
         self.fields(raw, where, ("secretRef", "configMapRef", "prefix"))
         kinds = [k for k in ("secretRef", "configMapRef") if k in raw]
@@ -99,7 +99,7 @@ class PodFields(Fields):
             self.text(raw.get("prefix"), f"{where}.prefix"), self.flag(ref.get("optional"), where),
         )
 
-    def mount(self, raw: Any, where: str) -> VolumeMount:
+    def mount(self, raw: object, where: str) -> VolumeMount:
         raw = self.mapping(raw, where)
         if "subPathExpr" in raw or raw.get("mountPropagation"):
             self.fail(where, "subPathExpr and mountPropagation are not supported")
@@ -111,7 +111,7 @@ class PodFields(Fields):
             self.flag(raw.get("readOnly"), f"{where}.readOnly"),
         )
 
-    def volumes(self, raw: Any, where: str) -> tuple[Volume, ...]:
+    def volumes(self, raw: object, where: str) -> tuple[Volume, ...]:
         volumes = []
         for i, item in enumerate(self.items(raw, where)):
             at = f"{where}[{i}]"
@@ -148,7 +148,7 @@ class PodFields(Fields):
             self.fail(where, "a volume named twice")
         return tuple(volumes)
 
-    def key_items(self, raw: Any, where: str) -> tuple[tuple[str, str], ...]:
+    def key_items(self, raw: object, where: str) -> tuple[tuple[str, str], ...]:
         pairs = []
         for i, item in enumerate(self.items(raw, where)):
             item = self.mapping(item, f"{where}[{i}]")
@@ -157,12 +157,12 @@ class PodFields(Fields):
                           self.text(item.get("path"), f"{where}[{i}].path", required=True)))
         return tuple(pairs)
 
-    def script(self, raw: Any, where: str) -> Script:
+    def script(self, raw: object, where: str) -> Script:
         raw = self.mapping(raw, where)
         source = self.text(raw.get("source"), f"{where}.source", required=True)
         return Script(self.container(raw, where, ("source",)), source)
 
-    def sidecar(self, raw: Any, where: str) -> Sidecar:
+    def sidecar(self, raw: object, where: str) -> Sidecar:
         raw = self.mapping(raw, where)
         name = self.text(raw.get("name"), f"{where}.name", required=True)
         container = self.container({k: v for k, v in raw.items() if k not in ("name", "mirrorVolumeMounts")}, where)
@@ -170,7 +170,7 @@ class PodFields(Fields):
             self.fail(where, f"sidecar {name!r} has no command: an image's entrypoint cannot be run on the host")
         return Sidecar(name, container, self.flag(raw.get("mirrorVolumeMounts"), f"{where}.mirrorVolumeMounts"))
 
-    def pod_spec_patch(self, raw: Any, where: str) -> dict[str, Any] | None:
+    def pod_spec_patch(self, raw: object, where: str) -> dict[str, Any] | None:
         """kfp's run-time resources (``set_memory_limit(param)``): only the main container's resources are patched."""
         if raw is None:
             return None

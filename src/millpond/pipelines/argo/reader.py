@@ -17,6 +17,7 @@ Argo's validator does, and every ``when`` is parsed here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ _CLUSTER_ONLY = frozenset({
 })
 
 
-def is_argo_workflow(document: Any) -> bool:
+def is_argo_workflow(document: object) -> bool:
     """Whether a parsed YAML document is an Argo Workflow (what kfp 1.x compiles), not v2 IR."""
     return (
         isinstance(document, dict)
@@ -87,7 +88,22 @@ def load_workflow_text(text: str, source: str) -> Workflow:
     return read_workflow(documents[0], source)
 
 
-def read_workflow(document: Any, source: str) -> Workflow:
+# Template fields of Argo that millpond does not run, and why (the error names both).
+_REFUSED_TEMPLATE_FIELDS = (
+    ("initContainers", "init containers are not run"),
+    ("daemon", "daemon steps are not run"),
+    ("suspend", "suspend templates (waiting for a person) are not run"),
+    ("synchronization", "semaphores and mutexes are not honoured"),
+    ("memoize", "Argo's memoization is not honoured (kfp's caching is)"),
+    ("http", "http templates are not run"),
+    ("plugin", "plugin templates are not run"),
+    ("containerSet", "container sets are not run"),
+    ("data", "data templates are not run"),
+    ("timeout", "a template timeout is not honoured (activeDeadlineSeconds is)"),
+)
+
+
+def read_workflow(document: object, source: str) -> Workflow:
     """The checked model of one parsed Workflow document (``UserError`` naming the problem otherwise)."""
     return _Reader(source).workflow(document)
 
@@ -97,16 +113,8 @@ class _Reader(PodFields, ResourceFields):
 
     # ---- the workflow --------------------------------------------------------------------------
 
-    def workflow(self, document: Any) -> Workflow:
-        if not isinstance(document, dict):
-            self.fail("", f"not a KFP pipeline (expected a mapping, got {kind_of(document)})")
-        kind, api = document.get("kind"), document.get("apiVersion")
-        if not is_argo_workflow(document):
-            if str(api or "").startswith("argoproj.io/"):
-                self.fail("kind", f"an Argo {str(kind)[:40]} is not a compiled KFP v1 pipeline (expected a Workflow)")
-            self.fail("", "not a compiled KFP v1 pipeline (expected apiVersion argoproj.io/v1alpha1, kind Workflow)")
-        if api != ARGO_API:
-            self.fail("apiVersion", f"{str(api)[:40]!r}: only {ARGO_API} is read")
+    def workflow(self, document: object) -> Workflow:
+        document = self.check_kind(document)
         metadata = self.mapping(document.get("metadata"), "metadata")
         labels = self.labels(metadata.get("labels"), "metadata.labels")
         annotations = self.labels(metadata.get("annotations"), "metadata.annotations")
@@ -122,29 +130,10 @@ class _Reader(PodFields, ResourceFields):
         prefix = self.text(metadata.get("generateName") or metadata.get("name"), "metadata.generateName")
         named = self.text(pipeline.get("name"), f"metadata.annotations[{PIPELINE_SPEC}].name")
         name = named or prefix.rstrip("-") or "pipeline"
-        templates: dict[str, Template] = {}
-        raw_templates = self.items(spec.get("templates"), "spec.templates")
-        if not raw_templates:
-            self.fail("spec.templates", "no templates")
-        if len(raw_templates) > MAX_TEMPLATES:
-            self.fail("spec.templates", f"more than {MAX_TEMPLATES:,} templates")
-        for index, raw in enumerate(raw_templates):
-            template = self.template(raw, f"spec.templates[{index}]")
-            if template.name in templates:
-                self.fail(f"spec.templates[{index}]", f"a second template named {template.name!r}")
-            templates[template.name] = template
+        templates = self.templates(spec.get("templates"))
         arguments = self.mapping(spec.get("arguments"), "spec.arguments")
         self.fields(arguments, "spec.arguments", ("parameters", "artifacts"))
-        parameters = []
-        for index, raw in enumerate(self.items(arguments.get("parameters"), "spec.arguments.parameters")):
-            where = f"spec.arguments.parameters[{index}]"
-            raw = self.mapping(raw, where)
-            self.fields(raw, where, ("name", "value"), ("description", "enum"))
-            parameters.append(WorkflowParameter(
-                self.text(raw.get("name"), f"{where}.name", required=True), self.optional_text(raw.get("value"), where)
-            ))
-        if len({p.name for p in parameters}) != len(parameters):
-            self.fail("spec.arguments.parameters", "a parameter named twice")
+        parameters = self.workflow_parameters(arguments.get("parameters"))
         workflow = Workflow(
             name=name,
             run_name_prefix=prefix,
@@ -163,39 +152,60 @@ class _Reader(PodFields, ResourceFields):
         check_workflow(self, workflow)
         return workflow
 
+    def check_kind(self, document: object) -> dict[str, Any]:
+        """``document`` is an Argo Workflow of the one API version read (UserError naming what it is otherwise)."""
+        if not isinstance(document, dict):
+            self.fail("", f"not a KFP pipeline (expected a mapping, got {kind_of(document)})")
+        kind, api = document.get("kind"), document.get("apiVersion")
+        if not is_argo_workflow(document):
+            if str(api or "").startswith("argoproj.io/"):
+                self.fail("kind", f"an Argo {str(kind)[:40]} is not a compiled KFP v1 pipeline (expected a Workflow)")
+            self.fail("", "not a compiled KFP v1 pipeline (expected apiVersion argoproj.io/v1alpha1, kind Workflow)")
+        if api != ARGO_API:
+            self.fail("apiVersion", f"{str(api)[:40]!r}: only {ARGO_API} is read")
+        return document
+
+    def templates(self, raw: object) -> dict[str, Template]:
+        """``spec.templates`` by name: at least one, at most ``MAX_TEMPLATES``, each name once."""
+        templates: dict[str, Template] = {}
+        raw_templates = self.items(raw, "spec.templates")
+        if not raw_templates:
+            self.fail("spec.templates", "no templates")
+        if len(raw_templates) > MAX_TEMPLATES:
+            self.fail("spec.templates", f"more than {MAX_TEMPLATES:,} templates")
+        for index, item in enumerate(raw_templates):
+            template = self.template(item, f"spec.templates[{index}]")
+            if template.name in templates:
+                self.fail(f"spec.templates[{index}]", f"a second template named {template.name!r}")
+            templates[template.name] = template
+        return templates
+
+    def workflow_parameters(self, raw: object) -> list[WorkflowParameter]:
+        """``spec.arguments.parameters``: the run's inputs, each named once."""
+        parameters = []
+        for index, item in enumerate(self.items(raw, "spec.arguments.parameters")):
+            where = f"spec.arguments.parameters[{index}]"
+            entry = self.mapping(item, where)
+            self.fields(entry, where, ("name", "value"), ("description", "enum"))
+            parameters.append(WorkflowParameter(
+                self.text(entry.get("name"), f"{where}.name", required=True),
+                self.optional_text(entry.get("value"), where),
+            ))
+        if len({p.name for p in parameters}) != len(parameters):
+            self.fail("spec.arguments.parameters", "a parameter named twice")
+        return parameters
+
     def pipeline_spec(self, text: str | None) -> dict[str, Any]:
         """kfp's ``pipeline_spec`` annotation: the pipeline's name, description and typed inputs (JSON)."""
         return self.json_annotation(text, f"metadata.annotations[{PIPELINE_SPEC}]") if text else {}
 
     # ---- templates -----------------------------------------------------------------------------
 
-    def template(self, raw: Any, where: str) -> Template:
+    def template(self, raw: object, where: str) -> Template:
         raw = self.mapping(raw, where)
         name = self.text(raw.get("name"), f"{where}.name", required=True)
         where = f"template {name[:60]!r}"
-        for refused, why in (
-            ("initContainers", "init containers are not run"),
-            ("daemon", "daemon steps are not run"),
-            ("suspend", "suspend templates (waiting for a person) are not run"),
-            ("synchronization", "semaphores and mutexes are not honoured"),
-            ("memoize", "Argo's memoization is not honoured (kfp's caching is)"),
-            ("http", "http templates are not run"),
-            ("plugin", "plugin templates are not run"),
-            ("containerSet", "container sets are not run"),
-            ("data", "data templates are not run"),
-            ("timeout", "a template timeout is not honoured (activeDeadlineSeconds is)"),
-        ):
-            if refused in raw:
-                self.fail(where, f"{refused}: {why}")
-        self.fields(raw, where, (
-            "name", "container", "script", "resource", "dag", "steps", "inputs", "outputs", "metadata", "volumes",
-            "sidecars", "retryStrategy", "activeDeadlineSeconds", "parallelism", "podSpecPatch",
-        ), _CLUSTER_ONLY)
-        kinds = [kind for kind in ("container", "script", "resource", "dag", "steps") if kind in raw]
-        if len(kinds) != 1:
-            found = ", ".join(kinds) or "none"
-            self.fail(where, f"a template needs exactly one of container, script, resource, dag, steps (found {found})")
-        kind = kinds[0]
+        kind = self.template_kind(raw, where)
         metadata = self.mapping(raw.get("metadata"), f"{where}.metadata")
         self.fields(metadata, f"{where}.metadata", ("labels", "annotations"))
         labels = self.labels(metadata.get("labels"), f"{where}.metadata.labels")
@@ -235,15 +245,34 @@ class _Reader(PodFields, ResourceFields):
             caching=caching,
             component_spec=component_spec,
         )
-        if kind in ("container", "script"):
+        self.check_template(template, where)
+        return template
+
+    def template_kind(self, raw: Mapping[str, object], where: str) -> str:
+        """The one kind of a template (container, script, resource, dag, steps); what is not run is refused."""
+        for refused, why in _REFUSED_TEMPLATE_FIELDS:
+            if refused in raw:
+                self.fail(where, f"{refused}: {why}")
+        self.fields(raw, where, (
+            "name", "container", "script", "resource", "dag", "steps", "inputs", "outputs", "metadata", "volumes",
+            "sidecars", "retryStrategy", "activeDeadlineSeconds", "parallelism", "podSpecPatch",
+        ), _CLUSTER_ONLY)
+        kinds = [kind for kind in ("container", "script", "resource", "dag", "steps") if kind in raw]
+        if len(kinds) != 1:
+            found = ", ".join(kinds) or "none"
+            self.fail(where, f"a template needs exactly one of container, script, resource, dag, steps (found {found})")
+        return kinds[0]
+
+    def check_template(self, template: Template, where: str) -> None:
+        """A process's input artifacts need a path; a resource template's outputs are jsonPath."""
+        if template.kind in ("container", "script"):
             for artifact in template.inputs.artifacts:
                 if not artifact.path:
                     self.fail(f"{where}.inputs", f"input artifact {artifact.name!r} has no path to be placed at")
-        if resource is not None:
-            for output in outputs.parameters:
+        if template.resource is not None:
+            for output in template.outputs.parameters:
                 if output.json_path is None and output.value is None:
                     self.fail(f"{where}.outputs", f"{output.name!r}: a resource template's outputs are jsonPath")
-        return template
 
     def json_annotation(self, text: str, where: str) -> dict[str, Any]:
         """A kfp annotation holding a JSON object (the pipeline's or a component's spec)."""
@@ -252,7 +281,7 @@ class _Reader(PodFields, ResourceFields):
         except DocumentError as exc:
             self.fail("", f"{exc}")
 
-    def inputs(self, raw: Any, where: str) -> Inputs:
+    def inputs(self, raw: object, where: str) -> Inputs:
         raw = self.mapping(raw, where)
         self.fields(raw, where, ("parameters", "artifacts"))
         parameters = []
@@ -278,19 +307,19 @@ class _Reader(PodFields, ResourceFields):
             ))
         return Inputs(tuple(parameters), tuple(artifacts))
 
-    def raw_data(self, raw: Any, where: str) -> str | None:
+    def raw_data(self, raw: object, where: str) -> str | None:
         if raw is None:
             return None
         raw = self.mapping(raw, where)
         self.fields(raw, where, ("data",))
         return self.text(raw.get("data"), f"{where}.data")
 
-    def refuse_remote(self, item: dict[str, Any], where: str) -> None:
+    def refuse_remote(self, item: Mapping[str, object], where: str) -> None:
         for store in ("s3", "gcs", "http", "git", "artifactory", "hdfs", "oss", "azure"):
             if store in item:
                 self.fail(where, f"an artifact in {store}: nothing is fetched from or stored to remote stores here")
 
-    def outputs(self, raw: Any, where: str, kind: str) -> Outputs:
+    def outputs(self, raw: object, where: str, kind: str) -> Outputs:
         raw = self.mapping(raw, where)
         self.fields(raw, where, ("parameters", "artifacts"), ("result", "exitCode"))
         parameters = []
@@ -338,7 +367,7 @@ class _Reader(PodFields, ResourceFields):
             artifacts.append(artifact)
         return Outputs(tuple(parameters), tuple(artifacts))
 
-    def retry(self, raw: Any, where: str) -> RetryStrategy | None:
+    def retry(self, raw: object, where: str) -> RetryStrategy | None:
         if raw is None:
             return None
         raw = self.mapping(raw, where)
@@ -367,7 +396,7 @@ class _Reader(PodFields, ResourceFields):
 
     # ---- dag and steps -------------------------------------------------------------------------
 
-    def dag(self, raw: Any, where: str) -> tuple[Task, ...]:
+    def dag(self, raw: object, where: str) -> tuple[Task, ...]:
         raw = self.mapping(raw, where)
         if "target" in raw:
             self.fail(where, "target (running part of a DAG) is not supported")
@@ -378,14 +407,14 @@ class _Reader(PodFields, ResourceFields):
             self.fail(where, "no tasks")
         return tasks
 
-    def steps(self, raw: Any, where: str) -> tuple[tuple[Task, ...], ...]:
+    def steps(self, raw: object, where: str) -> tuple[tuple[Task, ...], ...]:
         groups = []
         for i, group in enumerate(self.items(raw, where)):
             groups.append(tuple(self.task(item, f"{where}[{i}][{j}]", dag=False)
                                 for j, item in enumerate(self.items(group, f"{where}[{i}]"))))
         return tuple(groups)
 
-    def task(self, raw: Any, where: str, dag: bool) -> Task:
+    def task(self, raw: object, where: str, dag: bool) -> Task:
         raw = self.mapping(raw, where)
         name = self.text(raw.get("name"), f"{where}.name", required=True)
         where = f"{where.rsplit('.', 1)[0]}.{'task' if dag else 'step'} {name[:60]!r}"
@@ -422,7 +451,7 @@ class _Reader(PodFields, ResourceFields):
             when.check(task.when, f"{self.source}: {where}.when")
         return task
 
-    def arguments(self, raw: Any, where: str) -> Arguments:
+    def arguments(self, raw: object, where: str) -> Arguments:
         raw = self.mapping(raw, where)
         self.fields(raw, where, ("parameters", "artifacts"))
         parameters = []

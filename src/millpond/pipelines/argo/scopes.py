@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 from millpond.errors import TaskFailure, UserError
 from millpond.pipelines.argo.model import OutputParameter, Template, Workflow
@@ -29,7 +28,7 @@ class BindingError(TaskFailure):
 
 
 def workflow_values(
-    workflow: Workflow, run_name: str, run_uid: str, given: Mapping[str, Any], namespace: str = "default"
+    workflow: Workflow, run_name: str, run_uid: str, given: Mapping[str, object], namespace: str = "default"
 ) -> dict[str, str]:
     """The run-wide tags. ``given`` are the submitted parameters; an unknown or missing one is a UserError."""
     declared = {p.name for p in workflow.parameters}
@@ -37,7 +36,7 @@ def workflow_values(
     if unknown:
         raise UserError(f"{workflow.source}: no pipeline parameter named {unknown[0]!r} "
                         f"(it has: {', '.join(sorted(declared)) or 'none'})")
-    missing = workflow.missing_parameters(dict(given))
+    missing = workflow.missing_parameters(given)
     if missing:
         raise UserError(f"{workflow.source}: pipeline parameter {missing[0]!r} is required and was not given")
     values = {"workflow.name": run_name, "workflow.uid": run_uid, "workflow.namespace": namespace}
@@ -69,7 +68,7 @@ def output_parameter(parameter: OutputParameter, file_text: str | None) -> str:
     return file_text[:-1] if file_text.endswith("\n") else file_text
 
 
-def json_path_value(document: Any, path: tuple[str, ...], name: str) -> str:
+def json_path_value(document: object, path: tuple[str, ...], name: str) -> str:
     """A ``jsonPath`` output of a created object: ``()`` is the whole object as JSON, a string field its text.
 
     Other values are their compact JSON, as kubectl's jsonpath prints maps and lists. A field the

@@ -86,7 +86,7 @@ def substitute(text: str, values: Mapping[str, str], loop: bool = False) -> str:
     return _TAG.sub(replace, text)
 
 
-def value_text(value: Any) -> str:
+def value_text(value: object) -> str:
     """A parameter value as Argo passes it: strings as they are, anything else as compact JSON.
 
     Argo writes loop items that are numbers or maps with Go's JSON encoder; a float that is a
@@ -99,7 +99,7 @@ def value_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def item_values(item: Any) -> dict[str, str]:
+def item_values(item: object) -> dict[str, str]:
     """The tags one loop item defines: ``item``, and ``item.KEY`` for each key of a map item."""
     values = {"item": value_text(item)}
     if isinstance(item, dict):

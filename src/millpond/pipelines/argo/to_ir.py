@@ -444,42 +444,9 @@ class _Translator:
         dependencies = set(after)
         parameters: dict[str, Any] = {}
         if looped:
-            spec["componentRef"] = {"name": self._loop_component(task, template, where)}
-            for argument in task.arguments.parameters:
-                if not any(t == "item" or t.startswith("item.") for t in tags(argument.value)):
-                    parameters[f"argo-arg-{argument.name}"] = self._binding(argument.value, where, dependencies)
-            if task.with_items is not None:
-                if any(list(tags(text)) for text in _strings(task.with_items)):
-                    # Argo renders each item's tags first: a task before the loop renders them.
-                    render = self._render_items(task, where, dependencies)
-                    parameters[LOOP_ITEMS] = {"taskOutputParameter": {"producerTask": render,
-                                                                      "outputParameterKey": "items"}}
-                    dependencies.add(render)
-                    spec["parameterIterator"] = {"itemInput": LOOP_ITEM, "items": {"inputParameter": LOOP_ITEMS}}
-                else:
-                    spec["parameterIterator"] = {"itemInput": LOOP_ITEM,
-                                                 "items": {"raw": json.dumps(list(task.with_items))}}
-            else:
-                parameters[LOOP_ITEMS] = self._binding(task.with_param, where, dependencies, trim=True)
-                spec["parameterIterator"] = {"itemInput": LOOP_ITEM, "items": {"inputParameter": LOOP_ITEMS}}
-            if template.parallelism:
-                spec["iteratorPolicy"] = {"parallelismLimit": template.parallelism}
+            self._loop_task(task, template, where, spec, parameters, dependencies)
         else:
-            spec["componentRef"] = {"name": self._component(task.template)}
-            for argument in task.arguments.parameters:
-                if _mixed(argument.value):
-                    parameters[argument.name] = self._formatted(
-                        argument.value, parameters, lambda tag: self._binding("{{" + tag + "}}", where, dependencies))
-                else:
-                    parameters[argument.name] = self._binding(argument.value, where, dependencies)
-            resource = template.resource
-            if resource is not None and (resource.snapshot is not None or resource.claim.snapshot):  # type: ignore
-                parameters["snapshot_name"] = self._volume_op_name(template, where, parameters)
-                source = resource.snapshot.source if resource.snapshot is not None else resource.claim.snapshot
-                parameters["source_volume"] = self._snapshot_source(source, parameters, where)  # type: ignore
-            elif template.kind == "resource":
-                parameters["pvc_name"] = self._volume_op_name(template, where, parameters)
-            self._bind_claims(template, parameters, where)
+            self._call_task(task, template, where, spec, parameters, dependencies)
         artifacts = {}
         for argument in task.arguments.artifacts:
             if looped:
@@ -497,6 +464,49 @@ class _Translator:
         if dependencies:
             spec["dependentTasks"] = sorted(dependencies)
         return spec
+
+    def _loop_task(self, task: Task, template: Template, where: str, spec: dict[str, Any],
+                   parameters: dict[str, Any], dependencies: set[str]) -> None:
+        """A withItems/withParam task: a loop over a component of its own, its items a parameter or raw JSON."""
+        spec["componentRef"] = {"name": self._loop_component(task, template, where)}
+        for argument in task.arguments.parameters:
+            if not any(t == "item" or t.startswith("item.") for t in tags(argument.value)):
+                parameters[f"argo-arg-{argument.name}"] = self._binding(argument.value, where, dependencies)
+        if task.with_items is not None:
+            if any(list(tags(text)) for text in _strings(task.with_items)):
+                # Argo renders each item's tags first: a task before the loop renders them.
+                render = self._render_items(task, where, dependencies)
+                parameters[LOOP_ITEMS] = {"taskOutputParameter": {"producerTask": render,
+                                                                  "outputParameterKey": "items"}}
+                dependencies.add(render)
+                spec["parameterIterator"] = {"itemInput": LOOP_ITEM, "items": {"inputParameter": LOOP_ITEMS}}
+            else:
+                spec["parameterIterator"] = {"itemInput": LOOP_ITEM,
+                                             "items": {"raw": json.dumps(list(task.with_items))}}
+        else:
+            parameters[LOOP_ITEMS] = self._binding(task.with_param, where, dependencies, trim=True)
+            spec["parameterIterator"] = {"itemInput": LOOP_ITEM, "items": {"inputParameter": LOOP_ITEMS}}
+        if template.parallelism:
+            spec["iteratorPolicy"] = {"parallelismLimit": template.parallelism}
+
+    def _call_task(self, task: Task, template: Template, where: str, spec: dict[str, Any],
+                   parameters: dict[str, Any], dependencies: set[str]) -> None:
+        """A task calling its template's component once: its arguments bound; a volume op's names passed."""
+        spec["componentRef"] = {"name": self._component(task.template)}
+        for argument in task.arguments.parameters:
+            if _mixed(argument.value):
+                parameters[argument.name] = self._formatted(
+                    argument.value, parameters, lambda tag: self._binding("{{" + tag + "}}", where, dependencies))
+            else:
+                parameters[argument.name] = self._binding(argument.value, where, dependencies)
+        resource = template.resource
+        if resource is not None and (resource.snapshot is not None or resource.claim.snapshot):  # type: ignore
+            parameters["snapshot_name"] = self._volume_op_name(template, where, parameters)
+            source = resource.snapshot.source if resource.snapshot is not None else resource.claim.snapshot
+            parameters["source_volume"] = self._snapshot_source(source, parameters, where)  # type: ignore
+        elif template.kind == "resource":
+            parameters["pvc_name"] = self._volume_op_name(template, where, parameters)
+        self._bind_claims(template, parameters, where)
 
     def _template_options(self, template: Template, spec: dict[str, Any]) -> None:
         caching = template.caching

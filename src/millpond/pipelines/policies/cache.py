@@ -1,0 +1,35 @@
+"""KFP's execution cache: a task with caching on gets its key; a hit ends it with the cached outputs.
+
+The key is what the task runs and on what (``caching.cache_key``); an input that cannot be read
+to hash it means no caching (the log says why, and the task itself will fail on it). A kfp 1.x
+step's ``max_cache_staleness`` bounds a hit's age. With the cache off (``--no-cache``) the key is
+still made, so the task's outputs are kept for later runs.
+"""
+
+from __future__ import annotations
+
+from millpond.pipelines import ir
+from millpond.pipelines.caching import cache_key, lookup
+from millpond.pipelines.policies.launch import RunContext, TaskLaunch
+from millpond.pipelines.policies.verdicts import PROCEED, Done, Verdict
+
+
+def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
+    node, task = launch.node, launch.task
+    if not task.caching_enabled:
+        return PROCEED
+    log_path = launch.the_log_path()
+    platform = ir.kubernetes_config(run.run.platform_spec, launch.executor.label)
+    try:
+        node.cache_key = cache_key(launch.component, launch.container, platform, launch.inputs, node.recursion_depth())
+    except Exception as exc:  # an input we cannot read to hash: no caching; the task will say why
+        node.cache_key = None
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"[millpond] not cached: {type(exc).__name__}: {exc}\n")
+    max_age = run.limits.cache_staleness_s.get(task.component_ref)
+    hit = lookup(run.store, node.cache_key, max_age) if run.use_cache and node.cache_key else None
+    if hit is None:
+        return PROCEED
+    outputs, source = hit
+    log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")
+    return Done(outputs, how="cached")
