@@ -215,7 +215,10 @@ def test_a_cached_rerun_of_a_recursion_replays_its_levels_and_ends(cli, tmp_path
     level from the cache and stops where the first stopped, instead of repeating level 1 for ever."""
     flips = tmp_path / "flips"
     script = tmp_path / "flip.sh"  # heads for the first four flips (flip and flip-2 race for two of them)
-    script.write_text(f'n=$(($(cat {flips} 2>/dev/null || echo 0) + 1)); echo $n > {flips}\n'
+    # flip and flip-2 run at once: the count is read and rewritten under a lock, or both could
+    # read the same n and the recursion would get one level more.
+    script.write_text(f'exec 9>{flips}.lock; flock 9\n'
+                      f'n=$(($(cat {flips} 2>/dev/null || echo 0) + 1)); echo $n > {flips}\n'
                       'if [ $n -le 4 ]; then echo heads; else echo tails; fi\n')
     coin = ("python -c \"import random; result = ''heads'' if random.randint(0,1)\n"
             "          == 0 else ''tails''; print(result)\"")
