@@ -140,7 +140,8 @@ class DatasetCache:
             for row in rows:
                 self.tiers.settled(row.tier, row.size)
 
-    def _count(self, name: str, value: int) -> None:
+    def count(self, name: str, value: int) -> None:
+        """Add ``value`` to the counter ``name``, written to the index with the next flush."""
         with self._lock:
             self._counters[name] = self._counters.get(name, 0) + value
 
@@ -442,7 +443,7 @@ class DatasetCache:
             raise UfsError(
                 f"{meta.path}: the UFS returned {len(data)} bytes where {end - start} were listed (changed meanwhile?)"
             )
-        self._count("ufs_fetched_bytes", len(data))
+        self.count("ufs_fetched_bytes", len(data))
         self._store(meta, block, data, batch)
         return data
 
