@@ -17,7 +17,7 @@ from millpond.fluid.objects import already_exists, apply, not_found, shown
 from millpond.fluid.utils import infer_runtime_kind
 
 if TYPE_CHECKING:
-    from millpond.fluid.client import FluidClient
+    from millpond.fluid.config import ConfiguredClient
     from millpond.store.resources import Resource, ResourceStore
 
 logger = logging.getLogger("fluidsdk")
@@ -64,7 +64,7 @@ def runtime_manifest(kind: str, name: str, namespace: str, replicas: int, level:
 class FluidDataset:
     """One Dataset of the store; ``obj`` is its current object (metadata, spec, status) as a dict."""
 
-    def __init__(self, name: str, namespace: str, resource: Resource, client: FluidClient | None = None) -> None:
+    def __init__(self, name: str, namespace: str, resource: Resource, client: ConfiguredClient | None = None) -> None:
         self.name = name
         self.namespace = namespace
         self.uid = resource.uid
