@@ -20,12 +20,15 @@ from typing import Any, Protocol
 
 from millpond.errors import NotFoundError, UserError
 from millpond.store.keys import new_id, utcnow
+from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.sqlite_wal import configure
 
-FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
 DEFAULT_EXPERIMENT = "Default"
 _RUN_JSON = ("pipeline_spec", "platform_spec", "parameters", "outputs")
 _TASK_JSON = ("inputs", "outputs", "pod_metadata")
+
+__all__ = ["DEFAULT_EXPERIMENT", "FINAL_STATES", "RunJournal", "RunRecord", "SqliteJournal", "TaskRecord",
+           "open_journal", "schema_revision"]
 
 
 class RunJournal(Protocol):
@@ -53,7 +56,7 @@ def open_journal(database_url: str) -> RunJournal:
     from millpond.store.db import HEAD_REVISION, get_engine
 
     if not database_url.startswith("sqlite:///"):
-        from millpond.store.runs import RunStore
+        from millpond.store.runs import RunStore  # noqa: PLC0415 — SQLAlchemy (~0.6 s) only for other databases
 
         return RunStore(database_url)
     path = Path(database_url.removeprefix("sqlite:///"))
@@ -73,23 +76,6 @@ def schema_revision(path: Path) -> str | None:
     return str(row[0]) if row else None
 
 
-def task_start_fields(
-    name: str, kind: str, component: str, parent_id: str | None, image: str | None,
-    inputs: dict[str, Any] | None, log_path: str | None, state: str, now: dt.datetime,
-) -> dict[str, Any]:
-    """The columns a task's start sets (both journals write the same row).
-
-    A PENDING task waits (for the resource budget, a process slot): it has no ``started_at``
-    until the engine records it RUNNING, so a duration never counts the wait.
-    """
-    return {
-        "name": name, "kind": kind, "component": component, "parent_id": parent_id, "image": image,
-        "inputs": inputs or {}, "log_path": log_path, "state": state,
-        "started_at": None if state == "PENDING" else now,
-        "finished_at": now if state in FINAL_STATES else None, "error": None,
-    }
-
-
 def _stored(value: Any) -> Any:
     """A Python value as SQLAlchemy's SQLite types store it (naive UTC text, JSON text, 0/1)."""
     if isinstance(value, dt.datetime):
@@ -101,17 +87,6 @@ def _stored(value: Any) -> Any:
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return value
-
-
-def fresh_enough(created_at: dt.datetime | None, max_age_s: float | None) -> bool:
-    """Whether a cache entry made at ``created_at`` may be reused by a task accepting ``max_age_s``."""
-    if max_age_s is None:
-        return True
-    if created_at is None:
-        return False
-    if created_at.tzinfo is None:
-        created_at = created_at.replace(tzinfo=dt.timezone.utc)
-    return (utcnow() - created_at).total_seconds() <= max_age_s
 
 
 def _moment(text: str | None) -> dt.datetime | None:

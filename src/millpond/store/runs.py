@@ -20,9 +20,9 @@ from sqlalchemy.orm import Session, defer, sessionmaker
 from millpond.errors import NotFoundError, UserError
 from millpond.store.catalog import NameTaken
 from millpond.store.db import session_factory
-from millpond.store.journal import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
+from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
 
 _TASKS = Task.__table__
