@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, defer, sessionmaker
+from sqlalchemy.sql import Executable
 
 from millpond.errors import NotFoundError, UserError
 from millpond.store.catalog import NameTaken
@@ -54,7 +55,7 @@ class RunStore:
 
     def __init__(self, database_url: str) -> None:
         self._sessions: sessionmaker[Session] = session_factory(database_url)
-        self._engine = self._sessions.kw["bind"]
+        self._engine: Engine = self._sessions.kw["bind"]
         self._writer: Connection | None = None
         self._write_lock = threading.Lock()
         self._has_rows: dict[str, bool] = {}
@@ -177,15 +178,16 @@ class RunStore:
     # --- tasks: the engine's hot path ----------------------------------------------------
     # Each task costs a few writes; through the ORM they took ~2 ms each, through Core on one
     # connection kept open ~0.2 ms. Every write is still its own committed transaction.
-    def _write(self, statements: list[tuple[Any, list[dict[str, Any]]]]) -> Any:
+    def _write(self, statements: list[tuple[Executable, list[dict[str, Any]]]]) -> Any:
         with self._write_lock:
             for attempt in (1, 2):
-                if self._writer is None:
-                    self._writer = self._engine.connect()  # the pool pings it first (pool_pre_ping)
+                writer = self._writer
+                if writer is None:
+                    writer = self._writer = self._engine.connect()  # the pool pings it first (pool_pre_ping)
                 try:
                     result = None
                     for statement, rows in statements:
-                        result = self._writer.execute(statement, rows)
+                        result = writer.execute(statement, rows)
                 except DBAPIError as exc:
                     self._drop_writer()
                     # The kept connection died (a PostgreSQL restart, a dropped link): nothing was committed
@@ -197,7 +199,7 @@ class RunStore:
                     self._drop_writer()
                     raise
                 try:
-                    self._writer.commit()
+                    writer.commit()
                 except BaseException:
                     self._drop_writer()  # not retried: the commit may have reached the database
                     raise
