@@ -148,7 +148,7 @@ class _WriteThrough(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         return self._file.write(data)
 
     def close(self) -> None:

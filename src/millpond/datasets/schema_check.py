@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from millpond.datasets.fields import field_path, show
 from millpond.errors import UserError
@@ -67,9 +68,11 @@ def describe(error: "ValidationError") -> str:
     """One line for one schema error, led by the field's path."""
     path = list(error.absolute_path)
     where = field_path(path)
-    value, rule, keyword = error.instance, error.validator_value, error.validator
+    # The value and the rule are whatever JSON the document and the schema hold there (jsonschema
+    # types them Any, or unset: they are always set on an error that validation raised).
+    value, rule, keyword = cast(Any, error.instance), cast(Any, error.validator_value), error.validator
     if keyword == "additionalProperties" and isinstance(value, dict):
-        allowed = error.schema.get("properties", {})
+        allowed = error.schema.get("properties", {}) if isinstance(error.schema, Mapping) else {}
         unknown = [key for key in value if key not in allowed]
         names = ", ".join(f'"{field_path([*path, key])}"' for key in unknown)
         return f"unknown field{'s' if len(unknown) > 1 else ''} {names}"

@@ -16,10 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from millpond.datasets.storage_errors import describe
 from millpond.errors import UnavailableError, UserError
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig
 
 # Every remote request is bounded, so an unreachable or failing store is reported in seconds, not
 # minutes: the backends' defaults (obstore: 10 retries within 3 minutes; aiohttp: 30 s to connect,
@@ -154,11 +157,11 @@ class ObstoreS3Ufs:
             config["secret_access_key"] = settings.secret_key or ""
         else:
             config["skip_signature"] = True
-        client = {
+        client: ClientConfig = {
             "allow_http": True, "timeout": f"{REQUEST_TIMEOUT_S}s", "connect_timeout": f"{CONNECT_TIMEOUT_S}s",
             "read_timeout": f"{READ_TIMEOUT_S}s", "pool_max_idle_per_host": "64",
         }
-        retry = {
+        retry: RetryConfig = {
             "max_retries": BACKEND_RETRIES, "retry_timeout": timedelta(seconds=BACKEND_RETRY_WINDOW_S),
             "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2), "base": 2},
         }
@@ -401,9 +404,9 @@ def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path) -> Ufs:
             bucket = netloc
             if settings.endpoint is None or scheme == "oss":
                 # s3://BUCKET.ENDPOINT/PATH names its endpoint (juicefs sync's form) when nothing else does.
-                bucket, host = _split_bucket(netloc)
-                if host:
-                    settings = s3_settings(options, f"https://{host}")
+                bucket, named_host = _split_bucket(netloc)
+                if named_host:
+                    settings = s3_settings(options, f"https://{named_host}")
             if scheme == "oss" and _first(options, _PATH_STYLE) is None:
                 settings = replace(settings, path_style=False)  # OSS's S3 API answers virtual-hosted requests only
         try:

@@ -235,7 +235,8 @@ def _read_request(conn: socket.socket) -> dict[str, Any] | None:
         if not chunk:
             return None
         data += chunk
-    return json.loads(data)
+    request: dict[str, Any] = json.loads(data)
+    return request
 
 
 def serve(socket_path: str) -> None:

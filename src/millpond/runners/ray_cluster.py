@@ -19,6 +19,7 @@ and millpond's retry policy decides whether the task runs again (on whichever no
 from __future__ import annotations
 
 import dataclasses
+import logging
 import signal
 import socket
 import sys
@@ -120,7 +121,7 @@ def connect(address: str) -> None:
         _messages_to_stderr()
         try:
             ray.init(
-                address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
+                address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=False,
                 ignore_reinit_error=True,
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -177,7 +178,7 @@ def cluster_nodes() -> list[ClusterNode]:
     return [
         ClusterNode(node_id=str(n["NodeID"]), address=str(n.get("NodeManagerAddress", "")),
                     resources={k: float(v) for k, v in (n.get("Resources") or {}).items()})
-        for n in ray.nodes()
+        for n in ray.nodes()  # type: ignore[no-untyped-call]  # ray.nodes has no annotations
         if n.get("Alive")
     ]
 
@@ -369,11 +370,12 @@ class RayRunner:
         connect(address)
 
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
-        if spec.workspace is None:
+        workspace = spec.workspace
+        if workspace is None:
             return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: the task has no workspace")
         if not self.fork_server:
             spec = dataclasses.replace(spec, python_task=None)
-        return run_on_cluster(spec, cancel, ray_resources(spec.demand), spec.workspace, self.shared_roots)
+        return run_on_cluster(spec, cancel, ray_resources(spec.demand), workspace, self.shared_roots)
 
     def close(self) -> None:
         pass  # the driver's connection serves every run of this process

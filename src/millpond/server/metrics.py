@@ -35,6 +35,9 @@ from millpond.store.journal import FINAL_STATES
 from millpond.store.metrics import MetricsQueries
 
 if TYPE_CHECKING:
+    from millpond.scheduling.gpu_metrics import GpuMetric
+    from millpond.scheduling.ledger import GrantRecord
+    from millpond.scheduling.usage import SessionTable
     from millpond.settings import Settings
 
 router = APIRouter()
@@ -128,7 +131,7 @@ class MillpondCollector(Collector):
 
         yield from self._jobs(grants, metrics, SessionTable())
 
-    def _jobs(self, grants, metrics, table) -> Iterator[Metric]:  # type: ignore[no-untyped-def]
+    def _jobs(self, grants: list[GrantRecord], metrics: dict[int, GpuMetric], table: SessionTable) -> Iterator[Metric]:
         """Per job holding resources: allocated (its grant), used (its instances' sessions)."""
         from millpond.scheduling import gpu_metrics
 
@@ -169,7 +172,7 @@ class MillpondCollector(Collector):
         from millpond.store.resources import ResourceStore
 
         labels = ["namespace", "dataset"]
-        families = {
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             "hit_bytes": CounterMetricFamily("millpond_dataset_cache_hit_bytes", "Bytes read from the dataset's "
                                              "cache.", labels=labels),
             "miss_bytes": CounterMetricFamily("millpond_dataset_cache_miss_bytes", "Bytes read from the UFS "
@@ -222,6 +225,7 @@ class MillpondCollector(Collector):
             log.warning("metrics: queues: %s", exc)
             objects, workloads = None, []
         for name, queue in sorted(objects.cluster_queues.items()) if objects is not None else []:
+            assert objects is not None  # the loop runs over its queues only when there are objects
             holding, waiting = views.members(queue, objects, workloads)
             tried = sum(1 for w in waiting if w.reason)  # a cycle wrote why it waits
             pending.add_metric([name, "active"], len(waiting) - tried)

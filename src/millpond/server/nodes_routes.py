@@ -57,7 +57,7 @@ def _sampler(request: Request) -> CpuSampler:
     sampler = getattr(app_state, "cpu_sampler", None)
     if sampler is None:
         sampler = app_state.cpu_sampler = CpuSampler()
-    return sampler  # type: ignore[no-any-return]
+    return sampler
 
 
 @router.get("/ui-api/nodes", tags=["UI"])

@@ -10,18 +10,22 @@ Every write is one committed transaction, so a killed engine leaves a consistent
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from millpond.errors import NotFoundError, UserError
 from millpond.store.keys import new_id, utcnow
 from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.sqlite_wal import configure
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 DEFAULT_EXPERIMENT = "Default"
 _RUN_JSON = ("pipeline_spec", "platform_spec", "parameters", "outputs")
@@ -34,13 +38,24 @@ __all__ = ["DEFAULT_EXPERIMENT", "FINAL_STATES", "RunJournal", "RunRecord", "Sql
 class RunJournal(Protocol):
     """What the engine reads and writes while it runs; SqliteJournal and the SQLAlchemy RunStore both are one."""
 
-    def create_run(self, **fields: Any) -> Any: ...
+    def create_run(
+        self, *, name: str, experiment: str, pipeline_name: str, pipeline_spec: dict[str, Any],
+        platform_spec: dict[str, Any] | None, parameters: dict[str, Any], pipeline_root: str,
+    ) -> Any: ...  # a RunRecord, or the ORM's Run: the same attribute names
     def update_run(self, run_id: str, **fields: Any) -> None: ...
     def get_run(self, run_id: str) -> Any: ...
     def experiment_name(self, experiment_id: str) -> str: ...
-    def start_task(self, **fields: Any) -> str: ...
+    def start_task(
+        self, *, run_id: str, path: str, name: str, kind: str, component: str, parent_id: str | None,
+        image: str | None = None, inputs: dict[str, Any] | None = None, log_path: str | None = None,
+        state: str = "RUNNING", task_id: str | None = None,
+    ) -> str: ...
     def update_task(self, task_id: str, **fields: Any) -> None: ...
-    def finish_task(self, task_id: str, **fields: Any) -> None: ...
+    def finish_task(
+        self, task_id: str, *, state: str, outputs: dict[str, Any] | None = None, error: str | None = None,
+        exit_code: int | None = None, artifacts: list[dict[str, Any]] | None = None, run_id: str | None = None,
+        attempts: int | None = None, cache_entry: tuple[str, dict[str, Any]] | None = None,
+    ) -> None: ...
     def cancel_tasks(self, task_ids: list[str], error: str) -> None: ...
     def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]: ...
     def list_tasks(self, run_id: str) -> list[Any]: ...
@@ -141,9 +156,12 @@ class TaskRecord:
     pod_metadata: dict[str, Any] | None = field(default=None)
 
 
-def _record(cls: type, row: sqlite3.Row, json_columns: tuple[str, ...]) -> Any:
+_R = TypeVar("_R", bound="DataclassInstance")  # RunRecord or TaskRecord
+
+
+def _record(cls: type[_R], row: sqlite3.Row, json_columns: tuple[str, ...]) -> _R:
     values: dict[str, Any] = {}
-    names = set(cls.__dataclass_fields__)
+    names = {column.name for column in dataclasses.fields(cls)}
     for key in row.keys():
         if key not in names:
             continue

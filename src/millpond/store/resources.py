@@ -9,6 +9,7 @@ re-applying a manifest keeps what the cache engine reported.
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import json
 from dataclasses import dataclass
@@ -132,6 +133,7 @@ class ResourceStore:
             row = self._row(session, kind, name, namespace)
             return _resource(row) if row else None
 
+    # ``list`` below is a method of this class: in later signatures the built-in is ``builtins.list``.
     def list(self, kind: str, namespace: str | None = None) -> list[Resource]:
         """Every object of ``kind`` (in ``namespace``, or all namespaces when None), by namespace and name."""
         from sqlalchemy import select
@@ -145,7 +147,7 @@ class ResourceStore:
             rows = session.scalars(query.order_by(StoredResource.namespace, StoredResource.name))
             return [_resource(row) for row in rows]
 
-    def apply(self, manifests: list[dict[str, Any]]) -> list[tuple[Resource, str]]:
+    def apply(self, manifests: builtins.list[dict[str, Any]]) -> builtins.list[tuple[Resource, str]]:
         """Create or update each manifest, all in one transaction: (resource, "created" | "configured" | "unchanged").
 
         A manifest holds apiVersion, kind, metadata (name, optional namespace) and spec; a later
@@ -158,7 +160,7 @@ class ResourceStore:
         except IntegrityError:  # another process created one of them between our read and our write
             raise UserError("another millpond process applied the same objects meanwhile; apply again") from None
 
-    def _apply(self, manifests: list[dict[str, Any]]) -> list[tuple[Resource, str]]:
+    def _apply(self, manifests: builtins.list[dict[str, Any]]) -> builtins.list[tuple[Resource, str]]:
         from millpond.store.models import StoredResource
 
         results: list[tuple[Resource, str]] = []

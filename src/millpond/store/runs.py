@@ -10,9 +10,9 @@ import contextlib
 import datetime as dt
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Table, delete, func, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, defer, sessionmaker
@@ -21,10 +21,15 @@ from sqlalchemy.sql import Executable
 from millpond.errors import NotFoundError, UserError
 from millpond.store.catalog import NameTaken
 from millpond.store.db import session_factory
+from millpond.store.keys import new_id, utcnow
 from millpond.store.listing import ListQuery, Page, one_page
-from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task, new_id, utcnow
+from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task
 from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects.postgresql import Insert as PostgresqlInsert
+    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 
 _TASKS = Task.__table__
 _RUNS = Run.__table__
@@ -326,13 +331,15 @@ class RunStore:
                 session.delete(entry)
                 session.commit()
 
-    def _dialect_insert(self, table: Any) -> Any:
+    def _dialect_insert(self, table: Table) -> PostgresqlInsert | SqliteInsert:
         """INSERT with ON CONFLICT in the database's own dialect (SQLite and PostgreSQL have it)."""
         if self._engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        return dialect_insert(table)
+            from sqlalchemy.dialects.postgresql import insert as postgresql_insert  # noqa: PLC0415 — 180 ms, PostgreSQL only
+
+            return postgresql_insert(table)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert  # noqa: PLC0415 — the SQLite dialect's DML, when used
+
+        return sqlite_insert(table)
 
     def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]:
         """(id, pid, pid_start) of the run's tasks not yet final: only the columns a cancel needs."""

@@ -8,15 +8,17 @@ lies. The rows are handed out as frozen records; nobody outside ``store`` sees S
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from millpond.errors import ConflictError
 from millpond.names import check_label, check_namespace
 from millpond.store.keys import new_id, utcnow
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import CursorResult
     from sqlalchemy.orm import Session, sessionmaker
 
     from millpond.settings import Settings
@@ -148,6 +150,7 @@ class JobStore:
             row = session.get(TrainingJob, uid)
             return _job(row) if row else None
 
+    # ``list`` below is a method of this class: in later signatures the built-in is ``builtins.list``.
     def list(self, namespace: str | None = None) -> list[JobRecord]:
         """Jobs of ``namespace`` (all when None), oldest first."""
         from sqlalchemy import select
@@ -212,7 +215,8 @@ class JobStore:
             query = query.where(TrainingJob.supervisor_pid == supervisor[0],
                                 TrainingJob.supervisor_start == supervisor[1])
         with self._sessions.begin() as session:
-            return session.execute(query.values(**values)).rowcount == 1  # type: ignore[attr-defined]
+            result = cast("CursorResult[Any]", session.execute(query.values(**values)))  # an UPDATE's result
+            return result.rowcount == 1
 
     def _update_job(self, uid: str, **values: Any) -> None:
         from sqlalchemy import update
@@ -224,7 +228,7 @@ class JobStore:
 
     # ------------------------------------------------------------------ instances
 
-    def replace_instances(self, uid: str, instances: list[InstanceRecord]) -> None:
+    def replace_instances(self, uid: str, instances: builtins.list[InstanceRecord]) -> None:
         """The instances of a new attempt, in place of the last attempt's."""
         from sqlalchemy import delete
 
@@ -251,7 +255,7 @@ class JobStore:
             session.execute(update(TrainingInstance).where(
                 TrainingInstance.job_uid == uid, TrainingInstance.name == name).values(**values))
 
-    def instances(self, uid: str) -> list[InstanceRecord]:
+    def instances(self, uid: str) -> builtins.list[InstanceRecord]:
         from sqlalchemy import select
 
         from millpond.store.models import TrainingInstance
@@ -269,7 +273,7 @@ class JobStore:
         with self._sessions.begin() as session:
             session.add(TrainingEvent(job_uid=uid, at=utcnow(), type=kind, reason=reason, message=message))
 
-    def events(self, uid: str) -> list[EventRecord]:
+    def events(self, uid: str) -> builtins.list[EventRecord]:
         from sqlalchemy import select
 
         from millpond.store.models import TrainingEvent

@@ -211,7 +211,7 @@ class Placement:
         return (f"waiting for the Ray cluster at {self.spec.ray_address} to place {len(self.shapes)} bundles "
                 f"({self.spec.ray_placement}: {', '.join(_shape(s) for s in self.shapes)})")
 
-    def wait_ready(self, stopping: threading.Event, waiting: Callable[[str], None]) -> bool:
+    def wait_ready(self, stopping: threading.Event, waiting: Callable[[str], object]) -> bool:
         """Wait until Ray placed every bundle (``waiting`` told why, once); False when stopped meanwhile."""
         told = False
         while not stopping.is_set():

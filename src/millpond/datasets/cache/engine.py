@@ -473,15 +473,15 @@ class DatasetCache:
                 if exc.errno in _NO_ROOM:
                     return  # the tier's disk filled up meanwhile: served uncached
                 raise
-            row = CacheRow(
+            whole = CacheRow(
                 meta.path, meta.version, tier, meta.size, size, bytearray(b"\x01"), array("I", [crc32c(data)]), True,
                 time.time(),
             )
             if batch:
                 with self._lock:
-                    self._pending_rows.append(row)
+                    self._pending_rows.append(whole)
             else:
-                self.index.put_complete([row])
+                self.index.put_complete([whole])
                 self.tiers.settled(tier, meta.size)
             return
         row = self.index.entry(meta.path)

@@ -311,7 +311,7 @@ class CachedFile(io.RawIOBase):
         self._pos += count
         return count
 
-    def read(self, size: int = -1) -> bytes:  # type: ignore[override]
+    def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             size = self.meta.size - self._pos
         data = self.pread(self._pos, size)

@@ -291,7 +291,7 @@ class _Cycle:
     def positions(self, order: dict[str, list[Workload]], unresolved: dict[tuple[str, str], list[Workload]]
                   ) -> tuple[Pending, ...]:
         admitted = {admission.workload_id for admission in self.admitted}
-        result = []
+        result: list[Pending] = []
         for items in [*order.values(), *unresolved.values()]:
             still = [w for w in items if w.id not in admitted]
             result.extend(Pending(w.id, self.pending[w.id], index) for index, w in enumerate(still))
