@@ -67,7 +67,7 @@ def make_operations(cache: DatasetCache) -> Any:
     folder_mode = stat.S_IFDIR | (0o555 if read_only else 0o755)
     uid, gid = os.getuid(), os.getgid()
 
-    class DatasetOperations(_operations_base()):  # type: ignore[misc]
+    class DatasetOperations(_operations_base()):  # type: ignore[misc]  # mfusepy is imported late and untyped
         use_ns = True
 
         def __init__(self) -> None:

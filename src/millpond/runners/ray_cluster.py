@@ -146,7 +146,7 @@ def _messages_to_stderr() -> None:
     def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
         original({**data, "is_err": True}, ignore_prefix)
 
-    to_stderr.millpond = True  # type: ignore[attr-defined]
+    to_stderr.millpond = True  # type: ignore[attr-defined]  # a mark on the function: ours, not installed twice
     ray_worker.print_to_stdstream = to_stderr
 
 

@@ -127,7 +127,7 @@ def unpack_tar(archive: Path, into: Path, limits: UnpackLimits) -> None:
     try:
         with _decompressed(archive) as raw:
             stream = _Counted(raw, name, compressed, limits)
-            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]  # stream: read() only
                 count = declared = 0
                 for member in tar:
                     count += 1

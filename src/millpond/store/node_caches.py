@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from millpond.errors import MillpondError
 from millpond.store.keys import utcnow
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -122,7 +123,7 @@ class NodeCacheStore:
         with self._sessions.begin() as session:
             result = session.execute(delete(DatasetNodeCache).where(
                 DatasetNodeCache.dataset_uid == uid, DatasetNodeCache.node_id.not_in(sorted(live))))
-            return int(result.rowcount or 0)  # type: ignore[attr-defined]
+            return rows_changed(result)
 
     def states(self, uid: str) -> list[NodeCacheState]:
         """Every node holding a cache of dataset ``uid``, in the order they claimed it."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from millpond.errors import UserError
 from millpond.names import check_namespace, check_object_name
 from millpond.store.keys import new_id, utcnow
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -271,7 +272,7 @@ class ResourceStore:
             values["status"] = dict(status)
         with self._sessions.begin() as session:
             result = session.execute(query.values(**values).execution_options(synchronize_session=False))
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            return rows_changed(result) == 1
 
 
 def read_manifest(

@@ -24,6 +24,7 @@ from millpond.store.db import session_factory
 from millpond.store.keys import new_id, utcnow
 from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task
+from millpond.store.results import rows_changed
 from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.timestamps import iso  # noqa: F401 - kept importable from here
 
@@ -160,7 +161,7 @@ class RunStore:
                 update(Run).where(Run.id == run_id, Run.state.not_in(FINAL_STATES))
                 .values(state="CANCELED", error=reason, finished_at=now)
             )
-            if done.rowcount != 1:  # type: ignore[attr-defined]
+            if rows_changed(done) != 1:
                 session.rollback()
                 return False
             session.execute(

@@ -11,14 +11,14 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from millpond.errors import ConflictError
 from millpond.names import check_label, check_namespace
 from millpond.store.keys import new_id, utcnow
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import CursorResult
     from sqlalchemy.orm import Session, sessionmaker
 
     from millpond.settings import Settings
@@ -215,8 +215,7 @@ class JobStore:
             query = query.where(TrainingJob.supervisor_pid == supervisor[0],
                                 TrainingJob.supervisor_start == supervisor[1])
         with self._sessions.begin() as session:
-            result = cast("CursorResult[Any]", session.execute(query.values(**values)))  # an UPDATE's result
-            return result.rowcount == 1
+            return rows_changed(session.execute(query.values(**values))) == 1
 
     def _update_job(self, uid: str, **values: Any) -> None:
         from sqlalchemy import update

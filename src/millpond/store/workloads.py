@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from millpond.errors import NotFoundError, UserError
 from millpond.store.keys import new_id
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -97,7 +98,7 @@ class LockedWorkloads:
         values["updated_at"] = time.time()
         result = self._session.execute(update(WorkloadRow).where(
             WorkloadRow.id == workload_id, WorkloadRow.state.in_(expected)).values(**values))
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool(rows_changed(result))
 
     def admit(self, workload_id: str, cluster_queue: str, flavors: Mapping[str, str], at: float) -> bool:
         return self._set(workload_id, (PENDING,), state=ADMITTED, cluster_queue=cluster_queue,
@@ -147,7 +148,7 @@ def _finish(session: Session, workload_id: str, reason: str) -> bool:
     result = session.execute(update(WorkloadRow).where(
         WorkloadRow.id == workload_id, WorkloadRow.state != FINISHED).values(
         state=FINISHED, reason=reason, position=None, finished_at=now, updated_at=now))
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    return bool(rows_changed(result))
 
 
 class WorkloadStore:
@@ -223,7 +224,7 @@ class WorkloadStore:
             result = session.execute(update(WorkloadRow).where(
                 WorkloadRow.id == workload_id, WorkloadRow.state != FINISHED).values(holder=holder,
                                                                                      updated_at=time.time()))
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            return bool(rows_changed(result))
 
     def finish(self, workload_id: str, reason: str = "finished") -> bool:
         """It holds nothing any more (done, deleted, failed): False when it had already finished."""
@@ -243,7 +244,7 @@ class WorkloadStore:
                 state=PENDING, cluster_queue=None, flavors={}, requeues=WorkloadRow.requeues + 1,
                 reason="requeued after eviction: waiting for the next admission cycle", position=None,
                 updated_at=time.time()))
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            return bool(rows_changed(result))
 
     @contextmanager
     def locked(self) -> Iterator[LockedWorkloads]:

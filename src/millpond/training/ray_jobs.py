@@ -334,7 +334,9 @@ class Placement:
                     if not node_id or node_id in live or item.process.poll() is not None:
                         continue
                     item.failure = f"{item.planned.name}: Ray node {node_id[:12]} ({address}) running it was lost"
-                    item.process.returncode = -1  # type: ignore[misc]
+                    process = item.process
+                    assert isinstance(process, _RemoteProcess)  # what this placement started
+                    process.returncode = -1
                     self.cancels[item.planned.name].set()
 
     def _mark(self, item: Planned) -> str:

@@ -304,7 +304,7 @@ class CachedFile(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]  # filled by slice: no Buffer
         data = self.pread(self._pos, len(buffer))
         count = len(data)
         memoryview(buffer).cast("B")[:count] = data
