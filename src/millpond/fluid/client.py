@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from millpond.datasets.config import bound_runtime
 from millpond.fluid import constants, models
 from millpond.fluid.config import ClientConfig
 from millpond.fluid.dataset import FluidDataset
 from millpond.fluid.objects import already_exists, apply, not_found, shown
 from millpond.fluid.utils import infer_data_operation_kind, infer_runtime_kind
+from millpond.store.resources import ResourceStore
 
 __all__ = ["ClientConfig", "FluidClient"]
 
@@ -24,9 +26,7 @@ logger = logging.getLogger("fluidsdk")
 MODES = {"ReadOnly": "ReadOnlyMany", "ReadWrite": "ReadWriteMany"}
 
 
-def _store() -> Any:
-    from millpond.store.resources import ResourceStore
-
+def _store() -> ResourceStore:
     return ResourceStore()
 
 
@@ -100,8 +100,6 @@ class FluidClient:
 
     def get_runtime(self, name: str, runtime_type: str | None = None, namespace: str | None = None) -> dict[str, Any]:
         """The runtime named ``name`` (of kind ``runtime_type``, else whichever is bound), with its status."""
-        from millpond.datasets.config import bound_runtime
-
         namespace = self._namespace(namespace)
         kind = infer_runtime_kind(runtime_type)
         if runtime_type and kind is None:

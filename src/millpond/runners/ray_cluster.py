@@ -67,11 +67,11 @@ class RayResources:
         if self.resources:
             options["resources"] = dict(self.resources)
         if self.node_id:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - Ray is optional: cluster mode only
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=self.soft)
         elif self.placement_group is not None:
-            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: PLC0415 - Ray is optional: cluster mode only
 
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 self.placement_group, placement_group_bundle_index=self.bundle_index
@@ -81,7 +81,7 @@ class RayResources:
 
 def require_ray() -> None:
     try:
-        import ray  # noqa: F401 - cluster mode imports it next anyway
+        import ray  # noqa: F401, PLC0415 - cluster mode imports it next anyway
     except ImportError:
         raise ClusterUnavailable(INSTALL_HINT) from None
 
@@ -115,7 +115,7 @@ def connect(address: str) -> None:
         _reachable(address)
         if _connected is not None:
             raise ClusterUnavailable(f"this process already uses the Ray cluster at {_connected}, not {address}")
-        import ray
+        import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
         saved = _signal_handlers()
         _messages_to_stderr()
@@ -137,7 +137,7 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _messages_to_stderr() -> None:
     """Send what Ray's driver prints about the cluster (``(raylet) The node … has been marked dead``) to
     stderr: a driver prints it on stdout, which is the command's output here (``-o json``)."""
-    from ray._private import worker as ray_worker
+    from ray._private import worker as ray_worker  # noqa: PLC0415 - Ray is optional: cluster mode only
 
     original = getattr(ray_worker, "print_to_stdstream", None)
     if original is None or getattr(original, "millpond", False):
@@ -173,7 +173,7 @@ class ClusterNode:
 
 def cluster_nodes() -> list[ClusterNode]:
     """The live nodes of the connected cluster and their total resources."""
-    import ray
+    import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
     return [
         ClusterNode(node_id=str(n["NodeID"]), address=str(n.get("NodeManagerAddress", "")),
@@ -215,7 +215,7 @@ _remote: Any = None
 def _remote_task() -> Any:
     global _remote
     if _remote is None:
-        import ray
+        import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
         # Ray's retries off: a lost node is an attempt millpond's retry policy judges.
         _remote = ray.remote(max_retries=0, retry_exceptions=False, num_returns="streaming")(run_task)
@@ -237,8 +237,8 @@ def run_on_cluster(
     what the process wrote. ``spec.on_start`` is told ``None`` (the process's pid is another
     machine's, meaningless here) once the node has started the task.
     """
-    import ray
-    from ray import exceptions as ray_errors
+    import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
+    from ray import exceptions as ray_errors  # noqa: PLC0415 - Ray is optional: cluster mode only
 
     if cancel.is_set():
         return ProcessResult(exit_code=-1, seconds=0.0, error="cancelled before it started")
