@@ -36,6 +36,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from millpond import __version__
 from millpond.errors import UserError
 from millpond.server.state import state_of
 from millpond.serving import lifecycle
@@ -147,8 +148,6 @@ async def v1_predict(name: str, request: Request) -> Response:
 # --- Open Inference Protocol v2 ------------------------------------------------------------------------
 @router.get("/v2")
 def v2_server() -> dict[str, Any]:
-    from millpond import __version__
-
     return {"name": "millpond", "version": __version__, "extensions": []}
 
 
