@@ -37,7 +37,7 @@ def _in_range(fmt: str, value: object) -> bool:
 
 @functools.cache
 def _validator(schema_file: Path) -> "Validator":
-    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema import Draft202012Validator, FormatChecker  # noqa: PLC0415 - jsonschema with the first check
 
     schema = json.loads(schema_file.read_text(encoding="utf-8"))
     checker = FormatChecker(formats=())  # only the integer widths the CRDs declare
@@ -53,7 +53,7 @@ def check_schema(kind: str, document: dict[str, Any]) -> None:
 
 def check_schema_file(schema_file: Path, document: dict[str, Any]) -> None:
     """Raise UserError for the first field of ``document`` the JSON Schema in ``schema_file`` refuses."""
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match  # noqa: PLC0415 - jsonschema with the first check
 
     error = best_match(_validator(schema_file).iter_errors(document))
     if error is not None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from millpond.datasets.storage_errors import describe
 from millpond.errors import UnavailableError, UserError
@@ -143,7 +144,7 @@ class ObstoreS3Ufs:
     """An S3-compatible bucket (AWS, MinIO, SeaweedFS, OSS's S3 endpoint) through obstore."""
 
     def __init__(self, uri: str, bucket: str, prefix: str, settings: S3Settings) -> None:
-        from obstore.store import S3Store
+        from obstore.store import S3Store  # noqa: PLC0415 - obstore for S3 mounts only
 
         self.uri = uri
         self.prefix = prefix.strip("/")
@@ -171,7 +172,7 @@ class ObstoreS3Ufs:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def list(self) -> Iterator[UfsEntry]:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         cut = len(self.prefix) + 1 if self.prefix else 0
         try:
@@ -187,8 +188,8 @@ class ObstoreS3Ufs:
             raise _error("list", self.uri, exc) from None
 
     def stat(self, key: str) -> UfsEntry | None:
-        import obstore
-        from obstore.exceptions import NotFoundError
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
+        from obstore.exceptions import NotFoundError  # noqa: PLC0415 - obstore for S3 mounts only
 
         try:
             meta = obstore.head(self._store, self._key(key))
@@ -199,7 +200,7 @@ class ObstoreS3Ufs:
         return UfsEntry(key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"'))
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("read", _join(self.uri, key)):
             if start == 0 and end is None:
@@ -207,14 +208,14 @@ class ObstoreS3Ufs:
             return obstore.get_range(self._store, self._key(key), start=start, end=end).to_bytes()
 
     def write(self, key: str, source: Path) -> UfsEntry:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("write", _join(self.uri, key)):
             obstore.put(self._store, self._key(key), source)
         return _stat_written(self, key)
 
     def put(self, key: str, data: bytes) -> UfsEntry:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("write", _join(self.uri, key)):
             result = obstore.put(self._store, self._key(key), data)
@@ -222,7 +223,7 @@ class ObstoreS3Ufs:
         return UfsEntry(key, len(data), 0.0, etag) if etag else _stat_written(self, key)
 
     def remove(self, key: str) -> None:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("remove", _join(self.uri, key)):
             obstore.delete(self._store, self._key(key))
@@ -427,8 +428,6 @@ def _juicefs_ufs(uri: str, subdir: str, options: dict[str, str]) -> Ufs:
     JuiceFS would chunk files and keep its metadata in Redis (``metaurl``); here the metadata is
     millpond's own index, so no metadata engine is needed, and the objects stay readable by any tool.
     """
-    from urllib.parse import urlsplit
-
     bucket_url = options.get("bucket")
     storage = (options.get("storage") or "s3").lower()
     if not bucket_url:
@@ -457,7 +456,7 @@ def _juicefs_ufs(uri: str, subdir: str, options: dict[str, str]) -> Ufs:
 
 def _s3fs_ufs(uri: str, bucket: str, prefix: str, settings: S3Settings) -> Ufs:
     try:
-        import s3fs
+        import s3fs  # noqa: PLC0415 - fsspec's backends when used
     except ImportError:
         raise UserError(f"{uri}: reading S3 needs obstore or s3fs; try: pip install 'millpond[s3]'") from None
     fs = s3fs.S3FileSystem(
@@ -477,7 +476,7 @@ def _s3fs_ufs(uri: str, bucket: str, prefix: str, settings: S3Settings) -> Ufs:
 
 
 def _fsspec_ufs(uri: str, scheme: str, options: dict[str, str]) -> Ufs:
-    import fsspec
+    import fsspec  # noqa: PLC0415 - fsspec's backends when used
 
     try:
         fs = fsspec.filesystem(scheme, skip_instance_cache=True, **_bounded_client(scheme))
@@ -493,7 +492,7 @@ def _bounded_client(scheme: str) -> dict[str, Any]:
     """The web filesystem's aiohttp timeouts, bounded (its defaults: 30 s to connect, 5 minutes a request)."""
     if scheme not in ("http", "https"):
         return {}
-    import aiohttp
+    import aiohttp  # noqa: PLC0415 - aiohttp for http(s) mounts only
 
     timeout = aiohttp.ClientTimeout(
         total=REQUEST_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S

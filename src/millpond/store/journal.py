@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from millpond.errors import NotFoundError, UserError
+from millpond.store.db import HEAD_REVISION, get_engine
 from millpond.store.keys import new_id, utcnow
 from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.sqlite_wal import configure
@@ -68,8 +69,6 @@ def open_journal(database_url: str) -> RunJournal:
 
     The schema is brought to Alembic's head first; that (and only that) imports SQLAlchemy.
     """
-    from millpond.store.db import HEAD_REVISION, get_engine
-
     if not database_url.startswith("sqlite:///"):
         from millpond.store.runs import RunStore  # noqa: PLC0415 — SQLAlchemy (~0.6 s) only for other databases
 

@@ -13,6 +13,7 @@ read-ahead itself, at once.
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
 import errno
 import json
@@ -34,8 +35,9 @@ from millpond.datasets.cache.namespace import Namespace
 from millpond.datasets.cache.node_report import NodeReport
 from millpond.datasets.cache.reader import CachedFile
 from millpond.datasets.cache.tiers import TierSet
-from millpond.datasets.config import DatasetConfig
+from millpond.datasets.config import DatasetConfig, load_config
 from millpond.datasets.ufs import Ufs, UfsError, open_ufs
+from millpond.settings import load_settings
 
 FETCH_THREADS = 64  # concurrent GETs: over a 10 ms link, small files need many in flight
 READ_AHEAD_FILES = 48  # a folder walk: how many next files to fetch ahead of the reader
@@ -709,8 +711,6 @@ def _write_atomically(target: Path, data: bytes) -> None:
 
 
 def _bisect_index(names: list[str], name: str) -> int:
-    import bisect
-
     position = bisect.bisect_left(names, name)
     if position < len(names) and names[position] == name:
         return position
@@ -732,9 +732,6 @@ _OPEN_LOCK = threading.Lock()
 
 def open_cache(name: str, namespace: str = "default") -> DatasetCache:
     """The process-wide DatasetCache of a dataset (one per dataset, reused by every reader)."""
-    from millpond.datasets.config import load_config
-    from millpond.settings import load_settings
-
     settings = load_settings()
     config = load_config(name, namespace, settings)
     key = (str(settings.home), namespace, name)
