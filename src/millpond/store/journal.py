@@ -70,7 +70,7 @@ def open_journal(database_url: str) -> RunJournal:
     The schema is brought to Alembic's head first; that (and only that) imports SQLAlchemy.
     """
     if not database_url.startswith("sqlite:///"):
-        from millpond.store.runs import RunStore  # noqa: PLC0415 — SQLAlchemy (~0.6 s) only for other databases
+        from millpond.store.runs import RunStore  # noqa: PLC0415 - SQLAlchemy (~0.6 s) only for other databases
 
         return RunStore(database_url)
     path = Path(database_url.removeprefix("sqlite:///"))
