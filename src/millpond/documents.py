@@ -236,7 +236,7 @@ def _walk_events(events: Iterator[yaml.Event], source: str) -> None:
         if open_frames and isinstance(event, _NODES):
             open_frames[-1].next_item(event)
         if isinstance(event, yaml.AliasEvent):
-            anchor = event.anchor
+            anchor = event.anchor or ""  # an alias always names its anchor (PyYAML types it optional)
             if anchor in open_anchors:
                 raise DocumentError(f"{_where(source, event)}: alias *{anchor} refers to a node that contains it")
             total += sizes.get(anchor, 1)  # an undefined alias is the composer's error to report

@@ -132,7 +132,7 @@ def _nanos(digits: str, scale10: int, exponent2: int) -> int:
     kept, rest = digits[:keep], digits[keep:]
     if not kept:  # below one nano (after the binary factor): rounds up to one
         return 1
-    truncated = Fraction(int(kept or "0")) * Fraction(10) ** (scale10 + len(rest)) * 2**exponent2 * NANOS
+    truncated: Fraction = Fraction(int(kept or "0")) * Fraction(10) ** (scale10 + len(rest)) * 2**exponent2 * NANOS
     if rest.strip("0"):
         return truncated.numerator // truncated.denominator + 1
     return -((-truncated.numerator) // truncated.denominator)

@@ -119,8 +119,9 @@ def _serve(serve_type: str, values: dict[str, Any], extra: tuple[tuple[str, bool
     if words and flag:
         raise UserError("give the command once: --command or the words after the flags, not both")
     fields = ServeArgs.__dataclass_fields__
-    args = ServeArgs(type=serve_type, command=flag or " ".join(words),
-                     **{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items() if k in fields})
+    given: dict[str, Any] = {k: tuple(v) if isinstance(v, (list, tuple)) else v
+                             for k, v in values.items() if k in fields}  # click's values, as parsed
+    args = ServeArgs(type=serve_type, command=flag or " ".join(words), **given)
     body = inference_service(args)
     settings = load_settings()
     store = ResourceStore(settings)
@@ -404,8 +405,9 @@ def _update(serve_type: str, values: dict[str, Any]) -> None:
         raise UserError("give the command once: --command or the words after the flags, not both")
     command = flag if flag is not None else (" ".join(words) if words else None)
     fields = UpdateArgs.__dataclass_fields__
-    args = UpdateArgs(type=serve_type, command=command,
-                      **{k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in values.items() if k in fields})
+    given: dict[str, Any] = {k: tuple(v) if isinstance(v, (list, tuple)) else v
+                             for k, v in values.items() if k in fields}  # click's values, as parsed
+    args = UpdateArgs(type=serve_type, command=command, **given)
     settings = load_settings()
     store = ResourceStore(settings)
     current = objects.found(KINDS["InferenceService"], args.name, args.namespace, False, store)[0]

@@ -92,8 +92,9 @@ def common_args(values: dict[str, Any], extra: tuple[tuple[str, bool], ...] = ()
         print(f"info: {', '.join(ignored)} only {word} something on a Kubernetes cluster; ignored on this machine",
               file=sys.stderr)
     fields = CommonArgs.__dataclass_fields__
-    return CommonArgs(**{key: tuple(value) if isinstance(value, (list, tuple)) else value
-                         for key, value in values.items() if key in fields})
+    given: dict[str, Any] = {key: tuple(value) if isinstance(value, (list, tuple)) else value
+                             for key, value in values.items() if key in fields}  # click's values, as parsed
+    return CommonArgs(**given)
 
 
 SUBMIT_SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": False}

@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from millpond.cli.progress import RunProgress, step_status
 from millpond.cli.render import (
@@ -28,6 +28,8 @@ from millpond.settings import load_settings
 from millpond.store.journal import RunJournal, open_journal
 
 if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
     from millpond.store.runs import RunStore
 
 
@@ -113,7 +115,7 @@ def _stopped(store: RunJournal, run_id: str, output: str) -> Iterator[None]:
         raise
 
 
-def _report(store: RunJournal, run, state: str, error: str | None, output: str) -> int:  # type: ignore[no-untyped-def]
+def _report(store: RunJournal, run: Any, state: str, error: str | None, output: str) -> int:
     """Print a finished run (a table on stderr, or one JSON object on stdout) and give its exit status."""
     console = stderr_console()
     tasks = store.list_tasks(run.id)
@@ -127,7 +129,7 @@ def _report(store: RunJournal, run, state: str, error: str | None, output: str) 
     return 0 if state == "SUCCEEDED" else 1
 
 
-def _print_outputs(console, run, tasks) -> None:  # type: ignore[no-untyped-def]
+def _print_outputs(console: Console, run: Any, tasks: list[Any]) -> None:
     for task in tasks:
         for name, items in (task.outputs or {}).get("artifacts", {}).items():
             for item in items:
@@ -184,6 +186,6 @@ def list_experiments_command(output: str) -> None:
     _stdout_print(table)
 
 
-def _stdout_print(renderable) -> None:  # type: ignore[no-untyped-def]
+def _stdout_print(renderable: RenderableType) -> None:
     stdout_console().print(renderable)
 

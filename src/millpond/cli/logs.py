@@ -13,6 +13,7 @@ from millpond.store.journal import FINAL_STATES
 
 if TYPE_CHECKING:
     from millpond.store.models import Task
+    from millpond.store.runs import RunStore
 
 _POLL_S = 0.25
 
@@ -45,7 +46,7 @@ def logs_command(run_id: str, task: str | None, follow: bool) -> None:
         time.sleep(_POLL_S)
 
 
-def _maybe(store, run_id: str, task: str) -> list[Task]:  # type: ignore[no-untyped-def]
+def _maybe(store: RunStore, run_id: str, task: str) -> list[Task]:
     """While following, a task that has not started yet is not an error."""
     try:
         return _select(store.list_tasks(run_id), task)

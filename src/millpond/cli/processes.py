@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -115,8 +115,8 @@ def _serving_state(process: "BackgroundProcess") -> str:
     resource = ResourceStore().get("InferenceService", name, namespace)
     if resource is None or process.uid and resource.uid != process.uid:
         return "its InferenceService was deleted"
-    ready = next((c for c in lifecycle.observed_status(resource).get("conditions") or [] if c.get("type") == "Ready"),
-                 {})
+    conditions = lifecycle.observed_status(resource).get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
     found = endpoints.read(namespace, name)
     answering = sum(len(revision.replicas) for revision in found.revisions) if found else 0
     state = f"Ready {ready.get('status', 'Unknown')}" + (f" ({ready['reason']})" if ready.get("reason") else "")

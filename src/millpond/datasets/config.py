@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,8 @@ from millpond.durations import Duration, parse_alluxio_duration, parse_go_durati
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes
 from millpond.settings import Settings, load_settings
+from millpond.store.resources import read_manifest
+from millpond.store.secrets import ConfigStore
 
 RUNTIME_KINDS = (
     "AlluxioRuntime", "JuiceFSRuntime", "JindoRuntime", "ThinRuntime", "EFCRuntime", "VineyardRuntime", "CacheRuntime",
@@ -82,8 +85,6 @@ NODE_DIR_VAR, NODE_ID_VAR = "MILLPOND_NODE_DIR", "MILLPOND_RAY_NODE_ID"
 
 def this_node() -> CacheNode | None:
     """The cluster node this process runs on, or None outside cluster mode (the engine's own machine)."""
-    import os
-
     folder, node_id = os.environ.get(NODE_DIR_VAR), os.environ.get(NODE_ID_VAR)
     if not folder or not node_id:
         return None
@@ -225,8 +226,6 @@ def build_config(
     dataset: dict[str, Any], runtime: dict[str, Any] | None, uid: str, settings: Settings | None = None
 ) -> DatasetConfig:
     """Resolve manifests (as applied) into a DatasetConfig; UserError names what cannot be resolved."""
-    from millpond.store.secrets import ConfigStore
-
     settings = settings or load_settings()
     meta = dataset.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
@@ -273,8 +272,6 @@ def bound_runtime(store: Any, name: str, namespace: str = "default") -> Any | No
 
 def load_config(name: str, namespace: str = "default", settings: Settings | None = None) -> DatasetConfig:
     """The applied dataset ``name`` and its bound runtime; UserError when there is no such dataset."""
-    from millpond.store.resources import read_manifest
-
     settings = settings or load_settings()
     dataset = read_manifest(settings, "Dataset", name, namespace)
     if dataset is None:

@@ -8,6 +8,7 @@ go through to the UFS when the file is closed.
 
 from __future__ import annotations
 
+import datetime
 import errno
 import io
 import os
@@ -83,8 +84,6 @@ class MillpondFileSystem(AbstractFileSystem):
         return self.info(path).get("version", "")
 
     def modified(self, path: str) -> Any:
-        import datetime
-
         return datetime.datetime.fromtimestamp(self.info(path).get("mtime", 0), tz=datetime.timezone.utc)
 
     # -- reading and writing --------------------------------------------------------------------
@@ -148,7 +147,7 @@ class _WriteThrough(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         return self._file.write(data)
 
     def close(self) -> None:

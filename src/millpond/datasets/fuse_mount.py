@@ -25,7 +25,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from millpond.datasets.cache.engine import DatasetCache
+from millpond.datasets.cache.engine import DatasetCache, open_cache
 from millpond.datasets.cache.reader import CachedFile
 from millpond.datasets.ufs import UfsError
 
@@ -38,7 +38,7 @@ MAX_READ = 1 << 20  # bytes per FUSE read request (the kernel default, 128 KiB, 
 
 
 def _operations_base() -> type:
-    import mfusepy
+    import mfusepy  # noqa: PLC0415 - FUSE only when mounting
 
     return mfusepy.Operations
 
@@ -59,7 +59,7 @@ class _Upload:
 
 def make_operations(cache: DatasetCache) -> Any:
     """The FUSE callbacks over one DatasetCache (a class made here so mfusepy is imported only when mounting)."""
-    import mfusepy
+    import mfusepy  # noqa: PLC0415 - FUSE only when mounting
 
     fuse_error = mfusepy.FuseOSError
     read_only = cache.config.read_only
@@ -67,7 +67,7 @@ def make_operations(cache: DatasetCache) -> Any:
     folder_mode = stat.S_IFDIR | (0o555 if read_only else 0o755)
     uid, gid = os.getuid(), os.getgid()
 
-    class DatasetOperations(_operations_base()):  # type: ignore[misc]
+    class DatasetOperations(_operations_base()):  # type: ignore[misc]  # mfusepy is imported late and untyped
         use_ns = True
 
         def __init__(self) -> None:
@@ -299,9 +299,7 @@ def make_operations(cache: DatasetCache) -> Any:
 
 def serve(name: str, mountpoint: str, namespace: str = "default") -> None:
     """Mount ``name`` at ``mountpoint`` and serve until unmounted (runs in the foreground)."""
-    import mfusepy
-
-    from millpond.datasets.cache.engine import open_cache
+    import mfusepy  # noqa: PLC0415 - FUSE only when mounting
 
     cache = open_cache(name, namespace)
     cache.namespace()  # list the UFS before mounting: a bad mount fails here, visibly

@@ -17,6 +17,7 @@ from millpond.datasets.fields import field_path, show
 from millpond.datasets.kinds import KINDS
 from millpond.datasets.mount_points import escapes_root, parse_mount_point
 from millpond.datasets.placeholders import placeholder_message, unfilled
+from millpond.datasets.ufs import S3_SCHEMES, UNDERSTOOD_OPTIONS
 from millpond.errors import UserError
 from millpond.quantities import parse_quantity
 from millpond.store.secrets import ConfigStore, MissingConfig, check_name
@@ -234,8 +235,6 @@ def recorded_only(kind: str, spec: dict[str, Any]) -> list[str]:
     if KINDS[kind].category == "runtime" and isinstance(replicas, int) and replicas > 1:
         fields.insert(0, f"replicas: {replicas} (one machine holds one cache)")
     if kind == "Dataset":
-        from millpond.datasets.ufs import S3_SCHEMES, UNDERSTOOD_OPTIONS
-
         for position, mount in enumerate(spec.get("mounts") or []):
             if str(mount.get("mountPoint", "")).split("://", 1)[0].lower() in S3_SCHEMES:
                 fields += [

@@ -103,8 +103,8 @@ def parse_mount_point(uri: str, where: str) -> MountPoint:
 
 def _check_fsspec_protocol(scheme: str, fail: Callable[[str], UserError]) -> None:
     """An fsspec protocol is fine when its implementation imports; otherwise say what to install."""
-    from fsspec import get_filesystem_class
-    from fsspec.registry import known_implementations
+    from fsspec import get_filesystem_class  # noqa: PLC0415 - fsspec's backends when used
+    from fsspec.registry import known_implementations  # noqa: PLC0415 - fsspec's backends when used
 
     known = known_implementations.get(scheme)
     if known is None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millpond.datasets import mount_users
-from millpond.datasets.config import mounts_home
+from millpond.datasets.config import load_config, mounts_home
 from millpond.errors import UserError
 from millpond.runners.background import now_iso
 from millpond.runners.processes import ProcessIdentity
@@ -102,7 +102,7 @@ def fuse_available() -> str | None:
     if shutil.which("fusermount3") is None and shutil.which("fusermount") is None:
         return "fusermount3 is not installed (Debian: apt-get install fuse3)"
     try:
-        import mfusepy  # noqa: F401
+        import mfusepy  # noqa: F401, PLC0415
     except (ImportError, OSError) as exc:
         return f"the FUSE library cannot be loaded ({exc}); Debian: apt-get install fuse3"
     return None
@@ -114,8 +114,6 @@ def mount(dataset: str, folder: Path, namespace: str = "default", shared: bool =
     ``shared``: the mount is for millpond's own users (``shared_mounts``): its daemon also watches
     whether any is left, and unmounts itself when none is.
     """
-    from millpond.datasets.config import load_config
-
     load_config(dataset, namespace)  # a dataset that does not exist is a user error, before any process starts
     reason = fuse_available()
     if reason:

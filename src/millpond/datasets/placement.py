@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import replace
 
-from millpond.runners.ray_cluster import RayResources
+from millpond.runners.ray_cluster import RayResources, cluster_nodes
 from millpond.settings import Settings, load_settings
 from millpond.store.node_caches import NodeCacheStore
 from millpond.store.resources import ResourceStore
@@ -25,7 +25,6 @@ def live_nodes() -> set[str] | None:
     ray = sys.modules.get("ray")  # not imported: not joined (and importing Ray to find out costs a second)
     if ray is None or not ray.is_initialized():
         return None
-    from millpond.runners.ray_cluster import cluster_nodes
 
     return {node.node_id for node in cluster_nodes()}
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from millpond.datasets.fields import field_path, show
 from millpond.errors import UserError
@@ -36,7 +37,7 @@ def _in_range(fmt: str, value: object) -> bool:
 
 @functools.cache
 def _validator(schema_file: Path) -> "Validator":
-    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema import Draft202012Validator, FormatChecker  # noqa: PLC0415 - jsonschema with the first check
 
     schema = json.loads(schema_file.read_text(encoding="utf-8"))
     checker = FormatChecker(formats=())  # only the integer widths the CRDs declare
@@ -52,7 +53,7 @@ def check_schema(kind: str, document: dict[str, Any]) -> None:
 
 def check_schema_file(schema_file: Path, document: dict[str, Any]) -> None:
     """Raise UserError for the first field of ``document`` the JSON Schema in ``schema_file`` refuses."""
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match  # noqa: PLC0415 - jsonschema with the first check
 
     error = best_match(_validator(schema_file).iter_errors(document))
     if error is not None:
@@ -67,9 +68,11 @@ def describe(error: "ValidationError") -> str:
     """One line for one schema error, led by the field's path."""
     path = list(error.absolute_path)
     where = field_path(path)
-    value, rule, keyword = error.instance, error.validator_value, error.validator
+    # The value and the rule are whatever JSON the document and the schema hold there (jsonschema
+    # types them Any, or unset: they are always set on an error that validation raised).
+    value, rule, keyword = cast(Any, error.instance), cast(Any, error.validator_value), error.validator
     if keyword == "additionalProperties" and isinstance(value, dict):
-        allowed = error.schema.get("properties", {})
+        allowed = error.schema.get("properties", {}) if isinstance(error.schema, Mapping) else {}
         unknown = [key for key in value if key not in allowed]
         names = ", ".join(f'"{field_path([*path, key])}"' for key in unknown)
         return f"unknown field{'s' if len(unknown) > 1 else ''} {names}"

@@ -14,9 +14,13 @@ import datetime as dt
 from typing import Any
 
 from millpond.datasets import ufs_check
+from millpond.datasets.cache.engine import DatasetCache, cache_stats
+from millpond.datasets.cache.index import CacheIndex
 from millpond.datasets.config import RUNTIME_KINDS, DatasetConfig, bound_runtime, build_config
 from millpond.datasets.operations.liveness import observed
+from millpond.datasets.placement import live_nodes
 from millpond.datasets.quantity import format_bytes, format_percentage
+from millpond.datasets.ufs import UfsError
 from millpond.errors import UserError
 from millpond.settings import load_settings
 from millpond.store.node_caches import CacheReport, NodeCacheState, NodeCacheStore
@@ -111,8 +115,6 @@ def worker_counts(runtime: Resource, nodes: list[NodeCacheState]) -> dict[str, i
     process has joined the cluster and can tell). Outside cluster mode the engine's own cache is
     the one worker.
     """
-    from millpond.datasets.placement import live_nodes
-
     replicas = (runtime.spec or {}).get("replicas")
     held = len(nodes) or 1
     desired = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) and nodes else held
@@ -130,17 +132,11 @@ def _stats(config: DatasetConfig, check: bool) -> tuple[Any, str | None]:
     With ``check``, the mounts are asked again if that answer is stale (bounded in time); when
     they answer and were never listed (or the mounts changed since), the UFS is listed first, so a
     new dataset shows its size. Without it (a runtime's status) only what is recorded is read."""
-    from millpond.datasets.cache.engine import cache_stats
-    from millpond.datasets.cache.index import CacheIndex
-    from millpond.datasets.ufs import UfsError
-
     index = CacheIndex(config.state_dir)
     try:
         error = ufs_check.check(config, index, load_settings().volumes_dir) if check else index.meta("check_error")
         unlisted = index.meta("synced_at") is None or index.meta("fingerprint") != config.fingerprint()
         if check and not error and unlisted:
-            from millpond.datasets.cache.engine import DatasetCache
-
             cache = DatasetCache(config, load_settings().volumes_dir)
             try:
                 cache.sync()
@@ -185,8 +181,6 @@ def cache_counters(resource: Resource, store: ResourceStore) -> tuple[CacheRepor
     as one of ten). An index that does not exist yet (nothing read) is not created: all zero. Reads
     are counted by this machine's caches only (nodes report bytes).
     """
-    from millpond.datasets.cache.index import CacheIndex
-
     runtime = bound_runtime(store, resource.name, resource.namespace)
     if runtime is None:
         return None

@@ -16,10 +16,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from millpond.datasets.storage_errors import describe
 from millpond.errors import UnavailableError, UserError
+
+if TYPE_CHECKING:
+    from obstore.store import ClientConfig, RetryConfig
 
 # Every remote request is bounded, so an unreachable or failing store is reported in seconds, not
 # minutes: the backends' defaults (obstore: 10 retries within 3 minutes; aiohttp: 30 s to connect,
@@ -140,7 +144,7 @@ class ObstoreS3Ufs:
     """An S3-compatible bucket (AWS, MinIO, SeaweedFS, OSS's S3 endpoint) through obstore."""
 
     def __init__(self, uri: str, bucket: str, prefix: str, settings: S3Settings) -> None:
-        from obstore.store import S3Store
+        from obstore.store import S3Store  # noqa: PLC0415 - obstore for S3 mounts only
 
         self.uri = uri
         self.prefix = prefix.strip("/")
@@ -154,11 +158,11 @@ class ObstoreS3Ufs:
             config["secret_access_key"] = settings.secret_key or ""
         else:
             config["skip_signature"] = True
-        client = {
+        client: ClientConfig = {
             "allow_http": True, "timeout": f"{REQUEST_TIMEOUT_S}s", "connect_timeout": f"{CONNECT_TIMEOUT_S}s",
             "read_timeout": f"{READ_TIMEOUT_S}s", "pool_max_idle_per_host": "64",
         }
-        retry = {
+        retry: RetryConfig = {
             "max_retries": BACKEND_RETRIES, "retry_timeout": timedelta(seconds=BACKEND_RETRY_WINDOW_S),
             "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2), "base": 2},
         }
@@ -168,7 +172,7 @@ class ObstoreS3Ufs:
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def list(self) -> Iterator[UfsEntry]:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         cut = len(self.prefix) + 1 if self.prefix else 0
         try:
@@ -184,8 +188,8 @@ class ObstoreS3Ufs:
             raise _error("list", self.uri, exc) from None
 
     def stat(self, key: str) -> UfsEntry | None:
-        import obstore
-        from obstore.exceptions import NotFoundError
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
+        from obstore.exceptions import NotFoundError  # noqa: PLC0415 - obstore for S3 mounts only
 
         try:
             meta = obstore.head(self._store, self._key(key))
@@ -196,7 +200,7 @@ class ObstoreS3Ufs:
         return UfsEntry(key, int(meta["size"]), meta["last_modified"].timestamp(), (meta.get("e_tag") or "").strip('"'))
 
     def read(self, key: str, start: int = 0, end: int | None = None) -> bytes:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("read", _join(self.uri, key)):
             if start == 0 and end is None:
@@ -204,14 +208,14 @@ class ObstoreS3Ufs:
             return obstore.get_range(self._store, self._key(key), start=start, end=end).to_bytes()
 
     def write(self, key: str, source: Path) -> UfsEntry:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("write", _join(self.uri, key)):
             obstore.put(self._store, self._key(key), source)
         return _stat_written(self, key)
 
     def put(self, key: str, data: bytes) -> UfsEntry:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("write", _join(self.uri, key)):
             result = obstore.put(self._store, self._key(key), data)
@@ -219,7 +223,7 @@ class ObstoreS3Ufs:
         return UfsEntry(key, len(data), 0.0, etag) if etag else _stat_written(self, key)
 
     def remove(self, key: str) -> None:
-        import obstore
+        import obstore  # noqa: PLC0415 - obstore for S3 mounts only
 
         with _failures("remove", _join(self.uri, key)):
             obstore.delete(self._store, self._key(key))
@@ -401,9 +405,9 @@ def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path) -> Ufs:
             bucket = netloc
             if settings.endpoint is None or scheme == "oss":
                 # s3://BUCKET.ENDPOINT/PATH names its endpoint (juicefs sync's form) when nothing else does.
-                bucket, host = _split_bucket(netloc)
-                if host:
-                    settings = s3_settings(options, f"https://{host}")
+                bucket, named_host = _split_bucket(netloc)
+                if named_host:
+                    settings = s3_settings(options, f"https://{named_host}")
             if scheme == "oss" and _first(options, _PATH_STYLE) is None:
                 settings = replace(settings, path_style=False)  # OSS's S3 API answers virtual-hosted requests only
         try:
@@ -424,8 +428,6 @@ def _juicefs_ufs(uri: str, subdir: str, options: dict[str, str]) -> Ufs:
     JuiceFS would chunk files and keep its metadata in Redis (``metaurl``); here the metadata is
     millpond's own index, so no metadata engine is needed, and the objects stay readable by any tool.
     """
-    from urllib.parse import urlsplit
-
     bucket_url = options.get("bucket")
     storage = (options.get("storage") or "s3").lower()
     if not bucket_url:
@@ -454,7 +456,7 @@ def _juicefs_ufs(uri: str, subdir: str, options: dict[str, str]) -> Ufs:
 
 def _s3fs_ufs(uri: str, bucket: str, prefix: str, settings: S3Settings) -> Ufs:
     try:
-        import s3fs
+        import s3fs  # noqa: PLC0415 - fsspec's backends when used
     except ImportError:
         raise UserError(f"{uri}: reading S3 needs obstore or s3fs; try: pip install 'millpond[s3]'") from None
     fs = s3fs.S3FileSystem(
@@ -474,7 +476,7 @@ def _s3fs_ufs(uri: str, bucket: str, prefix: str, settings: S3Settings) -> Ufs:
 
 
 def _fsspec_ufs(uri: str, scheme: str, options: dict[str, str]) -> Ufs:
-    import fsspec
+    import fsspec  # noqa: PLC0415 - fsspec's backends when used
 
     try:
         fs = fsspec.filesystem(scheme, skip_instance_cache=True, **_bounded_client(scheme))
@@ -490,7 +492,7 @@ def _bounded_client(scheme: str) -> dict[str, Any]:
     """The web filesystem's aiohttp timeouts, bounded (its defaults: 30 s to connect, 5 minutes a request)."""
     if scheme not in ("http", "https"):
         return {}
-    import aiohttp
+    import aiohttp  # noqa: PLC0415 - aiohttp for http(s) mounts only
 
     timeout = aiohttp.ClientTimeout(
         total=REQUEST_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S, sock_read=READ_TIMEOUT_S

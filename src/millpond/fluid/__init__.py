@@ -7,7 +7,8 @@ puts them, checked the same way; dataflows run as millpond data operations.
 """
 
 from millpond.fluid import constants, models
-from millpond.fluid.client import ClientConfig, FluidClient
+from millpond.fluid.client import FluidClient
+from millpond.fluid.config import ClientConfig
 from millpond.fluid.dataflow import DataFlowFailed, FlowHandle, FluidDataFlow
 from millpond.fluid.dataset import FluidDataset
 from millpond.fluid.objects import AlreadyExists, NotFound

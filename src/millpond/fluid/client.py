@@ -1,4 +1,4 @@
-"""``ClientConfig`` and ``FluidClient``: Fluid's SDK entry points, over millpond's store instead of a cluster.
+"""``FluidClient``: Fluid's SDK entry point, over millpond's store instead of a cluster.
 
 Objects go where ``millpond apply -f`` puts them (the metadata database of
 ``$MILLPOND_HOME``), so ``millpond get datasets`` shows what a notebook created and the
@@ -11,43 +11,23 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from millpond.datasets.config import bound_runtime
 from millpond.fluid import constants, models
+from millpond.fluid.config import ClientConfig
 from millpond.fluid.dataset import FluidDataset
 from millpond.fluid.objects import already_exists, apply, not_found, shown
 from millpond.fluid.utils import infer_data_operation_kind, infer_runtime_kind
+from millpond.store.resources import ResourceStore
+
+__all__ = ["ClientConfig", "FluidClient"]
 
 logger = logging.getLogger("fluidsdk")
 
 MODES = {"ReadOnly": "ReadOnlyMany", "ReadWrite": "ReadWriteMany"}
 
 
-def _store() -> Any:
-    from millpond.store.resources import ResourceStore
-
+def _store() -> ResourceStore:
     return ResourceStore()
-
-
-class ClientConfig:
-    """The namespace objects go to by default, and the runtime kind ``bind_runtime`` uses when given none."""
-
-    def __init__(self, namespace: str = "default", runtime_kind: str = constants.ALLUXIO_RUNTIME_KIND,
-                 kube_config_file: str | None = None, kube_context: str | None = None,
-                 kube_client_configuration: Any = None) -> None:
-        kind = infer_runtime_kind(runtime_kind)
-        if kind is None:
-            raise ValueError(f"Unsupported runtime kind {runtime_kind}")
-        self.namespace = namespace
-        self.runtime_kind = kind
-        self.kube_config_file = kube_config_file
-        self.kube_context = kube_context
-        self.kube_client_configuration = kube_client_configuration
-        given = (("kube_config_file", kube_config_file), ("kube_context", kube_context),
-                 ("kube_client_configuration", kube_client_configuration))
-        ignored = [name for name, value in given if value is not None]
-        if ignored:
-            logger.debug(
-                f"{', '.join(ignored)} ignored: millpond keeps Fluid objects in its own store, not in a cluster"
-            )
 
 
 class FluidClient:
@@ -120,8 +100,6 @@ class FluidClient:
 
     def get_runtime(self, name: str, runtime_type: str | None = None, namespace: str | None = None) -> dict[str, Any]:
         """The runtime named ``name`` (of kind ``runtime_type``, else whichever is bound), with its status."""
-        from millpond.datasets.config import bound_runtime
-
         namespace = self._namespace(namespace)
         kind = infer_runtime_kind(runtime_type)
         if runtime_type and kind is None:

@@ -14,10 +14,14 @@ import logging
 import time
 from typing import Any
 
+from millpond.datasets.operations import start, wait
+from millpond.datasets.operations.runner import failure_reason
+from millpond.datasets.status import dataset_status, resource_status
 from millpond.errors import MillpondError, UserError
 from millpond.fluid import constants
 from millpond.fluid.models import ExternalStorage, Processor, to_manifest
 from millpond.fluid.objects import already_exists, apply, check, not_found
+from millpond.store.resources import ResourceStore
 
 logger = logging.getLogger("fluidsdk")
 
@@ -114,10 +118,6 @@ class FluidDataFlow:
 
     def run(self, run_id: str) -> FlowHandle:
         """Apply the steps (all or none) and start them; the handle waits for them and reports their status."""
-        from millpond.datasets.operations import start
-        from millpond.datasets.status import dataset_status
-        from millpond.store.resources import ResourceStore
-
         if not self.flow_ops:
             raise ValueError("the dataflow has no steps")
         store = ResourceStore()
@@ -149,9 +149,6 @@ class FlowHandle:
 
     def get_current_status(self) -> list[dict[str, dict[str, Any]]]:
         """``[{step name: its status}, …]`` in step order (phase, duration, conditions…)."""
-        from millpond.datasets.status import resource_status
-        from millpond.store.resources import ResourceStore
-
         store = ResourceStore()
         statuses = []
         for step in self.flow_steps:
@@ -170,9 +167,6 @@ class FlowHandle:
         Failed, whatever went wrong, so this comes as soon as it does); TimeoutError only when a
         step is still running after ``timeout_for_each_step`` or the whole run after ``timeout``.
         """
-        from millpond.datasets.operations import wait
-        from millpond.datasets.operations.runner import failure_reason
-
         deadline = None if timeout is None else time.monotonic() + timeout
         for step in self.flow_steps:
             kind, name, namespace = step["kind"], step["metadata"]["name"], step["metadata"]["namespace"]

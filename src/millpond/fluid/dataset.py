@@ -10,15 +10,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from millpond.datasets.cleanup import dataset_deleted
+from millpond.datasets.config import bound_runtime
+from millpond.datasets.status import dataset_status, resource_status
 from millpond.errors import UserError
 from millpond.fluid import constants, models
 from millpond.fluid.dataflow import FluidDataFlow
 from millpond.fluid.objects import already_exists, apply, not_found, shown
 from millpond.fluid.utils import infer_runtime_kind
+from millpond.settings import load_settings
+from millpond.store.resources import ResourceStore
 
 if TYPE_CHECKING:
-    from millpond.fluid.client import FluidClient
-    from millpond.store.resources import Resource, ResourceStore
+    from millpond.fluid.config import ConfiguredClient
+    from millpond.store.resources import Resource
 
 logger = logging.getLogger("fluidsdk")
 
@@ -30,8 +35,6 @@ _WATERMARKS = {constants.ALLUXIO_RUNTIME_KIND: ("0.99", "0.95"), constants.JINDO
 
 
 def _store() -> ResourceStore:
-    from millpond.store.resources import ResourceStore
-
     return ResourceStore()
 
 
@@ -43,8 +46,6 @@ def _quantity(gib: float) -> str:
 
 def cache_level(medium: str, capacity_gib: float, kind: str) -> models.Level:
     """The one tieredstore level ``bind_runtime`` asks for, at a path on this machine."""
-    from millpond.settings import load_settings
-
     medium = medium.upper()
     if medium not in MEDIA:
         raise ValueError(f"cache_medium must be one of {', '.join(MEDIA)}, got {medium!r}")
@@ -64,7 +65,7 @@ def runtime_manifest(kind: str, name: str, namespace: str, replicas: int, level:
 class FluidDataset:
     """One Dataset of the store; ``obj`` is its current object (metadata, spec, status) as a dict."""
 
-    def __init__(self, name: str, namespace: str, resource: Resource, client: FluidClient | None = None) -> None:
+    def __init__(self, name: str, namespace: str, resource: Resource, client: ConfiguredClient | None = None) -> None:
         self.name = name
         self.namespace = namespace
         self.uid = resource.uid
@@ -100,7 +101,6 @@ class FluidDataset:
         if kind is None:
             kind = self.fluid_client.config.runtime_kind if self.fluid_client else constants.ALLUXIO_RUNTIME_KIND
             logger.warning(f"No runtime_type is given to bind_runtime(), implicitly using {kind}")
-        from millpond.datasets.config import bound_runtime
 
         store = _store()
         self._resource(store)
@@ -115,8 +115,6 @@ class FluidDataset:
             self._wait_bound(store)
 
     def _wait_bound(self, store: ResourceStore) -> None:
-        from millpond.datasets.status import dataset_status
-
         status = dataset_status(self._resource(store), store)
         if status.get("phase") != "Bound":
             reasons = "; ".join(
@@ -130,8 +128,6 @@ class FluidDataset:
     def report_status(self, status_type: str = "cache") -> Any:
         """``mount`` (spec.mounts), ``cache`` (cacheStates with total size and file count),
         ``binding_status`` ({phase, runtimes}) or ``full`` (the whole status), as Fluid's SDK reports them."""
-        from millpond.datasets.status import resource_status
-
         status_type = _STATUS_ALIASES.get(status_type, status_type)
         if status_type not in STATUS_TYPES:
             raise ValueError(f"status_type must be one of {list(STATUS_TYPES)}")
@@ -149,8 +145,6 @@ class FluidDataset:
 
     def _runtimes(self, status: dict[str, Any], store: ResourceStore) -> list[dict[str, Any]]:
         """status.runtimes as Fluid's SDK prints them (its models' snake_case), with the runtime's replicas."""
-        from millpond.datasets.config import bound_runtime
-
         runtime = bound_runtime(store, self.name, self.namespace)
         replicas = (runtime.spec.get("replicas") if runtime else None) or 1
         return [{"category": r.get("category"), "master_replicas": replicas, "name": r.get("name"),
@@ -162,9 +156,6 @@ class FluidDataset:
         ``wait`` is accepted for Fluid's signature: deletion here is synchronous either way.
         A dataset deleted meanwhile, or replaced by another of the same name, is left alone.
         """
-        from millpond.datasets.cleanup import dataset_deleted
-        from millpond.datasets.config import bound_runtime
-
         store = _store()
         found = store.get(constants.DATASET_KIND, self.name, self.namespace)
         if found is None or found.uid != self.uid:

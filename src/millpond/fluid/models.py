@@ -48,7 +48,7 @@ class Model:
 
     def to_dict(self, depth: int = 0) -> dict[str, Any]:
         return {camel_case(f.name): to_manifest(getattr(self, f.name), depth + 1)
-                for f in fields(self)  # type: ignore[arg-type]
+                for f in fields(self)  # type: ignore[arg-type]  # each Model subclass is a dataclass
                 if getattr(self, f.name) is not None}
 
 

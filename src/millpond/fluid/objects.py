@@ -10,8 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from millpond.datasets.kinds import GROUP, KINDS
+from millpond.datasets.manifests import check_document
+from millpond.datasets.status import resource_status
 from millpond.errors import ConflictError, NotFoundError
+from millpond.settings import load_settings
 from millpond.store.resources import Resource, ResourceStore
+from millpond.store.secrets import ConfigStore
 
 logger = logging.getLogger("fluidsdk")
 
@@ -25,8 +30,6 @@ class AlreadyExists(ConflictError):
 
 
 def plural(kind: str) -> str:
-    from millpond.datasets.kinds import GROUP, KINDS
-
     return f"{KINDS[kind].plural}.{GROUP}"
 
 
@@ -44,10 +47,6 @@ def check(documents: list[dict[str, Any]], call: str, log_notes: bool = True) ->
     ``call`` names the SDK call in error messages (``create_dataset: Dataset x: spec.…: …``).
     Fields that mean nothing on one machine are logged at INFO, as apply's ``info:`` lines.
     """
-    from millpond.datasets.manifests import check_document
-    from millpond.settings import load_settings
-    from millpond.store.secrets import ConfigStore
-
     secrets = ConfigStore(load_settings().home)
     bodies: list[dict[str, Any]] = []
     for number, doc in enumerate(documents, start=1):
@@ -67,6 +66,4 @@ def apply(documents: list[dict[str, Any]], call: str, store: ResourceStore) -> l
 
 def shown(resource: Resource, store: ResourceStore) -> dict[str, Any]:
     """The object as ``millpond get KIND NAME -o json`` shows it: metadata with uid, spec, status now."""
-    from millpond.datasets.status import resource_status
-
     return resource.as_object(resource_status(resource, store))

@@ -21,14 +21,18 @@ import ctypes
 import errno
 import gc
 import json
+import logging
 import os
 import selectors
 import signal
 import socket
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
+
+from millpond.deferred_import import defer_package_init
 
 PR_SET_PDEATHSIG = 1
 CLONE_NEWNS = 0x00020000
@@ -139,7 +143,7 @@ def _run_task(request: dict[str, Any]) -> int:
     module = program_dir / "ephemeral_component.py"
     module.write_text(request["source"])
     sys.argv = ["executor_main", "--component_module_path", str(module), *request["args"]]
-    from kfp.dsl import executor_main
+    from kfp.dsl import executor_main  # noqa: PLC0415 - kfp's executor, loaded in the fork server only
 
     try:
         executor_main.executor_main()
@@ -180,10 +184,7 @@ def _warm_up() -> None:
     The first executor run in a process pays for lazy work (argparse, typing, regexes,
     logging); doing it once before forking means no task pays it again.
     """
-    import logging
-    import tempfile
-
-    from kfp.dsl import executor_main
+    from kfp.dsl import executor_main  # noqa: PLC0415 - kfp's executor, loaded in the fork server only
 
     with tempfile.TemporaryDirectory(prefix="millpond-warm-") as folder:
         module = Path(folder) / "warm_up.py"
@@ -235,12 +236,11 @@ def _read_request(conn: socket.socket) -> dict[str, Any] | None:
         if not chunk:
             return None
         data += chunk
-    return json.loads(data)
+    request: dict[str, Any] = json.loads(data)
+    return request
 
 
 def serve(socket_path: str) -> None:
-    from millpond.deferred_import import defer_package_init
-
     defer_package_init("kfp")  # the executor needs kfp.dsl, not the SDK's client: 185 ms and 23 MB, not 0.8 s
     _warm_up()
     gc.freeze()  # what the server holds is never collected in a task: no copy-on-write faults from GC scans

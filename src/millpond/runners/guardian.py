@@ -36,7 +36,7 @@ PR_SET_PDEATHSIG = 1
 
 @functools.cache
 def _prctl() -> Callable[..., int]:
-    return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+    return ctypes.CDLL(None, use_errno=True).prctl
 
 
 def die_with_parent() -> Callable[[], None]:

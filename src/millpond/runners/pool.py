@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -80,7 +81,7 @@ class ForkServer:
                 self._ready = False
             return self._ready
 
-    def spawn(self, request: dict[str, object]) -> tuple[socket.socket, BinaryIO, int]:
+    def spawn(self, request: Mapping[str, object]) -> tuple[socket.socket, BinaryIO, int]:
         """Start a task; the reader it returns will also carry the exit status (one buffer for both lines)."""
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -160,7 +161,7 @@ class PoolRunner:
         client, reader, pid = self.server.spawn(request)
         watchdog = self.local.watchdog
         watchdog.watch(pid, cancel, spec.timeout_s)
-        line = ""
+        line = b""
         try:
             if spec.on_start is not None:
                 spec.on_start(pid)  # the server kills its tasks when the engine dies; resume checks too

@@ -193,7 +193,7 @@ def _uv() -> str:
     if found:
         return found
     try:
-        from uv import find_uv_bin
+        from uv import find_uv_bin  # noqa: PLC0415 - uv's binary, only when none is on PATH
 
         return find_uv_bin()
     except Exception as exc:  # uv is a dependency; this only fires in a broken install

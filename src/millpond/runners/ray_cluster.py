@@ -19,6 +19,7 @@ and millpond's retry policy decides whether the task runs again (on whichever no
 from __future__ import annotations
 
 import dataclasses
+import logging
 import signal
 import socket
 import sys
@@ -66,11 +67,11 @@ class RayResources:
         if self.resources:
             options["resources"] = dict(self.resources)
         if self.node_id:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - Ray is optional: cluster mode only
 
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(self.node_id, soft=self.soft)
         elif self.placement_group is not None:
-            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy  # noqa: PLC0415 - Ray is optional: cluster mode only
 
             options["scheduling_strategy"] = PlacementGroupSchedulingStrategy(
                 self.placement_group, placement_group_bundle_index=self.bundle_index
@@ -80,7 +81,7 @@ class RayResources:
 
 def require_ray() -> None:
     try:
-        import ray  # noqa: F401 - cluster mode imports it next anyway
+        import ray  # noqa: F401, PLC0415 - cluster mode imports it next anyway
     except ImportError:
         raise ClusterUnavailable(INSTALL_HINT) from None
 
@@ -114,13 +115,13 @@ def connect(address: str) -> None:
         _reachable(address)
         if _connected is not None:
             raise ClusterUnavailable(f"this process already uses the Ray cluster at {_connected}, not {address}")
-        import ray
+        import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
         saved = _signal_handlers()
         _messages_to_stderr()
         try:
             ray.init(
-                address=address, logging_level="ERROR", log_to_driver=False, configure_logging=False,
+                address=address, logging_level=logging.ERROR, log_to_driver=False, configure_logging=False,
                 ignore_reinit_error=True,
             )
         except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -136,7 +137,7 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _messages_to_stderr() -> None:
     """Send what Ray's driver prints about the cluster (``(raylet) The node … has been marked dead``) to
     stderr: a driver prints it on stdout, which is the command's output here (``-o json``)."""
-    from ray._private import worker as ray_worker
+    from ray._private import worker as ray_worker  # noqa: PLC0415 - Ray is optional: cluster mode only
 
     original = getattr(ray_worker, "print_to_stdstream", None)
     if original is None or getattr(original, "millpond", False):
@@ -145,7 +146,7 @@ def _messages_to_stderr() -> None:
     def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
         original({**data, "is_err": True}, ignore_prefix)
 
-    to_stderr.millpond = True  # type: ignore[attr-defined]
+    to_stderr.millpond = True  # type: ignore[attr-defined]  # a mark on the function: ours, not installed twice
     ray_worker.print_to_stdstream = to_stderr
 
 
@@ -172,12 +173,12 @@ class ClusterNode:
 
 def cluster_nodes() -> list[ClusterNode]:
     """The live nodes of the connected cluster and their total resources."""
-    import ray
+    import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
     return [
         ClusterNode(node_id=str(n["NodeID"]), address=str(n.get("NodeManagerAddress", "")),
                     resources={k: float(v) for k, v in (n.get("Resources") or {}).items()})
-        for n in ray.nodes()
+        for n in ray.nodes()  # type: ignore[no-untyped-call]  # ray.nodes has no annotations
         if n.get("Alive")
     ]
 
@@ -214,7 +215,7 @@ _remote: Any = None
 def _remote_task() -> Any:
     global _remote
     if _remote is None:
-        import ray
+        import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
         # Ray's retries off: a lost node is an attempt millpond's retry policy judges.
         _remote = ray.remote(max_retries=0, retry_exceptions=False, num_returns="streaming")(run_task)
@@ -236,8 +237,8 @@ def run_on_cluster(
     what the process wrote. ``spec.on_start`` is told ``None`` (the process's pid is another
     machine's, meaningless here) once the node has started the task.
     """
-    import ray
-    from ray import exceptions as ray_errors
+    import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
+    from ray import exceptions as ray_errors  # noqa: PLC0415 - Ray is optional: cluster mode only
 
     if cancel.is_set():
         return ProcessResult(exit_code=-1, seconds=0.0, error="cancelled before it started")
@@ -369,11 +370,12 @@ class RayRunner:
         connect(address)
 
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
-        if spec.workspace is None:
+        workspace = spec.workspace
+        if workspace is None:
             return ProcessResult(exit_code=-1, seconds=0.0, error="cannot run on a Ray node: the task has no workspace")
         if not self.fork_server:
             spec = dataclasses.replace(spec, python_task=None)
-        return run_on_cluster(spec, cancel, ray_resources(spec.demand), spec.workspace, self.shared_roots)
+        return run_on_cluster(spec, cancel, ray_resources(spec.demand), workspace, self.shared_roots)
 
     def close(self) -> None:
         pass  # the driver's connection serves every run of this process

@@ -46,6 +46,7 @@ from millpond.runners.pool import PoolRunner
 from millpond.runners.ray_carry import remove_carried, unpack_carried
 from millpond.runners.ray_venv import put_venv_on_path
 from millpond.runners.workspace_copy import Workspace, copy_of, write
+from millpond.store import artifacts
 
 NODE_DIR_VAR = "MILLPOND_NODE_DIR"
 NODE_ID_VAR = "MILLPOND_RAY_NODE_ID"  # set in each task's environment: Ray's id of the node it runs on
@@ -103,7 +104,7 @@ def _rewrite(text: str, mapping: list[tuple[str, str]]) -> str:
 
 def _current_node_id() -> str:
     try:
-        import ray
+        import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
         return str(ray.get_runtime_context().get_node_id())
     except Exception:  # outside a Ray worker (the unit of this module run directly)
@@ -252,7 +253,6 @@ def _fetch(task: NodeTask, mapping: list[tuple[str, str]]) -> None:
     with the object-store credentials the task itself is given."""
     if not task.fetch:
         return
-    from millpond.store import artifacts
 
     with _task_environment(task):
         for uri, path in task.fetch:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from millpond.scheduling.machine import nvidia_smi
+from millpond.settings import load_settings
 
 QUERY = ("--query-gpu=index,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits")
 TIMEOUT_S = 2.0
@@ -60,8 +61,6 @@ def read(timeout: float = TIMEOUT_S) -> dict[int, GpuMetric]:
 
     With the test-only fake inventory (MILLPOND_FAKE_GPUS) NVML is not asked: the devices it would
     name are not the fake ones (tests put a scripted ``nvidia-smi`` on PATH instead)."""
-    from millpond.settings import load_settings
-
     metrics = read_nvml() if load_settings().fake_gpus is None else None
     if metrics is not None:
         return metrics
@@ -75,7 +74,7 @@ def read_nvml() -> dict[int, GpuMetric] | None:
     drivers refuse (vGPU, MIG without permission) is left empty.
     """
     try:
-        import pynvml
+        import pynvml  # noqa: PLC0415 - NVML only where GPUs are read
     except ImportError:
         return None
     try:

@@ -254,12 +254,13 @@ class Ledger:
             ):
                 return None
             whole = tuple(free_gpus[:gpus_wanted])
-            share_gpus: tuple[int, ...] | None = ()
+            share_gpus: tuple[int, ...] = ()
             if shares:
                 taken = {index: f"{holder.kind} {holder.name}" for index in whole}
-                share_gpus = sharing.place(shares, self._gpu_states(held, taken))
-                if share_gpus is None:
+                placed = sharing.place(shares, self._gpu_states(held, taken))
+                if placed is None:
                     return None
+                share_gpus = placed
             grant = Grant(id=uuid.uuid4().hex, gpus=whole, share_gpus=share_gpus)
             db.execute(
                 "INSERT INTO grants VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

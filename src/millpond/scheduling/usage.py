@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from millpond.runners.processes import elsewhere, is_alive
 
 _TICK_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -115,16 +117,12 @@ class MachineUsage:
 
 def busy_cpu_seconds() -> float:
     """CPU seconds the machine spent busy since boot, all CPUs (psutil: everything but idle and iowait)."""
-    import psutil
-
     times = psutil.cpu_times()
     return float(sum(times) - times.idle - getattr(times, "iowait", 0.0))
 
 
 def machine_usage(sample_s: float = SAMPLE_S) -> MachineUsage:
     """CPU busy over ``sample_s`` (0: since the previous call in this process, psutil's own way) and memory now."""
-    import psutil
-
     percent = psutil.cpu_percent(interval=sample_s or None)
     cores = psutil.cpu_count() or 1
     memory = psutil.virtual_memory()
@@ -144,8 +142,6 @@ def sample(groups: dict[str, list[tuple[int | None, str | None]]],
            sample_s: float = SAMPLE_S) -> tuple[dict[str, Measured], MachineUsage]:
     """Each group's sessions (key: a job, a task) and the machine, measured over ``sample_s`` seconds:
     two passes over ``/proc`` around one wait, the machine's CPU over the same wait."""
-    import psutil
-
     psutil.cpu_percent(interval=None)  # starts psutil's own interval
     started, before = time.monotonic(), SessionTable()
     first = {key: before.of(leaders) for key, leaders in groups.items()}

@@ -25,16 +25,26 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+import psutil
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from millpond.datasets.status import cache_counters
+from millpond.errors import MillpondError
+from millpond.scheduling import gpu_metrics
+from millpond.scheduling.ledger import Ledger
+from millpond.scheduling.queues import views
+from millpond.scheduling.usage import SessionTable, busy_cpu_seconds
 from millpond.store.journal import FINAL_STATES
 from millpond.store.metrics import MetricsQueries
+from millpond.store.resources import ResourceStore
 
 if TYPE_CHECKING:
+    from millpond.scheduling.gpu_metrics import GpuMetric
+    from millpond.scheduling.ledger import GrantRecord
     from millpond.settings import Settings
 
 router = APIRouter()
@@ -82,12 +92,6 @@ class MillpondCollector(Collector):
 
     # --- the ledger, the machine, the GPUs, the jobs' processes ----------------------------------------
     def _resources(self) -> Iterator[Metric]:
-        import psutil
-
-        from millpond.scheduling import gpu_metrics
-        from millpond.scheduling.ledger import Ledger
-        from millpond.scheduling.usage import SessionTable, busy_cpu_seconds
-
         ledger = Ledger(self.settings)
         grants = ledger.grants()
         cap = ledger.capacity
@@ -128,10 +132,8 @@ class MillpondCollector(Collector):
 
         yield from self._jobs(grants, metrics, SessionTable())
 
-    def _jobs(self, grants, metrics, table) -> Iterator[Metric]:  # type: ignore[no-untyped-def]
+    def _jobs(self, grants: list[GrantRecord], metrics: dict[int, GpuMetric], table: SessionTable) -> Iterator[Metric]:
         """Per job holding resources: allocated (its grant), used (its instances' sessions)."""
-        from millpond.scheduling import gpu_metrics
-
         labels = ["namespace", "job"]
         alloc_cpu = GaugeMetricFamily("millpond_job_cpu_allocated_cores", "CPU the job's grant holds.", labels=labels)
         alloc_mem = GaugeMetricFamily("millpond_job_memory_allocated_bytes", "Memory the job's grant holds.",
@@ -164,12 +166,8 @@ class MillpondCollector(Collector):
 
     # --- datasets --------------------------------------------------------------------------------------
     def _datasets(self) -> Iterator[Metric]:
-        from millpond.datasets.status import cache_counters
-        from millpond.errors import MillpondError
-        from millpond.store.resources import ResourceStore
-
         labels = ["namespace", "dataset"]
-        families = {
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             "hit_bytes": CounterMetricFamily("millpond_dataset_cache_hit_bytes", "Bytes read from the dataset's "
                                              "cache.", labels=labels),
             "miss_bytes": CounterMetricFamily("millpond_dataset_cache_miss_bytes", "Bytes read from the UFS "
@@ -203,9 +201,6 @@ class MillpondCollector(Collector):
 
     # --- Kueue's queues ---------------------------------------------------------------------------------
     def _queues(self) -> Iterator[Metric]:
-        from millpond.errors import MillpondError
-        from millpond.scheduling.queues import views
-
         pending = GaugeMetricFamily("kueue_pending_workloads", "Workloads waiting in the ClusterQueue "
                                     "(status: active = not tried by a cycle yet, inadmissible = tried and "
                                     "did not fit: its reason says why).", labels=["cluster_queue", "status"])
@@ -222,6 +217,7 @@ class MillpondCollector(Collector):
             log.warning("metrics: queues: %s", exc)
             objects, workloads = None, []
         for name, queue in sorted(objects.cluster_queues.items()) if objects is not None else []:
+            assert objects is not None  # the loop runs over its queues only when there are objects
             holding, waiting = views.members(queue, objects, workloads)
             tried = sum(1 for w in waiting if w.reason)  # a cycle wrote why it waits
             pending.add_metric([name, "active"], len(waiting) - tried)

@@ -20,9 +20,15 @@ import threading
 import time
 from typing import Any
 
+import psutil
 from fastapi import APIRouter, Request
 
+from millpond.scheduling import gpu_metrics
+from millpond.scheduling.ledger import Ledger
+from millpond.scheduling.usage import busy_cpu_seconds
 from millpond.server.state import state_of
+from millpond.training import top
+from millpond.training.ray_top import ray_nodes
 
 router = APIRouter()
 FIRST_SAMPLE_S = 0.2
@@ -37,8 +43,6 @@ class CpuSampler:
 
     @staticmethod
     def _busy() -> float:
-        from millpond.scheduling.usage import busy_cpu_seconds
-
         return busy_cpu_seconds()
 
     def cores_used(self) -> float:
@@ -57,7 +61,7 @@ def _sampler(request: Request) -> CpuSampler:
     sampler = getattr(app_state, "cpu_sampler", None)
     if sampler is None:
         sampler = app_state.cpu_sampler = CpuSampler()
-    return sampler  # type: ignore[no-any-return]
+    return sampler
 
 
 @router.get("/ui-api/nodes", tags=["UI"])
@@ -71,12 +75,6 @@ def nodes(request: Request) -> dict[str, Any]:
 
 
 def _local(sampler: CpuSampler) -> dict[str, Any]:
-    import psutil
-
-    from millpond.scheduling import gpu_metrics
-    from millpond.scheduling.ledger import Ledger
-    from millpond.training import top
-
     ledger = Ledger()
     view = top.node_view(ledger)
     grants = ledger.grants()
@@ -103,8 +101,6 @@ def _local(sampler: CpuSampler) -> dict[str, Any]:
 
 
 def _ray(address: str) -> list[dict[str, Any]]:
-    from millpond.training.ray_top import ray_nodes
-
     return [{
         "name": node.name, "ip": node.ip, "role": node.role,
         "cpu": {"capacity": node.cpus, "allocated": node.cpus_allocated, "used": None, "total": node.cpus},

@@ -128,7 +128,7 @@ def install(app: FastAPI, prefix: str) -> None:
 
 
 def _store(request: Request) -> RecurringRunStore:
-    return request.app.state.recurring.store  # type: ignore[no-any-return]
+    return request.app.state.recurring.store
 
 
 # ---------------------------------------------------------------------------------------- views

@@ -36,6 +36,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from millpond import __version__
 from millpond.errors import UserError
 from millpond.server.state import state_of
 from millpond.serving import lifecycle
@@ -114,7 +115,7 @@ def install(app: Any) -> None:
 
 
 def gateway(request: Request) -> Router:
-    return request.app.state.gateway  # type: ignore[no-any-return]
+    return request.app.state.gateway
 
 
 async def _route(request: Request, namespace: str, name: str, path_of: Any, shape: Any) -> Response:
@@ -147,8 +148,6 @@ async def v1_predict(name: str, request: Request) -> Response:
 # --- Open Inference Protocol v2 ------------------------------------------------------------------------
 @router.get("/v2")
 def v2_server() -> dict[str, Any]:
-    from millpond import __version__
-
     return {"name": "millpond", "version": __version__, "extensions": []}
 
 
@@ -215,7 +214,7 @@ def stored(request: Request) -> list[Any]:
 
 
 def _ready_of(status: dict[str, Any]) -> dict[str, str]:
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
     return {"status": str(ready.get("status") or "Unknown"), "reason": str(ready.get("reason") or ""),
             "message": str(ready.get("message") or "")}
 
@@ -248,6 +247,7 @@ def model_view(request: Request, resource: Any, row: list[float] | None = None) 
     status = model_status(resource)
     front = gateway(request)
     target = front.lookup(resource.namespace, resource.name)
+    revisions: list[dict[str, Any]]
     if target is not None:
         revisions = [{"name": r.name, "percent": r.percent, "replicas": list(r.replicas)}
                      for r in target.endpoints.revisions]

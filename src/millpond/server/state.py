@@ -35,4 +35,4 @@ class ServerState:
 
 
 def state_of(request: Request) -> ServerState:
-    return request.app.state.millpond  # type: ignore[no-any-return]
+    return request.app.state.millpond

@@ -33,6 +33,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
 
+from millpond.scheduling.queues.views import current, queue_views
 from millpond.server.errors import ApiError
 from millpond.server.runs import run_view
 from millpond.server.security import UI_FILE_NAME
@@ -79,8 +80,6 @@ def static_file(name: str) -> FileResponse:
 @router.get("/ui-api/queues", tags=["UI"])
 def queues(request: Request) -> dict[str, Any]:
     """The Queues page: every ClusterQueue's quota and usage, policies, LocalQueues, holders and pending workloads."""
-    from millpond.scheduling.queues.views import current, queue_views
-
     return {"queues": queue_views(*current(state_of(request).settings))}
 
 

@@ -163,9 +163,9 @@ def _confusion_matrix(rows: list[list[str]], labels: Any) -> dict[str, Any]:
     return {"labels": names, "matrix": grid}
 
 
-def _roc_points(rows: list[list[str]]) -> list[dict[str, float]]:
+def _roc_points(rows: list[list[str]]) -> list[dict[str, float | None]]:
     """v1's CSV (fpr, tpr, threshold) as points."""
-    points = []
+    points: list[dict[str, float | None]] = []
     for row in rows:
         if len(row) < 2:
             raise UserError("a ROC row is not fpr,tpr,threshold")

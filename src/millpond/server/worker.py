@@ -21,11 +21,12 @@ def main(argv: list[str]) -> int:
 
 def _work(argv: list[str]) -> int:
     run_id, use_cache, retry = argv[0], "--no-cache" not in argv, "--retry" in argv
-    # Imported once the handlers are in (a terminate during these ~0.5 s of imports is then a cancel, not a kill).
-    from millpond.pipelines.cancellation import CANCELING, record_cancelled
-    from millpond.pipelines.submit import execute_run, resume_run
-    from millpond.settings import load_settings
-    from millpond.store.journal import open_journal
+    # Imported once the handlers are in (a terminate during these ~0.5 s of imports is then a cancel, not a kill):
+    # these imports stay in the function on purpose.
+    from millpond.pipelines.cancellation import CANCELING, record_cancelled  # noqa: PLC0415 - see above
+    from millpond.pipelines.submit import execute_run, resume_run  # noqa: PLC0415 - see above
+    from millpond.settings import load_settings  # noqa: PLC0415 - see above
+    from millpond.store.journal import open_journal  # noqa: PLC0415 - see above
 
     settings = load_settings()
     store = open_journal(settings.database_url)

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import io
 import lzma
 import shutil
 import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 from millpond.errors import MillpondError
 from millpond.settings import Settings, load_settings
@@ -127,7 +127,7 @@ def unpack_tar(archive: Path, into: Path, limits: UnpackLimits) -> None:
     try:
         with _decompressed(archive) as raw:
             stream = _Counted(raw, name, compressed, limits)
-            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]  # stream: read() only
                 count = declared = 0
                 for member in tar:
                     count += 1
@@ -142,7 +142,7 @@ def unpack_tar(archive: Path, into: Path, limits: UnpackLimits) -> None:
     archive.unlink()
 
 
-def _decompressed(archive: Path) -> IO[bytes]:
+def _decompressed(archive: Path) -> io.BufferedIOBase:
     """The archive's bytes, decompressed as its first bytes say (gzip, bzip2, xz), else as they are."""
     with open(archive, "rb") as probe:
         magic = probe.read(6)
@@ -158,7 +158,7 @@ def _decompressed(archive: Path) -> IO[bytes]:
 class _Counted:
     """A reader that refuses to hand out more decompressed bytes than the ratio and the budget allow."""
 
-    def __init__(self, source: IO[bytes], name: str, compressed: int, limits: UnpackLimits) -> None:
+    def __init__(self, source: io.BufferedIOBase, name: str, compressed: int, limits: UnpackLimits) -> None:
         self.source, self.name, self.compressed, self.limits = source, name, compressed, limits
         self.read_bytes = 0
 

@@ -207,9 +207,9 @@ def _check_counts(args: ServeArgs) -> None:
     if args.protocol_version and args.protocol_version not in PROTOCOLS:
         raise UserError(f"--protocol-version {args.protocol_version!r}: one of {', '.join(PROTOCOLS)}")
     if args.type != "kserve":
-        for flag, value in (("--model-format", args.model_format), ("--runtime", args.runtime),
-                            ("--runtime-version", args.runtime_version)):
-            if value:
+        for flag, kserve_value in (("--model-format", args.model_format), ("--runtime", args.runtime),
+                                   ("--runtime-version", args.runtime_version)):
+            if kserve_value:
                 raise UserError(f"{flag}: a kserve flag (arena serve kserve), not one of arena serve {args.type}")
     if args.type == "custom":
         for flag, set_ in (("--storage-uri", args.storage_uri), ("--protocol-version", args.protocol_version),

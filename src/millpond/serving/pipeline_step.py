@@ -129,7 +129,7 @@ def _wait_ready(store: ResourceStore, name: str, namespace: str, timeout_s: floa
         if resource is None:
             raise TaskFailure(f"InferenceService {name} was deleted while its pipeline task waited for it")
         status = lifecycle.observed_status(resource) or {}
-        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        ready: dict[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
         revisions = (status.get("components") or {}).get("predictor") or {}
         latest = str(revisions.get("latestCreatedRevision") or "")
         rolled_out = bool(latest) and latest != superseded and revisions.get("latestRolledoutRevision") == latest

@@ -163,7 +163,7 @@ class Replica:
 def stop_all(replicas: list[Replica]) -> None:
     """Stop every replica's process together (SIGTERM, ``STOP_GRACE_S``, SIGKILL) and forget it."""
     started = [(r.process, r.ticks) for r in replicas if r.process is not None]
-    stop_groups(started, STOP_GRACE_S)  # type: ignore[arg-type]
+    stop_groups(started, STOP_GRACE_S)
     keeper = guardian()
     for replica in replicas:
         if replica.process is not None:

@@ -131,7 +131,7 @@ def read_state(path: Path, uid: str) -> RevisionState | None:
     shaped = (isinstance(raw.get("counter"), int) and isinstance(revisions, dict)
               and all(isinstance(name, str) and isinstance(body, dict) for name, body in revisions.items())
               and isinstance(raw.get("latest"), str) and isinstance(raw.get("rolled_out"), str))
-    if not shaped:
+    if not shaped or not isinstance(revisions, dict):  # (shaped checked it: this says so to the type checker)
         return None
     ready = raw.get("ready")
     return RevisionState(uid, max(0, raw["counter"]), raw["latest"], raw["rolled_out"], revisions,

@@ -92,9 +92,9 @@ def _instances(resource: Resource, served: Any, now: dt.datetime) -> list[dict[s
     reported = {(str(r.get("revision")), int(r.get("index") or 0)): r
                 for r in ((served.extra if served is not None else {}).get("replicas") or []) if isinstance(r, dict)}
     out = []
-    for log in instance_logs(resource.name, resource.namespace).values():
-        key = (log.parent.name, _index(log))
-        reported.setdefault(key, {"revision": key[0], "index": key[1], "log": str(log), "stopped": True})
+    for log_path in instance_logs(resource.name, resource.namespace).values():
+        key = (log_path.parent.name, _index(log_path))
+        reported.setdefault(key, {"revision": key[0], "index": key[1], "log": str(log_path), "stopped": True})
     for (revision, index), replica in sorted(reported.items(), key=lambda item: (item[0][0], item[0][1])):
         log = Path(str(replica.get("log") or "")) if replica.get("log") else None
         up = bool(replica.get("url"))

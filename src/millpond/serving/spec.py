@@ -247,7 +247,8 @@ def _resources(spec: Any, where: list[str | int]) -> Request:
                                 f"machine (millpond counts cpu, memory, {GPU} and {GPU_MEM})")
     cpu = parse_quantity(merged["cpu"], field_path([*where, "cpu"])).milli_value() if "cpu" in merged else 0
     memory = parse_bytes(merged["memory"], field_path([*where, "memory"])) if "memory" in merged else 0
-    gpus, shares = 0, ()
+    gpus = 0
+    shares: tuple[GpuShare, ...] = ()
     if GPU in merged:
         value = parse_quantity(merged[GPU], field_path([*where, GPU]))
         if value.milli_value() % 1000 or value.value() < 0:

@@ -39,7 +39,7 @@ def normalize_root(root: str) -> str:
 
 def filesystem(uri: str) -> Any:
     """The fsspec filesystem of a remote URI (s3fs reads AWS_ENDPOINT_URL and the usual keys)."""
-    import fsspec
+    import fsspec  # noqa: PLC0415 - fsspec's backends when used
 
     protocol = uri.split("://", 1)[0]
     if protocol == "minio":

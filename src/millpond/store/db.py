@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock
 
 from millpond.errors import MillpondError, UnavailableError, UserError
+from millpond.settings import load_settings
 from millpond.store.sqlite_wal import configure
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _revision(conn: "Connection") -> str | None:
-    from sqlalchemy import inspect, text
+    from sqlalchemy import inspect, text  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
     if not inspect(conn).has_table("alembic_version"):
         return None  # a new database
@@ -73,9 +74,9 @@ def _current_revision(engine: "Engine") -> str | None:
 
 
 def _migrate(engine: "Engine") -> None:
-    from alembic import command
-    from alembic.config import Config
-    from sqlalchemy import text
+    from alembic import command  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+    from alembic.config import Config  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+    from sqlalchemy import text  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
@@ -92,8 +93,8 @@ def _migrate(engine: "Engine") -> None:
 
 
 def _create_engine(url: str) -> "Engine":
-    from sqlalchemy import create_engine, event
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    from sqlalchemy import create_engine, event  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
     if url.startswith("sqlite:///"):
         db_path = Path(url.removeprefix("sqlite:///"))
@@ -148,7 +149,6 @@ def database_failure(exc: BaseException) -> MillpondError | None:
         return UserError(f"the metadata database cannot store a value given: {_first_line(exc)}")
     if not isinstance(exc, (errors.OperationalError, errors.InterfaceError)):
         return None
-    from millpond.settings import load_settings
 
     url = redacted(load_settings().database_url)
     return UnavailableError(f"the metadata database {url} failed: {_first_line(exc)}")
@@ -161,7 +161,7 @@ def get_engine(url: str) -> "Engine":
         if engine is not None:
             return engine
         engine = _create_engine(url)
-        from sqlalchemy.exc import DBAPIError
+        from sqlalchemy.exc import DBAPIError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         try:
             if url.startswith("sqlite:///"):
@@ -190,6 +190,6 @@ def forget_engines() -> None:
 
 
 def session_factory(url: str) -> "sessionmaker[Session]":
-    from sqlalchemy.orm import sessionmaker
+    from sqlalchemy.orm import sessionmaker  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
     return sessionmaker(bind=get_engine(url), expire_on_commit=False)

@@ -10,34 +10,53 @@ Every write is one committed transaction, so a killed engine leaves a consistent
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from millpond.errors import NotFoundError, UserError
+from millpond.store.db import HEAD_REVISION, get_engine
 from millpond.store.keys import new_id, utcnow
+from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.sqlite_wal import configure
 
-FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 DEFAULT_EXPERIMENT = "Default"
 _RUN_JSON = ("pipeline_spec", "platform_spec", "parameters", "outputs")
 _TASK_JSON = ("inputs", "outputs", "pod_metadata")
+
+__all__ = ["DEFAULT_EXPERIMENT", "FINAL_STATES", "RunJournal", "RunRecord", "SqliteJournal", "TaskRecord",
+           "open_journal", "schema_revision"]
 
 
 class RunJournal(Protocol):
     """What the engine reads and writes while it runs; SqliteJournal and the SQLAlchemy RunStore both are one."""
 
-    def create_run(self, **fields: Any) -> Any: ...
+    def create_run(
+        self, *, name: str, experiment: str, pipeline_name: str, pipeline_spec: dict[str, Any],
+        platform_spec: dict[str, Any] | None, parameters: dict[str, Any], pipeline_root: str,
+    ) -> Any: ...  # a RunRecord, or the ORM's Run: the same attribute names
     def update_run(self, run_id: str, **fields: Any) -> None: ...
     def get_run(self, run_id: str) -> Any: ...
     def experiment_name(self, experiment_id: str) -> str: ...
-    def start_task(self, **fields: Any) -> str: ...
+    def start_task(
+        self, *, run_id: str, path: str, name: str, kind: str, component: str, parent_id: str | None,
+        image: str | None = None, inputs: dict[str, Any] | None = None, log_path: str | None = None,
+        state: str = "RUNNING", task_id: str | None = None,
+    ) -> str: ...
     def update_task(self, task_id: str, **fields: Any) -> None: ...
-    def finish_task(self, task_id: str, **fields: Any) -> None: ...
+    def finish_task(
+        self, task_id: str, *, state: str, outputs: dict[str, Any] | None = None, error: str | None = None,
+        exit_code: int | None = None, artifacts: list[dict[str, Any]] | None = None, run_id: str | None = None,
+        attempts: int | None = None, cache_entry: tuple[str, dict[str, Any]] | None = None,
+    ) -> None: ...
     def cancel_tasks(self, task_ids: list[str], error: str) -> None: ...
     def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]: ...
     def list_tasks(self, run_id: str) -> list[Any]: ...
@@ -50,10 +69,8 @@ def open_journal(database_url: str) -> RunJournal:
 
     The schema is brought to Alembic's head first; that (and only that) imports SQLAlchemy.
     """
-    from millpond.store.db import HEAD_REVISION, get_engine
-
     if not database_url.startswith("sqlite:///"):
-        from millpond.store.runs import RunStore
+        from millpond.store.runs import RunStore  # noqa: PLC0415 - SQLAlchemy (~0.6 s) only for other databases
 
         return RunStore(database_url)
     path = Path(database_url.removeprefix("sqlite:///"))
@@ -73,23 +90,6 @@ def schema_revision(path: Path) -> str | None:
     return str(row[0]) if row else None
 
 
-def task_start_fields(
-    name: str, kind: str, component: str, parent_id: str | None, image: str | None,
-    inputs: dict[str, Any] | None, log_path: str | None, state: str, now: dt.datetime,
-) -> dict[str, Any]:
-    """The columns a task's start sets (both journals write the same row).
-
-    A PENDING task waits (for the resource budget, a process slot): it has no ``started_at``
-    until the engine records it RUNNING, so a duration never counts the wait.
-    """
-    return {
-        "name": name, "kind": kind, "component": component, "parent_id": parent_id, "image": image,
-        "inputs": inputs or {}, "log_path": log_path, "state": state,
-        "started_at": None if state == "PENDING" else now,
-        "finished_at": now if state in FINAL_STATES else None, "error": None,
-    }
-
-
 def _stored(value: Any) -> Any:
     """A Python value as SQLAlchemy's SQLite types store it (naive UTC text, JSON text, 0/1)."""
     if isinstance(value, dt.datetime):
@@ -101,17 +101,6 @@ def _stored(value: Any) -> Any:
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return value
-
-
-def fresh_enough(created_at: dt.datetime | None, max_age_s: float | None) -> bool:
-    """Whether a cache entry made at ``created_at`` may be reused by a task accepting ``max_age_s``."""
-    if max_age_s is None:
-        return True
-    if created_at is None:
-        return False
-    if created_at.tzinfo is None:
-        created_at = created_at.replace(tzinfo=dt.timezone.utc)
-    return (utcnow() - created_at).total_seconds() <= max_age_s
 
 
 def _moment(text: str | None) -> dt.datetime | None:
@@ -166,9 +155,12 @@ class TaskRecord:
     pod_metadata: dict[str, Any] | None = field(default=None)
 
 
-def _record(cls: type, row: sqlite3.Row, json_columns: tuple[str, ...]) -> Any:
+_R = TypeVar("_R", bound="DataclassInstance")  # RunRecord or TaskRecord
+
+
+def _record(cls: type[_R], row: sqlite3.Row, json_columns: tuple[str, ...]) -> _R:
     values: dict[str, Any] = {}
-    names = set(cls.__dataclass_fields__)
+    names = {column.name for column in dataclasses.fields(cls)}
     for key in row.keys():
         if key not in names:
             continue

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar, Unpack
 
 from sqlalchemy import DateTime, Select, func, select
 from sqlalchemy.orm import Session
 
 from millpond.errors import UserError
+
+AnySelect: TypeAlias = "Select[Unpack[tuple[Any, ...]]]"  # a SELECT of any columns
 
 T = TypeVar("T")
 OPERATIONS = ("EQUALS", "NOT_EQUALS", "GREATER_THAN", "GREATER_THAN_EQUALS", "LESS_THAN", "LESS_THAN_EQUALS",
@@ -72,7 +74,7 @@ def _typed(key: str, column: Any, value: Any) -> Any:
     return text
 
 
-def filtered(query: Select[Any], predicates: tuple[Predicate, ...], columns: dict[str, Any]) -> Select[Any]:
+def filtered(query: AnySelect, predicates: tuple[Predicate, ...], columns: dict[str, Any]) -> AnySelect:
     """``query`` narrowed by ``predicates``; ``columns`` maps field names to columns (text or times)."""
     for predicate in predicates:
         if predicate.key not in columns:
@@ -103,7 +105,7 @@ def filtered(query: Select[Any], predicates: tuple[Predicate, ...], columns: dic
     return query
 
 
-def ordered(query: Select[Any], spec: ListQuery, columns: dict[str, Any], default: Any) -> Select[Any]:
+def ordered(query: AnySelect, spec: ListQuery, columns: dict[str, Any], default: Any) -> AnySelect:
     if spec.sort_key is None:
         return query.order_by(default)
     if spec.sort_key not in columns:
@@ -113,7 +115,7 @@ def ordered(query: Select[Any], spec: ListQuery, columns: dict[str, Any], defaul
     return query.order_by(column.desc() if spec.descending else column.asc())
 
 
-def one_page(session: Session, query: Select[Any], spec: ListQuery, columns: dict[str, Any], default: Any,
+def one_page(session: Session, query: AnySelect, spec: ListQuery, columns: dict[str, Any], default: Any,
              single: bool = True) -> Page[Any]:
     """The page ``spec`` asks for of ``query`` (filtered and sorted); ``single``: rows of one entity, unwrapped."""
     query = ordered(filtered(query, spec.predicates, columns), spec, columns, default)

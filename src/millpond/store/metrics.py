@@ -107,7 +107,7 @@ class MetricsQueries:
 
     def running_instances(self) -> list[ActiveInstance]:
         """The instances of the jobs that hold resources now (PENDING/RUNNING) and have not finished."""
-        from millpond.store.models import TrainingInstance
+        from millpond.store.models import TrainingInstance  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             rows = session.execute(

@@ -8,7 +8,7 @@ Structured values (parameters, outputs) are JSON columns: they are read back who
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -20,6 +20,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -30,6 +31,8 @@ from millpond.store.keys import new_id, utcnow
 
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}  # noqa: RUF012 - SQLAlchemy reads it as is
+    # Every model maps one table (none maps a join or a subquery), which Core's insert/update take as such.
+    __table__: ClassVar[Table]
 
 
 class Experiment(Base):

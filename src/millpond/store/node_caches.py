@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from millpond.errors import MillpondError
+from millpond.settings import load_settings
+from millpond.store.db import session_factory
 from millpond.store.keys import utcnow
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -52,19 +55,16 @@ class NodeCacheStore:
     """The ``dataset_node_caches`` rows of the database ``settings`` names (shared by every node)."""
 
     def __init__(self, settings: "Settings | None" = None) -> None:
-        from millpond.settings import load_settings
-        from millpond.store.db import session_factory
-
         self._sessions: sessionmaker[Session] = session_factory((settings or load_settings()).database_url)
 
     def claim(
         self, uid: str, namespace: str, name: str, node_id: str, node_dir: str, replicas: int | None
     ) -> bool:
         """Take a cache slot of dataset ``uid`` for ``node_id``; False when ``replicas`` nodes already hold one."""
-        from sqlalchemy import func, select, text
-        from sqlalchemy.exc import IntegrityError
+        from sqlalchemy import func, select, text  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+        from sqlalchemy.exc import IntegrityError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import DatasetNodeCache
+        from millpond.store.models import DatasetNodeCache  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             if session.get(DatasetNodeCache, (uid, node_id)) is not None:
@@ -98,9 +98,9 @@ class NodeCacheStore:
 
     def report(self, uid: str, node_id: str, report: CacheReport) -> None:
         """Write a node's numbers into its claim (nothing when the claim is gone: the dataset was deleted)."""
-        from sqlalchemy import update
+        from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import DatasetNodeCache
+        from millpond.store.models import DatasetNodeCache  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             session.execute(
@@ -115,20 +115,20 @@ class NodeCacheStore:
         a node lost for good must not keep a ``replicas`` slot, nor count in the dataset's status, as
         Fluid drops a worker's cache state with its pod. A lost node that comes back claims again.
         Returns how many were dropped."""
-        from sqlalchemy import delete
+        from sqlalchemy import delete  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import DatasetNodeCache
+        from millpond.store.models import DatasetNodeCache  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             result = session.execute(delete(DatasetNodeCache).where(
                 DatasetNodeCache.dataset_uid == uid, DatasetNodeCache.node_id.not_in(sorted(live))))
-            return int(result.rowcount or 0)  # type: ignore[attr-defined]
+            return rows_changed(result)
 
     def states(self, uid: str) -> list[NodeCacheState]:
         """Every node holding a cache of dataset ``uid``, in the order they claimed it."""
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import DatasetNodeCache
+        from millpond.store.models import DatasetNodeCache  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             rows = session.scalars(
@@ -141,9 +141,9 @@ class NodeCacheStore:
 
     def nodes_of(self, name: str, namespace: str) -> list[NodeCacheState]:
         """Every node holding a cache of the dataset ``namespace/name`` (whatever its uid)."""
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import DatasetNodeCache
+        from millpond.store.models import DatasetNodeCache  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             rows = session.scalars(select(DatasetNodeCache).where(
@@ -154,9 +154,9 @@ class NodeCacheStore:
 
     def forget(self, name: str, namespace: str) -> None:
         """The dataset is deleted: its nodes' rows go with it (each node's files are its own to clean)."""
-        from sqlalchemy import delete
+        from sqlalchemy import delete  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import DatasetNodeCache
+        from millpond.store.models import DatasetNodeCache  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             session.execute(delete(DatasetNodeCache).where(

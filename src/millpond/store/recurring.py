@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import DateTime, and_, case, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
@@ -20,6 +20,7 @@ from millpond.store.journal import FINAL_STATES
 from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Experiment, RecurringRun, Run, ScheduledRun
+from millpond.store.results import rows_changed
 
 TZ = DateTime(timezone=True)
 
@@ -69,6 +70,10 @@ class RecurringRunRecord:
     error: str | None = None
 
 
+@overload
+def aware(moment: dt.datetime) -> dt.datetime: ...
+@overload
+def aware(moment: None) -> None: ...
 def aware(moment: dt.datetime | None) -> dt.datetime | None:
     """A time in UTC with its zone (SQLite hands stored times back without one)."""
     if moment is None:
@@ -171,7 +176,7 @@ class RecurringRunStore:
                 .values(enabled=False, updated_at=utcnow())
             )
             session.commit()
-            return int(result.rowcount or 0)  # type: ignore[attr-defined]
+            return rows_changed(result)
 
     def experiment_state(self, experiment_id: str) -> str | None:
         """An experiment's storage state (AVAILABLE or ARCHIVED); None when it does not exist."""
@@ -197,7 +202,7 @@ class RecurringRunStore:
         statement = insert(ScheduledRun).from_select(["recurring_run_id", "scheduled_at", "claimed_at"], source)
         with self._sessions() as session:
             try:
-                inserted = session.execute(statement).rowcount  # type: ignore[attr-defined]
+                inserted = rows_changed(session.execute(statement))
                 session.commit()
             except IntegrityError:
                 session.rollback()
@@ -207,7 +212,7 @@ class RecurringRunStore:
     def settle(self, recurring_id: str, moment: dt.datetime, run_id: str | None = None,
                error: str | None = None) -> None:
         """Record what came of a claimed time: its run, or why none started (kept on the recurring run too)."""
-        moment = aware(moment)  # type: ignore[assignment]
+        moment = aware(moment)
         with self._sessions() as session:
             session.execute(update(ScheduledRun)
                             .where(ScheduledRun.recurring_run_id == recurring_id, ScheduledRun.scheduled_at == moment)
@@ -221,7 +226,7 @@ class RecurringRunStore:
     def advance(self, recurring_id: str, moment: dt.datetime) -> None:
         """Move the schedule past ``moment`` (never back), e.g. when another scheduler handled it."""
         with self._sessions() as session:
-            self._advance(session, recurring_id, aware(moment))  # type: ignore[arg-type]
+            self._advance(session, recurring_id, aware(moment))
             session.commit()
 
     @staticmethod
@@ -256,7 +261,7 @@ class RecurringRunStore:
                 return []
             session.execute(update(ScheduledRun).where(stale).values(error=reason))
             for recurring_id, moment in rows:
-                message = f"the run at {aware(moment).isoformat()} was not started: {reason}"  # type: ignore[union-attr]
+                message = f"the run at {aware(moment).isoformat()} was not started: {reason}"
                 session.execute(update(RecurringRun).where(RecurringRun.id == recurring_id).values(error=message))
             session.commit()
         return sorted({recurring_id for recurring_id, _ in rows})
@@ -267,4 +272,4 @@ class RecurringRunStore:
             rows = session.execute(select(ScheduledRun.scheduled_at, ScheduledRun.run_id, ScheduledRun.error)
                                    .where(ScheduledRun.recurring_run_id == recurring_id)
                                    .order_by(ScheduledRun.scheduled_at))
-            return [(aware(moment), run_id, error) for moment, run_id, error in rows]  # type: ignore[misc]
+            return [(aware(moment), run_id, error) for moment, run_id, error in rows]

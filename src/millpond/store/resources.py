@@ -9,15 +9,21 @@ re-applying a manifest keeps what the cache engine reported.
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import json
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from millpond.errors import UserError
 from millpond.names import check_namespace, check_object_name
+from millpond.settings import load_settings
+from millpond.store.db import HEAD_REVISION, session_factory
+from millpond.store.journal import schema_revision
 from millpond.store.keys import new_id, utcnow
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -105,9 +111,6 @@ class ResourceStore:
     """Fluid objects in the metadata database of one millpond home (``settings.database_url``)."""
 
     def __init__(self, settings: "Settings | None" = None) -> None:
-        from millpond.settings import load_settings
-        from millpond.store.db import session_factory
-
         self._sessions: sessionmaker[Session] = session_factory((settings or load_settings()).database_url)
 
     def _row(
@@ -119,9 +122,9 @@ class ResourceStore:
         two processes applying or deleting the same object take turns instead of both acting on
         what they read (SQLAlchemy leaves the clause out on SQLite).
         """
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import StoredResource
+        from millpond.store.models import StoredResource  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         query = select(StoredResource).where(
             StoredResource.kind == kind, StoredResource.namespace == namespace, StoredResource.name == name)
@@ -132,11 +135,12 @@ class ResourceStore:
             row = self._row(session, kind, name, namespace)
             return _resource(row) if row else None
 
+    # ``list`` below is a method of this class: in later signatures the built-in is ``builtins.list``.
     def list(self, kind: str, namespace: str | None = None) -> list[Resource]:
         """Every object of ``kind`` (in ``namespace``, or all namespaces when None), by namespace and name."""
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import StoredResource
+        from millpond.store.models import StoredResource  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         query = select(StoredResource).where(StoredResource.kind == kind)
         if namespace is not None:
@@ -145,21 +149,21 @@ class ResourceStore:
             rows = session.scalars(query.order_by(StoredResource.namespace, StoredResource.name))
             return [_resource(row) for row in rows]
 
-    def apply(self, manifests: list[dict[str, Any]]) -> list[tuple[Resource, str]]:
+    def apply(self, manifests: builtins.list[dict[str, Any]]) -> builtins.list[tuple[Resource, str]]:
         """Create or update each manifest, all in one transaction: (resource, "created" | "configured" | "unchanged").
 
         A manifest holds apiVersion, kind, metadata (name, optional namespace) and spec; a later
         one with the same key in the batch applies over an earlier one, as with kubectl.
         """
-        from sqlalchemy.exc import IntegrityError
+        from sqlalchemy.exc import IntegrityError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         try:
             return self._apply(manifests)
         except IntegrityError:  # another process created one of them between our read and our write
             raise UserError("another millpond process applied the same objects meanwhile; apply again") from None
 
-    def _apply(self, manifests: list[dict[str, Any]]) -> list[tuple[Resource, str]]:
-        from millpond.store.models import StoredResource
+    def _apply(self, manifests: builtins.list[dict[str, Any]]) -> builtins.list[tuple[Resource, str]]:
+        from millpond.store.models import StoredResource  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         results: list[tuple[Resource, str]] = []
         keys = [_key(manifest) for manifest in manifests]  # all checked before anything is written
@@ -185,9 +189,9 @@ class ResourceStore:
 
     def create(self, manifest: dict[str, Any]) -> Resource | None:
         """Store a new object (``kubectl create``): None, and nothing written, when its name is taken."""
-        from sqlalchemy.exc import IntegrityError
+        from sqlalchemy.exc import IntegrityError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import StoredResource
+        from millpond.store.models import StoredResource  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         metadata = manifest["metadata"]
         kind, name, namespace = _key(manifest)
@@ -248,9 +252,9 @@ class ResourceStore:
         self, kind: str, name: str, namespace: str, process: ProcessRecord | None, status: dict[str, Any] | None,
         expected: ProcessRecord | None, *, conditional: bool,
     ) -> bool:
-        from sqlalchemy import update
+        from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import StoredResource
+        from millpond.store.models import StoredResource  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         query = update(StoredResource).where(
             StoredResource.kind == kind, StoredResource.namespace == namespace, StoredResource.name == name)
@@ -269,7 +273,7 @@ class ResourceStore:
             values["status"] = dict(status)
         with self._sessions.begin() as session:
             result = session.execute(query.values(**values).execution_options(synchronize_session=False))
-            return bool(result.rowcount == 1)  # type: ignore[attr-defined]
+            return rows_changed(result) == 1
 
 
 def read_manifest(
@@ -281,11 +285,6 @@ def read_manifest(
     process; SQLAlchemy and the migration check cost ~0.5 s there, a stdlib query ~1 ms. Any
     other database, or one not yet at the head revision, goes through ``ResourceStore``.
     """
-    import sqlite3
-
-    from millpond.store.db import HEAD_REVISION
-    from millpond.store.journal import schema_revision
-
     url = settings.database_url
     path = Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
     if path is None or schema_revision(path) != HEAD_REVISION:

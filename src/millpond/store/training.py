@@ -8,13 +8,17 @@ lies. The rows are handed out as frozen records; nobody outside ``store`` sees S
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from millpond.errors import ConflictError
 from millpond.names import check_label, check_namespace
+from millpond.settings import load_settings
+from millpond.store.db import session_factory
 from millpond.store.keys import new_id, utcnow
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -102,9 +106,6 @@ class JobStore:
     """Training jobs of one millpond home (``settings.database_url``)."""
 
     def __init__(self, settings: "Settings | None" = None) -> None:
-        from millpond.settings import load_settings
-        from millpond.store.db import session_factory
-
         self._sessions: sessionmaker[Session] = session_factory((settings or load_settings()).database_url)
 
     # ------------------------------------------------------------------ jobs
@@ -116,9 +117,9 @@ class JobStore:
         A name or namespace that is no DNS-1123 label is a UserError (nothing written): the job could
         not be reached at ``/jobs/NAMESPACE/NAME``.
         """
-        from sqlalchemy.exc import IntegrityError
+        from sqlalchemy.exc import IntegrityError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingJob
+        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         check_namespace(namespace)
         check_label(name, "metadata.name")
@@ -132,9 +133,9 @@ class JobStore:
         return _job(row)
 
     def get(self, name: str, namespace: str = "default") -> JobRecord | None:
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingJob
+        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             row = session.scalar(select(TrainingJob).where(
@@ -142,17 +143,18 @@ class JobStore:
             return _job(row) if row else None
 
     def by_uid(self, uid: str) -> JobRecord | None:
-        from millpond.store.models import TrainingJob
+        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             row = session.get(TrainingJob, uid)
             return _job(row) if row else None
 
+    # ``list`` below is a method of this class: in later signatures the built-in is ``builtins.list``.
     def list(self, namespace: str | None = None) -> list[JobRecord]:
         """Jobs of ``namespace`` (all when None), oldest first."""
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingJob
+        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         query = select(TrainingJob).order_by(TrainingJob.created_at, TrainingJob.name)
         if namespace is not None:
@@ -163,10 +165,10 @@ class JobStore:
     def page(self, namespace: str | None, spec: "ListQuery") -> "Page[JobRecord]":
         """One page of the jobs of ``namespace`` (all when None), filtered and sorted by ``name``,
         ``namespace``, ``status``, ``trainer`` or ``created_at`` (default: oldest first)."""
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.listing import Page, one_page
-        from millpond.store.models import TrainingJob
+        from millpond.store.listing import Page, one_page  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         columns = {"name": TrainingJob.name, "namespace": TrainingJob.namespace, "status": TrainingJob.status,
                    "trainer": TrainingJob.trainer, "created_at": TrainingJob.created_at}
@@ -178,9 +180,9 @@ class JobStore:
             return Page([_job(row) for row in found.items], found.total, found.next_offset)
 
     def delete(self, uid: str) -> None:
-        from sqlalchemy import delete
+        from sqlalchemy import delete  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingEvent, TrainingInstance, TrainingJob
+        from millpond.store.models import TrainingEvent, TrainingInstance, TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             session.execute(delete(TrainingEvent).where(TrainingEvent.job_uid == uid))
@@ -197,9 +199,9 @@ class JobStore:
                    supervisor: tuple[int | None, str | None] | None = None) -> bool:
         """Write ``status`` unless the job already finished (or, with ``supervisor``, is no longer that
         process's): True if it was written. The first RUNNING stamps the start, a finished status the end."""
-        from sqlalchemy import func, update
+        from sqlalchemy import func, update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingJob
+        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         values: dict[str, Any] = {"status": status, "reason": reason, "message": message}
         now = utcnow()
@@ -212,23 +214,23 @@ class JobStore:
             query = query.where(TrainingJob.supervisor_pid == supervisor[0],
                                 TrainingJob.supervisor_start == supervisor[1])
         with self._sessions.begin() as session:
-            return session.execute(query.values(**values)).rowcount == 1  # type: ignore[attr-defined]
+            return rows_changed(session.execute(query.values(**values))) == 1
 
     def _update_job(self, uid: str, **values: Any) -> None:
-        from sqlalchemy import update
+        from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingJob
+        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             session.execute(update(TrainingJob).where(TrainingJob.uid == uid).values(**values))
 
     # ------------------------------------------------------------------ instances
 
-    def replace_instances(self, uid: str, instances: list[InstanceRecord]) -> None:
+    def replace_instances(self, uid: str, instances: builtins.list[InstanceRecord]) -> None:
         """The instances of a new attempt, in place of the last attempt's."""
-        from sqlalchemy import delete
+        from sqlalchemy import delete  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingInstance
+        from millpond.store.models import TrainingInstance  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             session.execute(delete(TrainingInstance).where(TrainingInstance.job_uid == uid))
@@ -241,9 +243,9 @@ class JobStore:
                 ))
 
     def update_instance(self, uid: str, name: str, **values: Any) -> None:
-        from sqlalchemy import update
+        from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingInstance
+        from millpond.store.models import TrainingInstance  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         if "gpus" in values:
             values["gpus"] = list(values["gpus"])
@@ -251,10 +253,10 @@ class JobStore:
             session.execute(update(TrainingInstance).where(
                 TrainingInstance.job_uid == uid, TrainingInstance.name == name).values(**values))
 
-    def instances(self, uid: str) -> list[InstanceRecord]:
-        from sqlalchemy import select
+    def instances(self, uid: str) -> builtins.list[InstanceRecord]:
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingInstance
+        from millpond.store.models import TrainingInstance  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             rows = session.scalars(select(TrainingInstance).where(TrainingInstance.job_uid == uid)
@@ -264,15 +266,15 @@ class JobStore:
     # ------------------------------------------------------------------ events
 
     def add_event(self, uid: str, reason: str, message: str, kind: str = "Normal") -> None:
-        from millpond.store.models import TrainingEvent
+        from millpond.store.models import TrainingEvent  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             session.add(TrainingEvent(job_uid=uid, at=utcnow(), type=kind, reason=reason, message=message))
 
-    def events(self, uid: str) -> list[EventRecord]:
-        from sqlalchemy import select
+    def events(self, uid: str) -> builtins.list[EventRecord]:
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingEvent
+        from millpond.store.models import TrainingEvent  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             rows: list[TrainingEvent] = list(session.scalars(

@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from millpond.errors import NotFoundError, UserError
+from millpond.settings import load_settings
+from millpond.store.db import get_engine, session_factory
 from millpond.store.keys import new_id
+from millpond.store.results import rows_changed
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -82,22 +85,22 @@ class LockedWorkloads:
 
     def active(self) -> list[WorkloadRecord]:
         """Every workload not FINISHED: what an admission cycle decides over."""
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         rows = self._session.scalars(select(WorkloadRow).where(WorkloadRow.state != FINISHED))
         return [_record(row) for row in rows]
 
     def _set(self, workload_id: str, expected: tuple[str, ...], **values: Any) -> bool:
-        from sqlalchemy import update
+        from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         values["updated_at"] = time.time()
         result = self._session.execute(update(WorkloadRow).where(
             WorkloadRow.id == workload_id, WorkloadRow.state.in_(expected)).values(**values))
-        return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool(rows_changed(result))
 
     def admit(self, workload_id: str, cluster_queue: str, flavors: Mapping[str, str], at: float) -> bool:
         return self._set(workload_id, (PENDING,), state=ADMITTED, cluster_queue=cluster_queue,
@@ -115,9 +118,9 @@ class LockedWorkloads:
         """One cycle's decisions in three statements (executemany), each row still a compare-and-set:
         ``admitted`` (id, ClusterQueue, flavors) were PENDING, ``evicted`` (id, reason) ADMITTED,
         ``waiting`` (id, reason, position) PENDING; a waiting row ``known`` to say that already is skipped."""
-        from sqlalchemy import bindparam, update
+        from sqlalchemy import bindparam, update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         table = WorkloadRow.__table__
         now = time.time()
@@ -139,24 +142,21 @@ class LockedWorkloads:
 
 
 def _finish(session: Session, workload_id: str, reason: str) -> bool:
-    from sqlalchemy import update
+    from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-    from millpond.store.models import WorkloadRow
+    from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
     now = time.time()
     result = session.execute(update(WorkloadRow).where(
         WorkloadRow.id == workload_id, WorkloadRow.state != FINISHED).values(
         state=FINISHED, reason=reason, position=None, finished_at=now, updated_at=now))
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    return bool(rows_changed(result))
 
 
 class WorkloadStore:
     """Workloads of one millpond home (``settings.database_url``)."""
 
     def __init__(self, settings: Settings | None = None) -> None:
-        from millpond.settings import load_settings
-        from millpond.store.db import session_factory
-
         self.settings = settings or load_settings()
         self._url = self.settings.database_url
         self._sessions: sessionmaker[Session] = session_factory(self._url)
@@ -165,7 +165,7 @@ class WorkloadStore:
                priority: int = 0, priority_class: str | None = None, pod_count: int = 1, holder: str = "",
                created: float | None = None) -> WorkloadRecord:
         """A new PENDING workload; ``created`` (default: now) is its place in FIFO order."""
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         if kind not in KINDS:
             raise UserError(f"a workload's kind is one of {', '.join(KINDS)}, not {kind!r}")
@@ -182,7 +182,7 @@ class WorkloadStore:
         return _record(row)
 
     def get(self, workload_id: str) -> WorkloadRecord | None:
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions() as session:
             row = session.get(WorkloadRow, workload_id)
@@ -197,9 +197,9 @@ class WorkloadStore:
     def list(self, *, namespace: str | None = None, queue: str | None = None, cluster_queue: str | None = None,
              states: Iterable[str] | None = None) -> list[WorkloadRecord]:
         """Workloads filtered by project, LocalQueue, ClusterQueue and states, oldest first."""
-        from sqlalchemy import select
+        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         query = select(WorkloadRow).order_by(WorkloadRow.created, WorkloadRow.id)
         if namespace is not None:
@@ -215,15 +215,15 @@ class WorkloadStore:
 
     def set_holder(self, workload_id: str, holder: str) -> bool:
         """Who runs the workload (``PID:TICKS@MACHINE``): a cycle finishes it once that process is gone."""
-        from sqlalchemy import update
+        from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             result = session.execute(update(WorkloadRow).where(
                 WorkloadRow.id == workload_id, WorkloadRow.state != FINISHED).values(holder=holder,
                                                                                      updated_at=time.time()))
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            return bool(rows_changed(result))
 
     def finish(self, workload_id: str, reason: str = "finished") -> bool:
         """It holds nothing any more (done, deleted, failed): False when it had already finished."""
@@ -233,9 +233,9 @@ class WorkloadStore:
     def mark_stopped(self, workload_id: str) -> bool:
         """Its holder stopped an EVICTED workload: PENDING again, ``requeues`` + 1, its ``created`` kept
         (it goes back to its place in the queue, as Kueue requeues a preempted workload)."""
-        from sqlalchemy import update
+        from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import WorkloadRow
+        from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         with self._sessions.begin() as session:
             result = session.execute(update(WorkloadRow).where(
@@ -243,7 +243,7 @@ class WorkloadStore:
                 state=PENDING, cluster_queue=None, flavors={}, requeues=WorkloadRow.requeues + 1,
                 reason="requeued after eviction: waiting for the next admission cycle", position=None,
                 updated_at=time.time()))
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            return bool(rows_changed(result))
 
     @contextmanager
     def locked(self) -> Iterator[LockedWorkloads]:
@@ -253,10 +253,8 @@ class WorkloadStore:
         waits in busy_timeout). PostgreSQL: ``pg_advisory_xact_lock`` on one key, released with
         the transaction, so a process killed inside the block frees it with its connection.
         """
-        from sqlalchemy import text
-        from sqlalchemy.orm import Session
-
-        from millpond.store.db import get_engine
+        from sqlalchemy import text  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+        from sqlalchemy.orm import Session  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         engine = get_engine(self._url)
         with engine.connect() as conn:

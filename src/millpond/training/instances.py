@@ -134,7 +134,7 @@ def end(item: Running) -> None:
 def stop(running: list[Running]) -> None:
     """SIGTERM each instance's group (and session, and marked processes) still running, SIGKILL what is
     left after ``STOP_GRACE_S``."""
-    stop_groups([(item.process, item.ticks) for item in running], STOP_GRACE_S,  # type: ignore[misc]
+    stop_groups([(item.process, item.ticks) for item in running], STOP_GRACE_S,  # type: ignore[misc]  # local: Popens
                 [item.mark for item in running])
     for item in running:
         item.pump.join(timeout=2)

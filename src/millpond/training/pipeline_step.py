@@ -193,8 +193,9 @@ def step_inputs(**values: Any) -> StepInputs:
         data = tuple(str(item) for item in values.pop("data", None) or ())
         data_dirs = tuple(str(item) for item in values.pop("data_dirs", None) or ())
         env = {str(key): str(value) for key, value in (values.pop("env", None) or {}).items()}
-        counts = {key: int(values.pop(key)) for key in ("workers", "gpus", "retry", "nproc_per_node", "ps")
-                  if key in values}  # a NUMBER_INTEGER may arrive as 2.0
+        counts: dict[str, Any] = {key: int(values.pop(key)) for key in ("workers", "gpus", "retry", "nproc_per_node",
+                                                                        "ps")
+                                  if key in values}  # a NUMBER_INTEGER may arrive as 2.0
     except (TypeError, AttributeError, ValueError):
         raise UserError("data and data_dirs are lists of strings, env a dict of strings, counts whole numbers") \
             from None

@@ -211,7 +211,7 @@ class Placement:
         return (f"waiting for the Ray cluster at {self.spec.ray_address} to place {len(self.shapes)} bundles "
                 f"({self.spec.ray_placement}: {', '.join(_shape(s) for s in self.shapes)})")
 
-    def wait_ready(self, stopping: threading.Event, waiting: Callable[[str], None]) -> bool:
+    def wait_ready(self, stopping: threading.Event, waiting: Callable[[str], object]) -> bool:
         """Wait until Ray placed every bundle (``waiting`` told why, once); False when stopped meanwhile."""
         told = False
         while not stopping.is_set():
@@ -334,7 +334,9 @@ class Placement:
                     if not node_id or node_id in live or item.process.poll() is not None:
                         continue
                     item.failure = f"{item.planned.name}: Ray node {node_id[:12]} ({address}) running it was lost"
-                    item.process.returncode = -1  # type: ignore[misc]
+                    process = item.process
+                    assert isinstance(process, _RemoteProcess)  # what this placement started
+                    process.returncode = -1
                     self.cancels[item.planned.name].set()
 
     def _mark(self, item: Planned) -> str:

@@ -331,10 +331,10 @@ class Supervisor:
                 launching.stop(running)
             else:
                 placement.stop(running)
-            for item in running:
-                code = item.process.returncode
+            for instance in running:
+                code = instance.process.returncode
                 if code is not None:
-                    self._record(item.planned.name, exit_code=code, status="Succeeded" if code == 0 else "Failed",
+                    self._record(instance.planned.name, exit_code=code, status="Succeeded" if code == 0 else "Failed",
                                  finished_at=utcnow())
 
     def _record(self, name: str, **fields: object) -> None:

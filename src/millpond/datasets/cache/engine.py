@@ -13,6 +13,7 @@ read-ahead itself, at once.
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
 import errno
 import json
@@ -34,8 +35,9 @@ from millpond.datasets.cache.namespace import Namespace
 from millpond.datasets.cache.node_report import NodeReport
 from millpond.datasets.cache.reader import CachedFile
 from millpond.datasets.cache.tiers import TierSet
-from millpond.datasets.config import DatasetConfig
+from millpond.datasets.config import DatasetConfig, load_config
 from millpond.datasets.ufs import Ufs, UfsError, open_ufs
+from millpond.settings import load_settings
 
 FETCH_THREADS = 64  # concurrent GETs: over a 10 ms link, small files need many in flight
 READ_AHEAD_FILES = 48  # a folder walk: how many next files to fetch ahead of the reader
@@ -140,7 +142,8 @@ class DatasetCache:
             for row in rows:
                 self.tiers.settled(row.tier, row.size)
 
-    def _count(self, name: str, value: int) -> None:
+    def count(self, name: str, value: int) -> None:
+        """Add ``value`` to the counter ``name``, written to the index with the next flush."""
         with self._lock:
             self._counters[name] = self._counters.get(name, 0) + value
 
@@ -442,7 +445,7 @@ class DatasetCache:
             raise UfsError(
                 f"{meta.path}: the UFS returned {len(data)} bytes where {end - start} were listed (changed meanwhile?)"
             )
-        self._count("ufs_fetched_bytes", len(data))
+        self.count("ufs_fetched_bytes", len(data))
         self._store(meta, block, data, batch)
         return data
 
@@ -472,15 +475,15 @@ class DatasetCache:
                 if exc.errno in _NO_ROOM:
                     return  # the tier's disk filled up meanwhile: served uncached
                 raise
-            row = CacheRow(
+            whole = CacheRow(
                 meta.path, meta.version, tier, meta.size, size, bytearray(b"\x01"), array("I", [crc32c(data)]), True,
                 time.time(),
             )
             if batch:
                 with self._lock:
-                    self._pending_rows.append(row)
+                    self._pending_rows.append(whole)
             else:
-                self.index.put_complete([row])
+                self.index.put_complete([whole])
                 self.tiers.settled(tier, meta.size)
             return
         row = self.index.entry(meta.path)
@@ -708,8 +711,6 @@ def _write_atomically(target: Path, data: bytes) -> None:
 
 
 def _bisect_index(names: list[str], name: str) -> int:
-    import bisect
-
     position = bisect.bisect_left(names, name)
     if position < len(names) and names[position] == name:
         return position
@@ -731,9 +732,6 @@ _OPEN_LOCK = threading.Lock()
 
 def open_cache(name: str, namespace: str = "default") -> DatasetCache:
     """The process-wide DatasetCache of a dataset (one per dataset, reused by every reader)."""
-    from millpond.datasets.config import load_config
-    from millpond.settings import load_settings
-
     settings = load_settings()
     config = load_config(name, namespace, settings)
     key = (str(settings.home), namespace, name)

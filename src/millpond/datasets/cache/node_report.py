@@ -35,7 +35,7 @@ class NodeReport:
         the UFS, uncached, rather than failed (the bound cannot be checked, and nothing would
         report what the node held).
         """
-        from sqlalchemy.exc import SQLAlchemyError
+        from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         node = config.node
         if node is None:
@@ -55,7 +55,7 @@ class NodeReport:
         A database that does not answer costs this report only: the next flush tries again,
         and readers are never failed by bookkeeping.
         """
-        from sqlalchemy.exc import SQLAlchemyError
+        from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         counters = index.counters()
         report = CacheReport(

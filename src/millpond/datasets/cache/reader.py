@@ -21,13 +21,16 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from millpond.datasets.cache.blocks import crc32c, pin, same_version
 from millpond.datasets.cache.index import CacheRow, FileMeta, block_count
 
 if TYPE_CHECKING:
-    from millpond.datasets.cache.engine import DatasetCache
+    from millpond.datasets.cache.blocks import VerifiedBlocks
+    from millpond.datasets.cache.index import CacheIndex
+    from millpond.datasets.cache.tiers import TierSet
+    from millpond.datasets.config import DatasetConfig
 
 READ_AHEAD_BLOCKS = 8  # a file read in order: how many blocks to fetch ahead of the reader
 
@@ -57,10 +60,35 @@ class _Local(NamedTuple):
     file: _Pinned
 
 
+class BlockSource(Protocol):
+    """What a reader needs of its dataset's cache (``DatasetCache`` is the one implementation).
+
+    Written here, below the engine that opens readers, so the reader depends on these few calls
+    and not on the engine's module: the engine imports the reader, never the reverse.
+    """
+
+    config: DatasetConfig
+    index: CacheIndex
+    tiers: TierSet
+    verified: VerifiedBlocks
+
+    def known_row(self, path: str, fresh: bool = False) -> CacheRow | None: ...
+
+    def reading_folder(self, meta: FileMeta) -> None: ...
+
+    def fetch(self, meta: FileMeta, block: int, batch: bool = False) -> bytes: ...
+
+    def prefetch(self, meta: FileMeta, block: int) -> None: ...
+
+    def count(self, name: str, value: int) -> None:
+        """Add ``value`` to the dataset's counter ``name`` (hit and miss bytes, corrupt blocks)."""
+        ...
+
+
 class CachedFile(io.RawIOBase):
     """A read-only, seekable file of a dataset (see the module docstring)."""
 
-    def __init__(self, cache: DatasetCache, meta: FileMeta) -> None:
+    def __init__(self, cache: BlockSource, meta: FileMeta) -> None:
         super().__init__()
         self.cache = cache
         self.meta = meta
@@ -207,7 +235,7 @@ class CachedFile(io.RawIOBase):
         """Forget a corrupt block, so it is fetched again."""
         self.cache.index.drop_blocks(row.path, row.version, [block])
         self.cache.known_row(row.path, fresh=True)
-        self.cache._count("corrupt_blocks", 1)
+        self.cache.count("corrupt_blocks", 1)
         row.present[block] = 0
 
     def _repair_length(self, row: CacheRow) -> None:
@@ -251,8 +279,8 @@ class CachedFile(io.RawIOBase):
             self._read_ahead(block)
             return data
         data = self.cache.fetch(self.meta, block)
-        self.cache._count("cache_miss_bytes", count)
-        self.cache._count("cache_miss_reads", 1)
+        self.cache.count("cache_miss_bytes", count)
+        self.cache.count("cache_miss_reads", 1)
         self._attach(fresh=True)
         self._read_ahead(block)
         return data[within:within + count]
@@ -276,14 +304,14 @@ class CachedFile(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
+    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]  # filled by slice: no Buffer
         data = self.pread(self._pos, len(buffer))
         count = len(data)
         memoryview(buffer).cast("B")[:count] = data
         self._pos += count
         return count
 
-    def read(self, size: int = -1) -> bytes:  # type: ignore[override]
+    def read(self, size: int = -1) -> bytes:
         if size is None or size < 0:
             size = self.meta.size - self._pos
         data = self.pread(self._pos, size)
@@ -314,9 +342,9 @@ class CachedFile(io.RawIOBase):
     def report_hits(self) -> None:
         """Add the bytes served from the cache to the dataset's counters (at close, or by a long-lived reader)."""
         if self._hits:
-            self.cache._count("cache_hit_bytes", self._hits)
+            self.cache.count("cache_hit_bytes", self._hits)
             self._hits = 0
         if self._hit_reads:
-            self.cache._count("cache_hit_reads", self._hit_reads)
+            self.cache.count("cache_hit_reads", self._hit_reads)
             self._hit_reads = 0
 

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
-from dataclasses import dataclass, field
 
+from millpond.scheduling.queues.assignment import FIT, NO_FIT, PREEMPT, Assignment
+from millpond.scheduling.queues.holdings import Holdings
 from millpond.scheduling.queues.model import (
     Admission,
     ClusterQueue,
     Decision,
-    Eviction,
     FlavorQuotas,
     LabelSelector,
     Pending,
@@ -49,23 +49,7 @@ from millpond.scheduling.queues.render import amount, who
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # every Kubernetes namespace carries it
 PODS = "pods"  # counted only by a ClusterQueue that covers it, as in Kueue
-FIT, PREEMPT, NO_FIT = 2, 1, 0
 _HOLDING = (WorkloadState.ADMITTED, WorkloadState.EVICTED)
-
-
-@dataclass
-class Assignment:
-    """A flavor for each requested resource, and how the workload would get in with them."""
-
-    flavors: dict[str, str] = field(default_factory=dict)  # resource -> flavor
-    mode: int = FIT
-    borrowing: bool = False
-    never: bool = False  # bigger than any quota this queue could ever give
-    reasons: list[str] = field(default_factory=list)
-
-    def keys(self, workload: Workload) -> dict[FlavorResource, int]:
-        return {(self.flavors[name], name): value for name, value in workload.requests.items()
-                if value > 0 and name in self.flavors}
 
 
 def queue_order(workload: Workload) -> tuple[int, float, str]:
@@ -93,48 +77,25 @@ def selector_matches(selector: LabelSelector | None, namespace: str, labels: dic
 
 
 class _Cycle:
+    """One run of :func:`decide`: the snapshot's usage in a :class:`Holdings`, changed as it admits and evicts."""
+
     def __init__(self, snapshot: Snapshot, now: float) -> None:
         self.snapshot = snapshot
         self.now = now
-        self.tree = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)
+        self.held = Holdings(QuotaTree(snapshot.cluster_queues, snapshot.cohorts))
+        self.tree = self.held.tree  # the usage the flavor assigner reads, as admissions and evictions change it
         self.potential = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)  # nothing used: what could ever fit
-        self.holding: dict[str, Workload] = {}
-        self.by_key: dict[FlavorResource, dict[str, Workload]] = {}  # who holds each flavor's resource
         # "held by" texts per (flavor resource, cohort tree), with the tree version they were made at
-        self._held: dict[tuple[FlavorResource, tuple[bool, str]], tuple[int, str]] = {}
-        self.evicted: set[str] = set()
-        self.fresh: set[str] = set()  # admitted by this cycle: no victims for it (Kueue picks them before)
+        self._held_by: dict[tuple[FlavorResource, tuple[bool, str]], tuple[int, str]] = {}
         self.admitted: list[Admission] = []
-        self.evictions: list[Eviction] = []
         self.pending: dict[str, str] = {}
-        self.preemptor = Preemptor(self)
+        self.preemptor = Preemptor(self.held)
         self._resolved: dict[tuple[str, str], tuple[ClusterQueue | None, str]] = {}
         for workload in snapshot.workloads:
             if workload.state in _HOLDING and workload.cluster_queue in self.tree.queues:
-                self.hold(workload)
+                self.held.hold(workload)
                 if workload.state is WorkloadState.EVICTED:
-                    self.evicted.add(workload.id)
-
-    # --- usage ---------------------------------------------------------------------------
-    def hold(self, workload: Workload) -> None:
-        self.holding[workload.id] = workload
-        for name, value in workload.requests.items():
-            if value > 0 and name in workload.flavors:
-                key = (workload.flavors[name], name)
-                self.tree.add(workload.cluster_queue or "", key, value)
-                self.by_key.setdefault(key, {})[workload.id] = workload
-
-    def release(self, workload: Workload) -> None:
-        del self.holding[workload.id]
-        for name, value in workload.requests.items():
-            if value > 0 and name in workload.flavors:
-                key = (workload.flavors[name], name)
-                self.tree.add(workload.cluster_queue or "", key, -value)
-                self.by_key[key].pop(workload.id, None)
-
-    def evict(self, workload: Workload, reason: str, by: str) -> None:
-        self.evicted.add(workload.id)
-        self.evictions.append(Eviction(workload.id, reason, by))
+                    self.held.evicted.add(workload.id)
 
     # --- resolution ----------------------------------------------------------------------
     def resolve(self, workload: Workload) -> tuple[ClusterQueue | None, str]:
@@ -250,32 +211,32 @@ class _Cycle:
     def held_by(self, queue: ClusterQueue, key: FlavorResource) -> str:
         """The biggest holders of ``key`` in ``queue``'s cohort tree (kept while usage does not change)."""
         root = self.tree.roots[queue.name]
-        cached = self._held.get((key, root))
+        cached = self._held_by.get((key, root))
         if cached is not None and cached[0] == self.tree.version:
             return cached[1]
         name = key[1]
-        holders = sorted((w for w in self.by_key.get(key, {}).values()
+        holders = sorted((w for w in self.held.by_key.get(key, {}).values()
                           if self.tree.roots.get(w.cluster_queue or "") == root),
                          key=lambda w: (-w.requests[name], w.admitted_at, w.created, w.id))
         text = ", ".join(f"{who(w)} in {w.cluster_queue} ({amount(name, w.requests[name])}"
-                         f"{', stopping' if w.id in self.evicted else ''})" for w in holders[:3]) or "nobody"
+                         f"{', stopping' if w.id in self.held.evicted else ''})" for w in holders[:3]) or "nobody"
         if len(holders) > 3:
             text += f" and {len(holders) - 3} more"
-        self._held[(key, root)] = (self.tree.version, text)
+        self._held_by[(key, root)] = (self.tree.version, text)
         return text
 
     # --- the cycle -----------------------------------------------------------------------
     def drain(self) -> None:
         """HoldAndDrain on a ClusterQueue or a LocalQueue evicts what it admitted."""
-        for workload in sorted(self.holding.values(), key=lambda w: w.id):
+        for workload in sorted(self.held.holding.values(), key=lambda w: w.id):
             if workload.state is not WorkloadState.ADMITTED:
                 continue
             queue = self.snapshot.cluster_queues[workload.cluster_queue or ""]
             local = self.snapshot.local_queues.get((workload.namespace, workload.queue))
             if queue.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-                self.evict(workload, f"ClusterQueue {queue.name} is stopped (HoldAndDrain)", "")
+                self.held.evict(workload, f"ClusterQueue {queue.name} is stopped (HoldAndDrain)", "")
             elif local is not None and local.stop_policy is StopPolicy.HOLD_AND_DRAIN:
-                self.evict(workload, f"LocalQueue {workload.namespace}/{local.name} is stopped (HoldAndDrain)", "")
+                self.held.evict(workload, f"LocalQueue {workload.namespace}/{local.name} is stopped (HoldAndDrain)", "")
 
     def run(self) -> Decision:
         self.drain()
@@ -297,7 +258,7 @@ class _Cycle:
                 heads.append((self.assign(items[0], queue, explain=False).borrowing, queue_order(items[0]), name))
             for _borrowing, _order, name in sorted(heads):
                 self.step(self.snapshot.cluster_queues[name], queues)
-        return Decision(tuple(self.admitted), tuple(self.evictions), self.positions(order, unresolved))
+        return Decision(tuple(self.admitted), tuple(self.held.evictions), self.positions(order, unresolved))
 
     def step(self, queue: ClusterQueue, queues: dict[str, deque[Workload]]) -> None:
         items = queues[queue.name]
@@ -323,14 +284,14 @@ class _Cycle:
     def admit(self, workload: Workload, queue: ClusterQueue, assignment: Assignment) -> None:
         admitted = dataclasses.replace(workload, state=WorkloadState.ADMITTED, cluster_queue=queue.name,
                                        flavors=dict(assignment.flavors), admitted_at=self.now)
-        self.hold(admitted)
-        self.fresh.add(workload.id)
+        self.held.hold(admitted)
+        self.held.fresh.add(workload.id)
         self.admitted.append(Admission(workload.id, queue.name, dict(assignment.flavors), assignment.borrowing))
 
     def positions(self, order: dict[str, list[Workload]], unresolved: dict[tuple[str, str], list[Workload]]
                   ) -> tuple[Pending, ...]:
         admitted = {admission.workload_id for admission in self.admitted}
-        result = []
+        result: list[Pending] = []
         for items in [*order.values(), *unresolved.values()]:
             still = [w for w in items if w.id not in admitted]
             result.extend(Pending(w.id, self.pending[w.id], index) for index, w in enumerate(still))

@@ -34,7 +34,7 @@ def check(documents: list[tuple[str, int, Any]], store: ResourceStore, validate:
         if reason is not None:
             raise UserError(f"{source}: document {number}: {reason}")
     manifests = [check_document(doc, source, number, validate) for source, number, doc in documents]
-    queues: dict[tuple[str, str], str] = {}
+    queues: dict[tuple[str, str], str | None] = {}  # None: a stored one without the (required) field
     for manifest in manifests:
         if manifest.info.kind != "LocalQueue":
             continue

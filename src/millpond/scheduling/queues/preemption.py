@@ -18,14 +18,11 @@ whenever it still fits without them: a minimal set, never the whole queue.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from millpond.scheduling.queues.assignment import Assignment
+from millpond.scheduling.queues.holdings import Holdings
 from millpond.scheduling.queues.model import ClusterQueue, PreemptionPolicy, Workload
 from millpond.scheduling.queues.quota import FlavorResource
 from millpond.scheduling.queues.render import who
-
-if TYPE_CHECKING:
-    from millpond.scheduling.queues.admission import Assignment, _Cycle
 
 
 def may_preempt(policy: PreemptionPolicy, preemptor: Workload, victim: Workload) -> bool:
@@ -43,7 +40,7 @@ def may_preempt(policy: PreemptionPolicy, preemptor: Workload, victim: Workload)
 class Preemptor:
     """Preemption within one admission cycle: victims claimed by one preemptor are not counted twice."""
 
-    def __init__(self, cycle: _Cycle) -> None:
+    def __init__(self, cycle: Holdings) -> None:
         self.cycle = cycle
         self.claimed: set[str] = set()
         # Attempts that found no victims, per ClusterQueue, at one tree version: a later workload of the

@@ -14,9 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from millpond.scheduling.queues.cycle import reclaim_dead, workload_of
 from millpond.scheduling.queues.model import ClusterQueue, Workload, WorkloadState
+from millpond.scheduling.queues.objects import stored_objects
 from millpond.scheduling.queues.render import amount, who
 from millpond.scheduling.queues.specs import QueueObjects
+from millpond.store.resources import ResourceStore
+from millpond.store.workloads import WorkloadStore
 
 if TYPE_CHECKING:
     from millpond.settings import Settings
@@ -119,9 +123,6 @@ def queue_views(objects: QueueObjects, workloads: Iterable[Workload]) -> list[di
 def live_workloads(settings: Settings) -> list[Workload]:
     """Every workload not finished, from the metadata database's workload table, after the quota of
     holders that are gone was reclaimed (``cycle.reclaim_dead``): a read never counts a dead workload."""
-    from millpond.scheduling.queues.cycle import reclaim_dead, workload_of
-    from millpond.store.workloads import WorkloadStore
-
     reclaim_dead(settings)
     states = [state.value for state in (WorkloadState.PENDING, *HOLDING)]
     return [workload_of(record) for record in WorkloadStore(settings).list(states=states)]
@@ -129,9 +130,6 @@ def live_workloads(settings: Settings) -> list[Workload]:
 
 def current(settings: Settings) -> tuple[QueueObjects, list[Workload]]:
     """The queueing objects applied and the live workloads, as ``queue list`` and the Queues page show them."""
-    from millpond.scheduling.queues.objects import stored_objects
-    from millpond.store.resources import ResourceStore
-
     return stored_objects(ResourceStore(settings)), live_workloads(settings)
 
 

@@ -74,7 +74,7 @@ def _check_answers(estimator: object, path: Path, shape: tuple[int, ...]) -> Non
     if len(shape) != 2:
         return
     try:
-        estimator.predict(np.zeros((1, shape[1])))  # type: ignore[attr-defined]
+        estimator.predict(np.zeros((1, shape[1])))  # type: ignore[attr-defined]  # any object with predict
     except NotFittedError as exc:
         raise ModelLoadError(f"{path} holds a {kind} that was never fitted: {exc}") from None
     except (ValueError, TypeError):
