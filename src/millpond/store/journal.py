@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import sqlite3
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -48,14 +49,14 @@ class RunJournal(Protocol):
     def experiment_name(self, experiment_id: str) -> str: ...
     def start_task(
         self, *, run_id: str, path: str, name: str, kind: str, component: str, parent_id: str | None,
-        image: str | None = None, inputs: dict[str, Any] | None = None, log_path: str | None = None,
+        image: str | None = None, inputs: Mapping[str, Any] | None = None, log_path: str | None = None,
         state: str = "RUNNING", task_id: str | None = None,
     ) -> str: ...
     def update_task(self, task_id: str, **fields: Any) -> None: ...
     def finish_task(
         self, task_id: str, *, state: str, outputs: dict[str, Any] | None = None, error: str | None = None,
         exit_code: int | None = None, artifacts: list[dict[str, Any]] | None = None, run_id: str | None = None,
-        attempts: int | None = None, cache_entry: tuple[str, dict[str, Any]] | None = None,
+        attempts: int | None = None, cache_entry: tuple[str, Mapping[str, Any]] | None = None,
     ) -> None: ...
     def cancel_tasks(self, task_ids: list[str], error: str) -> None: ...
     def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]: ...
@@ -262,7 +263,7 @@ class SqliteJournal:
     # --- tasks --------------------------------------------------------------------------
     def start_task(
         self, *, run_id: str, path: str, name: str, kind: str, component: str, parent_id: str | None,
-        image: str | None = None, inputs: dict[str, Any] | None = None, log_path: str | None = None,
+        image: str | None = None, inputs: Mapping[str, Any] | None = None, log_path: str | None = None,
         state: str = "RUNNING", task_id: str | None = None,
     ) -> str:
         """Record a task as started (or decided, e.g. SKIPPED); a resumed run reuses the row of a path."""
@@ -296,7 +297,7 @@ class SqliteJournal:
     def finish_task(
         self, task_id: str, *, state: str, outputs: dict[str, Any] | None = None, error: str | None = None,
         exit_code: int | None = None, artifacts: list[dict[str, Any]] | None = None, run_id: str | None = None,
-        attempts: int | None = None, cache_entry: tuple[str, dict[str, Any]] | None = None,
+        attempts: int | None = None, cache_entry: tuple[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """Record a task's end, its artifacts and its cache entry in one transaction."""
         fields: dict[str, Any] = {"state": state, "error": error, "exit_code": exit_code, "outputs": outputs or {},

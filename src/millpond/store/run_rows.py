@@ -7,6 +7,7 @@ one schema; the rules they share live here, below both, so neither imports the o
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
 from millpond.store.keys import utcnow
@@ -16,7 +17,7 @@ FINAL_STATES = ("SUCCEEDED", "FAILED", "SKIPPED", "CANCELED")
 
 def task_start_fields(
     name: str, kind: str, component: str, parent_id: str | None, image: str | None,
-    inputs: dict[str, Any] | None, log_path: str | None, state: str, now: dt.datetime,
+    inputs: Mapping[str, Any] | None, log_path: str | None, state: str, now: dt.datetime,
 ) -> dict[str, Any]:
     """The columns a task's start sets (both journals write the same row).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -237,7 +238,7 @@ class RunStore:
         component: str,
         parent_id: str | None,
         image: str | None = None,
-        inputs: dict[str, Any] | None = None,
+        inputs: Mapping[str, Any] | None = None,
         log_path: str | None = None,
         state: str = "RUNNING",
         task_id: str | None = None,
@@ -290,7 +291,7 @@ class RunStore:
         artifacts: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
         attempts: int | None = None,
-        cache_entry: tuple[str, dict[str, Any]] | None = None,
+        cache_entry: tuple[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """Record a task's end, its artifacts and its cache entry in one transaction."""
         values: dict[str, Any] = {

@@ -95,7 +95,7 @@ class PodFields(Fields):
         ref = self.mapping(raw[kinds[0]], f"{where}.{kinds[0]}")
         self.fields(ref, f"{where}.{kinds[0]}", ("name", "optional"))
         return EnvFrom(
-            kinds[0], self.text(ref.get("name"), f"{where}.{kinds[0]}.name", required=True),  # type: ignore[arg-type]
+            kinds[0], self.text(ref.get("name"), f"{where}.{kinds[0]}.name", required=True),
             self.text(raw.get("prefix"), f"{where}.prefix"), self.flag(ref.get("optional"), where),
         )
 
