@@ -57,6 +57,7 @@ class KindTable:
         known = self._handlers.get(handler.owner)
         if known is not None and type(known) is not type(handler):
             raise MillpondError(f"owner {handler.owner!r} registers two handlers")
+        self.add_owner(handler.owner)  # a family outside OWNERS (a plug-in) registers itself
         self.register(handler.kinds, handler.refused)
         self._handlers[handler.owner] = handler
         if fallback:
@@ -84,6 +85,17 @@ class KindTable:
         """Accept kinds from ``owner`` too (a package outside ``OWNERS``: a plug-in, a test's made-up kind)."""
         if owner not in self._owners:
             self._owners = (*self._owners, owner)
+
+    def remove_owner(self, owner: str) -> None:
+        """Forget a plug-in's kinds, names and handler (``OWNERS``' own families stay)."""
+        if owner in OWNERS:
+            raise MillpondError(f"the kinds of {owner} cannot be removed")
+        self._kinds = {kind: entry for kind, entry in self._kinds.items() if entry.owner != owner}
+        self._names = {spelling: kind for spelling, kind in self._names.items() if kind in self._kinds}
+        self._handlers.pop(owner, None)
+        self._owners = tuple(known for known in self._owners if known != owner)
+        if self._fallback == owner:
+            self._fallback = None
 
     def _check_complete(self) -> None:
         """Load every owner's kinds module not loaded yet (it registers its handler when imported)."""
