@@ -221,3 +221,32 @@ def test_the_server_routes_reach_a_kind_registered_by_one_module(widgets: Any, h
         assert _call("GET", f"{api}/widgets/w1")[0] == 404
     finally:
         served.stop()
+
+
+REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference"
+
+
+@pytest.mark.parametrize("family", ["kueue", "kserve"])
+def test_printer_columns_are_the_crds_additional_printer_columns(family: str) -> None:
+    """Kueue's and KServe's tables show (a prefix-ordered subset of) the columns their CRDs declare."""
+    import yaml
+
+    if not (REFERENCE / family).is_dir():
+        pytest.skip(f"no {REFERENCE / family}")
+    declared: dict[str, list[str]] = {}
+    for path in (REFERENCE / family).glob("*.yaml"):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                [stored] = [v for v in doc["spec"]["versions"] if v.get("storage")]
+                declared[doc["spec"]["names"]["kind"]] = [
+                    c["name"].upper() for c in stored.get("additionalPrinterColumns") or []]
+    owner = {"kueue": "scheduling.queues", "kserve": "serving"}[family]
+    checked = 0
+    for entry in REGISTRY:
+        if entry.owner != owner or not declared.get(entry.kind):
+            continue
+        columns = [c for c in REGISTRY.handler(entry).printer_columns(entry) if c not in ("NAME", "AGE")]
+        remaining = iter(declared[entry.kind])
+        assert all(column in remaining for column in columns), (entry.kind, columns, declared[entry.kind])
+        checked += 1
+    assert checked >= 2
