@@ -89,7 +89,7 @@ class WidgetHandler(HandlerBase):
         shown: dict[str, Any] = one.as_object(_status(one))
         return shown
 
-    def list(self, kind: KindName, namespace: str, all_namespaces: bool,
+    def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
              context: KindContext) -> list[dict[str, Any]]:
         return [one.as_object(_status(one))
                 for one in found(kind, None, namespace, all_namespaces, ResourceStore(context.settings))]

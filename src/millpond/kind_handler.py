@@ -156,7 +156,7 @@ class KindHandler(Protocol):
       queues before the jobs that name them).
     - ``claims``: whether a document of ``apply`` is this family's (a refused kind included).
     - ``check``: schema, then the webhook's rules; nothing stored; UserError is one line.
-    - ``get``/``list``: objects as ``kubectl get -o json`` shows them (metadata with uid,
+    - ``get``/``list_objects``: objects as ``kubectl get -o json`` shows them (metadata with uid,
       generation, resourceVersion, creationTimestamp, labels, annotations where kept; spec; status).
       ``get`` raises NotFoundError (kubectl's line) when there is none.
     - ``table``/``printer_columns``: ``millpond get``'s columns (the CRD's ``additionalPrinterColumns``).
@@ -164,10 +164,17 @@ class KindHandler(Protocol):
     - ``status``/``events``: what ``describe`` shows under Status, Conditions and Events.
     """
 
-    owner: str
-    apply_order: int
-    kinds: tuple[KindName, ...]
-    refused: Mapping[str, str]
+    @property
+    def owner(self) -> str: ...
+
+    @property
+    def apply_order(self) -> int: ...
+
+    @property
+    def kinds(self) -> tuple[KindName, ...]: ...
+
+    @property
+    def refused(self) -> Mapping[str, str]: ...
 
     def claims(self, doc: object) -> bool: ...
 
@@ -175,7 +182,7 @@ class KindHandler(Protocol):
 
     def get(self, kind: KindName, name: str, namespace: str, context: KindContext) -> dict[str, Any]: ...
 
-    def list(self, kind: KindName, namespace: str, all_namespaces: bool,
+    def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
              context: KindContext) -> list[dict[str, Any]]: ...
 
     def printer_columns(self, kind: KindName) -> tuple[str, ...]: ...

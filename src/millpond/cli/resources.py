@@ -108,7 +108,7 @@ def get_command(kind: str, name: str | None, namespace: str, all_namespaces: boo
         if name is not None:
             print_value(handler.get(entry, name, namespace, context), output)
         else:
-            print_value(as_list(handler.list(entry, namespace, all_namespaces, context)), output)
+            print_value(as_list(handler.list_objects(entry, namespace, all_namespaces, context)), output)
         return
     table = handler.table(entry, name, namespace, all_namespaces, context)
     if not table.rows:

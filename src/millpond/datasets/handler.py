@@ -80,7 +80,7 @@ class FluidHandler(HandlerBase):
         shown: dict[str, Any] = one.as_object(resource_status(one, store))
         return shown
 
-    def list(self, kind: KindName, namespace: str, all_namespaces: bool,
+    def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
              context: KindContext) -> list[dict[str, Any]]:
         store = ResourceStore(context.settings)
         return [one.as_object(resource_status(one, store))

@@ -88,7 +88,7 @@ def _kind(text: str) -> tuple[KindName, KindHandler]:
 
 def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) -> dict[str, Any]:
     entry, handler = _kind(kind)
-    return as_list(handler.list(entry, namespace, all_namespaces, _context(request)))
+    return as_list(handler.list_objects(entry, namespace, all_namespaces, _context(request)))
 
 
 def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str, Any]:

@@ -81,7 +81,7 @@ class ServingHandler(HandlerBase):
                                                    ResourceStore(context.settings))
         return shown
 
-    def list(self, kind: KindName, namespace: str, all_namespaces: bool,
+    def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
              context: KindContext) -> list[dict[str, Any]]:
         listed = objects.as_objects(KINDS[kind.kind], None, namespace, all_namespaces, ResourceStore(context.settings))
         return list(listed["items"])

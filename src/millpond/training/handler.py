@@ -73,7 +73,7 @@ class TrainingHandler(HandlerBase):
         return objects.as_objects(KINDS[kind.kind], name, namespace, False, JobStore(context.settings),
                                   ResourceStore(context.settings))
 
-    def list(self, kind: KindName, namespace: str, all_namespaces: bool,
+    def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
              context: KindContext) -> list[dict[str, Any]]:
         listed = objects.as_objects(KINDS[kind.kind], None, namespace, all_namespaces, JobStore(context.settings),
                                     ResourceStore(context.settings))

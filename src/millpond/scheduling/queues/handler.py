@@ -96,7 +96,7 @@ class QueueHandler(HandlerBase):
                                                    _statuses(info, context))
         return shown
 
-    def list(self, kind: KindName, namespace: str, all_namespaces: bool,
+    def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
              context: KindContext) -> list[dict[str, Any]]:
         info = KINDS[kind.kind]
         listed = objects.as_objects(info, None, namespace, all_namespaces, ResourceStore(context.settings),
