@@ -100,7 +100,7 @@ def _envelope(doc: Any, where: str) -> dict[str, Any]:
         raise UserError(f"{where}: {NOT_ON_ONE_MACHINE[kind]}")
     if kind not in KINDS:
         near = [known for known in KINDS if known.lower() == kind.lower()]
-        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join(REGISTRY.kinds())}"
+        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join(REGISTRY.loaded().kinds())}"
         raise UserError(f"{where}: unknown kind {show(kind)}{hint}")
     if doc.get("apiVersion") != API_VERSION:
         raise UserError(f"{where}: {kind}: apiVersion {show(doc.get('apiVersion'))} is not supported "
@@ -135,7 +135,7 @@ def check_document(doc: Any, source: str, number: int, secrets: SecretLookup) ->
     ``source`` names where it came from in errors: a file, or the SDK call that built it.
     A document that was not parsed from text (an SDK call's dicts, an API body) is held to the
     same limits first (depth, size, JSON values), so no input reaches the checks' recursion.
-    An unknown kind's error names every kind registered in ``millpond.kinds`` (training's too, where loaded).
+    An unknown kind's error names every kind registered in ``millpond.kinds`` (every family's).
     """
     doc = plain_value(doc, f"{source}: document {number}")
     body = _envelope(doc, f"{source}: document {number}")
