@@ -82,7 +82,8 @@ def test_every_registered_kind_resolves_to_its_familys_handler() -> None:
     assert len(kinds) == 26  # 12 Fluid, 6 Kubeflow, 5 Kueue, 3 KServe
     for entry in kinds:
         handler = REGISTRY.handler(entry)
-        for member in ("claims", "check", "get", "list_objects", "printer_columns", "table", "delete", "status", "events"):
+        for member in ("claims", "check", "get", "list_objects", "printer_columns", "table", "delete", "status",
+                       "events"):
             assert callable(getattr(handler, member)), (entry.kind, member)
         assert handler.owner == entry.owner and entry in handler.kinds, entry
         for spelling in entry.spellings():

@@ -1,17 +1,18 @@
 """The one registry of the kinds ``millpond apply``, ``get``, ``delete`` and ``describe`` (and the server's
 resource routes) know: every name kubectl accepts for them, and the handler that serves each.
 
-Each package that owns kinds registers its :class:`~millpond.kind_handler.KindHandler` once, when its
-``handler`` module is imported: ``datasets.handler`` (Fluid's ``data.fluid.io`` kinds),
-``training.handler`` (Kubeflow's), ``scheduling.queues.handler`` (Kueue's ``kueue.x-k8s.io`` queueing
-kinds) and ``serving.handler`` (KServe's ``serving.kserve.io`` InferenceService and serving runtimes).
-The handler module sits beside the family's ``kinds`` table (which its checks and objects import),
-so registering does not make the table import what imports it. A name is
+Each package that owns kinds registers its names when its ``kinds`` module is imported, and its
+:class:`~millpond.kind_handler.KindHandler` once, when its ``handler`` module is: ``datasets``
+(Fluid's ``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's
+``kueue.x-k8s.io`` queueing kinds) and ``serving`` (KServe's ``serving.kserve.io`` InferenceService
+and serving runtimes). The handler module sits beside the family's ``kinds`` table (which its checks
+and objects import), so registering does not make the table import what imports it; and a command
+that resolves a name loads only the light tables, then only the handler of the family it reaches. A name is
 resolved here, with one error line for an unknown one listing every known kind, and the caller
 calls the kind's handler: no dispatcher asks which family a kind belongs to. It lives on the floor
 (it imports no layer) because every owner must reach it, and they sit in different layers; it
-loads the owners' handler modules by name (``OWNERS``) the first time a name is resolved, as a
-plugin table does, so a name resolves only once every owner has registered.
+loads the owners' modules by name (``OWNERS``) when first needed, as a plug-in table does, so a name
+resolves only once every owner has registered.
 
 kubectl's spellings: the kind (any case), the plural, the CRD's short names, each of them also
 as ``NAME.GROUP`` and ``NAME.VERSION.GROUP`` (``pytorchjobs.kubeflow.org``,
@@ -30,8 +31,9 @@ from millpond.kind_handler import ApplyBatch, ApplyPlan, Document, KindHandler, 
 
 __all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
 
-# The packages whose kinds the table must hold before it resolves a name (each one's ``handler`` module
-# registers them): a dispatcher that loaded only one of them would call the others' kinds unknown.
+# The packages whose kinds the table must hold before it resolves a name (each one's ``kinds`` module
+# registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
+# would call the others' kinds unknown.
 OWNERS = ("datasets", "training", "scheduling.queues", "serving")
 
 
@@ -98,29 +100,40 @@ class KindTable:
             self._fallback = None
 
     def _check_complete(self) -> None:
-        """Load every owner's kinds module not loaded yet (it registers its handler when imported)."""
+        """Load every owner's ``kinds`` module not loaded yet (a light table: it registers the names)."""
+        named = {entry.owner for entry in self._kinds.values()}
         for owner in self._owners:
-            if owner not in self._handlers:
-                importlib.import_module(f"{self._package}.{owner}.handler")
-        missing = [owner for owner in self._owners if owner not in self._handlers]
+            if owner not in named and owner not in self._handlers:
+                importlib.import_module(f"{self._package}.{owner}.kinds")
+        named = {entry.owner for entry in self._kinds.values()}
+        missing = [owner for owner in self._owners if owner not in named]
         if missing:
             raise MillpondError(f"the kinds of {', '.join(missing)} are not registered "
-                                f"(millpond.{missing[0]}.handler registers none)")
+                                f"(millpond.{missing[0]}.kinds registers none)")
+
+    def _load_handler(self, owner: str) -> KindHandler:
+        """The owner's handler, its ``handler`` module loaded first if need be (only the family a command
+        reaches pays for importing its checks, stores and controllers)."""
+        if owner not in self._handlers:
+            importlib.import_module(f"{self._package}.{owner}.handler")
+        if owner not in self._handlers:
+            raise MillpondError(f"millpond.{owner}.handler registers no handler")
+        return self._handlers[owner]
 
     def loaded(self) -> KindTable:
-        """The table with every owner's kinds registered (each one's handler module loaded)."""
+        """The table with every owner's kinds registered (each one's ``kinds`` module loaded)."""
         self._check_complete()
         return self
 
     def handler(self, entry: KindName) -> KindHandler:
         """The handler serving ``entry``'s objects."""
-        self._check_complete()
-        return self._handlers[entry.owner]
+        return self._load_handler(entry.owner)
 
     def handlers(self) -> list[KindHandler]:
         """Every family's handler, in the order a batch is checked and applied."""
         self._check_complete()
-        return sorted(self._handlers.values(), key=lambda handler: (handler.apply_order, handler.owner))
+        loaded = [self._load_handler(owner) for owner in self._owners]
+        return sorted(loaded, key=lambda handler: (handler.apply_order, handler.owner))
 
     def plan(self, documents: Sequence[Document], batch: ApplyBatch) -> list[ApplyPlan]:
         """Every document of an apply checked by its family's handler (family by family, in ``apply_order``),

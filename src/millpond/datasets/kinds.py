@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 
 OWNER = "datasets"
 GROUP = "data.fluid.io"
@@ -72,6 +73,7 @@ NOT_ON_ONE_MACHINE = {
 # The names ``get``/``delete`` refuse with the reason (the kind and its plural).
 REFUSED_NAMES = {name: reason for kind, reason in NOT_ON_ONE_MACHINE.items()
                  for name in (kind, kind.lower() + "es")}
+REGISTRY.register((info.names for info in KINDS.values()), REFUSED_NAMES)  # the handler: datasets.handler
 
 
 def dataset_reference(kind: str, spec: dict[str, Any]) -> tuple[str, str | None] | None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from millpond.errors import UserError
 from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 
 OWNER = "serving"
 GROUP = "serving.kserve.io"
@@ -83,6 +84,7 @@ _REFUSED_NAMES = {"InferenceGraph": ("inferencegraphs", "ig"), "TrainedModel": (
                   "LocalModelNodeGroup": ("localmodelnodegroups",), "LocalModelNode": ("localmodelnodes",)}
 
 REFUSED_NAMES = {name: REFUSED[kind] for kind, names in _REFUSED_NAMES.items() for name in (kind, *names)}
+REGISTRY.register((info.names for info in KINDS.values()), REFUSED_NAMES)  # the handler: serving.handler
 
 
 def refusal(doc: object) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from millpond.errors import UserError
 from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 from millpond.training.spec import Trainer
 
 OWNER = "training"
@@ -64,6 +65,8 @@ KINDS: dict[str, TrainingKind] = {info.kind: info for info in (
 
 # What `arena submit` made, seen as a Kubeflow kind (Arena creates these objects on a cluster).
 KIND_OF_TRAINER = {Trainer.PYTORCH: "PyTorchJob", Trainer.MPI: "MPIJob", Trainer.TF: "TFJob", Trainer.RAY: "RayJob"}
+
+REGISTRY.register(info.names for info in KINDS.values())  # the handler: training.handler
 
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from millpond.errors import UserError
 from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 from millpond.scheduling.queues.model import GROUP
 
 OWNER = "scheduling.queues"
@@ -82,6 +83,7 @@ _PLURALS = {"AdmissionCheck": "admissionchecks", "MultiKueueConfig": "multikueue
 # The names ``get``/``delete`` refuse with the reason. (Workload is left to whoever shows workloads:
 # ``millpond queue get`` does.)
 REFUSED_NAMES = {name: REFUSED[kind] for kind, plural in _PLURALS.items() for name in (kind, plural)}
+REGISTRY.register((info.names for info in KINDS.values()), REFUSED_NAMES)  # the handler: queues.handler
 
 
 def check_api_version(info: QueueKind, api_version: object) -> str:
