@@ -3,8 +3,8 @@
 In the spirit of Fluid's ``pkg/ddc/base`` (an ``Engine`` the controller calls beside an
 ``Implement`` each runtime provides, the shared steps written once): ``millpond apply``/``get``/
 ``delete``/``describe`` and the server's ``/apis/millpond/v1`` routes call a handler and never
-look at which family it is; each family (``datasets.kinds``, ``training.kinds``,
-``scheduling.queues.kinds``, ``serving.kinds``) writes one handler and registers it once
+look at which family it is; each family (``datasets``, ``training``, ``scheduling.queues``,
+``serving``) writes one handler in its ``handler`` module and registers it once
 (``millpond.kinds.REGISTRY.register_handler``). A new kind is one module that does the same
 (``docs/development/adding-a-kind.md``).
 

@@ -1,7 +1,8 @@
 """Fluid's kinds in the one registry of kinds: the handler ``apply``/``get``/``delete``/``describe`` and the
 server's resource routes call for Datasets, runtimes and data operations.
 
-Importing this module registers it (``millpond.kinds`` imports it when a name is first resolved).
+Importing this module registers it (``millpond.kinds`` imports it when a command first reaches one of
+these kinds).
 Its checks are also where the documents of an apply that no family claims go: the envelope check
 says what is wrong with them (not a mapping, no kind, an unknown kind, naming every known one).
 A data operation applied starts at once, in the background (after the step its ``runAfter``

@@ -1,7 +1,8 @@
 """KServe's kinds in the one registry of kinds: the handler ``apply``/``get``/``delete``/``describe`` and the
 server's resource routes call for InferenceService, ServingRuntime and ClusterServingRuntime.
 
-Importing this module registers it (``millpond.kinds`` imports it when a name is first resolved).
+Importing this module registers it (``millpond.kinds`` imports it when a command first reaches one of
+these kinds).
 The objects are ``serving.objects``'s. Serving is applied last in a batch: a ``pvc://`` predictor
 may name a Dataset of the same batch. Applying an InferenceService starts its supervisor;
 deleting one stops its model processes. The table's columns are KServe's CRDs'

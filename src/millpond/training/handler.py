@@ -1,7 +1,8 @@
 """Kubeflow's training kinds in the one registry of kinds: the handler ``apply``/``get``/``delete``/``describe``
 and the server's resource routes call for PyTorchJob, MPIJob, TFJob, TrainJob and the runtimes.
 
-Importing this module registers it (``millpond.kinds`` imports it when a name is first resolved).
+Importing this module registers it (``millpond.kinds`` imports it when a command first reaches one of
+these kinds).
 A job kind's objects are the jobs of that kind (an ``arena submit pytorch`` job is a PyTorchJob),
 found through ``training.objects``; a runtime kind's are the runtimes applied. Jobs are applied
 after the batch's queues and datasets (a job may name either) and start at once, as the caller

@@ -2,7 +2,8 @@
 and the server's resource routes call for ResourceFlavor, ClusterQueue, LocalQueue,
 WorkloadPriorityClass and Cohort.
 
-Importing this module registers it (``millpond.kinds`` imports it when a name is first resolved).
+Importing this module registers it (``millpond.kinds`` imports it when a command first reaches one of
+these kinds).
 The objects are ``queues.objects``'s; ClusterQueues and LocalQueues show Kueue's status fields
 (pending and admitted workloads, usage) from ``queues.views``. Queues are applied first in a
 batch: a job of the same batch may name one.
