@@ -388,11 +388,11 @@ def test_engine_settings_and_missing_dataset_are_reported_once_each(cli, tmp_pat
 
 
 def test_get_shows_the_status_the_engine_reports(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from millpond.cli import resources as cli_resources
+    from millpond.datasets import handler as fluid_handler
 
     status = {"phase": "Bound", "ufsTotal": "52.18MiB", "cacheStates": {
         "cacheCapacity": "2.00GiB", "cached": "0.00B", "cachedPercentage": "0.0%"}}
-    monkeypatch.setattr(cli_resources, "_status", lambda resource, store: status)
+    monkeypatch.setattr(fluid_handler, "resource_status", lambda resource, store: status)
     assert cli("apply", "-f", write(tmp_path, GOOD_DATASET)).code == 0
     assert cli("get", "dataset").out.splitlines()[1].split() == [
         "good", "52.18MiB", "0.00B", "2.00GiB", "0.0%", "Bound", "0s",

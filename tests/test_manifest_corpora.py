@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from millpond.cli.resources import _kinds
+from millpond.kinds import REGISTRY
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import KINDS as CONFIG_KINDS
@@ -95,7 +95,7 @@ def allowlist() -> dict[str, Allowed]:
 def stored_anything() -> list[str]:
     """What a refused apply must not have left: objects of every registered kind, jobs, configs."""
     store, left = ResourceStore(), []
-    for kind in _kinds().kinds():
+    for kind in REGISTRY.loaded().kinds():
         left += [f"{kind}/{r.namespace}/{r.name}" for r in store.list(kind, None)]
     left += [f"job/{job.namespace}/{job.name}" for job in JobStore().list(None)]
     configs = ConfigStore(load_settings().home)

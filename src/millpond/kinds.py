@@ -1,15 +1,18 @@
-"""The one table of the kinds ``millpond apply``, ``get`` and ``delete`` (and the server's resource
-routes) know, by every name kubectl accepts for them.
+"""The one registry of the kinds ``millpond apply``, ``get``, ``delete`` and ``describe`` (and the server's
+resource routes) know: every name kubectl accepts for them, and the handler that serves each.
 
-Each package that owns kinds fills it when its kinds module is imported: ``datasets.kinds``
-(Fluid's ``data.fluid.io`` kinds), ``training.kinds`` (Kubeflow's) and ``scheduling.queues.kinds``
-(Kueue's ``kueue.x-k8s.io`` queueing kinds) and ``serving.kinds`` (KServe's ``serving.kserve.io``
-InferenceService and serving runtimes). Those modules keep what
-only their package needs (a Fluid kind's category, a training kind's versions and trainer);
-this table keeps the names and who owns each kind, so a name is resolved in one place, with
-one error line for an unknown one listing every known kind, and the caller dispatches on
-``owner``. It lives on the floor (it imports no layer) because every owner must reach it,
-and they sit in different layers.
+Each package that owns kinds registers its names when its ``kinds`` module is imported, and its
+:class:`~millpond.kind_handler.KindHandler` once, when its ``handler`` module is: ``datasets``
+(Fluid's ``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's
+``kueue.x-k8s.io`` queueing kinds) and ``serving`` (KServe's ``serving.kserve.io`` InferenceService
+and serving runtimes). The handler module sits beside the family's ``kinds`` table (which its checks
+and objects import), so registering does not make the table import what imports it; and a command
+that resolves a name loads only the light tables, then only the handler of the family it reaches. A name is
+resolved here, with one error line for an unknown one listing every known kind, and the caller
+calls the kind's handler: no dispatcher asks which family a kind belongs to. It lives on the floor
+(it imports no layer) because every owner must reach it, and they sit in different layers; it
+loads the owners' modules by name (``OWNERS``) when first needed, as a plug-in table does, so a name
+resolves only once every owner has registered.
 
 kubectl's spellings: the kind (any case), the plural, the CRD's short names, each of them also
 as ``NAME.GROUP`` and ``NAME.VERSION.GROUP`` (``pytorchjobs.kubeflow.org``,
@@ -19,52 +22,48 @@ none for PyTorchJob & co; neither does millpond.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import importlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from millpond.errors import MillpondError, UserError
+from millpond.kind_handler import ApplyBatch, ApplyPlan, Document, KindHandler, KindName
 
-# The packages whose kinds the table must hold before it resolves a name: a dispatcher that
-# imported only one of them would call the other's kinds unknown.
+__all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
+
+# The packages whose kinds the table must hold before it resolves a name (each one's ``kinds`` module
+# registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
+# would call the others' kinds unknown.
 OWNERS = ("datasets", "training", "scheduling.queues", "serving")
 
 
-@dataclass(frozen=True)
-class KindName:
-    """One kind's names and owner (the package that checks, stores and shows its objects)."""
-
-    kind: str
-    plural: str
-    group: str
-    versions: tuple[str, ...]
-    owner: str
-    short_names: tuple[str, ...] = ()
-    cluster_scoped: bool = False
-
-    @property
-    def resource(self) -> str:
-        """How kubectl names the resource in its output: ``dataset.data.fluid.io``."""
-        return f"{self.kind.lower()}.{self.group}"
-
-    def not_found(self, name: str, namespace: str) -> str:
-        """kubectl's line for a missing object: ``pytorchjobs.kubeflow.org "x" not found``."""
-        return f'{self.plural}.{self.group} "{name}" not found' + (
-            f' in namespace "{namespace}"' if namespace != "default" else "")
-
-    def spellings(self) -> list[str]:
-        names = [self.kind.lower(), self.plural, *self.short_names]
-        return [*names, *(f"{name}.{self.group}" for name in names),
-                *(f"{name}.{version}.{self.group}" for name in names for version in self.versions)]
-
-
 class KindTable:
-    """Kinds by name; filled by each owner once, read by every dispatcher."""
+    """Kinds by name with their handlers; filled by each owner once, read by every dispatcher."""
 
-    def __init__(self, owners: tuple[str, ...]) -> None:
+    def __init__(self, owners: tuple[str, ...], package: str = "millpond") -> None:
         self._owners = owners
+        self._package = package
         self._kinds: dict[str, KindName] = {}
         self._names: dict[str, str] = {}
         self._refused: dict[str, str] = {}
+        self._handlers: dict[str, KindHandler] = {}
+        self._fallback: str | None = None
+
+    def register_handler(self, handler: KindHandler, *, fallback: bool = False) -> None:
+        """Add a family: its kinds' names, the kinds it refuses, and the handler that serves them.
+
+        ``fallback``: the handler whose checks receive the documents of an apply that no handler
+        claims (Fluid's: its envelope check says what is wrong with them: not a mapping, no kind,
+        an unknown kind, with every known kind named). One owner has one handler.
+        """
+        known = self._handlers.get(handler.owner)
+        if known is not None and type(known) is not type(handler):
+            raise MillpondError(f"owner {handler.owner!r} registers two handlers")
+        self.add_owner(handler.owner)  # a family outside OWNERS (a plug-in) registers itself
+        self.register(handler.kinds, handler.refused)
+        self._handlers[handler.owner] = handler
+        if fallback:
+            self._fallback = handler.owner
 
     def register(self, names: Iterable[KindName], refused: Mapping[str, str] | None = None) -> None:
         """Add an owner's kinds (``refused``: kinds that mean nothing here, with the reason).
@@ -84,11 +83,71 @@ class KindTable:
             for spelling in (kind.lower(), kind.lower() + "es"):
                 self._refused[spelling] = reason
 
+    def add_owner(self, owner: str) -> None:
+        """Accept kinds from ``owner`` too (a package outside ``OWNERS``: a plug-in, a test's made-up kind)."""
+        if owner not in self._owners:
+            self._owners = (*self._owners, owner)
+
+    def remove_owner(self, owner: str) -> None:
+        """Forget a plug-in's kinds, names and handler (``OWNERS``' own families stay)."""
+        if owner in OWNERS:
+            raise MillpondError(f"the kinds of {owner} cannot be removed")
+        self._kinds = {kind: entry for kind, entry in self._kinds.items() if entry.owner != owner}
+        self._names = {spelling: kind for spelling, kind in self._names.items() if kind in self._kinds}
+        self._handlers.pop(owner, None)
+        self._owners = tuple(known for known in self._owners if known != owner)
+        if self._fallback == owner:
+            self._fallback = None
+
     def _check_complete(self) -> None:
-        missing = [owner for owner in self._owners if not any(k.owner == owner for k in self._kinds.values())]
+        """Load every owner's ``kinds`` module not loaded yet (a light table: it registers the names)."""
+        named = {entry.owner for entry in self._kinds.values()}
+        for owner in self._owners:
+            if owner not in named and owner not in self._handlers:
+                importlib.import_module(f"{self._package}.{owner}.kinds")
+        named = {entry.owner for entry in self._kinds.values()}
+        missing = [owner for owner in self._owners if owner not in named]
         if missing:
             raise MillpondError(f"the kinds of {', '.join(missing)} are not registered "
-                                f"(import millpond.{missing[0]}.kinds before resolving a kind)")
+                                f"(millpond.{missing[0]}.kinds registers none)")
+
+    def _load_handler(self, owner: str) -> KindHandler:
+        """The owner's handler, its ``handler`` module loaded first if need be (only the family a command
+        reaches pays for importing its checks, stores and controllers)."""
+        if owner not in self._handlers:
+            importlib.import_module(f"{self._package}.{owner}.handler")
+        if owner not in self._handlers:
+            raise MillpondError(f"millpond.{owner}.handler registers no handler")
+        return self._handlers[owner]
+
+    def loaded(self) -> KindTable:
+        """The table with every owner's kinds registered (each one's ``kinds`` module loaded)."""
+        self._check_complete()
+        return self
+
+    def handler(self, entry: KindName) -> KindHandler:
+        """The handler serving ``entry``'s objects."""
+        return self._load_handler(entry.owner)
+
+    def handlers(self) -> list[KindHandler]:
+        """Every family's handler, in the order a batch is checked and applied."""
+        self._check_complete()
+        loaded = [self._load_handler(owner) for owner in self._owners]
+        return sorted(loaded, key=lambda handler: (handler.apply_order, handler.owner))
+
+    def plan(self, documents: Sequence[Document], batch: ApplyBatch) -> list[ApplyPlan]:
+        """Every document of an apply checked by its family's handler (family by family, in ``apply_order``),
+        nothing stored; the first problem raises its one-line UserError. A document no handler claims goes
+        to the fallback handler's checks, which say why it is refused."""
+        handlers = self.handlers()
+        claimed: dict[str, list[Document]] = defaultdict(list)
+        for document in documents:
+            owner = next((h.owner for h in handlers if h.claims(document[2])), self._fallback)
+            if owner is None:
+                raise UserError(f"{document[0]}: document {document[1]}: kind: not one of "
+                                f"{', '.join(self.kinds())}")
+            claimed[owner].append(document)
+        return [handler.check(claimed[handler.owner], batch) for handler in handlers if claimed[handler.owner]]
 
     def find(self, text: str) -> KindName | None:
         """The kind spelt ``text`` as kubectl spells it, or None."""
@@ -123,6 +182,11 @@ class KindTable:
     def _ordered(self) -> list[KindName]:
         """By owner in ``OWNERS`` order, each owner's in its table's order: the same whichever imported first."""
         return sorted(self._kinds.values(), key=lambda info: self._owners.index(info.owner))
+
+    def __iter__(self) -> Iterator[KindName]:
+        """Every registered kind (each owner's loaded first)."""
+        self._check_complete()
+        return iter(self._ordered())
 
 
 REGISTRY = KindTable(OWNERS)

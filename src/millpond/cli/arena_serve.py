@@ -20,6 +20,7 @@ import click
 
 from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.errors import UserError
+from millpond.manifest_envelope import found as found_objects
 
 NAMESPACE = click.option("-n", "--namespace", type=NAMESPACE_TYPE, default="default", show_default=True)
 SETTINGS = {"allow_interspersed_args": False, "ignore_unknown_options": False}
@@ -249,12 +250,12 @@ def list_command(namespace: str, all_namespaces: bool, output: str, serve_type: 
 @click.option("-o", "--output", type=click.Choice(["wide", "json", "yaml"]), default="wide")
 def get_command(name: str, namespace: str, serve_type: str, version: str, output: str) -> None:
     """One served model: its address, revisions, and instances (replicas) with status and restarts."""
-    from millpond.serving import objects, serve_views
+    from millpond.serving import serve_views
     from millpond.serving.kinds import KINDS
     from millpond.store.resources import ResourceStore
 
     wanted = _check_type(serve_type)
-    resource = objects.found(KINDS["InferenceService"], name, namespace, False, ResourceStore())[0]
+    resource = found_objects(KINDS["InferenceService"].names, name, namespace, False, ResourceStore())[0]
     item = serve_views.info(resource, instances=True)
     if wanted and item["type"].lower() != wanted:
         raise UserError(f"the serving job {name} is a {item['type']} job, not {wanted}")
@@ -299,7 +300,7 @@ def logs_command(name: str, namespace: str, serve_type: str, version: str, insta
     """Print one instance's output (its model server's lines)."""
     from millpond.durations import parse_go_duration
     from millpond.errors import NotFoundError
-    from millpond.serving import objects, serve_views
+    from millpond.serving import serve_views
     from millpond.serving.kinds import KINDS
     from millpond.store.keys import utcnow
     from millpond.store.resources import ResourceStore
@@ -307,7 +308,7 @@ def logs_command(name: str, namespace: str, serve_type: str, version: str, insta
 
     _check_type(serve_type)
     store = ResourceStore()
-    objects.found(KINDS["InferenceService"], name, namespace, False, store)
+    found_objects(KINDS["InferenceService"].names, name, namespace, False, store)
     cutoff = utcnow() - dt.timedelta(seconds=parse_go_duration(since, "--since").seconds) if since else None
     found = serve_views.instance_logs(name, namespace)
     if instance and instance not in found:
@@ -344,7 +345,7 @@ def delete_command(names: tuple[str, ...], namespace: str, serve_type: str, vers
     _check_type(serve_type)
     store = ResourceStore()
     for name in names:
-        objects.found(KINDS["InferenceService"], name, namespace, False, store)  # NotFoundError first
+        found_objects(KINDS["InferenceService"].names, name, namespace, False, store)  # NotFoundError first
         objects.delete(KINDS["InferenceService"], name, namespace, store)
         lifecycle.stop(name, namespace)
         # its logs and model copies go with it, as a deleted pod's do (a new one of that name starts clean)
@@ -392,7 +393,6 @@ def update_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _update(serve_type: str, values: dict[str, Any]) -> None:
-    from millpond.serving import objects
     from millpond.serving.arena_update import UpdateArgs, updated
     from millpond.serving.deploy import deploy
     from millpond.serving.kinds import KINDS
@@ -410,7 +410,7 @@ def _update(serve_type: str, values: dict[str, Any]) -> None:
     args = UpdateArgs(type=serve_type, command=command, **given)
     settings = load_settings()
     store = ResourceStore(settings)
-    current = objects.found(KINDS["InferenceService"], args.name, args.namespace, False, store)[0]
+    current = found_objects(KINDS["InferenceService"].names, args.name, args.namespace, False, store)[0]
     body = updated(current.manifest, args)
     if ignored:
         print(f"info: {', '.join(ignored)} only mean something on a Kubernetes cluster; ignored on this machine",

@@ -15,6 +15,7 @@ from millpond.cli.arena import arena_group
 from millpond.cli.config import config_group
 from millpond.cli.config_maps import configmap_group, secret_group
 from millpond.cli.datasets import dataset_group
+from millpond.cli.describe import describe_command
 from millpond.cli.failures import exit_on
 from millpond.cli.processes import ps_command
 from millpond.cli.queues import queue_group
@@ -169,6 +170,7 @@ app.add_command(configmap_group)
 app.add_command(apply_command)
 app.add_command(get_command)
 app.add_command(delete_command)
+app.add_command(describe_command)
 app.add_command(dataset_group)
 app.add_command(server_command)
 app.add_command(ps_command)

@@ -1,4 +1,4 @@
-"""Starting applied data operations, and following them with live progress (``apply --wait``).
+"""Following the data operations an apply started, with live progress (``apply --wait``).
 
 Each operation's end is one line on stderr: ``KIND NAME: Complete in 3s``, or for a failure
 ``error: KIND NAME: CAUSE`` (exit 1). A step that failed only because the step its ``runAfter``
@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from millpond.kind_handler import Applied
     from millpond.store.resources import Resource, ResourceStore
 
 Key = tuple[str, str, str]  # kind, name, namespace
@@ -19,18 +20,19 @@ Key = tuple[str, str, str]  # kind, name, namespace
 POLL_S = 0.25
 
 
-def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
-    """Start each operation; with ``wait_for``, show bytes, files, rate and ETA until all end (exit 1 if one failed)."""
+def follow(applied: list[Applied]) -> None:
+    """Show the bytes, files, rate and ETA of the data operations among ``applied`` (started by their apply)
+    until all end (exit 1 if one failed)."""
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-    from millpond.datasets import operations
+    from millpond.datasets.kinds import GROUP, KINDS
     from millpond.datasets.operations.liveness import observed
     from millpond.store.resources import ResourceStore
 
-    for resource in resources:
-        operations.start(resource.kind, resource.name, resource.namespace)
-    if not wait_for:
+    keys = [(one.kind.kind, one.name, one.namespace) for one in applied
+            if one.kind.group == GROUP and KINDS[one.kind.kind].category == "operation"]
+    if not keys:
         return
     store = ResourceStore()
     console = Console(stderr=True)
@@ -39,8 +41,7 @@ def start_and_follow(resources: list[Resource], wait_for: bool) -> None:
     failed: list[Key] = []
     with Progress(*columns, console=console, disable=not console.is_terminal) as progress:
         tasks = {
-            (r.kind, r.name, r.namespace): progress.add_task(f"{r.kind} {r.name}", total=None, phase="Pending", files=0)
-            for r in resources
+            key: progress.add_task(f"{key[0]} {key[1]}", total=None, phase="Pending", files=0) for key in keys
         }
         pending = set(tasks)
         while pending:

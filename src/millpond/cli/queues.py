@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
-from millpond.cli.resources import _print_value
+from millpond.cli.resources import print_value
 from millpond.errors import ConflictError, NotFoundError, UserError
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def create_command(name: str, cpu: str | None, memory: str | None, gpus: str | N
                    cohort: str | None, namespace: str, strategy: str, preemption: str, reclaim: str,
                    borrowing_limit: str | None) -> None:
     """Create ClusterQueue NAME with a quota and LocalQueue NAME in --namespace pointing at it."""
-    from millpond.cli import queue_resources
+    from millpond.cli.resources import apply_documents
     from millpond.scheduling.queues.model import CPU, GPU, GPU_MEMORY, MEMORY
 
     given = ((CPU, cpu), (MEMORY, memory), (GPU, gpus), (GPU_MEMORY, gpu_memory))
@@ -105,8 +105,7 @@ def create_command(name: str, cpu: str | None, memory: str | None, gpus: str | N
                                                                   namespace)]
     if store.get("ResourceFlavor", DEFAULT_FLAVOR, CLUSTER) is None:
         documents.insert(0, _manifest("ResourceFlavor", DEFAULT_FLAVOR, {}))
-    manifests = queue_resources.check([("queue create", n, doc) for n, doc in enumerate(documents, 1)], store)
-    queue_resources.apply(manifests, store)
+    apply_documents([("queue create", n, doc) for n, doc in enumerate(documents, 1)])
 
 
 _FLAG_NAMES = {"gpus": "nvidia.com/gpu", "gpu": "nvidia.com/gpu", "gpu-memory": "aliyun.com/gpu-mem"}
@@ -147,7 +146,7 @@ def list_command(output: str) -> None:
 
     views = queue_views(*current(_settings()))
     if output != "table":
-        _print_value({"queues": views}, output)
+        print_value({"queues": views}, output)
         return
     if not views:
         print("No queues found.", file=sys.stderr)
@@ -179,7 +178,7 @@ def get_command(name: str, output: str) -> None:
         raise NotFoundError(f'clusterqueues.kueue.x-k8s.io "{name}" not found')
     view = queue_view(queue, objects, workloads)
     if output != "table":
-        _print_value(view, output)
+        print_value(view, output)
         return
     lines = [f"Name:            {view['name']}", f"Cohort:          {view['cohort'] or '-'}",
              f"Strategy:        {view['queueingStrategy']}",

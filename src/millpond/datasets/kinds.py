@@ -3,7 +3,7 @@
 One table says, for each ``data.fluid.io/v1alpha1`` kind, what it is (dataset, runtime or
 data operation), how kubectl spells it (``datasets``, ``alluxio``, ``load``…) and which of
 its spec fields millpond acts on; the other fields are recorded and reported, not applied.
-Its names go into ``millpond.kinds.REGISTRY``, where every kind's name is resolved.
+Its names go into ``millpond.kinds.REGISTRY`` with the family's handler (``datasets.handler``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from millpond.kinds import REGISTRY, KindName
+from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 
+OWNER = "datasets"
 GROUP = "data.fluid.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -33,6 +35,11 @@ class KindInfo:
     def resource(self) -> str:
         """How kubectl names the resource in its output: ``dataset.data.fluid.io``."""
         return f"{self.kind.lower()}.{GROUP}"
+
+    @property
+    def names(self) -> KindName:
+        """Its names in the one registry of kinds."""
+        return KindName(self.kind, self.plural, GROUP, (VERSION,), OWNER, self.short_names)
 
 
 _RUNTIME_FIELDS = frozenset({"tieredstore", "management", "replicas"})
@@ -63,13 +70,10 @@ NOT_ON_ONE_MACHINE = {
         "it has no meaning on one machine, where millpond's own cache serves every runtime"
     ),
 }
-
-
-# Their names, in the one table that ``millpond get``/``delete`` and the server resolve names by.
-REGISTRY.register(
-    (KindName(info.kind, info.plural, GROUP, (VERSION,), "datasets", info.short_names) for info in KINDS.values()),
-    refused=NOT_ON_ONE_MACHINE,
-)
+# The names ``get``/``delete`` refuse with the reason (the kind and its plural).
+REFUSED_NAMES = {name: reason for kind, reason in NOT_ON_ONE_MACHINE.items()
+                 for name in (kind, kind.lower() + "es")}
+REGISTRY.register((info.names for info in KINDS.values()), REFUSED_NAMES)  # the handler: datasets.handler
 
 
 def dataset_reference(kind: str, spec: dict[str, Any]) -> tuple[str, str | None] | None:

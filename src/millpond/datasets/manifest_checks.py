@@ -19,8 +19,9 @@ from millpond.datasets.mount_points import escapes_root, parse_mount_point
 from millpond.datasets.placeholders import placeholder_message, unfilled
 from millpond.datasets.ufs import S3_SCHEMES, UNDERSTOOD_OPTIONS
 from millpond.errors import UserError
+from millpond.kind_handler import SecretLookup
 from millpond.quantities import parse_quantity
-from millpond.store.secrets import ConfigStore, MissingConfig, check_name
+from millpond.store.secrets import MissingConfig, check_name
 
 Path = list[str | int]
 
@@ -198,7 +199,7 @@ def _encrypt_options(spec: dict[str, Any]) -> Iterator[tuple[Path, dict[str, Any
                 yield [*path, index], option
 
 
-def check_secret_refs(spec: dict[str, Any], secrets: ConfigStore) -> None:
+def check_secret_refs(spec: dict[str, Any], secrets: SecretLookup) -> None:
     """Every ``encryptOptions[].valueFrom.secretKeyRef`` names a millpond secret that has the key.
 
     Only names and keys are ever shown; the values are read to learn the keys and dropped.

@@ -22,19 +22,16 @@ from millpond.datasets.kinds import API_VERSION, KINDS, NOT_ON_ONE_MACHINE, data
 from millpond.datasets.schema_check import check_schema
 from millpond.documents import load_yaml_documents, plain_value
 from millpond.errors import UserError
+from millpond.kind_handler import SecretLookup
 from millpond.kinds import REGISTRY
-from millpond.store.secrets import ConfigStore, check_name
+from millpond.manifest_envelope import ManifestBody, check_metadata
 
 STDIN_NAME = "STDIN"
 _SUFFIXES = (".yaml", ".yml", ".json")
-# Set by the API server, so present in what ``millpond get -o yaml`` prints: accepted back and ignored.
-_SERVER_METADATA = frozenset({"uid", "creationTimestamp", "resourceVersion", "generation", "managedFields",
-                              "selfLink", "finalizers", "ownerReferences", "deletionTimestamp"})
-_USER_METADATA = ("name", "namespace", "labels", "annotations")
 
 
 @dataclass
-class Manifest:
+class Manifest(ManifestBody):
     """One checked document.
 
     ``body`` holds apiVersion, kind, metadata (name, namespace, labels, annotations) and spec.
@@ -44,18 +41,6 @@ class Manifest:
     document: int
     body: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def kind(self) -> str:
-        return self.body["kind"]
-
-    @property
-    def name(self) -> str:
-        return self.body["metadata"]["name"]
-
-    @property
-    def namespace(self) -> str:
-        return self.body["metadata"]["namespace"]
 
     @property
     def spec(self) -> dict[str, Any]:
@@ -115,35 +100,19 @@ def _envelope(doc: Any, where: str) -> dict[str, Any]:
         raise UserError(f"{where}: {NOT_ON_ONE_MACHINE[kind]}")
     if kind not in KINDS:
         near = [known for known in KINDS if known.lower() == kind.lower()]
-        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join(REGISTRY.kinds())}"
+        hint = f" (did you mean {near[0]}?)" if near else f": millpond knows {', '.join(REGISTRY.loaded().kinds())}"
         raise UserError(f"{where}: unknown kind {show(kind)}{hint}")
     if doc.get("apiVersion") != API_VERSION:
         raise UserError(f"{where}: {kind}: apiVersion {show(doc.get('apiVersion'))} is not supported "
                         f"(millpond reads {API_VERSION})")
-    metadata = doc.get("metadata")
-    if not isinstance(metadata, dict) or not metadata.get("name"):
-        raise UserError(f"{where}: {kind}: metadata.name: required field is missing")
-    name = metadata["name"]
-    namespace = str(metadata.get("namespace") or "default")  # an empty one is the default, as kubectl reads it
-    for key, value in (("name", name), ("namespace", namespace)):
-        try:
-            check_name(kind if key == "name" else "namespace", str(value))
-        except UserError as exc:
-            named = f"{kind} {name}" if str(name).isprintable() else kind  # a line break in it: exc shows it
-            raise UserError(f"{where}: {named}: metadata.{key}: {exc}") from None
-    for key, value in metadata.items():
-        if key not in _USER_METADATA and key not in _SERVER_METADATA:
-            raise UserError(f'{where}: {kind} {name}: unknown field "metadata.{key}"')
-        if key in ("labels", "annotations") and not (
-            isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-        ):
-            raise UserError(f"{where}: {kind} {name}: metadata.{key}: expected a map of strings")
-    kept = {"name": name, "namespace": namespace}
-    kept.update({key: metadata[key] for key in ("labels", "annotations") if key in metadata})
+    try:
+        kept = check_metadata(kind, doc.get("metadata"), namespaced=True)
+    except UserError as exc:
+        raise UserError(f"{where}: {exc}") from None
     return {"apiVersion": API_VERSION, "kind": kind, "metadata": kept, "spec": doc.get("spec") or {}}
 
 
-def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: ConfigStore) -> None:
+def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: SecretLookup) -> None:
     """The schema, then what the schema cannot say; UserError starts with the field."""
     kind, spec = body["kind"], body["spec"]
     check_schema(kind, {**doc, "spec": doc.get("spec") if doc.get("spec") is not None else {}})
@@ -160,13 +129,13 @@ def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: ConfigSto
     checks.check_secret_refs(spec, secrets)
 
 
-def check_document(doc: Any, source: str, number: int, secrets: ConfigStore) -> Manifest:
+def check_document(doc: Any, source: str, number: int, secrets: SecretLookup) -> Manifest:
     """One document checked (envelope, schema, what a schema cannot say); its notes name what is only recorded.
 
     ``source`` names where it came from in errors: a file, or the SDK call that built it.
     A document that was not parsed from text (an SDK call's dicts, an API body) is held to the
     same limits first (depth, size, JSON values), so no input reaches the checks' recursion.
-    An unknown kind's error names every kind registered in ``millpond.kinds`` (training's too, where loaded).
+    An unknown kind's error names every kind registered in ``millpond.kinds`` (every family's).
     """
     doc = plain_value(doc, f"{source}: document {number}")
     body = _envelope(doc, f"{source}: document {number}")
@@ -182,7 +151,7 @@ def check_document(doc: Any, source: str, number: int, secrets: ConfigStore) -> 
     return manifest
 
 
-def load_manifests(paths: list[str], secrets: ConfigStore, stdin: TextIO | None = None) -> list[Manifest]:
+def load_manifests(paths: list[str], secrets: SecretLookup, stdin: TextIO | None = None) -> list[Manifest]:
     """Every document of ``paths``, checked; the first problem raises a UserError naming file, object and field."""
     manifests = check_documents(read_documents(paths, stdin), secrets)
     if not manifests:
@@ -190,7 +159,7 @@ def load_manifests(paths: list[str], secrets: ConfigStore, stdin: TextIO | None 
     return manifests
 
 
-def check_documents(documents: list[tuple[str, int, Any]], secrets: ConfigStore) -> list[Manifest]:
+def check_documents(documents: list[tuple[str, int, Any]], secrets: SecretLookup) -> list[Manifest]:
     """``read_documents``' documents checked, in order; the first problem raises a UserError."""
     return [check_document(doc, source, number, secrets) for source, number, doc in documents]
 

@@ -21,13 +21,13 @@ from starlette.exceptions import HTTPException
 from millpond.errors import MillpondError, http_status_of
 from millpond.server import (
     experiments,
-    fluid_routes,
     jobs_routes,
     metrics,
     nodes_routes,
     pipelines,
     queue_reclaim,
     recurring,
+    resource_routes,
     runs,
     serving_reconcile,
     serving_routes,
@@ -65,7 +65,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
         jobs=JobStore(settings),
     )
     app.router.on_startup.append(app.state.millpond.executor.resume_in_flight)
-    app.router.on_startup.append(lambda: fluid_routes.check_operations(settings))  # dead ones: resumed or Failed
+    app.router.on_startup.append(lambda: resource_routes.check_operations(settings))  # dead ones: resumed or Failed
     app.router.on_startup.append(lambda: jobs_routes.check_jobs(settings))  # dead supervisors: their jobs FAILED
     serving_reconcile.install(app, settings)  # every servable InferenceService gets a supervisor, now and later
     queue_reclaim.install(app, settings)  # the quota of queued workloads whose holder died: handed on
@@ -115,7 +115,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(pipelines.router, prefix=API)
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
     app.include_router(jobs_routes.router, prefix=jobs_routes.PREFIX)  # before fluid's /{kind}, which would take /jobs
-    app.include_router(fluid_routes.router, prefix=fluid_routes.PREFIX)  # datasets, data operations, secrets' names
+    app.include_router(resource_routes.router, prefix=resource_routes.PREFIX)  # every kind, secrets' names
     return app
 
 

@@ -38,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from millpond import __version__
 from millpond.errors import UserError
+from millpond.manifest_envelope import found
 from millpond.server.state import state_of
 from millpond.serving import lifecycle
 from millpond.serving import objects as serving_objects
@@ -209,7 +210,7 @@ def model_status(resource: Any) -> dict[str, Any]:
 
 
 def stored(request: Request) -> list[Any]:
-    return serving_objects.found(serving_objects.KINDS["InferenceService"], None, DEFAULT_NAMESPACE, True,
+    return found(serving_objects.KINDS["InferenceService"].names, None, DEFAULT_NAMESPACE, True,
                                  ResourceStore(state_of(request).settings))
 
 
@@ -282,7 +283,7 @@ def ui_models(request: Request) -> dict[str, Any]:
 async def ui_model(namespace: str, name: str, request: Request) -> dict[str, Any]:
     """One InferenceService in full: the page's view, its conditions, labels and annotations, and a sample
     request sized to the model's input (read from a replica's OIP metadata when one is up)."""
-    resource = serving_objects.found(serving_objects.KINDS["InferenceService"], name, namespace, False,
+    resource = found(serving_objects.KINDS["InferenceService"].names, name, namespace, False,
                                      ResourceStore(state_of(request).settings))[0]  # NotFoundError: 404
     row = await _sample_row(request, namespace, name)
     view = model_view(request, resource, row)

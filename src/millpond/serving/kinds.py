@@ -4,7 +4,8 @@ InferenceService (``serving.kserve.io/v1beta1``, short name ``isvc``) is the mod
 ServingRuntime and ClusterServingRuntime (``v1alpha1``) name the model servers a predictor's
 ``modelFormat`` may pick (``serving.spec`` maps formats to runtimes as KServe's default
 ClusterServingRuntimes do). Each has a JSON Schema derived from its CRD by
-``scripts/derive_kserve_schemas.py``; their names go into ``millpond.kinds.REGISTRY``.
+``scripts/derive_kserve_schemas.py``; their names go into ``millpond.kinds.REGISTRY`` with the family's
+handler (``serving.handler``).
 
 KServe's other kinds are refused in one line (``REFUSED``): routing graphs, LLM services and
 node-local model caches need pieces millpond does not have, or has not built yet.
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millpond.errors import UserError
-from millpond.kinds import REGISTRY, KindName
+from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 
 OWNER = "serving"
 GROUP = "serving.kserve.io"
@@ -35,6 +37,11 @@ class ServingKind:
     def resource(self) -> str:
         """How kubectl names the resource in its output: ``inferenceservice.serving.kserve.io``."""
         return f"{self.kind.lower()}.{GROUP}"
+
+    @property
+    def names(self) -> KindName:
+        """Its names in the one registry of kinds."""
+        return KindName(self.kind, self.plural, GROUP, (self.version,), OWNER, self.short_names, self.cluster_scoped)
 
     @property
     def api_version(self) -> str:
@@ -76,11 +83,8 @@ _REFUSED_NAMES = {"InferenceGraph": ("inferencegraphs", "ig"), "TrainedModel": (
                   "LocalModelCache": ("localmodelcaches",), "LocalModelNamespaceCache": ("localmodelnamespacecaches",),
                   "LocalModelNodeGroup": ("localmodelnodegroups",), "LocalModelNode": ("localmodelnodes",)}
 
-REGISTRY.register(
-    (KindName(info.kind, info.plural, GROUP, (info.version,), OWNER, info.short_names, info.cluster_scoped)
-     for info in KINDS.values()),
-    refused={name: REFUSED[kind] for kind, names in _REFUSED_NAMES.items() for name in (kind, *names)},
-)
+REFUSED_NAMES = {name: REFUSED[kind] for kind, names in _REFUSED_NAMES.items() for name in (kind, *names)}
+REGISTRY.register((info.names for info in KINDS.values()), REFUSED_NAMES)  # the handler: serving.handler
 
 
 def refusal(doc: object) -> str | None:

@@ -16,50 +16,40 @@ False), and an info line says so at apply. KServe's kinds that cannot mean anyth
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from millpond.documents import plain_value
 from millpond.errors import UserError
+from millpond.kind_handler import SchemaCheck
+from millpond.manifest_envelope import ManifestBody, check_metadata, is_document_of
 from millpond.serving.capacity import count_refusal
 from millpond.serving.kinds import KINDS, ServingKind, check_api_version, refusal
 from millpond.serving.spec import PredictorSpec, predictor_spec
-from millpond.store.object_metadata import kept_metadata
 
-SchemaCheck = Callable[[Path, dict[str, Any]], None]  # raises UserError naming the field
+__all__ = ["SchemaCheck", "ServingManifest", "check_document", "is_serving_document"]
 
 
 @dataclass
-class ServingManifest:
-    """One checked document, ready for the resource store; ``predictor`` for an InferenceService."""
+class ServingManifest(ManifestBody):
+    """One checked document, ready for the resource store; ``predictor`` for an InferenceService (the
+    namespace is "" for a ClusterServingRuntime)."""
 
     info: ServingKind
     body: dict[str, Any]
     predictor: PredictorSpec | None = None
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return str(self.body["metadata"]["name"])
-
-    @property
-    def namespace(self) -> str:
-        """The object's namespace; "" for a ClusterServingRuntime."""
-        return str(self.body["metadata"].get("namespace") or "")
-
 
 def is_serving_document(doc: object) -> bool:
     """A document of a KServe kind, applied here or refused here (rather than called an unknown kind)."""
-    if not isinstance(doc, dict):
-        return False
-    return (isinstance(doc.get("kind"), str) and doc["kind"] in KINDS) or refusal(doc) is not None
+    return is_document_of(doc, KINDS, refusal)
 
 
-def _envelope(doc: dict[str, Any], info: ServingKind) -> dict[str, Any]:
+def _body(doc: dict[str, Any], info: ServingKind) -> dict[str, Any]:
+    """What is stored: the shared envelope, an InferenceService's name held to KServe's DNS-label rule."""
     api_version = check_api_version(info, doc.get("apiVersion"))
-    metadata = kept_metadata(info.kind, doc.get("metadata"), namespaced=not info.cluster_scoped)
+    metadata = check_metadata(info.kind, doc.get("metadata"), namespaced=not info.cluster_scoped)
     name = metadata["name"]
     if info.kind == "InferenceService" and (not name[0].isalpha() or "." in name or len(name) > 63):
         # KServe: the name is a DNS label of the service's host name, led by a letter.
@@ -96,7 +86,7 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
         raise UserError(f"{where}: kind: {doc.get('kind')!r} is not one of KServe's {', '.join(KINDS)}")
     info = KINDS[doc["kind"]]
     try:
-        body = _envelope(doc, info)
+        body = _body(doc, info)
         label = f"{info.kind} {body['metadata']['name']}"
         try:
             validate(info.schema_file, doc)

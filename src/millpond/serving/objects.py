@@ -3,7 +3,7 @@
 They are applied objects like Fluid's and Kueue's (``store.resources``), kept as applied. A
 ClusterServingRuntime is cluster-scoped: kept under ``STORE_NAMESPACE_OF_CLUSTER`` and shown
 without a namespace. ``millpond apply``/``get``/``delete`` and the server's resource routes go
-through here.
+through here (``serving.handler``, the family's handler in the one registry of kinds).
 
 An InferenceService's status has KServe's shape (``url``, ``conditions`` with
 ``PredictorReady`` and ``Ready``, ``components.predictor``, ``modelStatus``). Applying one
@@ -19,21 +19,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from millpond.errors import NotFoundError, UserError
-from millpond.kinds import REGISTRY
+from millpond.errors import UserError
+from millpond.kind_handler import SchemaCheck
+from millpond.manifest_envelope import CLUSTER_STORE_NAMESPACE as STORE_NAMESPACE_OF_CLUSTER
+from millpond.manifest_envelope import as_list, found, not_found, store_namespace
 from millpond.serving.kinds import KINDS, ServingKind, refusal
-from millpond.serving.manifests import SchemaCheck, ServingManifest, check_document
+from millpond.serving.manifests import ServingManifest, check_document
 from millpond.serving.observed import observed_status
 from millpond.serving.spec import PredictorSpec, predictor_spec
 from millpond.store.resources import Resource, ResourceStore
 
-STORE_NAMESPACE_OF_CLUSTER = "default"  # where the resource store keeps cluster-scoped objects
 NOT_STARTED = ("NotStarted", "no model server answers for it yet: its supervisor starts them "
                              "(millpond apply, millpond server)")
-
-
-def _where(info: ServingKind, namespace: str) -> str:
-    return STORE_NAMESPACE_OF_CLUSTER if info.cluster_scoped else namespace
 
 
 def check(documents: list[tuple[str, int, Any]], validate: SchemaCheck) -> list[ServingManifest]:
@@ -151,23 +148,6 @@ def set_status(store: ResourceStore, name: str, namespace: str, value: Mapping[s
     store.set_status("InferenceService", name, dict(value), namespace)
 
 
-def _not_found(info: ServingKind, name: str, namespace: str) -> NotFoundError:
-    return NotFoundError(REGISTRY[info.kind].not_found(name, "default" if info.cluster_scoped else namespace))
-
-
-def found(info: ServingKind, name: str | None, namespace: str, all_namespaces: bool,
-          store: ResourceStore) -> list[Resource]:
-    """The object named (NotFoundError if none), or those of ``namespace`` (all of them: ``all_namespaces``,
-    or a cluster-scoped kind)."""
-    where = _where(info, namespace)
-    if name is not None:
-        one = store.get(info.kind, name, where)
-        if one is None:
-            raise _not_found(info, name, namespace)
-        return [one]
-    return store.list(info.kind, None if all_namespaces and not info.cluster_scoped else where)
-
-
 def as_object(info: ServingKind, resource: Resource) -> dict[str, Any]:
     """The object as ``kubectl get -o yaml`` shows it, with its status (a runtime's is empty; an
     InferenceService's as observed: never Ready once no supervisor serves it)."""
@@ -180,14 +160,14 @@ def as_object(info: ServingKind, resource: Resource) -> dict[str, Any]:
 def as_objects(info: ServingKind, name: str | None, namespace: str, all_namespaces: bool,
                store: ResourceStore) -> dict[str, Any]:
     """The object named, or a kubectl ``List`` of them: what ``get -o json`` prints and the server returns."""
-    items = [as_object(info, one) for one in found(info, name, namespace, all_namespaces, store)]
-    return items[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": items}
+    items = [as_object(info, one) for one in found(info.names, name, namespace, all_namespaces, store)]
+    return items[0] if name is not None else as_list(items)
 
 
 def delete(info: ServingKind, name: str, namespace: str, store: ResourceStore) -> None:
     """Forget the object; NotFoundError when there is none."""
-    if not store.delete(info.kind, name, _where(info, namespace)):
-        raise _not_found(info, name, namespace)
+    if not store.delete(info.kind, name, store_namespace(info.names, namespace)):
+        raise not_found(info.names, name, namespace)
 
 
 def _observed_status(resource: Resource) -> dict[str, Any]:
@@ -205,7 +185,7 @@ def predictor_of(store: ResourceStore, name: str, namespace: str = "default") ->
     """The stored InferenceService ``name``'s predictor; NotFoundError when there is none."""
     resource = store.get("InferenceService", name, namespace)
     if resource is None:
-        raise _not_found(KINDS["InferenceService"], name, namespace)
+        raise not_found(KINDS["InferenceService"].names, name, namespace)
     return predictor_spec(resource.manifest)
 
 

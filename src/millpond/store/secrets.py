@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from millpond.errors import NotFoundError, UserError
-from millpond.names import label_problem, subdomain_problem
+from millpond.manifest_envelope import check_name
 
 Kind = Literal["secret", "configmap"]
 KINDS: tuple[Kind, ...] = ("secret", "configmap")
@@ -37,14 +37,6 @@ class MissingConfig(NotFoundError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
-
-
-def check_name(kind: str, name: str) -> None:
-    """Kubernetes object names are DNS-1123 subdomains: lowercase, digits, '-' and '.'; a namespace's
-    name is a DNS-1123 label (no '.', at most 63 characters), as ``ValidateNamespaceName`` checks it."""
-    problem = (label_problem if kind.lower() == "namespace" else subdomain_problem)(name)
-    if problem:
-        raise UserError(f"invalid {kind} name {name!r}: {problem}")
 
 
 def check_key(kind: str, key: str) -> None:

@@ -14,6 +14,7 @@ import datetime as dt
 from typing import Any
 
 from millpond.errors import ConflictError, UserError
+from millpond.manifest_envelope import CLUSTER_STORE_NAMESPACE as STORE_NAMESPACE_OF_CLUSTER
 from millpond.store.resources import ResourceStore
 from millpond.store.training import JobRecord, JobStore
 from millpond.training import jobs
@@ -21,8 +22,6 @@ from millpond.training.conditions import job_status
 from millpond.training.kinds import KINDS, TrainingKind, job_kind
 from millpond.training.manifests import RuntimeLookup, TrainingManifest
 from millpond.training.spec import spec_from_json
-
-STORE_NAMESPACE_OF_CLUSTER = "default"  # where the resource store keeps cluster-scoped objects
 
 
 def runtime_lookup(store: ResourceStore, batch: list[TrainingManifest]) -> RuntimeLookup:

@@ -4,7 +4,7 @@ One table says, for each kind, its API group and the versions read (each with a 
 derived from its CRD by ``scripts/derive_training_schemas.py``), how kubectl spells it
 (``pytorchjobs``, ``trainjob``…), the trainer it runs as, and the container the operator
 treats as the training one (``pytorch``, ``tensorflow``; MPIJob v1 ``mpi``); the names go into
-``millpond.kinds.REGISTRY``, where every kind's name is resolved. Runtimes
+``millpond.kinds.REGISTRY`` with the family's handler (``training.handler``). Runtimes
 (``ClusterTrainingRuntime``, ``TrainingRuntime``) run nothing: they give a TrainJob its meaning.
 """
 
@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millpond.errors import UserError
-from millpond.kinds import REGISTRY, KindName
+from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 from millpond.training.spec import Trainer
 
+OWNER = "training"
 SCHEMAS_DIR = Path(__file__).parent / "schemas"
 V1_GROUP = "kubeflow.org"
 TRAINER_GROUP = "trainer.kubeflow.org"
@@ -38,6 +40,12 @@ class TrainingKind:
         """How kubectl names the resource in its output: ``pytorchjob.kubeflow.org``."""
         return f"{self.kind.lower()}.{self.group}"
 
+    @property
+    def names(self) -> KindName:
+        """Its names in the one registry of kinds."""
+        return KindName(self.kind, self.plural, self.group, self.versions, OWNER, self.short_names,
+                        self.cluster_scoped)
+
     def api_versions(self) -> tuple[str, ...]:
         return tuple(f"{self.group}/{version}" for version in self.versions)
 
@@ -58,10 +66,8 @@ KINDS: dict[str, TrainingKind] = {info.kind: info for info in (
 # What `arena submit` made, seen as a Kubeflow kind (Arena creates these objects on a cluster).
 KIND_OF_TRAINER = {Trainer.PYTORCH: "PyTorchJob", Trainer.MPI: "MPIJob", Trainer.TF: "TFJob", Trainer.RAY: "RayJob"}
 
+REGISTRY.register(info.names for info in KINDS.values())  # the handler: training.handler
 
-# Their names, in the one table that ``millpond apply``/``get``/``delete`` and the server resolve names by.
-REGISTRY.register(KindName(info.kind, info.plural, info.group, info.versions, "training", info.short_names,
-                           info.cluster_scoped) for info in KINDS.values())
 
 
 def check_api_version(info: TrainingKind, api_version: object) -> str:

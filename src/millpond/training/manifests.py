@@ -12,80 +12,49 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any
 
 from millpond.datasets.fields import field_path, show
 from millpond.datasets.schema_check import check_schema_file
 from millpond.documents import plain_value
 from millpond.errors import UserError
-from millpond.scheduling.queues.model import PRIORITY_LABEL, QUEUE_LABEL
-from millpond.scheduling.queues.submission import check_queue_name
-from millpond.store.secrets import check_name
+from millpond.manifest_envelope import ManifestBody, check_metadata
+from millpond.training import trainjobs
 from millpond.training.builder import RAY_ADDRESS_VAR
+from millpond.training.job_fields import RuntimeLookup, cluster_only_notes, job_spec
 from millpond.training.kinds import KINDS, TrainingKind, check_api_version
 from millpond.training.launch import PLANNERS
 from millpond.training.pod_template import read_pod
-from millpond.training.spec import CleanTaskPolicy, DataBinding, HostBinding, JobSpec, ReplicaSpec, Trainer
+from millpond.training.spec import DataBinding, HostBinding, JobSpec, ReplicaSpec, Trainer
 
-_USER_METADATA = ("name", "namespace", "labels", "annotations", "generateName")
-_SERVER_METADATA = frozenset({"uid", "creationTimestamp", "resourceVersion", "generation", "managedFields",
-                              "selfLink", "finalizers", "ownerReferences", "deletionTimestamp"})
+__all__ = ["REPLICAS", "RuntimeLookup", "TrainingManifest", "check_document", "cluster_only_notes",
+           "replica_job_spec"]
+
 # Replica types in the operator's order (the first is rank 0's), and the field that holds them.
 REPLICAS = {
     "PyTorchJob": ("pytorchReplicaSpecs", ("Master", "Worker")),
     "TFJob": ("tfReplicaSpecs", ("Chief", "Master", "Worker", "PS", "Evaluator")),
     "MPIJob": ("mpiReplicaSpecs", ("Launcher", "Worker")),
 }
-# Fields that only mean something on a cluster: accepted, recorded, named in one info line.
-_CLUSTER_ONLY = ("elasticPolicy", "suspend", "managedBy", "launcherCreationPolicy", "sshAuthMountPath",
-                 "mpiImplementation", "successPolicy", "enableDynamicWorker",
-                 "podTemplateOverrides", "podSpecOverrides")
-
-RuntimeLookup = Callable[[str, str, str], "dict[str, Any] | None"]  # (kind, name, namespace) -> manifest
 
 
 @dataclass
-class TrainingManifest:
-    """One checked document: a job (``spec`` set) or a runtime (recorded, runs nothing)."""
+class TrainingManifest(ManifestBody):
+    """One checked document: a job (``spec`` set) or a runtime (recorded, runs nothing; a cluster-scoped one's
+    namespace is "")."""
 
     info: TrainingKind
     body: dict[str, Any]
     spec: JobSpec | None = None
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return str(self.body["metadata"]["name"])
 
-    @property
-    def namespace(self) -> str:
-        return str(self.body["metadata"]["namespace"])
-
-
-def _envelope(doc: dict[str, Any], info: TrainingKind) -> dict[str, Any]:
+def _body(doc: dict[str, Any], info: TrainingKind) -> dict[str, Any]:
+    """What is stored: the shared envelope (a job may carry ``generateName`` beside its name, dropped)."""
     api_version = check_api_version(info, doc.get("apiVersion"))
-    metadata = doc.get("metadata")
-    if not isinstance(metadata, dict) or not metadata.get("name"):
-        raise UserError(f"{info.kind}: metadata.name: required field is missing (generateName is not supported)")
-    name = str(metadata["name"])
-    namespace = "" if info.cluster_scoped else str(metadata.get("namespace") or "default")
-    for key, value in (("name", name), ("namespace", namespace)):
-        if value or key == "name":
-            try:
-                check_name(info.kind if key == "name" else "namespace", value)
-            except UserError as exc:
-                named = f"{info.kind} {name}" if name.isprintable() else info.kind  # a line break: exc shows it
-                raise UserError(f"{named}: metadata.{key}: {exc}") from None
-    for key, value in metadata.items():
-        if key not in _USER_METADATA and key not in _SERVER_METADATA:
-            raise UserError(f'{info.kind} {name}: unknown field "metadata.{key}"')
-        if key in ("labels", "annotations") and not (
-            isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-        ):
-            raise UserError(f"{info.kind} {name}: metadata.{key}: expected a map of strings")
-    kept: dict[str, Any] = {"name": name, "namespace": namespace}
-    kept.update({key: metadata[key] for key in ("labels", "annotations") if key in metadata})
-    return {"apiVersion": api_version, "kind": info.kind, "metadata": kept, "spec": doc.get("spec") or {}}
+    kept = check_metadata(info.kind, doc.get("metadata"), namespaced=not info.cluster_scoped, generate_name=True)
+    metadata = {"name": kept.pop("name"), "namespace": kept.pop("namespace", ""), **kept}
+    return {"apiVersion": api_version, "kind": info.kind, "metadata": metadata, "spec": doc.get("spec") or {}}
 
 
 def check_document(doc: Any, source: str, number: int, runtimes: RuntimeLookup) -> TrainingManifest:
@@ -94,7 +63,7 @@ def check_document(doc: Any, source: str, number: int, runtimes: RuntimeLookup) 
     doc = plain_value(doc, where)
     info = KINDS[doc["kind"]]
     try:
-        body = _envelope(doc, info)
+        body = _body(doc, info)
         label = f"{info.kind} {body['metadata']['name']}"
         try:
             check_schema_file(info.schema_file(body["apiVersion"]), {**doc, "spec": body["spec"]})
@@ -107,8 +76,6 @@ def check_document(doc: Any, source: str, number: int, runtimes: RuntimeLookup) 
 
 
 def _convert(info: TrainingKind, body: dict[str, Any], runtimes: RuntimeLookup) -> TrainingManifest:
-    from millpond.training import trainjobs
-
     if info.trainer is None:
         return TrainingManifest(info, body, notes=trainjobs.runtime_notes(body))
     if info.kind == "TrainJob":
@@ -135,17 +102,6 @@ def _on_ray(spec: JobSpec, notes: list[str]) -> tuple[JobSpec, list[str]]:
         return spec, [*notes, f"runs on this machine, not on the Ray cluster at {address} "
                               "(a hostPath volume is a folder of this machine)"]
     return replace(spec, ray_address=address, ray_placement="PACK"), notes
-
-
-def cluster_only_notes(spec: dict[str, Any]) -> list[str]:
-    found = [name for name in _CLUSTER_ONLY if _dig(spec, name.split(".")) is not None]
-    return [f"only meaningful on a cluster, recorded: {', '.join(found)}"] if found else []
-
-
-def _dig(value: Any, path: list[str]) -> Any:
-    for key in path:
-        value = value.get(key) if isinstance(value, dict) else None
-    return value
 
 
 def replica_job_spec(info: TrainingKind, body: dict[str, Any]) -> tuple[JobSpec, list[str]]:
@@ -188,7 +144,7 @@ def replica_job_spec(info: TrainingKind, body: dict[str, Any]) -> tuple[JobSpec,
     run_policy = dict(spec.get("runPolicy") or {})
     if "cleanPodPolicy" in spec:  # MPIJob v1 also has it at the top
         run_policy.setdefault("cleanPodPolicy", spec["cleanPodPolicy"])
-    job = _job_spec(body, info.trainer or Trainer.PYTORCH, tuple(replicas), images, run_policy,
+    job = job_spec(body, info.trainer or Trainer.PYTORCH, tuple(replicas), images, run_policy,
                     data, data_dirs, working_dirs)
     slots = spec.get("slotsPerWorker")
     if info.kind == "MPIJob" and slots is not None:
@@ -208,33 +164,3 @@ def _nproc(info: TrainingKind, spec: dict[str, Any]) -> int | None:
     if not str(value).isdigit() or int(value) < 1:
         raise UserError(f"spec.nprocPerNode: {show(value)} is not a positive number or auto")
     return int(value)
-
-
-def _job_spec(body: dict[str, Any], trainer: Trainer, replicas: tuple[ReplicaSpec, ...], images: list[str],
-              run_policy: dict[str, Any], data: list[DataBinding], data_dirs: list[HostBinding],
-              working_dirs: set[str]) -> JobSpec:
-    """What every job kind shares: metadata, runPolicy (clean-up, retries, deadline, TTL, queue).
-
-    Kueue's labels name the job's LocalQueue and WorkloadPriorityClass; a priority class label
-    wins over ``schedulingPolicy.priorityClass`` (a Kubernetes PriorityClass), as Kueue takes a
-    workload's priority from the label first. ``schedulingPolicy.queue`` is Volcano's queue, not
-    Kueue's: recorded in the manifest, it leaves the job outside Kueue (as Kueue ignores it).
-    """
-    metadata = body["metadata"]
-    labels = metadata.get("labels") or {}
-    scheduling = run_policy.get("schedulingPolicy") or {}
-    if len(working_dirs - {""}) > 1:
-        raise UserError("workingDir: the replicas' containers name different working folders; give them one")
-    clean = run_policy.get("cleanPodPolicy") or "Running"
-    return JobSpec(
-        name=metadata["name"], namespace=metadata["namespace"], trainer=trainer, replicas=replicas,
-        image=next((image for image in images if image), ""), working_dir=next(iter(working_dirs - {""}), ""),
-        data=tuple(data), data_dirs=tuple(data_dirs), retry=int(run_policy.get("backoffLimit") or 0),
-        running_timeout_s=run_policy.get("activeDeadlineSeconds"),
-        ttl_after_finished_s=run_policy.get("ttlSecondsAfterFinished"),
-        clean_task_policy=CleanTaskPolicy(clean),
-        priority=str(labels.get(PRIORITY_LABEL) or scheduling.get("priorityClass") or ""),
-        queue=check_queue_name(str(labels.get(QUEUE_LABEL) or ""), f"metadata.labels[{QUEUE_LABEL}]"),
-        labels=tuple(sorted(labels.items())), annotations=tuple(sorted((metadata.get("annotations") or {}).items())),
-        source="manifest", manifest=body,
-    )

@@ -2,7 +2,7 @@
 
 A job kind's objects are the jobs of that kind (an ``arena submit pytorch`` job is a
 PyTorchJob); a runtime kind's are the runtimes applied, cluster-scoped ones kept under
-``applying.STORE_NAMESPACE_OF_CLUSTER``. The CLI prints them as a table or as kubectl's
+``manifest_envelope.CLUSTER_STORE_NAMESPACE``. The CLI prints them as a table or as kubectl's
 ``-o json/yaml``; the server returns the same JSON.
 """
 
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from millpond.errors import NotFoundError
-from millpond.kinds import REGISTRY
+from millpond.manifest_envelope import as_list, found, not_found, store_namespace
 from millpond.store.resources import Resource, ResourceStore
 from millpond.store.training import JobRecord, JobStore
 from millpond.training import applying, jobs
@@ -28,31 +27,21 @@ def check(documents: list[tuple[str, int, Any]], resources: ResourceStore,
     return manifests, applying.plan_actions(manifests, job_store)
 
 
-def _not_found(info: TrainingKind, name: str, namespace: str) -> NotFoundError:
-    return NotFoundError(REGISTRY[info.kind].not_found(name, namespace))
-
-
 def found_jobs(info: TrainingKind, name: str | None, namespace: str, all_namespaces: bool,
                store: JobStore) -> list[JobRecord]:
     """The jobs of a job kind: the one named (NotFoundError if none), or those of ``namespace`` (or all)."""
     if name is not None:
-        found = [job for job in applying.jobs_of_kind(info, namespace, store) if job.name == name]
-        if not found:
-            raise _not_found(info, name, namespace)
-        return found
+        named = [job for job in applying.jobs_of_kind(info, namespace, store) if job.name == name]
+        if not named:
+            raise not_found(info.names, name, namespace)
+        return named
     return applying.jobs_of_kind(info, None if all_namespaces else namespace, store)
 
 
 def found_runtimes(info: TrainingKind, name: str | None, namespace: str, all_namespaces: bool,
                    store: ResourceStore) -> list[Resource]:
     """The runtimes of a runtime kind, as ``found_jobs`` finds jobs."""
-    where = applying.STORE_NAMESPACE_OF_CLUSTER if info.cluster_scoped else namespace
-    if name is not None:
-        one = store.get(info.kind, name, where)
-        if one is None:
-            raise _not_found(info, name, namespace)
-        return [one]
-    return store.list(info.kind, None if all_namespaces and not info.cluster_scoped else where)
+    return found(info.names, name, namespace, all_namespaces, store)
 
 
 def as_objects(info: TrainingKind, name: str | None, namespace: str, all_namespaces: bool,
@@ -66,15 +55,14 @@ def as_objects(info: TrainingKind, name: str | None, namespace: str, all_namespa
     else:
         objects = [applying.job_object(job, job_store)
                    for job in found_jobs(info, name, namespace, all_namespaces, job_store)]
-    return objects[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": objects}
+    return objects[0] if name is not None else as_list(objects)
 
 
 def delete(info: TrainingKind, name: str, namespace: str, job_store: JobStore, resources: ResourceStore) -> None:
     """Stop a job's processes and forget it, or forget a runtime; NotFoundError when there is none."""
     if info.trainer is None:
-        where = applying.STORE_NAMESPACE_OF_CLUSTER if info.cluster_scoped else namespace
-        if not resources.delete(info.kind, name, where):
-            raise _not_found(info, name, namespace)
+        if not resources.delete(info.kind, name, store_namespace(info.names, namespace)):
+            raise not_found(info.names, name, namespace)
         return
     found_jobs(info, name, namespace, False, job_store)
     jobs.delete(name, namespace, job_store)

@@ -16,15 +16,13 @@ initializers) cannot run here refuses the TrainJob with one line naming it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from millpond.datasets.fields import show
 from millpond.errors import UserError
+from millpond.training.job_fields import RuntimeLookup, cluster_only_notes, job_spec
 from millpond.training.pod_template import Container, env_pairs, no_command, read_pod, resources
 from millpond.training.spec import JobSpec, ReplicaSpec, Trainer
-
-if TYPE_CHECKING:
-    from millpond.training.manifests import RuntimeLookup
 
 BUILT_IN_TORCH = {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
     {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}}}]}}}
@@ -42,7 +40,7 @@ def _policy(ml_policy: dict[str, Any]) -> str | None:
     return next((name for name in _POLICIES if name in ml_policy), None)
 
 
-def _runtime(body: dict[str, Any], runtimes: "RuntimeLookup") -> tuple[str, dict[str, Any]]:
+def _runtime(body: dict[str, Any], runtimes: RuntimeLookup) -> tuple[str, dict[str, Any]]:
     ref = body["spec"]["runtimeRef"]
     kind = ref.get("kind") or "ClusterTrainingRuntime"
     if kind not in ("ClusterTrainingRuntime", "TrainingRuntime"):
@@ -76,10 +74,8 @@ def _node_pod(runtime: dict[str, Any], label: str) -> tuple[dict[str, Any], list
     return pod, where
 
 
-def trainjob_spec(body: dict[str, Any], runtimes: "RuntimeLookup") -> tuple[JobSpec, list[str]]:
+def trainjob_spec(body: dict[str, Any], runtimes: RuntimeLookup) -> tuple[JobSpec, list[str]]:
     """The TrainJob as a job of ``numNodes`` ``node`` instances with torchrun's variables."""
-    from millpond.training.manifests import _job_spec, cluster_only_notes
-
     spec = body["spec"]
     if spec.get("initializer"):
         raise UserError("spec.initializer: dataset and model initializers cannot run here yet")
@@ -106,7 +102,7 @@ def trainjob_spec(body: dict[str, Any], runtimes: "RuntimeLookup") -> tuple[JobS
     env = (("PET_NPROC_PER_NODE", str(nproc)), ("WORLD_SIZE", str(nodes * nproc)), *container.env)
     replica = ReplicaSpec("node", nodes, container.argv, container.resources, env)
     notes = cluster_only_notes(spec) + container.notes
-    job = _job_spec(body, Trainer.PYTORCH, (replica,), [container.image], {}, container.data,
+    job = job_spec(body, Trainer.PYTORCH, (replica,), [container.image], {}, container.data,
                     container.data_dirs, {container.working_dir})
     return job, notes
 

@@ -4,7 +4,8 @@ Five kinds make Kueue's model (``queues.model``): ResourceFlavor, ClusterQueue, 
 WorkloadPriorityClass and Cohort, each read at ``kueue.x-k8s.io/v1beta2`` (Kueue's storage
 version) and ``v1beta1`` (still served), with a JSON Schema per version derived from its CRD by
 ``scripts/derive_kueue_schemas.py``. Their names (kubectl's short names included: ``cq``,
-``lq``/``queue``, ``rf``/``flavor``, ``wpc``, ``co``) go into ``millpond.kinds.REGISTRY``.
+``lq``/``queue``, ``rf``/``flavor``, ``wpc``, ``co``) go into ``millpond.kinds.REGISTRY`` with the
+family's handler (``queues.handler``).
 
 The rest of Kueue's kinds exist to reach beyond one cluster's scheduler, which millpond (one
 machine, or a Ray cluster without Kubernetes nodes) does not have: ``REFUSED`` says why, in the
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from millpond.errors import UserError
-from millpond.kinds import REGISTRY, KindName
+from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
 from millpond.scheduling.queues.model import GROUP
 
 OWNER = "scheduling.queues"
@@ -36,6 +38,11 @@ class QueueKind:
     def resource(self) -> str:
         """How kubectl names the resource in its output: ``clusterqueue.kueue.x-k8s.io``."""
         return f"{self.kind.lower()}.{GROUP}"
+
+    @property
+    def names(self) -> KindName:
+        """Its names in the one registry of kinds."""
+        return KindName(self.kind, self.plural, GROUP, VERSIONS, OWNER, self.short_names, self.cluster_scoped)
 
     def api_versions(self) -> tuple[str, ...]:
         return tuple(f"{GROUP}/{version}" for version in VERSIONS)
@@ -73,12 +80,10 @@ REFUSED = {
 _PLURALS = {"AdmissionCheck": "admissionchecks", "MultiKueueConfig": "multikueueconfigs",
             "MultiKueueCluster": "multikueueclusters", "ProvisioningRequestConfig": "provisioningrequestconfigs",
             "Topology": "topologies", "DynamicResourceAllocationConfig": "dynamicresourceallocationconfigs"}
-# (Workload is left to whoever shows workloads: ``millpond queue get`` does.)
-REGISTRY.register(
-    (KindName(info.kind, info.plural, GROUP, VERSIONS, OWNER, info.short_names, info.cluster_scoped)
-     for info in KINDS.values()),
-    refused={name: REFUSED[kind] for kind, plural in _PLURALS.items() for name in (kind, plural)},
-)
+# The names ``get``/``delete`` refuse with the reason. (Workload is left to whoever shows workloads:
+# ``millpond queue get`` does.)
+REFUSED_NAMES = {name: REFUSED[kind] for kind, plural in _PLURALS.items() for name in (kind, plural)}
+REGISTRY.register((info.names for info in KINDS.values()), REFUSED_NAMES)  # the handler: queues.handler
 
 
 def check_api_version(info: QueueKind, api_version: object) -> str:

@@ -18,18 +18,17 @@ is named in an info line.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from millpond.documents import plain_value
 from millpond.errors import UserError
+from millpond.kind_handler import SchemaCheck
+from millpond.manifest_envelope import ManifestBody, check_metadata, is_document_of
 from millpond.scheduling.queues import checks, specs
 from millpond.scheduling.queues.kinds import KINDS, REFUSED, QueueKind, check_api_version, refusal
-from millpond.store.object_metadata import kept_metadata
 
-SchemaCheck = Callable[[Path, dict[str, Any]], None]  # raises UserError naming the field
+__all__ = ["QueueManifest", "SchemaCheck", "check_document", "is_queue_document"]
 
 # Recorded, but without effect on one machine or a Ray cluster: (kind, field under spec).
 _NO_EFFECT = {
@@ -43,33 +42,23 @@ _ADMISSION_CHECKS = ("spec.{field}: admission checks are run by controllers of a
 
 
 @dataclass
-class QueueManifest:
-    """One checked document, ready for the resource store."""
+class QueueManifest(ManifestBody):
+    """One checked document, ready for the resource store (a LocalQueue's namespace; "" for the others)."""
 
     info: QueueKind
     body: dict[str, Any]
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def name(self) -> str:
-        return str(self.body["metadata"]["name"])
-
-    @property
-    def namespace(self) -> str:
-        """A LocalQueue's namespace; "" for the cluster-scoped kinds."""
-        return str(self.body["metadata"].get("namespace") or "")
-
 
 def is_queue_document(doc: object) -> bool:
     """A document of a Kueue kind, applied here or refused here (rather than called an unknown kind)."""
-    if not isinstance(doc, dict):
-        return False
-    return (isinstance(doc.get("kind"), str) and doc["kind"] in KINDS) or refusal(doc) is not None
+    return is_document_of(doc, KINDS, refusal)
 
 
-def _envelope(doc: dict[str, Any], info: QueueKind) -> dict[str, Any]:
+def _body(doc: dict[str, Any], info: QueueKind) -> dict[str, Any]:
+    """What is stored: the shared envelope, with a WorkloadPriorityClass's value where Kueue keeps it."""
     api_version = check_api_version(info, doc.get("apiVersion"))
-    kept = kept_metadata(info.kind, doc.get("metadata"), namespaced=not info.cluster_scoped)
+    kept = check_metadata(info.kind, doc.get("metadata"), namespaced=not info.cluster_scoped)
     body = {"apiVersion": api_version, "kind": info.kind, "metadata": kept}
     if info.kind == "WorkloadPriorityClass":  # value and description sit at the top, as in PriorityClass
         body.update({key: doc[key] for key in ("value", "description") if key in doc})
@@ -118,7 +107,7 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
         raise UserError(f"{where}: kind: {doc.get('kind')!r} is not one of Kueue's {', '.join(KINDS)}")
     info = KINDS[doc["kind"]]
     try:
-        body = _envelope(doc, info)
+        body = _body(doc, info)
         label = f"{info.kind} {body['metadata']['name']}"
         try:
             validate(info.schema_file(body["apiVersion"]), doc)

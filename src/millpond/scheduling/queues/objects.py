@@ -2,9 +2,11 @@
 
 They are applied objects like Fluid's (``store.resources``), kept as applied (either served
 version: ``specs`` reads both). The cluster-scoped kinds (all but LocalQueue) are kept under
-``STORE_NAMESPACE_OF_CLUSTER``, as training keeps a ClusterTrainingRuntime, and shown without a
-namespace. ``millpond apply``/``get``/``delete``, ``millpond queue`` and the server's resource
-routes all go through here; :func:`stored_objects` is what admission and ``queue list`` read.
+``STORE_NAMESPACE_OF_CLUSTER``, as every family keeps its cluster-scoped kinds
+(``millpond.manifest_envelope``), and shown without a namespace. The family's handler
+(``queues.handler``), through which ``millpond apply``/``get``/``delete`` and the server's resource
+routes reach them, and ``millpond queue`` go through here; :func:`stored_objects` is what admission
+and ``queue list`` read.
 """
 
 from __future__ import annotations
@@ -12,19 +14,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from millpond.errors import ConflictError, NotFoundError, UserError
-from millpond.kinds import REGISTRY
+from millpond.errors import ConflictError, UserError
+from millpond.kind_handler import SchemaCheck
+from millpond.manifest_envelope import CLUSTER_STORE_NAMESPACE as STORE_NAMESPACE_OF_CLUSTER
+from millpond.manifest_envelope import as_list, found, not_found, store_namespace
 from millpond.scheduling.queues import specs
 from millpond.scheduling.queues.kinds import QueueKind, refusal
-from millpond.scheduling.queues.manifests import QueueManifest, SchemaCheck, check_document
+from millpond.scheduling.queues.manifests import QueueManifest, check_document
 from millpond.scheduling.queues.specs import QueueObjects
 from millpond.store.resources import Resource, ResourceStore
 
-STORE_NAMESPACE_OF_CLUSTER = "default"  # where the resource store keeps cluster-scoped objects
-
-
-def _where(info: QueueKind, namespace: str) -> str:
-    return STORE_NAMESPACE_OF_CLUSTER if info.cluster_scoped else namespace
+__all__ = ["STORE_NAMESPACE_OF_CLUSTER", "apply", "as_object", "as_objects", "check", "delete", "missing_notes",
+           "status_key", "stored_objects"]
 
 
 def check(documents: list[tuple[str, int, Any]], store: ResourceStore, validate: SchemaCheck) -> list[QueueManifest]:
@@ -87,23 +88,6 @@ def apply(manifests: list[QueueManifest], store: ResourceStore) -> list[tuple[Qu
             for manifest, (_, action) in zip(manifests, applied, strict=True)]
 
 
-def _not_found(info: QueueKind, name: str, namespace: str) -> NotFoundError:
-    return NotFoundError(REGISTRY[info.kind].not_found(name, "default" if info.cluster_scoped else namespace))
-
-
-def found(info: QueueKind, name: str | None, namespace: str, all_namespaces: bool,
-          store: ResourceStore) -> list[Resource]:
-    """The object named (NotFoundError if none), or those of ``namespace`` (all of them: ``all_namespaces``,
-    or a cluster-scoped kind)."""
-    where = _where(info, namespace)
-    if name is not None:
-        one = store.get(info.kind, name, where)
-        if one is None:
-            raise _not_found(info, name, namespace)
-        return [one]
-    return store.list(info.kind, None if all_namespaces and not info.cluster_scoped else where)
-
-
 def as_object(info: QueueKind, resource: Resource, status: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The object as ``kubectl get -o yaml`` shows it (a cluster-scoped one has no namespace)."""
     shown = resource.as_object(dict(status or {}))
@@ -121,8 +105,8 @@ def as_objects(info: QueueKind, name: str | None, namespace: str, all_namespaces
     """The object named, or a kubectl ``List`` of them: what ``get -o json`` prints and the server returns.
     ``statuses`` (``views.statuses``) gives ClusterQueues and LocalQueues Kueue's status fields."""
     items = [as_object(info, one, (statuses or {}).get(status_key(info, one)))
-             for one in found(info, name, namespace, all_namespaces, store)]
-    return items[0] if name is not None else {"apiVersion": "v1", "kind": "List", "items": items}
+             for one in found(info.names, name, namespace, all_namespaces, store)]
+    return items[0] if name is not None else as_list(items)
 
 
 def status_key(info: QueueKind, resource: Resource) -> tuple[str, str, str]:
@@ -132,8 +116,8 @@ def status_key(info: QueueKind, resource: Resource) -> tuple[str, str, str]:
 
 def delete(info: QueueKind, name: str, namespace: str, store: ResourceStore) -> None:
     """Forget the object; NotFoundError when there is none."""
-    if not store.delete(info.kind, name, _where(info, namespace)):
-        raise _not_found(info, name, namespace)
+    if not store.delete(info.kind, name, store_namespace(info.names, namespace)):
+        raise not_found(info.names, name, namespace)
 
 
 def stored_objects(store: ResourceStore) -> QueueObjects:
