@@ -20,8 +20,9 @@ from millpond.datasets.placeholders import placeholder_message, unfilled
 from millpond.datasets.ufs import S3_SCHEMES, UNDERSTOOD_OPTIONS
 from millpond.errors import UserError
 from millpond.kind_handler import SecretLookup
+from millpond.manifest_envelope import check_name
 from millpond.quantities import parse_quantity
-from millpond.store.secrets import MissingConfig, check_name
+from millpond.store.secrets import MissingConfig
 
 Path = list[str | int]
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from millpond.datasets.fields import show
 from millpond.datasets.placeholders import placeholder_message, unfilled
 from millpond.errors import UserError
-from millpond.store.secrets import check_name
+from millpond.manifest_envelope import check_name
 
 BUCKET_SCHEMES = frozenset({"s3", "s3a", "oss", "minio"})
 PATH_SCHEMES = frozenset({"file", "local"})

@@ -27,9 +27,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from millpond.errors import MillpondError, UserError
+from millpond.manifest_envelope import check_name
 from millpond.runners.base import Bind, DatasetBind
 from millpond.store.paths import UnsafePath, contained_path
-from millpond.store.secrets import ConfigStore, MissingConfig, check_name
+from millpond.store.secrets import ConfigStore, MissingConfig
 
 CREATE_PVC_IMAGE = "argostub/createpvc"
 DELETE_PVC_IMAGE = "argostub/deletepvc"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 from millpond.errors import UserError
-from millpond.store.secrets import check_name
+from millpond.manifest_envelope import check_name
 
 # scheme → what it is, for messages and for the fetcher to dispatch on.
 READABLE = {

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.errors import UserError
-from millpond.store.secrets import ConfigStore, MissingConfig, check_key, check_name
+from millpond.manifest_envelope import check_name
+from millpond.store.secrets import ConfigStore, MissingConfig, check_key
 
 STORED = {"Secret": "secret", "ConfigMap": "configmap"}
 IGNORED = ("Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
