@@ -5,6 +5,10 @@ is a cycle that only shows when the function runs (or when a type checker reads 
 says the two modules are one concept or need a third below both. grimp's ``build_graph`` reads
 every import statement of a module's syntax tree, at any depth and inside ``TYPE_CHECKING``
 guards (``exclude_type_checking_imports`` is left False), so the graph below holds them all.
+It does not hold one more edge Python adds: importing ``a.b.c`` first runs the packages ``a`` and
+``a.b`` (their ``__init__``), so a package that re-exports its modules ties every importer of
+any of its modules to them. Those edges are added below (an importer inside the package already
+runs it, so they start from outside only).
 
 Prints each strongly connected component of two or more modules with the imports inside it
 (importer:line -> imported) and exits 1 when there is one; prints the module count and exits 0
@@ -69,17 +73,30 @@ def strongly_connected_components(edges: Mapping[str, Iterable[str]]) -> list[li
     return components
 
 
+def _packages_run(importer: str, imported: str) -> list[str]:
+    """The packages whose ``__init__`` importing ``imported`` runs, less those ``importer`` is inside of."""
+    parts = imported.split(".")
+    ancestors = [".".join(parts[:n]) for n in range(1, len(parts))]
+    return [p for p in ancestors if not (importer == p or importer.startswith(p + "."))]
+
+
 def main() -> int:
     graph = grimp.build_graph(PACKAGE, cache_dir=None)
-    edges = {module: graph.find_modules_directly_imported_by(module) for module in graph.modules}
+    edges = {module: set(graph.find_modules_directly_imported_by(module)) for module in graph.modules}
+    for importer, imported_modules in edges.items():
+        imported_modules |= {parent for imported in list(imported_modules) for parent in _packages_run(importer, imported)
+                             if parent in graph.modules}
     cycles = sorted(c for c in strongly_connected_components(edges) if len(c) > 1)
     for number, members in enumerate(cycles, 1):
         print(f"cycle {number}: {' <-> '.join(members)}")
         inside = set(members)
         for importer in members:
             for imported in sorted(edges[importer] & inside):
-                for detail in graph.get_import_details(importer=importer, imported=imported):
+                details = graph.get_import_details(importer=importer, imported=imported)
+                for detail in details:
                     print(f"  {importer}:{detail['line_number']} -> {imported}   {detail['line_contents']}")
+                if not details:
+                    print(f"  {importer} -> {imported}   (runs the package's __init__ to import a module inside it)")
     if cycles:
         print(f"{len(cycles)} import cycle(s) among {len(graph.modules)} modules of {PACKAGE}")
         return 1

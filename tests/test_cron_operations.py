@@ -309,7 +309,7 @@ def test_removing_the_home_ends_an_operation_waiting_out_its_ttl(cli, home, tmp_
 def test_a_stored_schedule_that_cannot_run_fails_with_the_reason_instead_of_pending_for_ever(
     cli, home, tmp_path, s3_server
 ) -> None:
-    from millpond.datasets import operations
+    from millpond.datasets.operations import runner as operations
     from millpond.store.resources import ResourceStore
 
     create_s3_dataset(cli, home, tmp_path, s3_server, _files(), name="ds")

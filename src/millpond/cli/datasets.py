@@ -135,8 +135,8 @@ def load_command(name: str, paths: tuple[str, ...], namespace: str) -> None:
     It creates a DataLoad named NAME-load-XXXXX (``millpond get dataloads`` lists it) and
     follows it to its end; interrupted, the DataLoad goes on in the background.
     """
-    from millpond.datasets import operations
     from millpond.datasets.cache.engine import normalize
+    from millpond.datasets.operations import runner as operations
     from millpond.datasets.operations.generated import create
     from millpond.datasets.quantity import format_bytes
 

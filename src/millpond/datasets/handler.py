@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from millpond.datasets import operations
 from millpond.datasets.cleanup import dataset_deleted
 from millpond.datasets.kinds import KINDS, NOT_ON_ONE_MACHINE, OWNER, REFUSED_NAMES
 from millpond.datasets.manifests import Manifest, check_document, missing_dataset_notes
+from millpond.datasets.operations import runner as operations
 from millpond.datasets.printer_columns import COLUMNS, row
 from millpond.datasets.status import resource_status
 from millpond.kind_handler import (

@@ -14,8 +14,7 @@ import logging
 import time
 from typing import Any
 
-from millpond.datasets.operations import start, wait
-from millpond.datasets.operations.runner import failure_reason
+from millpond.datasets.operations.runner import failure_reason, start, wait
 from millpond.datasets.status import dataset_status, resource_status
 from millpond.errors import MillpondError, UserError
 from millpond.fluid import constants

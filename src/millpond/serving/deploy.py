@@ -19,7 +19,7 @@ from typing import Any
 
 from millpond.datasets.schema_check import check_schema_file
 from millpond.errors import UserError
-from millpond.serving import capacity, objects
+from millpond.serving import capacity, lifecycle, objects
 from millpond.serving.manifests import ServingManifest
 from millpond.store.resources import ResourceStore
 
@@ -62,15 +62,11 @@ def deploy(body: dict[str, Any], store: ResourceStore, source: str, volumes_dir:
         notes += objects.missing_notes([manifest], store, volumes_dir)
     servable = manifest.predictor is not None and manifest.predictor.unservable is None
     if servable:
-        from millpond.serving import lifecycle
-
         lifecycle.start(store, manifest.name, manifest.namespace)
     return Deployed(manifest, action, servable, notes)
 
 
 def ready_url(store: ResourceStore, name: str, namespace: str, timeout_s: float) -> str:
     """Wait until the InferenceService is Ready and answer its URL (``lifecycle.wait_ready``'s errors otherwise)."""
-    from millpond.serving import lifecycle
-
     resource = lifecycle.wait_ready(store, name, namespace, timeout_s)
     return str((resource.status or {}).get("url") or "")

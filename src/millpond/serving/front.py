@@ -58,6 +58,7 @@ from millpond.errors import UserError
 from millpond.hosts import loopback_only_problem
 from millpond.serving import endpoints
 from millpond.serving.endpoints import Endpoints, Revision
+from millpond.serving.model_server import bind_listener
 from millpond.serving.protocols.common import error_body
 from millpond.serving.protocols.seldon import seldon_error
 from millpond.serving.protocols.tensors import MAX_BODY_BYTES, BodyTooLarge, read_body
@@ -351,9 +352,7 @@ def start(port: int, namespace: str, name: str, host: str = "127.0.0.1") -> Hand
     ``Handle.stop()`` when it stops; the replicas it routes to are whatever the endpoints file
     names at each request, so restarts of replicas need nothing here.
     """
-    import uvicorn
-
-    from millpond.serving.model_server import bind_listener
+    import uvicorn  # noqa: PLC0415 - uvicorn is loaded only by a serving front
 
     app = OwnPort(namespace, name)
     sock = bind_listener(host, port)

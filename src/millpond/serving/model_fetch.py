@@ -40,12 +40,15 @@ from contextlib import ExitStack
 from functools import partial
 from pathlib import Path, PurePosixPath
 
+from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError, TaskFailure
 from millpond.serving import archives, endpoints
 from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS
 from millpond.serving.storage_uri import StorageUri
 from millpond.settings import load_settings
+from millpond.store.artifacts import filesystem
 from millpond.store.paths import UnsafePath, check_segment, contained_path
+from millpond.store.resources import ResourceStore
 
 SOURCE_FILE = ".millpond-source"  # in a fetched copy: the URI it came from
 DOWNLOAD_TIMEOUT_S = 60.0
@@ -137,9 +140,6 @@ def _not_a_model(path: Path) -> str:
 
 def _pvc_root(storage: StorageUri, namespace: str, name: str, held: ExitStack) -> Path:
     """The dataset's shared mount (leased for the supervisor's lifetime), else the named local volume."""
-    from millpond.datasets.shared_mounts import release, use
-    from millpond.store.resources import ResourceStore
-
     dataset = str(storage.dataset)
     if ResourceStore().get("Dataset", dataset, namespace) is not None:
         try:
@@ -200,8 +200,6 @@ def _publish(folder: Path, target: Path, uri: str) -> None:
 
 def _copy_remote(storage: StorageUri, into: Path, fmt: str | None = None) -> None:
     """One object, or every object under the prefix, copied with fsspec; a key leaving ``into`` is refused."""
-    from millpond.store.artifacts import filesystem
-
     fs = filesystem(storage.uri)
     root = f"{storage.authority}/{storage.path}".rstrip("/")
     if storage.path and fs.isfile(root):

@@ -40,6 +40,7 @@ from millpond.errors import ConflictError, TaskFailure, UserError
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV
 from millpond.runners.stopping import StopFlag
 from millpond.scheduling import GRANT_ENV, Ledger
+from millpond.serving import lifecycle
 from millpond.serving.deploy import deploy
 from millpond.serving.from_run import RUN_LABEL, TASK_LABEL, ModelArtifact, inference_service
 from millpond.settings import load_settings
@@ -120,8 +121,6 @@ def _wait_ready(store: ResourceStore, name: str, namespace: str, timeout_s: floa
                 superseded: str | None = None) -> str:
     """The URL once Ready with the latest revision rolled out (all the traffic: this step's model serves), and
     that revision is not ``superseded`` (the one serving before a changed predictor was applied)."""
-    from millpond.serving import lifecycle
-
     deadline = time.monotonic() + timeout_s
     said = ""
     while True:

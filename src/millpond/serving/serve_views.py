@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from millpond.serving import endpoints as endpoint_files
+from millpond.serving import lifecycle
 from millpond.serving.spec import predictor_spec
 from millpond.store.resources import Resource
 
@@ -40,8 +41,6 @@ def _ready(status: dict[str, Any]) -> tuple[str, str]:
 
 def instance_logs(name: str, namespace: str) -> dict[str, Path]:
     """Each instance's log file by instance name (``REVISION-replica-N``), newest revision first."""
-    from millpond.serving import lifecycle
-
     found: dict[str, Path] = {}
     logs = sorted(lifecycle.replica_logs(name, namespace), key=lambda p: (p.parent.name, p.name))
     by_revision: dict[str, list[Path]] = {}
@@ -56,8 +55,6 @@ def instance_logs(name: str, namespace: str) -> dict[str, Path]:
 
 def info(resource: Resource, instances: bool = False) -> dict[str, Any]:
     """Arena's ``ServingJobInfo`` of one InferenceService (with its instances when asked)."""
-    from millpond.serving import lifecycle
-
     now = dt.datetime.now(dt.timezone.utc)
     labels = (resource.manifest.get("metadata") or {}).get("labels") or {}
     status = dict(lifecycle.observed_status(resource) or {})

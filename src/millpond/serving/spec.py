@@ -20,7 +20,7 @@ KServe accepts it, and :attr:`PredictorSpec.unservable` says why it cannot start
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from millpond.datasets.fields import field_path
@@ -264,8 +264,6 @@ def _resources(spec: Any, where: list[str | int]) -> Request:
 
 
 def _with_reason(record: PredictorSpec) -> PredictorSpec:
-    from dataclasses import replace
-
     found = unservable_reason(record)
     return replace(record, failure_reason=found[0], unservable=found[1]) if found else record
 

@@ -26,10 +26,12 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError, UserError
 from millpond.runners.base import Bind
 from millpond.runners.sandbox import wrap
 from millpond.settings import load_settings
+from millpond.store.resources import ResourceStore
 
 MODULE = "millpond.serving.with_data"
 
@@ -40,9 +42,6 @@ def command(namespace: str, name: str, mounts: list[tuple[str, str]], argv: list
 
 
 def _source(dataset: str, namespace: str, name: str, held: ExitStack) -> Path:
-    from millpond.datasets.shared_mounts import release, use
-    from millpond.store.resources import ResourceStore
-
     if ResourceStore().get("Dataset", dataset, namespace) is not None:
         shared = use(dataset, namespace, f"InferenceService {namespace}/{name}")
         held.callback(release, shared)

@@ -13,7 +13,7 @@ __all__ = ["MPIJobBuilder", "PytorchJobBuilder", "TFJobBuilder", "TrainingClient
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from millpond.training import client
+        from millpond.training import client  # noqa: PLC0415 - a lazy package attribute: importing millpond.training stays cheap
 
         return getattr(client, name)
     raise AttributeError(name)

@@ -42,7 +42,7 @@ def apply() -> float | None:
     share = fraction()
     if share is None:
         return None
-    import torch
+    import torch  # noqa: PLC0415 - torch is optional and heavy (GPU-share workers only)
 
     if not torch.cuda.is_available():
         return None

@@ -157,8 +157,8 @@ def end_everywhere(address: str, uid: str) -> int:
     For a job whose supervisor died (``kill -9``): Ray then kills the instances' workers, but
     what an instance's shell started lives on, orphaned, on its node.
     """
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import ray  # noqa: PLC0415 - ray is optional (cluster mode)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - ray is optional (cluster mode)
 
     connect(address)
     ender = ray.remote(num_cpus=0, max_retries=0)(_end_marked)
@@ -203,7 +203,7 @@ class Placement:
         self.watcher: threading.Thread | None = None
         self.where: list[tuple[str, str]] = []  # each bundle's node (id, address), once placed
         connect(spec.ray_address)
-        from ray.util.placement_group import placement_group
+        from ray.util.placement_group import placement_group  # noqa: PLC0415 - ray is optional (cluster mode)
 
         self.group: Any = placement_group(self.shapes, strategy=spec.ray_placement, name=f"millpond-job-{uid}")
 
@@ -224,7 +224,7 @@ class Placement:
 
     def nodes(self) -> list[tuple[str, str]]:
         """Each bundle's node: (Ray's node id, its address), in the instances' order."""
-        from ray.util.placement_group import placement_group_table
+        from ray.util.placement_group import placement_group_table  # noqa: PLC0415 - ray is optional (cluster mode)
 
         by_id = {node.node_id: node.address for node in cluster_nodes()}
         table = placement_group_table(self.group)
@@ -233,8 +233,8 @@ class Placement:
 
     def master_endpoint(self) -> tuple[str, int, list[tuple[str, str]]]:
         """The master's node address and a port free on it; and where every bundle is."""
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        import ray  # noqa: PLC0415 - ray is optional (cluster mode)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - ray is optional (cluster mode)
 
         where = self.where = self.nodes()
         node_id, address = where[0]
@@ -345,8 +345,8 @@ class Placement:
     def stop(self, running: list[Running]) -> None:
         """End every instance's processes on its node (SIGTERM, then SIGKILL), cancel its Ray task,
         and wait for them."""
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        import ray  # noqa: PLC0415 - ray is optional (cluster mode)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - ray is optional (cluster mode)
 
         alive = [item for item in running if item.process.poll() is None]
         ender = ray.remote(num_cpus=0, max_retries=0)(_end_marked)
@@ -377,7 +377,7 @@ class Placement:
 
     def remove(self) -> None:
         """Give the placement group back (Ray kills whatever still runs in it)."""
-        from ray.util.placement_group import remove_placement_group
+        from ray.util.placement_group import remove_placement_group  # noqa: PLC0415 - ray is optional (cluster mode)
 
         self.closed.set()
         try:

@@ -36,8 +36,8 @@ class RayNodeRow:
 
 def ray_nodes(address: str) -> list[RayNodeRow]:
     """The live nodes of the cluster at ``address`` (the head first)."""
-    import ray
-    from ray._private.state import available_resources_per_node  # Ray's DeveloperAPI, as `ray status` reads it
+    import ray  # noqa: PLC0415 - ray is optional (cluster mode)
+    from ray._private.state import available_resources_per_node  # Ray's DeveloperAPI, as `ray status` reads it  # noqa: PLC0415 - ray is optional (cluster mode)
 
     connect(address)
     available = available_resources_per_node()

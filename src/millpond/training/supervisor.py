@@ -40,6 +40,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from millpond.datasets.config import load_config
+from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
 from millpond.runners.processes import ProcessIdentity, own_identity
@@ -47,12 +49,14 @@ from millpond.scheduling.ledger import Request
 from millpond.scheduling.queues.submission import eviction_reason
 from millpond.scheduling.share_env import mps_running
 from millpond.store.keys import utcnow
+from millpond.store.resources import ResourceStore
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import instances as launching
 from millpond.training.launch import free_port, plan
 from millpond.training.launch_share import with_shares
 from millpond.training.paths import instance_log, job_folder
 from millpond.training.queueing import QueuedJob
+from millpond.training.ray_jobs import Placement
 from millpond.training.resources import Allocator, Granted, allocator
 from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
 
@@ -173,8 +177,6 @@ class Supervisor:
 
     def _run_on_cluster(self) -> None:
         """Cluster mode: Ray's placement group is the job's grant (QUEUING until every bundle is placed)."""
-        from millpond.training.ray_jobs import Placement
-
         def waiting(why: str) -> None:
             self.status("QUEUING", "Queuing", why)
             self.event("Queuing", why)
@@ -217,8 +219,6 @@ class Supervisor:
 
     def _missing_datasets(self) -> str:
         """The first dataset the job mounts that does not exist (yet), or ""."""
-        from millpond.store.resources import ResourceStore
-
         resources = ResourceStore()
         for data in self.spec.data:
             if resources.get("Dataset", data.dataset, self.job.namespace) is None:
@@ -227,9 +227,6 @@ class Supervisor:
 
     def _binds(self, held: ExitStack) -> list[Bind]:
         """The job's datasets (shared mounts, held until the job ends) and host folders, as binds."""
-        from millpond.datasets.config import load_config
-        from millpond.datasets.shared_mounts import release, use
-
         binds = []
         for data in self.spec.data:
             user = f"job {self.job.namespace}/{self.job.name}"

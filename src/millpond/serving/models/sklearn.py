@@ -47,7 +47,7 @@ class SklearnModel:
         _check_answers(estimator, path, shape)
 
     def predict(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        from sklearn.exceptions import NotFittedError
+        from sklearn.exceptions import NotFittedError  # noqa: PLC0415 - scikit-learn is optional (the sklearn model format only)
 
         (rows,) = inputs
         try:
@@ -61,8 +61,8 @@ class SklearnModel:
 def _check_answers(estimator: object, path: Path, shape: tuple[int, ...]) -> None:
     """ModelLoadError when the estimator was never fitted, or cannot predict one row of zeros of its declared
     width for a reason other than the row's values (ValueError/TypeError: it may refuse zeros, not real rows)."""
-    from sklearn.exceptions import NotFittedError
-    from sklearn.utils.validation import check_is_fitted
+    from sklearn.exceptions import NotFittedError  # noqa: PLC0415 - scikit-learn is optional (the sklearn model format only)
+    from sklearn.utils.validation import check_is_fitted  # noqa: PLC0415 - scikit-learn is optional (the sklearn model format only)
 
     kind = type(estimator).__name__
     try:
