@@ -31,6 +31,13 @@ PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers from what each test uses (tests/markers.py), and the xdist groups of the heavy ones."""
+    from tests.markers import apply_markers
+
+    apply_markers(items)
+
+
 @dataclass
 class CliResult:
     code: int
