@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from millpond.cli.manifest_corpus import Allowed, read_allowlist
 from millpond.cli.resources import _kinds
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
@@ -29,7 +30,7 @@ from millpond.store.secrets import ConfigStore
 from millpond.store.training import JobStore
 
 CONFORMANCE = Path(__file__).resolve().parents[3] / "shared" / "conformance"
-ALLOWLIST = Path(__file__).resolve().parents[2] / "conformance" / "allowlist.tsv"
+ALLOWLIST = Path(__file__).resolve().parents[2] / "conformance" / "allowlist.tsv"  # .ci/run passes it too
 APPLY_PROTOCOL = "Run each file as `millpond apply -f FILE`"
 OUTCOMES = ("apply", "refuse", "either")
 MOST_LINES = 4  # "never print more than a few lines"
@@ -53,15 +54,6 @@ class Row:
         return f"{self.corpus}/{self.file}"
 
 
-@dataclass(frozen=True)
-class Allowed:
-    """A row that waits for a later issue: which one, and why."""
-
-    key: str
-    issue: int
-    why: str
-
-
 def apply_corpora() -> list[str]:
     """The corpora whose README's protocol is ``millpond apply -f FILE``."""
     if not CONFORMANCE.is_dir():
@@ -82,14 +74,8 @@ def corpus_rows() -> list[Row]:
 
 
 def allowlist() -> dict[str, Allowed]:
-    allowed: dict[str, Allowed] = {}
-    for number, line in enumerate(ALLOWLIST.read_text().splitlines(), 1):
-        if line.startswith("#") or not line.strip():
-            continue
-        key, issue, why = line.split("\t")
-        assert key not in allowed, f"{ALLOWLIST.name}:{number}: {key} is listed twice"
-        allowed[key] = Allowed(key, int(issue), why)
-    return allowed
+    """The allow-list as ``millpond conformance --allowlist`` reads it (a key listed twice is an error)."""
+    return read_allowlist(ALLOWLIST)
 
 
 def stored_anything() -> list[str]:
