@@ -169,6 +169,9 @@ class CorpusRunner:
         self.jobs = max(1, jobs)
         self.timeout_s = timeout_s
         self._home_lock = threading.Lock()  # the stores read MILLPOND_HOME from the environment
+        self._template_lock = threading.Lock()
+        self._made: Path | Applied | None = None  # the before home, made by the first row that needs it
+        self._baseline: frozenset[str] = frozenset()  # what the before home holds
 
     def run(self, rows: list[Row], allowlist: dict[str, Allowed],
             report: Callable[[RowVerdict], None]) -> list[RowVerdict]:
@@ -180,29 +183,55 @@ class CorpusRunner:
                 report(verdict)
             return verdict
 
-        with ThreadPoolExecutor(self.jobs) as pool:
-            return list(pool.map(one, rows))
+        try:
+            with ThreadPoolExecutor(self.jobs) as pool:
+                return list(pool.map(one, rows))
+        finally:
+            self.close()
 
     def apply(self, file: Path) -> Applied:
-        """``millpond apply -f FILE`` in a fresh home (after ``before``); the home ends with it."""
+        """``millpond apply -f FILE`` in a fresh home (a copy of the ``before`` home); the home ends with it."""
+        template = self._template()
         home = Path(tempfile.mkdtemp(prefix="millpond-corpus-"))
         try:
-            env = {**os.environ, "MILLPOND_HOME": str(home)}
-            env.setdefault("MILLPOND_GPU_FALLBACK", "cpu")  # the READMEs: a GPU request is no reason to refuse
-            baseline: set[str] = set()
-            if self.before is not None:
-                setup = _millpond(env, self.timeout_s, "apply", "-f", str(self.before))
-                if setup.returncode != 0:
-                    return Applied(setup.returncode, setup.stdout, f"--before {self.before}: {setup.stderr}", (), 0.0)
-                baseline = set(self._stored(home))
+            if isinstance(template, Applied):
+                return template
+            if template is not None:
+                shutil.copytree(template, home, dirs_exist_ok=True, symlinks=True)
             started = time.monotonic()
-            done = _millpond(env, self.timeout_s, "apply", "-f", str(file))
+            done = _millpond(self._env(home), self.timeout_s, "apply", "-f", str(file))
             seconds = time.monotonic() - started
-            left = tuple(sorted(set(self._stored(home)) - baseline)) if done.returncode == 2 else ()
+            left = tuple(sorted(set(self._stored(home)) - self._baseline)) if done.returncode == 2 else ()
             return Applied(done.returncode, done.stdout, done.stderr, left, seconds)
         finally:
             self._end_background(home)
             shutil.rmtree(home, ignore_errors=True)
+
+    def close(self) -> None:
+        if isinstance(self._made, Path):
+            shutil.rmtree(self._made.parent, ignore_errors=True)
+
+    def _template(self) -> Path | Applied | None:
+        """The home every row starts from: ``before`` applied once (None: an empty home; Applied: it failed)."""
+        if self.before is None:
+            return None
+        with self._template_lock:
+            if self._made is None:
+                home = Path(tempfile.mkdtemp(prefix="millpond-corpus-before-")) / "home"
+                home.mkdir()
+                setup = _millpond(self._env(home), self.timeout_s, "apply", "-f", str(self.before))
+                if setup.returncode != 0:
+                    self._made = Applied(setup.returncode, setup.stdout, f"--before {self.before}: {setup.stderr}",
+                                         (), 0.0)
+                else:
+                    self._made = home
+                    self._baseline = frozenset(self._stored(home))
+            return self._made
+
+    def _env(self, home: Path) -> dict[str, str]:
+        env = {**os.environ, "MILLPOND_HOME": str(home)}
+        env.setdefault("MILLPOND_GPU_FALLBACK", "cpu")  # the READMEs: a GPU request is no reason to refuse
+        return env
 
     def _stored(self, home: Path) -> list[str]:
         """Objects of every registered kind, jobs, secrets and config maps the home holds."""
