@@ -26,6 +26,8 @@ FIXTURE_MARKERS = {
 }
 BROWSER_CALLS = ("chromium_page(", "_browser(")  # tests/ui/test_server_ui.py's ways into Chromium
 
+SLOW_BY_NATURE = {"ray", "ui", "kfp1"}  # a cluster's start, a browser per test, kfp 1.8's pip install
+
 # One worker each (the first that applies): a Ray cluster, then a browser, then kfp 1.8's side environment.
 GROUPS = (("ray", "ray"), ("ui", "ui"), ("kfp1", "kfp1"))
 
@@ -38,9 +40,70 @@ class Slow:
     why: str
 
 
-# Measured with ``pytest -n 4 --durations=0`` (load ~4 on 2 cores): each over ~8 s there, or one that
-# starts a cluster, trains, or runs a whole example. Remove an entry once its test gets fast.
+# Every ``ray``, ``ui`` and ``kfp1`` test is slow as well (a cluster's start, a browser per test, kfp
+# 1.8's pip install); the list below is the rest, measured: "serial" is .ci/run's serial suite
+# (``--durations=30``, before xdist), "loaded" is ``-n 4 --dist loadgroup`` on the 2 cores while other
+# work ran (load ~12-16, about 5x slower: census took 10.5 s serial and 56 s loaded). An entry is a
+# test over ~5 s serial (~25 s loaded), or a parametrized test whose cases add up to over ~10 s serial.
+# Take an entry off once its test gets fast.
 SLOW = [Slow(test, why) for test, why in (
+    # tests/cli
+    ("tests/cli/test_apply_refusals.py::test_apply_refuses_a_document_nested_100000_deep",
+     "4 cases, 200 s loaded: each parses a 100,000-deep document"),
+    ("tests/cli/test_apply_refusals.py::test_the_fluid_api_refuses_a_document_nested_100000_deep", "16 s loaded"),
+    ("tests/cli/test_manifest_corpora.py::test_every_corpus_row_follows_its_protocol",
+     "a big corpus: 111 rows, 197 s loaded (.ci/run's conformance runs the same rows)"),
+    ("tests/cli/test_parsers_at_call_sites.py::test_a_retry_duration_in_another_notation_is_refused_at_submission",
+     "5 cases, 184 s loaded: each waits out a retry"),
+    ("tests/cli/test_parsers_at_call_sites.py::test_a_valid_backoff_the_old_parser_misread_is_waited",
+     "waits a backoff: 33 s loaded"),
+    ("tests/cli/test_parsers_at_call_sites.py::test_a_task_asking_for_memory_in_exponent_form_runs", "30 s loaded"),
+    ("tests/cli/test_namespaces.py::test_any_namespace_and_name_is_refused_with_nothing_stored_or_round_trips",
+     "hypothesis over the CLI: 27 s loaded"),
+    ("tests/cli/test_example_census.py::test_second_run_reads_back_what_the_first_saved",
+     "the census example twice: 10.5 s serial"),
+    ("tests/cli/test_conformance_manifests.py::test_before_is_applied_in_every_rows_home_and_not_counted_as_stored",
+     "each row is a millpond process: 96 s loaded"),
+    ("tests/cli/test_conformance_manifests.py::test_an_allow_listed_row_must_fail_cleanly_and_one_that_passes_fails_the_run",
+     "four rows, each a millpond process: 82 s loaded"),
+    ("tests/cli/test_conformance_manifests.py::test_rows_that_follow_the_protocol_pass", "33 s loaded"),
+    ("tests/cli/test_conformance_manifests.py::test_an_allow_list_entry_naming_no_row_fails_the_run", "30 s loaded"),
+    ("tests/cli/test_conformance_manifests.py::test_a_row_against_its_expectation_fails_the_run_naming_it",
+     "26 s loaded"),
+    # tests/datasets
+    ("tests/datasets/test_operation_failures.py::test_a_web_store_that_stops_sending_fails_the_load_in_seconds",
+     "22 s serial"),
+    ("tests/datasets/test_operation_failures.py::test_a_host_that_never_answers_fails_the_migrate_in_seconds",
+     "12 s serial"),
+    ("tests/datasets/test_operation_failures.py::test_the_s3fs_fallback_fails_as_soon", "10.7 s serial (a case)"),
+    ("tests/datasets/test_example_fluid_resnet.py::test_arena_trains_the_resnet_over_the_cached_image_dataset",
+     "trains: 18 s serial"),
+    ("tests/datasets/test_example_fluid_mnist.py::test_the_seed_flow_trains_and_archives_the_checkpoint",
+     "trains: 14 s serial"),
+    ("tests/datasets/test_example_fluid_mnist.py::test_a_training_job_that_never_starts_is_deleted_and_fails_the_step",
+     "10.7 s serial"),
+    ("tests/datasets/test_operation_liveness.py::test_a_server_start_resumes_an_operation_killed_while_it_was_down",
+     "13.2 s serial"),
+    ("tests/datasets/test_operation_liveness.py::test_a_killed_datamigrate_resumes_copying_only_the_missing_files",
+     "13.2 s serial"),
+    ("tests/datasets/test_operation_liveness.py::test_a_killed_dataload_resumes_and_fetches_only_what_is_missing",
+     "12.5 s serial"),
+    # tests/server
+    ("tests/server/test_server_openapi_fuzz.py::test_no_request_gets_a_server_error", "schemathesis: 39 s serial"),
+    ("tests/server/test_hostile_input.py::test_parsing_an_upload_does_not_stall_other_requests", "18 s serial"),
+    ("tests/server/test_server_isvc.py::test_the_server_starts_a_supervisor_again_after_kill_9", "15 s serial"),
+    ("tests/server/test_server_recurring.py::test_two_servers_on_one_home_start_each_scheduled_run_once",
+     "13.6 s serial"),
+    ("tests/server/test_server_recurring.py::test_a_deleted_pipeline_version_is_recorded_and_the_scheduler_goes_on",
+     "13.5 s serial"),
+    ("tests/server/test_server_recurring.py::test_a_recurring_run_of_the_old_json_layout_is_imported", "11.6 s serial"),
+    # tests/serving
+    ("tests/serving/test_serving_cli.py::test_deploy_component_in_a_pipeline_outputs_its_url", "14 s serial"),
+    ("tests/serving/test_serving_cli.py::test_seed_003s_query_script_with_only_the_address_changed", "12.5 s serial"),
+    ("tests/serving/test_serving_cli.py::test_deploy_step_keeps_its_runs_service_refuses_a_persons_and_fails_on_a_broken_model",
+     "11.4 s serial"),
+    ("tests/serving/test_serving_supervisor.py::test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount",
+     "10.3 s serial"),
 )]
 SLOW_TESTS = {entry.test: entry.why for entry in SLOW}
 
@@ -62,7 +125,7 @@ def markers_for(item: pytest.Item) -> list[str]:
         names.add("kfp1")
     if _is_browser_test(item):
         names.add("ui")
-    if item.nodeid.split("[")[0] in SLOW_TESTS:
+    if item.nodeid.split("[")[0] in SLOW_TESTS or names & SLOW_BY_NATURE:
         names.add("slow")
     return sorted(names)
 
