@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers from what each test uses (tests/markers.py), and the xdist groups of the heavy ones."""
     from tests.markers import apply_markers
 
-    apply_markers(items)
+    apply_markers(items, groups_first=bool(os.environ.get("PYTEST_XDIST_WORKER")))
 
 
 @dataclass

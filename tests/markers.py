@@ -28,8 +28,8 @@ BROWSER_CALLS = ("chromium_page(", "_browser(")  # tests/ui/test_server_ui.py's 
 
 SLOW_BY_NATURE = {"ray", "ui", "kfp1"}  # a cluster's start, a browser per test, kfp 1.8's pip install
 
-# One worker each (the first that applies): a Ray cluster, then a browser, then kfp 1.8's side environment.
-GROUPS = (("ray", "ray"), ("ui", "ui"), ("kfp1", "kfp1"))
+# One worker each (the first that applies, longest first): a Ray cluster, kfp 1.8's side environment, a browser.
+GROUPS = (("ray", "ray"), ("kfp1", "kfp1"), ("ui", "ui"))
 
 
 @dataclass(frozen=True)
@@ -130,12 +130,22 @@ def markers_for(item: pytest.Item) -> list[str]:
     return sorted(names)
 
 
-def apply_markers(items: list[pytest.Item]) -> None:
-    """Mark each item, and put the heavy ones in their xdist group."""
-    for item in items:
+def apply_markers(items: list[pytest.Item], groups_first: bool = False) -> None:
+    """Mark each item, and put the heavy ones in their xdist group.
+
+    ``groups_first`` (under xdist) moves the grouped tests to the front, in GROUPS' order: xdist hands
+    out work in collection order, and a group is one long unit (the Ray tests take minutes on one
+    worker), so it must start first or it ends last, alone.
+    """
+    group_of: dict[int, int] = {}
+    for index, item in enumerate(items):
         names = markers_for(item)
         for name in names:
             item.add_marker(name)
-        group = next((group for marker, group in GROUPS if marker in names), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+        rank = next((rank for rank, (marker, _) in enumerate(GROUPS) if marker in names), None)
+        if rank is not None:
+            item.add_marker(pytest.mark.xdist_group(GROUPS[rank][1]))
+            group_of[index] = rank
+    if groups_first and group_of:
+        order = sorted(range(len(items)), key=lambda index: (group_of.get(index, len(GROUPS)), index))
+        items[:] = [items[index] for index in order]
