@@ -64,7 +64,8 @@ SLOW = [Slow(test, why) for test, why in (
      "the census example twice: 10.5 s serial"),
     ("tests/cli/test_conformance_manifests.py::test_before_is_applied_in_every_rows_home_and_not_counted_as_stored",
      "each row is a millpond process: 96 s loaded"),
-    ("tests/cli/test_conformance_manifests.py::test_an_allow_listed_row_must_fail_cleanly_and_one_that_passes_fails_the_run",
+    ("tests/cli/test_conformance_manifests.py::"
+     "test_an_allow_listed_row_must_fail_cleanly_and_one_that_passes_fails_the_run",
      "four rows, each a millpond process: 82 s loaded"),
     ("tests/cli/test_conformance_manifests.py::test_rows_that_follow_the_protocol_pass", "33 s loaded"),
     ("tests/cli/test_conformance_manifests.py::test_an_allow_list_entry_naming_no_row_fails_the_run", "30 s loaded"),
@@ -125,10 +126,62 @@ SLOW = [Slow(test, why) for test, why in (
     # tests/serving
     ("tests/serving/test_serving_cli.py::test_deploy_component_in_a_pipeline_outputs_its_url", "14 s serial"),
     ("tests/serving/test_serving_cli.py::test_seed_003s_query_script_with_only_the_address_changed", "12.5 s serial"),
-    ("tests/serving/test_serving_cli.py::test_deploy_step_keeps_its_runs_service_refuses_a_persons_and_fails_on_a_broken_model",
+    ("tests/serving/test_serving_cli.py::"
+     "test_deploy_step_keeps_its_runs_service_refuses_a_persons_and_fails_on_a_broken_model",
      "11.4 s serial"),
     ("tests/serving/test_serving_supervisor.py::test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount",
      "10.3 s serial"),
+    # measured at load 15-30 (``-n 4``, other work on the 2 cores): a test over 20 s, or cases adding to 40 s
+    ("tests/cli/test_apply_refusals.py::test_apply_refuses_what_cannot_work", "15 cases, 42 s loaded"),
+    ("tests/cli/test_parsers_at_call_sites.py::test_metadata_ttl_in_each_notation", "6 cases, 49 s loaded"),
+    ("tests/datasets/test_cron_operations.py::"
+     "test_removing_the_home_ends_a_scheduled_operation", "2 cases, 28 s loaded"),
+    ("tests/datasets/test_data_operations.py::"
+     "test_a_failing_step_stops_the_flow_and_leaves_the_data_alone", "2 cases, 32 s loaded"),
+    ("tests/datasets/test_datasets_cache.py::test_the_index_survives_a_restart", "24 s loaded"),
+    ("tests/datasets/test_datasets_fuse.py::test_a_cache_file_replaced_by_another_process_is_read_anew", "20 s loaded"),
+    ("tests/datasets/test_example_fluid_mnist.py::test_without_data_the_flow_stops_at_the_first_step_and_says_why",
+     "24 s loaded"),
+    ("tests/datasets/test_example_fluid_resnet.py::"
+     "test_train_py_without_an_image_folder_is_one_error_line", "25 s loaded"),
+    ("tests/datasets/test_operation_failures.py::test_a_closed_port_or_an_unknown_host_fails_the_migrate_saying_so",
+     "2 cases, 41 s loaded"),
+    ("tests/datasets/test_operation_failures.py::"
+     "test_a_corpus_dataload_over_an_unreachable_host_fails", "2 cases, 38 s loaded"),
+    ("tests/datasets/test_operation_failures.py::"
+     "test_a_flow_stops_at_the_failed_step_and_wait_raises_its_reason", "22 s loaded"),
+    ("tests/datasets/test_operation_failures.py::test_a_refused_request_is_not_retried", "23 s loaded"),
+    ("tests/datasets/test_operation_liveness.py::"
+     "test_a_killed_step_waiting_on_run_after_fails_and_wait_says_why", "21 s loaded"),
+    ("tests/datasets/test_s3_root.py::test_unwritable_s3_root_fails_the_task", "2 cases, 41 s loaded"),
+    ("tests/queues/test_queued_jobs.py::"
+     "test_a_higher_priority_preempts_the_job_which_is_requeued_and_resumes_from_its_checkpoint",
+     "2 cases, 83 s loaded"),
+    ("tests/queues/test_queued_tasks.py::"
+     "test_a_runs_tasks_wait_for_their_queues_quota_saying_why", "2 cases, 35 s loaded"),
+    ("tests/queues/test_queued_tasks.py::"
+     "test_an_evicted_task_is_stopped_and_runs_again_when_readmitted_uncounted_by_its_retries",
+     "2 cases, 101 s loaded"),
+    ("tests/runs/test_cached_reruns.py::"
+     "test_a_thousand_iterations_ending_at_once_do_not_exhaust_the_stack", "56 s loaded"),
+    ("tests/runs/test_cached_reruns.py::"
+     "test_second_run_of_a_loop_pipeline_succeeds_from_the_cache", "7 cases, 55 s loaded"),
+    ("tests/runs/test_cached_reruns.py::test_second_run_through_kfp_client_succeeds_from_the_cache", "34 s loaded"),
+    ("tests/runs/test_cancellation.py::test_a_signal_ends_an_endless_walk_with_no_process", "32 s loaded"),
+    ("tests/runs/test_cancellation.py::test_a_signal_while_tasks_publish", "41 s loaded"),
+    ("tests/runs/test_cancellation.py::"
+     "test_a_stop_signal_cancels_the_run_and_stops_every_task", "4 cases, 131 s loaded"),
+    ("tests/runs/test_cancellation.py::test_every_kind_of_task_is_stopped", "44 s loaded"),
+    ("tests/runs/test_cancellation.py::test_only_retry_runs_a_cancelled_run_again", "46 s loaded"),
+    ("tests/runs/test_cancellation.py::"
+     "test_server_start_resumes_a_killed_run_but_never_a_cancelled_one", "82 s loaded"),
+    ("tests/runs/test_cancellation.py::test_tasks_do_not_outlive_an_engine_killed_with_sigkill", "31 s loaded"),
+    ("tests/runs/test_cancellation.py::"
+     "test_tasks_queued_for_a_worker_when_the_run_is_cancelled_touch_nothing", "32 s loaded"),
+    ("tests/runs/test_cancellation.py::test_terminate_through_the_api_stops_the_tasks", "23 s loaded"),
+    ("tests/runs/test_conformance_runner.py::test_a_corpus_with_expected_tsv_is_judged_by_its_rows", "31 s loaded"),
+    ("tests/runs/test_history.py::test_two_concurrent_runs_on_one_home", "2 cases, 59 s loaded"),
+    ("tests/runs/test_ir_validation.py::test_cli_refuses_before_the_run", "9 cases, 171 s loaded"),
 )]
 SLOW_TESTS = {entry.test: entry.why for entry in SLOW}
 
