@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,30 @@ pytest_plugins = [
 
 PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``-n N --dist loadgroup`` (the controller, before its workers start): where they write their groups."""
+    from tests.markers import GROUPS_ENV
+
+    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "loadgroup":
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="millpond-test-groups-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests.markers import GROUPS_ENV
+
+    if not hasattr(config, "workerinput") and os.environ.get(GROUPS_ENV):
+        shutil.rmtree(os.environ.pop(GROUPS_ENV), ignore_errors=True)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` by the groups tests/markers.py gives (xdist 3.8's own loses them under pytest 9)."""
+    from tests.markers import GROUPS_ENV, make_group_scheduler
+
+    if config.getvalue("dist") == "loadgroup" and os.environ.get(GROUPS_ENV):
+        return make_group_scheduler(config, log)
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

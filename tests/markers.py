@@ -8,12 +8,19 @@ the one hand-kept list (SLOW below): measured, each entry with its reason.
 Under pytest-xdist (``--dist loadgroup``) the tests that start a Ray cluster, a browser or kfp 1.8's
 side environment each share one ``xdist_group``: one worker runs them all, so the session starts one
 Ray cluster (three raylets on two cores), one browser at a time, and builds kfp 1.8 once.
+
+xdist 3.8 under pytest 9 loses those groups: it renames a grouped item's ``_nodeid``, which pytest 9
+no longer reads, so its loadgroup scheduler sees no group. So each worker writes the groups it
+collected to a folder (GROUPS_ENV) and the controller schedules by them (``GroupScheduling``).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -208,6 +215,9 @@ def markers_for(item: pytest.Item) -> list[str]:
     return sorted(names)
 
 
+GROUPS_ENV = "MILLPOND_TEST_GROUPS"  # the folder where workers write {nodeid: group}, set by the controller
+
+
 def apply_markers(items: list[pytest.Item], groups_first: bool = False) -> None:
     """Mark each item, and put the heavy ones in their xdist group.
 
@@ -226,4 +236,28 @@ def apply_markers(items: list[pytest.Item], groups_first: bool = False) -> None:
             group_of[index] = rank
     if groups_first and group_of:
         order = sorted(range(len(items)), key=lambda index: (group_of.get(index, len(GROUPS)), index))
+        grouped = {items[index].nodeid: GROUPS[rank][1] for index, rank in group_of.items()}
         items[:] = [items[index] for index in order]
+        folder, worker = os.environ.get(GROUPS_ENV), os.environ.get("PYTEST_XDIST_WORKER")
+        if folder and worker:
+            (Path(folder) / f"{worker}.json").write_text(json.dumps(grouped))
+
+
+def make_group_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's load scheduling with one unit per group (as ``--dist loadgroup`` means), groups read from
+    what the workers wrote: every other test is a unit of its own."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    folder = Path(os.environ[GROUPS_ENV])
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                self._groups = {}
+                for written in sorted(folder.glob("*.json")):
+                    self._groups.update(json.loads(written.read_text()))
+            return self._groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
