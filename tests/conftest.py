@@ -32,19 +32,30 @@ PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"
 
 
+@pytest.hookimpl(tryfirst=True)  # before the tmp_path factory reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
-    """Under ``-n N --dist loadgroup`` (the controller, before its workers start): where they write their groups."""
+    """Under ``-n N`` (the controller, before its workers start): where they write their groups, and a
+    short base folder. xdist puts each worker's tmp_path under ``popen-gwN/``, and a test that writes
+    tmp_path into a name (tests/runs/test_names_and_paths.py's absolute task names) finds its error
+    line elides a name over ~70 characters: under ``/tmp/pytest-of-USER/pytest-N/popen-gwN/`` it did."""
     from tests.markers import GROUPS_ENV
 
-    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "loadgroup":
+    if hasattr(config, "workerinput") or getattr(config.option, "dist", "no") == "no":
+        return
+    if config.option.dist == "loadgroup":
         os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="millpond-test-groups-")
+    if not config.option.basetemp:
+        config.option.basetemp = short = tempfile.mkdtemp(prefix="mp-")
+        os.environ["MILLPOND_TEST_BASETEMP"] = short
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     from tests.markers import GROUPS_ENV
 
-    if not hasattr(config, "workerinput") and os.environ.get(GROUPS_ENV):
-        shutil.rmtree(os.environ.pop(GROUPS_ENV), ignore_errors=True)
+    if not hasattr(config, "workerinput"):
+        for made in (GROUPS_ENV, "MILLPOND_TEST_BASETEMP"):
+            if os.environ.get(made):
+                shutil.rmtree(os.environ.pop(made), ignore_errors=True)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
