@@ -84,8 +84,8 @@ def main() -> int:
     graph = grimp.build_graph(PACKAGE, cache_dir=None)
     edges = {module: set(graph.find_modules_directly_imported_by(module)) for module in graph.modules}
     for importer, imported_modules in edges.items():
-        imported_modules |= {parent for imported in list(imported_modules) for parent in _packages_run(importer, imported)
-                             if parent in graph.modules}
+        run_too = {parent for imported in imported_modules for parent in _packages_run(importer, imported)}
+        imported_modules |= run_too & graph.modules
     cycles = sorted(c for c in strongly_connected_components(edges) if len(c) > 1)
     for number, members in enumerate(cycles, 1):
         print(f"cycle {number}: {' <-> '.join(members)}")

@@ -26,7 +26,7 @@ fi
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 # The store tests also run on PostgreSQL (tests/pg_server.py starts Debian's server from /usr/lib/postgresql/*/bin).
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
-# The web UI's browser tests (tests/test_server_ui.py) drive Debian's Chromium through Playwright.
+# The web UI's browser tests (tests/ui/test_server_ui.py) drive Debian's Chromium through Playwright.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 if ((${#missing[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,6 +30,48 @@ pytest_plugins = [
 
 PIPELINES = Path(__file__).parent / "pipelines"
 MILLPOND_BIN = Path(sys.executable).parent / "millpond"
+
+
+@pytest.hookimpl(tryfirst=True)  # before the tmp_path factory reads --basetemp
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``-n N`` (the controller, before its workers start): where they write their groups, and a
+    short base folder. xdist puts each worker's tmp_path under ``popen-gwN/``, and a test that writes
+    tmp_path into a name (tests/runs/test_names_and_paths.py's absolute task names) finds its error
+    line elides a name over ~70 characters: under ``/tmp/pytest-of-USER/pytest-N/popen-gwN/`` it did."""
+    from tests.markers import GROUPS_ENV
+
+    if hasattr(config, "workerinput") or getattr(config.option, "dist", "no") == "no":
+        return
+    if config.option.dist == "loadgroup":
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="millpond-test-groups-")
+    if not config.option.basetemp:
+        config.option.basetemp = short = tempfile.mkdtemp(prefix="mp-")
+        os.environ["MILLPOND_TEST_BASETEMP"] = short
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests.markers import GROUPS_ENV
+
+    if not hasattr(config, "workerinput"):
+        for made in (GROUPS_ENV, "MILLPOND_TEST_BASETEMP"):
+            if os.environ.get(made):
+                shutil.rmtree(os.environ.pop(made), ignore_errors=True)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` by the groups tests/markers.py gives (xdist 3.8's own loses them under pytest 9)."""
+    from tests.markers import GROUPS_ENV, make_group_scheduler
+
+    if config.getvalue("dist") == "loadgroup" and os.environ.get(GROUPS_ENV):
+        return make_group_scheduler(config, log)
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers from what each test uses (tests/markers.py), and the xdist groups of the heavy ones."""
+    from tests.markers import apply_markers
+
+    apply_markers(items, groups_first=bool(os.environ.get("PYTEST_XDIST_WORKER")))
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""What the fuzz tests (tests/test_fuzz_*.py) share: one hypothesis profile, hostile values, document mutations.
+"""What the fuzz tests (tests/*/test_fuzz_*.py) share: one hypothesis profile, hostile values, document mutations.
 
 The profile is derandomized (examples derive from the test's name and strategies, no example
 database), so CI explores the same inputs every time and a failure reproduces on any machine.

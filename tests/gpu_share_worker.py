@@ -1,4 +1,5 @@
-"""A process drawing GPU shares and whole GPUs from the home's ledger, for tests/test_gpu_share.py (``python -m``).
+"""A process drawing GPU shares and whole GPUs from the home's ledger (``python -m``), for
+tests/training/test_gpu_share.py.
 
 ``race ROUNDS``: ROUNDS times, acquire a random share (1..9 GiB, maybe cores) or a whole GPU,
 waiting until it fits, then check the ledger file under its own write lock (``BEGIN IMMEDIATE``,

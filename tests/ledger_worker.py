@@ -1,4 +1,4 @@
-"""A process that draws GPUs from the home's ledger, for tests/test_ledger.py (run as ``python -m``).
+"""A process that draws GPUs from the home's ledger, for tests/store/test_ledger.py (run as ``python -m``).
 
 ``race ROUNDS FOLDER``: ROUNDS times, acquire 1 or 2 GPUs (waiting until they are free), claim
 each index by creating FOLDER/gpu-INDEX exclusively — an index two processes hold at once makes

@@ -9,7 +9,7 @@ from typing import Any
 from millpond.runners.processes import ProcessIdentity
 from millpond.serving import endpoints
 from millpond.serving.endpoints import Endpoints, Revision
-from tests.test_model_server import Served, stop
+from tests.serving.test_model_server import Served, stop
 
 
 def train_digits(model_dir: Path) -> tuple[Path, Any, Any]:

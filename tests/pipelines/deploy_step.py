@@ -1,5 +1,5 @@
 """A pipeline that trains the digits classifier and serves it with ``millpond.serving.components.deploy_model``
-(tests/test_serving_cli.py)."""
+(tests/serving/test_serving_cli.py)."""
 
 from kfp import dsl
 from kfp.dsl import Model, Output

@@ -1,4 +1,4 @@
-"""Pipelines that train through ``millpond.training.components.train_job`` (tests/test_training_step.py)."""
+"""Pipelines that train through ``millpond.training.components.train_job`` (tests/training/test_training_step.py)."""
 
 from kfp import dsl
 

@@ -156,11 +156,24 @@ def experiments_list(output: str) -> None:
     "--twice", is_flag=True,
     help="Run each case a second time on the same home: it must end the same way, with cache hits where caching is on.",
 )
-def conformance_command(folder: Path, timeout: float, seed: int | None, twice: bool) -> int:
-    """Run every pipeline of FOLDER under the KFP conformance protocol; exit 1 when any fails."""
-    from millpond.cli.conformance import conformance
+@click.option("--manifests", is_flag=True,
+              help="FOLDER is a manifest corpus (each file through `millpond apply -f`); any other folder is an error.")
+@click.option("--allowlist", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="Manifest rows known to fail until a later issue (corpus/file, issue, why); they must fail cleanly.")
+@click.option("--expected", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="The EXPECTED.tsv of a manifest corpus that ships none.")
+@click.option("--before", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="A manifest applied in each row's fresh home first (the Secrets the corpus' files name).")
+@click.option("--jobs", type=click.IntRange(1, 32), default=2, show_default=True,
+              help="Manifest rows applied at once, each in its own home.")
+def conformance_command(folder: Path, timeout: float, seed: int | None, twice: bool, manifests: bool,
+                        allowlist: Path | None, expected: Path | None, before: Path | None, jobs: int) -> int:
+    """Run every pipeline of FOLDER under the KFP conformance protocol, or every row of a manifest corpus
+    under its README's (`millpond apply -f FILE`); exit 1 when any fails."""
+    from millpond.cli.conformance import ManifestOptions, conformance
 
-    return conformance(folder, timeout, seed, twice)
+    options = ManifestOptions(manifests, allowlist, expected, before, jobs)
+    return conformance(folder, timeout, seed, twice, options)
 
 
 for _command in RUN_ACTIONS:
