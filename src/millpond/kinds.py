@@ -139,15 +139,26 @@ class KindTable:
         """Every document of an apply checked by its family's handler (family by family, in ``apply_order``),
         nothing stored; the first problem raises its one-line UserError. A document no handler claims goes
         to the fallback handler's checks, which say why it is refused."""
-        handlers = self.handlers()
+        self._check_complete()
         claimed: dict[str, list[Document]] = defaultdict(list)
         for document in documents:
-            owner = next((h.owner for h in handlers if h.claims(document[2])), self._fallback)
+            owner = self._claimant(document[2])
             if owner is None:
                 raise UserError(f"{document[0]}: document {document[1]}: kind: not one of "
                                 f"{', '.join(self.kinds())}")
             claimed[owner].append(document)
-        return [handler.check(claimed[handler.owner], batch) for handler in handlers if claimed[handler.owner]]
+        handlers = sorted((self._load_handler(owner) for owner in claimed),
+                          key=lambda handler: (handler.apply_order, handler.owner))
+        return [handler.check(claimed[handler.owner], batch) for handler in handlers]
+
+    def _claimant(self, doc: object) -> str | None:
+        """The family that checks ``doc``: the one its kind is registered to, when that family claims it
+        (only its handler is loaded: applying one Kueue object does not import the serving stack); else
+        the first family, in apply order, that claims it; else the fallback."""
+        entry = self.named(doc.get("kind")) if isinstance(doc, dict) else None
+        if entry is not None and self._load_handler(entry.owner).claims(doc):
+            return entry.owner
+        return next((handler.owner for handler in self.handlers() if handler.claims(doc)), self._fallback)
 
     def find(self, text: str) -> KindName | None:
         """The kind spelt ``text`` as kubectl spells it, or None."""
