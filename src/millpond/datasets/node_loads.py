@@ -38,7 +38,7 @@ class ClusterMember:
 
 
 def _members() -> list[ClusterMember]:
-    import ray
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
 
     found = []
     for node in ray.nodes():
@@ -96,7 +96,7 @@ def _release_lost_claims(name: str, namespace: str, live: set[str]) -> None:
 
 def load_here(name: str, namespace: str, targets: list[str], load_metadata: bool) -> dict[str, Any]:
     """On a node (a Ray task): fill this node's cache of the dataset; what it did, or that it was skipped."""
-    import ray
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
 
     os.environ[NODE_ID_VAR] = str(ray.get_runtime_context().get_node_id())
     cache = open_cache(name, namespace)
@@ -117,8 +117,8 @@ def load_on_nodes(
     progress: Callable[..., None],
 ) -> dict[str, Any]:
     """Run the load on each selected node at once; the first node that fails fails the DataLoad."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - Ray only in cluster mode
 
     connect(address)
     members = _members()
@@ -171,8 +171,8 @@ def clean_here(name: str, namespace: str) -> None:
 
 def clean_on_nodes(address: str, nodes: list[str], name: str, namespace: str) -> list[str]:
     """Remove the deleted dataset's caches on each of ``nodes`` that is alive; what could not be cleaned."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - Ray only in cluster mode
 
     connect(address)
     live = {member.node_id for member in _members()}

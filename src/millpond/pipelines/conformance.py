@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from millpond.errors import UserError
+from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE
 from millpond.pipelines.engine import Engine, RunResult
 from millpond.pipelines.loader import LoadedPipeline, load_pipeline
-from millpond.pipelines.platform import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE
 from millpond.pipelines.submit import RunRequest, prepare_run
 from millpond.pipelines.views import PipelineSpec, TaskSpec
 from millpond.settings import load_settings

@@ -47,7 +47,7 @@ from millpond.pipelines.argo.step_config import (
     sidecar_script,
 )
 from millpond.pipelines.argo.templating import tags
-from millpond.pipelines.platform import CREATE_PVC_IMAGE, SNAPSHOT_IMAGE
+from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, SNAPSHOT_IMAGE
 from millpond.pipelines.workflow_limits import PLATFORM as LIMITS_PLATFORM
 from millpond.pipelines.workflow_limits import WorkflowLimits
 
