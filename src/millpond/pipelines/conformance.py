@@ -238,8 +238,8 @@ class ConformanceRunner:
             if "nvidia.com/gpu" not in error and "gpu" not in error.lower():
                 return f"the error does not name the accelerator: {error}"
         if group == "integration":
-            failed = [t for t in tasks if t.state == "FAILED" and t.log_path]
-            if not failed or not Path(failed[0].log_path).is_file() or not Path(failed[0].log_path).read_text().strip():
+            logs = [Path(t.log_path) for t in tasks if t.state == "FAILED" and t.log_path]
+            if not logs or not logs[0].is_file() or not logs[0].read_text().strip():
                 return "the failed task left no log"
         return ""
 

@@ -85,10 +85,13 @@ def _check_retry_durations(spec: dict[str, Any], source: str) -> None:
         tasks = dag.get("tasks") if isinstance(dag, dict) else None
         for task_name, task in tasks.items() if isinstance(tasks, dict) else ():
             policy = task.get("retryPolicy") if isinstance(task, dict) else None
-            for field in DURATION_FIELDS if isinstance(policy, dict) else ():
-                if isinstance(policy.get(field), str):
+            if not isinstance(policy, dict):
+                continue
+            for field in DURATION_FIELDS:
+                value = policy.get(field)
+                if isinstance(value, str):
                     try:
-                        parse_protobuf_duration(policy[field], f"{owner}.dag.tasks[{task_name}].retryPolicy.{field}")
+                        parse_protobuf_duration(value, f"{owner}.dag.tasks[{task_name}].retryPolicy.{field}")
                     except DurationError as exc:
                         raise UserError(f"{source}: {exc}") from None
 

@@ -228,7 +228,7 @@ def _shaped_platform(platform: dict[str, Any], source: str) -> dict[str, Any]:
     if isinstance(kubernetes, dict):
         deployment = kubernetes.get("deploymentSpec")
         executors = deployment.get("executors") if isinstance(deployment, dict) else None
-        if isinstance(executors, dict):
+        if isinstance(deployment, dict) and isinstance(executors, dict):
             config = kubernetes_executor_config_pb2().KubernetesExecutorConfig.DESCRIPTOR
             deployment["executors"] = {
                 label: _message(value, config, source, f"platform spec executors[{label}]")
