@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from millpond.datasets.cache.engine import open_cache
+from millpond.datasets.cache.engine import LoadResult, open_cache
 from millpond.datasets.cache_removal import remove_caches
 from millpond.datasets.config import NODE_ID_VAR
 from millpond.errors import UserError
@@ -38,7 +38,7 @@ class ClusterMember:
 
 
 def _members() -> list[ClusterMember]:
-    import ray
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
 
     found = []
     for node in ray.nodes():
@@ -94,20 +94,18 @@ def _release_lost_claims(name: str, namespace: str, live: set[str]) -> None:
         NodeCacheStore().release_lost(found.uid, live)
 
 
-def load_here(name: str, namespace: str, targets: list[str], load_metadata: bool) -> dict[str, Any]:
-    """On a node (a Ray task): fill this node's cache of the dataset; what it did, or that it was skipped."""
-    import ray
+def load_here(name: str, namespace: str, targets: list[str], load_metadata: bool) -> LoadResult | None:
+    """On a node (a Ray task): fill this node's cache of the dataset; what it did, or None when it was skipped."""
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
 
     os.environ[NODE_ID_VAR] = str(ray.get_runtime_context().get_node_id())
     cache = open_cache(name, namespace)
     try:
         if not cache.holds_cache:
-            return {"skipped": True}
+            return None
         if load_metadata:
             cache.sync()
-        result = cache.load(targets)
-        return {"skipped": False, "files": result.files, "bytes": result.bytes,
-                "fetched_files": result.fetched_files, "fetched_bytes": result.fetched_bytes}
+        return cache.load(targets)
     finally:
         cache.close()
 
@@ -115,10 +113,10 @@ def load_here(name: str, namespace: str, targets: list[str], load_metadata: bool
 def load_on_nodes(
     address: str, spec: dict[str, Any], name: str, namespace: str, targets: list[str],
     progress: Callable[..., None],
-) -> dict[str, Any]:
+) -> dict[str, str]:
     """Run the load on each selected node at once; the first node that fails fails the DataLoad."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - Ray only in cluster mode
 
     connect(address)
     members = _members()
@@ -135,7 +133,7 @@ def load_on_nodes(
         ).remote(name, namespace, targets, bool(spec.get("loadMetadata"))): node
         for node in nodes
     }
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[str, LoadResult | None] = {}  # by node id; None: the node's cache slot was refused
     try:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
@@ -145,20 +143,24 @@ def load_on_nodes(
             except ray.exceptions.RayError as exc:
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:300]
                 raise UserError(f"the load on Ray node {node.node_id[:12]} failed: {first}") from None
-            loaded = [r for r in done.values() if not r["skipped"]]
-            progress(sum(r["bytes"] for r in loaded), sum(r["files"] for r in loaded),
-                     sum(r["bytes"] for r in loaded) or 1)
+            loaded = [r for r in done.values() if r is not None]
+            progress(sum(r.bytes for r in loaded), sum(r.files for r in loaded), sum(r.bytes for r in loaded) or 1)
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)
-    loaded = {node: r for node, r in done.items() if not r["skipped"]}
+    return _load_infos(done)
+
+
+def _load_infos(done: dict[str, LoadResult | None]) -> dict[str, str]:
+    """The DataLoad's infos: the nodes that loaded, their totals, and the nodes skipped (beyond ``replicas``)."""
+    loaded = {node: r for node, r in done.items() if r is not None}
     infos = {
-        "nodes": ",".join(sorted(loaded)), "files": str(sum(r["files"] for r in loaded.values())),
-        "bytes": str(sum(r["bytes"] for r in loaded.values())),
-        "fetchedFiles": str(sum(r["fetched_files"] for r in loaded.values())),
-        "fetchedBytes": str(sum(r["fetched_bytes"] for r in loaded.values())),
+        "nodes": ",".join(sorted(loaded)), "files": str(sum(r.files for r in loaded.values())),
+        "bytes": str(sum(r.bytes for r in loaded.values())),
+        "fetchedFiles": str(sum(r.fetched_files for r in loaded.values())),
+        "fetchedBytes": str(sum(r.fetched_bytes for r in loaded.values())),
     }
-    skipped = sorted(node for node, r in done.items() if r["skipped"])
+    skipped = sorted(node for node, r in done.items() if r is None)
     if skipped:
         infos["skippedNodes"] = ",".join(skipped)  # beyond the runtime's replicas
     return infos
@@ -171,8 +173,8 @@ def clean_here(name: str, namespace: str) -> None:
 
 def clean_on_nodes(address: str, nodes: list[str], name: str, namespace: str) -> list[str]:
     """Remove the deleted dataset's caches on each of ``nodes`` that is alive; what could not be cleaned."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    import ray  # noqa: PLC0415 - Ray (~0.5 s) only in cluster mode
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - Ray only in cluster mode
 
     connect(address)
     live = {member.node_id for member in _members()}

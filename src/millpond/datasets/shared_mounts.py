@@ -225,7 +225,7 @@ def _forget_self(target: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m millpond.datasets.shared_mounts NAME DIR [NAMESPACE]``: a FUSE mount that ends itself when unused."""
-    from millpond.datasets import fuse_mount  # the cache engine and libfuse: only the daemon needs them
+    from millpond.datasets import fuse_mount  # noqa: PLC0415 - the cache engine and libfuse: only the daemon needs them
 
     args = argv if argv is not None else sys.argv[1:]
     stop = threading.Event()

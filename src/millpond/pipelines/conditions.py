@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from millpond.errors import TaskFailure, UserError
+from millpond.pipelines.argo import templating, when
 
 
 class ConditionError(TaskFailure):
@@ -23,20 +24,20 @@ class ConditionError(TaskFailure):
 
 @functools.cache
 def _environment() -> Any:
-    import celpy
+    import celpy  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     return celpy.Environment()
 
 
 def _parse_json(value: Any) -> Any:
-    import celpy
+    import celpy  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     return celpy.json_to_cel(json.loads(str(value)))
 
 
 @functools.lru_cache(maxsize=512)
 def _program(expression: str) -> Any:
-    import celpy
+    import celpy  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     environment = _environment()
     try:
@@ -55,9 +56,7 @@ def _program(expression: str) -> Any:
 # own rules for a ``when``, an output parameter's text and a loop item's text, which CEL lacks.
 def _argo_when(expression: Any, values: Any) -> Any:
     """A translated ``when``: Argo's govaluate over the task's ``argo-when-N`` inputs (as text)."""
-    import celpy
-
-    from millpond.pipelines.argo import templating, when
+    import celpy  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     texts = {f"inputs.parameters.{k}": templating.value_text(_to_json(v)) for k, v in dict(values).items()}
     return celpy.celtypes.BoolType(when.holds(str(expression), texts))
@@ -65,7 +64,7 @@ def _argo_when(expression: Any, values: Any) -> Any:
 
 def _argo_trim(value: Any) -> Any:
     """An output parameter as Argo's executor saves it: the file's text less one trailing newline."""
-    import celpy
+    import celpy  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     text = str(value)
     return celpy.celtypes.StringType(text[:-1] if text.endswith("\n") else text)
@@ -73,9 +72,7 @@ def _argo_trim(value: Any) -> Any:
 
 def _argo_item(value: Any, key: Any) -> Any:
     """The text Argo substitutes for ``{{item}}`` (key "") or ``{{item.KEY}}`` of one loop item."""
-    import celpy
-
-    from millpond.pipelines.argo import templating
+    import celpy  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     text = str(value)
     try:
@@ -98,7 +95,7 @@ def check_expression(expression: str, where: str) -> None:
 
 
 def _evaluate(expression: str, variables: dict[str, Any]) -> Any:
-    import celpy
+    import celpy  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     activation = {name: celpy.json_to_cel(value) for name, value in variables.items()}
     try:
@@ -132,14 +129,15 @@ def _argo_call(expression: str, value: Any) -> tuple[bool, Any]:
 
 
 def _argo_direct(expression: str, value: Any) -> tuple[bool, Any]:
-    when = _ARGO_WHEN.fullmatch(expression)
-    if when and isinstance(value, dict):
-        return True, bool(_argo_when(json.loads(when.group(1)), value))
-    if expression == _ARGO_TRIM or _ARGO_ITEM.fullmatch(expression):
+    when_call = _ARGO_WHEN.fullmatch(expression)
+    if when_call and isinstance(value, dict):
+        return True, bool(_argo_when(json.loads(when_call.group(1)), value))
+    item_call = _ARGO_ITEM.fullmatch(expression)
+    if expression == _ARGO_TRIM or item_call:
         text = value if isinstance(value, str) else json.dumps(value)
-        if expression == _ARGO_TRIM:
+        if item_call is None:
             return True, str(_argo_trim(text))
-        return True, str(_argo_item(text, json.loads(_ARGO_ITEM.fullmatch(expression).group(1))))  # type: ignore[union-attr]
+        return True, str(_argo_item(text, json.loads(item_call.group(1))))
     return False, None
 
 
@@ -174,7 +172,7 @@ def select(expression: str, value: Any) -> Any:
 
 def _to_json(value: Any) -> Any:
     """celpy's result types back to plain Python JSON values."""
-    from celpy import celtypes
+    from celpy import celtypes  # noqa: PLC0415 - celpy and lark (~140 ms) only once a pipeline has CEL
 
     if isinstance(value, (bool, celtypes.BoolType)):
         return bool(value)

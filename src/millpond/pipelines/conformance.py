@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from millpond.errors import UserError
+from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE
 from millpond.pipelines.engine import Engine, RunResult
 from millpond.pipelines.loader import LoadedPipeline, load_pipeline
-from millpond.pipelines.platform import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE
 from millpond.pipelines.submit import RunRequest, prepare_run
 from millpond.pipelines.views import PipelineSpec, TaskSpec
 from millpond.settings import load_settings
@@ -238,8 +238,8 @@ class ConformanceRunner:
             if "nvidia.com/gpu" not in error and "gpu" not in error.lower():
                 return f"the error does not name the accelerator: {error}"
         if group == "integration":
-            failed = [t for t in tasks if t.state == "FAILED" and t.log_path]
-            if not failed or not Path(failed[0].log_path).is_file() or not Path(failed[0].log_path).read_text().strip():
+            logs = [Path(t.log_path) for t in tasks if t.state == "FAILED" and t.log_path]
+            if not logs or not logs[0].is_file() or not logs[0].read_text().strip():
                 return "the failed task left no log"
         return ""
 

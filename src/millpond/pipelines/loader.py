@@ -228,7 +228,7 @@ def _shaped_platform(platform: dict[str, Any], source: str) -> dict[str, Any]:
     if isinstance(kubernetes, dict):
         deployment = kubernetes.get("deploymentSpec")
         executors = deployment.get("executors") if isinstance(deployment, dict) else None
-        if isinstance(executors, dict):
+        if isinstance(deployment, dict) and isinstance(executors, dict):
             config = kubernetes_executor_config_pb2().KubernetesExecutorConfig.DESCRIPTOR
             deployment["executors"] = {
                 label: _message(value, config, source, f"platform spec executors[{label}]")
@@ -309,7 +309,7 @@ def _user_line(exc: BaseException, file: Path) -> str:
 
 def _outermost(pipelines: dict[str, Any]) -> dict[str, Any]:
     """The pipelines that no other pipeline of the file uses as a component."""
-    from kfp.dsl.utils import sanitize_component_name
+    from kfp.dsl.utils import sanitize_component_name  # noqa: PLC0415 - the kfp SDK (~0.8 s) for .py files only
 
     def used_by(inner: Any, outer: Any) -> bool:
         return outer is not inner and sanitize_component_name(inner.name) in outer.pipeline_spec.components
@@ -331,8 +331,8 @@ def _load_source(file: Path, pipeline_name: str | None, progress: Progress) -> L
 
 
 def _load_python(file: Path, pipeline_name: str | None) -> LoadedPipeline:
-    from kfp import compiler
-    from kfp.dsl.graph_component import GraphComponent
+    from kfp import compiler  # noqa: PLC0415 - the kfp SDK (~0.8 s) for .py files only
+    from kfp.dsl.graph_component import GraphComponent  # noqa: PLC0415 - the kfp SDK (~0.8 s) for .py files only
 
     module = _import_module(file)
     pipelines = {name: obj for name, obj in vars(module).items() if isinstance(obj, GraphComponent)}

@@ -26,16 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+from millpond.datasets.config import load_config
+from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError, UserError
 from millpond.manifest_envelope import check_name
+from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE, SNAPSHOT_IMAGE
 from millpond.runners.base import Bind, DatasetBind
+from millpond.settings import load_settings
 from millpond.store.paths import UnsafePath, contained_path
+from millpond.store.resources import read_manifest
 from millpond.store.secrets import ConfigStore, MissingConfig
 
-CREATE_PVC_IMAGE = "argostub/createpvc"
-DELETE_PVC_IMAGE = "argostub/deletepvc"
-# A kfp 1.x VolumeSnapshotOp (pipelines.argo.to_ir): locally, a snapshot is a copy of the volume.
-SNAPSHOT_IMAGE = "millpond/argo-volume-snapshot"
 LOCAL_IP = "127.0.0.1"
 
 _FIELD = {"secret": "secret", "configmap": "configMap"}  # as the spec's field names spell them
@@ -521,14 +522,8 @@ def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) 
 
 def _dataset_read_only(name: str) -> bool | None:
     """Whether the dataset ``name`` is read-only (its access modes); None if there is no such dataset."""
-    from millpond.settings import load_settings
-    from millpond.store.resources import read_manifest
-
     if read_manifest(load_settings(), "Dataset", name) is None:
         return None
-    from millpond.datasets.config import load_config
-    from millpond.errors import UserError
-
     try:
         return load_config(name).read_only
     except UserError as exc:
@@ -554,9 +549,6 @@ def _dataset_mount(name: str, user: str) -> tuple[Path, bool, Callable[[], objec
     read_only = _dataset_read_only(name)
     if read_only is None:
         return None
-    from millpond.datasets.shared_mounts import release, use
-    from millpond.errors import UserError
-
     try:
         shared = use(name, "default", user)
     except UserError as exc:

@@ -9,7 +9,7 @@ from millpond.deferred_import import defer_package_init
 
 def pipeline_spec_pb2() -> ModuleType:
     defer_package_init("kfp")
-    from kfp.pipeline_spec import pipeline_spec_pb2 as module
+    from kfp.pipeline_spec import pipeline_spec_pb2 as module  # noqa: PLC0415 - after kfp's __init__ is deferred
 
     return module
 
@@ -17,6 +17,6 @@ def pipeline_spec_pb2() -> ModuleType:
 def kubernetes_executor_config_pb2() -> ModuleType:
     defer_package_init("kfp")
     defer_package_init("kfp.kubernetes")
-    from kfp.kubernetes import kubernetes_executor_config_pb2 as module
+    from kfp.kubernetes import kubernetes_executor_config_pb2 as module  # noqa: PLC0415 - after the deferrals above
 
     return module

@@ -64,7 +64,8 @@ class DatasetSide:
         if meta is not None:
             return [("", meta.size)]
         prefix = self.path + "/" if self.path else ""
-        return [(p[len(prefix):], self.cache.stat(p).size) for p in self.cache.namespace().under(self.path)]  # type: ignore[union-attr]
+        tree = self.cache.namespace()  # one listing: each path ``under`` names is a key of its files
+        return [(p[len(prefix):], tree.files[p].size) for p in tree.under(self.path)]
 
     def basename(self) -> str:
         return posixpath.basename(self.path)

@@ -52,8 +52,8 @@ class _Checker:
         for artifact in entry.inputs.artifacts:
             if artifact.raw is None and not artifact.optional and artifact.name not in given:
                 self.fail("spec.arguments.artifacts", f"the entrypoint's artifact {artifact.name!r} gets no argument")
-        for index, artifact in enumerate(workflow.artifacts):
-            for tag in templating.tags(artifact.raw or artifact.from_ or ""):
+        for index, argument in enumerate(workflow.artifacts):
+            for tag in templating.tags(argument.raw or argument.from_ or ""):
                 where = f"spec.arguments.artifacts[{index}]"
                 templating.check_tag(tag, f"{self.reader.source}: {where}")
                 if not tag.startswith("workflow.parameters.") or tag.split(".", 2)[2] not in declared:

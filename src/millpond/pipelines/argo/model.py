@@ -186,6 +186,8 @@ class Sidecar:
 
 
 VolumeKind = Literal["secret", "configMap", "persistentVolumeClaim", "emptyDir"]
+TemplateKind = Literal["container", "script", "resource", "dag", "steps"]
+TEMPLATE_KINDS: tuple[TemplateKind, ...] = ("container", "script", "resource", "dag", "steps")
 
 
 @dataclass(frozen=True)
@@ -303,7 +305,7 @@ class Template:
     """
 
     name: str
-    kind: Literal["container", "script", "resource", "dag", "steps"]
+    kind: TemplateKind
     inputs: Inputs = field(default_factory=Inputs)
     outputs: Outputs = field(default_factory=Outputs)
     container: Container | None = None

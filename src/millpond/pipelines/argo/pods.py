@@ -12,7 +12,17 @@ from typing import Any
 
 from millpond.documents import load_yaml_documents
 from millpond.pipelines.argo.fields import Fields
-from millpond.pipelines.argo.model import Container, EnvFrom, EnvVar, Resources, Script, Sidecar, Volume, VolumeMount
+from millpond.pipelines.argo.model import (
+    Container,
+    EnvFrom,
+    EnvSourceKind,
+    EnvVar,
+    Resources,
+    Script,
+    Sidecar,
+    Volume,
+    VolumeMount,
+)
 
 _CONTAINER_IGNORED = frozenset({
     "imagePullPolicy", "name", "ports", "securityContext", "livenessProbe", "readinessProbe", "startupProbe",
@@ -75,8 +85,9 @@ class PodFields(Fields):
             return EnvVar(name, source="fieldRef", key=path)
         if kind in ("secretKeyRef", "configMapKeyRef"):
             self.fields(spec, at, ("name", "key", "optional"))
+            key_ref: EnvSourceKind = "secretKeyRef" if kind == "secretKeyRef" else "configMapKeyRef"
             return EnvVar(
-                name, source=kind, source_name=self.text(spec.get("name"), f"{at}.name", required=True),  # type: ignore[arg-type]
+                name, source=key_ref, source_name=self.text(spec.get("name"), f"{at}.name", required=True),
                 key=self.text(spec.get("key"), f"{at}.key", required=True),
                 optional=self.flag(spec.get("optional"), at),
             )

@@ -32,6 +32,7 @@ from millpond.pipelines.argo.model import (
     MAX_CACHE_STALENESS,
     PIPELINE_SPEC,
     SDK_VERSION,
+    TEMPLATE_KINDS,
     Arguments,
     ArtifactArgument,
     Caching,
@@ -45,6 +46,7 @@ from millpond.pipelines.argo.model import (
     RetryStrategy,
     Task,
     Template,
+    TemplateKind,
     Workflow,
     WorkflowParameter,
 )
@@ -223,7 +225,7 @@ class _Reader(PodFields, ResourceFields):
         outputs = self.outputs(raw.get("outputs"), f"{where}.outputs", kind)
         template = Template(
             name=name,
-            kind=kind,  # type: ignore[arg-type]
+            kind=kind,
             inputs=self.inputs(raw.get("inputs"), f"{where}.inputs"),
             outputs=outputs,
             container=container,
@@ -248,7 +250,7 @@ class _Reader(PodFields, ResourceFields):
         self.check_template(template, where)
         return template
 
-    def template_kind(self, raw: Mapping[str, object], where: str) -> str:
+    def template_kind(self, raw: Mapping[str, object], where: str) -> TemplateKind:
         """The one kind of a template (container, script, resource, dag, steps); what is not run is refused."""
         for refused, why in _REFUSED_TEMPLATE_FIELDS:
             if refused in raw:
@@ -257,7 +259,7 @@ class _Reader(PodFields, ResourceFields):
             "name", "container", "script", "resource", "dag", "steps", "inputs", "outputs", "metadata", "volumes",
             "sidecars", "retryStrategy", "activeDeadlineSeconds", "parallelism", "podSpecPatch",
         ), _CLUSTER_ONLY)
-        kinds = [kind for kind in ("container", "script", "resource", "dag", "steps") if kind in raw]
+        kinds = [kind for kind in TEMPLATE_KINDS if kind in raw]
         if len(kinds) != 1:
             found = ", ".join(kinds) or "none"
             self.fail(where, f"a template needs exactly one of container, script, resource, dag, steps (found {found})")

@@ -33,7 +33,7 @@ from typing import Any
 
 from millpond.durations import parse_iso8601_duration
 from millpond.errors import UserError
-from millpond.pipelines.argo.model import Task, Template, Workflow
+from millpond.pipelines.argo.model import Resource, Task, Template, Workflow
 from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
 from millpond.pipelines.argo.paths import UI_OUTPUTS, ArgoPaths, InputPath, OutputPath, check_path
 from millpond.pipelines.argo.step_config import (
@@ -47,7 +47,7 @@ from millpond.pipelines.argo.step_config import (
     sidecar_script,
 )
 from millpond.pipelines.argo.templating import tags
-from millpond.pipelines.platform import CREATE_PVC_IMAGE, SNAPSHOT_IMAGE
+from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, SNAPSHOT_IMAGE
 from millpond.pipelines.workflow_limits import PLATFORM as LIMITS_PLATFORM
 from millpond.pipelines.workflow_limits import WorkflowLimits
 
@@ -70,7 +70,7 @@ def render(v):
 open(sys.argv[2], "w").write(json.dumps(render(json.loads(sys.argv[1])), separators=(",", ":")))
 """
 # A resource template's jsonPath outputs the builtins produce: the object's name; a snapshot's restoreSize.
-_RESOURCE_OUTPUTS = {("metadata", "name"): "name", ("status", "restoreSize"): "size"}
+_RESOURCE_OUTPUTS: dict[tuple[str, ...], str] = {("metadata", "name"): "name", ("status", "restoreSize"): "size"}
 LOOP_ITEM = "argo-loop-item"
 LOOP_ITEMS = "argo-loop-items"
 
@@ -255,7 +255,11 @@ class _Translator:
 
     def _container_component(self, t: Template) -> dict[str, Any]:
         where = self._where(t)
-        container = t.container if t.container is not None else t.script.container  # type: ignore[union-attr]
+        if t.container is not None:
+            container = t.container
+        else:
+            assert t.script is not None  # a container or script template: the reader gives it its part
+            container = t.script.container
         if container.env_from or container.working_dir:
             raise UserError(f"{where}: envFrom and workingDir are not supported yet")
         platform = platform_config(t, container, where, self.workflow.volumes, self.pvc_inputs)
@@ -306,13 +310,13 @@ class _Translator:
         words stay as written: a path it builds at run time works as one it names.
         """
         placed: list[InputPath] = []
-        for artifact in t.inputs.artifacts:
-            path = check_path(artifact.path, f"{where}: input artifact {artifact.name!r}")
-            if artifact.raw is not None:
-                placed.append(InputPath(path=path, raw=executor_text(artifact.raw, where)))
+        for given in t.inputs.artifacts:
+            path = check_path(given.path, f"{where}: input artifact {given.name!r}")
+            if given.raw is not None:
+                placed.append(InputPath(path=path, raw=executor_text(given.raw, where)))
                 continue
-            inputs[artifact.name] = {"artifactType": dict(_ARTIFACT)}
-            placed.append(InputPath(path=path, name=artifact.name))
+            inputs[given.name] = {"artifactType": dict(_ARTIFACT)}
+            placed.append(InputPath(path=path, name=given.name))
         saved: list[OutputPath] = []
         for artifact in t.outputs.artifacts:
             path = check_path(artifact.path, f"{where}: output artifact {artifact.name!r}")
@@ -392,8 +396,9 @@ class _Translator:
     def _volume_op_name(self, t: Template, where: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The claim's (or snapshot's) name as a constant the engine renders: ``{{workflow.name}}`` the run's,
         ``{{inputs.parameters.X}}`` (``VolumeOp(resource_name=f"{param}-pvc")``) the task's argument X."""
-        claim = t.resource.claim or t.resource.snapshot  # type: ignore[union-attr]
-        name = claim.name + ("{{pod.name}}" if claim.generate_name else "")  # type: ignore[union-attr]
+        made = (t.resource.claim or t.resource.snapshot) if t.resource is not None else None
+        assert made is not None  # a VolumeOp's or VolumeSnapshotOp's template: the reader checks it is one
+        name = made.name + ("{{pod.name}}" if made.generate_name else "")
 
         def argument(tag: str) -> dict[str, Any]:
             match = INPUT.fullmatch(tag)
@@ -475,7 +480,7 @@ class _Translator:
         if task.with_items is not None:
             if any(list(tags(text)) for text in _strings(task.with_items)):
                 # Argo renders each item's tags first: a task before the loop renders them.
-                render = self._render_items(task, where, dependencies)
+                render = self._render_items(task, task.with_items, where, dependencies)
                 parameters[LOOP_ITEMS] = {"taskOutputParameter": {"producerTask": render,
                                                                   "outputParameterKey": "items"}}
                 dependencies.add(render)
@@ -499,11 +504,10 @@ class _Translator:
                     argument.value, parameters, lambda tag: self._binding("{{" + tag + "}}", where, dependencies))
             else:
                 parameters[argument.name] = self._binding(argument.value, where, dependencies)
-        resource = template.resource
-        if resource is not None and (resource.snapshot is not None or resource.claim.snapshot):  # type: ignore
+        source = _copied_volume(template.resource)
+        if source is not None:
             parameters["snapshot_name"] = self._volume_op_name(template, where, parameters)
-            source = resource.snapshot.source if resource.snapshot is not None else resource.claim.snapshot
-            parameters["source_volume"] = self._snapshot_source(source, parameters, where)  # type: ignore
+            parameters["source_volume"] = self._snapshot_source(source, parameters, where)
         elif template.kind == "resource":
             parameters["pvc_name"] = self._volume_op_name(template, where, parameters)
         self._bind_claims(template, parameters, where)
@@ -528,12 +532,13 @@ class _Translator:
             raise UserError(f"{self._where(template)}: activeDeadlineSeconds of a {template.kind} template "
                             "is not supported (a step's is)")
 
-    def _render_items(self, task: Task, where: str, dependencies: set[str]) -> str:
-        """A task rendering a withItems list's tags (as Argo does before fanning out); its output: the JSON list."""
+    def _render_items(self, task: Task, items: tuple[Any, ...], where: str, dependencies: set[str]) -> str:
+        """A task rendering the tags of ``task``'s withItems ``items`` (as Argo does before fanning out); its
+        output: the JSON list."""
         name = f"argo-items-{task.name}"
         inputs: dict[str, Any] = {}
         words: list[str] = []
-        for text in _strings(task.with_items):
+        for text in _strings(items):
             for tag in tags(text):
                 if tag not in words[::2]:
                     key = f"tag-{len(inputs)}"
@@ -542,7 +547,7 @@ class _Translator:
         label = f"exec-{name}"
         self.executors[label] = {"container": {
             "image": "argo-render-items", "command": ["python3", "-c", _RENDER_ITEMS],
-            "args": [json.dumps(list(task.with_items)), "{{$.outputs.parameters['items'].output_file}}", *words]}}
+            "args": [json.dumps(list(items)), "{{$.outputs.parameters['items'].output_file}}", *words]}}
         self.components[f"comp-{name}"] = {
             "executorLabel": label,
             "inputDefinitions": {"parameters": {key: {"parameterType": "STRING"} for key in inputs}},
@@ -623,8 +628,8 @@ class _Translator:
             made = self.workflow.templates.get(producer.template) if producer is not None else None
             if made is not None and made.kind == "resource":
                 declared = next((p for p in made.outputs.parameters if p.name == match.group("name")), None)
-                field = _RESOURCE_OUTPUTS.get(declared.json_path) if declared is not None else None
-                if field is None or (field == "size" and made.resource.snapshot is None):  # type: ignore[union-attr]
+                field = _RESOURCE_OUTPUTS.get(declared.json_path or ()) if declared is not None else None
+                if field is None or (field == "size" and (made.resource is None or made.resource.snapshot is None)):
                     raise UserError(f"{where}: {{{{{tag[:60]}}}}}: only a VolumeOp's name and a VolumeSnapshotOp's "
                                     "name and size are supported yet")
                 output["outputParameterKey"] = field
@@ -662,6 +667,15 @@ class _Translator:
 
         rewritten = TAG_TEXT.sub(rename, expression)
         return f"argoWhen({json.dumps(rewritten)}, inputs.parameter_values)"
+
+
+def _copied_volume(resource: Resource | None) -> str | None:
+    """The volume a VolumeSnapshotOp copies, or that a VolumeOp's claim starts from (``data_source``); else None."""
+    if resource is None:
+        return None
+    if resource.snapshot is not None:
+        return resource.snapshot.source
+    return resource.claim.snapshot if resource.claim is not None and resource.claim.snapshot else None
 
 
 def _strings(value: Any) -> list[str]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Union
+from typing import TypeVar, Union
 
 from millpond.errors import TaskFailure, UserError
 from millpond.pipelines.argo import templating
@@ -45,6 +45,7 @@ _TAGS = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 
 Value = Union[bool, float, str]
+_Ordered = TypeVar("_Ordered", float, bytes)  # what ``<`` and friends compare: two numbers, or two strings' bytes
 
 
 class WhenError(TaskFailure):
@@ -192,21 +193,24 @@ def _compare(left: Value, right: Value, operator: _Token) -> bool:
     if operator.text in ("==", "!="):
         same = type(left) is type(right) and left == right
         return same if operator.text == "==" else not same
-    numbers = isinstance(left, float) and isinstance(right, float)
-    strings = isinstance(left, str) and isinstance(right, str)
-    if not (numbers or strings):
-        raise WhenError(
-            f"{operator.text!r} at column {operator.at + 1} compares two numbers or two strings, "
-            f"got {_show(left)} and {_show(right)}"
-        )
-    a, b = (left, right) if numbers else (left.encode(), right.encode())  # type: ignore[union-attr]
-    if operator.text == "<":
-        return a < b  # type: ignore[operator]
-    if operator.text == "<=":
-        return a <= b  # type: ignore[operator]
-    if operator.text == ">":
-        return a > b  # type: ignore[operator]
-    return a >= b  # type: ignore[operator]
+    if isinstance(left, float) and isinstance(right, float):
+        return _ordered(left, right, operator.text)
+    if isinstance(left, str) and isinstance(right, str):
+        return _ordered(left.encode(), right.encode(), operator.text)
+    raise WhenError(
+        f"{operator.text!r} at column {operator.at + 1} compares two numbers or two strings, "
+        f"got {_show(left)} and {_show(right)}"
+    )
+
+
+def _ordered(a: _Ordered, b: _Ordered, operator: str) -> bool:
+    if operator == "<":
+        return a < b
+    if operator == "<=":
+        return a <= b
+    if operator == ">":
+        return a > b
+    return a >= b
 
 
 def evaluate(expression: str) -> bool:

@@ -49,14 +49,14 @@ def _pick(pipelines: list[Any], wanted: str) -> Any:
 
 def compile_file(file: str, output: str, wanted: str) -> dict[str, Any]:
     try:
-        import kfp
+        import kfp  # noqa: PLC0415 - kfp 1.x may be missing: said as a result, not a traceback
     except Exception as exc:  # an interpreter without kfp (MILLPOND_KFP1_PYTHON pointing elsewhere)
         return {"error": f"kfp 1.x is not importable by {sys.executable}: {_one_line(exc)}", "kind": "environment"}
     version = getattr(kfp, "__version__", "?")
     if not version.startswith("1."):
         return {"error": f"{sys.executable} has kfp {version}, not kfp 1.x", "kind": "environment"}
-    from kfp import compiler
-    from kfp.dsl import _pipeline
+    from kfp import compiler  # noqa: PLC0415 - after the check above that kfp is 1.x
+    from kfp.dsl import _pipeline  # noqa: PLC0415 - after the check above that kfp is 1.x
     collected: list[Any] = []
     previous = _pipeline._pipeline_decorator_handler
     _pipeline._pipeline_decorator_handler = lambda func: collected.append(func)  # the decorator keeps func
