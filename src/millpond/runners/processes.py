@@ -59,7 +59,9 @@ def start_ticks(pid: int) -> str | None:
 def is_alive(pid: int | None, ticks: str | None) -> bool:
     if elsewhere(ticks):
         return bool(pid)  # another machine's: not this one's to call dead
-    return bool(pid) and ticks is not None and start_ticks(int(pid)) == _local_ticks(ticks)  # type: ignore[arg-type]
+    if not pid or ticks is None:
+        return False
+    return start_ticks(int(pid)) == _local_ticks(ticks)
 
 
 def is_running(pid: int | None, ticks: str | None) -> bool:
@@ -119,10 +121,10 @@ def signal_process(pid: int | None, ticks: str | None, signum: int = signal.SIGT
     server's worker): the pid and start time in the run's row name it, and a reused pid or a
     zombie is never signalled.
     """
-    if elsewhere(ticks) or not is_running(pid, ticks):
+    if pid is None or elsewhere(ticks) or not is_running(pid, ticks):
         return False
     try:
-        os.kill(int(pid), signum)  # type: ignore[arg-type]
+        os.kill(int(pid), signum)
     except (ProcessLookupError, PermissionError):
         return False
     return True
@@ -130,10 +132,10 @@ def signal_process(pid: int | None, ticks: str | None, signum: int = signal.SIGT
 
 def kill_group(pid: int | None, ticks: str | None) -> bool:
     """SIGKILL the process group led by ``pid`` if it is still the recorded process; True if it was."""
-    if elsewhere(ticks) or not is_alive(pid, ticks):
+    if pid is None or elsewhere(ticks) or not is_alive(pid, ticks):
         return False
     try:
-        os.killpg(int(pid), signal.SIGKILL)  # type: ignore[arg-type]
+        os.killpg(int(pid), signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         return False
     return True
