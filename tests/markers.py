@@ -31,6 +31,7 @@ FIXTURE_MARKERS = {
     "pg_url": "postgresql",
     "ray_cluster": "ray",
 }
+KFP1_FIXTURES = {"kfp1", "v1"}  # tests/kfp1_env.py's fixtures: kfp 1.8's side environment
 BROWSER_CALLS = ("chromium_page(", "_browser(")  # tests/ui/test_server_ui.py's ways into Chromium
 
 SLOW_BY_NATURE = {"ray", "ui", "kfp1"}  # a cluster's start, a browser per test, kfp 1.8's pip install
@@ -193,22 +194,24 @@ SLOW = [Slow(test, why) for test, why in (
 SLOW_TESTS = {entry.test: entry.why for entry in SLOW}
 
 
-def _is_browser_test(item: pytest.Item) -> bool:
+def _source(item: pytest.Item) -> str:
     function = getattr(item, "function", None)
     try:
-        source = inspect.getsource(function) if function is not None else ""
+        return inspect.getsource(function) if function is not None else ""
     except (OSError, TypeError):
-        return False
-    return any(call in source for call in BROWSER_CALLS)
+        return ""
 
 
 def markers_for(item: pytest.Item) -> list[str]:
-    """The markers ``item`` earns from its fixtures, its use of Chromium and the slow list."""
+    """The markers ``item`` earns from its fixtures (those it names and those it asks for with
+    ``request.getfixturevalue``), its use of Chromium and the slow list."""
     fixtures = set(getattr(item, "fixturenames", ()))
+    source = _source(item)
+    fixtures |= {name for name in (*FIXTURE_MARKERS, *KFP1_FIXTURES) if f'getfixturevalue("{name}")' in source}
     names = {marker for fixture, marker in FIXTURE_MARKERS.items() if fixture in fixtures}
-    if "kfp1" in fixtures:
+    if fixtures & KFP1_FIXTURES:  # a test that builds kfp 1.8's side environment elsewhere builds it twice
         names.add("kfp1")
-    if _is_browser_test(item):
+    if any(call in source for call in BROWSER_CALLS):
         names.add("ui")
     if item.nodeid.split("[")[0] in SLOW_TESTS or names & SLOW_BY_NATURE:
         names.add("slow")

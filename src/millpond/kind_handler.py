@@ -131,6 +131,16 @@ class Table:
     headers: tuple[str, ...]
     rows: list[list[str]]
 
+    @classmethod
+    def listing(cls, headers: tuple[str, ...], rows: Sequence[tuple[str, list[str]]], *, cluster_scoped: bool,
+                all_namespaces: bool) -> Table:
+        """The table of a ``get``: ``rows`` pairs each object's namespace with its cells; kubectl's NAMESPACE
+        column leads only with ``-A`` and only for a namespaced kind (a cluster-scoped object has none)."""
+        table = cls(headers, [cells for _, cells in rows])
+        if all_namespaces and not cluster_scoped:
+            return table.with_namespaces([namespace for namespace, _ in rows])
+        return table
+
     def with_namespaces(self, namespaces: Sequence[str]) -> Table:
         """The table led by kubectl's NAMESPACE column (``get -A``), one namespace per row."""
         return Table(("NAMESPACE", *self.headers),

@@ -48,6 +48,7 @@ class KindTable:
         self._refused: dict[str, str] = {}
         self._handlers: dict[str, KindHandler] = {}
         self._fallback: str | None = None
+        self._sorted: list[KindHandler] | None = None  # every handler in apply order, once all are loaded
 
     def register_handler(self, handler: KindHandler, *, fallback: bool = False) -> None:
         """Add a family: its kinds' names, the kinds it refuses, and the handler that serves them.
@@ -62,6 +63,7 @@ class KindTable:
         self.add_owner(handler.owner)  # a family outside OWNERS (a plug-in) registers itself
         self.register(handler.kinds, handler.refused)
         self._handlers[handler.owner] = handler
+        self._sorted = None
         if fallback:
             self._fallback = handler.owner
 
@@ -87,6 +89,7 @@ class KindTable:
         """Accept kinds from ``owner`` too (a package outside ``OWNERS``: a plug-in, a test's made-up kind)."""
         if owner not in self._owners:
             self._owners = (*self._owners, owner)
+            self._sorted = None
 
     def remove_owner(self, owner: str) -> None:
         """Forget a plug-in's kinds, names and handler (``OWNERS``' own families stay)."""
@@ -96,6 +99,7 @@ class KindTable:
         self._names = {spelling: kind for spelling, kind in self._names.items() if kind in self._kinds}
         self._handlers.pop(owner, None)
         self._owners = tuple(known for known in self._owners if known != owner)
+        self._sorted = None
         if self._fallback == owner:
             self._fallback = None
 
@@ -158,7 +162,13 @@ class KindTable:
         entry = self.named(doc.get("kind")) if isinstance(doc, dict) else None
         if entry is not None and self._load_handler(entry.owner).claims(doc):
             return entry.owner
-        return next((handler.owner for handler in self.handlers() if handler.claims(doc)), self._fallback)
+        return next((handler.owner for handler in self._in_apply_order() if handler.claims(doc)), self._fallback)
+
+    def _in_apply_order(self) -> list[KindHandler]:
+        """Every handler in apply order, sorted once (an apply of many unclaimed documents asks per document)."""
+        if self._sorted is None:
+            self._sorted = self.handlers()
+        return self._sorted
 
     def find(self, text: str) -> KindName | None:
         """The kind spelt ``text`` as kubectl spells it, or None."""

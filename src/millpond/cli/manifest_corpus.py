@@ -4,7 +4,8 @@ A manifest corpus is a folder of upstream YAML files and an ``EXPECTED.tsv`` (fi
 ...) whose README says: run each file as ``millpond apply -f FILE``; ``apply`` exits 0, ``refuse``
 exits 2 with ONE ``error:`` line and stores nothing, ``either`` is one of the two; never a traceback,
 never more than a few lines. Each row runs as its own ``millpond apply`` process in a fresh home, so
-one row cannot change another's outcome, and whatever it started is ended with that home.
+one row cannot change another's outcome, and whatever it started is ended with that home. The
+processes are forks of one warm process (``millpond.cli.forked_cli``): ~0.2 s a row instead of ~1.5 s.
 
 A corpus that ships no ``EXPECTED.tsv`` (``fluid-manifests``) is given one (``--expected``), and a
 ``--before`` manifest (the Secrets its files name) applied in each row's home first.
@@ -19,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from millpond.cli.forked_cli import Finished, ForkedCli
 from millpond.errors import UserError
 
 EXPECTED_FILE = "EXPECTED.tsv"
@@ -172,6 +172,8 @@ class CorpusRunner:
         self._template_lock = threading.Lock()
         self._made: Path | Applied | None = None  # the template home, made by the first row
         self._baseline: frozenset[str] = frozenset()  # what the before home holds
+        self._cli: ForkedCli | None = None  # the warm process each row's `millpond apply` is forked from
+        self._cli_lock = threading.Lock()
 
     def run(self, rows: list[Row], allowlist: dict[str, Allowed],
             report: Callable[[RowVerdict], None]) -> list[RowVerdict]:
@@ -198,7 +200,7 @@ class CorpusRunner:
                 return template
             shutil.copytree(template, home, dirs_exist_ok=True, symlinks=True)
             started = time.monotonic()
-            done = _millpond(self._env(home), self.timeout_s, "apply", "-f", str(file))
+            done = self._millpond(self._env(home), "apply", "-f", str(file))
             seconds = time.monotonic() - started
             left = tuple(sorted(set(self._stored(home)) - self._baseline)) if done.returncode == 2 else ()
             return Applied(done.returncode, done.stdout, done.stderr, left, seconds)
@@ -209,6 +211,18 @@ class CorpusRunner:
     def close(self) -> None:
         if isinstance(self._made, Path):
             shutil.rmtree(self._made.parent, ignore_errors=True)
+        if self._cli is not None:
+            self._cli.close()
+            self._cli = None
+
+    def _millpond(self, env: dict[str, str], *args: str) -> Finished:
+        """The real CLI as its own process, forked from a warm one (``millpond.cli.forked_cli``): a row
+        costs its command, not an interpreter's start-up."""
+        with self._cli_lock:
+            if self._cli is None:
+                self._cli = ForkedCli()
+            cli = self._cli
+        return cli.run(list(args), env, self.timeout_s)
 
     def _template(self) -> Path | Applied:
         """The home every row starts from, made once: its database created (each row would pay ~0.4 s to
@@ -217,7 +231,7 @@ class CorpusRunner:
             if self._made is None:
                 home = Path(tempfile.mkdtemp(prefix="millpond-corpus-template-")) / "home"
                 home.mkdir()
-                setup = (_millpond(self._env(home), self.timeout_s, "apply", "-f", str(self.before))
+                setup = (self._millpond(self._env(home), "apply", "-f", str(self.before))
                          if self.before is not None else None)
                 if setup is not None and setup.returncode != 0:
                     self._made = Applied(setup.returncode, setup.stdout, f"--before {self.before}: {setup.stderr}",
@@ -273,18 +287,6 @@ class CorpusRunner:
                     os.environ.pop("MILLPOND_HOME", None)
                 else:
                     os.environ["MILLPOND_HOME"] = saved
-
-
-def _millpond(env: dict[str, str], timeout_s: float, *args: str) -> subprocess.CompletedProcess[str]:
-    """The real CLI as its own process (the one beside this interpreter, else ``-m millpond.cli.main``)."""
-    beside = Path(sys.executable).parent / "millpond"
-    command = [str(beside)] if beside.is_file() else [sys.executable, "-m", "millpond.cli.main"]
-    try:
-        return subprocess.run([*command, *args], env=env, capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        return subprocess.CompletedProcess(exc.cmd, 124, "", f"{err}\ntimed out after {timeout_s:.0f}s")
 
 
 def stale_entries(corpus: str, rows: list[Row], allowlist: dict[str, Allowed]) -> list[str]:

@@ -95,8 +95,9 @@ class FluidHandler(HandlerBase):
         store = ResourceStore(context.settings)
         shown = found(kind, name, namespace, all_namespaces, store)
         now = dt.datetime.now(dt.timezone.utc)
-        table = Table(self.printer_columns(kind), [row(one, resource_status(one, store), now) for one in shown])
-        return table.with_namespaces([one.namespace for one in shown]) if all_namespaces else table
+        return Table.listing(self.printer_columns(kind),
+                             [(one.namespace, row(one, resource_status(one, store), now)) for one in shown],
+                             cluster_scoped=kind.cluster_scoped, all_namespaces=all_namespaces)
 
     def delete(self, kind: KindName, name: str, namespace: str, context: KindContext) -> None:
         """Forget the object; a Dataset takes its data operations and its cache with it."""

@@ -94,10 +94,9 @@ class ServingHandler(HandlerBase):
               context: KindContext) -> Table:
         shown = found(kind, name, namespace, all_namespaces, ResourceStore(context.settings))
         now = dt.datetime.now(dt.timezone.utc)
-        table = Table(self.printer_columns(kind),
-                      [[one.name, *_cells(one), age_since(one.created_at, now)] for one in shown])
-        return table.with_namespaces([one.namespace for one in shown]) if all_namespaces and \
-            not kind.cluster_scoped else table
+        rows = [(one.namespace, [one.name, *_cells(one), age_since(one.created_at, now)]) for one in shown]
+        return Table.listing(self.printer_columns(kind), rows,
+                             cluster_scoped=kind.cluster_scoped, all_namespaces=all_namespaces)
 
     def delete(self, kind: KindName, name: str, namespace: str, context: KindContext) -> None:
         objects.delete(KINDS[kind.kind], name, namespace, ResourceStore(context.settings))

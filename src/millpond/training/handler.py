@@ -89,12 +89,13 @@ class TrainingHandler(HandlerBase):
         now = dt.datetime.now(dt.timezone.utc)
         if info.trainer is None:
             runtimes = objects.found_runtimes(info, name, namespace, all_namespaces, ResourceStore(context.settings))
-            return Table(self.printer_columns(kind), [
-                [one.name, short_duration((now - one.created_at).total_seconds())] for one in runtimes])
+            return Table.listing(self.printer_columns(kind), [
+                (one.namespace, [one.name, short_duration((now - one.created_at).total_seconds())])
+                for one in runtimes], cluster_scoped=kind.cluster_scoped, all_namespaces=False)
         jobs = objects.found_jobs(info, name, namespace, all_namespaces, JobStore(context.settings))
-        table = Table(self.printer_columns(kind), [
-            [job.name, state(job), short_duration((now - job.created_at).total_seconds())] for job in jobs])
-        return table.with_namespaces([job.namespace for job in jobs]) if all_namespaces else table
+        return Table.listing(self.printer_columns(kind), [
+            (job.namespace, [job.name, state(job), short_duration((now - job.created_at).total_seconds())])
+            for job in jobs], cluster_scoped=kind.cluster_scoped, all_namespaces=all_namespaces)
 
     def delete(self, kind: KindName, name: str, namespace: str, context: KindContext) -> None:
         """Stop a job's processes and forget it, or forget a runtime."""
