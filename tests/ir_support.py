@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from kfp import compiler, dsl
 
-from tests.conftest import MILLPOND_BIN
+from tests.forked import millpond_process
 
 _WRITE = 'mkdir -p "$(dirname "$1")" && printf "%s" "$0" > "$1"'
 
@@ -90,11 +90,8 @@ def loop_component(spec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 
 def millpond(home: Path, *args: Any) -> subprocess.CompletedProcess[str]:
-    """``millpond ARGS`` as its own process over ``home``."""
-    env = {**os.environ, "MILLPOND_HOME": str(home)}
-    return subprocess.run(
-        [str(MILLPOND_BIN), *map(str, args)], env=env, capture_output=True, text=True, timeout=300, check=False
-    )
+    """``millpond ARGS`` as its own process over ``home`` (forked warm: tests/forked.py)."""
+    return millpond_process(list(args), {**os.environ, "MILLPOND_HOME": str(home)})
 
 
 def assert_refused(home: Path, result: subprocess.CompletedProcess[str], *fragments: str) -> str:

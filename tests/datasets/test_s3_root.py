@@ -18,6 +18,7 @@ import pytest
 from kfp import compiler, dsl
 from kfp.dsl import Artifact, Dataset, Input, Output
 
+from tests.forked import millpond_process
 from tests.s3_server import S3Server  # the s3_server fixture comes from conftest's plugins
 
 pytestmark = pytest.mark.s3
@@ -114,9 +115,7 @@ def millpond(args: list[str], home: Path, server: S3Server | None = None) -> sub
     env["MILLPOND_HOME"] = str(home)
     if server is not None:
         env.update(server.env())
-    return subprocess.run(
-        [MILLPOND, *args], env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300
-    )
+    return millpond_process(args, env)
 
 
 def run_json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import MILLPOND_BIN
+from tests.forked import millpond_process
 from tests.server_support import Served, module_home
 
 # A small valid IR; DEFAULT_N and DEFAULT_ITEMS are replaced by each case.
@@ -91,9 +91,7 @@ HOSTILE_PIPELINES = [
 
 
 def millpond(home: Path, *args: Any, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MILLPOND_HOME": str(home)}
-    return subprocess.run([str(MILLPOND_BIN), *map(str, args)], env=env, input=stdin, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return millpond_process(list(args), {**os.environ, "MILLPOND_HOME": str(home)}, stdin=stdin)
 
 
 def assert_refused(result: subprocess.CompletedProcess[str], fragment: str) -> None:

@@ -52,12 +52,17 @@ class ForkedCli:
         self._warm = subprocess.Popen([sys.executable, "-m", "millpond.cli.forked_cli"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
 
-    def run(self, argv: list[str], env: dict[str, str], timeout_s: float, cwd: str | None = None) -> Finished:
-        """``millpond ARGV`` with ``env`` as its whole environment, stdin empty; killed past ``timeout_s``."""
+    def run(self, argv: list[str], env: dict[str, str], timeout_s: float, cwd: str | None = None,
+            stdin: str | None = None) -> Finished:
+        """``millpond ARGV`` with ``env`` as its whole environment and ``stdin`` as its input (none: empty);
+        killed past ``timeout_s``."""
         with self._lock:
             self._count += 1
-            files = {name: self._scratch / f"{self._count}.{name}" for name in ("stdout", "stderr", "status")}
-            request = {"argv": argv, "env": env, "cwd": cwd or os.getcwd(), **{k: str(v) for k, v in files.items()}}
+            files = {name: self._scratch / f"{self._count}.{name}" for name in ("stdout", "stderr", "status", "stdin")}
+            if stdin is not None:
+                files["stdin"].write_text(stdin)
+            request = {"argv": argv, "env": env, "cwd": cwd or os.getcwd(), **{k: str(v) for k, v in files.items()},
+                       "stdin": str(files["stdin"]) if stdin is not None else os.devnull}
             assert self._warm.stdin is not None and self._warm.stdout is not None
             self._warm.stdin.write(json.dumps(request) + "\n")
             answer = self._warm.stdout.readline()
@@ -113,8 +118,13 @@ def _alive(pid: int) -> bool:
 
 # --- the warm process ------------------------------------------------------------------------------------
 def _warm_up() -> None:
-    """Import what a command imports: the CLI and every kind's handler (and through them the stores)."""
+    """Import what a command imports: the CLI, every kind's handler (and through them the stores), and
+    what ``millpond run`` loads (the engine, kfp's SDK, which a pipeline's own file imports)."""
+    import kfp.dsl  # noqa: F401
+
+    import millpond.cli.commands  # noqa: F401
     import millpond.cli.main  # noqa: F401
+    import millpond.pipelines.engine  # noqa: F401
     from millpond.kinds import REGISTRY
 
     REGISTRY.handlers()
@@ -129,7 +139,7 @@ def _child(request: dict[str, object]) -> None:
         os.environ.clear()
         os.environ.update(dict(request["env"]))  # type: ignore[call-overload]  # JSON: a str -> str mapping
         os.chdir(str(request["cwd"]))
-        _redirect(0, os.devnull, os.O_RDONLY)
+        _redirect(0, str(request["stdin"]), os.O_RDONLY)
         _redirect(1, str(request["stdout"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         _redirect(2, str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         from millpond.cli.main import main
