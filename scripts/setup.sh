@@ -43,15 +43,27 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # millpond is installed editable: compile its bytecode once, so no command recompiles it at start-up
 # (some machines set PYTHONDONTWRITEBYTECODE, which would make every start pay for it).
 compile_bytecode() { .venv/bin/python -m compileall -q src >/dev/null; }
+# install EXTRAS [PIP-ARGS]: pip install -e '.[EXTRAS]', skipped when .venv already holds exactly that (the
+# stamp is pyproject.toml's hash and the extras: the install is editable, so only a changed pyproject.toml
+# needs pip again; a no-op pip run still costs ~10 s).
+install() {
+  local extras="$1" stamp
+  shift
+  stamp="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
+  [ "$(cat .venv/.millpond-installed 2>/dev/null)" = "$stamp" ] && return 0
+  .venv/bin/python -m pip install -q "$@" -e ".[$extras]"
+  compile_bytecode
+  echo "$stamp" > .venv/.millpond-installed
+}
 case "$mode" in
   demo)
-    .venv/bin/python -m pip install -q -e '.[examples,s3]'
-    compile_bytecode
+    install examples,s3
     exec .venv/bin/millpond run examples/digits_pipeline.py "$@"
     ;;
   test)
-    .venv/bin/python -m pip install -q -e '.[test]'
-    compile_bytecode
+    # --no-compile: the dependencies' bytecode is compiled as the tests import them (a fraction of
+    # torch, ray and the rest), not all of it up front.
+    install test --no-compile
     exec .venv/bin/python -m pytest "$@"
     ;;
   *)
