@@ -61,9 +61,7 @@ case "$mode" in
     exec .venv/bin/millpond run examples/digits_pipeline.py "$@"
     ;;
   test)
-    # --no-compile: the dependencies' bytecode is compiled as the tests import them (a fraction of
-    # torch, ray and the rest), not all of it up front.
-    install test --no-compile
+    install test
     exec .venv/bin/python -m pytest "$@"
     ;;
   *)

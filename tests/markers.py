@@ -194,6 +194,19 @@ SLOW = [Slow(test, why) for test, why in (
 SLOW_TESTS = {entry.test: entry.why for entry in SLOW}
 
 
+def _measured(path: Path) -> dict[str, float]:
+    """tests/durations.tsv: test cases (node ids, parametrizations included) measured at 4 s or more under
+    ``-n 4`` on two cores, written by scripts/measure_slow.py; each is ``slow``, so the inner loop keeps
+    to its 3 minutes as the suite grows. Re-measure after a change that makes many tests slower or faster."""
+    if not path.is_file():
+        return {}
+    rows = (line.split("\t") for line in path.read_text().splitlines() if line and not line.startswith("#"))
+    return {test: float(seconds) for test, seconds in rows}
+
+
+MEASURED_SLOW = _measured(Path(__file__).with_name("durations.tsv"))
+
+
 def _source(item: pytest.Item) -> str:
     function = getattr(item, "function", None)
     try:
@@ -213,7 +226,7 @@ def markers_for(item: pytest.Item) -> list[str]:
         names.add("kfp1")
     if any(call in source for call in BROWSER_CALLS):
         names.add("ui")
-    if item.nodeid.split("[")[0] in SLOW_TESTS or names & SLOW_BY_NATURE:
+    if item.nodeid.split("[")[0] in SLOW_TESTS or item.nodeid in MEASURED_SLOW or names & SLOW_BY_NATURE:
         names.add("slow")
     return sorted(names)
 
