@@ -2,17 +2,12 @@
 
 A manifest corpus is run as ``millpond apply -f FILE`` once per row, each in a fresh home (its README's
 protocol): a new interpreter per row spends ~1.5 s importing click, SQLAlchemy, the kinds' handlers and
-their schemas before it reads the file. :class:`ForkedCli` starts one warm process (``python -m
-millpond.cli.forked_cli``) that has imported all of that, and forks it once per command: the command
-still runs in a process of its own (its own environment, working directory, exit status, stdout and
-stderr, signals at their defaults, a traceback if it crashes), only warm.
-
-The warm process is single-threaded (forking a threaded process is unsafe) and only imports: it calls
-nothing that caches what a home holds. It reads one request per line on its stdin (JSON: argv, env,
-cwd and the files for stdout, stderr and the exit status), forks, and answers the child's pid; the
-kernel reaps the children (SIGCHLD ignored). The child writes its exit status to the status file
-before it exits, so the caller, which is not its parent, can tell an exit from a kill. The warm process
-ends when its stdin closes (its caller is gone).
+their schemas before it reads the file. :class:`ForkedCli` starts one warm process
+(:mod:`millpond.cli.warm_process`) that has imported all of that, and forks it once per command: the
+command still runs in a process of its own (its own environment, working directory, stdin, exit status,
+stdout and stderr, signals at their defaults, a traceback if it crashes), only warm. The child writes
+its exit status to a file before it exits, so this side, which is not its parent, tells an exit from a
+kill.
 """
 
 from __future__ import annotations
@@ -25,10 +20,8 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 POLL_S = 0.01  # how often the caller looks for a command's status file
 
@@ -49,7 +42,7 @@ class ForkedCli:
         self._lock = threading.Lock()
         self._scratch = Path(tempfile.mkdtemp(prefix="millpond-forked-cli-"))
         self._count = 0
-        self._warm = subprocess.Popen([sys.executable, "-m", "millpond.cli.forked_cli"], stdin=subprocess.PIPE,
+        self._warm = subprocess.Popen([sys.executable, "-m", "millpond.cli.warm_process"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
 
     def run(self, argv: list[str], env: dict[str, str], timeout_s: float, cwd: str | None = None,
@@ -114,76 +107,3 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except (OSError, IndexError):
         return False
-
-
-# --- the warm process ------------------------------------------------------------------------------------
-def _warm_up() -> None:
-    """Import what a command imports: the CLI, every kind's handler (and through them the stores), and
-    what ``millpond run`` loads (the engine, kfp's SDK, which a pipeline's own file imports)."""
-    import kfp.dsl  # noqa: F401
-
-    import millpond.cli.commands  # noqa: F401
-    import millpond.cli.main  # noqa: F401
-    import millpond.pipelines.engine  # noqa: F401
-    from millpond.kinds import REGISTRY
-
-    REGISTRY.handlers()
-
-
-def _child(request: dict[str, object]) -> None:
-    """Become ``millpond ARGV`` in the request's environment; never returns."""
-    code = 1
-    try:
-        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-            signal.signal(signum, signal.SIG_DFL)
-        os.environ.clear()
-        os.environ.update(dict(request["env"]))  # type: ignore[call-overload]  # JSON: a str -> str mapping
-        os.chdir(str(request["cwd"]))
-        _redirect(0, str(request["stdin"]), os.O_RDONLY)
-        _redirect(1, str(request["stdout"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        _redirect(2, str(request["stderr"]), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        from millpond.cli.main import main
-
-        sys.argv = ["millpond", *request["argv"]]  # type: ignore[misc]  # JSON: a list of str
-        try:
-            main(list(sys.argv[1:]))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            if exc.code is not None and not isinstance(exc.code, int):
-                print(exc.code, file=sys.stderr)
-        except BaseException:  # as the interpreter would: the traceback on stderr, exit 1
-            traceback.print_exc()
-            code = 1
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-    finally:
-        try:
-            Path(str(request["status"])).write_text(str(code))
-        finally:
-            os._exit(code)
-
-
-def _redirect(fd: int, path: str, flags: int) -> None:
-    opened = os.open(path, flags, 0o600)
-    os.dup2(opened, fd)
-    os.close(opened)
-
-
-def serve(requests: IO[str], answers: IO[str]) -> None:
-    """One fork per request line until ``requests`` closes."""
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps the children
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the caller's to handle
-    for line in requests:
-        request = json.loads(line)
-        sys.stdout.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(request)
-        answers.write(f"{pid}\n")
-        answers.flush()
-
-
-if __name__ == "__main__":
-    _warm_up()
-    serve(sys.stdin, sys.stdout)

@@ -11,26 +11,35 @@ from pathlib import Path
 
 import click
 
-from millpond.cli.arena import arena_group
-from millpond.cli.config import config_group
-from millpond.cli.config_maps import configmap_group, secret_group
-from millpond.cli.datasets import dataset_group
-from millpond.cli.describe import describe_command
 from millpond.cli.failures import exit_on
-from millpond.cli.processes import ps_command
-from millpond.cli.queues import queue_group
-from millpond.cli.resources import apply_command, delete_command, get_command
+from millpond.cli.lazy_group import LazyGroup
 from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
-from millpond.cli.serve import serve_command
-from millpond.cli.server import server_command
 from millpond.runners import stopping
+
+# The commands defined in their own modules, imported when used (cli/lazy_group.py).
+LAZY_COMMANDS = {
+    "secret": "millpond.cli.config_maps:secret_group",
+    "configmap": "millpond.cli.config_maps:configmap_group",
+    "apply": "millpond.cli.resources:apply_command",
+    "get": "millpond.cli.resources:get_command",
+    "delete": "millpond.cli.resources:delete_command",
+    "describe": "millpond.cli.describe:describe_command",
+    "dataset": "millpond.cli.datasets:dataset_group",
+    "server": "millpond.cli.server:server_command",
+    "ps": "millpond.cli.processes:ps_command",
+    "config": "millpond.cli.config:config_group",
+    "train": "millpond.cli.arena:arena_group",  # Arena's commands, as `millpond train`
+    "queue": "millpond.cli.queues:queue_group",
+    "serve": "millpond.cli.serve:serve_command",
+}
 
 OUTPUT = click.option(
     "--output", "-o", type=click.Choice(["table", "json"]), default="table", show_default=True, help="table or json."
 )
 
 
-@click.group(name="millpond", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="millpond", cls=LazyGroup, lazy_subcommands=LAZY_COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 def app() -> None:
     """Run Kubeflow Pipelines locally, with a persistent run history."""
 
@@ -178,19 +187,6 @@ def conformance_command(folder: Path, timeout: float, seed: int | None, twice: b
 
 for _command in RUN_ACTIONS:
     runs_group.add_command(_command)
-app.add_command(secret_group)
-app.add_command(configmap_group)
-app.add_command(apply_command)
-app.add_command(get_command)
-app.add_command(delete_command)
-app.add_command(describe_command)
-app.add_command(dataset_group)
-app.add_command(server_command)
-app.add_command(ps_command)
-app.add_command(config_group)
-app.add_command(arena_group, "train")
-app.add_command(queue_group)
-app.add_command(serve_command)
 
 
 def main(argv: list[str] | None = None) -> None:
