@@ -1,7 +1,7 @@
 """Write tests/durations.tsv, the measured list behind the ``slow`` marker, from a pytest JUnit XML report.
 
     pytest -n 4 --dist loadgroup -m "not slow" --junitxml=/tmp/t.xml   # or the whole suite
-    python scripts/measure_slow.py /tmp/t.xml --over 4
+    python scripts/measure_slow.py /tmp/t.xml --over 2.5
 
 Every test case (each parametrization its own row) that took ``--over`` seconds or more, setup and
 teardown included, is written with its time; tests/markers.py marks those ``slow``, so ``-m "not slow"``
@@ -40,7 +40,8 @@ def read(path: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("report", type=Path, help="pytest's --junitxml file")
-    parser.add_argument("--over", type=float, default=4.0, help="seconds from which a test is slow (default 4)")
+    parser.add_argument("--over", type=float, default=2.5,
+                        help="seconds from which a test is slow (default 2.5: -m 'not slow' then takes ~3 min)")
     args = parser.parse_args()
     measured = {nodeid(case): float(case.get("time", "0")) for case in ET.parse(args.report).iter("testcase")}
     kept = {test: seconds for test, seconds in read(DURATIONS).items() if test not in measured}

@@ -195,9 +195,9 @@ SLOW_TESTS = {entry.test: entry.why for entry in SLOW}
 
 
 def _measured(path: Path) -> dict[str, float]:
-    """tests/durations.tsv: test cases (node ids, parametrizations included) measured at 4 s or more under
-    ``-n 4`` on two cores, written by scripts/measure_slow.py; each is ``slow``, so the inner loop keeps
-    to its 3 minutes as the suite grows. Re-measure after a change that makes many tests slower or faster."""
+    """tests/durations.tsv: test cases (node ids, parametrizations included) measured at 2.5 s or more
+    under ``-n 4`` on two cores, written by scripts/measure_slow.py; each is ``slow``, so the inner loop
+    keeps to its 3 minutes as the suite grows. Re-measure after a change that makes many tests slower."""
     if not path.is_file():
         return {}
     rows = (line.split("\t") for line in path.read_text().splitlines() if line and not line.startswith("#"))
