@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from millpond.runners.processes import is_running
+
 POLL_S = 0.01  # how often the caller looks for a command's status file
 
 
@@ -61,8 +63,8 @@ class ForkedCli:
             answer = self._warm.stdout.readline()
         if not answer:
             raise RuntimeError("millpond's warm process for forked commands is gone")
-        pid = int(answer)
-        code = _wait(pid, files["status"], timeout_s)
+        pid, ticks = answer.split()
+        code = _wait(int(pid), None if ticks == "-" else ticks, files["status"], timeout_s)
         out, err = (files[name].read_text(errors="replace") if files[name].exists() else ""
                     for name in ("stdout", "stderr"))
         for path in files.values():
@@ -83,27 +85,22 @@ class ForkedCli:
         self._scratch.rmdir()
 
 
-def _wait(pid: int, status: Path, timeout_s: float) -> int:
-    """The exit status the command wrote; a negative signal number when it was killed; 124 past the timeout."""
+def _wait(pid: int, ticks: str | None, status: Path, timeout_s: float) -> int:
+    """The exit status the command wrote; -9 when it ended without writing one (killed); 124 past the timeout.
+
+    ``ticks`` is the child's start time as its parent read it right after the fork (None: it had ended
+    already): a pid the kernel hands to another process meanwhile is neither waited for nor killed.
+    """
     deadline = time.monotonic() + timeout_s
     while True:
         if status.exists() and status.stat().st_size:
             code = int(status.read_text())
-            while _alive(pid):  # it wrote its status and is flushing on its way out
+            while is_running(pid, ticks):  # it wrote its status and is flushing on its way out
                 time.sleep(POLL_S)
             return code
-        if not _alive(pid):
+        if not is_running(pid, ticks):
             return int(status.read_text()) if status.exists() and status.stat().st_size else -signal.SIGKILL
         if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             return 124
         time.sleep(POLL_S)
-
-
-def _alive(pid: int) -> bool:
-    """``pid`` has not ended (a zombie has: SIGCHLD is ignored by its parent, so there are none)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False

@@ -2,8 +2,8 @@
 
 Single-threaded (forking a threaded process is unsafe), it only imports: it calls nothing that caches
 what a home holds. It reads one request per line on its stdin (JSON: argv, env, cwd and the files for
-stdin, stdout, stderr and the exit status), forks, and answers the child's pid; the kernel reaps the
-children (SIGCHLD ignored). The child writes its exit status to the status file before it exits, so the
+stdin, stdout, stderr and the exit status), forks, and answers the child's pid and start time (so the
+caller never takes a reused pid for it); the kernel reaps the children (SIGCHLD ignored). The child writes its exit status to the status file before it exits, so the
 caller, which is not its parent, can tell an exit from a kill. It ends when its stdin closes (its caller
 is gone). Kept apart from the caller's side so that importing ``forked_cli`` does not import the CLI.
 """
@@ -24,6 +24,7 @@ import millpond.cli.commands  # noqa: F401 - warm: `millpond run` and `runs`
 import millpond.pipelines.engine  # noqa: F401 - warm: the engine a run drives
 from millpond.cli.main import main
 from millpond.kinds import REGISTRY
+from millpond.runners.processes import start_ticks
 
 
 def _child(request: dict[str, object]) -> None:
@@ -74,7 +75,7 @@ def serve(requests: IO[str], answers: IO[str]) -> None:
         pid = os.fork()
         if pid == 0:
             _child(request)
-        answers.write(f"{pid}\n")
+        answers.write(f"{pid} {start_ticks(pid) or '-'}\n")  # '-': it has ended (and been reaped) already
         answers.flush()
 
 
