@@ -3,7 +3,8 @@
 Single-threaded (forking a threaded process is unsafe), it only imports: it calls nothing that caches
 what a home holds. It reads one request per line on its stdin (JSON: argv, env, cwd and the files for
 stdin, stdout, stderr and the exit status), forks, and answers the child's pid and start time (so the
-caller never takes a reused pid for it); the kernel reaps the children (SIGCHLD ignored). The child writes its exit status to the status file before it exits, so the
+caller never takes a reused pid for it); the kernel reaps the children (SIGCHLD ignored). The child
+writes its exit status to the status file before it exits, so the
 caller, which is not its parent, can tell an exit from a kill. It ends when its stdin closes (its caller
 is gone). Kept apart from the caller's side so that importing ``forked_cli`` does not import the CLI.
 """
