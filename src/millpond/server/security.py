@@ -58,6 +58,9 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 BODY_TYPES = frozenset({
     "application/json", "multipart/form-data",
     "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
+    # the Kubernetes API's patches (kubectl apply, patch, label, edit): none is a type a form can send
+    "application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
 })
 
 
