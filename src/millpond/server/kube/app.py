@@ -312,7 +312,8 @@ async def _body(request: Request) -> Any:
 def _written(written: Written) -> Response:
     response = _json(written.object, written.code)
     for warning in written.warnings:
-        response.headers.append("Warning", f'299 - "{warning}"')
+        quoted = warning.replace("\\", "\\\\").replace('"', '\\"')  # RFC 7234's quoted-string, as client-go reads it
+        response.headers.append("Warning", f'299 - "{quoted}"')
     return response
 
 

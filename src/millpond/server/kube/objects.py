@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import random
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -139,7 +140,7 @@ class Resources:
         if live is None:
             raise not_found(_resource(kind), name)
         body = patches.body_json(raw)
-        base = _without_stamps(live)
+        base = copy.deepcopy(live)  # all of it: a JSON patch may test resourceVersion or replace managedFields
         if media == patches.MERGE:
             doc = patches.merge_patch(base, body)
         elif media == patches.JSON_PATCH:
@@ -154,11 +155,13 @@ class Resources:
                                  f"{', '.join(patches.TYPES)}")
         if not isinstance(doc, dict):
             raise KubeError(422, "the patch leaves no object")
-        wanted = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
-        if wanted and str(wanted) != live["metadata"]["resourceVersion"]:
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        if str(meta.get("resourceVersion", "")) not in ("", live["metadata"]["resourceVersion"]):
             raise conflict(_resource(kind), name, kind.group, kind.plural)
-        doc = self._body(kind, namespace, doc, name)
-        return self._store(kind, doc, options, user, before=live)
+        entries = meta.get("managedFields")  # kubectl's migration of client-side apply's managers replaces them
+        entries = entries if isinstance(entries, list) and entries != live["metadata"].get("managedFields") else None
+        doc = self._body(kind, namespace, _without_stamps(doc), name)
+        return self._store(kind, doc, options, user, before=live, entries=entries)
 
     def _server_side_apply(self, kind: KindName, namespace: str, name: str, raw: bytes, live: dict[str, Any] | None,
                            options: WriteOptions, user: str) -> Written:
@@ -228,7 +231,7 @@ class Resources:
         except ConflictError as exc:
             raise KubeError(409, _one_line(exc), "Conflict") from None
         except UserError as exc:
-            raise KubeError(422, f'{kind.kind} "{name}" is invalid: {_one_line(exc)}', "Invalid") from None
+            raise _invalid(kind, name, _without_source(_one_line(exc), kind.kind, name)) from None
         history = self.history(kind)
         manager = options.manager or "millpond"
         api_version = str(doc.get("apiVersion"))
@@ -249,12 +252,10 @@ class Resources:
                 plans = REGISTRY.plan([(_SOURCE, 1, doc)], batch)
                 return _One(plans)
             except UserError as exc:
-                message = _one_line(exc)
+                message = _without_source(_one_line(exc), kind.kind, name)
                 unknown = fields.unknown_fields(message)
                 if not unknown:
-                    raise KubeError(422, f'{kind.kind} "{name}" is invalid: {message}', "Invalid",
-                                    {"name": name, "group": kind.group, "kind": kind.kind,
-                                     "causes": [{"reason": "FieldValueInvalid", "message": message}]}) from None
+                    raise _invalid(kind, name, message) from None
                 if options.validation == "Strict" or not all(fields.drop(doc, path) for path in unknown):
                     version = str(doc.get("apiVersion", "")).rsplit("/", 1)[-1]
                     raise KubeError(400, f'{kind.kind} in version "{version}" cannot be handled as a {kind.kind}: '
@@ -328,7 +329,28 @@ def _dry_run(kind: KindName, doc: dict[str, Any], before: dict[str, Any] | None)
         "%Y-%m-%dT%H:%M:%SZ")
     meta["resourceVersion"] = old.get("resourceVersion", "")
     meta["generation"] = int(old.get("generation", 1))
+    if before is not None and "status" in before:
+        shown["status"] = copy.deepcopy(before["status"])  # a dry run changes what is asked, not what is observed
     return shown
+
+
+def _without_source(message: str, kind: str, name: str) -> str:
+    """A family's error line without what only ``millpond apply`` needs (which file, which document, which object):
+    the API answers about one object, named in the Status."""
+    message = re.sub(r"^request body: document \d+: ", "", message)
+    for prefix in (f"{kind} {name}: ", f"{kind}: "):
+        message = message.removeprefix(prefix)
+    return message
+
+
+def _invalid(kind: KindName, name: str, message: str) -> KubeError:
+    """422 Invalid, its cause naming the field when the line starts with one (``spec.x: …``), as kubectl prints it."""
+    found = re.match(r"((?:metadata|spec|status|data|stringData)(?:[.\[][^:\s]*)?): (.+)", message)
+    cause: dict[str, Any] = {"reason": "FieldValueInvalid", "message": found[2] if found else message}
+    if found:
+        cause["field"] = found[1]
+    return KubeError(422, f'{kind.kind} "{name}" is invalid: {message}', "Invalid",
+                     {"name": name, "group": kind.group, "kind": kind.kind, "causes": [cause]})
 
 
 def _one_line(exc: BaseException) -> str:

@@ -56,7 +56,8 @@ def document(group: str, version: str) -> dict[str, Any] | None:
             "put": _operation(gvk, "put", ref, write=True),
             "patch": _operation(gvk, "patch", ref, write=True),
             "delete": _operation(gvk, "delete", ref)}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes (millpond)", "version": discovery.version()["gitVersion"]},
+    info = {"title": "Kubernetes (millpond)", "version": discovery.version()["gitVersion"]}
+    return {"openapi": "3.0.0", "info": info,
             "paths": paths, "components": {"schemas": schemas}}
 
 
