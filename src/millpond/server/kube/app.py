@@ -110,19 +110,18 @@ class KubeApi:
             if document is None:
                 raise KubeError(404, f"the server could not find the requested resource ({path})", "NotFound")
             return _json(document)
-        found = paths.group_version_of(path)
-        if found is None:
-            return None
-        group, version, rest = found
-        if rest:
-            return None
-        if path.startswith("/apis/") and len([p for p in path.split("/") if p]) == 2:
-            body = await run_in_threadpool(discovery.group, group)
+        parts = [part for part in path.split("/") if part]
+        listing: dict[str, Any] | None  # the registry is in memory: answered on the loop, no thread needed
+        if len(parts) == 2 and parts[0] == "apis":
+            listing = discovery.group(parts[1])
         else:
-            body = await run_in_threadpool(discovery.resource_list, group, version)
-        if body is None:
+            found = paths.group_version_of(path)
+            if found is None or found[2]:
+                return None
+            listing = discovery.resource_list(found[0], found[1])
+        if listing is None:
             raise KubeError(404, f"the server could not find the requested resource ({path})", "NotFound")
-        return _json(body)
+        return _json(listing)
 
     async def _resource(self, request: Request, kind: KindName, target: paths.ResourcePath) -> Response:
         query = request.query_params
@@ -164,7 +163,7 @@ class KubeApi:
     def _list(self, request: Request, kind: KindName, namespace: str, user: str) -> Response:
         query = request.query_params
         match = _match(query)
-        version, objects = self.resources.list(kind, namespace, match, user)
+        version, objects = self.resources.select(kind, namespace, match, user)
         objects, next_token, remaining = _page(objects, query.get("limit"), query.get("continue"))
         if tables.wants_table(request.headers.get("accept", "")):
             response = self._shaped(request, kind, objects, str(version), False)
@@ -192,7 +191,7 @@ class KubeApi:
         return _json(tables.table(source, objects, include, version, kind.cluster_scoped))
 
     def _delete_collection(self, request: Request, kind: KindName, namespace: str, user: str) -> dict[str, Any]:
-        _, objects = self.resources.list(kind, namespace, _match(request.query_params), user)
+        _, objects = self.resources.select(kind, namespace, _match(request.query_params), user)
         dry_run = request.query_params.get("dryRun") == "All"
         for obj in objects:
             ns, name = obj["metadata"].get("namespace", ""), obj["metadata"]["name"]

@@ -80,7 +80,7 @@ class Resources:
         objects = REGISTRY.handler(kind).list_objects(kind, "default", True, self._context(user))
         return self.history(kind).sync(_served(kind, obj) for obj in objects)
 
-    def list(self, kind: KindName, namespace: str, match: Match, user: str = "") -> tuple[int, list[dict[str, Any]]]:
+    def select(self, kind: KindName, namespace: str, match: Match, user: str = "") -> tuple[int, list[dict[str, Any]]]:
         version, objects = self.sync(kind, user)
         chosen = [obj for obj in objects
                   if (not namespace or key_of(obj)[0] == namespace) and match(obj)]
@@ -155,7 +155,7 @@ class Resources:
                                  f"{', '.join(patches.TYPES)}")
         if not isinstance(doc, dict):
             raise KubeError(422, "the patch leaves no object")
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta: dict[str, Any] = doc["metadata"] if isinstance(doc.get("metadata"), dict) else {}
         if str(meta.get("resourceVersion", "")) not in ("", live["metadata"]["resourceVersion"]):
             raise conflict(_resource(kind), name, kind.group, kind.plural)
         entries = meta.get("managedFields")  # kubectl's migration of client-side apply's managers replaces them

@@ -17,7 +17,7 @@ import copy
 import json
 from typing import Any
 
-import jsonpatch  # type: ignore[import-untyped]
+import jsonpatch
 
 from millpond.server.kube.status import KubeError
 

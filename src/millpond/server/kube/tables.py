@@ -40,15 +40,16 @@ def table(source: Table, objects: Sequence[dict[str, Any]], include: str, resour
     if namespaced_rows:
         headers = headers[1:]
     cells: dict[tuple[str, str], list[str]] = {}
-    for row in source.rows:
-        namespace, rest = (row[0], row[1:]) if namespaced_rows else ("", row)
+    for source_row in source.rows:
+        namespace, rest = (source_row[0], source_row[1:]) if namespaced_rows else ("", source_row)
         if rest:
             cells[("" if cluster_scoped else namespace, rest[0])] = rest
     rows = []
     for obj in objects:
         meta = obj.get("metadata") or {}
         key = ("" if cluster_scoped else str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        row: dict[str, Any] = {"cells": cells.get(key) or [key[1], *["<unknown>"] * (len(headers) - 1)]}
+        found = cells.get(key)
+        row: dict[str, Any] = {"cells": found if found else [key[1], *["<unknown>"] * (len(headers) - 1)]}
         if include == "Object":
             row["object"] = obj
         elif include != "None":

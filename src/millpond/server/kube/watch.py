@@ -88,7 +88,11 @@ async def stream(request: WatchRequest, history: KindHistory, initial: Callable[
     """The watch's lines; ``initial`` lists the kind now (blocking: run in a thread) for a watch from "" or "0"."""
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
-    stop = history.listen(lambda: loop.call_soon_threadsafe(changed.set))
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(changed.set)
+
+    stop = history.listen(wake)
     api_version = f"{request.kind.group}/{request.kind.versions[0]}" if request.kind.group else "v1"
     try:
         if request.resource_version in ("", "0") or request.initial_events:
