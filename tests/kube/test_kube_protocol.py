@@ -222,3 +222,21 @@ def test_the_kfp_api_keeps_its_own_paths(served: Served) -> None:
     status, discovery, _ = call(served, "/apis")
     assert {group["name"] for group in discovery["groups"]} >= {"data.fluid.io", "kubeflow.org", GROUP}
     assert "v2beta1" not in {group["name"] for group in discovery["groups"]}
+
+
+def test_the_guard_refuses_kube_requests_with_a_status(home: Path) -> None:
+    guarded = Served(token="s3cret")
+    try:
+        status, answer, _ = call(guarded, f"{BASE}/resourceflavors")
+        assert status == 401 and answer["kind"] == "Status" and answer["reason"] == "Unauthorized"
+        request = urllib.request.Request(f"{guarded.url}{BASE}/resourceflavors", data=b"{}", method="POST",
+                                         headers={"Authorization": "Bearer s3cret", "Content-Type": "text/plain"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 415 and json.loads(refused.value.read())["reason"] == "UnsupportedMediaType"
+        request = urllib.request.Request(f"{guarded.url}/apis/v2beta1/healthz")
+        with pytest.raises(urllib.error.HTTPError) as kfp:
+            urllib.request.urlopen(request, timeout=10)
+        assert kfp.value.code == 401 and "error" in json.loads(kfp.value.read())  # KFP's shape stays KFP's
+    finally:
+        guarded.stop()

@@ -36,7 +36,7 @@ from millpond.server import (
 )
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
-from millpond.server.kube.app import KubeApi, KubeDispatch
+from millpond.server.kube.app import KubeApi, KubeDispatch, is_kube_path
 from millpond.server.namespaces import namespace_checked
 from millpond.server.security import HostPolicy, RequestGuard
 from millpond.server.state import ServerState
@@ -73,7 +73,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.state.metrics_registry = metrics.registry_for(settings)
     app.state.kube = KubeApi(settings)
     app.add_middleware(KubeDispatch, kube=app.state.kube)  # /api, /apis/GROUP…: the Kubernetes API (inside the guard)
-    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
+    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token, status_paths=is_kube_path)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from starlette.responses import JSONResponse
+
 REASONS = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
     406: "NotAcceptable", 409: "Conflict", 410: "Expired", 413: "RequestEntityTooLarge",
@@ -30,6 +32,9 @@ class KubeError(Exception):
     def __post_init__(self) -> None:
         super().__init__(self.message)
         self.reason = self.reason or REASONS.get(self.code, "Unknown")
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.status(), status_code=self.code)
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
