@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import yaml
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -298,10 +297,7 @@ async def _body(request: Request) -> Any:
     raw = await request.body()
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media in _YAML:
-        try:
-            return yaml.load(raw.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise KubeError(400, f"error decoding YAML: {' '.join(str(exc).split())}") from None
+        return patches.body_yaml(raw)
     if media not in ("application/json", ""):
         raise KubeError(415, f"the body of the request was in an unknown format - accepted media types include: "
                              f"application/json, application/yaml (not {media})")

@@ -23,8 +23,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
-
 from millpond.datasets.schema_check import check_schema_file
 from millpond.errors import ConflictError, NotFoundError, UserError
 from millpond.kind_handler import ApplyBatch, KindContext, KindHandler, KindName
@@ -165,10 +163,7 @@ class Resources:
 
     def _server_side_apply(self, kind: KindName, namespace: str, name: str, raw: bytes, live: dict[str, Any] | None,
                            options: WriteOptions, user: str) -> Written:
-        try:
-            config = yaml.load(raw.decode("utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise KubeError(400, f"error decoding YAML: {' '.join(str(exc).split())}") from None
+        config = patches.body_yaml(raw)
         if not options.manager:
             raise KubeError(400, "PATCH with application/apply-patch+yaml requires fieldManager to be set")
         config = self._body(kind, namespace, config, name)

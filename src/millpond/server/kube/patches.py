@@ -14,11 +14,13 @@
 from __future__ import annotations
 
 import copy
-import json
+from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
 
+from millpond.documents import load_json, load_yaml_documents
+from millpond.errors import UserError
 from millpond.server.kube.status import KubeError
 
 MERGE = "application/merge-patch+json"
@@ -103,7 +105,22 @@ def _merge_list(live: list[Any], patch: list[Any], merge_key: str) -> list[Any]:
 
 
 def body_json(raw: bytes) -> Any:
+    """A JSON body, within millpond's document limits (size, depth: ``documents``); 400 with the problem."""
+    return _loaded(raw, load_json)
+
+
+def body_yaml(raw: bytes) -> Any:
+    """A YAML body of one document (server-side apply's, ``kubectl create`` with YAML), within the same limits."""
+    documents = _loaded(raw, load_yaml_documents)
+    if len(documents) != 1:
+        raise KubeError(400, f"the body must hold one YAML document, not {len(documents)}")
+    return documents[0]
+
+
+def _loaded(raw: bytes, load: Callable[[str, str], Any]) -> Any:
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise KubeError(400, f"the body of the request was in an unknown format: {exc}") from None
+        return load(raw.decode("utf-8"), "request body")
+    except UnicodeDecodeError:
+        raise KubeError(400, "the body of the request is not UTF-8 text") from None
+    except UserError as exc:
+        raise KubeError(400, " ".join(str(exc).split())) from None

@@ -30,6 +30,8 @@ class KubeError(Exception):
     details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not self.message.isprintable():  # a line break or control character from the request stays escaped
+            self.message = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in self.message)
         super().__init__(self.message)
         self.reason = self.reason or REASONS.get(self.code, "Unknown")
 
