@@ -1,4 +1,4 @@
-"""``millpond kubeconfig``: a kubeconfig context for ``millpond server``, so kubectl and the Kubernetes clients reach it.
+"""``millpond kubeconfig``: a kubeconfig context for ``millpond server``, for kubectl and the Kubernetes clients.
 
 What goes in it comes from the running server's record (``server.listening``): its address,
 the CA to trust when it serves HTTPS (millpond's own, ``HOME/tls/ca.crt``), and whether it wants

@@ -99,7 +99,7 @@ def read(path: Path) -> dict[str, Any]:
     UserError (and nothing is written over it)."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # not there (yet): ``write`` says whether it can be
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read it ({getattr(exc, 'strerror', None) or exc})") from None

@@ -217,6 +217,6 @@ def _serve(sock: socket.socket, host: str, token: str | None, token_file: Path |
                          now_iso()))  # for ``millpond kubeconfig``
     trust = f" (clients trust {authority})" if authority else ""
     click.echo(f"millpond server: listening on {scheme}://{url_host}:{port}{trust}", err=True)
-    config = uvicorn.Config(app, log_level="info", ssl_certfile=listener and str(listener.certificate),
-                            ssl_keyfile=listener and str(listener.key))
+    config = uvicorn.Config(app, log_level="info", ssl_certfile=listener.certificate if listener else None,
+                            ssl_keyfile=listener.key if listener else None)
     uvicorn.Server(config).run(sockets=[sock])
