@@ -15,8 +15,6 @@ SETTINGS_FILE = "settings.json"
 # Each setting ``millpond config set`` knows: its environment variable and the values it takes.
 CONFIGURABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "gpu-fallback": ("MILLPOND_GPU_FALLBACK", ("cpu", "none")),
-    # whether ``millpond server`` serves HTTPS when neither --tls nor --no-tls is given (default: beyond loopback)
-    "tls": ("MILLPOND_TLS", ("on", "off")),
 }
 
 

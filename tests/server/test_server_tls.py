@@ -113,7 +113,6 @@ def test_a_damaged_or_mismatched_key_is_replaced(tmp_path: Path) -> None:
 
 
 def test_when_tls_is_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MILLPOND_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MILLPOND_TLS", raising=False)
     assert choose_tls(None, None, None, "127.0.0.1") is False  # loopback: plain HTTP as before
     assert choose_tls(None, None, None, "localhost") is False
@@ -123,13 +122,12 @@ def test_when_tls_is_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("MILLPOND_TLS", "on")
     assert choose_tls(None, None, None, "127.0.0.1") is True
     assert choose_tls(False, None, None, "127.0.0.1") is False  # the flag wins
-    monkeypatch.setenv("MILLPOND_TLS", "yes")
+    monkeypatch.setenv("MILLPOND_TLS", "maybe")
     with pytest.raises(UserError, match="MILLPOND_TLS"):
         choose_tls(None, None, None, "127.0.0.1")
+    monkeypatch.setenv("MILLPOND_TLS", "0")
+    assert choose_tls(None, None, None, "0.0.0.0") is False
     monkeypatch.delenv("MILLPOND_TLS")
-    (tmp_path / "home").mkdir()
-    (tmp_path / "home" / "settings.json").write_text(json.dumps({"tls": "on"}))
-    assert choose_tls(None, None, None, "127.0.0.1") is True  # millpond config set tls on
     cert = tmp_path / "c.pem"
     assert choose_tls(None, cert, cert, "127.0.0.1") is True
     with pytest.raises(UserError, match="go together"):

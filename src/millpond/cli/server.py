@@ -6,7 +6,7 @@ this machine. The token comes from a file (``--token-file``, best), ``MILLPOND_T
 ``MILLPOND_TOKEN`` from its own environment once read, so no run, worker or task inherits it.
 FastAPI and uvicorn load only here.
 
-HTTPS (``--tls``, ``MILLPOND_TLS=on``, or ``millpond config set tls on``) serves every route over
+HTTPS (``--tls``, or ``MILLPOND_TLS=1`` in the environment) serves every route over
 TLS with a certificate millpond keeps in the home (``server.tls``), or the user's own
 (``--tls-cert``/``--tls-key``). It is on by default when the server listens beyond loopback:
 there a token is required, and over plain HTTP that token would cross the network readable by
@@ -33,12 +33,14 @@ from typing import TYPE_CHECKING
 import click
 
 from millpond.errors import UserError
-from millpond.settings import configured, load_settings
+from millpond.settings import load_settings
 
 if TYPE_CHECKING:
     from millpond.server.tls import CertificateFiles
 
 TOKEN_ENV = "MILLPOND_TOKEN"
+TLS_ENV = "MILLPOND_TLS"
+TLS_VALUES = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False}
 
 _WILDCARDS = ("0.0.0.0", "::", "[::]", "")
 
@@ -80,9 +82,8 @@ def choose_token(token: str | None, token_file: Path | None) -> str | None:
 
 
 def choose_tls(flag: bool | None, cert: Path | None, key: Path | None, host: str) -> bool:
-    """Whether to serve HTTPS: ``--tls``/``--no-tls``, else the ``tls`` setting (``MILLPOND_TLS``, then the
-    home's settings), else on beyond loopback only. ``--tls-cert`` and ``--tls-key`` come together and mean
-    ``--tls``."""
+    """Whether to serve HTTPS: ``--tls``/``--no-tls``, else ``MILLPOND_TLS`` (as ``MILLPOND_TOKEN`` stands for
+    ``--token``), else on beyond loopback only. ``--tls-cert`` and ``--tls-key`` come together and mean ``--tls``."""
     if (cert is None) != (key is None):
         raise UserError("--tls-cert and --tls-key go together: the certificate (chain) and its private key")
     if cert is not None:
@@ -91,9 +92,11 @@ def choose_tls(flag: bool | None, cert: Path | None, key: Path | None, host: str
         return True
     if flag is not None:
         return flag
-    setting = configured(load_settings().home, "tls")
-    if setting is not None:
-        return setting == "on"
+    setting = os.environ.get(TLS_ENV, "").strip().lower()
+    if setting:
+        if setting not in TLS_VALUES:
+            raise UserError(f"{TLS_ENV}={os.environ[TLS_ENV]!r}: expected 1 or 0 (true/false, on/off, yes/no)")
+        return TLS_VALUES[setting]
     return not is_loopback(host)
 
 
@@ -130,7 +133,7 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
               help="Run every run's tasks on this Ray cluster (default: $MILLPOND_RAY_ADDRESS).")
 @click.option("--tls/--no-tls", "tls", default=None,
               help="Serve HTTPS with a certificate millpond keeps in the home (its CA: HOME/tls/ca.crt). "
-                   "Default: $MILLPOND_TLS or the 'tls' setting, else on beyond loopback.")
+                   "Default: $MILLPOND_TLS, else on beyond loopback only.")
 @click.option("--tls-cert", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="Serve HTTPS with this PEM certificate (chain) instead; needs --tls-key.")
 @click.option("--tls-key", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
