@@ -27,7 +27,7 @@ from cryptography.x509.oid import NameOID
 from millpond.cli.server import choose_tls
 from millpond.errors import UserError
 from millpond.server import tls
-from tests.server_support import module_home
+from tests.server_support import Served, module_home
 from tests.tls_support import MILLPOND, TlsServer, https_call, served_certificate
 
 kfp = pytest.importorskip("kfp")
@@ -207,6 +207,19 @@ def test_host_and_origin_checks_hold_over_https(server: TlsServer) -> None:
     assert status == 403 and "https://127.0.0.1" in answer["message"], answer
     status, _ = https_call(server.port, "/apis/v2beta1/healthz", server.ca, TOKEN, headers={"Host": "evil.example"})
     assert status == 400
+
+
+def test_the_in_process_test_server_serves_https_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Served(tls=True)``, for tests of clients that need HTTPS (kubectl with a token)."""
+    monkeypatch.setenv("MILLPOND_HOME", str(tmp_path / "home"))
+    served = Served(TOKEN, tls=True)
+    try:
+        assert served.url.startswith("https://") and served.ca == tmp_path / "home" / "tls" / "ca.crt"
+        assert https_call(served.port, "/apis/v2beta1/healthz", served.ca, TOKEN)[0] == 200
+        with pytest.raises(ssl.SSLCertVerificationError):
+            https_call(served.port, "/apis/v2beta1/healthz", None, TOKEN)
+    finally:
+        served.stop()
 
 
 def test_the_certificate_is_renewed_when_expired_and_then_reused(tmp_path: Path) -> None:
