@@ -125,6 +125,18 @@ def test_printed_config_is_read_by_the_kubernetes_client_and_reaches_the_server(
     assert answer == {"multi_user": False}
 
 
+def test_another_name_of_the_running_server_gets_its_ca_and_token(server: TlsServer, millpond: Any) -> None:
+    printed = millpond("kubeconfig", "--print", "--server", f"https://localhost:{server.port}")
+    assert printed.code == 0, printed
+    document = yaml.safe_load(printed.out)
+    cluster = document["clusters"][0]["cluster"]
+    assert cluster["server"] == f"https://localhost:{server.port}"
+    assert base64.b64decode(cluster["certificate-authority-data"]) == server.ca.read_bytes()
+    assert document["users"][0]["user"] == {"token": TOKEN}
+    elsewhere = yaml.safe_load(millpond("kubeconfig", "--print", "--server", "https://pond.example:1").out)
+    assert elsewhere["users"][0]["user"] == {}  # another server: not this one's token
+
+
 @needs_kubectl
 def test_kubectl_reads_it_and_reaches_the_server_with_its_token_over_tls(
         server: TlsServer, millpond: Any, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from millpond.cli.kubeconfig_file import KubeconfigEntry, merged, read, standalo
 from millpond.cli.server import TOKEN_ENV, read_token_file
 from millpond.documents import dump_yaml
 from millpond.errors import UserError
+from millpond.hosts import DEFAULT_PORTS
 from millpond.names import check_namespace
 from millpond.server.listening import ServerAddress, running_servers
 from millpond.server.tls import CA_CERT, TLS_DIR
@@ -99,11 +100,19 @@ def checked_url(text: str) -> str:
 
 
 def _server_for(url: str | None, running: list[ServerAddress]) -> ServerAddress | None:
-    """The running server ``url`` names (its recorded address), else the latest started one: ``--server``
-    is then this same server under another name (the machine's, for a kubeconfig used elsewhere)."""
+    """The running server ``url`` names: its recorded address, else one of the same scheme and port (the same
+    server under another name, such as the machine's, for a kubeconfig used elsewhere); without ``url``, the
+    latest started."""
     if url is None:
         return running[0] if running else None
-    return next((server for server in running if server.url == url), running[0] if running else None)
+    exact = next((server for server in running if server.url == url), None)
+    return exact or next((server for server in running if _scheme_and_port(server.url) == _scheme_and_port(url)),
+                         None)
+
+
+def _scheme_and_port(url: str) -> tuple[str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.port or DEFAULT_PORTS.get(parts.scheme)
 
 
 def _token(token_file: Path | None, server: ServerAddress | None, url: str) -> str | None:
@@ -121,7 +130,7 @@ def _token(token_file: Path | None, server: ServerAddress | None, url: str) -> s
 
 def _authority(ca_path: Path | None, server: ServerAddress | None, url: str) -> bytes | None:
     """The PEM CA a client of ``url`` trusts: ``--certificate-authority``, else the running server's own CA,
-    else (no server running) millpond's CA in the home when it has one; None for plain HTTP."""
+    else (no running server at that address) millpond's CA in the home when it has one; None for plain HTTP."""
     if ca_path is None and url.startswith("https://"):
         if server is not None and server.tls:
             ca_path = Path(server.ca_file) if server.ca_file else None
