@@ -164,6 +164,28 @@ def test_kubectl_reads_it_and_reaches_the_server_with_its_token_over_tls(
     assert untrusted.returncode != 0 and "x509" in untrusted.stderr, untrusted.stderr
 
 
+@needs_kubectl
+def test_kubectl_version_and_discovery_over_tls_with_the_token(server: TlsServer, millpond: Any,
+                                                                tmp_path: Path) -> None:
+    """What every kubectl command asks first (``/version``, then discovery) reaches the Kubernetes API."""
+    pytest.importorskip("millpond.server.kube", reason="the Kubernetes API (server/kube) is not in this tree")
+    config = tmp_path / "config"
+    assert millpond("kubeconfig", "--file", config).code == 0
+    version = kubectl(config, "version", "-o", "json", home=tmp_path)
+    assert version.returncode == 0 and "serverVersion" in json.loads(version.stdout), version.stderr
+    raw = kubectl(config, "get", "--raw", "/version", home=tmp_path)
+    assert raw.returncode == 0 and "gitVersion" in json.loads(raw.stdout), raw.stderr
+    resources = kubectl(config, "api-resources", home=tmp_path)
+    assert resources.returncode == 0 and "datasets" in resources.stdout.split(), resources.stderr
+    listed = kubectl(config, "get", "datasets", "-A", "-o", "json", home=tmp_path)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["items"] == [], listed.stderr
+    wrong = yaml.safe_load(config.read_text())
+    wrong["users"][0]["user"] = {"token": "not-the-token"}
+    config.write_text(yaml.safe_dump(wrong))
+    denied = kubectl(config, "get", "datasets", "-A", home=tmp_path)
+    assert denied.returncode != 0 and "You must be logged in" in denied.stderr, denied.stderr
+
+
 def test_merging_keeps_other_contexts_and_the_current_one(server: TlsServer, millpond: Any, tmp_path: Path) -> None:
     config = tmp_path / "config"
     theirs = {
