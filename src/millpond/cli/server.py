@@ -159,17 +159,18 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
     if not is_loopback(host) and not secure:
         click.echo(f"warning: serving plain HTTP on {host}: the token crosses the network unencrypted "
                    "(--no-tls is for a proxy in front that serves HTTPS)", err=True)
-    listener = _tls_listener(tls_cert, tls_key, host, allowed_hosts) if secure else None
+    certificate = _served_certificate(tls_cert, tls_key, host, allowed_hosts) if secure else None
     from millpond.serving.model_server import bind_listener
 
     sock = bind_listener(host.strip("[]"), port)  # MillpondError (exit 1) for a port in use, before anything starts
     try:
-        _serve(sock, host, token, token_file, allowed_hosts, listener)
+        _serve(sock, host, token, token_file, allowed_hosts, certificate)
     finally:
         sock.close()
 
 
-def _tls_listener(cert: Path | None, key: Path | None, host: str, allowed: tuple[str, ...]) -> CertificateFiles:
+def _served_certificate(cert: Path | None, key: Path | None, host: str,
+                        allowed: tuple[str, ...]) -> CertificateFiles:
     """The certificate to serve, loaded once to check it (the user's; else millpond's own, made or renewed
     as needed). A certificate the user brings that is its own issuer is also what clients trust."""
     from millpond.server import tls
@@ -196,8 +197,8 @@ def client_address(host: str, port: int, scheme: str) -> str:
 
 
 def _serve(sock: socket.socket, host: str, token: str | None, token_file: Path | None,
-           allowed_hosts: tuple[str, ...], listener: CertificateFiles | None) -> None:
-    """Start the application over the bound ``sock`` (TLS through ``listener`` when given) and serve until stopped."""
+           allowed_hosts: tuple[str, ...], certificate: CertificateFiles | None) -> None:
+    """Start the application over the bound ``sock`` (HTTPS with ``certificate`` when given); serve until stopped."""
     import uvicorn
 
     from millpond.cli.processes import reconcile
@@ -207,19 +208,19 @@ def _serve(sock: socket.socket, host: str, token: str | None, token_file: Path |
     from millpond.server.listening import ServerAddress, record
 
     port = sock.getsockname()[1]
-    scheme = "https" if listener else "http"
+    scheme = "https" if certificate else "http"
     app = create_app(load_settings(), token, served_hosts(host, allowed_hosts))
     for line in reconcile():  # what an earlier server's users left behind
         click.echo(line, err=True)
     url_host = f"[{host.strip('[]')}]" if ":" in host else host
     register("server", f"{scheme}://{url_host}:{port}")  # ``millpond ps`` lists it
     own = ProcessIdentity.own()
-    authority = listener.authority if listener else None
+    authority = certificate.authority if certificate else None
     record(ServerAddress(client_address(host, port, scheme), str(authority) if authority else None, bool(token),
                          str(token_file.resolve()) if token_file else None, own.pid, own.start,
                          now_iso()))  # for ``millpond kubeconfig``
     trust = f" (clients trust {authority})" if authority else ""
     click.echo(f"millpond server: listening on {scheme}://{url_host}:{port}{trust}", err=True)
-    config = uvicorn.Config(app, log_level="info", ssl_certfile=listener.certificate if listener else None,
-                            ssl_keyfile=listener.key if listener else None)
+    config = uvicorn.Config(app, log_level="info", ssl_certfile=certificate.certificate if certificate else None,
+                            ssl_keyfile=certificate.key if certificate else None)
     uvicorn.Server(config).run(sockets=[sock])
