@@ -137,7 +137,7 @@ def test_a_pytorchjob_shows_its_master_and_worker_pods_running_then_succeeded_wi
         "mnist-worker-0"
 
     # whole and tailed while it runs; followed from the start until the process ends
-    assert log("mnist-master-0") == f"hello from master\nrank 0\n"
+    assert log("mnist-master-0") == "hello from master\nrank 0\n"
     assert log("mnist-worker-0", tail_lines=1) == "rank 1\n"
     assert log("mnist-worker-0", container="pytorch", tail_lines=0) == ""
     assert log("mnist-master-0", timestamps=True).split("\n")[0].endswith("Z hello from master")

@@ -74,9 +74,10 @@ def replica_pod(resource: Resource, replica: dict[str, Any]) -> PodView:
         args=container_spec.args, ready=bool(replica.get("url")), restart_count=int(replica.get("restarts") or 0),
         log=LogFile(Path(str(replica["log"]))) if replica.get("log") else None,
         process=ProcessRef(int(pid), replica.get("ticks")) if pid else None)
+    knative = f"{resource.name}-predictor"
     labels = {INFERENCE_SERVICE: resource.name, "component": "predictor", "app": revision,
-              "serving.knative.dev/revision": revision, "serving.knative.dev/configuration": f"{resource.name}-predictor",
-              "serving.knative.dev/service": f"{resource.name}-predictor"}
+              "serving.knative.dev/revision": revision, "serving.knative.dev/configuration": knative,
+              "serving.knative.dev/service": knative}
     queue = ((resource.manifest.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
     if queue:
         labels[QUEUE_LABEL] = str(queue)

@@ -176,7 +176,7 @@ def _template(kind: str, spec: JobSpec, role: str, replica: ReplicaSpec | None) 
     args = tuple(str(word) for word in chosen.get("args") or ())
     if kind == "TrainJob":  # the TrainJob's trainer overrides the runtime's node container
         command, args = argv, ()
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+    labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
     return _Template(str(chosen.get("name") or default), str(chosen.get("image") or spec.image), command, args,
                      {str(key): str(value) for key, value in labels.items()})
 
