@@ -26,6 +26,7 @@ from millpond.kind_handler import KindContext
 from millpond.pods.logs import LogRequest, read_log
 from millpond.runners.processes import is_running
 from millpond.settings import load_settings
+from tests.conftest import PIPELINES
 
 TIMEOUT_S = 90.0
 
@@ -273,3 +274,23 @@ def test_a_pod_not_there_is_not_found_and_a_pod_cannot_be_applied(cli, home: Pat
     refused = cli("apply", "-f", path)
     assert refused.code == 2 and "pods here are the processes millpond runs" in refused.err
     assert cli("get", "pods").err == "No resources found in default namespace.\n"
+
+
+def test_a_pipeline_runs_tasks_are_pods_of_its_workflow_with_argos_labels(cli, home: Path) -> None:
+    ran = cli("run", PIPELINES / "failing.py", "--pipeline", "fails", "-o", "json")
+    assert ran.code == 1  # the run fails: one task raises
+    run_id = ran.json()["run_id"]
+    items = {item["metadata"]["name"].rsplit("-", 1)[0]: item for item in pods(cli)}
+    workflow = f"fails-{run_id[:8]}"
+    assert sorted(items) == [f"{workflow}-fine", f"{workflow}-write-then-fail"]  # `after` never ran: no pod
+    failed, fine = items[f"{workflow}-write-then-fail"], items[f"{workflow}-fine"]
+    assert failed["metadata"]["labels"] == {"workflows.argoproj.io/workflow": workflow,
+                                            "workflows.argoproj.io/completed": "true", "pipeline/runid": run_id,
+                                            "pipelines.kubeflow.org/v2_component": "true"}
+    assert failed["metadata"]["ownerReferences"][0]["kind"] == "Workflow"
+    assert failed["spec"]["containers"][0]["name"] == "main"
+    assert (failed["status"]["phase"], fine["status"]["phase"]) == ("Failed", "Succeeded")
+    ended = state(failed)["terminated"]
+    assert (ended["reason"], ended["exitCode"]) == ("Error", 1)
+    assert "boom-marker: about to fail" in log(failed["metadata"]["name"])
+    assert log(failed["metadata"]["name"], tail_lines=1, container="main").count("\n") == 1
