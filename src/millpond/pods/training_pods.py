@@ -108,15 +108,25 @@ def job_pod(job: JobRecord, spec: JobSpec, instance: InstanceRecord) -> PodView:
         env=(*spec.env, *(replica.env if replica else ())), limits=_limits(replica.resources if replica else None),
         ready=isinstance(state, Running), restart_count=job.attempt,
         log=_log(instance), process=process)
-    undeletable = "" if process is not None or not isinstance(state, Running) else (
-        f"pod {name} runs as ranks of its launcher's mpirun, not a process of its own: delete the launcher's pod")
     return PodView(
         name=name, namespace=job.namespace, uid=pod_uid(job.uid, name, job.attempt),
         created_at=instance.started_at or job.started_at or job.created_at, containers=(container,),
         owner=OwnerRef(KINDS[kind].api_versions()[0] if not spec.manifest else str(spec.manifest["apiVersion"]),
                        kind, job.name, job.uid),
         labels=labels, annotations={COMPLETION_INDEX: str(instance.index)} if trainjob else {},
-        started_at=instance.started_at, undeletable=undeletable, restart_policy="OnFailure" if spec.retry else "Never")
+        started_at=instance.started_at, undeletable=_undeletable(name, spec, process is None and
+                                                                  isinstance(state, Running)),
+        restart_policy="OnFailure" if spec.retry else "Never")
+
+
+def _undeletable(name: str, spec: JobSpec, no_process_here: bool) -> str:
+    """Why deleting a running pod cannot stop its process from here ("" when it can)."""
+    if not no_process_here:
+        return ""
+    if spec.instances_on_ray:
+        return (f"pod {name} runs on a node of the Ray cluster at {spec.ray_address}, not on this machine: "
+                "delete its job instead")
+    return f"pod {name} runs as ranks of its launcher's mpirun, not a process of its own: delete the launcher's pod"
 
 
 def _log(instance: InstanceRecord) -> LogFile | None:
