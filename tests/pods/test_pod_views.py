@@ -172,3 +172,28 @@ def test_label_selectors(selector: str, labels: dict[str, str], matches: bool) -
 def test_a_selector_that_is_none_is_one_error(bad: str) -> None:
     with pytest.raises(UserError, match="unable to parse requirement"):
         parse(bad)
+
+
+def test_a_queued_mpijobs_launcher_and_ranks_as_the_operators_pods() -> None:
+    from millpond.pods.training_pods import job_pod
+    from millpond.store.training import InstanceRecord, JobRecord
+    from millpond.training.spec import JobSpec, ReplicaSpec, Trainer, spec_to_json
+
+    spec = JobSpec(name="pi", namespace="team", trainer=Trainer.MPI, queue="lq", priority="high", image="mpi:1",
+                   replicas=(ReplicaSpec("launcher", 1, ("mpirun", "hostname")), ReplicaSpec("worker", 2, ())))
+    job = JobRecord(uid="7f0c1d2e-0000-4000-8000-000000000001", name="pi", namespace="team", trainer="mpijob",
+                    spec=spec_to_json(spec), status="RUNNING", reason=None, message=None, created_at=NOW,
+                    started_at=NOW, finished_at=None, supervisor_pid=None, supervisor_start=None, attempt=0, gpus=())
+    launcher = job_pod(job, spec, InstanceRecord("pi-launcher", "launcher", 0, 0, "Running", pid=42, pid_start="9",
+                                                 started_at=NOW))
+    rank = job_pod(job, spec, InstanceRecord("pi-worker-1", "worker", 1, 1, "Running", started_at=NOW))
+    assert (launcher.name, rank.name) == ("pi-launcher", "pi-worker-1")
+    assert launcher.labels == {"training.kubeflow.org/job-name": "pi", "training.kubeflow.org/replica-type": "launcher",
+                               "training.kubeflow.org/operator-name": "mpijob-controller",
+                               "training.kubeflow.org/replica-index": "0", "training.kubeflow.org/job-role": "master",
+                               "kueue.x-k8s.io/queue-name": "lq", "kueue.x-k8s.io/priority-class": "high"}
+    assert rank.labels["kueue.x-k8s.io/queue-name"] == "lq" and "training.kubeflow.org/job-role" not in rank.labels
+    assert launcher.containers[0].name == "mpi" and launcher.containers[0].command == ("mpirun", "hostname")
+    assert launcher.containers[0].process == ProcessRef(42, "9") and launcher.undeletable == ""
+    assert rank.undeletable.startswith("pod pi-worker-1 runs as ranks of its launcher's mpirun")
+    assert as_object(launcher)["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
