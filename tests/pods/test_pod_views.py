@@ -197,3 +197,30 @@ def test_a_queued_mpijobs_launcher_and_ranks_as_the_operators_pods() -> None:
     assert launcher.containers[0].process == ProcessRef(42, "9") and launcher.undeletable == ""
     assert rank.undeletable.startswith("pod pi-worker-1 runs as ranks of its launcher's mpirun")
     assert as_object(launcher)["metadata"]["ownerReferences"][0]["kind"] == "MPIJob"
+
+
+def test_a_trainjobs_node_pods_are_what_the_kubeflow_sdk_reads() -> None:
+    """``TrainerClient`` converts the pods it lists into the Trainer API's models and reads their labels."""
+    kubernetes = pytest.importorskip("kubernetes")
+    models = pytest.importorskip("kubeflow_trainer_api.models")
+    from millpond.pods.training_pods import job_pod
+    from millpond.store.training import InstanceRecord, JobRecord
+    from millpond.training.spec import JobSpec, ReplicaSpec, Trainer, spec_to_json
+
+    manifest = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "torch:1"}}}
+    spec = JobSpec(name="tj", namespace="default", trainer=Trainer.PYTORCH, manifest=manifest, source="manifest",
+                   replicas=(ReplicaSpec("node", 2, ("torchrun", "train.py"), env=(("PET_NPROC_PER_NODE", "1"),)),))
+    job = JobRecord(uid="7f0c1d2e-0000-4000-8000-000000000002", name="tj", namespace="default", trainer="pytorchjob",
+                    spec=spec_to_json(spec), status="RUNNING", reason=None, message=None, created_at=NOW,
+                    started_at=NOW, finished_at=None, supervisor_pid=None, supervisor_start=None, attempt=0, gpus=())
+    shown = [as_object(job_pod(job, spec, InstanceRecord(f"tj-node-{i}", "node", i, i, "Running", started_at=NOW)))
+             for i in range(2)]
+    listed = kubernetes.client.ApiClient()._ApiClient__deserialize(
+        {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": shown}, "V1PodList")
+    pods = models.IoK8sApiCoreV1PodList.from_dict(listed.to_dict()).items  # as TrainerClient.get_job does
+    assert [(p.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"],
+             p.metadata.labels["batch.kubernetes.io/job-completion-index"], p.status.phase) for p in pods] == [
+        ("node", "0", "Running"), ("node", "1", "Running")]
+    assert [c.name for c in pods[0].spec.containers] == ["node"] and pods[0].spec.containers[0].image == "torch:1"
+    assert pods[0].metadata.name.startswith("tj-node-0-0-")
