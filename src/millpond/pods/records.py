@@ -144,7 +144,7 @@ class PodView:
 
     @property
     def phase(self) -> str:
-        """Kubernetes' phase from its containers: Running while one runs (or waits to run again after it ran);
+        """Kubernetes' phase from its containers: Running while one runs (or waits to run again: CrashLoopBackOff);
         Succeeded when all exited 0, Failed when all ended and one did not; Pending before any started."""
         states = [container.state for container in self.containers]
         if any(isinstance(state, Running) for state in states):
@@ -152,8 +152,8 @@ class PodView:
         if states and all(isinstance(state, Terminated) for state in states):
             return "Succeeded" if all(state.exit_code == 0 for state in states
                                       if isinstance(state, Terminated)) else "Failed"
-        if any(container.restart_count for container in self.containers):
-            return "Running"  # CrashLoopBackOff: it ran, it will run again
+        if any(isinstance(state, Waiting) and state.reason == "CrashLoopBackOff" for state in states):
+            return "Running"  # it ran, it will run again
         return "Pending"
 
     def container(self, name: str) -> ContainerView | None:
