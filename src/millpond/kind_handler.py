@@ -40,16 +40,21 @@ class KindName:
 
     @property
     def resource(self) -> str:
-        """How kubectl names the resource in its output: ``dataset.data.fluid.io``."""
-        return f"{self.kind.lower()}.{self.group}"
+        """How kubectl names the resource in its output: ``dataset.data.fluid.io``; a core kind (group "")
+        has no group part: ``pod``."""
+        return f"{self.kind.lower()}.{self.group}" if self.group else self.kind.lower()
 
     def not_found(self, name: str, namespace: str) -> str:
-        """kubectl's line for a missing object: ``pytorchjobs.kubeflow.org "x" not found``."""
-        return f'{self.plural}.{self.group} "{name}" not found' + (
-            f' in namespace "{namespace}"' if namespace != "default" else "")
+        """kubectl's line for a missing object: ``pytorchjobs.kubeflow.org "x" not found`` (``pods "x" not found``)."""
+        plural = f"{self.plural}.{self.group}" if self.group else self.plural
+        return f'{plural} "{name}" not found' + (f' in namespace "{namespace}"' if namespace != "default" else "")
 
     def spellings(self) -> list[str]:
+        """Every name kubectl accepts: ``NAME``, ``NAME.GROUP``, ``NAME.VERSION.GROUP`` (a core kind: only
+        ``NAME`` and ``NAME.VERSION``, as ``pods.v1``)."""
         names = [self.kind.lower(), self.plural, *self.short_names]
+        if not self.group:
+            return [*names, *(f"{name}.{version}" for name in names for version in self.versions)]
         return [*names, *(f"{name}.{self.group}" for name in names),
                 *(f"{name}.{version}.{self.group}" for name in names for version in self.versions)]
 
