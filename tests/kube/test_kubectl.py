@@ -217,3 +217,41 @@ def test_refusals_are_statuses_kubectl_prints(kubectl: Kubectl, tmp_path: Path) 
     again = kubectl.run("create", "-f", str(dataset_files(tmp_path, "twice")))
     assert "Error from server (AlreadyExists)" in again.stderr
     kubectl.ok("delete", "-f", str(dataset_files(tmp_path, "twice")))
+
+
+def test_pods_of_a_job_and_their_logs(kubectl: Kubectl, tmp_path: Path) -> None:
+    job = tmp_path / "logged.yaml"
+    job.write_text(textwrap.dedent("""\
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata:
+          name: logged
+        spec:
+          pytorchReplicaSpecs:
+            Master:
+              replicas: 1
+              restartPolicy: Never
+              template:
+                spec:
+                  containers:
+                  - name: pytorch
+                    image: docker.io/pytorch/pytorch:2.5.1
+                    command: ["python", "-u", "-c", "import time\\nfor i in range(3):\\n  print('line', i)\\n  time.sleep(1)"]
+        """))
+    kubectl.ok("apply", "-f", str(job))
+    deadline = time.monotonic() + 60
+    while "logged-master-0" not in kubectl.ok("get", "pods", "-l", "training.kubeflow.org/job-name=logged",
+                                               "-o", "name"):
+        assert time.monotonic() < deadline, "the job's pod never showed"
+        time.sleep(0.3)
+    followed = kubectl.ok("logs", "-f", "logged-master-0")  # returns when the process ends
+    assert followed.splitlines() == ["line 0", "line 1", "line 2"]
+    assert kubectl.ok("logs", "logged-master-0", "--tail", "1").splitlines() == ["line 2"]
+    pod = kubectl.json("get", "pod", "logged-master-0")
+    assert pod["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "master"
+    assert pod["metadata"]["ownerReferences"][0]["name"] == "logged"
+    wrong = kubectl.run("logs", "logged-master-0", "-c", "nope")
+    assert wrong.returncode == 1 and "container nope is not valid for pod logged-master-0" in wrong.stderr
+    kubectl.ok("wait", "--for=condition=Succeeded", "pytorchjob/logged", "--timeout=60s")
+    assert kubectl.json("get", "pod", "logged-master-0")["status"]["phase"] == "Succeeded"
+    kubectl.ok("delete", "-f", str(job))

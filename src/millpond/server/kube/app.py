@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -20,8 +20,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from millpond.kind_handler import KindName, Table
+from millpond.errors import NotFoundError, UserError
+from millpond.kind_handler import KindContext, KindName, Table
 from millpond.kinds import REGISTRY
+from millpond.pods.logs import LogRequest, read_log
 from millpond.server.callers import caller
 from millpond.server.kube import discovery, openapi, patches, paths, selectors, tables, watch
 from millpond.server.kube.fields import VALIDATIONS
@@ -204,6 +206,8 @@ class KubeApi:
                 raise KubeError(405, f"the status of {kind.plural} is written by millpond's controllers, not by "
                                      "clients")
             return _json(await run_in_threadpool(self.resources.get, kind, target.namespace, target.name, user))
+        if target.subresource == "log" and kind.kind == "Pod" and request.method == "GET":
+            return await _pod_log(request, target, self.resources.settings, user)
         if target.subresource in ("exec", "attach", "portforward", "proxy", "eviction", "ephemeral-containers",
                                   "binding", "scale"):
             raise KubeError(405, f"{target.subresource} is not served by millpond: what it runs are local processes "
@@ -246,6 +250,34 @@ async def _guarded(lines: Any) -> Any:
             yield line
     except KubeError as exc:
         yield json.dumps({"type": "ERROR", "object": exc.status()}).encode() + b"\n"
+
+
+async def _pod_log(request: Request, target: paths.ResourcePath, settings: Settings, user: str) -> Response:
+    """``kubectl logs [-c C] [--tail N] [-f] [--timestamps]``: the container's log as text, streamed while it runs."""
+    query = request.query_params
+    try:
+        tail = int(query["tailLines"]) if query.get("tailLines") else None
+    except ValueError:
+        raise KubeError(400, f"invalid tailLines {query.get('tailLines')!r}") from None
+    wanted = LogRequest(query.get("container") or None, tail, _truthy(query.get("follow")),
+                        _truthy(query.get("timestamps")))
+    chunks = read_log(target.name, target.namespace, wanted, KindContext(settings, user))
+
+    def first() -> bytes:
+        try:
+            return next(chunks, b"")
+        except NotFoundError as exc:
+            raise KubeError(404, str(exc)) from None
+        except UserError as exc:
+            raise KubeError(400, " ".join(str(exc).split())) from None
+
+    head = await run_in_threadpool(first)
+
+    def rest() -> Iterator[bytes]:
+        yield head
+        yield from chunks
+
+    return StreamingResponse(rest(), media_type="text/plain")
 
 
 def _empty_table() -> Table:
