@@ -236,7 +236,8 @@ def test_pods_of_a_job_and_their_logs(kubectl: Kubectl, tmp_path: Path) -> None:
                   containers:
                   - name: pytorch
                     image: docker.io/pytorch/pytorch:2.5.1
-                    command: ["python", "-u", "-c", "import time\\nfor i in range(3):\\n  print('line', i)\\n  time.sleep(1)"]
+                    command: ["python", "-u", "-c",
+                              "import time\\nfor i in range(3):\\n  print('line', i)\\n  time.sleep(1)"]
         """))
     kubectl.ok("apply", "-f", str(job))
     deadline = time.monotonic() + 60
