@@ -85,9 +85,9 @@ def _stream(container: ContainerView, log: LogFile, request: LogRequest, alive: 
     while True:
         chunk, offset = _read_from(log, offset)
         pending += chunk
-        complete, _, pending = pending.rpartition(b"\n")
-        if complete:
-            yield _shown(complete + b"\n", log.stamped, request.timestamps)
+        complete, newline, pending = pending.rpartition(b"\n")
+        if newline:  # whole lines, an empty one included (a log that starts with a blank line keeps it)
+            yield _shown(complete + newline, log.stamped, request.timestamps)
         if not request.follow:
             break
         if chunk:
