@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -240,3 +241,42 @@ def test_the_guard_refuses_kube_requests_with_a_status(home: Path) -> None:
         assert kfp.value.code == 401 and "error" in json.loads(kfp.value.read())  # KFP's shape stays KFP's
     finally:
         guarded.stop()
+
+
+def test_a_thousand_watches_do_not_stall_the_server_and_abandoned_ones_are_freed(served: Served) -> None:
+    import asyncio
+
+    port = served.port
+    watched = f"{BASE}/resourceflavors?watch=1&fieldSelector=metadata.name%3Dthousand"
+    history = served.app.state.kube.histories.of("ResourceFlavor")
+
+    async def open_watch() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {watched} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        await writer.drain()
+        return reader, writer
+
+    async def scenario() -> int:
+        streams = [await open_watch() for _ in range(1000)]
+        for reader, _ in streams[:5]:  # the headers of a few: the watches are open
+            assert (await asyncio.wait_for(reader.readline(), 30)).startswith(b"HTTP/1.1 200")
+        status, _, _ = await asyncio.to_thread(call, served, f"{BASE}/resourceflavors/cas")
+        assert status in (200, 404)
+        await asyncio.to_thread(call, served, f"{BASE}/resourceflavors", "POST", flavor("thousand"))
+
+        async def event_of(reader: asyncio.StreamReader) -> bytes:
+            while True:
+                line = await reader.readline()
+                if b'"ADDED"' in line:
+                    return line
+        delivered = await asyncio.wait_for(asyncio.gather(*(event_of(reader) for reader, _ in streams)), 120)
+        for _, writer in streams:
+            writer.close()
+        return len(delivered)
+
+    delivered = asyncio.run(scenario())  # the GET among them answered within call()'s own timeout
+    assert delivered == 1000
+    deadline = time.monotonic() + 30
+    while history.listeners() and time.monotonic() < deadline:  # every closed watch lets go of the log
+        time.sleep(0.2)
+    assert history.listeners() == 0
