@@ -71,7 +71,8 @@ class JobWorkload:
             return Standing(True, "Admitted", f"admitted by ClusterQueue {record.cluster_queue}")
         if record.state == WorkloadState.EVICTED.value:
             return Standing(False, "Evicted", record.reason or "evicted", evicted=True)
-        place = "" if record.position is None else f" ({record.position} ahead of it in its ClusterQueue)"
+        place = "" if record.position is None or "doesn't exist" in record.reason else \
+            f" ({record.position} ahead of it in its ClusterQueue)"
         return Standing(False, "Pending", f"{record.reason}{place}")
 
     def requeue(self) -> None:
