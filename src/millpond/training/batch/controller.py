@@ -184,7 +184,8 @@ class Controller:
         room = settings.parallelism - len(active)
         if settings.indexed:
             taken = {pod.index for pod in [*active, *succeeded]}
-            wanted: list[int | None] = [i for i in range(settings.completions or 0) if i not in taken][:room]
+            free = [i for i in range(settings.completions or 0) if i not in taken]
+            wanted: list[int | None] = [index for index in free[:room]]
         elif settings.completions is None:
             wanted = [None] * (0 if succeeded else room)
         else:

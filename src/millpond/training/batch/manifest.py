@@ -84,7 +84,6 @@ class JobManifest(ManifestBody):
     body: dict[str, Any]
     settings: JobSettings
     container: Container
-    generated_name: bool = False
     notes: list[str] = field(default_factory=list)
 
 
@@ -172,8 +171,7 @@ def _check(doc: dict[str, Any], metadata: dict[str, Any], validate: SchemaCheck)
     spec["template"] = {**template, "metadata": template_metadata} if template_metadata else \
         {key: value for key, value in template.items() if key != "metadata"}
     body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": kept, "spec": spec}
-    given = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    return JobManifest(body, settings, container, generated_name=not given.get("name"), notes=list(container.notes))
+    return JobManifest(body, settings, container, notes=list(container.notes))
 
 
 def _count(spec: dict[str, Any], name: str, default: int | None) -> int | None:
