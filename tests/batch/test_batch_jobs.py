@@ -165,7 +165,9 @@ def test_a_kueue_labelled_job_waits_suspended_for_its_queue_then_runs(cli, tmp_p
     apply_objects(*queues(("team", 0, {}), cpu="1"))
     labelled = {"labels": {"kueue.x-k8s.io/queue-name": "team"}}
     resources = {"resources": {"requests": {"cpu": "1"}}}
-    first = job("first", [PY, "-c", "import time; time.sleep(2)"], metadata=labelled, container=resources)
+    release = tmp_path / "release"  # the first Job runs until the test has seen the second one wait
+    waits = f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.05)"
+    first = job("first", [PY, "-c", waits], metadata=labelled, container=resources)
     second = job("second", ["sh", "-c", "echo second"], metadata=labelled, container=resources)
     assert apply(cli, tmp_path, first).code == 0
     until(lambda: any(pod.phase == Phase.RUNNING for pod in pods_of("first")), 30, "first running")
@@ -175,6 +177,7 @@ def test_a_kueue_labelled_job_waits_suspended_for_its_queue_then_runs(cli, tmp_p
     assert pods_of("second") == []
     described = cli("describe", "job", "second").out
     assert "Pending" in described and "cpu" in described  # Kueue's reason: the quota the first one holds
+    release.touch()
     assert condition(wait_condition(cli, "first"), "Complete")["status"] == "True"
     found = wait_condition(cli, "second", timeout=60)
     assert condition(found, "Complete")["status"] == "True"
@@ -257,3 +260,20 @@ def test_bad_input_is_one_error_line_and_nothing_is_stored(cli, tmp_path, change
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.err
     assert ResourceStore().list("Job") == []
     assert not (tmp_path / "home" / "batch").exists()
+
+
+def test_kueue_admits_part_of_the_pods_down_to_the_min_parallelism_annotation(cli, tmp_path) -> None:
+    apply_objects(*queues(("small", 0, {}), cpu="2"))
+    manifest = job("wide", [PY, "-c", "import time; time.sleep(0.5)"], parallelism=4, completions=4,
+                   metadata={"labels": {"kueue.x-k8s.io/queue-name": "small"},
+                             "annotations": {"kueue.x-k8s.io/job-min-parallelism": "2"}},
+                   container={"resources": {"requests": {"cpu": "1"}}})
+    assert apply(cli, tmp_path, manifest).code == 0
+    most = 0
+    while not (found := shown(cli, "wide"))["status"].get("completionTime"):
+        most = max(most, sum(1 for pod in pods_of("wide") if pod.active))
+        assert most <= 2, "Kueue's quota (2 CPUs) admits 2 of the 4 pods"
+        time.sleep(0.05)
+    assert most == 2 and found["status"]["succeeded"] == 4
+    described = cli("describe", "job", "wide").out
+    assert "PartiallyAdmitted" in described and "admitted with 2 of 4 pods" in described

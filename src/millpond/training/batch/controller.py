@@ -16,7 +16,8 @@ Job controller syncs a Job (every input read afresh, so a re-applied ``paralleli
 4. suspended (``spec.suspend``, or labelled for a Kueue queue and not admitted, or evicted): the
    active pods are deleted (not counted as failures), condition Suspended; resumed: Suspended False,
    ``startTime`` reset, as Kubernetes resets it;
-5. pods created up to ``parallelism`` (never more than the completions left; Indexed: the lowest
+5. pods created up to ``parallelism`` (a queued Job's admitted count, fewer after Kueue's partial
+   admission; never more than the completions left; Indexed: the lowest
    indexes neither succeeded nor running, each with ``JOB_COMPLETION_INDEX``), after a failure only
    once its back-off passed (``MILLPOND_JOB_BACKOFF_S``, Kubernetes' 10 s, doubling to 6 min);
 6. each Pending pod starts once the machine's ledger grants what its container asks (cpu, memory,
@@ -58,7 +59,7 @@ from millpond.training import instances
 from millpond.training.batch import events, lifecycle
 from millpond.training.batch import status as job_status
 from millpond.training.batch.kinds import KIND
-from millpond.training.batch.manifest import JobSettings, pod_spec, settings_of
+from millpond.training.batch.manifest import MIN_PARALLELISM, JobSettings, pod_spec, settings_of
 from millpond.training.batch.pods import JobPod, Phase, job_folder, now_iso, pod_log, pod_name, write_pods
 from millpond.training.batch.queueing import JobWorkload
 from millpond.training.planned import Planned
@@ -106,6 +107,7 @@ class Controller:
         self.suspended: bool | None = None  # None: not decided yet
         self.last_failure = 0.0  # monotonic time of the last pod failure (the back-off runs from it)
         self.workload: JobWorkload | None = None
+        self.admitted_pods = 0  # a queued Job: the pods at once its workload was admitted with (0: not queued)
         self.held = ExitStack()
         self.binds: list[Bind] | None = None
         self.waiting_said = ""
@@ -175,13 +177,14 @@ class Controller:
         """New Pending pods, up to what the Job wants running now (step 5 of the module's docstring)."""
         active = [pod for pod in self.pods if pod.active]
         succeeded = [pod for pod in self.pods if pod.phase == Phase.SUCCEEDED]
-        if len(active) > settings.parallelism:  # parallelism lowered: the newest pods are deleted
-            for pod in active[settings.parallelism:]:
+        parallelism = min(settings.parallelism, self.admitted_pods or settings.parallelism)
+        if len(active) > parallelism:  # parallelism lowered: the newest pods are deleted
+            for pod in active[parallelism:]:
                 self._delete_pod(pod.name)
             return
         if self.failures() and time.monotonic() - self.last_failure < backoff_s(self.failures()):
             return
-        room = settings.parallelism - len(active)
+        room = parallelism - len(active)
         if settings.indexed:
             taken = {pod.index for pod in [*active, *succeeded]}
             free = [i for i in range(settings.completions or 0) if i not in taken]
@@ -323,7 +326,7 @@ class Controller:
             self.workload = JobWorkload(self.settings, name=self.name, namespace=self.namespace,
                                         user=self.user or os_user(), queue=settings.queue,
                                         priority=settings.priority, pods=settings.pods_wanted,
-                                        per_pod=container.resources)
+                                        per_pod=container.resources, min_pods=settings.min_parallelism)
         standing = self.workload.poll()
         if standing.evicted:
             self._say("Evicted", f"{standing.message}: its pods are stopped and it is requeued", "Warning")
@@ -333,6 +336,10 @@ class Controller:
             return True
         if not standing.admitted:
             self._say(standing.reason, standing.message)
+        elif standing.pods < settings.pods_wanted and standing.pods != self.admitted_pods:
+            self._say("PartiallyAdmitted", f"admitted with {standing.pods} of {settings.pods_wanted} pods "
+                      f"({MIN_PARALLELISM})")
+        self.admitted_pods = standing.pods if standing.admitted else self.admitted_pods
         return not standing.admitted
 
     def _set_suspended(self, suspended: bool) -> None:
