@@ -277,3 +277,17 @@ def test_kueue_admits_part_of_the_pods_down_to_the_min_parallelism_annotation(cl
     assert most == 2 and found["status"]["succeeded"] == 4
     described = cli("describe", "job", "wide").out
     assert "PartiallyAdmitted" in described and "admitted with 2 of 4 pods" in described
+
+
+def test_a_pod_the_machine_cannot_hold_yet_waits_pending_while_the_other_runs(cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MILLPOND_FAKE_GPUS", "1")  # the ledger's test-only GPU count (no device is touched)
+    command = [PY, "-c", "import os, time; print('gpus=' + os.environ['CUDA_VISIBLE_DEVICES']); time.sleep(1)"]
+    gpu = {"resources": {"limits": {"nvidia.com/gpu": 1}}}
+    assert apply(cli, tmp_path, job("gpu", command, parallelism=2, completions=2, container=gpu)).code == 0
+    waiting = until(lambda: [p for p in pods_of("gpu") if p.reason == "Unschedulable"], 30, "a pod waiting")
+    assert "GPU" in waiting[0].message and waiting[0].pid is None
+    assert sum(1 for pod in pods_of("gpu") if pod.phase == Phase.RUNNING) == 1
+    found = wait_condition(cli, "gpu")
+    assert found["status"]["succeeded"] == 2
+    assert [Path(pod.log_path).read_text().split()[-1] for pod in pods_of("gpu")] == ["gpus=0", "gpus=0"]
+    assert "FailedScheduling" in cli("describe", "job", "gpu").out

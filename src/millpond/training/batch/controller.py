@@ -100,6 +100,7 @@ class Controller:
         self.me = own_identity()
         self.stopping = threading.Event()
         self.pods: list[JobPod] = []
+        self.written: list[JobPod] | None = None  # the pods as last written to pods.json
         self.live: dict[str, Live] = {}
         self.status: dict[str, Any] = {}
         self.conditions: list[dict[str, Any]] = []
@@ -200,21 +201,23 @@ class Controller:
             events.record(self.uid, "SuccessfulCreate", f"Created pod: {name}", settings=self.settings)
 
     def _start_pending(self, container: Container) -> None:
+        """Start the Pending pods the ledger has room for; the first refused leaves the rest (they ask the
+        same) waiting with its reason, so a wide Job costs one ledger query per step, not one per pod."""
         binds = self._binds(container)
+        refused = ""
         for pod in list(self.pods):
-            if pod.phase != Phase.PENDING or pod.name in self.live or self.stopping.is_set():
+            if pod.phase != Phase.PENDING or pod.name in self.live or self.stopping.is_set() or binds is None:
                 continue
             if pod.reason == "CrashLoopBackOff" and time.monotonic() - self.last_failure < backoff_s(pod.restarts):
                 continue
-            if binds is None:
-                continue
-            grant = self.ledger.try_acquire(container.resources,
-                                            Holder("pod", f"{self.namespace}/{pod.name}", *self.me))
+            grant = None if refused else self.ledger.try_acquire(
+                container.resources, Holder("pod", f"{self.namespace}/{pod.name}", *self.me))
             if grant is None:
-                why = (self.ledger.impossible(container.resources) or
-                       self.ledger.why_waiting(container.resources))
-                self._update(pod.name, message=f"0/1 nodes are available: {why}", reason="Unschedulable")
-                self._say("FailedScheduling", f"0/1 nodes are available: {why}", "Warning")
+                refused = refused or (self.ledger.impossible(container.resources) or
+                                      self.ledger.why_waiting(container.resources))
+                if pod.reason != "CrashLoopBackOff":
+                    self._update(pod.name, message=f"0/1 nodes are available: {refused}", reason="Unschedulable")
+                self._say("FailedScheduling", f"0/1 nodes are available: {refused}", "Warning")
                 continue
             self._start(pod, container, binds, grant.id, tuple(grant.gpus))
 
@@ -374,7 +377,9 @@ class Controller:
         if self.status.get("completionTime"):
             status["completionTime"] = self.status["completionTime"]
         status.update(job_status.counts(self.pods, indexed=settings.indexed))
-        write_pods(self.uid, self.pods, self.settings)
+        if self.pods != self.written:
+            write_pods(self.uid, self.pods, self.settings)
+            self.written = list(self.pods)
         if status != self.status:
             self.status = status
             self.store.set_status(KIND, self.name, status, self.namespace)
