@@ -23,7 +23,7 @@ import yaml
 
 from millpond.runners.processes import is_running
 from millpond.store.resources import ResourceStore
-from millpond.training.batch.pods import COMPLETION_INDEX, Phase, job_pods
+from millpond.training.batch.pods import COMPLETION_INDEX, Phase, job_pods, stop_pod
 from tests.queues_support import apply_objects, queues, until
 
 PY = sys.executable
@@ -291,3 +291,16 @@ def test_a_pod_the_machine_cannot_hold_yet_waits_pending_while_the_other_runs(cl
     assert found["status"]["succeeded"] == 2
     assert [Path(pod.log_path).read_text().split()[-1] for pod in pods_of("gpu")] == ["gpus=0", "gpus=0"]
     assert "FailedScheduling" in cli("describe", "job", "gpu").out
+
+
+def test_a_stopped_pod_is_counted_failed_and_replaced(cli, tmp_path) -> None:
+    assert apply(cli, tmp_path, job("hit", ["sleep", "300"], backoffLimit=3)).code == 0
+    [first] = until(lambda: [p for p in pods_of("hit") if p.phase == Phase.RUNNING], 30, "pod running")
+    uid = shown(cli, "hit")["metadata"]["uid"]
+    assert stop_pod(uid, first.name)
+    replaced = until(lambda: [p for p in pods_of("hit") if p.phase == Phase.RUNNING and p.name != first.name], 30)
+    assert replaced and [p.phase for p in pods_of("hit") if p.name == first.name] == [Phase.FAILED]
+    status = shown(cli, "hit")["status"]
+    assert (status["failed"], status["active"]) == (1, 1)
+    assert not stop_pod(uid, first.name)  # it already ended
+    assert cli("delete", "job", "hit").code == 0

@@ -8,7 +8,9 @@ controller's events in ``events.jsonl``. Pods are named as the Job controller na
 
 :func:`job_pods` is what the ``v1`` Pod view (and anything else that shows what runs) calls: every
 Job's pods with their index, process, phase, exit code and log, and the labels the Job controller
-puts on them (``batch.kubernetes.io/job-name``, ``controller-uid``, ``batch.kubernetes.io/job-completion-index``).
+puts on them (``batch.kubernetes.io/job-name``, ``controller-uid``, ``batch.kubernetes.io/job-completion-index``);
+:func:`stop_pod` is ``kubectl delete pod`` of one: its process group gets SIGTERM, and the Job's controller
+reaps it as a failed pod and replaces it, as the Job controller replaces a deleted pod.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import datetime as dt
 import json
 import os
 import secrets
+import signal
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from millpond.runners.processes import is_running
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import ResourceStore
 from millpond.training.batch.kinds import KIND
@@ -150,3 +154,15 @@ def job_pods(settings: Settings | None = None, namespace: str | None = None) -> 
                              str(containers[0].get("image") or ""), dict(metadata.get("labels") or {}),
                              dict(metadata.get("annotations") or {}), tuple(read_pods(resource.uid, settings))))
     return found
+
+
+def stop_pod(uid: str, name: str, settings: Settings | None = None) -> bool:
+    """SIGTERM the process group of pod ``name`` of Job ``uid`` if it runs (True); its controller does the rest."""
+    pod = next((pod for pod in read_pods(uid, settings) if pod.name == name), None)
+    if pod is None or pod.pid is None or not pod.active or not is_running(pod.pid, pod.pid_start):
+        return False
+    try:
+        os.killpg(pod.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
