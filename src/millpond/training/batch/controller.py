@@ -35,7 +35,6 @@ the next reader (``lifecycle.observed``: Failed ``SupervisorDied``).
 from __future__ import annotations
 
 import calendar
-import os
 import signal
 import sys
 import threading
@@ -56,7 +55,7 @@ from millpond.scheduling.queues.submission import os_user
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import Resource, ResourceStore
 from millpond.training import instances
-from millpond.training.batch import events, lifecycle
+from millpond.training.batch import decisions, events, lifecycle
 from millpond.training.batch import status as job_status
 from millpond.training.batch.kinds import KIND
 from millpond.training.batch.manifest import MIN_PARALLELISM, JobSettings, pod_spec, settings_of
@@ -66,19 +65,6 @@ from millpond.training.planned import Planned
 from millpond.training.pod_template import Container, read_pod
 
 POLL_S = 0.25
-BACKOFF_VAR = "MILLPOND_JOB_BACKOFF_S"
-BACKOFF_S = 10.0  # Kubernetes' first back-off after a pod failure
-BACKOFF_MAX_S = 360.0
-
-
-def backoff_s(failures: int) -> float:
-    """The delay before the next pod after ``failures`` failures: 10 s doubling, at most 6 min."""
-    text = os.environ.get(BACKOFF_VAR, "").strip()
-    try:
-        base = float(text) if text else BACKOFF_S
-    except ValueError:
-        base = BACKOFF_S
-    return 0.0 if failures <= 0 else min(BACKOFF_MAX_S, base * 2 ** (failures - 1))
 
 
 @dataclass
@@ -170,31 +156,16 @@ class Controller:
                 self._update(name, phase=Phase.FAILED, exit_code=code, finished_at=now_iso(), reason="Error",
                              message=f"the container exited with code {code}")
 
-    def failures(self) -> int:
-        """Pod failures counted against backoffLimit: failed pods and restarted containers."""
-        return sum(1 for pod in self.pods if pod.phase == Phase.FAILED) + sum(pod.restarts for pod in self.pods)
-
     def _create(self, settings: JobSettings) -> None:
-        """New Pending pods, up to what the Job wants running now (step 5 of the module's docstring)."""
-        active = [pod for pod in self.pods if pod.active]
-        succeeded = [pod for pod in self.pods if pod.phase == Phase.SUCCEEDED]
+        """New Pending pods, up to what the Job wants running now (``decisions.pods_wanted``); above it (a lowered
+        parallelism) the newest are deleted."""
         parallelism = min(settings.parallelism, self.admitted_pods or settings.parallelism)
-        if len(active) > parallelism:  # parallelism lowered: the newest pods are deleted
-            for pod in active[parallelism:]:
-                self._delete_pod(pod.name)
-            return
-        if self.failures() and time.monotonic() - self.last_failure < backoff_s(self.failures()):
-            return
-        room = parallelism - len(active)
-        if settings.indexed:
-            taken = {pod.index for pod in [*active, *succeeded]}
-            free = [i for i in range(settings.completions or 0) if i not in taken]
-            wanted: list[int | None] = [index for index in free[:room]]
-        elif settings.completions is None:
-            wanted = [None] * (0 if succeeded else room)
-        else:
-            wanted = [None] * max(0, min(room, settings.completions - len(succeeded) - len(active)))
-        for index in wanted:
+        failed = decisions.failures(self.pods)
+        held_back = bool(failed) and time.monotonic() - self.last_failure < decisions.backoff_s(failed)
+        changes = decisions.pods_wanted(settings, self.pods, parallelism, held_back=held_back)
+        for name in changes.delete:
+            self._delete_pod(name)
+        for index in changes.create:
             name = pod_name(self.name, index)
             self.pods.append(JobPod(name, index, Phase.PENDING, log_path=str(pod_log(self.uid, name, self.settings)),
                                     created_at=now_iso()))
@@ -208,7 +179,8 @@ class Controller:
         for pod in list(self.pods):
             if pod.phase != Phase.PENDING or pod.name in self.live or self.stopping.is_set() or binds is None:
                 continue
-            if pod.reason == "CrashLoopBackOff" and time.monotonic() - self.last_failure < backoff_s(pod.restarts):
+            backing_off = time.monotonic() - self.last_failure < decisions.backoff_s(pod.restarts)
+            if pod.reason == "CrashLoopBackOff" and backing_off:
                 continue
             grant = None if refused else self.ledger.try_acquire(
                 container.resources, Holder("pod", f"{self.namespace}/{pod.name}", *self.me))
@@ -286,29 +258,23 @@ class Controller:
     # ------------------------------------------------------------------ the Job
 
     def _end_due(self, settings: JobSettings) -> str | None:
-        """Complete or Failed when the Job ended now (its pods stopped, its conditions written); else None."""
-        if self.failures() > settings.backoff_limit:
-            return self._fail(*job_status.BACKOFF)
-        if self.start_time and settings.active_deadline_s is not None and not self.suspended:
-            started = calendar.timegm(time.strptime(self.start_time, "%Y-%m-%dT%H:%M:%SZ"))
-            if time.time() - started >= settings.active_deadline_s:
-                return self._fail(*job_status.DEADLINE)
-        succeeded = [pod for pod in self.pods if pod.phase == Phase.SUCCEEDED]
-        if settings.indexed:
-            done = {pod.index for pod in succeeded} >= set(range(settings.completions or 0))
-        elif settings.completions is None:
-            done = bool(succeeded) and not any(pod.active for pod in self.pods)
-        else:
-            done = len(succeeded) >= settings.completions
-        if not done:
+        """Complete or Failed when the Job ended now (``decisions.end_due``: its pods stopped, its conditions
+        written); else None."""
+        running_s = None
+        if self.start_time and not self.suspended:
+            running_s = time.time() - calendar.timegm(time.strptime(self.start_time, "%Y-%m-%dT%H:%M:%SZ"))
+        ending = decisions.end_due(settings, self.pods, running_s)
+        if ending is None:
             return None
+        if ending.outcome == "Failed":
+            return self._fail(ending.reason, ending.message)
         self._stop_all("")
         self.pods = [pod for pod in self.pods if not pod.active]
         for kind in ("SuccessCriteriaMet", "Complete"):
-            self.conditions = job_status.with_condition(self.conditions, kind, *job_status.REACHED)
+            self.conditions = job_status.with_condition(self.conditions, kind, ending.reason, ending.message)
         self.status["completionTime"] = now_iso()
         events.record(self.uid, "Completed", "Job completed", settings=self.settings)
-        return "Complete"
+        return ending.outcome
 
     def _fail(self, reason: str, message: str) -> str:
         self._stop_all(reason, message)
