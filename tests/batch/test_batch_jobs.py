@@ -304,3 +304,15 @@ def test_a_stopped_pod_is_counted_failed_and_replaced(cli, tmp_path) -> None:
     assert (status["failed"], status["active"]) == (1, 1)
     assert not stop_pod(uid, first.name)  # it already ended
     assert cli("delete", "job", "hit").code == 0
+
+
+def test_a_finished_job_past_its_ttl_is_deleted_by_the_next_reader_when_its_controller_is_gone(cli, tmp_path) -> None:
+    assert apply(cli, tmp_path, job("expiring", ["true"], ttlSecondsAfterFinished=3)).code == 0
+    wait_condition(cli, "expiring")
+    controller = ResourceStore().get("Job", "expiring")
+    assert controller is not None and controller.process is not None  # it waits out the TTL to delete the Job
+    os.kill(controller.process.pid, signal.SIGKILL)
+    until(lambda: not is_running(controller.process.pid, controller.process.start), 20, "controller gone")
+    assert condition(shown(cli, "expiring"), "Complete")["status"] == "True"  # a killed waiter fails nothing
+    until(lambda: cli("get", "job", "expiring").code != 0, 20, "the expired job deleted on read")
+    assert ResourceStore().list("Job") == []
