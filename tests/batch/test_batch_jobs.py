@@ -225,6 +225,11 @@ def test_get_json_applied_back_is_unchanged_and_an_immutable_change_refused(cli,
     result = apply(cli, tmp_path, changed)
     assert result.code == 2 and result.err.count("\n") == 1
     assert "spec.template: Invalid value: field is immutable" in result.err
+    queued = json.loads(exported.read_text())
+    queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "elsewhere"}  # Kueue's webhook refuses it
+    result = apply(cli, tmp_path, queued)
+    assert result.code == 2 and "queue-name]: Invalid value: field is immutable while the Job is not suspended" \
+        in result.err
 
 
 def test_generate_name_creates_a_new_job_at_each_apply(cli, tmp_path) -> None:

@@ -36,6 +36,7 @@ from millpond.kind_handler import (
 )
 from millpond.kinds import REGISTRY
 from millpond.manifest_envelope import found, not_found
+from millpond.scheduling.queues.model import QUEUE_LABEL
 from millpond.store.resources import Resource, ResourceStore
 from millpond.tables import age_since
 from millpond.training.batch import events, lifecycle
@@ -65,11 +66,16 @@ class _Plan:
 
 
 def _check_update(manifest: JobManifest, existing: Resource) -> None:
-    """What the API server refuses in an update of a Job: a change to a field that cannot change."""
+    """What the API server refuses in an update of a Job (a change to a field that cannot change), and what
+    Kueue's webhook refuses (another queue for a Job that is not suspended)."""
     for name in IMMUTABLE:
         if manifest.body["spec"].get(name) != existing.spec.get(name):
             raise UserError(f"{KIND} {manifest.name}: spec.{name}: Invalid value: field is immutable "
                             "(delete the Job and create it again)")
+    before = (existing.manifest["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+    if manifest.settings.queue != (before or "") and not job_status.has(existing.status or {}, "Suspended"):
+        raise UserError(f"{KIND} {manifest.name}: metadata.labels[{QUEUE_LABEL}]: Invalid value: field is immutable "
+                        "while the Job is not suspended")
 
 
 def shown(resource: Resource) -> dict[str, Any]:
