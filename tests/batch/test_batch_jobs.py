@@ -304,7 +304,8 @@ def test_a_stopped_pod_is_counted_failed_and_replaced(cli, tmp_path) -> None:
     uid = shown(cli, "hit")["metadata"]["uid"]
     assert stop_pod(uid, first.name)
     replaced = until(lambda: [p for p in pods_of("hit") if p.phase == Phase.RUNNING and p.name != first.name], 30)
-    assert replaced and [p.phase for p in pods_of("hit") if p.name == first.name] == [Phase.FAILED]
+    assert replaced and [(p.phase, p.exit_code) for p in pods_of("hit") if p.name == first.name] == [
+        (Phase.FAILED, 143)]  # 128 + SIGTERM, as a container's exit code says it
     status = shown(cli, "hit")["status"]
     assert (status["failed"], status["active"]) == (1, 1)
     assert not stop_pod(uid, first.name)  # it already ended

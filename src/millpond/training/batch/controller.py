@@ -140,6 +140,7 @@ class Controller:
             code = live.running.process.poll()
             if code is None:
                 continue
+            code = 128 - code if code < 0 else code  # killed by signal N: the container's exit code is 128 + N
             instances.end(live.running)
             live.running.pump.join(timeout=2)
             self.ledger.release(live.grant)
