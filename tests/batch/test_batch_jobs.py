@@ -5,7 +5,8 @@ completions 3 at parallelism 2 (never more than 2 at once), Indexed with ``JOB_C
 Job reaching its backoffLimit, activeDeadlineSeconds, restartPolicy OnFailure, suspend then resume by
 re-applying, a Kueue-labelled Job held suspended until its queue admits it, ttlSecondsAfterFinished,
 delete ending the pods, ``kill -9`` of the controller, ``get -o json`` applied back, and bad input refused
-with one error line before anything is stored or started.
+with one error line before anything is stored or started. The Job's life, Kueue and ``kill -9`` also run on
+PostgreSQL (the ``database`` fixture).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ def pods_of(name: str) -> list[Any]:
     return [pod for one in job_pods() if one.job == name for pod in one.pods]
 
 
+@pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 def test_completions_run_at_most_parallelism_at_once_and_the_job_completes(cli, tmp_path) -> None:
     result = apply(cli, tmp_path, job("pi", [PY, "-c", "import time; time.sleep(0.8); print('done')"],
                                       completions=3, parallelism=2))
@@ -161,6 +163,7 @@ def test_a_suspended_job_runs_nothing_until_applied_again_unsuspended(cli, tmp_p
     assert apply(cli, tmp_path, manifest).out == "job.batch/later unchanged\n"
 
 
+@pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 def test_a_kueue_labelled_job_waits_suspended_for_its_queue_then_runs(cli, tmp_path) -> None:
     apply_objects(*queues(("team", 0, {}), cpu="1"))
     labelled = {"labels": {"kueue.x-k8s.io/queue-name": "team"}}
@@ -199,6 +202,7 @@ def test_delete_ends_the_pods_processes(cli, tmp_path) -> None:
     assert ResourceStore().list("Job") == [] and "not found" in cli("get", "job", "long").err
 
 
+@pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 def test_kill_9_of_the_controller_fails_the_job_saying_why(cli, tmp_path) -> None:
     assert apply(cli, tmp_path, job("orphan", ["sleep", "300"])).code == 0
     [pod] = until(lambda: [p for p in pods_of("orphan") if p.phase == Phase.RUNNING], 30, "pod running")
@@ -267,6 +271,7 @@ def test_bad_input_is_one_error_line_and_nothing_is_stored(cli, tmp_path, change
     assert not (tmp_path / "home" / "batch").exists()
 
 
+@pytest.mark.usefixtures("database")  # on SQLite and on PostgreSQL
 def test_kueue_admits_part_of_the_pods_down_to_the_min_parallelism_annotation(cli, tmp_path) -> None:
     apply_objects(*queues(("small", 0, {}), cpu="2"))
     manifest = job("wide", [PY, "-c", "import time; time.sleep(0.5)"], parallelism=4, completions=4,
