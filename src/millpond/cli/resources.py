@@ -40,9 +40,9 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     Fluid's kinds (data.fluid.io/v1alpha1), Kubeflow's training jobs (kubeflow.org/v1 PyTorchJob,
     MPIJob, TFJob; trainer.kubeflow.org/v1alpha1 TrainJob), training runtimes and Kueue's queueing
     objects (kueue.x-k8s.io ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass,
-    Cohort; v1beta2 or v1beta1) and KServe's serving.kserve.io InferenceService (v1beta1),
-    ServingRuntime and ClusterServingRuntime (v1alpha1). Data operations and jobs start at once,
-    in the background (a data operation after the step its runAfter names).
+    Cohort; v1beta2 or v1beta1), KServe's serving.kserve.io InferenceService (v1beta1),
+    ServingRuntime and ClusterServingRuntime (v1alpha1) and Kubernetes' batch/v1 Job. Data operations
+    and jobs start at once, in the background (a data operation after the step its runAfter names).
     """
     from millpond.datasets.manifests import read_documents
     from millpond.errors import UserError
