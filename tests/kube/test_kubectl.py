@@ -256,3 +256,36 @@ def test_pods_of_a_job_and_their_logs(kubectl: Kubectl, tmp_path: Path) -> None:
     kubectl.ok("wait", "--for=condition=Succeeded", "pytorchjob/logged", "--timeout=60s")
     assert kubectl.json("get", "pod", "logged-master-0")["status"]["phase"] == "Succeeded"
     kubectl.ok("delete", "-f", str(job))
+
+
+def test_a_batch_job_its_indexed_pods_and_their_logs(kubectl: Kubectl, tmp_path: Path) -> None:
+    job = tmp_path / "indexed.yaml"
+    job.write_text(textwrap.dedent("""\
+        apiVersion: batch/v1
+        kind: Job
+        metadata:
+          name: indexed
+        spec:
+          completions: 2
+          parallelism: 2
+          completionMode: Indexed
+          template:
+            spec:
+              restartPolicy: Never
+              containers:
+              - name: work
+                image: busybox
+                command: ["sh", "-c", "echo index $JOB_COMPLETION_INDEX"]
+        """))
+    assert kubectl.ok("apply", "-f", str(job)).strip() == "job.batch/indexed created"
+    kubectl.ok("wait", "--for=condition=Complete", "job/indexed", "--timeout=90s")
+    assert kubectl.ok("get", "job", "indexed", "-o", "jsonpath={.status.succeeded}") == "2"
+    pods = kubectl.json("get", "pods", "-l", "batch.kubernetes.io/job-name=indexed")["items"]
+    by_index = {pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]: pod for pod in pods}
+    assert sorted(by_index) == ["0", "1"]
+    for index, pod in by_index.items():
+        assert pod["status"]["phase"] == "Succeeded"
+        assert kubectl.ok("logs", pod["metadata"]["name"]).strip() == f"index {index}"
+    assert "COMPLETIONS" in kubectl.ok("get", "jobs").splitlines()[0]
+    kubectl.ok("delete", "job", "indexed")
+    assert kubectl.ok("get", "pods", "-l", "batch.kubernetes.io/job-name=indexed", "-o", "name") == ""
