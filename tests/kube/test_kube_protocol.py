@@ -280,3 +280,26 @@ def test_a_thousand_watches_do_not_stall_the_server_and_abandoned_ones_are_freed
     while history.listeners() and time.monotonic() < deadline:  # every closed watch lets go of the log
         time.sleep(0.2)
     assert history.listeners() == 0
+
+
+def test_a_table_watch_shows_a_deleted_objects_last_row(served: Served) -> None:
+    import http.client
+
+    call(served, f"{BASE}/namespaces/default/localqueues", "POST", local_queue("table-watched"))
+    _, listing, _ = call(served, f"{BASE}/namespaces/default/localqueues")
+    connection = http.client.HTTPConnection("127.0.0.1", served.port, timeout=30)
+    connection.request("GET", f"{BASE}/namespaces/default/localqueues?watch=1&timeoutSeconds=20&resourceVersion="
+                       f"{listing['metadata']['resourceVersion']}",
+                       headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"})
+    stream = connection.getresponse()
+    call(served, f"{BASE}/namespaces/default/localqueues/table-watched", "PATCH",
+         {"metadata": {"labels": {"seen": "yes"}}}, "application/merge-patch+json")
+    modified = json.loads(stream.readline())
+    call(served, f"{BASE}/namespaces/default/localqueues/table-watched", "DELETE")
+    deleted = json.loads(stream.readline())
+    connection.close()
+    assert (modified["type"], deleted["type"]) == ("MODIFIED", "DELETED")
+    row = modified["object"]["rows"][0]
+    assert row["cells"][0] == "table-watched" and "<unknown>" not in row["cells"]
+    assert deleted["object"]["rows"][0]["cells"] == row["cells"]  # the last row it had
+    assert len(deleted["object"]["columnDefinitions"]) == len(row["cells"])

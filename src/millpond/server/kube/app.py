@@ -27,7 +27,7 @@ from millpond.pods.logs import LogRequest, read_log
 from millpond.server.callers import caller
 from millpond.server.kube import discovery, openapi, patches, paths, selectors, tables, watch
 from millpond.server.kube.fields import VALIDATIONS
-from millpond.server.kube.history import Histories
+from millpond.server.kube.history import Histories, key_of
 from millpond.server.kube.objects import Resources, WriteOptions, Written
 from millpond.server.kube.status import KubeError
 from millpond.settings import Settings
@@ -219,13 +219,28 @@ class KubeApi:
         want_table = tables.wants_table(request.headers.get("accept", ""))
         include = query.get("includeObject", "Metadata")
 
+        sent: dict[tuple[str, str], dict[str, Any]] = {}  # the last Table row this watch sent, per object
+
         def shape(change: str, obj: dict[str, Any]) -> dict[str, Any]:
+            """An event's object as the client asked: as it is, or a one-row Table (a DELETED object's row is
+            the last one this watch sent of it: the family has no row for what is gone)."""
             if not want_table:
                 return obj
-            if change == "DELETED":
-                return tables.table(_empty_table(), [obj], include, obj["metadata"].get("resourceVersion", ""),
-                                    kind.cluster_scoped)
-            return json.loads(bytes(self._shaped(request, kind, [obj], obj["metadata"]["resourceVersion"], True).body))
+            key = key_of(obj)
+            version = obj["metadata"].get("resourceVersion", "")
+            if change != "DELETED":
+                try:
+                    shown = json.loads(bytes(self._shaped(request, kind, [obj], version, True).body))
+                except NotFoundError:  # a replayed change of an object gone since: its last row, as for DELETED
+                    pass
+                else:
+                    sent[key] = shown
+                    return shown
+            last = sent.pop(key, None) if change == "DELETED" else sent.get(key)
+            headers = REGISTRY.handler(kind).printer_columns(kind)
+            cells = last["rows"][0]["cells"] if last else [key[1], *["<unknown>"] * (len(headers) - 1)]
+            row = Table(headers, [cells]) if kind.cluster_scoped else Table(("NAMESPACE", *headers), [[key[0], *cells]])
+            return tables.table(row, [obj], include, version, kind.cluster_scoped)
 
         try:
             timeout = float(query.get("timeoutSeconds") or 0)
@@ -233,7 +248,7 @@ class KubeApi:
             raise KubeError(400, f"invalid timeoutSeconds {query.get('timeoutSeconds')!r}") from None
         spec = watch.WatchRequest(kind, namespace, _match(query), query.get("resourceVersion", ""), timeout,
                                   _truthy(query.get("allowWatchBookmarks")), _truthy(query.get("sendInitialEvents")),
-                                  shape)
+                                  shape, shape_blocks=want_table)
         history = self.resources.history(kind)
         self.poller_started(history)
         lines = watch.stream(spec, history, lambda: self.resources.sync(kind))
@@ -250,6 +265,9 @@ async def _guarded(lines: Any) -> Any:
             yield line
     except KubeError as exc:
         yield json.dumps({"type": "ERROR", "object": exc.status()}).encode() + b"\n"
+    except Exception as exc:  # noqa: BLE001 - the stream ends with a Status saying why, not a torn response
+        failure = KubeError(500, f"internal error: {type(exc).__name__}: {exc}")
+        yield json.dumps({"type": "ERROR", "object": failure.status()}).encode() + b"\n"
 
 
 async def _pod_log(request: Request, target: paths.ResourcePath, settings: Settings, user: str) -> Response:
@@ -278,10 +296,6 @@ async def _pod_log(request: Request, target: paths.ResourcePath, settings: Setti
         yield from chunks
 
     return StreamingResponse(rest(), media_type="text/plain")
-
-
-def _empty_table() -> Table:
-    return Table(("NAME",), [])
 
 
 def _truthy(value: str | None) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.kind_handler import KindName
-from millpond.server.kube.history import Event, KindHistory, key_of
+from millpond.server.kube.history import KindHistory, key_of
 from millpond.server.kube.selectors import Match
 from millpond.server.kube.status import KubeError
 
@@ -78,6 +78,13 @@ class WatchRequest:
     bookmarks: bool
     initial_events: bool
     shape: Callable[[str, dict[str, Any]], dict[str, Any]]  # an event's object as the client asked (Table or not)
+    shape_blocks: bool = False  # shaping reads the family's table (its store): done in a worker thread
+
+
+async def _shaped(request: WatchRequest, change: str, obj: dict[str, Any]) -> dict[str, Any]:
+    if request.shape_blocks:
+        return await asyncio.to_thread(request.shape, change, obj)
+    return request.shape(change, obj)
 
 
 def _line(kind: str, obj: dict[str, Any]) -> bytes:
@@ -99,7 +106,7 @@ async def stream(request: WatchRequest, history: KindHistory, initial: Callable[
             last, objects = await asyncio.to_thread(initial)
             for obj in objects:
                 if _selected(request, obj):
-                    yield _line("ADDED", request.shape("ADDED", obj))
+                    yield _line("ADDED", await _shaped(request, "ADDED", obj))
             if request.initial_events:
                 yield _line("BOOKMARK", _bookmark(request.kind.kind, api_version, last, initial_end=True))
         else:
@@ -119,7 +126,7 @@ async def stream(request: WatchRequest, history: KindHistory, initial: Callable[
             for event in events:
                 last = event.resource_version
                 if _selected(request, event.object):
-                    yield _line(event.type, request.shape(event.type, _versioned(event)))
+                    yield _line(event.type, await _shaped(request, event.type, event.object))
             now = time.monotonic()
             if now >= deadline:
                 return
@@ -136,10 +143,6 @@ async def stream(request: WatchRequest, history: KindHistory, initial: Callable[
 
 def _selected(request: WatchRequest, obj: dict[str, Any]) -> bool:
     return (not request.namespace or key_of(obj)[0] == request.namespace) and request.match(obj)
-
-
-def _versioned(event: Event) -> dict[str, Any]:
-    return event.object
 
 
 def _bookmark(kind: str, api_version: str, version: int, initial_end: bool = False) -> dict[str, Any]:
