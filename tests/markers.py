@@ -30,6 +30,7 @@ FIXTURE_MARKERS = {
     "pg_server": "postgresql",
     "pg_url": "postgresql",
     "ray_cluster": "ray",
+    "kuberay_home": "ray",  # tests/kuberay: RayClusters of their own, as local Ray nodes
 }
 KFP1_FIXTURES = {"kfp1", "v1"}  # tests/kfp1_env.py's fixtures: kfp 1.8's side environment
 BROWSER_CALLS = ("chromium_page(", "_browser(")  # tests/ui/test_server_ui.py's ways into Chromium

@@ -100,6 +100,7 @@ class ClusterSupervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, lambda *_: self.stopping.set())
         self.store.record_process(RAY_CLUSTER.kind, self.name, self.namespace, self.identity)
+        paths.sweep_dangling_links()
         try:
             while not self.stopping.is_set() and not self.finished:
                 resource = self.store.get(RAY_CLUSTER.kind, self.name, self.namespace)
@@ -121,6 +122,7 @@ class ClusterSupervisor:
             if resource is not None and resource.uid == self.uid and not self.finished:
                 self.phase.reason = self.phase.reason or "its supervisor stopped"
             self._write_nodes()
+            paths.remove_temp_root(self.settings, self.uid)
 
     def step(self, cluster: ClusterSpec, resource: Resource) -> None:
         labels = resource.manifest.get("metadata", {}).get("labels") or {}
@@ -214,7 +216,7 @@ class ClusterSupervisor:
         self.waiting.pop(waiting_name, None)
         name = f"{self.name}-head-{pod_suffix()}" if group.head else f"{self.name}-{group.name}-worker-{pod_suffix()}"
         self.started += 1  # each node's own temp dir (a short name: Ray's socket paths must fit)
-        temp = paths.temp_root(self.settings, self.uid) / f"n{self.started}"
+        temp = paths.make_temp_root(self.settings, self.uid) / f"n{self.started}"
         node = RayNode(name=name, group=group.name, head=group.head, index=index,
                        log=paths.node_log(self.settings, self.uid, name), temp_dir=temp, mark=new_mark(),
                        restarts=restarts)
