@@ -249,6 +249,7 @@ class ClusterSupervisor:
         self._stop(workers)  # the workers first: they would log the head's loss
         self._stop(list(self.nodes))
         self.waiting.clear()
+        paths.remove_temp_root(self.settings, self.uid)  # no node left to write there
 
     def _reconcile_workers(self, cluster: ClusterSpec) -> None:
         for group in cluster.workers:

@@ -13,6 +13,7 @@ SIGTERMs its supervisor and waits until it ended its nodes; a RayJob's own RayCl
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from millpond.kuberay import paths
@@ -121,3 +122,10 @@ def delete_cluster(settings: Settings, cluster: Resource) -> None:
     if found is not None and found.uid == cluster.uid:
         store.delete(RAY_CLUSTER.kind, cluster.name, cluster.namespace)
     stop(RAY_CLUSTER.kind, cluster.namespace, cluster.name)
+
+
+def driver_log(settings: Settings, namespace: str, name: str) -> Path | None:
+    """The RayJob's driver log (what Ray's job API returned for it, copied as it ran); None before it ran."""
+    found = ResourceStore(settings).get(RAY_JOB.kind, name, namespace)
+    path = paths.driver_log(settings, found.uid) if found is not None else None
+    return path if path is not None and path.is_file() else None
