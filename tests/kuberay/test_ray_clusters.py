@@ -58,7 +58,8 @@ def test_a_cluster_runs_a_task_on_its_worker_and_delete_ends_every_process(
     assert applied.code == 0, applied.err
     assert "raycluster.ray.io/tasks created" in applied.out
     status = wait_for(cli, "raycluster", "tasks", _ready)
-    assert (status["desiredWorkerReplicas"], status["readyWorkerReplicas"], status["availableWorkerReplicas"]) == (1, 1, 1)
+    counts = (status["desiredWorkerReplicas"], status["readyWorkerReplicas"], status["availableWorkerReplicas"])
+    assert counts == (1, 1, 1)
     assert (status["minWorkerReplicas"], status["maxWorkerReplicas"]) == (0, 3)
     assert (status["desiredCPU"], status["desiredMemory"], status["desiredGPU"]) == ("200m", "512Mi", "0")
     assert set(status["endpoints"]) == {"client", "dashboard", "gcs-server", "metrics"}

@@ -5,8 +5,8 @@ and a runtime env that cannot be fetched fails it with the reason instead of lea
 from __future__ import annotations
 
 from collections.abc import Callable
-from textwrap import indent
 from pathlib import Path
+from textwrap import indent
 from typing import Any
 
 from millpond.kuberay.node_view import ray_nodes
@@ -46,7 +46,8 @@ spec:
     env_vars:
       GREETING: hello
   entrypoint: |
-    python -c "import os, ray; ray.init(); print('SUM', sum(ray.get([ray.remote(lambda x: 2 * x).remote(i) for i in range(4)])), os.environ['GREETING'])"
+    python -c "import os, ray; ray.init(); twice = ray.remote(lambda x: 2 * x);
+    print('SUM', sum(ray.get([twice.remote(i) for i in range(4)])), os.environ['GREETING'])"
 ---
 apiVersion: ray.io/v1
 kind: RayJob

@@ -79,7 +79,7 @@ class JobSupervisor:
                 try:
                     spec = job_spec(resource.spec)
                 except UserError as exc:
-                    self._end("ValidationFailed", "ValidationFailed", str(exc))
+                    self._end("ValidationFailed", "ValidationFailed", str(exc), {})
                     return
                 if self.step(spec, resource):
                     return

@@ -17,7 +17,7 @@ from millpond.documents import plain_value
 from millpond.errors import UserError
 from millpond.kind_handler import SchemaCheck
 from millpond.kuberay.job_specs import JobSpec, job_spec
-from millpond.kuberay.kinds import KINDS, RayKind, check_api_version, refusal
+from millpond.kuberay.kinds import GROUP, KINDS, RayKind, check_api_version, refusal
 from millpond.kuberay.nodes import pod_suffix
 from millpond.kuberay.specs import ClusterSpec, capacity_refusal, cluster_spec
 from millpond.manifest_envelope import ManifestBody, check_metadata, is_document_of
@@ -35,7 +35,8 @@ class RayManifest(ManifestBody):
 
 def is_ray_document(doc: object) -> bool:
     """A document of a KubeRay kind, applied here or refused here (rather than called an unknown kind)."""
-    return is_document_of(doc, KINDS, refusal) and str(doc.get("apiVersion", "")).startswith("ray.io/")  # type: ignore[union-attr]
+    return (is_document_of(doc, KINDS, refusal) and isinstance(doc, dict)
+            and str(doc.get("apiVersion", "")).startswith(f"{GROUP}/"))
 
 
 def _metadata(info: RayKind, doc: dict[str, Any]) -> dict[str, Any]:

@@ -164,21 +164,17 @@ def _env(container: dict[str, Any], where: list[str | int]) -> tuple[tuple[str, 
 
 def _shape(group: dict[str, Any], where: list[str | int], notes: list[str]) -> NodeShape:
     """One group's node: its pod's first container's resources, then its rayStartParams."""
-    template = group.get("template") if isinstance(group.get("template"), dict) else {}
-    pod = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    pod = _map(_map(group.get("template")).get("spec"))
     containers = pod.get("containers") if isinstance(pod.get("containers"), list) else []
     if not containers or not isinstance(containers[0], dict):
         raise UserError(f"{field_path([*where, 'template', 'spec', 'containers'])}: the Ray container is missing")
     container_at: list[str | int] = [*where, "template", "spec", "containers", 0]
-    container = containers[0]
-    spec = container.get("resources") if isinstance(container.get("resources"), dict) else {}
-    limits = spec.get("limits") if isinstance(spec.get("limits"), dict) else {}
-    requests = spec.get("requests") if isinstance(spec.get("requests"), dict) else {}
+    container: dict[str, Any] = containers[0]
+    spec = _map(container.get("resources"))
+    limits, requests = _map(spec.get("limits")), _map(spec.get("requests"))
     for index, other in enumerate(containers):
-        resources = other.get("resources") if isinstance(other, dict) else None
         for key in ("limits", "requests"):
-            named = resources.get(key) if isinstance(resources, dict) else None
-            if isinstance(named, dict) and TPU in named:
+            if TPU in _map(_map(_map(other).get("resources")).get(key)):
                 path = field_path([*where, "template", "spec", "containers", index, "resources", key, TPU])
                 raise UserError(f"{path}: a TPU (GKE's TPU slices) cannot exist on this machine; "
                                 "run the Ray workers on CPUs or GPUs")
@@ -192,7 +188,7 @@ def _shape(group: dict[str, Any], where: list[str | int], notes: list[str]) -> N
     request_cpu = _quantity(asked["cpu"], [*at, "requests", "cpu"]).amount if "cpu" in asked else Fraction(0)
     memory_quantity = _quantity(asked["memory"], [*at, "requests", "memory"]) if "memory" in asked else None
     request_gpus = _whole(asked[GPU], [*at, "requests", GPU]) if GPU in asked else 0
-    resources: dict[str, float] = {}
+    custom: dict[str, float] = {}
     object_store = 0
     for key, value in params.items():
         here: list[str | int] = [*where, "rayStartParams", key]
@@ -205,22 +201,27 @@ def _shape(group: dict[str, Any], where: list[str | int], notes: list[str]) -> N
         elif key == "object-store-memory":
             object_store = _whole(value, here)
         elif key == "resources":
-            resources = _resources_param(value, here)
+            custom = _resources_param(value, here)
         elif key in OWN_PARAMS:
             notes.append(f"rayStartParams.{key} is millpond's: every cluster listens on the loopback, on free ports")
         else:
             notes.append(f"rayStartParams.{key} is not passed to ray start here")
-    for name in resources:
+    for name in custom:
         if name.upper() in ("CPU", "GPU", "MEMORY") or name == "object_store_memory":
             raise UserError(f"{field_path([*where, 'rayStartParams', 'resources'])}: {name} is given by "
                             "num-cpus, num-gpus or memory, not as a custom resource")
     return NodeShape(
-        num_cpus=cpus, num_gpus=gpus, memory_bytes=memory, object_store_bytes=object_store, resources=resources,
+        num_cpus=cpus, num_gpus=gpus, memory_bytes=memory, object_store_bytes=object_store, resources=custom,
         request_cpu=request_cpu, request_memory=memory_quantity.bytes if memory_quantity else 0,
         request_gpus=request_gpus,
         memory_format=memory_quantity.format if memory_quantity else Format.BINARY_SI,
         env=_env(container, container_at),
     )
+
+
+def _map(value: object) -> dict[str, Any]:
+    """``value`` when it is a map, else an empty one (the schema said what each field may be)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _count(group: dict[str, Any], key: str, default: int, where: list[str | int]) -> int:
