@@ -202,9 +202,6 @@ class ClusterSupervisor:
         """Start replica ``index`` of ``group`` once the ledger grants its pod's requests (else it waits)."""
         key = (group.name, index)
         waiting_name = f"{group.name}/{index}"
-        if self.binary is None:
-            self._fail("ray is not installed: pip install 'millpond[ray]'")
-            return None
         request = node_request(group)
         grant = self.ledger.try_acquire(request, self.holder)
         if grant is None:
@@ -214,6 +211,10 @@ class ClusterSupervisor:
             self.phase.reason = self.waiting[waiting_name]
             return None
         self.waiting.pop(waiting_name, None)
+        if self.binary is None:
+            self.ledger.release(grant.id)
+            self._fail("ray is not installed: pip install 'millpond[ray]'")
+            return None
         name = f"{self.name}-head-{pod_suffix()}" if group.head else f"{self.name}-{group.name}-worker-{pod_suffix()}"
         self.started += 1  # each node's own temp dir (a short name: Ray's socket paths must fit)
         temp = paths.make_temp_root(self.settings, self.uid) / f"n{self.started}"
