@@ -75,6 +75,7 @@ class ClusterSupervisor:
 
     def __init__(self, settings: Settings, namespace: str, name: str, uid: str) -> None:
         self.settings = settings
+        self.home = paths.HomeWatch(settings.home)
         self.namespace, self.name, self.uid = namespace, name, uid
         self.store = ResourceStore(settings)
         self.ledger = Ledger(settings)
@@ -102,7 +103,7 @@ class ClusterSupervisor:
         self.store.record_process(RAY_CLUSTER.kind, self.name, self.namespace, self.identity)
         paths.sweep_dangling_links()
         try:
-            while not self.stopping.is_set() and not self.finished:
+            while not self.stopping.is_set() and not self.finished and not self.home.gone():
                 resource = self.store.get(RAY_CLUSTER.kind, self.name, self.namespace)
                 if resource is None or resource.uid != self.uid:
                     break
@@ -117,6 +118,8 @@ class ClusterSupervisor:
                 self.stopping.wait(TICK_S)
         finally:
             self._stop_all()
+            if self.home.gone():
+                return
             self._release_workload("deleted" if not self.finished else "failed")
             resource = self.store.get(RAY_CLUSTER.kind, self.name, self.namespace)
             if resource is not None and resource.uid == self.uid and not self.finished:
@@ -299,6 +302,8 @@ class ClusterSupervisor:
             self._write_nodes()
 
     def _write_nodes(self) -> None:
+        if self.home.gone():
+            return  # never make a removed home's folders again
         views = [self._view(node, node_view.RUNNING if node.running() else node_view.FAILED)
                  for node in self.nodes.values()]
         views += [node_view.RayNodeView(

@@ -56,6 +56,7 @@ class JobSupervisor:
 
     def __init__(self, settings: Settings, namespace: str, name: str, uid: str) -> None:
         self.settings = settings
+        self.home = paths.HomeWatch(settings.home)
         self.namespace, self.name, self.uid = namespace, name, uid
         self.store = ResourceStore(settings)
         self.stopping = threading.Event()
@@ -71,7 +72,7 @@ class JobSupervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, lambda *_: self.stopping.set())
         try:
-            while not self.stopping.is_set():
+            while not self.stopping.is_set() and not self.home.gone():
                 resource = self.store.get(RAY_JOB.kind, self.name, self.namespace)
                 if resource is None or resource.uid != self.uid:
                     return
@@ -85,7 +86,8 @@ class JobSupervisor:
                     return
                 self.stopping.wait(TICK_S)
         finally:
-            self._release()
+            if not self.home.gone():
+                self._release()
 
     def step(self, spec: JobSpec, resource: Resource) -> bool:
         """One reconcile; True once the supervisor's work is done."""

@@ -104,3 +104,23 @@ def ensure_token(settings: Settings) -> Path:
             pass
         partial.unlink(missing_ok=True)
     return path
+
+
+class HomeWatch:
+    """Whether the home a supervisor started in is still there: not removed, nor replaced by another folder
+    of that name (a corpus row's or a test's home, removed once its processes were killed: a supervisor
+    started meanwhile, which nobody saw, must end its nodes and itself rather than run on)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.identity = self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            found = os.stat(self.home)
+        except OSError:
+            return None
+        return found.st_dev, found.st_ino
+
+    def gone(self) -> bool:
+        return self.identity is None or self._identity() != self.identity
