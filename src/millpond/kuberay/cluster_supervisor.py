@@ -118,14 +118,9 @@ class ClusterSupervisor:
                 self.stopping.wait(TICK_S)
         finally:
             self._stop_all()
-            if self.home.gone():
-                return
-            self._release_workload("deleted" if not self.finished else "failed")
-            resource = self.store.get(RAY_CLUSTER.kind, self.name, self.namespace)
-            if resource is not None and resource.uid == self.uid and not self.finished:
-                self.phase.reason = self.phase.reason or "its supervisor stopped"
-            self._write_nodes()
-            paths.remove_temp_root(self.settings, self.uid)
+            if not self.home.gone():
+                self._release_workload("deleted" if not self.finished else "failed")
+                self._write_nodes()
 
     def step(self, cluster: ClusterSpec, resource: Resource) -> None:
         labels = resource.manifest.get("metadata", {}).get("labels") or {}
