@@ -244,9 +244,7 @@ class ClusterSupervisor:
         self._write_nodes()
 
     def _stop_all(self) -> None:
-        workers = [key for key, node in self.nodes.items() if not node.head]
-        self._stop(workers)  # the workers first: they would log the head's loss
-        self._stop(list(self.nodes))
+        self._stop(list(self.nodes))  # together: each gets the same grace, not one after another
         self.waiting.clear()
         paths.remove_temp_root(self.settings, self.uid)  # no node left to write there
 
