@@ -3,6 +3,8 @@ is read from a RayCluster's spec follows KubeRay's pod-to-``ray start`` rules. (
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -100,3 +102,12 @@ def test_a_cluster_spec_is_read_as_kuberay_turns_pods_into_ray_start() -> None:
     with pytest.raises(UserError, match="is not a JSON map"):
         cluster_spec({**spec, "headGroupSpec": {**spec["headGroupSpec"], "rayStartParams": {"resources": "{x"}}},
                      ["spec"])
+
+
+def test_naming_the_kinds_imports_no_ray() -> None:
+    """The CLI resolves kind names often: the table and the handler load without Ray (only supervisors use it)."""
+    code = ("import sys, millpond.kuberay.kinds, millpond.kuberay.handler, millpond.kuberay.node_view; "
+            "from millpond.kinds import REGISTRY; REGISTRY.resolve('rayclusters'); "
+            "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

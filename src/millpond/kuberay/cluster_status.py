@@ -33,15 +33,20 @@ class Phase:
     transitions: dict[str, str] = field(default_factory=dict)  # state -> when it was first entered
     provisioned_at: str = ""  # when every desired node was first ready
     failure: str = ""  # a worker's last failure (ReplicaFailure)
+    conditions: dict[str, tuple[str, str]] = field(default_factory=dict)  # type -> (status, since when)
 
 
 def _quantity(amount: Fraction, form: Format) -> str:
     return str(Quantity(amount, form))
 
 
-def _condition(kind: str, true: bool, reason: str, message: str, since: str) -> dict[str, Any]:
-    return {"type": kind, "status": "True" if true else "False", "reason": reason, "message": message,
-            "lastTransitionTime": since}
+def _condition(phase: Phase, kind: str, true: bool, reason: str, message: str, now: str) -> dict[str, Any]:
+    """One condition; its lastTransitionTime is when its status last changed (kept in ``phase``)."""
+    status = "True" if true else "False"
+    known = phase.conditions.get(kind)
+    if known is None or known[0] != status:
+        phase.conditions[kind] = known = (status, now)
+    return {"type": kind, "status": status, "reason": reason, "message": message, "lastTransitionTime": known[1]}
 
 
 def cluster_status(cluster: ClusterSpec, name: str, nodes: list[RayNode], ports: HeadPorts | None,
@@ -71,18 +76,16 @@ def cluster_status(cluster: ClusterSpec, name: str, nodes: list[RayNode], ports:
         status["endpoints"] = {"client": str(ports.client), "dashboard": str(ports.dashboard),
                                "gcs-server": str(ports.gcs), "metrics": str(ports.metrics)}
     conditions = [
-        _condition("HeadPodReady", head_ready, "HeadPodRunningAndReady" if head_ready else "HeadPodNotFound"
+        _condition(phase, "HeadPodReady", head_ready, "HeadPodRunningAndReady" if head_ready else "HeadPodNotFound"
                    if head is None else "HeadPodNotReady", "" if head_ready else phase.reason, now),
-        _condition("RayClusterProvisioned", bool(phase.provisioned_at),
+        _condition(phase, "RayClusterProvisioned", bool(phase.provisioned_at),
                    "AllPodRunningAndReadyFirstTime" if phase.provisioned_at else "RayClusterPodsProvisioning",
-                   "" if phase.provisioned_at else "RayCluster Pods are being provisioned for first time",
-                   phase.provisioned_at or now),
+                   "" if phase.provisioned_at else "RayCluster Pods are being provisioned for first time", now),
     ]
     if phase.state == SUSPENDED:
-        conditions.append(_condition("RayClusterSuspended", True, "RayClusterSuspended", phase.reason,
-                                     phase.transitions.get(SUSPENDED, now)))
+        conditions.append(_condition(phase, "RayClusterSuspended", True, "RayClusterSuspended", phase.reason, now))
     if phase.failure:
-        conditions.append(_condition("ReplicaFailure", True, "FailedCreateWorkerPod", phase.failure, now))
+        conditions.append(_condition(phase, "ReplicaFailure", True, "FailedCreateWorkerPod", phase.failure, now))
     status["conditions"] = conditions
     return status
 
