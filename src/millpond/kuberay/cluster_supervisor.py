@@ -34,7 +34,7 @@ from millpond.kuberay.kinds import PRIORITY_LABEL, QUEUE_LABEL, RAY_CLUSTER
 from millpond.kuberay.nodes import HeadPorts, RayNode, argv, environment, new_mark, pod_suffix, ray_binary
 from millpond.kuberay.nodes import start as start_node
 from millpond.kuberay.nodes import stop as stop_nodes
-from millpond.kuberay.specs import ClusterSpec, NodeGroup, cluster_spec
+from millpond.kuberay.specs import HEAD, ClusterSpec, NodeGroup, cluster_spec
 from millpond.runners.guardian import guardian
 from millpond.runners.ports import free_ports
 from millpond.runners.processes import ProcessIdentity
@@ -299,11 +299,12 @@ class ClusterSupervisor:
             return  # never make a removed home's folders again
         views = [self._view(node, node_view.RUNNING if node.running() else node_view.FAILED)
                  for node in self.nodes.values()]
-        views += [node_view.RayNodeView(
-            name=f"{self.name}-{key.split('/')[0]}-pending", cluster=self.name, namespace=self.namespace,
-            group=key.split("/")[0], head=key.startswith("headgroup/"), index=int(key.rsplit("/", 1)[1]), pid=None,
-            ticks=None, phase=node_view.PENDING, ready=False, exit_code=None, reason=why, log_path="", started_at=0.0,
-            restarts=0) for key, why in self.waiting.items()]
+        for key, why in self.waiting.items():
+            group, index = key.rsplit("/", 1)
+            views.append(node_view.RayNodeView(
+                name=f"{self.name}-{group}-pending-{index}", cluster=self.name, namespace=self.namespace, group=group,
+                head=group == HEAD, index=int(index), pid=None, ticks=None, phase=node_view.PENDING, ready=False,
+                exit_code=None, reason=why, log_path="", started_at=0.0, restarts=0))
         node_view.write(paths.nodes_file(self.settings, self.uid), views)
 
     def _view(self, node: RayNode, phase: str) -> node_view.RayNodeView:
