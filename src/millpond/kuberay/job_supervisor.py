@@ -142,6 +142,9 @@ class JobSupervisor:
         if found is not None:
             objects.start(self.settings, found)  # none running for it (the machine restarted): start one
             return found
+        if name and self.status.get("jobDeploymentStatus") == "Running":
+            self._end("Failed", "RayClusterNotFound", f"its RayCluster {name} was deleted while the job ran", {})
+            return None
         resource = self.store.get(RAY_JOB.kind, self.name, self.namespace)
         raw = (resource.spec if resource else {}).get("rayClusterSpec") or {}
         name = f"{self.name}-raycluster-{pod_suffix()}"[:63]
