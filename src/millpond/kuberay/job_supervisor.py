@@ -132,7 +132,10 @@ class JobSupervisor:
         """The job's cluster: its own (stored and started once), or the selected one; None while it waits."""
         if spec.cluster is None:
             found = self.store.get(RAY_CLUSTER.kind, spec.selector, self.namespace)
-            if found is None:
+            if found is None and self.client is not None:
+                self._end("Failed", "RayClusterNotFound", f"its RayCluster {spec.selector} was deleted while the "
+                          "job ran", {})
+            elif found is None:
                 self._set(jobDeploymentStatus="Initializing", rayClusterName=spec.selector,
                           message=f"waiting for RayCluster {spec.selector} (clusterSelector {CLUSTER_LABEL})")
             return found
