@@ -72,6 +72,16 @@ spec:
 apiVersion: ray.io/v1
 kind: RayJob
 metadata:
+  name: overdue
+spec:
+  clusterSelector:
+    ray.io/cluster: shared
+  activeDeadlineSeconds: 3
+  entrypoint: python -c "import time; time.sleep(600)"
+---
+apiVersion: ray.io/v1
+kind: RayJob
+metadata:
   name: own
 spec:
   shutdownAfterJobFinishes: true
@@ -94,6 +104,10 @@ def test_jobs_succeed_fail_and_end_their_own_cluster(kuberay_home: Path, cli: Ca
     assert (unfetchable["jobDeploymentStatus"], unfetchable["reason"]) == ("Failed", "SubmissionFailed")
     assert "working_dir http://127.0.0.1:9/code.zip cannot be fetched from this machine" in unfetchable["message"]
 
+    overdue = wait_for(cli, "rayjob", "overdue", _ended)
+    assert (overdue["jobDeploymentStatus"], overdue["reason"]) == ("Failed", "DeadlineExceeded")
+    assert "activeDeadlineSeconds (3 s)" in overdue["message"]
+
     adds = wait_for(cli, "rayjob", "adds", _ended)
     assert (adds["jobStatus"], adds["jobDeploymentStatus"], adds["succeeded"]) == ("SUCCEEDED", "Complete", 1)
     assert adds["rayClusterName"] == "shared" and adds["jobId"].startswith("adds-")
@@ -114,8 +128,8 @@ def test_jobs_succeed_fail_and_end_their_own_cluster(kuberay_home: Path, cli: Ca
     table = cli("get", "rayjobs").out.splitlines()
     assert table[0].split()[:5] == ["NAME", "JOB", "STATUS", "DEPLOYMENT", "STATUS"]
     assert [line.split()[:3] for line in table[1:]] == [
-        ["adds", "SUCCEEDED", "Complete"], ["fails", "FAILED", "Failed"], ["own", "SUCCEEDED", "Complete"],
-        ["unfetchable", "Failed", "shared"]]
+        ["adds", "SUCCEEDED", "Complete"], ["fails", "FAILED", "Failed"], ["overdue", "Failed", "shared"],
+        ["own", "SUCCEEDED", "Complete"], ["unfetchable", "Failed", "shared"]]
 
     shared = ray_nodes(load_settings(), "default", "shared")
     assert [node.phase for node in shared] == ["Running"]  # a selected cluster outlives its jobs

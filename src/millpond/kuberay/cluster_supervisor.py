@@ -9,8 +9,10 @@
    suspended, with Kueue's reason, until admitted; evicted: its nodes stop and it queues again;
 4. each node (head first) takes its pod's requests from the machine's ledger before it starts (a
    node that does not fit waits, its reason in the status, as an unschedulable pod);
-5. the head starts, on free ports; a head that exits fails the cluster (state ``failed``, the
-   reason naming its pid and exit), every worker is stopped and the supervisor ends;
+5. the head starts, on free ports; one that exits before it was ever ready is started again (up to
+   ``HEAD_START_ATTEMPTS`` in all: Ray gives a node 30 s to register, which a loaded machine can
+   miss); a head that exits after it served fails the cluster (state ``failed``, the reason naming
+   its pid and exit), every worker is stopped and the supervisor ends;
 6. each worker group runs ``replicas`` nodes (0 when the group is suspended): missing ones start
    once the head is ready, extra ones stop (highest index first), one that exits is started again
    (a pod restarted), the failure in ``ReplicaFailure``;
@@ -48,6 +50,7 @@ from millpond.store.workloads import WorkloadStore
 
 TICK_S = 0.5
 HEAD_START_S = 180.0  # a head not ready by then failed to start (two cores, a loaded machine: ~5-20 s)
+HEAD_START_ATTEMPTS = 3  # a head that exits before it was ever ready is started this many times in all
 
 
 def now_iso() -> str:
@@ -86,6 +89,7 @@ class ClusterSupervisor:
         self.phase = Phase()
         self.workload_id = ""
         self.finished = False
+        self.head_was_ready = False
         self.started = 0
         self.written: dict[str, object] = {}
         self.waiting: dict[str, str] = {}  # node -> why it waits for the machine
@@ -140,6 +144,15 @@ class ClusterSupervisor:
             self._start(cluster, head_group, 0)
             return
         head.check()
+        if head.exit_code is not None and not self.head_was_ready and head.restarts < HEAD_START_ATTEMPTS - 1:
+            # it never came up (Ray gives a node 30 s to register: a loaded machine misses it): start it again,
+            # as the kubelet restarts a pod's container; once it served, its death loses the cluster's state
+            self.phase.reason = (f"the head node {head.name} (pid {head.pid}) {_exit_words(head.exit_code)} "
+                                 f"while starting (its log: {head.log}); starting it again")
+            restarts = head.restarts + 1
+            self._stop(list(self.nodes))
+            self._start(cluster, head_group, 0, restarts)
+            return
         if head.exit_code is not None:
             self._fail(f"the head node {head.name} (pid {head.pid}) {_exit_words(head.exit_code)}")
             return
@@ -147,6 +160,7 @@ class ClusterSupervisor:
             if time.time() - head.started_at > HEAD_START_S:
                 self._fail(f"the head node {head.name} did not start within {HEAD_START_S:.0f} s (its log: {head.log})")
             return
+        self.head_was_ready = True
         self._reconcile_workers(cluster)
         ready = all(node.ready and node.running() for node in self.nodes.values())
         desired = 1 + cluster.desired_workers()
