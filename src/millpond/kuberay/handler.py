@@ -71,7 +71,7 @@ def _cells(kind: str, resource: Resource) -> list[str]:
 
 class KubeRayHandler(HandlerBase):
     owner = OWNER
-    apply_order = 35  # after the queues a cluster or job names
+    apply_order = 36  # after the queues a cluster or job names (and after batch Jobs, 35)
     kinds = tuple(info.names for info in KINDS.values())
     refused = REFUSED_NAMES
 
