@@ -3,6 +3,7 @@ status reads as KubeRay's, and deleting it (or its head dying) ends every one of
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Callable
@@ -87,6 +88,12 @@ def test_a_cluster_runs_a_task_on_its_worker_and_delete_ends_every_process(
     pids = [(node.pid, node.ticks) for node in nodes if node.pid is not None]
     assert len(pids) == 2 and alive(pids) == [pid for pid, _ in pids]
     assert b"FROM_SPEC=yes" in Path(f"/proc/{[n.pid for n in nodes if n.head][0]}/environ").read_bytes()
+
+    pods = json.loads(cli("get", "pods", "-l", "ray.io/cluster=tasks", "-o", "json").out)["items"]
+    assert sorted((pod["metadata"]["name"], pod["spec"]["containers"][0]["name"], pod["status"]["phase"])
+                  for pod in pods) == sorted((node.name, "ray-head" if node.head else "ray-worker", "Running")
+                                             for node in nodes)
+    assert {pod["metadata"]["ownerReferences"][0]["kind"] for pod in pods} == {"RayCluster"}
 
     deleted = cli("delete", "raycluster", "tasks")
     assert deleted.code == 0, deleted.err

@@ -18,6 +18,7 @@ from millpond.pods.records import PodSource, PodView
 SOURCES: tuple[str, ...] = (
     "millpond.pods.training_pods",
     "millpond.pods.batch_pods",
+    "millpond.pods.ray_pods",
     "millpond.pods.serving_pods",
     "millpond.pods.pipeline_pods",
 )
