@@ -23,7 +23,8 @@ from tests.kube_support import Kubectl, kubectl_for
 from tests.server_support import Served, module_home
 from tests.serving_support import train_digits
 
-# Kubeflow Trainer's default ClusterTrainingRuntime as upstream ships it (manifests/base/runtimes/torch_distributed.yaml)
+# Kubeflow Trainer's default ClusterTrainingRuntime as upstream ships it (manifests/base/runtimes/torch_distributed.yaml
+# of kubeflow/trainer at 8c0f505, as in /work/shared/reference/kubeflow-trainer/runtimes)
 TORCH_DISTRIBUTED = """\
 apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
