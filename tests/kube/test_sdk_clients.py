@@ -76,7 +76,7 @@ TRAIN = """\
 
     started = time.monotonic()
     client = TrainerClient()
-    runtimes = [(r.name, r.kind, r.trainer.framework, r.trainer.num_nodes) for r in client.list_runtimes()]
+    runtimes = [(r.name, r.kind.value, r.trainer.framework, r.trainer.num_nodes) for r in client.list_runtimes()]
     runtime = client.get_runtime("torch-distributed")
     name = client.train(runtime=runtime, trainer=CustomTrainer(func=train_on_two_nodes, num_nodes=2))
     first = client.get_job(name)
