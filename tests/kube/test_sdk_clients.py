@@ -5,7 +5,8 @@ Each runs in the SDKs' own side environment (``tests/kube_sdk_env.py``: ``kubefl
 Trainer's upstream ``torch-distributed`` runtime, trains a Python function on two nodes (torchrun on
 this machine, the two nodes joining one gloo process group), reads its job, steps and node logs, waits
 for it and deletes it; KServeClient creates an sklearn InferenceService over a local model, watches and
-waits until it is ready, and deletes it, and the model answers through the server's gateway.
+waits until it is ready, patches it (a new generation the watch waits to see observed) and deletes it, and the
+model answers through the server's gateway.
 """
 
 from __future__ import annotations
@@ -106,17 +107,27 @@ SERVE = """\
     from kubernetes import client as k8s
 
     model_dir, gateway, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+
+
+    def digits(replicas):
+        return V1beta1InferenceService(
+            api_version=constants.KSERVE_V1BETA1, kind=constants.KSERVE_KIND_INFERENCESERVICE,
+            metadata=k8s.V1ObjectMeta(name="digits", namespace="default"),
+            spec=V1beta1InferenceServiceSpec(predictor=V1beta1PredictorSpec(
+                min_replicas=replicas, sklearn=V1beta1SKLearnSpec(storage_uri=f"file://{model_dir}"))))
+
+
     started = time.monotonic()
-    isvc = V1beta1InferenceService(
-        api_version=constants.KSERVE_V1BETA1, kind=constants.KSERVE_KIND_INFERENCESERVICE,
-        metadata=k8s.V1ObjectMeta(name="digits", namespace="default"),
-        spec=V1beta1InferenceServiceSpec(predictor=V1beta1PredictorSpec(
-            sklearn=V1beta1SKLearnSpec(storage_uri=f"file://{model_dir}"))))
     kserve = KServeClient()
-    created = kserve.create(isvc)
+    created = kserve.create(digits(1))
     kserve.wait_isvc_ready("digits", watch=True, timeout_seconds=90)  # the watch: ADDED, then MODIFIED until Ready
     kserve.wait_isvc_ready("digits", timeout_seconds=30, polling_interval=1)
+    first = kserve.get("digits")
+    # a new spec: generation 2, and the watch waits for the status that observed it
+    kserve.patch("digits", digits(2), watch=True, timeout_seconds=90)
+    kserve.wait_isvc_ready("digits", timeout_seconds=60, polling_interval=1, expected_generation=2)
     got = kserve.get("digits")
+    ready = kserve.is_isvc_ready("digits", expected_generation=2)
     listed = [item["metadata"]["name"] for item in kserve.get()["items"]]
     request = urllib.request.Request(f"{gateway}/v1/models/digits:predict",
                                      data=json.dumps({"instances": rows}).encode(),
@@ -130,7 +141,8 @@ SERVE = """\
     except RuntimeError as exc:
         gone = str(exc)
     print(json.dumps({
-        "created": created["metadata"], "ready": kserve.is_isvc_ready("digits") if gone == "still there" else None,
+        "created": created["metadata"], "ready": ready,
+        "first": [first["metadata"]["generation"], first["status"]["observedGeneration"]],
         "status": got["status"], "generation": got["metadata"]["generation"], "listed": listed,
         "predictions": predictions, "deleted": deleted["status"], "gone": gone,
         "seconds": round(time.monotonic() - started, 1)}))
@@ -184,11 +196,10 @@ def test_kserve_client_creates_waits_for_and_deletes_an_sklearn_model_served_thr
                    json.dumps(rows.tolist()))
     assert seen["created"]["name"] == "digits" and seen["created"]["generation"] == 1 and seen["created"]["uid"]
     status = seen["status"]
-    assert status["observedGeneration"] == seen["generation"] == 1
+    assert seen["ready"] is True and seen["first"] == [1, 1] and status["observedGeneration"] == seen["generation"] == 2
     assert {c["type"]: c["status"] for c in status["conditions"]} == {"PredictorReady": "True", "Ready": "True"}
     assert status["modelStatus"]["states"]["activeModelState"] == "Loaded"
-    assert status["components"]["predictor"]["traffic"] == [
-        {"latestRevision": True, "percent": 100, "revisionName": "digits-predictor-00001"}]
+    assert status["components"]["predictor"]["latestCreatedRevision"] == "digits-predictor-00002"
     assert seen["listed"] == ["digits"]
     assert seen["predictions"] == model.predict(rows).tolist()
     assert seen["deleted"] == "Success" and "404" in seen["gone"], seen["gone"]
