@@ -77,8 +77,9 @@ def _remove_stale_builds(root: Path) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
 
 
-def build(root: Path) -> Path:
-    """The environment under ``root``, built now unless a complete one is there."""
+def build(root: Path, requirements: tuple[str, ...] = REQUIREMENTS) -> Path:
+    """The environment under ``root``, built now unless a complete one is there (``requirements``: what pip
+    installs; none, a bare venv without pip, for the tests of this build itself)."""
     final = root / VENV_NAME
     if is_complete(final):
         return final
@@ -90,16 +91,18 @@ def build(root: Path) -> Path:
     shutil.rmtree(building, ignore_errors=True)
     log = root / f"{VENV_NAME}.log"
     with open(log, "w") as out:
-        for argv in ([sys.executable, "-m", "venv", str(building)],
-                     [str(building / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-                      *REQUIREMENTS]):
+        steps = [[sys.executable, "-m", "venv", *([] if requirements else ["--without-pip"]), str(building)]]
+        if requirements:
+            steps.append([str(building / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                          *requirements])
+        for argv in steps:
             done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S,
                                   env={key: value for key, value in os.environ.items()
                                        if key not in ("PYTHONPATH", "VIRTUAL_ENV")})
             if done.returncode != 0:
                 shutil.rmtree(building, ignore_errors=True)
                 pytest.fail(f"building the SDKs' environment failed ({' '.join(argv[:4])}): see {log}")
-    (building / COMPLETE).write_text("\n".join(REQUIREMENTS) + "\n")
+    (building / COMPLETE).write_text("\n".join(requirements) + "\n")
     try:
         building.rename(final)
     except OSError:  # another session renamed its own build into place first

@@ -12,6 +12,9 @@ model answers through the server's gateway.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from millpond.serving import lifecycle
-from tests.kube_sdk_env import SdkEnv, run_sdk
+from tests.kube_sdk_env import VENV_NAME, SdkEnv, build, is_complete, run_sdk
 from tests.kube_support import Kubectl, kubectl_for
 from tests.server_support import Served, module_home
 from tests.serving_support import train_digits
@@ -207,3 +210,26 @@ def test_kserve_client_creates_waits_for_and_deletes_an_sklearn_model_served_thr
     while lifecycle.supervisors("digits"):  # its supervisor and model server end with it
         assert time.monotonic() < deadline, "the deleted InferenceService's supervisor still runs"
         time.sleep(0.2)
+
+
+def test_a_killed_or_half_made_sdk_environment_is_built_again_and_a_complete_one_reused(tmp_path: Path) -> None:
+    """What a build killed halfway leaves (its ``.building-PID`` folder, its process gone) is removed, a folder
+    without the ``complete`` file is not trusted, another build still running keeps its folder, and a complete
+    environment is reused as it is."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed = tmp_path / f"{VENV_NAME}.building-{dead.pid}"
+    (killed / "bin").mkdir(parents=True)
+    running = tmp_path / f"{VENV_NAME}.building-{os.getppid()}"  # pytest's parent: alive
+    running.mkdir()
+    half_made = tmp_path / VENV_NAME
+    (half_made / "bin").mkdir(parents=True)
+    (half_made / "bin" / "python").symlink_to(sys.executable)
+    assert not is_complete(half_made)
+    built = build(tmp_path, requirements=())
+    assert built == half_made and is_complete(built)
+    assert not killed.exists() and running.is_dir()
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        [VENV_NAME, running.name, f"{VENV_NAME}.log"])
+    (built / "marker").write_text("kept")
+    assert build(tmp_path, requirements=()) == built and (built / "marker").read_text() == "kept"
