@@ -1,7 +1,8 @@
 """The Kubeflow SDK's ``TrainerClient`` and the KServe SDK's ``KServeClient``, unchanged, against ``millpond server``.
 
 Each runs in the SDKs' own side environment (``tests/kube_sdk_env.py``: ``kubeflow`` 0.5.0, ``kserve`` 0.21.0,
-``kubernetes`` < 36) with a kubeconfig naming the server, as a user's notebook would: TrainerClient lists
+``kubernetes`` < 36) with the kubeconfig ``millpond kubeconfig`` writes for ``millpond server --tls`` with a
+token (its CA, its token), as a user's notebook would: TrainerClient lists
 Trainer's upstream ``torch-distributed`` runtime, trains a Python function on two nodes (torchrun on
 this machine, the two nodes joining one gloo process group), reads its job, steps and node logs, waits
 for it and deletes it; KServeClient creates an sklearn InferenceService over a local model, watches and
@@ -23,7 +24,7 @@ import pytest
 
 from millpond.serving import lifecycle
 from tests.kube_sdk_env import VENV_NAME, SdkEnv, build, is_complete, run_sdk
-from tests.kube_support import Kubectl, kubectl_for
+from tests.kube_support import Kubectl
 from tests.server_support import Served, module_home
 from tests.serving_support import train_digits
 
@@ -55,6 +56,9 @@ spec:
                     - name: node
                       image: pytorch/pytorch:2.13.0-cuda13.0-cudnn9-runtime
 """
+
+TOKEN = "sdk-clients-token"
+MILLPOND = Path(sys.executable).parent / "millpond"
 
 TRAIN = """\
     import json
@@ -101,6 +105,7 @@ TRAIN = """\
 
 SERVE = """\
     import json
+    import ssl
     import sys
     import time
     import urllib.request
@@ -132,10 +137,14 @@ SERVE = """\
     got = kserve.get("digits")
     ready = kserve.is_isvc_ready("digits", expected_generation=2)
     listed = [item["metadata"]["name"] for item in kserve.get()["items"]]
+    # the gateway is the same server: the kubeconfig's CA and token reach it too
+    loaded = k8s.Configuration.get_default_copy()
     request = urllib.request.Request(f"{gateway}/v1/models/digits:predict",
                                      data=json.dumps({"instances": rows}).encode(),
-                                     headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": loaded.api_key["authorization"]})
+    trusted = ssl.create_default_context(cafile=loaded.ssl_ca_cert)
+    with urllib.request.urlopen(request, timeout=30, context=trusted) as answer:
         predictions = json.loads(answer.read())["predictions"]
     deleted = kserve.delete("digits")
     try:
@@ -159,14 +168,24 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def served(home: Path) -> Iterator[Served]:
-    server = Served()
+    """As a user would start it for these clients: ``millpond server --tls`` with a token."""
+    server = Served(token=TOKEN, tls=True)
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def kubectl(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
-    return kubectl_for(served, tmp_path_factory.mktemp("sdk-kubectl"))
+def kubectl(served: Served, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    """kubectl with the kubeconfig ``millpond kubeconfig`` writes for the server (its CA and token)."""
+    folder = tmp_path_factory.mktemp("sdk-kubectl")
+    token_file = folder / "token"
+    token_file.write_text(TOKEN + "\n")
+    config = folder / "kubeconfig"
+    written = subprocess.run([str(MILLPOND), "kubeconfig", "--server", served.url, "--token-file", str(token_file),
+                              "--file", str(config), "--use"], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "MILLPOND_HOME": str(home)})
+    assert written.returncode == 0, written.stderr
+    return Kubectl(config, folder / "cache")
 
 
 def test_trainer_client_trains_a_function_on_two_nodes_reads_its_logs_and_deletes_it(
