@@ -1,7 +1,7 @@
 """The markers every test gets from what it uses, and the xdist group that keeps heavy servers single.
 
-A test says what it needs through its fixtures (``s3_server``, ``pg_url``, ``ray_cluster``, ``kfp1``)
-or by opening Chromium (``chromium_page``); conftest's ``pytest_collection_modifyitems`` turns that
+A test says what it needs through its fixtures (``s3_server``, ``pg_url``, ``ray_cluster``, ``kfp1``,
+``kube_sdks``) or by opening Chromium (``chromium_page``); conftest's ``pytest_collection_modifyitems`` turns that
 into markers, so ``-m "not ray"`` or ``-m "not slow"`` needs no hand-kept list per file. ``slow`` is
 the one hand-kept list (SLOW below): measured, each entry with its reason.
 
@@ -31,14 +31,17 @@ FIXTURE_MARKERS = {
     "pg_url": "postgresql",
     "ray_cluster": "ray",
     "kuberay_home": "ray",  # tests/kuberay: RayClusters of their own, as local Ray nodes
+    "kube_sdks": "sdk",  # tests/kube_sdk_env.py: the Kubeflow and KServe SDKs' side environment
 }
 KFP1_FIXTURES = {"kfp1", "v1"}  # tests/kfp1_env.py's fixtures: kfp 1.8's side environment
 BROWSER_CALLS = ("chromium_page(", "_browser(")  # tests/ui/test_server_ui.py's ways into Chromium
 
-SLOW_BY_NATURE = {"ray", "ui", "kfp1"}  # a cluster's start, a browser per test, kfp 1.8's pip install
+# a cluster's start, a browser per test, kfp 1.8's pip install, the SDKs' environment and a job or model per test
+SLOW_BY_NATURE = {"ray", "ui", "kfp1", "sdk"}
 
-# One worker each (the first that applies, longest first): a Ray cluster, kfp 1.8's side environment, a browser.
-GROUPS = (("ray", "ray"), ("kfp1", "kfp1"), ("ui", "ui"))
+# One worker each (the first that applies, longest first): a Ray cluster, kfp 1.8's side environment, the
+# Kubeflow and KServe SDKs' side environment (built once), a browser.
+GROUPS = (("ray", "ray"), ("kfp1", "kfp1"), ("sdk", "sdk"), ("ui", "ui"))
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ class KindName:
     owner: str
     short_names: tuple[str, ...] = ()
     cluster_scoped: bool = False
+    # Its status always describes its current spec: the family resets it within the apply that changes the spec,
+    # so the Kubernetes API shows ``status.observedGeneration`` = ``metadata.generation`` (KServe's SDK waits on it).
+    status_follows_spec: bool = False
 
     @property
     def resource(self) -> str:

@@ -41,7 +41,9 @@ class ServingKind:
     @property
     def names(self) -> KindName:
         """Its names in the one registry of kinds."""
-        return KindName(self.kind, self.plural, GROUP, (self.version,), OWNER, self.short_names, self.cluster_scoped)
+        # an InferenceService's status is reset by the apply that changes its spec (objects.apply): it follows it
+        return KindName(self.kind, self.plural, GROUP, (self.version,), OWNER, self.short_names, self.cluster_scoped,
+                        status_follows_spec=self.kind == "InferenceService")
 
     @property
     def api_version(self) -> str:

@@ -27,7 +27,7 @@ from typing import IO, Protocol
 
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
-from millpond.runners.environment import inherited_environment
+from millpond.runners.environment import inherited_environment, with_console_scripts
 from millpond.runners.process_groups import MARK_VAR, end_group, end_marked, stamp_now, stop_groups
 from millpond.runners.processes import start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, sandbox_problem, wrap
@@ -87,7 +87,10 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
         except SandboxUnavailable as exc:
             raise TaskFailure(f"cannot mount the job's data: {exc}") from None
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**inherited_environment(), **planned.env, **({MARK_VAR: mark} if mark else {})}
+    # The node image of a TrainJob (pytorch/pytorch) has torchrun and python on PATH, and the Kubeflow SDK's
+    # CustomTrainer runs ``torchrun SCRIPT``: here that is the environment millpond is installed in, even
+    # when it was never activated (a `millpond server` started as .venv/bin/millpond).
+    env = {**with_console_scripts(inherited_environment()), **planned.env, **({MARK_VAR: mark} if mark else {})}
     try:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -5,7 +5,10 @@ when millpond's own supervisors move their status on (a job going Running → Su
 becoming Bound). So the API observes them: each time it reads a kind (a list, a get, a write, or
 the watch poller) it compares every object with what it saw last, and a change takes the next
 number of one counter shared by every kind — the ``resourceVersion`` — and goes into that kind's
-event log as ADDED, MODIFIED or DELETED. ``generation`` moves when ``spec`` changes.
+event log as ADDED, MODIFIED or DELETED. ``generation`` moves when ``spec`` changes. A kind whose
+status always describes its current spec (``KindName.status_follows_spec``: an InferenceService, whose
+status the apply that changes its spec resets) is shown with ``status.observedGeneration`` = ``generation``,
+as its controller would write once it saw that spec (KServe's SDK reports nothing until it is there).
 
 A watch from resourceVersion R replays the log after R; a log that no longer reaches back to R
 answers 410 Expired, and the client lists again (what client-go's reflector and kubectl do).
@@ -85,8 +88,9 @@ class Counter:
 class KindHistory:
     """One kind's objects as last seen, and its event log. Thread-safe: routes, watches and the poller share it."""
 
-    def __init__(self, counter: Counter) -> None:
+    def __init__(self, counter: Counter, observed_generation: bool = False) -> None:
         self._counter = counter
+        self._observed_generation = observed_generation  # KindName.status_follows_spec: stamp observedGeneration
         self._seen: dict[tuple[str, str], Seen] = {}
         self._log: deque[Event] = deque(maxlen=LOG_SIZE)
         self._synced_at = counter.now  # the version up to which this log is complete
@@ -129,11 +133,12 @@ class KindHistory:
             self._replayable_from = self._log[0].resource_version  # what falls out is no longer replayable
         self._log.append(event)
 
-    @staticmethod
-    def _shown(seen: Seen, obj: dict[str, Any]) -> dict[str, Any]:
+    def _shown(self, seen: Seen, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         meta["resourceVersion"] = str(seen.resource_version)
         meta["generation"] = seen.generation
+        if self._observed_generation and isinstance(obj.get("status"), dict):
+            obj["status"] = {**obj["status"], "observedGeneration": seen.generation}
         if seen.managed:
             meta["managedFields"] = copy.deepcopy(seen.managed)
         return obj
@@ -224,10 +229,11 @@ class Histories:
         self._kinds: dict[str, KindHistory] = {}
         self._lock = threading.Lock()
 
-    def of(self, kind: str) -> KindHistory:
+    def of(self, kind: str, observed_generation: bool = False) -> KindHistory:
+        """``kind``'s history; ``observed_generation``: its objects' status follows their spec (see KindHistory)."""
         with self._lock:
             if kind not in self._kinds:
-                self._kinds[kind] = KindHistory(self.counter)
+                self._kinds[kind] = KindHistory(self.counter, observed_generation)
             return self._kinds[kind]
 
     def watched(self) -> list[str]:

@@ -68,7 +68,7 @@ class Resources:
     # -- reads ------------------------------------------------------------------------------------
 
     def history(self, kind: KindName) -> KindHistory:
-        return self.histories.of(kind.kind)
+        return self.histories.of(kind.kind, kind.status_follows_spec)
 
     def _context(self, user: str) -> KindContext:
         return KindContext(self.settings, user)
