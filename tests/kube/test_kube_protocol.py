@@ -206,7 +206,7 @@ def test_nulls_are_pruned_and_tables_carry_printer_columns(served: Served) -> No
     ("PATCH", f"{BASE}/resourceflavors/cas", {}, "application/strategic-merge-patch+json", 415,
      "UnsupportedMediaType"),
     ("PUT", f"{BASE}/resourceflavors/cas/status", {}, "application/json", 405, "MethodNotAllowed"),
-    ("GET", "/api/v1/namespaces/default/pods/x/exec", None, "application/json", 404, "NotFound"),
+    ("GET", "/api/v1/namespaces/default/pods/x/exec", None, "application/json", 405, "MethodNotAllowed"),
 ])
 def test_refusals_are_status_objects(served: Served, method: str, path: str, body: Any, content_type: str,
                                      code: int, reason: str) -> None:

@@ -1,9 +1,11 @@
 """A job's status as the Kubeflow operators write it: conditions and replicaStatuses.
 
 The training operator (v1 kinds) appends ``Created``, then ``Running``, then ``Succeeded`` or
-``Failed`` (the Running condition turning ``False``), with reasons ``<Kind>Created``…; Trainer v2
-writes ``Created``, then ``Complete`` or ``Failed`` on a TrainJob. ``kubectl get``'s STATE column
-is the last condition's type. ``replicaStatuses`` counts each replica type's instances active,
+``Failed`` (the Running condition turning ``False``), with reasons ``<Kind>Created``…. Trainer v2
+knows only ``Suspended``, ``Complete`` and ``Failed`` on a TrainJob (``trainjob_types.go``): a TrainJob
+that waits for its queue is Suspended, one that runs has no condition (the Kubeflow SDK calls exactly
+that ``Running``), one that ended is Complete or Failed. ``kubectl get``'s STATE column is the last
+condition's type (empty for a running TrainJob, as upstream's printer column shows it). ``replicaStatuses`` counts each replica type's instances active,
 succeeded and failed.
 """
 
@@ -39,9 +41,11 @@ def conditions(job: JobRecord) -> list[dict[str, Any]]:
     created = f"{kind} {name} is created."
     if job.status == "QUEUING" and job.reason in WAITING and job.message:
         created = f"{created} Waiting: {job.message}"  # what its pods would show as Pending, and why
-    found = [_condition(kind, "Created", job.created_at, created)]
-    evicted = job.status == "QUEUING" and job.reason in EVICTED  # Kueue took its quota back: it waits again
     trainjob = kind == "TrainJob"
+    found = [] if trainjob else [_condition(kind, "Created", job.created_at, created)]
+    evicted = job.status == "QUEUING" and job.reason in EVICTED  # Kueue took its quota back: it waits again
+    if trainjob and job.status == "QUEUING" and not evicted:  # Kueue keeps it suspended until admitted
+        found.append(_condition(kind, "Suspended", job.created_at, created, reason="Suspended"))
     ran = job.started_at is not None and not trainjob
     if ran:
         found.append(_condition(kind, "Running", job.started_at, f"{kind} {name} is running.",
@@ -90,5 +94,6 @@ def job_status(job: JobRecord, instances: list[InstanceRecord]) -> dict[str, Any
 
 
 def state(job: JobRecord) -> str:
-    """kubectl's STATE column: the last condition's type."""
-    return str(conditions(job)[-1]["type"])
+    """kubectl's STATE column: the last condition's type ("" for none: a running TrainJob)."""
+    found = conditions(job)
+    return str(found[-1]["type"]) if found else ""
