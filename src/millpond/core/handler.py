@@ -20,7 +20,7 @@ from millpond.core import configs, nodes
 from millpond.core.configs import ConfigView
 from millpond.core.events import EventView
 from millpond.core.kept import VIEWS as KEPT_VIEWS
-from millpond.core.kinds import KINDS, OWNER, RBAC_GROUP
+from millpond.core.kinds import KINDS, OWNER
 from millpond.core.namespaces import NamespaceView
 from millpond.core.nodes import NodeView
 from millpond.core.view import CoreView, Planned
@@ -45,7 +45,6 @@ VIEWS: dict[str, CoreView] = {
     "Event": EventView(),
 }
 _FIRST = ("Secret", "ConfigMap")  # stored before the batch's other core objects: what other documents read
-_API_VERSIONS = {"v1", f"{RBAC_GROUP}/v1", "events.k8s.io/v1"}
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,8 @@ class CoreHandler(HandlerBase):
     kinds = tuple(KINDS.values())
 
     def claims(self, doc: object) -> bool:
-        """A document of one of these kinds, at an apiVersion of Kubernetes' own (``v1``, RBAC's, events')."""
-        return isinstance(doc, dict) and doc.get("kind") in KINDS and doc.get("apiVersion") in _API_VERSIONS
+        """A document of one of these kinds (its check says when its apiVersion is not the kind's)."""
+        return isinstance(doc, dict) and doc.get("kind") in KINDS
 
     def check(self, documents: Sequence[Document], batch: ApplyBatch) -> _Plan:
         planned = []
