@@ -5,8 +5,9 @@ PersistentVolumes, Nodes and Events.
 Importing this module registers it. Each kind is a *view* (``core.view.CoreView``) in its own module; this
 handler writes the shared steps once: ``get`` is the listed object of that name, the table is laid out
 from the listed objects, and ``apply`` stores the batch's core objects before every other family's
-(``apply_order`` 0: a Dataset reads the batch's Secret, a job lands in the batch's Namespace), the Secrets
-and ConfigMaps first of all (what other documents read), then in the order of the documents.
+(``apply_order`` 15: after Kueue's queues, before a Dataset that reads the batch's Secret or a job landing
+in the batch's Namespace), the Secrets and ConfigMaps first (what other documents read), then in the
+order of the documents.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class _Plan:
 
 class CoreHandler(HandlerBase):
     owner = OWNER
-    apply_order = 0
+    apply_order = 15  # after Kueue's queues (which read nothing of these), before Fluid's Datasets that read Secrets
     kinds = tuple(KINDS.values())
 
     def claims(self, doc: object) -> bool:
