@@ -46,7 +46,7 @@ class KindName:
         return f"{self.kind.lower()}.{self.group}" if self.group else self.kind.lower()
 
     def not_found(self, name: str, namespace: str) -> str:
-        """kubectl's line for a missing object: ``pytorchjobs.kubeflow.org "x" not found``, ``secrets "x" not found``."""
+        """kubectl's line for a missing object: ``pytorchjobs.kubeflow.org "x" not found`` (core: ``secrets "x"``)."""
         resource = f"{self.plural}.{self.group}" if self.group else self.plural
         return f'{resource} "{name}" not found' + (f' in namespace "{namespace}"' if namespace != "default" else "")
 

@@ -93,7 +93,7 @@ class ConfigView:
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
-        self.columns = ("TYPE", "DATA", "AGE") if kind == "Secret" else ("DATA", "AGE")
+        self.columns: tuple[str, ...] = ("TYPE", "DATA", "AGE") if kind == "Secret" else ("DATA", "AGE")
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
         return [_shown(entry, one) for one in _entries(self.kind, context)
@@ -118,8 +118,8 @@ class ConfigView:
         if before is not None and before.row is not None and before.row.manifest.get("immutable") \
                 and before.data != planned.data:
             raise UserError(f'{where} {name}: data: Forbidden: field is immutable when `immutable` is set')
-        row = {"apiVersion": "v1", "kind": self.kind, "metadata": metadata,
-               **{key: fields[key] for key in ("type", "immutable") if key in fields}}
+        row: dict[str, Any] = {"apiVersion": "v1", "kind": self.kind, "metadata": metadata,
+                               **{key: fields[key] for key in ("type", "immutable") if key in fields}}
 
         def store(context: KindContext) -> str:
             configs = ConfigStore(context.settings.home)

@@ -89,7 +89,7 @@ class EventView:
     """kubectl's ``LAST SEEN TYPE REASON OBJECT MESSAGE``, led by NAME (what the Kubernetes API's tables match
     rows by; kubectl shows it with ``-o wide``)."""
 
-    columns = ("LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
+    columns: tuple[str, ...] = ("LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE")
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
         return all_events(namespace, context)

@@ -85,7 +85,7 @@ def _kept_object(entry: KindName, row: Resource) -> dict[str, Any]:
 class NamespaceView:
     """``NAME STATUS AGE``."""
 
-    columns = ("STATUS", "AGE")
+    columns: tuple[str, ...] = ("STATUS", "AGE")
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
         rows = {row.name: row for row in ResourceStore(context.settings).list("Namespace")}

@@ -147,7 +147,7 @@ def ray_node(entry: KindName, row: RayNodeRow) -> dict[str, Any]:
 class NodeView:
     """``NAME STATUS ROLES AGE VERSION``."""
 
-    columns = ("STATUS", "ROLES", "AGE", "VERSION")
+    columns: tuple[str, ...] = ("STATUS", "ROLES", "AGE", "VERSION")
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
         address = context.settings.ray_address
@@ -156,7 +156,7 @@ class NodeView:
         return [local_node(entry, context.settings)]
 
     def cells(self, shown: dict[str, Any], now: dt.datetime) -> list[str]:
-        ready = next((c for c in shown["status"]["conditions"] if c["type"] == "Ready"), {})
+        ready: dict[str, Any] = next((c for c in shown["status"]["conditions"] if c["type"] == "Ready"), {})
         roles = sorted(key.split("/", 1)[1] for key in shown["metadata"].get("labels", {})
                        if key.startswith("node-role.kubernetes.io/"))
         created = parse_timestamp(shown["metadata"]["creationTimestamp"]) or now

@@ -39,7 +39,8 @@ class Planned:
 class CoreView(Protocol):
     """One core kind: ``columns`` are kubectl's after NAME; ``objects`` of ``namespace`` (None: every one)."""
 
-    columns: tuple[str, ...]
+    @property
+    def columns(self) -> tuple[str, ...]: ...
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]: ...
 

@@ -152,7 +152,7 @@ def _modes(shown: dict[str, Any]) -> str:
 class ClaimView:
     """``NAME STATUS VOLUME CAPACITY ACCESS MODES STORAGECLASS AGE``."""
 
-    columns = ("STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE")
+    columns: tuple[str, ...] = ("STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE")
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
         return [one.claim for one in volumes(context, namespace)]
@@ -235,7 +235,8 @@ def _check_claim_spec(named: str, spec: dict[str, Any]) -> None:
 class VolumeView:
     """``NAME CAPACITY ACCESS MODES RECLAIM POLICY STATUS CLAIM STORAGECLASS REASON AGE``; never applied."""
 
-    columns = ("CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS", "REASON", "AGE")
+    columns: tuple[str, ...] = ("CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS",
+                                "REASON", "AGE")
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
         return sorted((one.volume for one in volumes(context)), key=lambda shown: shown["metadata"]["name"])

@@ -18,7 +18,7 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.manifest_envelope import check_name
-from millpond.store.secrets import ConfigStore, MissingConfig, check_key
+from millpond.store.secrets import ConfigStore, check_key
 
 STORED = {"Secret": "secret", "ConfigMap": "configmap"}
 
