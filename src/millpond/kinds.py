@@ -6,8 +6,8 @@ Each package that owns kinds registers its names when its ``kinds`` module is im
 (Fluid's ``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's
 ``kueue.x-k8s.io`` queueing kinds), ``core`` (Kubernetes' built-in ``v1`` and RBAC kinds) and ``serving``
 (KServe's ``serving.kserve.io`` InferenceService and serving runtimes). The handler module sits beside
-the family's ``kinds`` table (which its checks and objects import), so registering does not make the table import what imports it; and a command
-that resolves a name loads only the light tables, then only the handler of the family it reaches. A name is
+the family's ``kinds`` table (which its checks and objects import), so registering does not make the
+table import what imports it; and a command that resolves a name loads only the light tables, then only the handler of the family it reaches. A name is
 resolved here, with one error line for an unknown one listing every known kind, and the caller
 calls the kind's handler: no dispatcher asks which family a kind belongs to. It lives on the floor
 (it imports no layer) because every owner must reach it, and they sit in different layers; it
