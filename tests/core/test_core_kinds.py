@@ -505,3 +505,21 @@ def test_the_server_routes_reach_the_core_kinds(home: Path) -> None:
         assert _call("GET", f"{api}/serviceaccounts/trainer?namespace=team")[0] == 404
     finally:
         served.stop()
+
+
+# --- what get -o json prints applies back unchanged (the Kubernetes API's update path) -------------------------
+
+@pytest.mark.parametrize(("kind", "name"), [
+    ("namespace", "team"), ("secret", "keys"), ("configmap", "settings"), ("serviceaccount", "trainer"),
+    ("role", "reader"), ("rolebinding", "read"), ("clusterrole", "viewer"), ("clusterrolebinding", "view-all"),
+    ("persistentvolumeclaim", "scratch"),
+])
+def test_an_object_as_get_prints_it_applies_back_unchanged(cli: Cli, home: Path, tmp_path: Path, kind: str,
+                                                           name: str) -> None:
+    batch = "---\n".join([NAMESPACE, SECRET, CONFIG_MAP, ACCOUNTS, CLAIM])
+    assert _apply(cli, tmp_path, batch).code == 0
+    args = ("-n", "team") if kind not in ("namespace", "clusterrole", "clusterrolebinding") else ()
+    shown = cli("get", kind, name, *args, "-o", "json").json()
+    again = _apply(cli, tmp_path, json.dumps(shown), "shown.json")
+    assert again.code == 0 and again.out.endswith(f"/{name} unchanged\n"), (again.out, again.err)
+    assert cli("get", kind, name, *args, "-o", "json").json() == shown

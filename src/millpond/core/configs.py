@@ -118,6 +118,8 @@ class ConfigView:
         if before is not None and before.row is not None and before.row.manifest.get("immutable") \
                 and before.data != planned.data:
             raise UserError(f'{where} {name}: data: Forbidden: field is immutable when `immutable` is set')
+        if self.kind == "Secret":
+            fields.setdefault("type", "Opaque")  # the API server's default
         row: dict[str, Any] = {"apiVersion": "v1", "kind": self.kind, "metadata": metadata,
                                **{key: fields[key] for key in ("type", "immutable") if key in fields}}
 

@@ -30,6 +30,7 @@ from millpond.store.training import JobStore
 from millpond.tables import age_since
 
 DEFAULT = "default"
+NAME_LABEL = "kubernetes.io/metadata.name"  # the API server labels every namespace with its name
 ACTIVE, TERMINATING = "Active", "Terminating"
 
 
@@ -70,15 +71,13 @@ def _home_time(settings: Settings) -> dt.datetime:
 def _implied_object(entry: KindName, name: str, created: dt.datetime) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace",
             "metadata": metadata_of(entry, name, "", derived_uid("Namespace", name), created,
-                                    {"labels": {"kubernetes.io/metadata.name": name}}),
+                                    {"labels": {NAME_LABEL: name}}),
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": ACTIVE}}
 
 
 def _kept_object(entry: KindName, row: Resource) -> dict[str, Any]:
     shown = kept_object(entry, row, {"phase": row.status.get("phase") or ACTIVE})
-    # the API server labels every namespace with its name
-    shown["metadata"]["labels"] = {**shown["metadata"].get("labels", {}), "kubernetes.io/metadata.name": row.name}
-    shown.setdefault("spec", {"finalizers": ["kubernetes"]})
+    shown["metadata"]["labels"] = {**shown["metadata"].get("labels", {}), NAME_LABEL: row.name}
     return shown
 
 
@@ -101,6 +100,10 @@ class NamespaceView:
     def check(self, entry: KindName, doc: dict[str, Any], where: str, context: KindContext) -> Planned:
         metadata, fields = check_envelope(entry, doc, where, {"spec": dict})
         name = metadata["name"]
+        labels = {key: value for key, value in (metadata.get("labels") or {}).items() if key != NAME_LABEL}
+        metadata = {key: value for key, value in metadata.items() if key != "labels"} | (
+            {"labels": labels} if labels else {})
+        fields.setdefault("spec", {"finalizers": ["kubernetes"]})  # the API server's default
         row = ResourceStore(context.settings).get("Namespace", name, CLUSTER_STORE_NAMESPACE)
         if row is not None and row.status.get("phase") == TERMINATING:
             raise UserError(f'{where} {name}: namespace "{name}" is being terminated')

@@ -102,8 +102,6 @@ def _local(row: Resource, folder: str) -> Volume:
     """A user's claim, Bound to the PV of its folder."""
     claim = kept_object(_entry("PersistentVolumeClaim"), row)
     spec = dict(claim.get("spec") or {})
-    spec.setdefault("storageClassName", LOCAL_STORAGE_CLASS)
-    spec.setdefault("volumeMode", "Filesystem")
     pv_name = f"pvc-{row.uid}"
     spec["volumeName"] = pv_name
     storage = str(((spec.get("resources") or {}).get("requests") or {}).get("storage") or "")
@@ -169,6 +167,8 @@ class ClaimView:
         spec = fields.get("spec") or {}
         _check_claim_spec(named, spec)
         store = ResourceStore(context.settings)
+        before = store.get("PersistentVolumeClaim", name, namespace)
+        spec = _defaulted(named, spec, before)
         for one in volumes(context):
             claimed = one.claim["metadata"]
             if one.fluid and (claimed["name"], claimed["namespace"]) == (name, namespace):
@@ -177,7 +177,6 @@ class ClaimView:
             if not one.fluid and claimed["name"] == name and claimed["namespace"] != namespace:
                 raise ConflictError(f'{named}: the local volume "{name}" is claimed in namespace '
                                     f'"{claimed["namespace"]}" (a volume is a folder of the home, one per name)')
-        before = store.get("PersistentVolumeClaim", name, namespace)
         if before is not None and _fixed(before.spec) != _fixed(spec):
             raise UserError(f"{named}: spec: Forbidden: spec is immutable after creation except "
                             "resources.requests and volumeAttributesClassName for bound claims")
@@ -199,6 +198,17 @@ class ClaimView:
             raise not_found(entry, name, namespace)
         store.delete("PersistentVolumeClaim", name, namespace)
         shutil.rmtree(context.settings.volumes_dir / name, ignore_errors=True)  # reclaim policy Delete
+
+
+def _defaulted(named: str, spec: dict[str, Any], before: Resource | None) -> dict[str, Any]:
+    """The claim's spec with the API server's defaults (storage class, volume mode), so that the claim read back
+    (``get -o json``) applies again unchanged; ``volumeName`` only as the claim's own volume (no static binding)."""
+    spec = {"storageClassName": LOCAL_STORAGE_CLASS, "volumeMode": "Filesystem", **spec}
+    named_volume = spec.pop("volumeName", None)
+    if named_volume and (before is None or named_volume != f"pvc-{before.uid}"):
+        raise UserError(f'{named}: spec.volumeName: binding to a named volume ("{named_volume}") is not supported: '
+                        "millpond provisions each claim's volume itself")
+    return spec
 
 
 def _fixed(spec: dict[str, Any]) -> dict[str, Any]:
