@@ -523,3 +523,20 @@ def test_an_object_as_get_prints_it_applies_back_unchanged(cli: Cli, home: Path,
     again = _apply(cli, tmp_path, json.dumps(shown), "shown.json")
     assert again.code == 0 and again.out.endswith(f"/{name} unchanged\n"), (again.out, again.err)
     assert cli("get", kind, name, *args, "-o", "json").json() == shown
+
+
+def test_in_cluster_mode_each_ray_node_is_a_node(cli: Cli, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from millpond.core import nodes
+    from millpond.training.ray_top import RayNodeRow
+
+    rows = [RayNodeRow("a" * 40, "10.0.0.1", "head", 4.0, 1.0, 8 * 2**30, 0.0, 1.0, 0.0),
+            RayNodeRow("b" * 40, "10.0.0.2", "worker", 2.5, 0.0, 4 * 2**30, 0.0, 0.0, 0.0)]
+    asked: list[str] = []
+    monkeypatch.setattr(nodes, "ray_nodes", lambda address: asked.append(address) or rows)
+    monkeypatch.setenv("MILLPOND_RAY_ADDRESS", "127.0.0.1:6379")
+    table = _table(cli("get", "nodes").out)
+    assert asked == ["127.0.0.1:6379"]
+    assert [row[:3] for row in table[1:]] == [["a" * 12, "Ready", "head"], ["b" * 12, "Ready", "<none>"]]
+    head = cli("get", "node", "a" * 12, "-o", "json").json()
+    assert head["status"]["capacity"] == {"cpu": "4", "memory": "8388608Ki", "nvidia.com/gpu": "1"}
+    assert cli("get", "node", "b" * 12, "-o", "json").json()["status"]["capacity"]["cpu"] == "2500m"
