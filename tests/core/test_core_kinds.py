@@ -540,3 +540,12 @@ def test_in_cluster_mode_each_ray_node_is_a_node(cli: Cli, home: Path, monkeypat
     head = cli("get", "node", "a" * 12, "-o", "json").json()
     assert head["status"]["capacity"] == {"cpu": "4", "memory": "8388608Ki", "nvidia.com/gpu": "1"}
     assert cli("get", "node", "b" * 12, "-o", "json").json()["status"]["capacity"]["cpu"] == "2500m"
+
+
+def test_a_secret_deleted_by_millpond_secret_is_gone_and_its_name_free(cli: Cli, home: Path, tmp_path: Path) -> None:
+    assert _apply(cli, tmp_path, SECRET).code == 0
+    ConfigStore(home).delete("secret", "keys")  # what `millpond secret delete keys` does
+    assert _names(cli, "secrets", "-n", "team") == []
+    again = _apply(cli, tmp_path, SECRET.replace("team", "default"))
+    assert again.out == "secret/keys created\n", again.err
+    assert [(r.namespace, r.name) for r in ResourceStore().list("Secret")] == [("default", "keys")]

@@ -129,8 +129,13 @@ class ConfigView:
                 old: dict[str, str] | None = configs.get(planned.kind, name)
             except MissingConfig:
                 old = None
+            store = ResourceStore(context.settings)
+            if old is None:  # a row left by `millpond secret delete` (in any namespace) is not this new object's
+                for stale in store.list(self.kind):
+                    if stale.name == name:
+                        store.delete(self.kind, name, stale.namespace)
             configs.create(planned.kind, name, planned.data, replace=True)
-            row_action = ResourceStore(context.settings).apply([row])[0][1]
+            row_action = store.apply([row])[0][1]
             if old is None:
                 return "created"
             return "unchanged" if old == planned.data and row_action == "unchanged" else "configured"

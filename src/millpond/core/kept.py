@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.core.kinds import RBAC_GROUP
-from millpond.core.view import Planned, check_envelope, kept_object, strings
+from millpond.core.view import Planned, check_envelope, kept_object, parse_timestamp, strings
 from millpond.errors import UserError
 from millpond.kind_handler import KindContext, KindName
 from millpond.manifest_envelope import not_found, store_namespace
@@ -82,11 +82,9 @@ class KeptView:
         return [kept_object(entry, one) for one in store.list(entry.kind, where)]
 
     def cells(self, shown: dict[str, Any], now: dt.datetime) -> list[str]:
-        created = dt.datetime.strptime(shown["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
-        created = created.replace(tzinfo=dt.timezone.utc)
         if self.columns[-1] == "CREATED AT":  # kubectl shows a Role's creation time, not its age
             return [*self.cell(shown), shown["metadata"]["creationTimestamp"]]
-        return [*self.cell(shown), age_since(created, now)]
+        return [*self.cell(shown), age_since(parse_timestamp(shown["metadata"]["creationTimestamp"]) or now, now)]
 
     def check(self, entry: KindName, doc: dict[str, Any], where: str, context: KindContext) -> Planned:
         metadata, fields = check_envelope(entry, doc, where, self.fields)

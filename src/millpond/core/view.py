@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from millpond.core.kinds import api_version
 from millpond.errors import UserError
 from millpond.kind_handler import KindContext, KindName
-from millpond.manifest_envelope import SERVER_METADATA, check_metadata
+from millpond.manifest_envelope import check_metadata
 from millpond.store.resources import Resource
 
 # A kind millpond derives (a Fluid volume, a node, an event): shown, never created from a manifest.
@@ -126,11 +126,6 @@ def _type_name(expected: type | tuple[type, ...]) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer"}
     kinds = expected if isinstance(expected, tuple) else (expected,)
     return " or ".join(names.get(kind, kind.__name__) for kind in kinds)
-
-
-def dropped_server_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """``metadata`` without what the server sets (what ``check_metadata`` keeps is already this)."""
-    return {key: value for key, value in metadata.items() if key not in SERVER_METADATA}
 
 
 def strings(value: object, where: str) -> list[str]:
