@@ -252,7 +252,10 @@ def test_service_accounts_and_rbac_are_kept_with_one_info_line_each(cli: Cli, ho
     infos = result.err.splitlines()
     assert len(infos) == 2 and all(line.startswith("info: ") for line in infos)
     assert "not enforce RBAC" in result.err
-    assert _table(cli("get", "sa", "-n", "team").out)[1][:2] == ["trainer", "0"]
+    assert [row[:2] for row in _table(cli("get", "sa", "-n", "team").out)[1:]] == [["default", "0"], ["trainer", "0"]]
+    # every namespace has its default ServiceAccount, as the API server's controller makes one
+    assert _names(cli, "sa") == ["default"] and _names(cli, "sa", "-n", "nowhere") == []
+    assert cli("delete", "sa", "default", "-n", "team").code == 0 and "default" in _names(cli, "sa", "-n", "team")
     assert _table(cli("get", "rolebindings", "-n", "team").out)[1][:2] == ["read", "Role/reader"]
     assert _table(cli("get", "clusterroles").out)[0] == ["NAME", "CREATED AT"]
     role = cli("get", "role", "reader", "-n", "team", "-o", "json").json()

@@ -3,7 +3,8 @@
 Each is a row of the resource store with its fields as applied, checked as the API server's validation
 does (a rule names its verbs; a binding's ``roleRef`` names a Role or ClusterRole and never changes). No
 token is issued for a ServiceAccount and no rule is enforced yet: who may do what is a later issue (the
-API's authorization), and ``apply`` says so in one ``info:`` line per kind.
+API's authorization), and ``apply`` says so in one ``info:`` line per kind. Every namespace has its
+``default`` ServiceAccount, as the API server's controller makes one.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.core import namespaces
 from millpond.core.kinds import RBAC_GROUP
-from millpond.core.view import Planned, check_envelope, kept_object, parse_timestamp, strings
+from millpond.core.view import Planned, check_envelope, derived_uid, kept_object, metadata_of, parse_timestamp, strings
 from millpond.errors import UserError
 from millpond.kind_handler import KindContext, KindName
 from millpond.manifest_envelope import not_found, store_namespace
@@ -23,6 +25,7 @@ from millpond.tables import age_since
 
 Checker = Callable[[str, dict[str, Any]], None]  # (where, the kept fields): UserError names what is wrong
 
+DEFAULT_ACCOUNT = "default"
 NOT_ENFORCED = "kept; millpond does not enforce RBAC yet (authorization is a later issue)"
 NO_TOKENS = "kept; millpond issues no service-account tokens (one user, or the server's own token)"
 
@@ -106,6 +109,29 @@ class KeptView:
             raise not_found(entry, name, namespace)
 
 
+@dataclass(frozen=True)
+class ServiceAccountView(KeptView):
+    """Kept ServiceAccounts, and the ``default`` one the API server's ServiceAccount controller makes in every
+    namespace (derived here: deleting it is answered as done, since the controller makes it again at once)."""
+
+    def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
+        kept = super().objects(entry, namespace, context)
+        have = {(shown["metadata"]["namespace"], shown["metadata"]["name"]) for shown in kept}
+        known = namespaces.every(context.settings)
+        for where in sorted(known) if namespace is None else [namespace] if namespace in known else []:
+            if (where, DEFAULT_ACCOUNT) not in have:
+                kept.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata_of(
+                    entry, DEFAULT_ACCOUNT, where, derived_uid("ServiceAccount", where, DEFAULT_ACCOUNT),
+                    known[where])})
+        return sorted(kept, key=lambda shown: (shown["metadata"]["namespace"], shown["metadata"]["name"]))
+
+    def delete(self, entry: KindName, name: str, namespace: str, context: KindContext) -> None:
+        if name == DEFAULT_ACCOUNT and namespace in namespaces.every(context.settings):
+            ResourceStore(context.settings).delete(entry.kind, name, namespace)
+            return
+        super().delete(entry, name, namespace, context)
+
+
 def _secrets_count(shown: dict[str, Any]) -> list[str]:
     return [str(len(shown.get("secrets") or []))]
 
@@ -118,8 +144,9 @@ def _role_of(shown: dict[str, Any]) -> list[str]:
 _RULES = {"rules": list}
 _BINDING = {"subjects": list, "roleRef": dict}
 VIEWS: dict[str, KeptView] = {
-    "ServiceAccount": KeptView({"secrets": list, "imagePullSecrets": list, "automountServiceAccountToken": bool},
-                               _service_account, ("SECRETS", "AGE"), NO_TOKENS, _secrets_count),
+    "ServiceAccount": ServiceAccountView(
+        {"secrets": list, "imagePullSecrets": list, "automountServiceAccountToken": bool}, _service_account,
+        ("SECRETS", "AGE"), NO_TOKENS, _secrets_count),
     "Role": KeptView(_RULES, _rules, ("CREATED AT",), NOT_ENFORCED),
     "ClusterRole": KeptView({**_RULES, "aggregationRule": dict}, _rules, ("CREATED AT",), NOT_ENFORCED),
     "RoleBinding": KeptView(_BINDING, _binding(cluster=False), ("ROLE", "AGE"), NOT_ENFORCED, _role_of),

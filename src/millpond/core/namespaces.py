@@ -61,6 +61,14 @@ def implied(settings: Settings) -> dict[str, dt.datetime]:
     return found
 
 
+def every(settings: Settings) -> dict[str, dt.datetime]:
+    """Every namespace, created or implied, with its creation time."""
+    found = implied(settings)
+    for row in ResourceStore(settings).list("Namespace"):
+        found[row.name] = row.created_at
+    return found
+
+
 def _home_time(settings: Settings) -> dt.datetime:
     try:
         return dt.datetime.fromtimestamp(settings.home.stat().st_mtime, dt.timezone.utc)
