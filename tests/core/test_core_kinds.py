@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from millpond.kind_handler import HandlerBase, KindContext, KindEvent, KindName, Table
 from millpond.kinds import REGISTRY
@@ -552,3 +554,38 @@ def test_a_secret_deleted_by_millpond_secret_is_gone_and_its_name_free(cli: Cli,
     again = _apply(cli, tmp_path, SECRET.replace("team", "default"))
     assert again.out == "secret/keys created\n", again.err
     assert [(r.namespace, r.name) for r in ResourceStore().list("Secret")] == [("default", "keys")]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+                     lambda children: st.lists(children, max_size=3)
+                     | st.dictionaries(st.text(max_size=6), children, max_size=3), max_leaves=8)
+
+
+def test_fuzzed_core_documents_are_applied_or_refused_in_one_line(home: Path) -> None:
+    """Any shape of value in any field of any core kind: stored, or one UserError line; never another exception."""
+    from millpond.core.kinds import KINDS, api_version
+    from millpond.errors import UserError
+    from millpond.kind_handler import ApplyBatch
+    from millpond.settings import load_settings
+    from millpond.store.config_documents import batch_lookup
+
+    fields = st.sampled_from(["data", "stringData", "type", "immutable", "spec", "rules", "subjects", "roleRef",
+                              "secrets", "metadata", "binaryData", "aggregationRule", "status"])
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.sampled_from(sorted(KINDS)), st.dictionaries(fields, _JSON, max_size=3), st.booleans())
+    def check(kind: str, body: dict[str, Any], named: bool) -> None:
+        doc = {"apiVersion": api_version(KINDS[kind]), "kind": kind, **body}
+        if named:
+            doc["metadata"] = {"name": "x", **(body.get("metadata") if isinstance(body.get("metadata"), dict)
+                                               else {})}
+        documents = [("fuzz.yaml", 1, doc)]
+        context = KindContext(load_settings())
+        try:
+            batch = ApplyBatch(context, lambda path, value: None, batch_lookup(documents, ConfigStore(home)))
+            for plan in REGISTRY.plan(documents, batch):
+                plan.apply(batch)
+        except UserError as exc:
+            assert "\n" not in str(exc)
+
+    check()

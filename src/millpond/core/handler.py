@@ -72,7 +72,7 @@ class CoreHandler(HandlerBase):
 
     def claims(self, doc: object) -> bool:
         """A document of one of these kinds (its check says when its apiVersion is not the kind's)."""
-        return isinstance(doc, dict) and doc.get("kind") in KINDS
+        return isinstance(doc, dict) and isinstance(doc.get("kind"), str) and doc["kind"] in KINDS
 
     def check(self, documents: Sequence[Document], batch: ApplyBatch) -> _Plan:
         planned = []

@@ -32,7 +32,8 @@ class PlannedConfig:
 
 def is_config_document(doc: Any) -> bool:
     """A ``v1`` Secret or ConfigMap."""
-    return isinstance(doc, dict) and doc.get("apiVersion") == "v1" and doc.get("kind") in STORED
+    return isinstance(doc, dict) and doc.get("apiVersion") == "v1" and isinstance(doc.get("kind"), str) \
+        and doc["kind"] in STORED
 
 
 def _text_values(values: object, where: str, field: str, decode: bool) -> dict[str, str]:
