@@ -436,6 +436,8 @@ def test_the_events_families_record_are_v1_events_aggregated(gadgets: None, cli:
 @pytest.mark.parametrize(("document", "message"), [
     ("apiVersion: v1\nkind: Namespace\nmetadata: {name: a.b}\n", "RFC 1123 label"),
     ("apiVersion: v1\nkind: Namespace\nmetadata: {name: Team}\n", "RFC 1123 label"),
+    ("apiVersion: v1\nkind: Namespace\nmetadata: {name: t}\nspec: {finalizers: kubernetes}\n", "list of strings"),
+    ("apiVersion: v1\nkind: Namespace\nmetadata: {name: t}\nspec: {owner: me}\n", 'unknown field "spec.owner"'),
     ("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: Bad_Name}\n", "RFC 1123 subdomain"),
     ("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: sa, namespace: '../x'}\n", "RFC 1123 label"),
     ("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: sa}\nsecrets: oops\n", "secrets: expected a list"),

@@ -18,7 +18,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from millpond.core.view import Planned, check_envelope, derived_uid, kept_object, metadata_of, parse_timestamp
+from millpond.core.view import (
+    Planned,
+    check_envelope,
+    derived_uid,
+    kept_object,
+    metadata_of,
+    parse_timestamp,
+    strings,
+)
 from millpond.errors import ForbiddenError, NotFoundError, UserError
 from millpond.kind_handler import KindContext, KindName
 from millpond.kinds import REGISTRY
@@ -111,7 +119,12 @@ class NamespaceView:
         labels = {key: value for key, value in (metadata.get("labels") or {}).items() if key != NAME_LABEL}
         metadata = {key: value for key, value in metadata.items() if key != "labels"} | (
             {"labels": labels} if labels else {})
-        fields.setdefault("spec", {"finalizers": ["kubernetes"]})  # the API server's default
+        fields["spec"] = {**fields.get("spec", {}), "finalizers": (fields.get("spec") or {}).get("finalizers")
+                          or ["kubernetes"]}  # the API server's default
+        unknown = sorted(set(fields["spec"]) - {"finalizers"})
+        if unknown:
+            raise UserError(f'{where} {name}: unknown field "spec.{unknown[0]}"')
+        strings(fields["spec"]["finalizers"], f"{where} {name}: spec.finalizers")
         row = ResourceStore(context.settings).get("Namespace", name, CLUSTER_STORE_NAMESPACE)
         if row is not None and row.status.get("phase") == TERMINATING:
             raise UserError(f'{where} {name}: namespace "{name}" is being terminated')
