@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from millpond.core.nodes import node_name
 from millpond.kind_handler import HandlerBase, KindContext, KindEvent, KindName, Table
 from millpond.kinds import REGISTRY
 from millpond.store.resources import ResourceStore
@@ -330,7 +330,7 @@ def test_a_dataset_without_access_modes_gets_fluids_defaults(cli: Cli, home: Pat
 def test_this_machine_is_the_one_node_with_the_ledgers_capacity(cli: Cli, home: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MILLPOND_FAKE_GPUS", "2")
-    name = socket.gethostname().lower()
+    name = node_name()
     rows = _table(cli("get", "nodes").out)
     assert rows[0] == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
     assert rows[1][:3] == [name, "Ready", "<none>"]
@@ -355,7 +355,7 @@ def test_describe_node_names_the_holders_of_the_ledgers_grants(cli: Cli, home: P
                                                                                   None))
     assert grant is not None
     try:
-        described = cli("describe", "node", socket.gethostname().lower())
+        described = cli("describe", "node", node_name())
         assert "train" in described.out and "500m of" in described.out and "1048576Ki of" in described.out
     finally:
         ledger.release(grant.id)

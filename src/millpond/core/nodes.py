@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 MEMORY_PRESSURE_BYTES = 100 * 2**20  # the kubelet's default memory.available<100Mi
 DISK_PRESSURE_SHARE = 0.10  # the kubelet's default nodefs.available<10%
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64le", "s390x": "s390x"}
+
+
+def node_name() -> str:
+    """The host's name as the kubelet registers it: lower case, and a DNS-1123 subdomain (``_`` becomes ``-``)."""
+    name = re.sub(r"[^a-z0-9.-]", "-", views.node_name().lower()).strip("-.")
+    return name[:253] or "localhost"
 
 
 def _cpu(millis: float) -> str:
@@ -92,7 +99,7 @@ def local_node(entry: KindName, settings: Settings) -> dict[str, Any]:
     """This machine as its Node."""
     ledger = Ledger(settings)
     capacity = ledger.capacity
-    name = views.node_name().lower()
+    name = node_name()
     booted = dt.datetime.fromtimestamp(psutil.boot_time(), dt.timezone.utc)
     memory = psutil.virtual_memory()
     disk = shutil.disk_usage(settings.home if settings.home.exists() else settings.home.parent)
@@ -175,7 +182,7 @@ class NodeView:
 
 def allocated(shown: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """What ``describe node`` adds: the requests allocated, and each holder of a grant (the local node's)."""
-    if settings.ray_address or shown["metadata"]["name"] != views.node_name().lower():
+    if settings.ray_address or shown["metadata"]["name"] != node_name():
         return {}
     ledger = Ledger(settings)
     view = top.node_view(ledger)
