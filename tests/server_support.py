@@ -15,19 +15,25 @@ from millpond.settings import load_settings
 
 
 class Served:
-    """A running server (its URL, and how to stop it with the runs it started)."""
+    """A running server (its URL, and how to stop it with the runs it started); with ``tls``, over HTTPS with
+    millpond's own certificate in the home (``ca``: the CA a client trusts), as ``millpond server --tls``."""
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, tls: bool = False) -> None:
         import uvicorn
 
+        from millpond.server import tls as certificates
         from millpond.server.app import create_app
 
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        files = certificates.ensure_certificate(load_settings().home, certificates.Subjects.of([])) if tls else None
+        self.ca = files.authority if files else None
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.app = create_app(load_settings(), token)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.server = uvicorn.Server(uvicorn.Config(
+            self.app, host="127.0.0.1", port=self.port, log_level="warning",
+            ssl_certfile=files.certificate if files else None, ssl_keyfile=files.key if files else None))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 20
@@ -53,8 +59,8 @@ def module_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator
         os.environ["MILLPOND_HOME"] = old
 
 
-def serving(token: str | None = None) -> Iterator[Served]:
+def serving(token: str | None = None, tls: bool = False) -> Iterator[Served]:
     """A server for the length of a fixture."""
-    served = Served(token)
+    served = Served(token, tls)
     yield served
     served.stop()

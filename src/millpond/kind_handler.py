@@ -15,7 +15,6 @@ Secrets, which live in layers above some families, come in with the :class:`Appl
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,18 +40,18 @@ class KindName:
 
     @property
     def resource(self) -> str:
-        """How kubectl names the resource in its output: ``dataset.data.fluid.io``; a core-group kind (group "")
-        has no group part: ``secret``."""
+        """How kubectl names the resource in its output: ``dataset.data.fluid.io``; a core kind (group "")
+        has no group part: ``pod``."""
         return f"{self.kind.lower()}.{self.group}" if self.group else self.kind.lower()
 
     def not_found(self, name: str, namespace: str) -> str:
-        """kubectl's line for a missing object: ``pytorchjobs.kubeflow.org "x" not found`` (core: ``secrets "x"``)."""
-        resource = f"{self.plural}.{self.group}" if self.group else self.plural
-        return f'{resource} "{name}" not found' + (f' in namespace "{namespace}"' if namespace != "default" else "")
+        """kubectl's line for a missing object: ``pytorchjobs.kubeflow.org "x" not found`` (``pods "x" not found``)."""
+        plural = f"{self.plural}.{self.group}" if self.group else self.plural
+        return f'{plural} "{name}" not found' + (f' in namespace "{namespace}"' if namespace != "default" else "")
 
     def spellings(self) -> list[str]:
-        """Every name kubectl accepts: ``NAME``, ``NAME.GROUP``, ``NAME.VERSION.GROUP``; a core-group kind's
-        (group "") ``NAME`` and ``NAME.VERSION`` (``secrets.v1``)."""
+        """Every name kubectl accepts: ``NAME``, ``NAME.GROUP``, ``NAME.VERSION.GROUP`` (a core kind: only
+        ``NAME`` and ``NAME.VERSION``, as ``pods.v1``)."""
         names = [self.kind.lower(), self.plural, *self.short_names]
         if not self.group:
             return [*names, *(f"{name}.{version}" for name in names for version in self.versions)]
@@ -162,7 +161,6 @@ class KindEvent:
     age: str
     source: str
     message: str
-    at: dt.datetime | None = None  # when it happened, where the family keeps it (the v1 Event's timestamps)
 
 
 class KindHandler(Protocol):

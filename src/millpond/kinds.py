@@ -2,17 +2,18 @@
 resource routes) know: every name kubectl accepts for them, and the handler that serves each.
 
 Each package that owns kinds registers its names when its ``kinds`` module is imported, and its
-:class:`~millpond.kind_handler.KindHandler` once, when its ``handler`` module is: ``datasets`` (Fluid's
-``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's ``kueue.x-k8s.io``
-queueing kinds), ``core`` (Kubernetes' built-in ``v1`` and RBAC kinds) and ``serving`` (KServe's
-``serving.kserve.io`` InferenceService and serving runtimes). The handler module sits beside the family's
-``kinds`` table (which its checks and objects import), so registering does not make the table import what
-imports it; and a command that resolves a name loads only the light tables, then only the handler of the
-family it reaches. A name is resolved here, with one error line for an unknown one listing every known kind,
-and the caller calls the kind's handler: no dispatcher asks which family a kind belongs to. It lives on the
-floor (it imports no layer) because every owner must reach it, and they sit in different layers; it loads the
-owners' modules by name (``OWNERS``) when first needed, as a plug-in table does, so a name resolves only once
-every owner has registered.
+:class:`~millpond.kind_handler.KindHandler` once, when its ``handler`` module is: ``datasets``
+(Fluid's ``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's
+``kueue.x-k8s.io`` queueing kinds), ``serving`` (KServe's ``serving.kserve.io`` InferenceService
+and serving runtimes), ``training.batch`` (Kubernetes' ``batch/v1`` Job), ``pods`` (``v1`` Pod views) and
+``core`` (Kubernetes' other built-in ``v1`` kinds and RBAC's). The handler module sits
+beside the family's ``kinds`` table (which its checks and objects import), so registering does not
+make the table import what imports it; and a command that resolves a name loads only the light
+tables, then only the handler of the family it reaches. A name is resolved here, with one error line
+for an unknown one listing every known kind, and the caller calls the kind's handler: no dispatcher
+asks which family a kind belongs to. It lives on the floor (it imports no layer) because every owner
+must reach it, and they sit in different layers; it loads the owners' modules by name (``OWNERS``)
+when first needed, as a plug-in table does, so a name resolves only once every owner has registered.
 
 kubectl's spellings: the kind (any case), the plural, the CRD's short names, each of them also
 as ``NAME.GROUP`` and ``NAME.VERSION.GROUP`` (``pytorchjobs.kubeflow.org``,
@@ -34,7 +35,7 @@ __all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
 # The packages whose kinds the table must hold before it resolves a name (each one's ``kinds`` module
 # registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
 # would call the others' kinds unknown.
-OWNERS = ("datasets", "training", "scheduling.queues", "core", "serving")
+OWNERS = ("datasets", "training", "training.batch", "scheduling.queues", "pods", "core", "serving")
 
 
 class KindTable:

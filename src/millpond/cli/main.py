@@ -26,6 +26,7 @@ LAZY_COMMANDS = {
     "describe": "millpond.cli.describe:describe_command",
     "dataset": "millpond.cli.datasets:dataset_group",
     "server": "millpond.cli.server:server_command",
+    "kubeconfig": "millpond.cli.kubeconfig:kubeconfig_command",
     "ps": "millpond.cli.processes:ps_command",
     "config": "millpond.cli.config:config_group",
     "train": "millpond.cli.arena:arena_group",  # Arena's commands, as `millpond train`

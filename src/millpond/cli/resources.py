@@ -40,9 +40,9 @@ def apply_command(files: tuple[str, ...], wait_for: bool) -> None:
     Fluid's kinds (data.fluid.io/v1alpha1), Kubeflow's training jobs (kubeflow.org/v1 PyTorchJob,
     MPIJob, TFJob; trainer.kubeflow.org/v1alpha1 TrainJob), training runtimes and Kueue's queueing
     objects (kueue.x-k8s.io ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass,
-    Cohort; v1beta2 or v1beta1) and KServe's serving.kserve.io InferenceService (v1beta1),
-    ServingRuntime and ClusterServingRuntime (v1alpha1). Data operations and jobs start at once,
-    in the background (a data operation after the step its runAfter names).
+    Cohort; v1beta2 or v1beta1), KServe's serving.kserve.io InferenceService (v1beta1),
+    ServingRuntime and ClusterServingRuntime (v1alpha1) and Kubernetes' batch/v1 Job. Data operations
+    and jobs start at once, in the background (a data operation after the step its runAfter names).
     """
     from millpond.datasets.manifests import read_documents
     from millpond.errors import UserError
@@ -91,23 +91,47 @@ def apply_documents(documents: list[Document]) -> list[Applied]:
 @click.option("--all-namespaces", "-A", is_flag=True, help="Objects of every namespace.")
 @click.option("--output", "-o", type=click.Choice(["table", "json", "yaml"]), default="table", show_default=True,
               help="A table, or the whole objects as JSON or YAML.")
-def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str) -> None:
-    """Show objects of KIND (dataset, dataload, pytorchjob, trainjob, clusterqueue, localqueue, isvc, …), or NAME."""
+@click.option("--selector", "-l", default=None, metavar="SELECTOR",
+              help="Only objects whose labels match (a=b, a!=b, a in (x,y), a notin (x), a, !a; comma-separated).")
+def get_command(kind: str, name: str | None, namespace: str, all_namespaces: bool, output: str,
+                selector: str | None) -> None:
+    """Show objects of KIND (dataset, dataload, pytorchjob, trainjob, clusterqueue, localqueue, isvc, pod, …),
+    or NAME."""
+    from dataclasses import replace
+
+    from millpond.errors import UserError
     from millpond.kind_handler import KindContext
     from millpond.kinds import REGISTRY
+    from millpond.label_selectors import parse
     from millpond.manifest_envelope import as_list
     from millpond.settings import load_settings
     from millpond.tables import format_table
 
     entry = REGISTRY.resolve(kind)
     handler, context = REGISTRY.handler(entry), KindContext(load_settings())
+    wanted = parse(selector) if selector is not None else None
+    if wanted is not None and name is not None:
+        raise UserError("name cannot be provided when a selector is specified")
     if output in ("json", "yaml"):
         if name is not None:
             print_value(handler.get(entry, name, namespace, context), output)
         else:
-            print_value(as_list(handler.list_objects(entry, namespace, all_namespaces, context)), output)
+            items = handler.list_objects(entry, namespace, all_namespaces, context)
+            if wanted is not None:
+                items = [item for item in items if wanted.matches((item.get("metadata") or {}).get("labels"))]
+            print_value(as_list(items), output)
         return
     table = handler.table(entry, name, namespace, all_namespaces, context)
+    if wanted is not None:  # the rows of the objects that match: NAME is the first column after NAMESPACE
+        matched = [item["metadata"] for item in handler.list_objects(entry, namespace, all_namespaces, context)
+                   if wanted.matches(item["metadata"].get("labels"))]
+        if table.headers[:1] == ("NAMESPACE",):
+            keys = {(str(metadata.get("namespace") or ""), str(metadata["name"])) for metadata in matched}
+            rows = [row for row in table.rows if (row[0], row[1]) in keys]
+        else:
+            names = {str(metadata["name"]) for metadata in matched}
+            rows = [row for row in table.rows if row[0] in names]
+        table = replace(table, rows=rows)
     if not table.rows:
         where = "any namespace" if all_namespaces else f"{namespace} namespace"
         print(f"No resources found in {where}.", file=sys.stderr)

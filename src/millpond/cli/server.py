@@ -6,6 +6,15 @@ this machine. The token comes from a file (``--token-file``, best), ``MILLPOND_T
 ``MILLPOND_TOKEN`` from its own environment once read, so no run, worker or task inherits it.
 FastAPI and uvicorn load only here.
 
+HTTPS (``--tls``, or ``MILLPOND_TLS=1`` in the environment) serves every route over
+TLS with a certificate millpond keeps in the home (``server.tls``), or the user's own
+(``--tls-cert``/``--tls-key``). It is on by default when the server listens beyond loopback:
+there a token is required, and over plain HTTP that token would cross the network readable by
+anyone on the path (and kubectl, which sends a kubeconfig's token only over HTTPS, could not
+use it). On loopback it stays off by default, as before: nothing on the wire leaves the machine,
+and today's ``http://127.0.0.1:8888`` clients keep working; ``--tls`` there is what
+``millpond kubeconfig`` asks for when the server has a token.
+
 The listening socket is bound before anything else starts (the application, its executor and
 background threads, the record ``millpond ps`` reads) and handed to uvicorn: a port in use is
 one ``error:`` line naming the address, exit 1, with nothing started and no window in which
@@ -19,12 +28,20 @@ import os
 import socket
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from millpond.errors import UserError
+from millpond.settings import load_settings
+
+if TYPE_CHECKING:
+    from millpond.server.tls import CertificateFiles
 
 TOKEN_ENV = "MILLPOND_TOKEN"
+TLS_ENV = "MILLPOND_TLS"
+TLS_VALUES = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False}
+
 _WILDCARDS = ("0.0.0.0", "::", "[::]", "")
 
 
@@ -64,6 +81,34 @@ def choose_token(token: str | None, token_file: Path | None) -> str | None:
     return os.environ.get(TOKEN_ENV) or None
 
 
+def choose_tls(flag: bool | None, cert: Path | None, key: Path | None, host: str) -> bool:
+    """Whether to serve HTTPS: ``--tls``/``--no-tls``, else ``MILLPOND_TLS`` (as ``MILLPOND_TOKEN`` stands for
+    ``--token``), else on beyond loopback only. ``--tls-cert`` and ``--tls-key`` come together and mean ``--tls``."""
+    if (cert is None) != (key is None):
+        raise UserError("--tls-cert and --tls-key go together: the certificate (chain) and its private key")
+    if cert is not None:
+        if flag is False:
+            raise UserError("--no-tls with --tls-cert/--tls-key: a certificate is only for serving HTTPS")
+        return True
+    if flag is not None:
+        return flag
+    setting = os.environ.get(TLS_ENV, "").strip().lower()
+    if setting:
+        if setting not in TLS_VALUES:
+            raise UserError(f"{TLS_ENV}={os.environ[TLS_ENV]!r}: expected 1 or 0 (true/false, on/off, yes/no)")
+        return TLS_VALUES[setting]
+    return not is_loopback(host)
+
+
+def certificate_names(host: str, allowed: tuple[str, ...]) -> list[str]:
+    """The names millpond's own server certificate covers besides the loopback ones: this machine's name,
+    the listening address and each ``--allowed-host`` (the names clients may dial)."""
+    names = [socket.gethostname(), *allowed]
+    if host not in _WILDCARDS:
+        names.append(host)
+    return names
+
+
 def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
     """Names a request's Host may carry besides the loopback ones: the listening address, this machine's
     name when it listens on every address, and each ``--allowed-host``."""
@@ -86,12 +131,21 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
                    "behind a proxy that checks it). Repeatable. Others are refused (DNS rebinding).")
 @click.option("--ray", "ray_address", metavar="HOST:PORT",
               help="Run every run's tasks on this Ray cluster (default: $MILLPOND_RAY_ADDRESS).")
+@click.option("--tls/--no-tls", "tls", default=None,
+              help="Serve HTTPS with a certificate millpond keeps in the home (its CA: HOME/tls/ca.crt). "
+                   "Default: $MILLPOND_TLS, else on beyond loopback only.")
+@click.option("--tls-cert", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Serve HTTPS with this PEM certificate (chain) instead; needs --tls-key.")
+@click.option("--tls-key", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="The PEM private key of --tls-cert.")
 def server_command(host: str, port: int, token_file: Path | None, token: str | None,
-                   allowed_hosts: tuple[str, ...], ray_address: str | None) -> None:
+                   allowed_hosts: tuple[str, ...], ray_address: str | None, tls: bool | None,
+                   tls_cert: Path | None, tls_key: Path | None) -> None:
     """Serve the Kubeflow Pipelines v2beta1 REST API (for kfp.Client) over this machine's runs."""
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port}: expected a port number from 0 to 65535")
     token = choose_token(token, token_file)
+    secure = choose_tls(tls, tls_cert, tls_key, host)
     if ray_address:  # the runs' worker processes inherit it, as they read their settings from the environment
         os.environ["MILLPOND_RAY_ADDRESS"] = ray_address
     cluster = os.environ.get("MILLPOND_RAY_ADDRESS")
@@ -102,29 +156,71 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
     os.environ.pop(TOKEN_ENV, None)  # read: the runs, workers and tasks this server starts never see it
     if not is_loopback(host) and not token:
         raise UserError(f"refusing to listen on {host} without a token: pass --token-file PATH or set {TOKEN_ENV}")
+    if not is_loopback(host) and not secure:
+        click.echo(f"warning: serving plain HTTP on {host}: the token crosses the network unencrypted "
+                   "(--no-tls is for a proxy in front that serves HTTPS)", err=True)
+    certificate = _served_certificate(tls_cert, tls_key, host, allowed_hosts) if secure else None
     from millpond.serving.model_server import bind_listener
 
     sock = bind_listener(host.strip("[]"), port)  # MillpondError (exit 1) for a port in use, before anything starts
     try:
-        _serve(sock, host, token, allowed_hosts)
+        _serve(sock, host, token, token_file, allowed_hosts, certificate)
     finally:
         sock.close()
 
 
-def _serve(sock: socket.socket, host: str, token: str | None, allowed_hosts: tuple[str, ...]) -> None:
-    """Start the application over the bound ``sock`` and serve until stopped."""
+def _served_certificate(cert: Path | None, key: Path | None, host: str,
+                        allowed: tuple[str, ...]) -> CertificateFiles:
+    """The certificate to serve, loaded once to check it (the user's; else millpond's own, made or renewed
+    as needed). A certificate the user brings that is its own issuer is also what clients trust."""
+    from millpond.server import tls
+
+    if cert is not None and key is not None:
+        files = tls.CertificateFiles(cert.resolve(), key.resolve(), cert.resolve() if tls.self_signed(cert) else None)
+        tls.server_context(files)
+        if tls.expired(cert):
+            click.echo(f"warning: --tls-cert {cert} has expired: clients will refuse it", err=True)
+        return files
+    files = tls.ensure_certificate(load_settings().home, tls.Subjects.of(certificate_names(host, allowed)))
+    tls.server_context(files)
+    return files
+
+
+def client_address(host: str, port: int, scheme: str) -> str:
+    """The URL a client on this machine dials: a wildcard address is reached through loopback."""
+    name = host.strip("[]")
+    if name in ("0.0.0.0", ""):
+        name = "127.0.0.1"
+    elif name == "::":
+        name = "::1"
+    return f"{scheme}://{f'[{name}]' if ':' in name else name}:{port}"
+
+
+def _serve(sock: socket.socket, host: str, token: str | None, token_file: Path | None,
+           allowed_hosts: tuple[str, ...], certificate: CertificateFiles | None) -> None:
+    """Start the application over the bound ``sock`` (HTTPS with ``certificate`` when given); serve until stopped."""
     import uvicorn
 
     from millpond.cli.processes import reconcile
-    from millpond.runners.background import register
+    from millpond.runners.background import now_iso, register
+    from millpond.runners.processes import ProcessIdentity
     from millpond.server.app import create_app
-    from millpond.settings import load_settings
+    from millpond.server.listening import ServerAddress, record
 
     port = sock.getsockname()[1]
+    scheme = "https" if certificate else "http"
     app = create_app(load_settings(), token, served_hosts(host, allowed_hosts))
     for line in reconcile():  # what an earlier server's users left behind
         click.echo(line, err=True)
     url_host = f"[{host.strip('[]')}]" if ":" in host else host
-    register("server", f"http://{url_host}:{port}")  # ``millpond ps`` lists it
-    click.echo(f"millpond server: listening on http://{url_host}:{port}", err=True)
-    uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
+    register("server", f"{scheme}://{url_host}:{port}")  # ``millpond ps`` lists it
+    own = ProcessIdentity.own()
+    authority = certificate.authority if certificate else None
+    record(ServerAddress(client_address(host, port, scheme), str(authority) if authority else None, bool(token),
+                         str(token_file.resolve()) if token_file else None, own.pid, own.start,
+                         now_iso()))  # for ``millpond kubeconfig``
+    trust = f" (clients trust {authority})" if authority else ""
+    click.echo(f"millpond server: listening on {scheme}://{url_host}:{port}{trust}", err=True)
+    config = uvicorn.Config(app, log_level="info", ssl_certfile=certificate.certificate if certificate else None,
+                            ssl_keyfile=certificate.key if certificate else None)
+    uvicorn.Server(config).run(sockets=[sock])

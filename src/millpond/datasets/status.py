@@ -36,10 +36,17 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _condition(kind: str, ok: bool, reason: str, message: str) -> dict[str, str]:
-    now = _now()
+def _condition(kind: str, ok: bool, reason: str, message: str, since: str = "") -> dict[str, str]:
+    """One condition; ``since``: when the dataset and its runtime last changed (the transition), so a status read
+    twice is the same status (a watch sees a change only when there is one); "" for a probe made now."""
+    at = since or _now()
     return {"type": kind, "status": "True" if ok else "False", "reason": reason, "message": message,
-            "lastUpdateTime": now, "lastTransitionTime": now}
+            "lastUpdateTime": at, "lastTransitionTime": at}
+
+
+def _changed_at(*resources: Resource) -> str:
+    latest = max(resource.updated_at for resource in resources)
+    return latest.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool = True) -> dict[str, Any]:
@@ -83,7 +90,8 @@ def dataset_status(resource: Resource, store: ResourceStore, sync_if_new: bool =
         return status
     status.update(ufsTotal=format_bytes(stats.ufs_total), fileNum=str(stats.file_num), phase="Bound")
     ready = _condition(
-        "Ready", True, "DatasetReady", f"The {RUNTIME_TYPES.get(runtime.kind, 'cache')} runtime is ready."
+        "Ready", True, "DatasetReady", f"The {RUNTIME_TYPES.get(runtime.kind, 'cache')} runtime is ready.",
+        _changed_at(resource, runtime),
     )
     status["conditions"] = [ready]
     if stats.sync_error:

@@ -36,6 +36,7 @@ from millpond.server import (
 )
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
+from millpond.server.kube.app import KubeApi, KubeDispatch, is_kube_path
 from millpond.server.namespaces import namespace_checked
 from millpond.server.security import HostPolicy, RequestGuard
 from millpond.server.state import ServerState
@@ -70,7 +71,9 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     serving_reconcile.install(app, settings)  # every servable InferenceService gets a supervisor, now and later
     queue_reclaim.install(app, settings)  # the quota of queued workloads whose holder died: handed on
     app.state.metrics_registry = metrics.registry_for(settings)
-    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token)
+    app.state.kube = KubeApi(settings)
+    app.add_middleware(KubeDispatch, kube=app.state.kube)  # /api, /apis/GROUP…: the Kubernetes API (inside the guard)
+    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token, status_paths=is_kube_path)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:

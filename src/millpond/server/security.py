@@ -37,7 +37,8 @@ to drive it:
   escaping. A larger ``Content-Length`` is refused (413) before a byte is read; a chunked body
   is read up to the bound first (the routes read whole bodies anyway) and refused past it.
 
-Refusals come in KFP's error shape (see ``server.errors``). This is a plain ASGI middleware,
+Refusals come in KFP's error shape (see ``server.errors``), or as a ``kind: Status`` on the Kubernetes
+API's paths (what kubectl and client-go read). This is a plain ASGI middleware,
 not Starlette's ``BaseHTTPMiddleware``, so bodies stream through untouched.
 """
 
@@ -45,19 +46,23 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from millpond.hosts import LOOPBACK_HOSTS, host_of, same_origin
 from millpond.server.errors import error_response
+from millpond.server.kube.status import KubeError
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Types a browser cannot send cross-site without a preflight, plus multipart for uploads.
 BODY_TYPES = frozenset({
     "application/json", "multipart/form-data",
     "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml",
+    # the Kubernetes API's patches (kubectl apply, patch, label, edit): none is a type a form can send
+    "application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
 })
 
 
@@ -156,10 +161,12 @@ def _empty_body(headers: dict[str, str]) -> bool:
 class RequestGuard:
     """ASGI middleware answering ``refusal``'s error, in KFP's shape, before the application sees a request."""
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None = None) -> None:
+    def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None = None,
+                 status_paths: Callable[[str], bool] | None = None) -> None:
         self.app = app
         self.policy = policy
         self.token = token or None
+        self.status_paths = status_paths  # the Kubernetes API's paths: refused with a ``kind: Status`` object
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -184,6 +191,9 @@ class RequestGuard:
                     receive = _replay(messages, receive)
         if refused is None:
             await self.app(scope, receive, send)
+            return
+        if self.status_paths is not None and self.status_paths(scope["path"]):
+            await KubeError(*refused).response()(scope, receive, send)
             return
         await error_response(*refused)(scope, receive, send)
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from millpond.runners.background import now_iso
 from millpond.runners.guardian import die_with_parent, guardian
 from millpond.runners.process_groups import stamp_now, stop_groups
 from millpond.runners.processes import start_ticks
@@ -68,6 +69,7 @@ class Replica:
     last_line: str = ""
     restarts: int = 0
     started_at: float = 0.0
+    started_iso: str = ""  # when its process last started (UTC, ISO 8601): its pod's startedAt
     ready_since: float = 0.0
     backoff_s: float = BACKOFF_START_S
     next_start: float = 0.0
@@ -101,6 +103,7 @@ class Replica:
         keeper.add(self.process.pid)
         self.ticks = start_ticks(self.process.pid)
         self.started_at = time.monotonic()
+        self.started_iso = now_iso()
         assert self.process.stdout is not None
         self.pump = threading.Thread(target=self._copy, args=(self.process.stdout,), daemon=True,
                                      name=f"log-{self.revision}-{self.index}")

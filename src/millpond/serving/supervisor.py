@@ -364,7 +364,9 @@ class Supervisor:
         shown = tuple(endpoints.Revision(name, self.percents.get(name, 0), self.revisions[name].ready_urls)
                       for name in order)
         replicas = [{"revision": r.revision, "index": r.index, "url": r.url, "restarts": r.restarts,
-                     "pid": r.process.pid if r.process else None, "failure": r.failure, "log": str(r.log)}
+                     "pid": r.process.pid if r.process else None, "failure": r.failure, "log": str(r.log),
+                     "ticks": r.ticks if r.process else None, "started": r.started_iso or None,
+                     "blocked": r.blocked}
                     for name in order for r in self.revisions[name].replicas]
         key = (shown, json.dumps(replicas, sort_keys=True))
         latest = self.revisions[self.latest]

@@ -1,0 +1,204 @@
+"""The Kubernetes API of `millpond server` under the clients' load: list and get, watch delivery, many watches.
+
+    .venv/bin/python benchmarks/kube_api.py                  # 1,000 objects (~1 min)
+    .venv/bin/python benchmarks/kube_api.py --objects 3000
+
+`millpond server` runs as its own process on a free port over a fresh home, filled with
+``--objects`` Kueue LocalQueues created through the API (``POST``, as ``kubectl create`` does).
+Measured, wall milliseconds on the client side:
+
+- ``kubectl get localqueues`` (a Table of every object) beside ``millpond get localqueues`` over the
+  same home — the two ways a user lists them here, in the same run, as a ratio;
+- GET of one object and LIST of all (JSON), p50 and p99 of ``--repeat`` requests on one connection;
+- watch delivery: a label patched, the time until the event reaches an open watch, p50/p99;
+- ``--watches`` (100) watches open at once: one change, the time until every one of them has it;
+- ``kubectl apply -f`` of every ``apply`` row of the shared k8s-manifests corpus, when it is beside the repo.
+
+No kube-apiserver runs on this machine (it needs etcd and a cluster), so the peer column is
+millpond's own CLI; the goals of issue 30 are printed beside: list of 1,000 p99 < 100 ms, watch
+delivery p99 < 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+BASE = "/apis/kueue.x-k8s.io/v1beta2/namespaces/default/localqueues"
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "k8s-manifests"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def request(conn: http.client.HTTPConnection, method: str, path: str, body: object = None,
+            content_type: str = "application/json") -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=data, headers={"Content-Type": content_type})
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def queue(name: str) -> dict[str, object]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"clusterQueue": "team"}}
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def timed(command: list[str], env: dict[str, str], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(command, env=env, check=True, capture_output=True)
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def watch_delivery(port: int, changes: int) -> list[float]:
+    """Latency from a PATCH's answer... to the matching event on an open watch, per change."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    _, listing = request(conn, "GET", BASE + "?limit=1")
+    version = json.loads(listing)["metadata"]["resourceVersion"]
+    watcher = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    watcher.request("GET", f"{BASE}?watch=1&resourceVersion={version}&fieldSelector=metadata.name%3Dq-0")
+    stream = watcher.getresponse()
+    latencies = []
+    for index in range(changes):
+        sent = time.perf_counter()
+        request(conn, "PATCH", f"{BASE}/q-0", {"metadata": {"labels": {"n": str(index)}}},
+                "application/merge-patch+json")
+        while True:
+            event = json.loads(stream.readline())
+            if event["object"]["metadata"].get("labels", {}).get("n") == str(index):
+                break
+        latencies.append((time.perf_counter() - sent) * 1000)
+    watcher.close()
+    return latencies
+
+
+def many_watches(port: int, count: int) -> float:
+    """Open ``count`` watches, change one object, ms until every watch has the event."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    _, listing = request(conn, "GET", BASE + "?limit=1")
+    version = json.loads(listing)["metadata"]["resourceVersion"]
+    arrived: list[float] = []
+    lock = threading.Lock()
+    opened = threading.Barrier(count + 1)
+
+    def follow() -> None:
+        watcher = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        watcher.request("GET", f"{BASE}?watch=1&resourceVersion={version}&fieldSelector=metadata.name%3Dq-1")
+        stream = watcher.getresponse()
+        opened.wait()
+        stream.readline()
+        with lock:
+            arrived.append(time.perf_counter())
+        watcher.close()
+
+    threads = [threading.Thread(target=follow, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    opened.wait()
+    time.sleep(0.5)
+    sent = time.perf_counter()
+    request(conn, "PATCH", f"{BASE}/q-1", {"metadata": {"labels": {"many": "yes"}}}, "application/merge-patch+json")
+    for thread in threads:
+        thread.join(120)
+    return (max(arrived) - sent) * 1000 if len(arrived) == count else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--watches", type=int, default=100)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="kube-bench-") as folder:
+        home, port = Path(folder) / "home", free_port()
+        env = {**os.environ, "MILLPOND_HOME": str(home)}
+        server = subprocess.Popen([str(BIN / "millpond"), "server", "--port", str(port)], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    request(conn, "GET", "/version")
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, "server did not start"
+                    time.sleep(0.2)
+                    conn = http.client.HTTPConnection("127.0.0.1", port)
+            started = time.perf_counter()
+            for index in range(args.objects):
+                status, body = request(conn, "POST", BASE, queue(f"q-{index}"))
+                assert status == 201, body
+            create_ms = (time.perf_counter() - started) * 1000 / args.objects
+            config = Path(folder) / "kubeconfig"
+            config.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "m",
+                                          "clusters": [{"name": "m", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                                          "users": [{"name": "m", "user": {}}],
+                                          "contexts": [{"name": "m", "context": {"cluster": "m", "user": "m"}}]}))
+            kubectl = [str(BIN / "kubectl"), "--kubeconfig", str(config), "--cache-dir", f"{folder}/cache"]
+            timed([*kubectl, "get", "localqueues"], env, 1)  # discovery cached
+            kubectl_ms = timed([*kubectl, "get", "localqueues"], env, 5)
+            millpond_ms = timed([str(BIN / "millpond"), "get", "localqueues"], env, 5)
+            gets, lists = [], []
+            conn = http.client.HTTPConnection("127.0.0.1", port)  # the first one idled past uvicorn's keep-alive
+            request(conn, "GET", BASE + "?limit=1")
+            for _ in range(args.repeat):
+                began = time.perf_counter()
+                request(conn, "GET", f"{BASE}/q-{args.objects // 2}")
+                gets.append((time.perf_counter() - began) * 1000)
+                began = time.perf_counter()
+                request(conn, "GET", BASE)
+                lists.append((time.perf_counter() - began) * 1000)
+            watch_ms = watch_delivery(port, args.repeat)
+            many_ms = many_watches(port, args.watches)
+            corpus = ""
+            if CORPUS.is_dir():
+                rows = [line.split("\t") for line in (CORPUS / "EXPECTED.tsv").read_text().splitlines()[1:] if line]
+                files = [str(CORPUS / row[0]) for row in rows if len(row) > 1 and row[1] == "apply"]
+                began = time.perf_counter()
+                done = subprocess.run([*kubectl, "apply", *sum((["-f", f] for f in files), [])], env=env,
+                                      capture_output=True, text=True)
+                corpus = (f"kubectl apply -f of {len(files)} corpus files: {time.perf_counter() - began:.1f} s, "
+                          f"exit {done.returncode}")
+        finally:
+            server.terminate()
+            server.wait(30)
+    get50, get99 = percentiles(gets)
+    list50, list99 = percentiles(lists)
+    watch50, watch99 = percentiles(watch_ms)
+    print(f"objects: {args.objects} LocalQueues, created through the API at {create_ms:.1f} ms each")
+    print(f"{'':34}{'millpond get':>14}{'kubectl get':>14}{'ratio':>8}")
+    print(f"{'list as a table (median of 5)':34}{millpond_ms:>12.0f}ms{kubectl_ms:>12.0f}ms"
+          f"{millpond_ms / kubectl_ms:>7.2f}x")
+    print(f"GET one object:   p50 {get50:.1f} ms  p99 {get99:.1f} ms")
+    print(f"LIST {args.objects}:       p50 {list50:.1f} ms  p99 {list99:.1f} ms   (goal: p99 < 100 ms)")
+    print(f"watch delivery:   p50 {watch50:.1f} ms  p99 {watch99:.1f} ms   (goal: p99 < 100 ms)")
+    print(f"{args.watches} watches open: one change reached all of them in {many_ms:.0f} ms")
+    if corpus:
+        print(corpus)
+
+
+if __name__ == "__main__":
+    main()
