@@ -30,6 +30,7 @@ FIXTURE_MARKERS = {
     "pg_server": "postgresql",
     "pg_url": "postgresql",
     "ray_cluster": "ray",
+    "kuberay_home": "ray",  # tests/kuberay: RayClusters of their own, as local Ray nodes
 }
 KFP1_FIXTURES = {"kfp1", "v1"}  # tests/kfp1_env.py's fixtures: kfp 1.8's side environment
 BROWSER_CALLS = ("chromium_page(", "_browser(")  # tests/ui/test_server_ui.py's ways into Chromium
@@ -79,6 +80,9 @@ SLOW = [Slow(test, why) for test, why in (
     ("tests/cli/test_conformance_manifests.py::test_an_allow_list_entry_naming_no_row_fails_the_run", "30 s loaded"),
     ("tests/cli/test_conformance_manifests.py::test_a_row_against_its_expectation_fails_the_run_naming_it",
      "26 s loaded"),
+    # tests/kuberay
+    ("tests/kuberay/test_ray_waiting.py::test_a_cluster_that_may_not_run_yet_starts_nothing_and_says_why",
+     "three supervisors' first admission cycles and ledger reads: 7-10 s serial"),
     # tests/datasets
     ("tests/datasets/test_operation_failures.py::test_a_web_store_that_stops_sending_fails_the_load_in_seconds",
      "22 s serial"),

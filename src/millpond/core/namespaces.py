@@ -6,8 +6,8 @@ Kubernetes refuses an object in a namespace that does not exist; millpond has al
 ``namespaceSelector`` read them).
 
 Deleting a namespace deletes every namespaced object of every registered kind in it, through each
-kind's own handler (so a Dataset takes its cache, a job its processes), kinds applied last deleted
-first; the namespace shows ``Terminating`` meanwhile. Simplification: kube-apiserver answers at once
+kind's own handler (so a Dataset takes its cache, a job its processes), in apply order (the Pod views of
+what runs last: they go with their owners); the namespace shows ``Terminating`` meanwhile. Simplification: kube-apiserver answers at once
 and its namespace controller empties the namespace in the background; here ``delete`` returns when
 it is empty. An object a handler refuses to delete (a Dataset's PVC, an Event: derived views) goes
 with its owner. ``default`` cannot be deleted (kube-apiserver's Forbidden).
@@ -149,11 +149,12 @@ class NamespaceView:
 
 
 def empty_namespace(namespace: str, context: KindContext) -> list[str]:
-    """Delete every namespaced object in ``namespace`` through its kind's handler, the families applied last
-    first (jobs before the queues they name); what a handler refuses to delete (a derived view) is left to
-    its owner, and named in the answer."""
+    """Delete every namespaced object in ``namespace`` through its kind's handler, family by family in apply
+    order: the views of what runs (Pods, ``apply_order`` 90) come last, so they are gone with their owners
+    rather than stopped one by one and restarted by them; what a handler refuses to delete (a derived view)
+    is left to its owner, and named in the answer."""
     left = []
-    for handler in reversed(REGISTRY.handlers()):
+    for handler in REGISTRY.handlers():
         for entry in handler.kinds:
             if entry.cluster_scoped or entry.kind == "Namespace":
                 continue

@@ -58,9 +58,14 @@ class _Plan:
         return ApplyOutcome(applied, notes + [Note(text) for text in missing])
 
 
-def _statuses(info: QueueKind, context: KindContext) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Kueue's status of the ClusterQueues and LocalQueues (workloads pending and admitted, usage)."""
-    if info.kind not in ("ClusterQueue", "LocalQueue"):
+def _statuses(info: QueueKind, context: KindContext, shown: Sequence[Resource] = (),
+              ) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Kueue's status of the ClusterQueues and LocalQueues (workloads pending and admitted, usage). LocalQueues'
+    (those ``shown``) need only their workloads: a ClusterQueue's needs every queueing object."""
+    if info.kind == "LocalQueue":
+        return views.local_statuses(((one.namespace, one.name, str(one.spec.get("clusterQueue") or ""))
+                                     for one in shown), views.live_workloads(context.settings))
+    if info.kind != "ClusterQueue":
         return {}
     return views.statuses(*views.current(context.settings))
 
@@ -92,17 +97,18 @@ class QueueHandler(HandlerBase):
         return _Plan(objects.check(list(documents), ResourceStore(batch.context.settings), batch.validate))
 
     def get(self, kind: KindName, name: str, namespace: str, context: KindContext) -> dict[str, Any]:
-        info = KINDS[kind.kind]
-        shown: dict[str, Any] = objects.as_objects(info, name, namespace, False, ResourceStore(context.settings),
-                                                   _statuses(info, context))
-        return shown
+        return self._objects(kind, name, namespace, False, context)[0]
 
     def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
              context: KindContext) -> list[dict[str, Any]]:
+        return self._objects(kind, None, namespace, all_namespaces, context)
+
+    def _objects(self, kind: KindName, name: str | None, namespace: str, all_namespaces: bool,
+                 context: KindContext) -> list[dict[str, Any]]:
         info = KINDS[kind.kind]
-        listed = objects.as_objects(info, None, namespace, all_namespaces, ResourceStore(context.settings),
-                                    _statuses(info, context))
-        return list(listed["items"])
+        rows = found(kind, name, namespace, all_namespaces, ResourceStore(context.settings))  # NotFoundError
+        known = _statuses(info, context, rows)
+        return [objects.as_object(info, one, known.get(objects.status_key(info, one))) for one in rows]
 
     def printer_columns(self, kind: KindName) -> tuple[str, ...]:
         return ("NAME", *_COLUMNS[kind.kind], "AGE")
@@ -110,8 +116,8 @@ class QueueHandler(HandlerBase):
     def table(self, kind: KindName, name: str | None, namespace: str, all_namespaces: bool,
               context: KindContext) -> Table:
         info = KINDS[kind.kind]
-        known = _statuses(info, context)
         shown = found(kind, name, namespace, all_namespaces, ResourceStore(context.settings))
+        known = _statuses(info, context, shown)
         now = dt.datetime.now(dt.timezone.utc)
         return Table.listing(self.printer_columns(kind), [
             (one.namespace, [one.name, *_cells(info, one, known.get(objects.status_key(info, one), {})),

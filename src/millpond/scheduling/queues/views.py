@@ -165,9 +165,22 @@ def statuses(objects: QueueObjects, workloads: Iterable[Workload]) -> dict[tuple
             "reservingWorkloads": len(holding),
             "admittedWorkloads": sum(1 for w in holding if w.state is WorkloadState.ADMITTED),
             "flavorsUsage": _flavors_usage(used, nominal)}
-    for (namespace, name), local in objects.local_queues.items():
-        mine = [w for w in live if (w.namespace, w.queue) == (namespace, name)]
-        holding = [w for w in mine if w.state in HOLDING and w.cluster_queue == local.cluster_queue]
+    found.update(local_statuses(((namespace, name, local.cluster_queue)
+                                 for (namespace, name), local in objects.local_queues.items()), live))
+    return found
+
+
+def local_statuses(queues: Iterable[tuple[str, str, str]], workloads: Iterable[Workload],
+                   ) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Kueue's status of the LocalQueues given as (namespace, name, ClusterQueue): what a LocalQueue's status
+    needs is its workloads only, so a read of some LocalQueues loads no other queueing object."""
+    by_queue: dict[tuple[str, str], list[Workload]] = {}
+    for workload in workloads:
+        by_queue.setdefault((workload.namespace, workload.queue), []).append(workload)
+    found: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for namespace, name, cluster_queue in queues:
+        mine = by_queue.get((namespace, name), [])
+        holding = [w for w in mine if w.state in HOLDING and w.cluster_queue == cluster_queue]
         found[("LocalQueue", namespace, name)] = {
             "pendingWorkloads": sum(1 for w in mine if w.state is WorkloadState.PENDING),
             "reservingWorkloads": len(holding),
