@@ -591,3 +591,22 @@ def test_fuzzed_core_documents_are_applied_or_refused_in_one_line(home: Path) ->
             assert "\n" not in str(exc)
 
     check()
+
+
+def test_deleting_a_namespace_stops_its_running_job_and_its_pods(cli: Cli, home: Path, tmp_path: Path) -> None:
+    """A batch/v1 Job running in the namespace is deleted through its handler (which stops its process), and no
+    Pod view of it is left."""
+    import time
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "sleeper", "namespace": "team"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+               {"name": "main", "image": "python:3.12", "command": ["sleep", "300"]}]}}}}
+    assert _apply(cli, tmp_path, NAMESPACE + "---\n" + json.dumps(job)).code == 0
+    deadline = time.monotonic() + 60
+    while not _names(cli, "pods", "-n", "team"):
+        assert time.monotonic() < deadline, "the Job's pod never appeared"
+        time.sleep(0.5)
+    deleted = cli("delete", "namespace", "team")
+    assert deleted.code == 0, deleted.err
+    assert _names(cli, "jobs", "-n", "team") == [] and _names(cli, "pods", "-n", "team") == []
+    assert "team" not in _names(cli, "namespaces")
