@@ -5,12 +5,12 @@ Kubernetes refuses an object in a namespace that does not exist; millpond has al
 (``default`` always exists). One applied as a manifest is kept, with its labels (Profiles and Kueue's
 ``namespaceSelector`` read them).
 
-Deleting a namespace deletes every namespaced object of every registered kind in it, through each
-kind's own handler (so a Dataset takes its cache, a job its processes), in apply order (the Pod views of
-what runs last: they go with their owners); the namespace shows ``Terminating`` meanwhile. Simplification: kube-apiserver answers at once
-and its namespace controller empties the namespace in the background; here ``delete`` returns when
-it is empty. An object a handler refuses to delete (a Dataset's PVC, an Event: derived views) goes
-with its owner. ``default`` cannot be deleted (kube-apiserver's Forbidden).
+Deleting a namespace deletes every namespaced object of every registered kind in it, through each kind's own
+handler (so a Dataset takes its cache, a job its processes), in apply order (the Pod views of what runs
+last: they go with their owners); the namespace shows ``Terminating`` meanwhile. Simplification:
+kube-apiserver answers at once and its namespace controller empties the namespace in the background; here
+``delete`` returns when it is empty. An object a handler refuses to delete (a Dataset's PVC, an Event:
+derived views) goes with its owner. ``default`` cannot be deleted (kube-apiserver's Forbidden).
 """
 
 from __future__ import annotations
