@@ -610,3 +610,24 @@ def test_deleting_a_namespace_stops_its_running_job_and_its_pods(cli: Cli, home:
     assert deleted.code == 0, deleted.err
     assert _names(cli, "jobs", "-n", "team") == [] and _names(cli, "pods", "-n", "team") == []
     assert "team" not in _names(cli, "namespaces")
+
+
+def test_a_batch_jobs_events_are_v1_events_of_its_namespace(cli: Cli, home: Path, tmp_path: Path) -> None:
+    """The Job controller's events (a family that records them) listed by ``get events`` with their times."""
+    import time
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "quick", "namespace": "team"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+               {"name": "main", "image": "python:3.12", "command": ["true"]}]}}}}
+    assert _apply(cli, tmp_path, json.dumps(job)).code == 0
+    deadline = time.monotonic() + 60
+    while True:
+        listed = cli("get", "events", "-n", "team", "-o", "json").json()["items"]
+        if any(event["reason"] == "Completed" for event in listed):
+            break
+        assert time.monotonic() < deadline, listed
+        time.sleep(0.5)
+    involved = {(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in listed}
+    assert ("Job", "quick") in involved
+    first = next(e for e in listed if e["involvedObject"]["kind"] == "Job")
+    assert first["firstTimestamp"].endswith("Z") and first["source"]["component"]

@@ -1,12 +1,13 @@
 """Events: what millpond's families record about their objects (``KindHandler.events``) as ``v1`` Events.
 
-Every family whose handler records events (today the training jobs' supervisors; any family that
-overrides ``HandlerBase.events`` is covered) is asked for the events of each of its objects in the
-namespace; a family that records none is not asked at all, so listing events costs one listing per
-kind that has any. Events alike (type, reason, message) of one object are one Event with a ``count``
-and its first and last timestamps, as the API server's event correlator aggregates them. An Event's
-name is ``OBJECT.HASH`` (kube's ``OBJECT.TIMESTAMP-HEX``), stable for the same event. Read-only: the
-events are each family's record, so they are neither created nor deleted here (they go with their object).
+Every family whose handler records events (today the training jobs' supervisors and the batch Jobs'
+controller; any family that overrides ``HandlerBase.events`` is covered) is asked for the events of each
+of its objects in the namespace; a family that records none is not asked at all, so listing events costs
+one listing per kind that has any. Events alike (type, reason, message) of one object are one Event with a
+``count`` and its first and last timestamps, as the API server's event correlator aggregates them. An
+Event's name is ``OBJECT.HASH`` (kube's ``OBJECT.TIMESTAMP-HEX``), stable for the same event. Read-only:
+the events are each family's record, so they are neither created nor deleted here (they go with their
+object).
 
 Where a family keeps no timestamp (``KindEvent.at`` unset) the time is read back from its age
 (``5m``, ``2d3h``): as precise as kubectl shows it.
