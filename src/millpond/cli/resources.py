@@ -4,8 +4,8 @@ Every kind is reached through the one registry of kinds (``millpond.kinds.REGIST
 name (``get``/``delete``) is resolved there and its family's handler is called; an apply's
 documents are checked by the handler that claims each (``REGISTRY.plan``), family by family, and
 nothing is stored unless every document of the apply passes. Kubernetes' built-in kinds (``millpond.core``:
-Secrets, ConfigMaps, Namespaces…) are applied first; a Dataset of the same batch may name one of its
-Secrets (``store.config_documents.batch_lookup``).
+Secrets, ConfigMaps, Namespaces…) are applied before every family but Kueue's queues; a Dataset of the
+same batch may name one of its Secrets (``store.config_documents.batch_lookup``).
 
 Only click is imported here; the registry, the checks and the store load when a command runs,
 so ``millpond run`` does not pay for them.
@@ -73,7 +73,7 @@ def apply_documents(documents: list[Document]) -> list[Applied]:
     plans = REGISTRY.plan(documents, batch)
     notes: list[str] = []
     started: list[Applied] = []
-    for plan in plans:  # core kinds first (Secrets a Dataset reads), then queues a job of this batch may name
+    for plan in plans:  # queues first (a job may name one), then the core kinds (Secrets a Dataset reads)
         outcome = plan.apply(batch)
         for applied in outcome.applied:
             print(applied.message)
