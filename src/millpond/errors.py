@@ -40,6 +40,10 @@ class PreconditionError(UserError):
     """The object is in a state that forbids the request (an archived experiment, a pipeline with no version)."""
 
 
+class ForbiddenError(UserError):
+    """The request is never allowed for this object (kube-apiserver's Forbidden: deleting ``default``)."""
+
+
 class UnavailableError(MillpondError):
     """An outside service (object store, UFS) is unreachable or failed; the input itself was fine."""
 
@@ -53,6 +57,7 @@ _OUTCOMES: dict[type[BaseException], tuple[int, int]] = {
     NotFoundError: (2, 404),
     ConflictError: (2, 409),
     PreconditionError: (2, 412),
+    ForbiddenError: (2, 403),
     UserError: (2, 400),
     UnavailableError: (1, 503),
     TaskFailure: (1, 500),

@@ -15,6 +15,7 @@ Secrets, which live in layers above some families, come in with the :class:`Appl
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,7 @@ class KindEvent:
     age: str
     source: str
     message: str
+    at: dt.datetime | None = None  # when it happened, where the family keeps it (the v1 Event's timestamps)
 
 
 class KindHandler(Protocol):

@@ -6,7 +6,8 @@ Each package that owns kinds registers its names when its ``kinds`` module is im
 (Fluid's ``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's
 ``kueue.x-k8s.io`` queueing kinds), ``kuberay`` (KubeRay's ``ray.io`` kinds), ``serving`` (KServe's
 ``serving.kserve.io`` InferenceService and serving runtimes), ``training.batch`` (Kubernetes' ``batch/v1``
-Job) and ``pods`` (``v1`` Pods: views of what runs). The handler module sits
+Job), ``pods`` (``v1`` Pods: views of what runs) and ``core`` (Kubernetes' other built-in ``v1`` kinds and
+RBAC's). The handler module sits
 beside the family's ``kinds`` table (which its checks and objects import), so registering does not
 make the table import what imports it; and a command that resolves a name loads only the light
 tables, then only the handler of the family it reaches. A name is resolved here, with one error line
@@ -35,7 +36,7 @@ __all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
 # The packages whose kinds the table must hold before it resolves a name (each one's ``kinds`` module
 # registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
 # would call the others' kinds unknown.
-OWNERS = ("datasets", "training", "training.batch", "scheduling.queues", "kuberay", "pods", "serving")
+OWNERS = ("datasets", "training", "training.batch", "scheduling.queues", "kuberay", "pods", "core", "serving")
 
 
 class KindTable:

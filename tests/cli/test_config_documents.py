@@ -1,5 +1,6 @@
 """Kubernetes' own documents beside a manifest (the corpus protocol): Secrets and ConfigMaps kept in the
-home's store, Namespace/ServiceAccount/RBAC ignored with one info line, all or nothing with the batch."""
+home's store, Namespace/ServiceAccount/RBAC kept as objects (``millpond.core``, issue 30: they were ignored
+with one info line before) with one info line for what is not enforced, all or nothing with the batch."""
 
 from __future__ import annotations
 
@@ -70,15 +71,17 @@ def test_a_secret_beside_the_dataset_that_reads_it_is_kept_first(cli, home: Path
     assert "secret/mykeys unchanged" in again.out
 
 
-def test_namespaces_accounts_and_rbac_are_ignored_with_one_line_each_and_config_maps_kept(
+def test_namespaces_accounts_and_rbac_are_kept_with_one_info_line_each_and_config_maps_kept_first(
     cli, home: Path, tmp_path: Path
 ) -> None:
     result = _apply(cli, tmp_path, ALONGSIDE)
     assert result.code == 0, result.err
-    assert result.out.splitlines() == ["configmap/settings created"]
+    assert result.out.splitlines() == ["configmap/settings created", "namespace/team created",
+                                       "serviceaccount/trainer created",
+                                       "rolebinding.rbac.authorization.k8s.io/rb created"]
     infos = result.err.splitlines()
-    assert len(infos) == 3 and all(line.startswith("info: ") for line in infos), infos
-    assert {line.split()[1] for line in infos} == {"Namespace", "ServiceAccount", "RoleBinding"}
+    assert len(infos) == 2 and all(line.startswith("info: ") for line in infos), infos
+    assert {line.split()[1] for line in infos} == {"ServiceAccount", "RoleBinding"}
     assert ConfigStore(home).get("configmap", "settings") == {"mode": "fast"}
 
 
@@ -134,6 +137,7 @@ def test_the_server_apply_route_keeps_the_batch_secret_and_never_echoes_it(home:
             body = answer.read().decode()
         assert "s3cr3t" not in body and "QUtJRA" not in body
         items = json.loads(body)["items"]
-        assert [(i["kind"], i["name"], i["action"]) for i in items][:3] == [
-            ("Secret", "mykeys", "created"), ("ConfigMap", "settings", "created"), ("Dataset", "demo", "created")]
+        assert [(i["kind"], i["name"], i["action"]) for i in items] == [
+            ("Secret", "mykeys", "created"), ("ConfigMap", "settings", "created"), ("Namespace", "team", "created"),
+            ("ServiceAccount", "trainer", "created"), ("RoleBinding", "rb", "created"), ("Dataset", "demo", "created")]
         assert ConfigStore(home).get("secret", "mykeys")["aws.secretKey"] == "s3cr3t"

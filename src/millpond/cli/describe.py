@@ -41,6 +41,9 @@ def describe_command(kind: str, name: str, namespace: str) -> None:
     entry = REGISTRY.resolve(kind)
     handler, context = REGISTRY.handler(entry), KindContext(load_settings())
     shown = handler.get(entry, name, namespace, context)
+    described = getattr(handler, "described", None)  # a family that shows an object otherwise (a Secret's sizes)
+    if described is not None:
+        shown = described(entry, shown, context)
     sys.stdout.write(describe_text(shown, handler.events(entry, name, namespace, context)))
 
 

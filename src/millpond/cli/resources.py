@@ -3,9 +3,9 @@
 Every kind is reached through the one registry of kinds (``millpond.kinds.REGISTRY``): a kind's
 name (``get``/``delete``) is resolved there and its family's handler is called; an apply's
 documents are checked by the handler that claims each (``REGISTRY.plan``), family by family, and
-nothing is stored unless every document of the apply passes. Secrets and ConfigMaps
-(``store.config_documents``) are not kinds of the registry: they are checked and stored first,
-because a Dataset of the same batch may name one.
+nothing is stored unless every document of the apply passes. Kubernetes' built-in kinds (``millpond.core``:
+Secrets, ConfigMaps, Namespaces…) are applied before every family but Kueue's queues; a Dataset of the
+same batch may name one of its Secrets (``store.config_documents.batch_lookup``).
 
 Only click is imported here; the registry, the checks and the store load when a command runs,
 so ``millpond run`` does not pay for them.
@@ -68,15 +68,12 @@ def apply_documents(documents: list[Document]) -> list[Applied]:
     from millpond.store.secrets import ConfigStore
 
     settings = load_settings()
-    configs, core_notes = core.check([d for d in documents if core.is_core_document(d[2])])
-    secrets = core.WithPlanned(ConfigStore(settings.home), configs)  # a Dataset may name the batch's Secret
+    secrets = core.batch_lookup(documents, ConfigStore(settings.home))  # a Dataset may name the batch's Secret
     batch = ApplyBatch(KindContext(settings), check_schema_file, secrets)
-    plans = REGISTRY.plan([d for d in documents if not core.is_core_document(d[2])], batch)
-    for line in core.apply(configs, ConfigStore(settings.home)):  # first: the batch's objects may read them
-        print(line)
-    notes = list(core_notes)
+    plans = REGISTRY.plan(documents, batch)
+    notes: list[str] = []
     started: list[Applied] = []
-    for plan in plans:  # queues first: a job of this batch may name one of its queues
+    for plan in plans:  # queues first (a job may name one), then the core kinds (Secrets a Dataset reads)
         outcome = plan.apply(batch)
         for applied in outcome.applied:
             print(applied.message)

@@ -176,18 +176,13 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
     settings = state_of(request).settings
     sourced = [(_SOURCE, number, doc) for number, doc in documents]
     try:
-        configs, notes = config_documents.check([d for d in sourced if config_documents.is_core_document(d[2])])
-        secrets = config_documents.WithPlanned(ConfigStore(settings.home), configs)  # the batch's Secrets count
+        secrets = config_documents.batch_lookup(sourced, ConfigStore(settings.home))  # the batch's Secrets count
         batch = ApplyBatch(KindContext(settings, caller(request)), check_schema_file, secrets)
-        plans = REGISTRY.plan([d for d in sourced if not config_documents.is_core_document(d[2])], batch)
+        plans = REGISTRY.plan(sourced, batch)
     except UserError as exc:
         raise ApiError(400, _one_line(str(exc))) from None
-    items = []
-    for line in config_documents.apply(configs, ConfigStore(settings.home)):  # values never in the answer
-        kind, _, rest = line.partition("/")
-        name, _, action = rest.partition(" ")
-        items.append({"kind": "Secret" if kind == "secret" else "ConfigMap", "name": name, "namespace": "default",
-                      "action": action, "started": False, "message": line})
+    items: list[dict[str, Any]] = []
+    notes: list[str] = []
     for plan in plans:  # queues first: a job of this batch may name one of its queues
         try:
             outcome = plan.apply(batch)

@@ -1,13 +1,12 @@
-"""Kubernetes' own documents that come alongside a manifest: Secrets and ConfigMaps kept, the rest noted.
+"""Secrets and ConfigMaps in a manifest: checked, and kept in the home's store.
 
-Upstream samples ship a Fluid Dataset with the Secret holding its keys, a training job with its
-Namespace, ServiceAccount and RBAC. On one machine a Secret or ConfigMap is what a home's
-``millpond secret``/``configmap`` store holds (``store.secrets``: 0600 files, what kfp-kubernetes
-and Fluid's ``secretKeyRef`` read), so one in a manifest is kept there (``data`` base64-decoded,
-``stringData`` over it, as the API server merges them). Namespaces, service accounts and RBAC
-mean nothing here (one user, no API server to authorize against): they are ignored with one
-``info:`` line per kind. Everything is checked before anything is written, with the batch's
-other documents, so a bad file changes nothing.
+Upstream samples ship a Fluid Dataset with the Secret holding its keys. On one machine a Secret or
+ConfigMap is what a home's ``millpond secret``/``configmap`` store holds (``store.secrets``: 0600
+files, what kfp-kubernetes and Fluid's ``secretKeyRef`` read), so one in a manifest is kept there
+(``data`` base64-decoded, ``stringData`` over it, as the API server merges them). The core family
+(``millpond.core``) applies them as kinds of the registry, with the batch's Namespaces,
+ServiceAccounts and RBAC; ``batch_lookup`` lets the batch's other documents (a Dataset naming the
+batch's Secret) be checked against them before anything is written, so a bad file changes nothing.
 """
 
 from __future__ import annotations
@@ -19,11 +18,9 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.manifest_envelope import check_name
-from millpond.store.secrets import ConfigStore, MissingConfig, check_key
+from millpond.store.secrets import ConfigStore, check_key
 
 STORED = {"Secret": "secret", "ConfigMap": "configmap"}
-IGNORED = ("Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
-API_VERSIONS = {"v1", "rbac.authorization.k8s.io/v1"}
 
 
 @dataclass(frozen=True)
@@ -33,13 +30,10 @@ class PlannedConfig:
     data: dict[str, str]
 
 
-def is_core_document(doc: Any) -> bool:
-    if not isinstance(doc, dict):
-        return False
-    version, kind = doc.get("apiVersion"), doc.get("kind")
-    if not isinstance(version, str) or not isinstance(kind, str):
-        return False
-    return version in API_VERSIONS and kind in (*STORED, *IGNORED)
+def is_config_document(doc: Any) -> bool:
+    """A ``v1`` Secret or ConfigMap."""
+    return isinstance(doc, dict) and doc.get("apiVersion") == "v1" and isinstance(doc.get("kind"), str) \
+        and doc["kind"] in STORED
 
 
 def _text_values(values: object, where: str, field: str, decode: bool) -> dict[str, str]:
@@ -61,40 +55,44 @@ def _text_values(values: object, where: str, field: str, decode: bool) -> dict[s
     return found
 
 
+def check_one(doc: dict[str, Any], where: str) -> PlannedConfig:
+    """One Secret or ConfigMap checked (name, namespace, keys, encodings): what ``store`` would keep."""
+    kind = doc["kind"]
+    metadata = doc.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(metadata, dict) or not isinstance(name, str) or not name:
+        raise UserError(f"{where}: metadata.name is required")
+    store_kind = STORED[kind]
+    check_name(store_kind, name)
+    if metadata.get("namespace"):  # a namespace Kubernetes refuses is refused ("" is default)
+        try:
+            check_name("namespace", str(metadata["namespace"]))
+        except UserError as exc:
+            raise UserError(f"{where} {name}: metadata.namespace: {exc}") from None
+    if kind == "Secret":
+        data = {**_text_values(doc.get("data"), where, "data", decode=True),
+                **_text_values(doc.get("stringData"), where, "stringData", decode=False)}
+    else:
+        if doc.get("binaryData"):
+            raise UserError(f"{where}: binaryData is not supported here (a config map holds text)")
+        data = _text_values(doc.get("data"), where, "data", decode=False)
+    for key in data:
+        check_key(store_kind, key)
+    return PlannedConfig(store_kind, name, data)
+
+
 def check(documents: list[tuple[str, int, Any]]) -> tuple[list[PlannedConfig], list[str]]:
-    """The Secrets and ConfigMaps to keep, checked (names, keys, encodings), and the info notes."""
-    planned: list[PlannedConfig] = []
-    ignored: dict[str, int] = {}
-    for source, number, doc in documents:
-        kind = doc["kind"]
-        where = f"{source}: document {number}: {kind}"
-        if kind in IGNORED:
-            ignored[kind] = ignored.get(kind, 0) + 1
-            continue
-        metadata = doc.get("metadata")
-        name = metadata.get("name") if isinstance(metadata, dict) else None
-        if not isinstance(name, str) or not name:
-            raise UserError(f"{where}: metadata.name is required")
-        store_kind = STORED[kind]
-        check_name(store_kind, name)
-        if metadata.get("namespace"):  # kept home-wide, but a namespace Kubernetes refuses is refused ("" is default)
-            try:
-                check_name("namespace", str(metadata["namespace"]))
-            except UserError as exc:
-                raise UserError(f"{where} {name}: metadata.namespace: {exc}") from None
-        if kind == "Secret":
-            data = {**_text_values(doc.get("data"), where, "data", decode=True),
-                    **_text_values(doc.get("stringData"), where, "stringData", decode=False)}
-        else:
-            if doc.get("binaryData"):
-                raise UserError(f"{where}: binaryData is not supported here (a config map holds text)")
-            data = _text_values(doc.get("data"), where, "data", decode=False)
-        for key in data:
-            check_key(store_kind, key)
-        planned.append(PlannedConfig(store_kind, name, data))
-    notes = [f"{kind} ({count}): ignored: one machine has no API server to scope or authorize against"
-             for kind, count in ignored.items()]
-    return planned, notes
+    """The Secrets and ConfigMaps of a batch, checked, and the info notes (none: the other core kinds are kept
+    by the core family now, ``millpond.core``); other documents are skipped."""
+    planned = [check_one(doc, f"{source}: document {number}: {doc['kind']}")
+               for source, number, doc in documents if is_config_document(doc)]
+    return planned, []
+
+
+def batch_lookup(documents: list[tuple[str, int, Any]], store: ConfigStore) -> WithPlanned:
+    """The home's Secrets and ConfigMaps as they will be once the batch's own are kept (what a Dataset's
+    ``secretKeyRef`` of the same batch is checked against); a bad one raises its one line first."""
+    return WithPlanned(store, check(documents)[0])
 
 
 class WithPlanned(ConfigStore):
@@ -109,17 +107,3 @@ class WithPlanned(ConfigStore):
         if (kind, name) in self._planned:
             return dict(self._planned[(kind, name)])
         return super().get(kind, name)
-
-
-def apply(planned: list[PlannedConfig], store: ConfigStore) -> list[str]:
-    """Keep each one (created or replaced, as ``kubectl apply`` does); kubectl's lines."""
-    lines = []
-    for item in planned:
-        try:
-            before = store.get(item.kind, item.name)
-        except MissingConfig:
-            before = None
-        store.create(item.kind, item.name, item.data, replace=True)
-        action = "created" if before is None else ("unchanged" if before == item.data else "configured")
-        lines.append(f"{item.kind}/{item.name} {action}")
-    return lines

@@ -108,7 +108,8 @@ class TrainingHandler(HandlerBase):
             return []
         store = JobStore(context.settings)
         now = dt.datetime.now(dt.timezone.utc)
-        return [KindEvent(event.type, event.reason, age_since(event.at, now), "millpond-training", event.message)
+        return [KindEvent(event.type, event.reason, age_since(event.at, now), "millpond-training", event.message,
+                          event.at)
                 for job in objects.found_jobs(info, name, namespace, False, store)
                 for event in store.events(job.uid)]
 

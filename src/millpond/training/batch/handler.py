@@ -158,7 +158,8 @@ class BatchHandler(HandlerBase):
     def events(self, kind: KindName, name: str, namespace: str, context: KindContext) -> list[KindEvent]:
         now = dt.datetime.now(dt.timezone.utc)
         resource = self._found(name, namespace, False, context)[0]
-        return [KindEvent(event.type, event.reason, age_since(_at(event.at), now), events.SOURCE, event.message)
+        return [KindEvent(event.type, event.reason, age_since(_at(event.at), now), events.SOURCE, event.message,
+                          _at(event.at))
                 for event in events.read(resource.uid, context.settings)]
 
 
