@@ -100,7 +100,8 @@ TRAIN = """\
         gone = str(exc.__cause__ or exc)
     print(json.dumps({
         "runtimes": runtimes, "name": name, "first": [first.status, first.num_nodes, first.runtime.name],
-        "running": running.status, "done": done.status, "steps": [[s.name, s.status, s.pod_name] for s in done.steps], "listed": listed,
+        "running": running.status,
+        "done": done.status, "steps": [[s.name, s.status, s.pod_name] for s in done.steps], "listed": listed,
         "logs": logs, "gone": gone, "seconds": round(time.monotonic() - started, 1)}))
 """
 

@@ -2,11 +2,11 @@
 
 The training operator (v1 kinds) appends ``Created``, then ``Running``, then ``Succeeded`` or
 ``Failed`` (the Running condition turning ``False``), with reasons ``<Kind>Created``…. Trainer v2
-knows only ``Suspended``, ``Complete`` and ``Failed`` on a TrainJob (``trainjob_types.go``): a TrainJob
-that waits for its queue is Suspended, one that runs has no condition (the Kubeflow SDK calls exactly
-that ``Running``), one that ended is Complete or Failed. ``kubectl get``'s STATE column is the last
-condition's type (empty for a running TrainJob, as upstream's printer column shows it). ``replicaStatuses`` counts each replica type's instances active,
-succeeded and failed.
+knows only ``Suspended``, ``Complete`` and ``Failed`` on a TrainJob (``trainjob_types.go``): a
+TrainJob that waits for its queue is Suspended, one that runs has no condition (the Kubeflow SDK
+calls exactly that ``Running``), one that ended is Complete or Failed. ``kubectl get``'s STATE column
+is the last condition's type (empty for a running TrainJob, as upstream's printer column shows it).
+``replicaStatuses`` counts each replica type's instances active, succeeded and failed.
 """
 
 from __future__ import annotations

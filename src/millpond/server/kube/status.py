@@ -12,6 +12,8 @@ from typing import Any
 
 from starlette.responses import JSONResponse
 
+from millpond.errors import MillpondError
+
 REASONS = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
     406: "NotAcceptable", 409: "Conflict", 410: "Expired", 413: "RequestEntityTooLarge",
@@ -21,7 +23,7 @@ REASONS = {
 
 
 @dataclass
-class KubeError(Exception):
+class KubeError(MillpondError):
     """A request refused: HTTP ``code``, Kubernetes ``reason``, one-line ``message``; ``details`` names the object."""
 
     code: int
