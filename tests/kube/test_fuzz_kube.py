@@ -112,3 +112,13 @@ def test_hostile_bodies(served: Served, body: bytes, tmp_path: Path) -> None:
     assert 400 <= code < 500, (code, text[:500])
     assert_status(code, text)
     assert "\n" not in json.loads(text)["message"]
+
+
+@fuzz_settings(150)
+@given(body=st.one_of(st.binary(max_size=200), st.binary(max_size=200).map(lambda tail: b"k8s\x00" + tail),
+                      st.sampled_from([b"k8s\x00\x0a\x10\x0a\x02v1\x12\x0aConfigMap\x12\x05\x0a\x03\x0a\x01x",
+                                       b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Secret\x12\xff\xff\xff\xff\x0f",
+                                       b"k8s\x00" + b"\x12\x80\x01" * 60])))
+def test_protobuf_bodies(served: Served, body: bytes) -> None:
+    path = "/api/v1/namespaces/default/configmaps?dryRun=All"
+    assert_status(*send(served, "POST", path, body, "application/vnd.kubernetes.protobuf"))

@@ -289,3 +289,27 @@ def test_a_batch_job_its_indexed_pods_and_their_logs(kubectl: Kubectl, tmp_path:
     assert "COMPLETIONS" in kubectl.ok("get", "jobs").splitlines()[0]
     kubectl.ok("delete", "job", "indexed")
     assert kubectl.ok("get", "pods", "-l", "batch.kubernetes.io/job-name=indexed", "-o", "name") == ""
+
+
+def test_kubectl_create_of_built_in_kinds_in_protobuf(kubectl: Kubectl) -> None:
+    """kubectl create namespace|configmap|secret|serviceaccount|role|rolebinding|job send protobuf bodies."""
+    for args in (("namespace", "proto-ns"),
+                 ("configmap", "settings", "--from-literal=mode=fast", "-n", "proto-ns"),
+                 ("secret", "generic", "creds", "--from-literal=user=alice", "-n", "proto-ns"),
+                 ("serviceaccount", "runner", "-n", "proto-ns"),
+                 ("role", "reader", "--verb=get,list", "--resource=pods", "-n", "proto-ns"),
+                 ("rolebinding", "read", "--role=reader", "--serviceaccount=proto-ns:runner", "-n", "proto-ns"),
+                 ("job", "proto-job", "-n", "proto-ns", "--image=busybox", "--", "echo", "from protobuf")):
+        assert " created" in kubectl.ok("create", *args)
+    assert kubectl.json("get", "configmap", "settings", "-n", "proto-ns")["data"] == {"mode": "fast"}
+    secret = kubectl.json("get", "secret", "creds", "-n", "proto-ns")
+    assert secret["data"] == {"user": "YWxpY2U="} and secret["type"] == "Opaque"
+    binding = kubectl.json("get", "rolebinding", "read", "-n", "proto-ns")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "runner", "namespace": "proto-ns"}]
+    kubectl.ok("wait", "--for=condition=Complete", "job/proto-job", "-n", "proto-ns", "--timeout=90s")
+    assert kubectl.ok("logs", "-l", "job-name=proto-job", "-n", "proto-ns").strip() == "from protobuf"
+    refused = kubectl.run("create", "deployment", "web", "--image=nginx")  # a kind not served here
+    assert refused.returncode == 1 and "the server could not find the requested resource" in refused.stderr
+    kubectl.ok("delete", "namespace", "proto-ns")
+    assert kubectl.run("get", "configmap", "settings", "-n", "proto-ns").returncode == 1

@@ -63,6 +63,7 @@ BODY_TYPES = frozenset({
     # the Kubernetes API's patches (kubectl apply, patch, label, edit): none is a type a form can send
     "application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json",
     "application/apply-patch+yaml",
+    "application/vnd.kubernetes.protobuf",  # kubectl create's typed clients (server/kube/protobuf.py)
 })
 
 

@@ -25,7 +25,7 @@ from millpond.kind_handler import KindContext, KindName, Table
 from millpond.kinds import REGISTRY
 from millpond.pods.logs import LogRequest, read_log
 from millpond.server.callers import caller
-from millpond.server.kube import discovery, openapi, patches, paths, selectors, tables, watch
+from millpond.server.kube import discovery, openapi, patches, paths, protobuf, selectors, tables, watch
 from millpond.server.kube.fields import VALIDATIONS
 from millpond.server.kube.history import Histories, key_of
 from millpond.server.kube.objects import Resources, WriteOptions, Written
@@ -344,6 +344,8 @@ async def _body(request: Request) -> Any:
     media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media in _YAML:
         return patches.body_yaml(raw)
+    if media == protobuf.MEDIA:  # kubectl create namespace|secret|configmap|… (its typed clients)
+        return protobuf.decode(raw)
     if media not in ("application/json", ""):
         raise KubeError(415, f"the body of the request was in an unknown format - accepted media types include: "
                              f"application/json, application/yaml (not {media})")
