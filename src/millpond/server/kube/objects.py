@@ -183,6 +183,10 @@ class Resources:
             raise KubeError(400, "the body of the request must be a JSON or YAML object")
         doc = fields.pruned(copy.deepcopy(body))
         expected = f"{kind.group}/" if kind.group else ""
+        if kind.group in _BUILT_IN_GROUPS:  # the API server fills a built-in kind's type from the URL (typed clients
+            doc.setdefault("apiVersion", f"{expected}{kind.versions[0]}")  # such as the Python client's leave it
+            doc.setdefault("kind", kind.kind)  # out); a custom resource must name it
+
         api_version = doc.get("apiVersion")
         if not (isinstance(api_version, str) and api_version.startswith(expected)
                 and api_version[len(expected):] in kind.versions):
