@@ -19,6 +19,7 @@ from typing import Any
 from millpond.kuberay import paths
 from millpond.kuberay.kinds import RAY_CLUSTER, RAY_JOB
 from millpond.manifest_envelope import not_found
+from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
 from millpond.runners.detached import spawn_detached
 from millpond.runners.environment import detached_environment
@@ -62,15 +63,7 @@ def start(settings: Settings, resource: Resource) -> bool:
 def stop(kind: str, namespace: str, name: str) -> None:
     """SIGTERM the object's supervisors and wait until they ended (their nodes with them); SIGKILL
     (their group; their guardian ends the nodes) one that does not end in ``STOP_WAIT_S``."""
-    found = supervisors(kind, namespace, name)
-    for record in found:
-        record.identity.signal()
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline and any(record.running for record in found):
-        time.sleep(0.05)
-    for record in found:
-        if record.running:
-            record.identity.kill_group()
+    background.end_all(supervisors(kind, namespace, name), STOP_WAIT_S)
 
 
 def final(resource: Resource) -> bool:

@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import os
 import signal
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -44,6 +45,19 @@ class BackgroundProcess:
     @property
     def running(self) -> bool:
         return self.identity.is_running()
+
+
+def end_all(found: list[BackgroundProcess], grace_s: float) -> None:
+    """SIGTERM each process and wait until they ended; SIGKILL (with its group) one still running after
+    ``grace_s``: how a family stops the supervisors of an object it deletes."""
+    for record in found:
+        record.identity.signal()
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(record.running for record in found):
+        time.sleep(0.05)
+    for record in found:
+        if record.running:
+            record.identity.kill_group()
 
 
 def _folder() -> Path:

@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 
 from millpond.errors import UnavailableError, UserError
+from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
 from millpond.runners.detached import spawn_detached
 from millpond.runners.environment import detached_environment
@@ -94,14 +95,7 @@ def stop(name: str, namespace: str = "default") -> bool:
     with it: they are bound to it); the endpoints are cleared either way.
     """
     found = supervisors(name, namespace)
-    for record in found:
-        record.identity.signal()
-    deadline = time.monotonic() + STOP_WAIT_S
-    while time.monotonic() < deadline and any(record.running for record in found):
-        time.sleep(0.05)
-    for record in found:
-        if record.running:
-            record.identity.kill_group()
+    background.end_all(found, STOP_WAIT_S)
     if endpoints.read(namespace, name) is None:
         endpoints.clear(namespace, name)
     return bool(found)
