@@ -59,6 +59,11 @@ class Slow:
 # test over ~5 s serial (~25 s loaded), or a parametrized test whose cases add up to over ~10 s serial.
 # Take an entry off once its test gets fast.
 SLOW = [Slow(test, why) for test, why in (
+    # tests/kube
+    ("tests/kube/test_kubectl_corpora.py::test_a_corpus_row_through_kubectl",
+     "102 cases, ~90 s serial: every corpus row applied and deleted with the real kubectl"),
+    ("tests/kube/test_kube_protocol.py::test_a_thousand_watches_do_not_stall_the_server_and_abandoned_ones_are_freed",
+     "~25-40 s: a thousand open watches, each gets the event"),
     # tests/cli
     ("tests/cli/test_apply_refusals.py::test_apply_refuses_a_document_nested_100000_deep",
      "4 cases, 200 s loaded: each parses a 100,000-deep document"),
