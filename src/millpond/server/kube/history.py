@@ -110,10 +110,11 @@ class KindHistory:
         meta = obj.setdefault("metadata", {})
         for stamp in _UNVERSIONED:
             meta.pop(stamp, None)
-        content, spec = _digest(obj), _digest(obj.get("spec"))
+        content = _digest(obj)
         seen = self._seen.get(key)
         if seen is not None and seen.content == content:
             return self._shown(seen, obj)
+        spec = _digest(obj.get("spec"))  # only for a change: an unchanged object costs one digest
         version = self._counter.take()
         if seen is None:
             seen = Seen(version, 1, content, spec, obj)
