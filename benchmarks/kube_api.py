@@ -65,6 +65,15 @@ def _only_generated(path: Path) -> bool:
     return bool(docs) and all(not (doc.get("metadata") or {}).get("name") for doc in docs)
 
 
+def _end_background(home: Path) -> None:
+    """End what the corpus' objects left running in the home (job and cluster supervisors, model servers),
+    as the corpus runner does, before the home goes."""
+    os.environ["MILLPOND_HOME"] = str(home)
+    from millpond.runners import background
+
+    background.end_all(background.running(), 10.0)
+
+
 def _distinct(files: list[str]) -> list[str]:
     """The files whose objects no earlier file names: in one ``kubectl apply`` a second MPIJob ``pi`` would be
     an update of the first (a job's spec cannot change); the corpus test applies each row on its own."""
@@ -234,6 +243,7 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(30)
+            _end_background(home)
     get50, get99 = percentiles(gets)
     list50, list99 = percentiles(lists)
     trip50, trip99 = percentiles(round_trips)
