@@ -105,6 +105,16 @@ def load_json(text: str, source: str) -> Any:
     return plain_value(value, source)
 
 
+def without_nulls(value: Any) -> Any:
+    """``value`` without its ``null`` map entries, as the API server prunes them before it validates (a field
+    written ``command: null`` is a field not written); list items stay."""
+    if isinstance(value, dict):
+        return {key: without_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [without_nulls(item) for item in value]
+    return value
+
+
 def check_value(value: Any, where: str) -> None:
     """Check an already-parsed value (an API body, a params file) against the limits; raise DocumentError."""
     plain_value(value, where)

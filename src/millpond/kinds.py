@@ -28,6 +28,7 @@ import importlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
+from millpond.documents import without_nulls
 from millpond.errors import MillpondError, UserError
 from millpond.kind_handler import ApplyBatch, ApplyPlan, Document, KindHandler, KindName
 
@@ -147,6 +148,7 @@ class KindTable:
         to the fallback handler's checks, which say why it is refused."""
         self._check_complete()
         claimed: dict[str, list[Document]] = defaultdict(list)
+        documents = [(source, number, without_nulls(doc)) for source, number, doc in documents]  # as Kubernetes
         for document in documents:
             owner = self._claimant(document[2])
             if owner is None:

@@ -1,7 +1,7 @@
-"""How a request body is made what the kinds' checks read: nulls pruned, unknown fields dropped or refused.
+"""What ``fieldValidation`` makes of an unknown field (``null`` values are pruned for every apply, in
+``millpond.kinds``, as the API server prunes them).
 
-The API server prunes ``null`` values of structural schemas before it validates (an MPIJob with
-``command: null`` is accepted), and ``fieldValidation`` decides what an unknown field does:
+``fieldValidation`` decides what an unknown field does:
 ``Strict`` (kubectl's default, ``--validate=strict``) refuses it, ``Warn`` drops it with a
 ``Warning`` header, ``Ignore`` drops it silently. millpond's families already name an unknown field
 in their one error line (``unknown field "spec.foo"``); this module reads that line back, drops the
@@ -17,15 +17,6 @@ _UNKNOWN = re.compile(r'unknown fields? ((?:"[^"]+"(?:, )?)+)')
 _QUOTED = re.compile(r'"([^"]+)"')
 _PART = re.compile(r"([^.\[\]]+)|\[([^\]]+)\]")
 VALIDATIONS = ("Strict", "Warn", "Ignore")
-
-
-def pruned(value: Any) -> Any:
-    """``value`` without its ``null`` map entries (list items stay: a null item is kept as upstream does)."""
-    if isinstance(value, dict):
-        return {key: pruned(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [pruned(item) for item in value]
-    return value
 
 
 def unknown_fields(message: str) -> list[str]:

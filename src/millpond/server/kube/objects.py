@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from millpond.datasets.schema_check import check_schema_file
+from millpond.documents import without_nulls
 from millpond.errors import ConflictError, NotFoundError, UserError
 from millpond.kind_handler import ApplyBatch, KindContext, KindHandler, KindName
 from millpond.kinds import REGISTRY
@@ -181,7 +182,7 @@ class Resources:
         """The request's object, checked against its URL, nulls pruned, namespace filled in."""
         if not isinstance(body, dict):
             raise KubeError(400, "the body of the request must be a JSON or YAML object")
-        doc = fields.pruned(copy.deepcopy(body))
+        doc = without_nulls(copy.deepcopy(body))
         expected = f"{kind.group}/" if kind.group else ""
         if kind.group in _BUILT_IN_GROUPS:  # the API server fills a built-in kind's type from the URL (typed clients
             doc.setdefault("apiVersion", f"{expected}{kind.versions[0]}")  # such as the Python client's leave it
