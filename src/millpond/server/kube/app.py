@@ -187,7 +187,7 @@ class KubeApi:
         handler = REGISTRY.handler(kind)
         namespace = str((objects[0].get("metadata") or {}).get("namespace") or "default") if single else "default"
         name = str(objects[0]["metadata"]["name"]) if single else None
-        source = handler.table(kind, name, namespace, True, self.resources._context(caller(request)))
+        source = handler.table(kind, name, namespace, True, self.resources.context(caller(request)))
         include = request.query_params.get("includeObject", "Metadata")
         return _json(tables.table(source, objects, include, version, kind.cluster_scoped))
 

@@ -71,12 +71,12 @@ class Resources:
     def history(self, kind: KindName) -> KindHistory:
         return self.histories.of(kind.kind, kind.status_follows_spec)
 
-    def _context(self, user: str) -> KindContext:
+    def context(self, user: str) -> KindContext:
         return KindContext(self.settings, user)
 
     def sync(self, kind: KindName, user: str = "") -> tuple[int, list[dict[str, Any]]]:
         """Every object of the kind, all namespaces, observed by its history (changes logged for watches)."""
-        objects = REGISTRY.handler(kind).list_objects(kind, "default", True, self._context(user))
+        objects = REGISTRY.handler(kind).list_objects(kind, "default", True, self.context(user))
         return self.history(kind).sync(_served(kind, obj) for obj in objects)
 
     def select(self, kind: KindName, namespace: str, match: Match, user: str = "") -> tuple[int, list[dict[str, Any]]]:
@@ -88,7 +88,7 @@ class Resources:
     def get(self, kind: KindName, namespace: str, name: str, user: str = "") -> dict[str, Any]:
         handler = REGISTRY.handler(kind)
         try:
-            obj = handler.get(kind, name, namespace or "default", self._context(user))
+            obj = handler.get(kind, name, namespace or "default", self.context(user))
         except NotFoundError:
             raise not_found(_resource(kind), name) from None
         return self.history(kind).stamp(_served(kind, obj))
@@ -220,7 +220,7 @@ class Resources:
         namespace = str(doc["metadata"].get("namespace") or "")
         warnings: list[str] = []
         settings = self.settings
-        batch = ApplyBatch(self._context(user), check_schema_file,
+        batch = ApplyBatch(self.context(user), check_schema_file,
                            config_documents.WithPlanned(ConfigStore(settings.home), []))
         handler = REGISTRY.handler(kind)
         plan = self._checked(kind, handler, doc, batch, options, warnings)
@@ -270,7 +270,7 @@ class Resources:
             raise not_found(_resource(kind), name)
         if not dry_run:
             try:
-                REGISTRY.handler(kind).delete(kind, name, namespace or "default", self._context(user))
+                REGISTRY.handler(kind).delete(kind, name, namespace or "default", self.context(user))
             except NotFoundError:
                 raise not_found(_resource(kind), name) from None
             except UserError as exc:

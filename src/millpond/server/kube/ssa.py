@@ -129,11 +129,10 @@ def apply(live: dict[str, Any] | None, config: dict[str, Any], managed: list[dic
     for key in ("apiVersion", "kind"):
         result[key] = config.get(key, result.get(key))
     taken = set(applied)
-    kept = [entry for entry, (who, op, paths) in zip(managed, owners, strict=True)
-            if not (who == manager and op == "Apply")]
     entries: list[dict[str, Any]] = []
-    for entry, (_, _, paths) in zip(kept, [o for o in owners if not (o[0] == manager and o[1] == "Apply")],
-                                     strict=True):
+    for entry, (who, operation, paths) in zip(managed, owners, strict=True):
+        if who == manager and operation == "Apply":
+            continue  # this manager's apply is the new entry below
         left = sorted(paths - taken) if force else sorted(paths)
         if left:
             entries.append({**entry, "fieldsV1": fields_v1(left)})
@@ -150,14 +149,13 @@ def updated(before: dict[str, Any] | None, after: dict[str, Any], managed: list[
         return managed
     entries: list[dict[str, Any]] = []
     mine: set[Path] = set(changed)
-    for who, operation, paths in _owned(managed):
+    for entry, (who, operation, paths) in zip(managed, _owned(managed), strict=True):
         if who == manager and operation == "Update":
             mine |= paths
             continue
         left = sorted(paths - changed)
         if left:
-            entries.append(next(e for e in managed if e.get("manager") == who and e.get("operation") == operation)
-                           | {"fieldsV1": fields_v1(left)})
+            entries.append({**entry, "fieldsV1": fields_v1(left)})
     entries.append(_entry(manager, "Update", sorted(mine), api_version))
     return entries
 
