@@ -15,6 +15,8 @@ SETTINGS_FILE = "settings.json"
 # Each setting ``millpond config set`` knows: its environment variable and the values it takes.
 CONFIGURABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "gpu-fallback": ("MILLPOND_GPU_FALLBACK", ("cpu", "none")),
+    # where tasks run: in their images (a container runtime) or on this machine (runners.containers.policy)
+    "runtime": ("MILLPOND_RUNTIME", ("auto", "host", "container", "podman", "docker")),
 }
 
 
@@ -27,6 +29,9 @@ class Settings:
     fork_server: bool = True  # lightweight tasks fork from a warm process (MILLPOND_FORK_SERVER=0: never)
     # "cpu": a GPU request this machine can never meet runs on CPU, with a warning, instead of being refused
     gpu_fallback: str | None = None
+    # Where a process with an image runs (MILLPOND_RUNTIME, ``millpond config set runtime``, ``--runtime``):
+    # auto | host | container | podman | docker (runners.containers.policy says how auto decides)
+    runtime: str = "auto"
     # MILLPOND_FAKE_GPUS=N or NxSIZE, for tests only: the scheduler hands out N GPUs (0..N-1), each of SIZE
     # memory for --gpumemory shares, with no device behind them
     fake_gpus: int | None = None
@@ -157,6 +162,7 @@ def load_settings() -> Settings:
         max_parallel=int(parallel) if parallel else (os.cpu_count() or 1),
         fork_server=os.environ.get("MILLPOND_FORK_SERVER", "1").lower() not in ("0", "false", "no"),
         gpu_fallback=configured(home, "gpu-fallback"),
+        runtime=configured(home, "runtime") or "auto",
         fake_gpus=fake_gpus,
         fake_gpu_memory=fake_gpu_memory,
         ray_address=os.environ.get("MILLPOND_RAY_ADDRESS") or None,

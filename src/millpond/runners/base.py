@@ -10,7 +10,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
+
+from millpond.runners.containers.runtimes import ContainerRuntime
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,23 @@ class Packages:
     index_options: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class InImage:
+    """Run the process in ``image`` with ``runtime`` (``containers.policy.decide`` chose it), not on the host.
+
+    ``args_only``: argv is the container's ``args`` (the image's entrypoint runs them). The limits are
+    enforced by the runtime (an OOM kill is reported as ``OOMKilled``); ``labels`` name the owner.
+    """
+
+    runtime: ContainerRuntime
+    image: str
+    args_only: bool = False
+    memory_bytes: int | None = None
+    cpus: float | None = None
+    shm_bytes: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class ProcessSpec:
     argv: list[str]
@@ -92,6 +111,8 @@ class ProcessSpec:
     # packages_to_install, left for a runner that ``installs_packages`` to put in a venv where the
     # process runs (others find the launcher's venv first on PATH already).
     packages: Packages | None = None
+    # The image it runs in (a container runtime), when the runtime policy chose the image over the host.
+    in_image: InImage | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +120,7 @@ class ProcessResult:
     exit_code: int
     seconds: float
     error: str | None = None  # why it could not start or was stopped, when not the program's own exit
+    reason: str | None = None  # Kubernetes' word for how it ended, when it says more than the code (OOMKilled)
 
 
 class Runner(Protocol):

@@ -17,6 +17,7 @@ import time
 
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.guardian import die_with_parent, guardian
+from millpond.runners.in_image import container_command, finish
 from millpond.runners.process_groups import MARK_VAR, SWEEP_BEHIND, marked
 from millpond.runners.sandbox import SandboxUnavailable, wrap
 from millpond.runners.watchdog import Watchdog, exit_status
@@ -31,10 +32,15 @@ class LocalRunner:
     def run(self, spec: ProcessSpec, cancel: threading.Event) -> ProcessResult:
         if cancel.is_set():  # the run was cancelled while this task waited for a slot
             return ProcessResult(exit_code=-1, seconds=0.0, error="cancelled before it started")
-        argv = spec.argv
-        if os.sep not in argv[0] and shutil.which(argv[0], path=spec.env.get("PATH")) is None:
+        argv, env = spec.argv, spec.env
+        mark = marked()
+        started_in_image = None
+        if spec.in_image is not None:  # the runtime's run: its client is the process watched here
+            started_in_image = container_command(spec, {**guardian().env(), **mark})
+            argv, env = started_in_image.argv, started_in_image.env
+        elif os.sep not in argv[0] and shutil.which(argv[0], path=spec.env.get("PATH")) is None:
             return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
-        if spec.binds:
+        elif spec.binds:
             try:
                 argv = wrap(argv, spec.binds, spec.cwd, spec.env.get("PATH"))
             except SandboxUnavailable as exc:
@@ -43,12 +49,11 @@ class LocalRunner:
                 )
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        mark = marked()
         with open(spec.log_path, "ab", buffering=0) as log:
             try:
                 proc = subprocess.Popen(
                     argv,
-                    env={**spec.env, **guardian().env(), **mark},
+                    env={**env, **guardian().env(), **mark},
                     cwd=spec.cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
@@ -68,7 +73,13 @@ class LocalRunner:
             code = proc.wait()
             SWEEP_BEHIND.add(mark[MARK_VAR])  # what it left running in other sessions and groups
             reason = self.watchdog.release(proc.pid)
-        return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason)
+        kind = None
+        if started_in_image is not None and spec.in_image is not None:
+            kind = finish(spec.in_image, started_in_image, exit_status(code), stopped=reason is not None)
+            if kind == "OOMKilled" and reason is None:
+                reason = f"OOMKilled: the container went over its memory limit ({spec.in_image.memory_bytes} bytes)"
+        return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason,
+                             reason=kind)
 
     def close(self) -> None:
         pass

@@ -1,0 +1,60 @@
+"""The task's image: where it runs (``runners.containers.policy``), how its image is pulled, with what.
+
+This policy only describes the image (the run's runtime policy, the task's ``millpond.io/runtime``
+pod annotation over it, the pull policy and pull secrets of its kfp-kubernetes config, its CPU and
+memory limits); the launcher decides on the worker, where a pull may take its time, and the task's
+log says where it ran.
+"""
+
+from __future__ import annotations
+
+from millpond.errors import MillpondError
+from millpond.pipelines import ir
+from millpond.pipelines.policies.launch import RunContext, TaskLaunch
+from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
+from millpond.quantities import parse_bytes, parse_quantity
+from millpond.runners.containers.images import dockerconfig_of
+from millpond.runners.containers.policy import ImageRequest, chosen
+from millpond.runners.python_env import split_prelude
+from millpond.store.secrets import MissingConfig
+
+
+def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
+    request = launch.the_request()
+    image = launch.container.image
+    if not image:
+        return PROCEED
+    config = ir.kubernetes_config(run.run.platform_spec, launch.executor.label) or {}
+    annotations = launch.platform.annotations if launch.platform else {}
+    try:
+        secrets = tuple(
+            dockerconfig_of(run.configs.get("secret", str(entry.get("secretName", ""))),
+                            f"imagePullSecret {entry.get('secretName')!r}")
+            for entry in config.get("imagePullSecret") or [] if entry.get("secretName")
+        )
+        resources = launch.container.raw.get("resources") or {}
+        memory = resources.get("resourceMemoryLimit") or resources.get("memoryLimit")
+        cpus = resources.get("resourceCpuLimit") or resources.get("cpuLimit")
+        request.image = ImageRequest(
+            image=image,
+            policy=chosen(annotations, run.settings.runtime),
+            pull_policy=config.get("imagePullPolicy") or None,
+            pull_secrets=secrets,
+            args_only=not launch.container.raw.get("command"),
+            lightweight=split_prelude(list(launch.container.raw.get("command") or [])) is not None,
+        )
+        request.memory_limit = (parse_bytes(str(memory), "resourceMemoryLimit") if isinstance(memory, str)
+                                else int(float(memory) * 1e9) if memory else None)
+        request.cpu_limit = _cores(cpus)
+    except MissingConfig as exc:
+        return Fail(f"imagePullSecret: {exc}")
+    except MillpondError as exc:
+        return Fail(str(exc))
+    return PROCEED
+
+
+def _cores(value: object) -> float | None:
+    """A CPU limit in cores (``500m``, ``2``, the IR's double), None when unset."""
+    if value in (None, "", 0):
+        return None
+    return float(parse_quantity(value, "resourceCpuLimit").cores)
