@@ -65,6 +65,11 @@ class RunProgress:
     def run_changed(self, state: str, error: str | None) -> None:
         self.run_state = state
 
+    def note(self, line: str) -> None:
+        """Something the run says once (the images it did not use), under the progress."""
+        with self._lock:
+            self.console.file.write(f"note: {line}\n")
+
     def _render(self) -> Group:
         table = Table(box=None, show_header=False, padding=(0, 1))
         table.add_column(width=2)

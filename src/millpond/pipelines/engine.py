@@ -55,6 +55,7 @@ from millpond.pipelines.views import ComponentSpec, PipelineSpec, TaskInputs, Ta
 from millpond.pipelines.workflow_limits import WorkflowLimits, workflow_limits
 from millpond.runners import stopping
 from millpond.runners.base import Runner
+from millpond.runners.containers.policy import UnusedImages
 from millpond.runners.pool import PoolRunner
 from millpond.runners.processes import engine_mark, own_identity
 from millpond.runners.ray_cluster import RayRunner, cluster_cpus
@@ -105,7 +106,8 @@ class Engine:
             parallel = max(parallel, cluster_cpus())
         self.runner = runner or PoolRunner(use_fork_server=settings.fork_server)
         self.max_parallel = max(1, parallel)
-        self.launcher = ContainerLauncher(self.runner, threading.Semaphore(self.max_parallel))
+        self.images_not_used = UnusedImages()  # said once when the run ends (runners.containers.policy)
+        self.launcher = self._new_launcher(self.max_parallel)
         self.listener = listener or Silent()
         self.cancel = threading.Event()
         self._to_walk: deque[Scope] = deque()  # scopes with ready tasks, walked one at a time (_advance)
@@ -152,6 +154,9 @@ class Engine:
                 self.admission.release_all()
                 self.admission.unqueue_all("the run ended")
         state, error = self._outcome(root)
+        unused = self.images_not_used.summary()
+        if unused:
+            getattr(self.listener, "note", lambda line: None)(unused)
         outputs = bindings.dag_outputs(root) if state == SUCCEEDED else Outputs()
         self.store.update_run(run.id, state=state, error=error, outputs=outputs.to_json(), finished_at=utcnow())
         self.listener.run_changed(state, error)
@@ -474,8 +479,13 @@ class Engine:
         (counted from when this engine starts or resumes the run)."""
         self.limits = limits
         if limits.parallelism and limits.parallelism < self.max_parallel:
-            self.launcher = ContainerLauncher(self.runner, threading.Semaphore(limits.parallelism))
+            self.launcher = self._new_launcher(limits.parallelism)
         self.deadline = RunDeadline(limits.deadline_s)
+
+    def _new_launcher(self, parallelism: int) -> ContainerLauncher:
+        launcher = ContainerLauncher(self.runner, threading.Semaphore(parallelism))
+        launcher.images_not_used = self.images_not_used
+        return launcher
 
     def _holder(self, node: Node) -> Holder:
         """Who holds a task's grant in the ledger: this engine's process (its death frees it)."""

@@ -28,7 +28,10 @@ from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.pipelines.views import ComponentSpec
-from millpond.runners.base import Bind, DatasetBind, Demand, Packages, ProcessResult, ProcessSpec, Runner
+from millpond.runners.base import Bind, DatasetBind, Demand, InImage, Packages, ProcessResult, ProcessSpec, Runner
+from millpond.runners.containers import kfp_sdk
+from millpond.runners.containers.command import OWNER_LABEL
+from millpond.runners.containers.policy import Decision, ImageRequest, UnusedImages, decide
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV, inherited_environment
 from millpond.runners.python_env import executor_call, python_bin_dir, split_prelude
 from millpond.runners.sandbox import sandbox_problem
@@ -60,6 +63,9 @@ class TaskRequest:
     demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted where it runs (a Ray node)
     carried: list[Path] = field(default_factory=list)  # per-task folders outside the workspace (secret files)
+    image: ImageRequest | None = None  # the task's image and runtime policy (policies.image)
+    memory_limit: int | None = None  # bytes; enforced when it runs in its image
+    cpu_limit: float | None = None  # cores; enforced when it runs in its image
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class _Program:
     python_bin: Path
     packages: Packages | None
     in_process: bool  # a lightweight component with nothing to install: the fork server may run it
+    needs_sdk: bool = False  # in its image, kfp's executor with millpond's kfp SDK on PYTHONPATH (kfp_sdk)
 
 
 class TaskError(TaskFailure):
@@ -117,6 +124,8 @@ class ContainerLauncher:
 
     def __init__(self, runner: Runner, slots: threading.Semaphore | None = None) -> None:
         self.runner = runner
+        # The images this launcher's tasks did not run in and why, for the run to say once (policy.UnusedImages).
+        self.images_not_used: UnusedImages | None = None
         # At most this many task processes at once; preparing and collecting outputs run outside it,
         # so the engine's share of a short task overlaps the next task's process.
         self.slots = slots
@@ -160,20 +169,27 @@ class ContainerLauncher:
         executor_input["outputs"]["outputFile"] = staging.task_output_file
         context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
 
-        program = self._program(request, context, cancel)
+        decision = self._where(request)
+        in_image = decision is not None and decision.runtime is not None
+        program = self._program(request, context, cancel) if not in_image else self._image_program(request, context)
         env = self._environment(request, context, program.python_bin, tmpdir)
+        binds: list[Bind] = []
+        if program.needs_sdk:
+            binds.append(Bind(kfp_sdk.sdk_folder(request.venvs_dir.parent / "kfp-sdk"), kfp_sdk.TARGET, read_only=True))
+            env["PYTHONPATH"] = kfp_sdk.TARGET
         # what the step sees as it is if its /tmp becomes private (``argo.placement``, ``sandbox.wrap``)
         keep = (workdir, *(Path(p) for p in env["PATH"].split(os.pathsep) if p.startswith("/")))
         placement = self._argo_placement(request, attempt_dir, staging, context, keep)
 
         spec = ProcessSpec(
             argv=program.argv, env=env, cwd=workdir, log_path=request.log_path,
-            binds=staging.binds + request.extra_binds + (placement.binds if placement else []),
+            binds=staging.binds + request.extra_binds + (placement.binds if placement else []) + binds,
             timeout_s=request.timeout_s, on_start=request.on_start,
             python_task=executor_call(program.argv) if program.in_process else None,
             demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
             datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
             carried=list(request.carried), packages=program.packages,
+            in_image=self._in_image(request, decision) if in_image and decision else None,
         )
         if self.slots is None:
             result = self.runner.run(spec, cancel)
@@ -181,6 +197,51 @@ class ContainerLauncher:
             with self.slots:
                 result = self.runner.run(spec, cancel)
         return self._finish(request, result, placement, executor_input, staging, context)
+
+    def _where(self, request: TaskRequest) -> Decision | None:
+        """In its image or on the host (None: it names no image); the task's log says which, and why.
+
+        On a Ray node (cluster mode) tasks run on the node's host: images are not carried there yet.
+        """
+        if request.image is None:
+            return None
+        if getattr(self.runner, "fetches_inputs", False):
+            decision = Decision(request.image.image, None, "cluster mode runs tasks on the Ray nodes' hosts")
+        else:
+            request.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(request.log_path, "ab") as log:
+                decision = decide(request.image, log)
+        if decision.runtime is not None:
+            _log(request, f"running in image {decision.image} ({decision.runtime.name})")
+        else:
+            _log(request, f"image {decision.image} not used: {decision.reason}; running on this machine")
+        if self.images_not_used is not None:
+            self.images_not_used.add(decision)
+        return decision
+
+    def _in_image(self, request: TaskRequest, decision: Decision) -> InImage:
+        assert decision.runtime is not None and request.image is not None
+        return InImage(
+            runtime=decision.runtime, image=decision.image, args_only=request.image.args_only,
+            memory_bytes=request.memory_limit, cpus=request.cpu_limit, shm_bytes=request.image.shm_bytes,
+            labels={OWNER_LABEL: f"run/{request.run_id}", "io.millpond.task": request.task_id},
+        )
+
+    def _image_program(self, request: TaskRequest, context: PlaceholderContext) -> _Program:
+        """The command line in the task's image: Kubernetes' command and args (no args: the image's own).
+
+        A lightweight component with nothing to install runs kfp's executor program with millpond's kfp SDK
+        on PYTHONPATH (``kfp_sdk``); one with ``packages_to_install`` runs kfp's own command, whose pip
+        installs them in the image.
+        """
+        command = list(request.container.get("command") or [])
+        args = list(request.container.get("args") or [])
+        prelude = split_prelude(command)
+        needs_sdk = prelude is not None and not prelude.requirements
+        if needs_sdk and prelude is not None:
+            command = prelude.program
+        python_bin = Path(sys.executable).parent
+        return _Program(context.command_line(command + args), python_bin, None, False, needs_sdk)
 
     def _program(self, request: TaskRequest, context: PlaceholderContext, cancel: threading.Event) -> _Program:
         """The command line, with the Python that runs it: a lightweight component's packages_to_install

@@ -48,8 +48,6 @@ _IGNORED = {
     "tolerations": "tolerations are ignored: every task runs on this machine",
     "nodeAffinity": "nodeAffinity is ignored: every task runs on this machine",
     "podAffinity": "podAffinity is ignored: every task runs on this machine",
-    "imagePullSecret": "imagePullSecret is ignored: images are not pulled, the command runs on this machine",
-    "imagePullPolicy": "imagePullPolicy is ignored: images are not pulled, the command runs on this machine",
     "securityContext": "securityContext is ignored: the task runs as millpond's own user",
     "enabledSharedMemory": "enabledSharedMemory is ignored: the task uses this machine's /dev/shm",
 }

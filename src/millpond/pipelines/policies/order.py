@@ -21,7 +21,8 @@ Why this order:
    only for a task that will run.
 10. ``placement`` last: the runner's demand comes from the final request.
 
-Running a task in its container image is one more policy here, after ``platform``.
+``image`` right after ``platform``: it reads the pod annotations (``millpond.io/runtime``) and pull
+secrets the platform names, and describes the task's image; the launcher decides on the worker.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from millpond.pipelines.policies import (
     capacity,
     deadline,
     executor_kind,
+    image,
     importing,
     placement,
     platform,
@@ -67,6 +69,7 @@ TASK_POLICIES: tuple[TaskPolicy, ...] = (
     cache,
     request,
     platform,
+    image,
     deadline,
     pod_metadata,
     queueing,

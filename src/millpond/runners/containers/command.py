@@ -30,7 +30,7 @@ NAME_PREFIX = "millpond-"
 # Variables that describe the host, not the task: the image brings its own.
 HOST_ONLY = frozenset({
     "PATH", "HOME", "PWD", "OLDPWD", "SHELL", "USER", "LOGNAME", "TERM", "VIRTUAL_ENV", "PYTHONHOME",
-    "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONSTARTUP", "PS1", "SHLVL", "_", "MAIL", "HOSTNAME",
+    "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONSTARTUP", "PS1", "SHLVL", "_", "MAIL", "HOSTNAME",
 })
 
 

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from importlib.metadata import version
 from pathlib import Path
 
 from filelock import FileLock
@@ -38,8 +39,6 @@ _LIST_IMPORTS = (
 
 
 def _version_tag() -> str:
-    from importlib.metadata import version
-
     return f"kfp-{version('kfp')}-py{sys.version_info.major}{sys.version_info.minor}"
 
 
