@@ -14,6 +14,7 @@ import click
 from millpond.cli.failures import exit_on
 from millpond.cli.lazy_group import LazyGroup
 from millpond.cli.run_actions import COMMANDS as RUN_ACTIONS
+from millpond.cli.runtime_option import runtime_option
 from millpond.runners import stopping
 
 # The commands defined in their own modules, imported when used (cli/lazy_group.py).
@@ -28,6 +29,7 @@ LAZY_COMMANDS = {
     "server": "millpond.cli.server:server_command",
     "kubeconfig": "millpond.cli.kubeconfig:kubeconfig_command",
     "ps": "millpond.cli.processes:ps_command",
+    "images": "millpond.cli.images:images_group",
     "config": "millpond.cli.config:config_group",
     "train": "millpond.cli.arena:arena_group",  # Arena's commands, as `millpond train`
     "queue": "millpond.cli.queues:queue_group",
@@ -72,6 +74,7 @@ def app() -> None:
               help="Kueue's LocalQueue for every task (a task's kueue.x-k8s.io/queue-name label wins).")
 @click.option("--priority", default="", metavar="NAME", help="A WorkloadPriorityClass for the queued tasks.")
 @OUTPUT
+@runtime_option
 def run_command(
     pipeline: Path, params: tuple[str, ...], params_file: Path | None, pipeline_name: str | None,
     pipeline_root: str | None, experiment: str | None, run_name: str | None, no_cache: bool,

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from millpond.cli.runtime_option import runtime_option
 from millpond.errors import UserError
 from millpond.settings import load_settings
 
@@ -138,6 +139,7 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
               help="Serve HTTPS with this PEM certificate (chain) instead; needs --tls-key.")
 @click.option("--tls-key", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="The PEM private key of --tls-cert.")
+@runtime_option
 def server_command(host: str, port: int, token_file: Path | None, token: str | None,
                    allowed_hosts: tuple[str, ...], ray_address: str | None, tls: bool | None,
                    tls_cert: Path | None, tls_key: Path | None) -> None:

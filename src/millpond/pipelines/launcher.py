@@ -196,7 +196,10 @@ class ContainerLauncher:
         else:
             with self.slots:
                 result = self.runner.run(spec, cancel)
-        return self._finish(request, result, placement, executor_input, staging, context)
+        outcome = self._finish(request, result, placement, executor_input, staging, context)
+        if not outcome.succeeded and decision is not None and decision.runtime is None and outcome.error:
+            outcome.error += f" (image {decision.image} was not used: {decision.reason})"
+        return outcome
 
     def _where(self, request: TaskRequest) -> Decision | None:
         """In its image or on the host (None: it names no image); the task's log says which, and why.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import secrets
 import select
@@ -65,6 +66,7 @@ class Guardian:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
         self._groups: set[int] = set()
+        self._runtimes: list[str] = []  # the container runtimes' command prefixes it was told (JSON lines)
 
     def env(self) -> dict[str, str]:
         """The variable every process this engine starts carries, so the guardian can find it."""
@@ -76,6 +78,19 @@ class Guardian:
         with self._lock:
             self._groups.add(pgid)
             self._send(f"+{pgid}\n")
+
+    def watch_containers(self, runtime_argv: list[str], label: str) -> None:
+        """Once the engine has started a container: remove every one labelled ``label`` when the engine goes.
+
+        A container outlives its runtime client when the client is SIGKILLed (conmon keeps it), so the
+        guardian asks the runtime itself (``RUNTIME ps -aq --filter label=…`` then ``rm -f``).
+        """
+        line = json.dumps({"argv": runtime_argv, "label": label})
+        with self._lock:
+            if line in self._runtimes:
+                return
+            self._runtimes.append(line)
+            self._send(f"c{line}\n")
 
     def remove(self, pgid: int) -> None:
         with self._lock:
@@ -90,7 +105,8 @@ class Guardian:
                 start_new_session=True,  # a signal to the engine's group is not one to its guardian
             )
             assert self._process.stdin is not None
-            self._process.stdin.write("".join(f"+{pgid}\n" for pgid in self._groups).encode())
+            told = [f"+{pgid}\n" for pgid in self._groups] + [f"c{line}\n" for line in self._runtimes]
+            self._process.stdin.write("".join(told).encode())
             self._process.stdin.flush()
         return self._process
 
@@ -173,10 +189,28 @@ def stop_everything(groups: set[int], token: str) -> None:
     kill_stamped(f"\0{TOKEN_VAR}={token}\0".encode())
 
 
+def remove_containers(runtimes: list[dict[str, object]]) -> None:
+    """Remove the containers each runtime holds with the engine's label (running or not)."""
+    for runtime in runtimes:
+        words, label = runtime.get("argv"), str(runtime.get("label", ""))
+        argv = [str(word) for word in words] if isinstance(words, list) else []
+        if not argv or not label:
+            continue
+        try:
+            listed = subprocess.run([*argv, "ps", "-aq", "--filter", f"label={label}"], capture_output=True,
+                                    text=True, timeout=60, stdin=subprocess.DEVNULL)
+            ids = listed.stdout.split()
+            if ids:
+                subprocess.run([*argv, "rm", "-f", *ids], capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+
+
 def _guard(token: str, engine: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     groups: set[int] = set()
+    runtimes: list[dict[str, object]] = []
     pending = b""
     while os.getppid() == engine:
         ready, _, _ = select.select([0], [], [], _POLL_S)
@@ -191,7 +225,10 @@ def _guard(token: str, engine: int) -> None:
                 groups.add(int(line[1:]))
             elif line[:1] == b"-":
                 groups.discard(int(line[1:]))
+            elif line[:1] == b"c":
+                runtimes.append(json.loads(line[1:]))
     stop_everything(groups, token)
+    remove_containers(runtimes)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from millpond.runners.base import InImage, ProcessSpec
 from millpond.runners.containers import sweep
 from millpond.runners.containers.command import ENGINE_LABEL, ContainerLimits, ContainerRun, run_argv, task_env
-from millpond.runners.guardian import TOKEN_VAR
+from millpond.runners.guardian import TOKEN_VAR, guardian
 
 OOM_EXIT = 137
 
@@ -45,6 +45,7 @@ def container_command(spec: ProcessSpec, extra_env: dict[str, str] | None = None
     token = env.get(TOKEN_VAR)
     if token:
         labels[ENGINE_LABEL] = token
+        guardian().watch_containers(image.runtime.argv(), f"{ENGINE_LABEL}={token}")
     gpus = _granted_gpus(env)
     run = ContainerRun(
         image=image.image, argv=list(spec.argv), env=env, cwd=spec.cwd, binds=list(spec.binds),

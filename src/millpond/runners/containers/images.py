@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import IO
 
 from millpond.errors import TaskFailure
+from millpond.runners.containers import pulled
 from millpond.runners.containers.runtimes import ContainerRuntime
+from millpond.settings import load_settings
 
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_PULL_TIMEOUT_S = 600.0
@@ -216,6 +218,7 @@ def ensure(
         BACKOFF.failed(key, message)
         raise ImagePullError("ErrImagePull", f'pulling image "{image}": {message}')
     BACKOFF.succeeded(key)
+    pulled.add(load_settings().home, ref, runtime.name)
     return "pulled"
 
 

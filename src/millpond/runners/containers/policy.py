@@ -112,6 +112,10 @@ def decide(request: ImageRequest, log: IO[bytes] | None = None) -> Decision:
     except images.ImagePullError as exc:
         if policy != "auto":
             raise
+        if pull_policy == "Always" and images.is_present(found, images.parse(request.image).full):
+            if log is not None:  # auto keeps working offline with the copy it has (``:latest`` pulls Always)
+                log.write(f"[millpond] {exc}; using the copy of {request.image} this machine has\n".encode())
+            return Decision(request.image, found)
         return Decision(request.image, None, f"the image could not be had ({exc})")
     return Decision(request.image, found)
 
