@@ -32,9 +32,11 @@ compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgres
 # Tasks in their container images (millpond.runners.containers): Podman with runc (crun refuses cgroups in
 # hybrid mode; millpond passes --runtime runc itself, so no containers.conf is written), and what Podman
 # needs beside it: fuse-overlayfs and slirp4netns for rootless storage and networks, newuidmap (uidmap),
-# and the storage configuration (containers-storage's /usr/share/containers/storage.conf).
+# the storage configuration (containers-storage's /usr/share/containers/storage.conf), and catatonit, the init
+# `podman run --init` starts (only recommended by Debian's podman; millpond runs every container with --init).
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 { command -v runc || [ -x /usr/sbin/runc ]; } >/dev/null 2>&1 || missing+=(runc)
+[ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
 command -v fuse-overlayfs >/dev/null 2>&1 || missing+=(fuse-overlayfs)
 command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
 command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
@@ -45,7 +47,7 @@ if [ "$mode" = test ]; then
   # static busybox (busybox-static; Debian's busybox package is dynamically linked), Debian's
   # docker-registry with htpasswd credentials (apache2-utils), and skopeo to read what a registry holds.
   command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
-  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
+  [ "$(dpkg-query -W -f='${Status}' busybox-static 2>/dev/null)" = "install ok installed" ] || missing+=(busybox-static)
   command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
   command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
   command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
