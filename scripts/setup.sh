@@ -3,7 +3,8 @@
 #   bash scripts/setup.sh demo          # install, then run examples/digits_pipeline.py
 #   bash scripts/setup.sh test [ARGS]   # install with test extras, then pytest [ARGS]
 # Debian packages millpond uses (bubblewrap for task sandboxes, fuse3 for dataset mounts, openmpi-bin for mpi
-# training jobs, jq for the scripts that read `arena get -o json`, postgresql for the tests' PostgreSQL server)
+# training jobs, jq for the scripts that read `arena get -o json`, podman for tasks in their container images,
+# postgresql for the tests' PostgreSQL server, and the container tests' image and registry tools)
 # are installed when running
 # as root with apt-get; otherwise the one command that would install them is printed.
 set -euo pipefail
@@ -28,6 +29,29 @@ command -v jq >/dev/null 2>&1 || missing+=(jq)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || missing+=(postgresql)
 # The web UI's browser tests (tests/ui/test_server_ui.py) drive Debian's Chromium through Playwright.
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# Tasks in their container images (millpond.runners.containers): Podman with runc (crun refuses cgroups in
+# hybrid mode; millpond passes --runtime runc itself, so no containers.conf is written), and what Podman
+# needs beside it: fuse-overlayfs and slirp4netns for rootless storage and networks, newuidmap (uidmap),
+# the storage configuration (containers-storage's /usr/share/containers/storage.conf), and catatonit, the init
+# `podman run --init` starts (only recommended by Debian's podman; millpond runs every container with --init).
+command -v podman >/dev/null 2>&1 || missing+=(podman)
+{ command -v runc || [ -x /usr/sbin/runc ]; } >/dev/null 2>&1 || missing+=(runc)
+[ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
+command -v fuse-overlayfs >/dev/null 2>&1 || missing+=(fuse-overlayfs)
+command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
+command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
+[ -f /usr/share/containers/storage.conf ] || missing+=(containers-storage)
+if [ "$mode" = test ]; then
+  # The container tests make their own images and registry, as no image registry is reachable
+  # (tests/containers_support.py): a Debian Python base with mmdebstrap, a FROM-scratch image around a
+  # static busybox (busybox-static; Debian's busybox package is dynamically linked), Debian's
+  # docker-registry with htpasswd credentials (apache2-utils), and skopeo to read what a registry holds.
+  command -v mmdebstrap >/dev/null 2>&1 || missing+=(mmdebstrap)
+  [ "$(dpkg-query -W -f='${Status}' busybox-static 2>/dev/null)" = "install ok installed" ] || missing+=(busybox-static)
+  command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+  command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
+  command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
+fi
 if ((${#missing[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing Debian packages: ${missing[*]}" >&2

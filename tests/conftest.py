@@ -27,6 +27,7 @@ pytest_plugins = [
     "tests.ray_cluster",  # a local Ray head and two worker nodes, started when a test asks (ray_cluster fixture)
     "tests.kfp1_env",  # kfp 1.8's side environment, built once when a test asks (kfp1, v1 fixtures)
     "tests.kube_sdk_env",  # the Kubeflow and KServe SDKs' side environment, built once per cache (kube_sdks fixture)
+    "tests.containers_support",  # Podman, images made here and a local registry (podman, python_image, registry)
 ]
 
 PIPELINES = Path(__file__).parent / "pipelines"

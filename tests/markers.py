@@ -1,7 +1,8 @@
 """The markers every test gets from what it uses, and the xdist group that keeps heavy servers single.
 
 A test says what it needs through its fixtures (``s3_server``, ``pg_url``, ``ray_cluster``, ``kfp1``,
-``kube_sdks``) or by opening Chromium (``chromium_page``); conftest's ``pytest_collection_modifyitems`` turns that
+``kube_sdks``, ``podman``/``python_image``/``registry``), by opening Chromium (``chromium_page``) or by
+calling the container helpers (``build_image(...)``); conftest's ``pytest_collection_modifyitems`` turns that
 into markers, so ``-m "not ray"`` or ``-m "not slow"`` needs no hand-kept list per file. ``slow`` is
 the one hand-kept list (SLOW below): measured, each entry with its reason.
 
@@ -32,9 +33,15 @@ FIXTURE_MARKERS = {
     "ray_cluster": "ray",
     "kuberay_home": "ray",  # tests/kuberay: RayClusters of their own, as local Ray nodes
     "kube_sdks": "sdk",  # tests/kube_sdk_env.py: the Kubeflow and KServe SDKs' side environment
+    # tests/containers_support.py: Podman, the images it builds, a local registry
+    "podman": "containers",
+    "python_image": "containers",
+    "busybox_image": "containers",
+    "registry": "containers",
 }
 KFP1_FIXTURES = {"kfp1", "v1"}  # tests/kfp1_env.py's fixtures: kfp 1.8's side environment
 BROWSER_CALLS = ("chromium_page(", "_browser(")  # tests/ui/test_server_ui.py's ways into Chromium
+CONTAINER_CALLS = ("podman()", "build_image(", "millpond_containers(")  # tests/containers_support.py's helpers
 
 # a cluster's start, a browser per test, kfp 1.8's pip install, the SDKs' environment and a job or model per test
 SLOW_BY_NATURE = {"ray", "ui", "kfp1", "sdk"}
@@ -238,6 +245,8 @@ def markers_for(item: pytest.Item) -> list[str]:
         names.add("kfp1")
     if any(call in source for call in BROWSER_CALLS):
         names.add("ui")
+    if any(call in source for call in CONTAINER_CALLS):
+        names.add("containers")
     if item.nodeid.split("[")[0] in SLOW_TESTS or item.nodeid in MEASURED_SLOW or names & SLOW_BY_NATURE:
         names.add("slow")
     return sorted(names)
