@@ -141,7 +141,7 @@ def test_labels_limits_and_binds_are_the_runtimes_flags(tmp_path: Path) -> None:
         tmp_path, binds=[Bind(data, "/mnt/data", read_only=True), Bind(tmp_path / "out", "/tmp/outputs/")],
         labels={ENGINE_LABEL: "tok123", "io.millpond.owner": "run-1/task"},
         limits=ContainerLimits(memory_bytes=64 * 2**20, cpus=1.5, shm_bytes=2**30),
-        remove=False, same_paths=[tmp_path / "work" / "inner"],
+        same_paths=[tmp_path / "work" / "inner"],
     )
     argv, _ = run_argv(FAKE_PODMAN, run)
 
@@ -151,7 +151,7 @@ def test_labels_limits_and_binds_are_the_runtimes_flags(tmp_path: Path) -> None:
     assert values("--label") == [f"{ENGINE_LABEL}=tok123", "io.millpond.owner=run-1/task"]
     assert values("--memory") == [str(64 * 2**20)] and values("--memory-swap") == [str(64 * 2**20)]
     assert values("--cpus") == ["1.5"] and values("--shm-size") == [str(2**30)]
-    assert "--rm" not in argv  # kept for its exit state (an OOM kill) until removed
+    assert "--rm" in argv  # removed by the runtime when it exits (a stopped client's container: sweep.remove)
     assert values("-v") == [f"{data}:/mnt/data:ro", f"{tmp_path / 'out'}:/tmp/outputs",
                             f"{tmp_path / 'work'}:{tmp_path / 'work'}"]  # the inner folder shows through it
     assert values("-w") == [str(tmp_path / "work")]

@@ -9,7 +9,10 @@ was stopped by a signal and reads an OOM kill.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from millpond.runners.base import InImage, ProcessSpec
 from millpond.runners.containers import sweep
@@ -26,6 +29,9 @@ class Started:
     argv: list[str]
     env: dict[str, str] = field(repr=False)
     name: str
+    # The runtime client's working folder: conmon writes an ``oom`` file into its own working folder when
+    # the kernel OOM-kills the container (podman's own OOMKilled stays false with runc on cgroups v1).
+    folder: Path
 
 
 def _granted_gpus(env: dict[str, str]) -> tuple[str, ...]:
@@ -52,19 +58,18 @@ def container_command(spec: ProcessSpec, extra_env: dict[str, str] | None = None
         same_paths=[p for p in (spec.workspace, *spec.carried, spec.log_path.parent) if p is not None],
         args_only=image.args_only,
         limits=ContainerLimits(image.memory_bytes, image.cpus, image.shm_bytes, gpus),
-        labels=labels, remove=not image.memory_bytes,
+        labels=labels,
     )
     argv, environment = run_argv(image.runtime, run)
-    return Started(argv, environment, run.name)
+    return Started(argv, environment, run.name, Path(tempfile.mkdtemp(prefix="millpond-conmon-")))
 
 
 def finish(image: InImage, started: Started, exit_code: int, stopped: bool) -> str | None:
-    """After the runtime's client exited: remove the container unless ``--rm`` already did; the reason
-    ``OOMKilled`` when the runtime killed it for its memory limit."""
-    reason = None
-    if image.memory_bytes and exit_code == OOM_EXIT and sweep.was_oom_killed(image.runtime, started.name):
-        reason = "OOMKilled"
-    if stopped or exit_code < 0 or image.memory_bytes:
+    """After the runtime's client exited: remove the container when the client was stopped (``--rm`` did
+    otherwise); the reason ``OOMKilled`` when the kernel killed it for its memory limit."""
+    oom = exit_code == OOM_EXIT and (started.folder / "oom").exists()
+    shutil.rmtree(started.folder, ignore_errors=True)
+    if stopped or exit_code < 0:
         sweep.remove(image.runtime, started.name)
-    return reason
+    return "OOMKilled" if oom else None
 

@@ -54,7 +54,7 @@ class LocalRunner:
                 proc = subprocess.Popen(
                     argv,
                     env={**env, **guardian().env(), **mark},
-                    cwd=spec.cwd,
+                    cwd=started_in_image.folder if started_in_image else spec.cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -77,7 +77,8 @@ class LocalRunner:
         if started_in_image is not None and spec.in_image is not None:
             kind = finish(spec.in_image, started_in_image, exit_status(code), stopped=reason is not None)
             if kind == "OOMKilled" and reason is None:
-                reason = f"OOMKilled: the container went over its memory limit ({spec.in_image.memory_bytes} bytes)"
+                limit = spec.in_image.memory_bytes
+                reason = "OOMKilled: the container went over its memory limit" + (f" ({limit} bytes)" if limit else "")
         return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason,
                              reason=kind)
 

@@ -58,7 +58,6 @@ class ContainerRun:
     limits: ContainerLimits = field(default_factory=ContainerLimits)
     labels: dict[str, str] = field(default_factory=dict)
     name: str = field(default_factory=lambda: NAME_PREFIX + secrets.token_hex(6))
-    remove: bool = True  # --rm; False keeps the container for its exit state (an OOM kill) until removed
 
 
 def task_env(env: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -96,9 +95,7 @@ def run_argv(runtime: ContainerRuntime, run: ContainerRun) -> tuple[list[str], d
     if run.limits.gpus:  # CDI devices appear inside as 0..N-1
         variables["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(run.limits.gpus)))
         variables["NVIDIA_VISIBLE_DEVICES"] = "all"
-    words = ["run", "--name", run.name, "--init", "--network", "host", "--pull", "never", "-i=false"]
-    if run.remove:
-        words.append("--rm")
+    words = ["run", "--rm", "--name", run.name, "--init", "--network", "host", "--pull", "never", "-i=false"]
     words += runtime.run_flags()
     for key, value in sorted(run.labels.items()):
         words += ["--label", f"{key}={value}"]

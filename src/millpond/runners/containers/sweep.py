@@ -36,8 +36,3 @@ def remove_engine(runtime: ContainerRuntime, token: str) -> None:
     """Remove every container of one engine (the guardian's last act, and ``millpond images prune``)."""
     remove(runtime, *labelled(runtime, f"{ENGINE_LABEL}={token}"))
 
-
-def was_oom_killed(runtime: ContainerRuntime, name: str) -> bool:
-    done = subprocess.run(runtime.argv("inspect", "--format", "{{.State.OOMKilled}}", name),
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-    return done.returncode == 0 and done.stdout.strip().lower() == "true"
