@@ -54,6 +54,7 @@ def test_what_exists_only_in_the_image_is_found_there(cli, home: Path, only_in_i
     assert f"running in image {only_in_image} (podman)" in text
     assert "custom entrypoint says: hello" in text  # the image's ENTRYPOINT ran the args
     assert task(run, "uses-module")["image"] == only_in_image
+    assert task(run, "uses-module")["ran_in"] == "podman"
     # the second run is answered from the cache: no container at all
     again = cli("run", HERE / "only_in_image.py", "-o", "json").json()
     assert again["state"] == "SUCCEEDED" and again["outputs"]["Output"] == "42:hello from the image"
@@ -70,6 +71,7 @@ def test_host_policy_says_which_image_was_not_used(cli, only_in_image: str, monk
     error = task(run, "uses-module")["error"]
     assert "No module named 'only_in_image'" in error
     assert f"image {only_in_image} was not used: the runtime policy is host" in error
+    assert task(run, "uses-module")["ran_in"] == "host: the runtime policy is host"
     assert f"ran on this machine, not in these images: {only_in_image} (the runtime policy is host)" in result.err
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from millpond.runners.containers.policy import RAN_IN
 from millpond.store.timestamps import iso
 
 if TYPE_CHECKING:  # records from the journal or the ORM: the same attribute names
@@ -40,6 +41,7 @@ def task_json(task: Task) -> dict[str, Any]:
         "exit_code": task.exit_code,
         "error": task.error,
         "image": task.image,
+        "ran_in": ((task.pod_metadata or {}).get("annotations") or {}).get(RAN_IN),
         "started_at": iso(task.started_at),
         "finished_at": iso(task.finished_at),
         "log": task.log_path,

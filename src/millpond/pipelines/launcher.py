@@ -66,6 +66,7 @@ class TaskRequest:
     image: ImageRequest | None = None  # the task's image and runtime policy (policies.image)
     memory_limit: int | None = None  # bytes; enforced when it runs in its image
     cpu_limit: float | None = None  # cores; enforced when it runs in its image
+    on_placed: Callable[[Decision], None] | None = None  # told where it runs (policies.image records it)
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,8 @@ class ContainerLauncher:
             _log(request, f"image {decision.image} not used: {decision.reason}; running on this machine")
         if self.images_not_used is not None:
             self.images_not_used.add(decision)
+        if request.on_placed is not None:
+            request.on_placed(decision)
         return decision
 
     def _in_image(self, request: TaskRequest, decision: Decision) -> InImage:

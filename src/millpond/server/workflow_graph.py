@@ -29,6 +29,7 @@ from millpond.pipelines.argo.model import Task as ArgoTask
 from millpond.pipelines.argo.model import Template, Workflow
 from millpond.pipelines.argo.reader import read_workflow
 from millpond.pipelines.argo.to_ir import LOOP_ITEM
+from millpond.runners.containers.policy import RAN_IN
 from millpond.store.models import Task
 from millpond.store.timestamps import iso
 
@@ -50,6 +51,7 @@ def task_node(
             inputs=task.inputs or {}, outputs=task.outputs or {}, error=task.error, attempts=task.attempts,
             exit_code=task.exit_code, started_at=iso(task.started_at), finished_at=iso(task.finished_at),
             has_log=bool(task.log_path),
+            ran_in=((task.pod_metadata or {}).get("annotations") or {}).get(RAN_IN),
         )
     return node
 

@@ -8,13 +8,15 @@ log says where it ran.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from millpond.errors import MillpondError
 from millpond.pipelines import ir
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.runners.containers.images import dockerconfig_of
-from millpond.runners.containers.policy import ImageRequest, chosen
+from millpond.runners.containers.policy import RAN_IN, Decision, ImageRequest, chosen
 from millpond.runners.python_env import split_prelude
 from millpond.store.secrets import MissingConfig
 
@@ -46,11 +48,25 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
         request.memory_limit = (parse_bytes(str(memory), "resourceMemoryLimit") if isinstance(memory, str)
                                 else int(float(memory) * 1e9) if memory else None)
         request.cpu_limit = _cores(cpus)
+        request.on_placed = _recorder(launch, run)
     except MissingConfig as exc:
         return Fail(f"imagePullSecret: {exc}")
     except MillpondError as exc:
         return Fail(str(exc))
     return PROCEED
+
+
+def _recorder(launch: TaskLaunch, run: RunContext) -> Callable[[Decision], None]:
+    """Where the task ran, as a pod annotation on its row (``millpond.io/ran-in``: the UI and the Pod views)."""
+    labels = dict(launch.platform.labels) if launch.platform else {}
+    annotations = dict(launch.platform.annotations) if launch.platform else {}
+    task_id = launch.node.record_id or ""
+
+    def record(decision: Decision) -> None:
+        run.store.update_task(task_id, pod_metadata={"labels": labels,
+                                                     "annotations": {**annotations, RAN_IN: decision.ran_in}})
+
+    return record
 
 
 def _cores(value: object) -> float | None:

@@ -29,6 +29,7 @@ from millpond.runners.containers.runtimes import ContainerRuntime
 
 POLICIES = ("auto", "host", "container", "podman", "docker")
 ANNOTATION = "millpond.io/runtime"
+RAN_IN = "millpond.io/ran-in"  # recorded on what ran: "podman", "docker", or "host: <why the image was not used>"
 GENERIC_PYTHON = frozenset({"docker.io/library/python"})
 AUTO_PULL_TIMEOUT_S = 120.0
 
@@ -63,6 +64,11 @@ class Decision:
     @property
     def in_image(self) -> bool:
         return self.runtime is not None
+
+    @property
+    def ran_in(self) -> str:
+        """What ``RAN_IN`` records: the runtime's name, or ``host: REASON``."""
+        return self.runtime.name if self.runtime is not None else f"host: {self.reason}"
 
 
 def check_policy(value: str, where: str) -> str:

@@ -181,6 +181,9 @@ export function runDetail(main, runId) {
         h("div", {}, "Kind"), h("div", {}, node.kind),
         node.component ? [h("div", {}, "Component"), h("div", {}, node.component)] : null,
         node.image ? [h("div", {}, "Image"), h("div", {}, node.image)] : null,
+        node.ran_in ? [h("div", {}, "Ran in"), h("div", { id: "task-ran-in" },
+          node.ran_in.startsWith("host") ? "this machine, not the image (" + node.ran_in.replace(/^host: /, "") + ")"
+            : "its image (" + node.ran_in + ")")] : null,
         h("div", {}, "Started"), h("div", {}, fmtTime(node.started_at)),
         h("div", {}, "Duration"), h("div", {}, duration(node.started_at, node.finished_at)),
         node.attempts > 1 ? [h("div", {}, "Attempts"), h("div", {}, node.attempts)] : null,
