@@ -17,7 +17,57 @@ from tests.containers_support import Registry, build_image, millpond_containers
 from tests.datasets_support import manifest
 
 HERE = Path(__file__).parent / "pipelines"
-ENTRYPOINT = '#!/bin/sh\necho "custom entrypoint says: $1"\necho "$1 from the image" > "$2"\n'
+ENTRYPOINT = ('#!/bin/sh\necho "custom entrypoint says: $1"\nmkdir -p "$(dirname "$2")"\n'
+              'echo "$1 from the image" > "$2"\n')
+# Seed 002's shape in kfp 1.x's Argo form: a ContainerOp whose command exists only in its image, its
+# file_outputs read by the next step (also in the image), the image's pull policy as the seed sets it.
+V1_WORKFLOW = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  generateName: entrypoint-in-image-
+  annotations: {pipelines.kubeflow.org/kfp_sdk_version: 1.8.22,
+    pipelines.kubeflow.org/pipeline_spec: '{"name": "entrypoint-in-image"}'}
+  labels: {pipelines.kubeflow.org/kfp_sdk_version: 1.8.22}
+spec:
+  entrypoint: entrypoint-in-image
+  templates:
+  - name: custom
+    container:
+      image: IMAGE
+      command: [/bin/custom-entrypoint.sh]
+      args: [hello, /tmp/outputs/said/data]
+      imagePullPolicy: IfNotPresent
+    outputs:
+      parameters:
+      - name: custom-said
+        valueFrom: {path: /tmp/outputs/said/data}
+      artifacts:
+      - {name: custom-said, path: /tmp/outputs/said/data}
+  - name: consume
+    container:
+      image: IMAGE
+      command: [python3, -c, 'import only_in_image, sys; print("consumed", only_in_image.VALUE, sys.argv[1])',
+                '{{inputs.parameters.custom-said}}']
+    inputs:
+      parameters:
+      - {name: custom-said}
+  - name: entrypoint-in-image
+    dag:
+      tasks:
+      - {name: custom, template: custom}
+      - name: consume
+        template: consume
+        dependencies: [custom]
+        arguments:
+          parameters:
+          - {name: custom-said, value: '{{tasks.custom.outputs.parameters.custom-said}}'}
+  arguments:
+    parameters: []
+  serviceAccountName: pipeline-runner
+  imagePullSecrets:
+  - {name: not-created}
+"""
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +110,24 @@ def test_what_exists_only_in_the_image_is_found_there(cli, home: Path, only_in_i
     assert again["state"] == "SUCCEEDED" and again["outputs"]["Output"] == "42:hello from the image"
     assert {t["state"] for t in again["tasks"]} == {"CACHED"} or all(t.get("cached") for t in again["tasks"]), again
     assert _wait_until_none_left() == []
+
+
+def test_a_kfp_v1_containerop_whose_entrypoint_exists_only_in_its_image(
+    cli, home: Path, tmp_path: Path, only_in_image: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("MILLPOND_RUNTIME", "auto")
+    workflow = tmp_path / "entrypoint.yaml"
+    workflow.write_text(V1_WORKFLOW.replace("IMAGE", only_in_image))
+    result = cli("run", workflow, "-o", "json")
+    assert result.code == 0, result.err
+    run = result.json()
+    assert run["state"] == "SUCCEEDED", run
+    said = task(run, "custom")
+    assert said["ran_in"] == "podman"
+    consumed = Path(task(run, "consume")["log"]).read_text()
+    assert "consumed 41 hello from the image" in consumed
+    # the workflow's imagePullSecrets name a secret that does not exist: pulled without it, as the kubelet does
+    assert "imagePullSecret 'not-created' not found: pulling without it" in Path(said["log"]).read_text()
 
 
 def test_host_policy_says_which_image_was_not_used(cli, only_in_image: str, monkeypatch) -> None:

@@ -113,12 +113,18 @@ def task_pod(run: Run, task: Task, namespace: str) -> PodView:
         annotations=annotations, started_at=started)
 
 
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
+
+
 def _state(task: Task) -> ContainerState:
     started, finished = _aware(task.started_at), _aware(task.finished_at)
     if task.state == "RUNNING" and started is not None:
         return Running(started)
     if task.state == "SUCCEEDED":
         return terminated(task.exit_code or 0, started, finished)
+    pull_reason = (task.error or "").split(":", 1)[0]
+    if task.state == "FAILED" and pull_reason in IMAGE_PULL_REASONS:  # its image never came: the kubelet's waiting
+        return Waiting(pull_reason, (task.error or "").split(":", 1)[1].strip())
     if task.state in ("FAILED", "CANCELED"):
         code = task.exit_code if task.exit_code not in (None, 0) else (143 if task.state == "CANCELED" else 1)
         return terminated(code, started, finished, task.error or "")

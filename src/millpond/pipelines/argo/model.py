@@ -156,9 +156,10 @@ class Resources:
 
 @dataclass(frozen=True)
 class Container:
-    """A container as a step runs it on the host: the image is a label, never pulled."""
+    """A container as a step runs it: in its image, or on the host (the runtime policy decides)."""
 
     image: str
+    image_pull_policy: str = ""
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: tuple[EnvVar, ...] = ()
@@ -362,6 +363,7 @@ class Workflow:
     active_deadline_seconds: int | None = None
     sdk_version: str = ""
     source: str = ""
+    image_pull_secrets: tuple[str, ...] = ()  # spec.imagePullSecrets: every step's image is pulled with them
 
     def template(self, name: str) -> Template:
         return self.templates[name]

@@ -25,10 +25,11 @@ from millpond.pipelines.argo.model import (
 )
 
 _CONTAINER_IGNORED = frozenset({
-    "imagePullPolicy", "name", "ports", "securityContext", "livenessProbe", "readinessProbe", "startupProbe",
+    "name", "ports", "securityContext", "livenessProbe", "readinessProbe", "startupProbe",
     "terminationMessagePath", "terminationMessagePolicy", "stdin", "stdinOnce", "tty",
 })
-_CONTAINER_FIELDS = frozenset({"image", "command", "args", "env", "envFrom", "volumeMounts", "resources", "workingDir"})
+_CONTAINER_FIELDS = frozenset({"image", "command", "args", "env", "envFrom", "volumeMounts", "resources", "workingDir",
+                               "imagePullPolicy"})
 
 
 class PodFields(Fields):
@@ -43,6 +44,7 @@ class PodFields(Fields):
         self.fields(resources, f"{where}.resources", ("requests", "limits"))
         return Container(
             image=self.text(raw.get("image"), f"{where}.image"),
+            image_pull_policy=self.text(raw.get("imagePullPolicy"), f"{where}.imagePullPolicy"),
             command=self.strings(raw.get("command"), f"{where}.command"),
             args=self.strings(raw.get("args"), f"{where}.args"),
             env=tuple(
@@ -120,6 +122,13 @@ class PodFields(Fields):
             self.text(raw.get("mountPath"), f"{where}.mountPath", required=True),
             self.text(raw.get("subPath"), f"{where}.subPath"),
             self.flag(raw.get("readOnly"), f"{where}.readOnly"),
+        )
+
+    def pull_secrets(self, raw: object, where: str) -> tuple[str, ...]:
+        """The names of a pod spec's ``imagePullSecrets`` (LocalObjectReferences)."""
+        return tuple(
+            self.text(self.mapping(item, f"{where}[{i}]").get("name"), f"{where}[{i}].name", required=True)
+            for i, item in enumerate(self.items(raw, where))
         )
 
     def volumes(self, raw: object, where: str) -> tuple[Volume, ...]:

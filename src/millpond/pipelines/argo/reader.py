@@ -60,7 +60,7 @@ MAX_TEMPLATES = 10_000
 RETRY_POLICIES = ("Always", "OnFailure", "OnError", "OnTransientError")
 # Fields that only matter to a cluster's scheduler or kubelet: read past, knowingly.
 _CLUSTER_ONLY = frozenset({
-    "serviceAccountName", "automountServiceAccountToken", "imagePullSecrets", "nodeSelector", "tolerations",
+    "serviceAccountName", "automountServiceAccountToken", "nodeSelector", "tolerations",
     "affinity", "securityContext", "priorityClassName", "priority", "schedulerName", "hostAliases",
     "dnsPolicy", "dnsConfig", "podGC", "ttlStrategy", "ttlSecondsAfterFinished", "podDisruptionBudget",
     "archiveLocation", "executor", "podPriorityClassName", "podPriority", "artifactRepositoryRef",
@@ -127,6 +127,7 @@ class _Reader(PodFields, ResourceFields):
         spec = self.mapping(document.get("spec"), "spec")
         self.fields(spec, "spec", (
             "entrypoint", "templates", "arguments", "onExit", "volumes", "parallelism", "activeDeadlineSeconds",
+            "imagePullSecrets",
         ), _CLUSTER_ONLY | {"hostNetwork"})
         pipeline = self.pipeline_spec(annotations.get(PIPELINE_SPEC))
         prefix = self.text(metadata.get("generateName") or metadata.get("name"), "metadata.generateName")
@@ -150,6 +151,7 @@ class _Reader(PodFields, ResourceFields):
             active_deadline_seconds=self.integer(spec.get("activeDeadlineSeconds"), "spec.activeDeadlineSeconds"),
             sdk_version=annotations.get(SDK_VERSION) or labels.get(SDK_VERSION, ""),
             source=self.source,
+            image_pull_secrets=self.pull_secrets(spec.get("imagePullSecrets"), "spec.imagePullSecrets"),
         )
         check_workflow(self, workflow)
         return workflow

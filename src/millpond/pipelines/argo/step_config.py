@@ -53,8 +53,10 @@ def executor_text(word: str, where: str) -> str:
 
 
 def platform_config(t: Template, container: Container, where: str, workflow_volumes: tuple[Volume, ...],
-                    pending: dict[str, list[tuple[dict[str, Any], str]]]) -> dict[str, Any]:
-    """The kfp-kubernetes config of a step: its volumes, env from secrets/config maps/the pod, pod metadata.
+                    pending: dict[str, list[tuple[dict[str, Any], str]]],
+                    pull_secrets: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The kfp-kubernetes config of a step: its volumes, env from secrets/config maps/the pod, pod metadata,
+    how its image is pulled (the container's ``imagePullPolicy``, the workflow's ``imagePullSecrets``).
 
     A claim named by the step's input goes on ``pending`` (executor label -> (pvcMount, input)):
     the task's argument for that input names it (``to_ir._bind_claims``).
@@ -107,6 +109,10 @@ def platform_config(t: Template, container: Container, where: str, workflow_volu
             raise UserError(f"{where}: env {variable.name!r} from {variable.source} is not supported yet")
     if t.labels or t.annotations:
         config["podMetadata"] = {"labels": dict(t.labels), "annotations": dict(t.annotations)}
+    if container.image_pull_policy:
+        config["imagePullPolicy"] = container.image_pull_policy
+    if pull_secrets:
+        config["imagePullSecret"] = [{"secretName": name} for name in pull_secrets]
     return config
 
 

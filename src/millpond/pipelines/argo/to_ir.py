@@ -262,7 +262,8 @@ class _Translator:
             container = t.script.container
         if container.env_from or container.working_dir:
             raise UserError(f"{where}: envFrom and workingDir are not supported yet")
-        platform = platform_config(t, container, where, self.workflow.volumes, self.pvc_inputs)
+        platform = platform_config(t, container, where, self.workflow.volumes, self.pvc_inputs,
+                                   self.workflow.image_pull_secrets)
         if t.active_deadline_seconds:  # kfp 1.x's op.set_timeout: each attempt's pod may run this long
             platform["activeDeadlineSeconds"] = t.active_deadline_seconds
         words = [*container.command, *container.args]

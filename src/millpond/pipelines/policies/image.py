@@ -29,11 +29,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     config = ir.kubernetes_config(run.run.platform_spec, launch.executor.label) or {}
     annotations = launch.platform.annotations if launch.platform else {}
     try:
-        secrets = tuple(
-            dockerconfig_of(run.configs.get("secret", str(entry.get("secretName", ""))),
-                            f"imagePullSecret {entry.get('secretName')!r}")
-            for entry in config.get("imagePullSecret") or [] if entry.get("secretName")
-        )
+        secrets = _pull_secrets(config, run, launch)
         resources = launch.container.raw.get("resources") or {}
         memory = resources.get("resourceMemoryLimit") or resources.get("memoryLimit")
         cpus = resources.get("resourceCpuLimit") or resources.get("cpuLimit")
@@ -49,11 +45,28 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
                                 else int(float(memory) * 1e9) if memory else None)
         request.cpu_limit = _cores(cpus)
         request.on_placed = _recorder(launch, run)
-    except MissingConfig as exc:
-        return Fail(f"imagePullSecret: {exc}")
     except MillpondError as exc:
         return Fail(str(exc))
     return PROCEED
+
+
+def _pull_secrets(config: dict[str, object], run: RunContext, launch: TaskLaunch) -> tuple[dict[str, object], ...]:
+    """Each named pull secret's registry config; one that does not exist is left out with a note in the task's
+    log, as the kubelet pulls without it ("Unable to retrieve some image pull secrets")."""
+    found = []
+    entries = config.get("imagePullSecret")
+    for entry in entries if isinstance(entries, list) else []:
+        name = str(entry.get("secretName") or "") if isinstance(entry, dict) else ""
+        if not name:
+            continue
+        try:
+            data = run.configs.get("secret", name)
+        except MissingConfig:
+            with open(launch.the_log_path(), "a", encoding="utf-8") as log:
+                log.write(f"[millpond] imagePullSecret {name!r} not found: pulling without it\n")
+            continue
+        found.append(dockerconfig_of(data, f"imagePullSecret {name!r}"))
+    return tuple(found)
 
 
 def _recorder(launch: TaskLaunch, run: RunContext) -> Callable[[Decision], None]:
