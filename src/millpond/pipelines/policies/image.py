@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from millpond.errors import MillpondError
 from millpond.pipelines import ir
+from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
 from millpond.quantities import parse_bytes, parse_quantity
@@ -23,7 +24,7 @@ from millpond.store.secrets import MissingConfig
 
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     request = launch.the_request()
-    image = launch.container.image
+    image = _rendered_image(launch, run)
     if not image:
         return PROCEED
     config = ir.kubernetes_config(run.run.platform_spec, launch.executor.label) or {}
@@ -48,6 +49,20 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     except MillpondError as exc:
         return Fail(str(exc))
     return PROCEED
+
+
+def _rendered_image(launch: TaskLaunch, run: RunContext) -> str:
+    """The image with its placeholders filled (a kfp 1.x step's image from a pipeline parameter:
+    ``image=image`` in seed 002 is ``{{$.inputs.parameters['image']}}`` in the IR)."""
+    image = launch.container.image
+    if "{{" not in image:
+        return image
+    placeholders = PlaceholderContext(
+        {"inputs": {"parameterValues": dict(launch.inputs.parameters)}},
+        job={**run.job, "pipeline_task_name": launch.node.display_name,
+             "pipeline_task_uuid": launch.node.record_id or ""},
+    )
+    return placeholders.substitute(image).strip()
 
 
 def _pull_secrets(config: dict[str, object], run: RunContext, launch: TaskLaunch) -> tuple[dict[str, object], ...]:

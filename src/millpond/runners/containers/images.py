@@ -191,7 +191,7 @@ def ensure(
     with tempfile.TemporaryDirectory(prefix="millpond-auth-") as folder:
         words = ["pull"]
         auths = merged_auths(pull_secrets)
-        if auths:
+        if auths or runtime.name == "podman":  # always a file for podman: a REGISTRY_AUTH_FILE that is missing fails it
             auth_file = Path(folder) / "config.json"
             fd = os.open(auth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as out:

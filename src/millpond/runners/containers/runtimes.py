@@ -53,8 +53,9 @@ class ContainerRuntime:
 def _podman_flags() -> tuple[str, ...]:
     """runc where it is installed (crun refuses cgroups in hybrid mode), cgroupfs without systemd, file events."""
     flags: list[str] = []
-    if shutil.which("runc"):
-        flags += ["--runtime", "runc"]
+    runc = shutil.which("runc") or shutil.which("runc", path="/usr/sbin:/sbin")  # a user's PATH may lack sbin
+    if runc:
+        flags += ["--runtime", runc]
     if not os.path.isdir("/run/systemd/system"):
         flags += ["--cgroup-manager", "cgroupfs", "--events-backend", "file"]
     return tuple(flags)
