@@ -346,12 +346,17 @@ class Registry:
     user: str
     password: str = field(repr=False)
     registries_conf: Path
+    mirror_conf: Path  # registries_conf, and the registry as docker.io's mirror ("python:3.11" pulled from it)
     runtime: ContainerRuntime = field(repr=False)
     folder: Path = field(repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
-    def env(self) -> dict[str, str]:
-        return {"CONTAINERS_REGISTRIES_CONF": str(self.registries_conf)}
+    def env(self, mirror_docker_io: bool = False) -> dict[str, str]:
+        """The environment a pull from it needs; ``mirror_docker_io``: ``docker.io`` names are looked up here
+        first (push ``library/python:3.11`` and ``python:3.11`` pulls from it; what is not here falls back
+        to docker.io, unreachable here, and the pull fails naming both). Images pulled under docker.io names
+        are the test's to remove."""
+        return {"CONTAINERS_REGISTRIES_CONF": str(self.mirror_conf if mirror_docker_io else self.registries_conf)}
 
     def dockerconfigjson(self, password: str | None = None) -> str:
         return dockerconfigjson(self.host, self.user, self.password if password is None else password)
@@ -415,11 +420,14 @@ def start_registry(runtime: ContainerRuntime) -> Registry:
     }, indent=1))
     conf = folder / "registries.conf"
     conf.write_text(f'[[registry]]\nlocation = "{host}"\ninsecure = true\n')
+    mirror = folder / "registries-mirror.conf"
+    mirror.write_text(conf.read_text() + '\n[[registry]]\nprefix = "docker.io"\nlocation = "docker.io"\n\n'
+                      f'[[registry.mirror]]\nlocation = "{host}"\ninsecure = true\n')
     log = open(folder / "registry.log", "wb")  # noqa: SIM115 - the registry writes it while it runs
     process = subprocess.Popen([binary, "serve", str(folder / "config.yml")], stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
     log.close()
-    registry = Registry(host, user, password, conf, runtime, folder, process)
+    registry = Registry(host, user, password, conf, mirror, runtime, folder, process)
     deadline = time.monotonic() + REGISTRY_START_S
     while _answers(f"http://{host}/v2/") != 401:  # up, and asking for credentials
         if process.poll() is not None or time.monotonic() > deadline:

@@ -350,6 +350,20 @@ def test_pull_policy_never_with_a_missing_image_is_err_image_never_pull(podman: 
     assert failed.value.detail == f'Container image "{missing}" is not present with pull policy of Never'
 
 
+def test_as_docker_ios_mirror_a_docker_hub_name_pulls_from_the_registry(
+        podman: ContainerRuntime, busybox_image: str, pulls_from: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"millpond-support-{secrets.token_hex(4)}:1"  # as a pipeline names it: docker.io/library/NAME
+    pulls_from.push(busybox_image, f"library/{name}")
+    for variable, value in pulls_from.env(mirror_docker_io=True).items():
+        monkeypatch.setenv(variable, value)
+    secret = [json.loads(pulls_from.dockerconfigjson())]
+    try:
+        assert images.ensure(podman, name, "Always", pull_secrets=secret) == "pulled"
+        assert image_id(podman, f"docker.io/library/{name}") == image_id(podman, busybox_image)
+    finally:
+        _run(podman.argv("rmi", f"docker.io/library/{name}"))
+
+
 def test_dockerconfigjson_is_a_pull_secrets_text() -> None:
     text = dockerconfigjson("127.0.0.1:5000", "user", "pa:ss")
     auths = images.dockerconfig_of({".dockerconfigjson": text}, "secret s")["auths"]
