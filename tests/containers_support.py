@@ -144,6 +144,12 @@ def _digest(*parts: str | bytes) -> str:
     return hashed.hexdigest()[:32]
 
 
+def _forget(runtime: ContainerRuntime, replaced: str | None) -> None:
+    """Remove the image a rebuild replaced (now nameless), unless a container or a child image still uses it."""
+    if replaced:
+        subprocess.run(runtime.argv("rmi", replaced), capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+
+
 # -- the Python base image ---------------------------------------------------------------------------------
 
 
@@ -184,11 +190,22 @@ def _deb822_fields(stanza: str) -> Iterator[tuple[str, str]]:
         yield name.strip().lower(), value.strip()
 
 
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def _debootstrap(tarball: Path) -> None:
     """Debian's Python into ``tarball`` with mmdebstrap (written beside it, renamed when whole)."""
     if shutil.which("mmdebstrap") is None:
         unavailable(f"mmdebstrap is not installed ({INSTALL_HINT})")
-    partial = tarball.with_name(f"{tarball.name}.partial-{os.getpid()}")
+    for leftover in tarball.parent.glob("partial-*"):  # of builds killed halfway (their process is gone)
+        pid = leftover.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            _remove(leftover)
+    partial = tarball.with_name(f"partial-{os.getpid()}-{tarball.name}")  # mmdebstrap writes a tar for a .tar name
     log = tarball.with_suffix(".log")
     argv = ["mmdebstrap", "--variant=essential", f"--include={','.join(PYTHON_PACKAGES)}", PYTHON_SUITE,
             str(partial), debian_mirror()]
@@ -198,8 +215,8 @@ def _debootstrap(tarball: Path) -> None:
                                   timeout=BUILD_TIMEOUT_S, cwd=cache_dir())
     except subprocess.TimeoutExpired:
         done = None
-    if done is None or done.returncode != 0:
-        partial.unlink(missing_ok=True)
+    if done is None or done.returncode != 0 or not partial.is_file():
+        _remove(partial)
         tail = "\n".join(_read(log).splitlines()[-15:])
         unavailable(f"mmdebstrap could not make the Python base image (log {log}):\n{tail}")
     partial.rename(tarball)
@@ -214,8 +231,10 @@ def ensure_python_image(runtime: ContainerRuntime) -> str:
         tarball = cache_dir() / f"python-{PYTHON_SUITE}-{inputs[:16]}.tar"
         if not tarball.is_file():
             _debootstrap(tarball)
+        before = image_id(runtime, PYTHON_IMAGE)
         _run(runtime, "import", "--change", 'CMD ["python3"]', "--change", f"LABEL {INPUTS_LABEL}={inputs}",
              str(tarball), PYTHON_IMAGE, timeout=BUILD_TIMEOUT_S)
+        _forget(runtime, before)
     return PYTHON_IMAGE
 
 
@@ -249,7 +268,7 @@ def _context_path(context: Path, name: str) -> Path:
 
 def build_image(tag: str, containerfile: str, files: Mapping[str, bytes | str] | None = None) -> str:
     """``tag`` built by ``podman build`` from ``containerfile`` and ``files`` (context-relative name ->
-    content; a file starting with ``#!`` is made executable), with ``--network host``; rebuilt only when
+    content; a script (``#!``) or an ELF binary is made executable), with ``--network host``; rebuilt only when
     the Containerfile, a file or a base image changed. Returns ``tag``."""
     runtime = podman()
     files = dict(files or {})
@@ -260,6 +279,7 @@ def build_image(tag: str, containerfile: str, files: Mapping[str, bytes | str] |
     with _lock(tag):
         if image_inputs(runtime, tag) == inputs:
             return tag
+        before = image_id(runtime, tag)
         with tempfile.TemporaryDirectory(prefix="build-", dir=cache_dir()) as folder:
             context = Path(folder)
             (context / "Containerfile").write_text(containerfile)
@@ -267,9 +287,12 @@ def build_image(tag: str, containerfile: str, files: Mapping[str, bytes | str] |
                 path = _context_path(context, name)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
-                path.chmod(0o755 if data.startswith(b"#!") else 0o644)
-            _run(runtime, "build", "--network", "host", *runtime.run_flags(), "--label", f"{INPUTS_LABEL}={inputs}",
-                 "-t", tag, "-f", str(context / "Containerfile"), str(context), timeout=BUILD_TIMEOUT_S)
+                path.chmod(0o755 if data.startswith((b"#!", b"\x7fELF")) else 0o644)
+            # --layers=false: one layer committed at the end, no intermediate images (the cache is the label)
+            _run(runtime, "build", "--layers=false", "--network", "host", *runtime.run_flags(),
+                 "--label", f"{INPUTS_LABEL}={inputs}", "-t", tag, "-f", str(context / "Containerfile"), str(context),
+                 timeout=BUILD_TIMEOUT_S)
+        _forget(runtime, before)
     return tag
 
 
@@ -323,12 +346,17 @@ class Registry:
     user: str
     password: str = field(repr=False)
     registries_conf: Path
+    mirror_conf: Path  # registries_conf, and the registry as docker.io's mirror ("python:3.11" pulled from it)
     runtime: ContainerRuntime = field(repr=False)
     folder: Path = field(repr=False)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
-    def env(self) -> dict[str, str]:
-        return {"CONTAINERS_REGISTRIES_CONF": str(self.registries_conf)}
+    def env(self, mirror_docker_io: bool = False) -> dict[str, str]:
+        """The environment a pull from it needs; ``mirror_docker_io``: ``docker.io`` names are looked up here
+        first (push ``library/python:3.11`` and ``python:3.11`` pulls from it; what is not here falls back
+        to docker.io, unreachable here, and the pull fails naming both). Images pulled under docker.io names
+        are the test's to remove."""
+        return {"CONTAINERS_REGISTRIES_CONF": str(self.mirror_conf if mirror_docker_io else self.registries_conf)}
 
     def dockerconfigjson(self, password: str | None = None) -> str:
         return dockerconfigjson(self.host, self.user, self.password if password is None else password)
@@ -392,11 +420,14 @@ def start_registry(runtime: ContainerRuntime) -> Registry:
     }, indent=1))
     conf = folder / "registries.conf"
     conf.write_text(f'[[registry]]\nlocation = "{host}"\ninsecure = true\n')
+    mirror = folder / "registries-mirror.conf"
+    mirror.write_text(conf.read_text() + '\n[[registry]]\nprefix = "docker.io"\nlocation = "docker.io"\n\n'
+                      f'[[registry.mirror]]\nlocation = "{host}"\ninsecure = true\n')
     log = open(folder / "registry.log", "wb")  # noqa: SIM115 - the registry writes it while it runs
     process = subprocess.Popen([binary, "serve", str(folder / "config.yml")], stdout=log, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
     log.close()
-    registry = Registry(host, user, password, conf, runtime, folder, process)
+    registry = Registry(host, user, password, conf, mirror, runtime, folder, process)
     deadline = time.monotonic() + REGISTRY_START_S
     while _answers(f"http://{host}/v2/") != 401:  # up, and asking for credentials
         if process.poll() is not None or time.monotonic() > deadline:

@@ -20,7 +20,7 @@ import pytest
 
 from millpond.errors import TaskFailure
 from millpond.runners.base import Bind
-from millpond.runners.containers import images, sweep
+from millpond.runners.containers import images, runtimes, sweep
 from millpond.runners.containers.command import ENGINE_LABEL, ContainerLimits, ContainerRun, run_argv
 from millpond.runners.containers.runtimes import ContainerRuntime
 from tests.containers_support import (
@@ -32,6 +32,7 @@ from tests.containers_support import (
     image_id,
     is_static_elf,
     millpond_containers,
+    podman,
 )
 
 FAKE_PODMAN = ContainerRuntime("podman", "/usr/bin/podman", ("--runtime", "runc"), "4.3.1")
@@ -187,6 +188,23 @@ def test_only_a_static_elf_counts_as_a_static_busybox(tmp_path: Path) -> None:
     assert not is_static_elf(tmp_path / "missing")
 
 
+@pytest.mark.parametrize(("env", "outcome"), [
+    ({}, pytest.skip.Exception),
+    ({"CI": "false", "MILLPOND_CI": "0"}, pytest.skip.Exception),
+    ({"CI": "true"}, pytest.fail.Exception),
+    ({"MILLPOND_CI": "1"}, pytest.fail.Exception),
+])
+def test_without_podman_a_test_is_skipped_saying_why_but_fails_in_ci(
+        monkeypatch: pytest.MonkeyPatch, env: dict[str, str], outcome: type[BaseException]) -> None:
+    for name in ("CI", "MILLPOND_CI"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(runtimes, "probe", lambda name: f"{name} is not installed (apt-get install -y podman)")
+    with pytest.raises(outcome, match="podman is not installed"):
+        podman()
+
+
 # -- the images ----------------------------------------------------------------------------------------------
 
 
@@ -221,7 +239,7 @@ def test_a_process_runs_in_the_image_as_run_argv_says(podman: ContainerRuntime, 
 def test_an_entrypoint_that_only_the_image_has_runs(podman: ContainerRuntime, busybox_image: str,
                                                      tmp_path: Path) -> None:
     entry = "#!/bin/sh\necho \"custom entrypoint got: $*\"\n"
-    tag = build_image("localhost/millpond-test/entrypoint:1",
+    tag = build_image("localhost/millpond-test/support-entrypoint:1",
                       f"FROM {busybox_image}\nCOPY custom-entrypoint.sh /bin/custom-entrypoint.sh\n"
                       'ENTRYPOINT ["/bin/custom-entrypoint.sh"]\n',
                       {"custom-entrypoint.sh": entry})
@@ -236,7 +254,7 @@ def test_an_entrypoint_that_only_the_image_has_runs(podman: ContainerRuntime, bu
 
 def test_a_module_only_the_image_has_imports_and_a_changed_input_rebuilds(podman: ContainerRuntime,
                                                                            python_image: str) -> None:
-    tag = "localhost/millpond-test/only-in-image:1"
+    tag = "localhost/millpond-test/support-only-in-image:1"
     containerfile = f"FROM {python_image}\nCOPY only_in_image.py /usr/lib/python3/dist-packages/only_in_image.py\n"
     module = "WHERE = 'only in the image'\n"
     build_image(tag, containerfile, {"only_in_image.py": module})
@@ -266,7 +284,9 @@ def pulls_from(registry: Registry, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     """The registry, reachable by millpond's pulls (insecure: plain HTTP), with no credentials of the user's."""
     for name, value in registry.env().items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "no-auth.json"))
+    no_auths = tmp_path / "auth.json"  # podman refuses a REGISTRY_AUTH_FILE that is not there
+    no_auths.write_text('{"auths": {}}')
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(no_auths))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-docker-config"))
     return registry
 
@@ -312,6 +332,15 @@ def test_no_credentials_at_all_is_refused_by_the_registry(podman: ContainerRunti
     assert "unauthorized" in failed.value.detail.lower() or "authentication" in failed.value.detail.lower()
 
 
+def test_an_image_the_registry_has_not_is_err_image_pull_with_its_words(podman: ContainerRuntime,
+                                                                         pulls_from: Registry) -> None:
+    missing = f"{pulls_from.host}/test/never-pushed-{secrets.token_hex(4)}:1"
+    with pytest.raises(images.ImagePullError) as failed:
+        images.ensure(podman, missing, "IfNotPresent", pull_secrets=[json.loads(pulls_from.dockerconfigjson())])
+    assert failed.value.reason == "ErrImagePull"
+    assert "manifest unknown" in failed.value.detail, failed.value.detail
+
+
 def test_pull_policy_never_with_a_missing_image_is_err_image_never_pull(podman: ContainerRuntime,
                                                                           pulls_from: Registry) -> None:
     missing = f"{pulls_from.host}/test/never-pushed-{secrets.token_hex(4)}:1"
@@ -319,6 +348,20 @@ def test_pull_policy_never_with_a_missing_image_is_err_image_never_pull(podman: 
         images.ensure(podman, missing, "Never")
     assert failed.value.reason == "ErrImageNeverPull"
     assert failed.value.detail == f'Container image "{missing}" is not present with pull policy of Never'
+
+
+def test_as_docker_ios_mirror_a_docker_hub_name_pulls_from_the_registry(
+        podman: ContainerRuntime, busybox_image: str, pulls_from: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = f"millpond-support-{secrets.token_hex(4)}:1"  # as a pipeline names it: docker.io/library/NAME
+    pulls_from.push(busybox_image, f"library/{name}")
+    for variable, value in pulls_from.env(mirror_docker_io=True).items():
+        monkeypatch.setenv(variable, value)
+    secret = [json.loads(pulls_from.dockerconfigjson())]
+    try:
+        assert images.ensure(podman, name, "Always", pull_secrets=secret) == "pulled"
+        assert image_id(podman, f"docker.io/library/{name}") == image_id(podman, busybox_image)
+    finally:
+        _run(podman.argv("rmi", f"docker.io/library/{name}"))
 
 
 def test_dockerconfigjson_is_a_pull_secrets_text() -> None:
