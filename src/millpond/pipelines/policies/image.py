@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from millpond.errors import MillpondError
+from millpond.errors import MillpondError, UserError
 from millpond.pipelines import ir
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
+from millpond.pipelines.resources import with_inputs
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.runners.containers.images import dockerconfig_of
 from millpond.runners.containers.policy import RAN_IN, Decision, ImageRequest, chosen
 from millpond.runners.python_env import split_prelude
-from millpond.store.secrets import MissingConfig
 
 
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
@@ -31,7 +31,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     annotations = launch.platform.annotations if launch.platform else {}
     try:
         secrets = _pull_secrets(config, run, launch)
-        resources = launch.container.raw.get("resources") or {}
+        resources = with_inputs(launch.container.raw, dict(launch.inputs.parameters)).get("resources") or {}
         memory = resources.get("resourceMemoryLimit") or resources.get("memoryLimit")
         cpus = resources.get("resourceCpuLimit") or resources.get("cpuLimit")
         request.image = ImageRequest(
@@ -76,7 +76,7 @@ def _pull_secrets(config: dict[str, object], run: RunContext, launch: TaskLaunch
             continue
         try:
             data = run.configs.get("secret", name)
-        except MissingConfig:
+        except UserError:  # missing, or a name no Secret can have (kfp's sample names ``secretA``)
             with open(launch.the_log_path(), "a", encoding="utf-8") as log:
                 log.write(f"[millpond] imagePullSecret {name!r} not found: pulling without it\n")
             continue
