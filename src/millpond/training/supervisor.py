@@ -67,7 +67,7 @@ from millpond.training.planned import Planned
 from millpond.training.queueing import QueuedJob
 from millpond.training.ray_jobs import Placement
 from millpond.training.resources import Allocator, Granted, allocator
-from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
+from millpond.training.spec import CleanTaskPolicy, JobSpec, Trainer, spec_from_json
 
 if TYPE_CHECKING:
     from millpond.training.ray_jobs import Placement
@@ -160,7 +160,9 @@ class Supervisor:
 
     def _place(self) -> images.Placed:
         """Where each replica runs (``training.images``), once per job: its images had (pulled) first."""
-        roles = {replica.role: replica.image for replica in self.spec.replicas}
+        # an MPIJob's workers are its launcher's ranks (launch_mpi): they run where the launcher runs, in its image
+        roles = {replica.role: replica.image for replica in self.spec.replicas
+                 if not (self.spec.trainer is Trainer.MPI and replica.role == "worker")}
         if any(roles.values()):
             self.status("PENDING", "ContainerCreating", "deciding where the instances run (pulling their images)")
         kind = job_kind(self.spec.trainer.value, self.spec.manifest)
