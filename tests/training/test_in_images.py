@@ -154,7 +154,7 @@ def _apply(cli: Any, tmp_path: Path, *docs: dict[str, Any]) -> None:
 
 
 def test_a_two_worker_pytorch_job_runs_its_image_only_script_and_its_ranks_meet_over_the_host_network(
-        capsys, home: Path, train_image: str, podman: ContainerRuntime) -> None:
+        capsys, cli, home: Path, train_image: str, podman: ContainerRuntime) -> None:
     submitted = arena(capsys, "submit", "pytorch", "--name", "ddp", "--workers", "2", "--image", train_image,
                       "--memory", "256Mi", "python3", "/opt/train/rendezvous.py")
     assert submitted.code == 0, submitted.err
@@ -168,6 +168,9 @@ def test_a_two_worker_pytorch_job_runs_its_image_only_script_and_its_ranks_meet_
     assert f'Container image "{train_image}" is present: master, worker run in it (podman)' in got
     assert json.loads((home / "training" / uid / "images.json").read_text())["worker"]["runtime"] == "podman"
     assert _containers(podman, "PyTorchJob/default/ddp") == []  # each removed when its instance ended
+    pod = json.loads(cli("get", "pod", "ddp-worker-0", "-o", "json").out)
+    assert pod["metadata"]["annotations"]["millpond.io/ran-in"] == "podman"
+    assert pod["spec"]["containers"][0]["image"] == train_image
 
 
 def test_an_mpijob_launcher_runs_mpirun_in_its_image_and_both_ranks_run_there(
@@ -218,7 +221,7 @@ def test_a_batch_job_of_parallelism_two_runs_its_pods_on_the_images_entrypoint(
 
 
 def test_runtime_host_runs_on_this_machine_and_says_the_image_was_not_used(
-        capsys, home: Path, train_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys, cli, home: Path, train_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MILLPOND_RUNTIME", "host")
     assert arena(capsys, "submit", "pytorch", "--name", "onhost", "--image", train_image,
                  "python3", "/opt/train/rendezvous.py").code == 0
@@ -228,6 +231,8 @@ def test_runtime_host_runs_on_this_machine_and_says_the_image_was_not_used(
     assert f"onhost-master-0 runs on this machine, not in its image {train_image}: the runtime policy is host" in log
     assert "/opt/train/rendezvous.py" in log and "No such file" in log
     assert "ImageNotUsed" in arena(capsys, "get", "onhost", "-e").out
+    pod = json.loads(cli("get", "pod", "onhost-master-0", "-o", "json").out)
+    assert pod["metadata"]["annotations"]["millpond.io/ran-in"] == "host: the runtime policy is host"
 
 
 def test_a_missing_image_that_must_not_be_pulled_fails_the_job_with_err_image_never_pull(

@@ -40,6 +40,7 @@ from millpond.training.spec import ContainerImage
 UID_LABEL = "io.millpond.owner-uid"  # the job's uid: a re-created job of the same name is another owner
 INSTANCE_LABEL = "io.millpond.instance"  # the instance (pod) a container runs
 RECORD = "images.json"
+RAN_IN = "millpond.io/ran-in"  # a Pod view's annotation: the runtime it ran in (podman, docker), or "host: WHY"
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,16 @@ def recorded(folder: Path) -> dict[str, dict[str, str]]:
     except (OSError, ValueError):
         return {}
     return found if isinstance(found, dict) else {}
+
+
+def ran_in(ran: Mapping[str, Mapping[str, str]], role: str, ran_with: str = "") -> dict[str, str]:
+    """A role's pods' ``millpond.io/ran-in`` from what ``recorded`` read ({} when the role has no image);
+    ``ran_with``: the role whose process runs this one's (an MPIJob's workers are its launcher's ranks)."""
+    found = ran.get(role) or (ran.get(ran_with) if ran_with else None)
+    if not found:
+        return {}
+    runtime = found.get("runtime") or "host"
+    return {RAN_IN: runtime if runtime != "host" else f"host: {found.get('reason') or 'the image was not used'}"}
 
 
 def remove_containers(folder: Path, uid: str) -> None:
