@@ -92,6 +92,8 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
     """
     marks = {MARK_VAR: mark} if mark else {}
     container = None
+    folder: Path | None
+    log.parent.mkdir(parents=True, exist_ok=True)
     if in_image is not None:
         spec = ProcessSpec(argv=list(planned.argv), env=dict(planned.env), cwd=cwd, log_path=log, binds=list(binds),
                            workspace=workspace, in_image=in_image)
@@ -109,7 +111,6 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
         # even when it was never activated (a `millpond server` started as .venv/bin/millpond).
         env = {**with_console_scripts(inherited_environment()), **planned.env, **marks}
         folder = cwd if not binds else None
-    log.parent.mkdir(parents=True, exist_ok=True)
     try:
         process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
