@@ -12,8 +12,9 @@ restart: pulling may take long, and a restart must not pull again. For each repl
   on the same image pull once.
 
 ``auto`` falls back to the host with the reason (``Placed.unused``: the caller says it once, in an
-event); a policy that insists raises: an ``ImagePullError`` (``ErrImagePull``, ``ErrImageNeverPull``,
-``ImagePullBackOff`` with the registry's words) or a TaskFailure (no runtime works here).
+event; an instance that then fails says it in its failure's message, ``host_note``); a policy that
+insists raises: an ``ImagePullError`` (``ErrImagePull``, ``ErrImageNeverPull``, ``ImagePullBackOff``
+with the registry's words) or a TaskFailure (no runtime works here).
 
 What was decided is written to the job's folder (``images.json``): the Pod views read it to show
 whether a pod ran in its image, and a reader that finds the job's supervisor dead knows to remove
@@ -131,6 +132,14 @@ def instance_argv(argv: tuple[str, ...], image: ContainerImage, host_torchrun: t
     if host_torchrun and argv[:len(host_torchrun)] == host_torchrun:
         return ("torchrun", *argv[len(host_torchrun):])
     return argv
+
+
+def host_note(role: RoleRuntime) -> str:
+    """What a failure of an instance that ran on the host although it has an image adds to its message: that
+    the image was not used, and why (its program or files may exist only there)."""
+    if role.in_image is not None or role.image is None:
+        return ""
+    return f" (it ran on this machine, not in its image {role.image.image}: {role.reason})"
 
 
 def cwd_in_image(role: RoleRuntime, working_dir: str, job_work: Path) -> Path:

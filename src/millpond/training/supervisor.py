@@ -183,15 +183,9 @@ class Supervisor:
 
     def _in_image(self, item: Planned, cwd: Path) -> tuple[Planned, Path, InImage | None]:
         """``item`` as it runs where its replica was placed: in its image (its argv and folder there), or on
-        the host (its log saying first which image it did not use, and why)."""
+        the host."""
         role = (self.placed or images.Placed()).of(item.role)
         if role.in_image is None or role.image is None:
-            if role.image is not None:
-                log = instance_log(self.job.uid, item.name)
-                log.parent.mkdir(parents=True, exist_ok=True)
-                with open(log, "ab") as out:
-                    out.write(f"[millpond] {item.name} runs on this machine, not in its image {role.image.image}: "
-                              f"{role.reason}\n".encode())
             return item, cwd, None
         argv = images.instance_argv(item.argv, role.image, torchrun() if self.spec.nproc_per_node else ())
         folder = images.cwd_in_image(role, self.spec.working_dir, job_folder(self.job.uid) / "work")
@@ -410,6 +404,7 @@ class Supervisor:
                              finished_at=utcnow())
                 if code != 0:
                     why = item.failure or f"{item.planned.name} exited with code {code}"
+                    why += images.host_note((self.placed or images.Placed()).of(item.planned.role))
                     if self.spec.clean_task_policy is CleanTaskPolicy.NONE:
                         self._wait_others(running)  # the others run on; the job ends when they do
                     return why

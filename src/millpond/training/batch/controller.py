@@ -158,12 +158,14 @@ class Controller:
                 self._update(name, phase=Phase.SUCCEEDED, exit_code=0, finished_at=now_iso(), reason="Completed")
                 continue
             self.last_failure = time.monotonic()
+            note = images.host_note(self.placed or images.RoleRuntime(None))
             if settings.restart_on_failure:  # the kubelet restarts the container in its pod
                 self._update(name, phase=Phase.PENDING, exit_code=code, restarts=pod.restarts + 1,
-                             reason="CrashLoopBackOff", message=f"the container exited with code {code}; restarting")
+                             reason="CrashLoopBackOff",
+                             message=f"the container exited with code {code}{note}; restarting")
             else:
                 self._update(name, phase=Phase.FAILED, exit_code=code, finished_at=now_iso(), reason="Error",
-                             message=f"the container exited with code {code}")
+                             message=f"the container exited with code {code}{note}")
 
     def _create(self, settings: JobSettings) -> None:
         """New Pending pods, up to what the Job wants running now (``decisions.pods_wanted``); above it (a lowered
@@ -236,11 +238,6 @@ class Controller:
         if role.in_image is not None and role.image is not None:
             argv = images.instance_argv(argv, role.image, ())
             cwd = images.cwd_in_image(role, container.working_dir, job_folder(self.uid, self.settings) / "work")
-        elif role.image is not None:
-            Path(pod.log_path).parent.mkdir(parents=True, exist_ok=True)
-            with open(pod.log_path, "ab") as log:
-                log.write(f"[millpond] {pod.name} runs on this machine, not in its image {role.image.image}: "
-                          f"{role.reason}\n".encode())
         planned = Planned(pod.name, "pod", pod.index or 0, pod.index or 0, argv, env, gpus)
         try:
             running = instances.start(planned, binds, cwd, Path(pod.log_path), None,
