@@ -72,7 +72,7 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ttl-after-finished", default="", help="A Go duration: a finished job is deleted after it."),
         click.option("--nproc-per-node", type=int, default=0,
                      help="pytorch: run torchrun with this many processes per instance."),
-        click.option("--share-memory", default="2Gi", show_default=True, help="Recorded (/dev/shm size)."),
+        click.option("--share-memory", default="2Gi", show_default=True, help="The /dev/shm size, in the image."),
         click.option("--ray", default="", metavar="HOST:PORT",
                      help="Run the instances on this Ray cluster (default: $MILLPOND_RAY_ADDRESS)."),
         click.option("--ray-placement", default="PACK", show_default=True,
