@@ -229,10 +229,11 @@ def test_runtime_host_runs_on_this_machine_and_says_the_image_was_not_used(
     log = _log(record("onhost").uid, "onhost-master-0", home)
     assert info["status"] == "FAILED"
     assert "/opt/train/rendezvous.py" in log and "No such file" in log
-    message = arena(capsys, "get", "onhost").out
-    assert (f"onhost-master-0 exited with code 2 (it ran on this machine, not in its image {train_image}: the "
-            "runtime policy is host)") in message
-    assert "ImageNotUsed" in arena(capsys, "get", "onhost", "-e").out
+    described = arena(capsys, "get", "onhost", "-e").out
+    assert "Message:    onhost-master-0 exited with code 2\n" in described  # the status as before images ran
+    assert (f"onhost-master-0 exited with code 2 (it ran on this machine, not in its image {train_image}: "
+            "the runtime policy is host)") in described  # the JobFailed event
+    assert f"not in these images: {train_image} (the runtime policy is host)" in described  # ImageNotUsed
     pod = json.loads(cli("get", "pod", "onhost-master-0", "-o", "json").out)
     assert pod["metadata"]["annotations"]["millpond.io/ran-in"] == "host: the runtime policy is host"
 

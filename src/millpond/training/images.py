@@ -12,7 +12,7 @@ restart: pulling may take long, and a restart must not pull again. For each repl
   on the same image pull once.
 
 ``auto`` falls back to the host with the reason (``Placed.unused``: the caller says it once, in an
-event; an instance that then fails says it in its failure's message, ``host_note``); a policy that
+event; an instance that then fails says it again in the failure's event, ``host_note``); a policy that
 insists raises: an ``ImagePullError`` (``ErrImagePull``, ``ErrImageNeverPull``, ``ImagePullBackOff``
 with the registry's words) or a TaskFailure (no runtime works here).
 
@@ -135,8 +135,8 @@ def instance_argv(argv: tuple[str, ...], image: ContainerImage, host_torchrun: t
 
 
 def host_note(role: RoleRuntime) -> str:
-    """What a failure of an instance that ran on the host although it has an image adds to its message: that
-    the image was not used, and why (its program or files may exist only there)."""
+    """What a failure of an instance that ran on the host although it has an image adds to its event (a batch
+    pod's message): that the image was not used, and why (its program or files may exist only there)."""
     if role.in_image is not None or role.image is None:
         return ""
     return f" (it ran on this machine, not in its image {role.image.image}: {role.reason})"

@@ -98,6 +98,7 @@ class Supervisor:
         self.attempt = 0  # attempts so far, across evictions (the instances' restarts)
         self.ledger: Allocator | None = None  # this machine's ledger (local mode)
         self.placed: images.Placed | None = None  # where each replica runs (its image or the host): decided once
+        self.failure_note = ""  # a failed instance ran on the host though it has an image: said in the events
 
     # ---------------------------------------------------------------- status
 
@@ -303,6 +304,7 @@ class Supervisor:
                 return
             if self._check_evicted():
                 return
+            self.failure_note = ""
             outcome = self._attempt(self.attempt, grant, binds, deadline)
             self.attempt += 1
             if outcome is EVICTED:
@@ -314,10 +316,11 @@ class Supervisor:
             final = self.stopping.is_set() or failures >= self.spec.retry
             if final:
                 if self.status("FAILED", "JobFailed", outcome):
-                    self.event("JobFailed", outcome, "Warning")
+                    self.event("JobFailed", outcome + self.failure_note, "Warning")
                 return
             failures += 1
-            self.event("Restarting", f"{outcome}; restarting (retry {failures} of {self.spec.retry})", "Warning")
+            self.event("Restarting", f"{outcome}{self.failure_note}; restarting (retry {failures} of "
+                       f"{self.spec.retry})", "Warning")
 
     def _attempt(self, attempt: int, grant: Granted, binds: list[Bind], deadline: float | None) -> str | None:
         """Run every instance once: None when all exited 0, else why the attempt failed.
@@ -404,7 +407,7 @@ class Supervisor:
                              finished_at=utcnow())
                 if code != 0:
                     why = item.failure or f"{item.planned.name} exited with code {code}"
-                    why += images.host_note((self.placed or images.Placed()).of(item.planned.role))
+                    self.failure_note = images.host_note((self.placed or images.Placed()).of(item.planned.role))
                     if self.spec.clean_task_policy is CleanTaskPolicy.NONE:
                         self._wait_others(running)  # the others run on; the job ends when they do
                     return why
