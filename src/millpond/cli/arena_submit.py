@@ -17,8 +17,8 @@ from millpond.cli.namespace_option import NAMESPACE as NAMESPACE_TYPE
 from millpond.training.builder import CommonArgs
 
 CLUSTER_ONLY = (
-    ("--toleration", True), ("--selector", True), ("--rdma", False), ("--image-pull-policy", True),
-    ("--image-pull-secret", True), ("--sync-mode", True), ("--sync-source", True), ("--sync-image", True),
+    ("--toleration", True), ("--selector", True), ("--rdma", False), ("--sync-mode", True), ("--sync-source", True),
+    ("--sync-image", True),
     ("--gang", False), ("--scheduler", True), ("--tensorboard", False), ("--logdir", True),
 )
 
@@ -40,7 +40,12 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--name", required=True, help="The job's name (unique in its namespace)."),
         click.option("-n", "--namespace", type=NAMESPACE_TYPE, default="default", show_default=True),
-        click.option("--image", default="", help="Recorded, not pulled: the command runs on this machine."),
+        click.option("--image", default="", help="The image the command runs in (the runtime policy decides: "
+                                                 "MILLPOND_RUNTIME, -a millpond.io/runtime=host|container|auto)."),
+        click.option("--image-pull-policy", default="", metavar="POLICY",
+                     help="Always, IfNotPresent or Never (default: Kubernetes', by the image's tag)."),
+        click.option("--image-pull-secret", "image_pull_secrets", multiple=True, metavar="SECRET",
+                     help="A kubernetes.io/dockerconfigjson Secret of the job's namespace (repeatable)."),
         click.option("--gpus", type=int, default=0, show_default=True, help="GPUs per instance."),
         click.option("--gpumemory", type=int, default=0, metavar="GIB",
                      help="GPU sharing: GiB of one GPU's memory per instance (not with --gpus)."),
@@ -67,7 +72,7 @@ def submit_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ttl-after-finished", default="", help="A Go duration: a finished job is deleted after it."),
         click.option("--nproc-per-node", type=int, default=0,
                      help="pytorch: run torchrun with this many processes per instance."),
-        click.option("--share-memory", default="2Gi", show_default=True, help="Recorded (/dev/shm size)."),
+        click.option("--share-memory", default="2Gi", show_default=True, help="The /dev/shm size, in the image."),
         click.option("--ray", default="", metavar="HOST:PORT",
                      help="Run the instances on this Ray cluster (default: $MILLPOND_RAY_ADDRESS)."),
         click.option("--ray-placement", default="PACK", show_default=True,
@@ -143,7 +148,7 @@ def tf_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--ps", type=int, default=0, show_default=True, help="Parameter servers."),
         click.option("--chief", is_flag=True, help="Add a chief (required for an Estimator)."),
         click.option("--evaluator", is_flag=True, help="Add an evaluator (not part of the training cluster)."),
-        click.option("--worker-image", default="", help="Recorded, as --image."),
+        click.option("--worker-image", default="", help="As --image."),
         click.option("--worker-cpu", default="", help="CPU per worker (default --cpu)."),
         click.option("--worker-memory", default="", help="Memory per worker (default --memory)."),
         click.option("--ps-cpu", default="", help="CPU per parameter server (default --cpu)."),

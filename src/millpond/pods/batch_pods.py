@@ -26,20 +26,25 @@ from millpond.pods.records import (
     Waiting,
     pod_uid,
 )
-from millpond.training.batch.pods import JobPod, JobPods, job_pods
+from millpond.training.batch.pods import JobPod, JobPods, job_folder, job_pods
+from millpond.training.images import ran_in, recorded
 
 
 class BatchJobPods:
     """The pods of every batch/v1 Job."""
 
     def pods(self, namespace: str | None, context: KindContext) -> list[PodView]:
-        return [_pod(job, pod) for job in job_pods(context.settings, namespace) for pod in job.pods]
+        found = []
+        for job in job_pods(context.settings, namespace):
+            ran = ran_in(recorded(job_folder(job.uid, context.settings)), "pod")
+            found += [_pod(job, pod, ran) for pod in job.pods]
+        return found
 
 
 SOURCE = BatchJobPods()
 
 
-def _pod(job: JobPods, pod: JobPod) -> PodView:
+def _pod(job: JobPods, pod: JobPod, ran: dict[str, str] | None = None) -> PodView:
     state = _state(pod)
     running = isinstance(state, Running) and pod.pid is not None
     container = ContainerView(
@@ -50,7 +55,8 @@ def _pod(job: JobPods, pod: JobPod) -> PodView:
         name=pod.name, namespace=job.namespace, uid=pod_uid(job.uid, pod.name, pod.restarts),
         created_at=_moment(pod.created_at) or dt.datetime.now(dt.timezone.utc), containers=(container,),
         owner=OwnerRef("batch/v1", "Job", job.job, job.uid), labels=job.pod_labels(pod),
-        annotations=job.pod_annotations(pod), started_at=_moment(pod.started_at), restart_policy="Never")
+        annotations={**job.pod_annotations(pod), **(ran or {})}, started_at=_moment(pod.started_at),
+        restart_policy="Never")
 
 
 def _state(pod: JobPod) -> ContainerState:

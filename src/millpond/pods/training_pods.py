@@ -14,6 +14,8 @@ selects on (``jobset.sigs.k8s.io/jobset-name``, ``jobset.sigs.k8s.io/replicatedj
 ``batch.kubernetes.io/job-completion-index``) and its container ``node``. Simplified: the owner
 reference names the TrainJob itself (no JobSet or Job objects exist here).
 
+A pod whose template names an image carries ``millpond.io/ran-in`` (``images.RAN_IN``): the container runtime it ran in
+(``podman``), or ``host: WHY`` when it ran on this machine (``training.images`` recorded the decision).
 A job that names a Kueue queue gives its pods ``kueue.x-k8s.io/queue-name`` (and its priority class).
 An instance is a pod of the job's current attempt: its restart count is the attempt's number (the
 supervisor restarts every instance after a failure, as ``backoffLimit`` allows), and a new attempt's
@@ -46,8 +48,10 @@ from millpond.scheduling.ledger import Request
 from millpond.scheduling.queues.model import PRIORITY_LABEL, QUEUE_LABEL
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import jobs
+from millpond.training.images import ran_in, recorded
 from millpond.training.kinds import KINDS, job_kind
 from millpond.training.manifests import REPLICAS
+from millpond.training.paths import job_folder
 from millpond.training.spec import JobSpec, ReplicaSpec, Trainer, spec_from_json
 
 JOB_NAME = "training.kubeflow.org/job-name"
@@ -65,7 +69,7 @@ _MASTER_ROLES = ("master", "chief", "launcher")
 
 @dataclass(frozen=True)
 class _Template:
-    """What a replica's pod template says of its container (as recorded; the image is never pulled)."""
+    """What a replica's pod template says of its container (whether it ran in the image: ``images.RAN_IN``)."""
 
     container: str
     image: str
@@ -84,15 +88,17 @@ class TrainingPods:
             spec = spec_from_json(job.spec)
             if spec.trainer is Trainer.RAY:
                 continue
-            found += [job_pod(job, spec, instance) for instance in store.instances(job.uid)]
+            ran = recorded(job_folder(job.uid))
+            found += [job_pod(job, spec, instance, ran) for instance in store.instances(job.uid)]
         return found
 
 
 SOURCE = TrainingPods()
 
 
-def job_pod(job: JobRecord, spec: JobSpec, instance: InstanceRecord) -> PodView:
-    """The pod of one instance of ``job``'s current attempt."""
+def job_pod(job: JobRecord, spec: JobSpec, instance: InstanceRecord,
+            ran: dict[str, dict[str, str]] | None = None) -> PodView:
+    """The pod of one instance of ``job``'s current attempt; ``ran``: where each role ran (``images.recorded``)."""
     kind = job_kind(job.trainer, spec.manifest)
     replica = next((r for r in spec.replicas if r.role == instance.role), None)
     template = _template(kind, spec, instance.role, replica)
@@ -102,6 +108,7 @@ def job_pod(job: JobRecord, spec: JobSpec, instance: InstanceRecord) -> PodView:
     labels = {**template.labels, **_kueue_labels(spec),
               **(_jobset_labels(job, instance) if trainjob else _operator_labels(kind, job, instance))}
     state = _state(job, instance)
+    image_note = ran_in(ran or {}, instance.role, "launcher" if spec.trainer is Trainer.MPI else "")
     process = ProcessRef(instance.pid, instance.pid_start) if instance.pid and isinstance(state, Running) else None
     container = ContainerView(
         name=template.container, image=template.image, state=state, command=template.command, args=template.args,
@@ -113,7 +120,8 @@ def job_pod(job: JobRecord, spec: JobSpec, instance: InstanceRecord) -> PodView:
         created_at=instance.started_at or job.started_at or job.created_at, containers=(container,),
         owner=OwnerRef(KINDS[kind].api_versions()[0] if not spec.manifest else str(spec.manifest["apiVersion"]),
                        kind, job.name, job.uid),
-        labels=labels, annotations={COMPLETION_INDEX: str(instance.index)} if trainjob else {},
+        labels=labels, annotations={**({COMPLETION_INDEX: str(instance.index)} if trainjob else {}),
+                                    **image_note},
         started_at=instance.started_at, undeletable=_undeletable(name, spec, process is None and
                                                                   isinstance(state, Running)),
         restart_policy="OnFailure" if spec.retry else "Never")

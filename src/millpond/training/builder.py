@@ -13,12 +13,15 @@ from dataclasses import dataclass, replace
 
 from millpond.durations import parse_go_duration
 from millpond.errors import UserError
+from millpond.names import check_object_name
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.scheduling.ledger import GpuShare, Request
 from millpond.scheduling.queues.model import PRIORITY_LABEL, QUEUE_LABEL
 from millpond.scheduling.queues.submission import check_queue_name
+from millpond.training.pod_template import PULL_POLICIES
 from millpond.training.spec import (
     CleanTaskPolicy,
+    ContainerImage,
     DataBinding,
     HostBinding,
     JobSpec,
@@ -35,6 +38,8 @@ class CommonArgs:
     command: tuple[str, ...]
     namespace: str = "default"
     image: str = ""
+    image_pull_policy: str = ""  # Arena's --image-pull-policy: Always, IfNotPresent or Never ("" = Kubernetes' default)
+    image_pull_secrets: tuple[str, ...] = ()  # Arena's --image-pull-secret: Secrets of the job's namespace
     gpus: int = 0
     gpumemory: int = 0  # GiB of one GPU's memory per instance (Arena's gpushare --gpumemory)
     gpucore: int = 0  # percent of that GPU's compute (Arena's --gpucore), with --gpumemory
@@ -258,6 +263,7 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
     priority = _from_label(args.priority, "--priority", labels, PRIORITY_LABEL)
     data = tuple(DataBinding(n, p) for n, p in _bindings(args.data, "--data", targets))
     data_dirs = tuple(HostBinding(h, p) for h, p in _bindings(args.data_dirs, "--data-dir", targets))
+    replicas = tuple(replace(replica, image=_image(args)) for replica in replicas) if args.image else replicas
     return JobSpec(
         name=args.name, namespace=args.namespace, trainer=trainer, replicas=replicas, image=args.image,
         working_dir=args.working_dir, env=pairs(args.env, "--env"),
@@ -269,6 +275,20 @@ def _common(args: CommonArgs, trainer: Trainer, replicas: tuple[ReplicaSpec, ...
         share_memory=parse_bytes(args.share_memory, "--share-memory") if args.share_memory else 0,
         ray_address=_ray_address(args, trainer), ray_placement=_placement(args),
     )
+
+
+def _image(args: CommonArgs) -> ContainerImage:
+    """``--image`` as Arena's charts put it in every replica's pod template: the command as the container's
+    command, ``--cpu``/``--memory`` as its limits, ``--share-memory`` as a Memory emptyDir at /dev/shm."""
+    if args.image_pull_policy and args.image_pull_policy not in PULL_POLICIES:
+        raise UserError(f"--image-pull-policy {args.image_pull_policy!r} must be one of {', '.join(PULL_POLICIES)}")
+    for secret in args.image_pull_secrets:
+        check_object_name(secret, "--image-pull-secret")
+    resources = _resources(args)
+    return ContainerImage(
+        image=args.image, pull_policy=args.image_pull_policy, pull_secrets=tuple(args.image_pull_secrets),
+        memory_bytes=resources.memory_bytes, cpus=resources.cpu_millis / 1000,
+        shm_bytes=parse_bytes(args.share_memory, "--share-memory") if args.share_memory else 0)
 
 
 def _from_label(flag_value: str, flag: str, labels: tuple[tuple[str, str], ...], label: str) -> str:

@@ -33,6 +33,7 @@ from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.resources import ResourceStore
 from millpond.store.training import JobRecord, JobStore
+from millpond.training.images import remove_containers
 from millpond.training.instances import mark_of
 from millpond.training.launch import PLANNERS
 from millpond.training.launch_mpi import slots_per_worker
@@ -218,10 +219,11 @@ def observed(store: JobStore, job: JobRecord) -> JobRecord:
 
 def _end_instances(store: JobStore, job: JobRecord) -> None:
     """SIGKILL what the job's instances left here: their groups and sessions, and every process carrying
-    an instance's mark (what moved out of both: ``setsid sleep 60 &``)."""
+    an instance's mark (what moved out of both: ``setsid sleep 60 &``), and its containers."""
     instances = store.instances(job.uid)
     end_groups([(instance.pid, instance.pid_start) for instance in instances])
     end_marked(*(mark_of(job.uid, instance.name) for instance in instances))
+    remove_containers(job_folder(job.uid), job.uid)  # a container does not end with its runtime's client
 
 
 def _end_on_cluster(job: JobRecord) -> None:

@@ -126,14 +126,17 @@ def replica_job_spec(info: TrainingKind, body: dict[str, Any]) -> tuple[JobSpec,
         if group is None:
             continue
         where: list[str | int] = ["spec", holder, role, "template", "spec"]
-        container = read_pod((group.get("template") or {}).get("spec") or {}, info.container, where)
+        template = group.get("template") or {}
+        container = read_pod(template.get("spec") or {}, info.container, where,
+                             (template.get("metadata") or {}).get("annotations"))
         count = int(group.get("replicas", 1))
         if count < 0:
             raise UserError(f"{field_path(['spec', holder, role, 'replicas'])}: {count} is below the minimum 0")
         env = container.env
         if nproc is not None:
             env = (("PET_NPROC_PER_NODE", str(nproc)), ("WORLD_SIZE", str(total * nproc)), *env)
-        replicas.append(ReplicaSpec(role.lower(), count, container.argv, container.resources, env))
+        replicas.append(ReplicaSpec(role.lower(), count, container.argv, container.resources, env,
+                                    container.image_spec))
         images.append(container.image)
         data += [d for d in container.data if d not in data]
         data_dirs += [d for d in container.data_dirs if d not in data_dirs]

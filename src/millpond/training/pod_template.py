@@ -1,7 +1,7 @@
-"""A replica's pod template, read as one machine can run it: the container's command on the host.
+"""A replica's pod template, read as one machine can run it: the container's command, on the host or in its image.
 
 What the operator would run in a pod, millpond runs as an instance process: the training
-container's ``command`` + ``args`` (the image is recorded, never pulled), its ``env``, its
+container's ``command`` + ``args``, its ``env``, its
 ``resources`` (``cpu``, ``memory``, ``nvidia.com/gpu``; limits, else requests, through
 ``millpond.quantities``; Arena's gpushare resources ``aliyun.com/gpu-mem``, GiB of one GPU's
 memory, and ``aliyun.com/gpu-core.percentage`` are a GPU share, as ``--gpumemory``/``--gpucore``),
@@ -11,13 +11,19 @@ as ``--data-dir``. Scheduling fields (nodeSelector, tolerations, affinity…) ar
 Anything that cannot exist here (another resource kind, a value from a Secret, a ConfigMap
 volume, an init container) raises one UserError naming its field.
 
-A container with no command runs its image's entrypoint on a cluster; here there is no image,
-so its instances fail at once, saying so (``NO_COMMAND``), rather than the job being refused:
-Kubernetes accepts such a job too.
+What its image needs is kept as a ``ContainerImage`` (``image_of``): the image, ``imagePullPolicy``,
+the pod's ``imagePullSecrets``, ``args`` alone (the image's entrypoint runs them), ``resources.limits``,
+an ``emptyDir`` of medium ``Memory`` at ``/dev/shm`` and the template's ``millpond.io/runtime``
+annotation; ``training.images`` decides once per job whether the instances run in it.
+
+A container with no command runs its image's entrypoint on a cluster; on the host there is no
+image, so its instances fail at once, saying so (``no_command``), rather than the job being refused:
+Kubernetes accepts such a job too. In its image, the entrypoint runs.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -28,7 +34,7 @@ from millpond.errors import UserError
 from millpond.names import check_object_name
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.scheduling.ledger import GpuShare, Request
-from millpond.training.spec import DataBinding, HostBinding
+from millpond.training.spec import ContainerImage, DataBinding, HostBinding
 
 GPU = "nvidia.com/gpu"
 GPU_MEM = "aliyun.com/gpu-mem"  # gpushare: GiB of one GPU's memory (Arena's --gpumemory)
@@ -36,6 +42,9 @@ GPU_CORE = "aliyun.com/gpu-core.percentage"  # gpushare/cGPU: percent of that GP
 # Resources that cost nothing here, accepted and not counted.
 _UNCOUNTED = frozenset({"ephemeral-storage"})
 _RECORDED_VOLUMES = frozenset({"emptyDir"})  # a scratch folder: the instance's working folder serves
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+RUNTIME_ANNOTATION = "millpond.io/runtime"  # runners.containers.policy.ANNOTATION, read where the template is
+SHM = "/dev/shm"
 
 
 @dataclass
@@ -51,12 +60,13 @@ class Container:
     data: list[DataBinding] = field(default_factory=list)
     data_dirs: list[HostBinding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    image_spec: ContainerImage | None = None  # what running it in its image needs (None: no image given)
 
 
 def no_command(image: str) -> tuple[str, ...]:
     """The argv of an instance whose container gave no command: it fails, saying why."""
-    why = (f"error: the container has no command: image {image or '(none)'}'s entrypoint is not run here "
-           "(millpond records images, never pulls them); give the container a command")
+    why = (f"error: the container has no command: image {image or '(none)'}'s entrypoint is not run on the "
+           "host (the image was not used: see the job's events); give the container a command")
     return ("sh", "-c", f"echo {shlex.quote(why)} >&2; exit 127")
 
 
@@ -167,8 +177,56 @@ def pick_container(pod: dict[str, Any], preferred: str, where: list[str | int]) 
     return chosen
 
 
-def read_pod(pod: dict[str, Any], preferred: str, where: list[str | int]) -> Container:
-    """The training container of a pod spec (``where`` is the pod spec's path), as an instance runs it."""
+def _shm_bytes(container: dict[str, Any], pod: dict[str, Any], memory_limit: int, where: list[str | int]) -> int:
+    """The size of an ``emptyDir: {medium: Memory}`` mounted at /dev/shm: its ``sizeLimit``, else the
+    container's memory limit, else half the machine's memory (what a tmpfs gets by default); 0 without one."""
+    volumes = {volume.get("name"): volume for volume in pod.get("volumes") or ()}
+    for mount in container.get("volumeMounts") or ():
+        volume = volumes.get(mount.get("name")) or {}
+        empty = volume.get("emptyDir")
+        if os.path.normpath(str(mount.get("mountPath"))) != SHM or not isinstance(empty, dict):
+            continue
+        if empty.get("medium") != "Memory":
+            return 0
+        if empty.get("sizeLimit") is not None:
+            return parse_bytes(empty["sizeLimit"], field_path([*where, "volumes", mount["name"], "emptyDir",
+                                                               "sizeLimit"]))
+        return memory_limit or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    return 0
+
+
+def image_of(container: dict[str, Any], pod: dict[str, Any], where: list[str | int],
+             annotations: dict[str, Any] | None = None) -> ContainerImage | None:
+    """What running ``container`` (of pod spec ``pod``, at path ``where``) in its image needs; None without one."""
+    image = str(container.get("image") or "").strip()
+    if not image:
+        return None
+    policy = str(container.get("imagePullPolicy") or "")
+    if policy and policy not in PULL_POLICIES:
+        raise UserError(f"{field_path([*where, 'imagePullPolicy'])}: {show(policy)} is not one of "
+                        f"{', '.join(PULL_POLICIES)}")
+    secrets = []
+    for index, ref in enumerate(pod.get("imagePullSecrets") or ()):
+        name = str((ref or {}).get("name") or "")
+        if name:
+            check_object_name(name, field_path([*where[:-2], "imagePullSecrets", index, "name"]))
+            secrets.append(name)
+    limits = (container.get("resources") or {}).get("limits") or {}
+    memory = parse_bytes(limits["memory"], field_path([*where, "resources", "limits", "memory"])) \
+        if "memory" in limits else 0
+    cpus = parse_quantity(limits["cpu"], field_path([*where, "resources", "limits", "cpu"])).milli_value() / 1000 \
+        if "cpu" in limits else 0.0
+    return ContainerImage(
+        image=image, pull_policy=policy, pull_secrets=tuple(secrets), args_only=not container.get("command"),
+        args=tuple(str(word) for word in container.get("args") or ()) if not container.get("command") else (),
+        memory_bytes=memory, cpus=cpus, shm_bytes=_shm_bytes(container, pod, memory, where[:-2]),
+        runtime=str((annotations or {}).get(RUNTIME_ANNOTATION) or ""))
+
+
+def read_pod(pod: dict[str, Any], preferred: str, where: list[str | int],
+             annotations: dict[str, Any] | None = None) -> Container:
+    """The training container of a pod spec (``where`` is the pod spec's path), as an instance runs it;
+    ``annotations``: the pod template's (its ``millpond.io/runtime``)."""
     index, container = pick_container(pod, preferred, where)
     cwhere = [*where, "containers", index]
     if container.get("envFrom"):
@@ -182,6 +240,8 @@ def read_pod(pod: dict[str, Any], preferred: str, where: list[str | int]) -> Con
                     resources=resources(container.get("resources"), [*cwhere, "resources"]),
                     working_dir=str(container.get("workingDir") or ""), has_command=bool(container.get("command")))
     if not container.get("command"):
-        out.notes.append(f"{field_path(cwhere)}: no command (the image's entrypoint): its instances will fail")
+        out.notes.append(f"{field_path(cwhere)}: no command (the image's entrypoint): its instances fail unless "
+                         "they run in the image")
     _mounts(container, pod, cwhere, out)
+    out.image_spec = image_of(container, pod, cwhere, annotations)
     return out

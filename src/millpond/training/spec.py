@@ -65,6 +65,29 @@ class HostBinding:
 
 
 @dataclass(frozen=True)
+class ContainerImage:
+    """What a replica's pod template says of its image, kept for running the instance in it
+    (``training.images`` decides whether it does, once per job and image).
+
+    ``args``: the container's ``args`` when it gave no ``command`` (``args_only``: the image's entrypoint
+    runs them; on the host such an instance fails, saying so). ``memory_bytes``/``cpus``: its
+    ``resources.limits`` (what a runtime enforces; 0 for none); ``shm_bytes``: an ``emptyDir`` of medium
+    ``Memory`` mounted at ``/dev/shm`` (Arena's ``--share-memory``); ``runtime``: the pod template's
+    ``millpond.io/runtime`` annotation ("" when it has none: the job's, then the settings', decide).
+    """
+
+    image: str
+    pull_policy: str = ""  # "": Kubernetes' default for the tag (Always for :latest, else IfNotPresent)
+    pull_secrets: tuple[str, ...] = ()  # the pod spec's imagePullSecrets, by name (Secrets of the job's namespace)
+    args_only: bool = False
+    args: tuple[str, ...] = ()
+    memory_bytes: int = 0
+    cpus: float = 0.0
+    shm_bytes: int = 0
+    runtime: str = ""
+
+
+@dataclass(frozen=True)
 class ReplicaSpec:
     """A group of identical instances: ``role`` is the operator's replica type, lower case
     (``master``, ``worker``, ``launcher``, ``chief``, ``ps``, ``evaluator``, ``node`` for TrainJob)."""
@@ -74,6 +97,7 @@ class ReplicaSpec:
     command: tuple[str, ...]  # argv; Arena's command line is run as ("sh", "-c", LINE)
     resources: Request = Request()  # what ONE instance asks for: millicores, bytes, whole GPUs or a GPU share
     env: tuple[tuple[str, str], ...] = ()  # replica-specific variables, after the job's
+    image: ContainerImage | None = None  # its pod template's image (None: none given, it runs on the host)
 
 
 @dataclass(frozen=True)
@@ -84,7 +108,7 @@ class JobSpec:
     namespace: str
     trainer: Trainer
     replicas: tuple[ReplicaSpec, ...]
-    image: str = ""  # recorded, never pulled: the command runs on the host, in the sandbox
+    image: str = ""  # the first replica's image (each replica's own is ``ReplicaSpec.image``)
     working_dir: str = ""  # "" = a fresh folder per job under the home
     env: tuple[tuple[str, str], ...] = ()
     data: tuple[DataBinding, ...] = ()
@@ -146,6 +170,8 @@ def spec_to_json(spec: JobSpec) -> dict[str, Any]:
     if not spec.user:  # a spec read back from before users were recorded is written as it was
         del data["user"]
     for replica in data["replicas"]:
+        if replica["image"] is None:  # a replica without an image is stored as before images were kept
+            del replica["image"]
         if not replica["resources"]["shares"]:  # a job without GPU shares is stored as before they existed
             del replica["resources"]["shares"]
     return data
@@ -157,6 +183,13 @@ def _request(data: dict[str, Any] | None) -> Request:
     return Request(**data, shares=shares)
 
 
+def _image(data: dict[str, Any] | None) -> ContainerImage | None:
+    if not data:
+        return None
+    return ContainerImage(**{**data, "pull_secrets": tuple(data.get("pull_secrets") or ()),
+                             "args": tuple(data.get("args") or ())})
+
+
 def _pairs(items: Any) -> tuple[tuple[str, str], ...]:
     return tuple((str(key), str(value)) for key, value in items or ())
 
@@ -165,7 +198,7 @@ def spec_from_json(data: dict[str, Any]) -> JobSpec:
     replicas = tuple(
         ReplicaSpec(
             role=r["role"], replicas=int(r["replicas"]), command=tuple(r["command"]),
-            resources=_request(r.get("resources")), env=_pairs(r.get("env")),
+            resources=_request(r.get("resources")), env=_pairs(r.get("env")), image=_image(r.get("image")),
         )
         for r in data["replicas"]
     )

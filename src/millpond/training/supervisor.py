@@ -10,8 +10,11 @@ records itself (pid + start ticks) in the job's row, then:
    applied yet), then asks the ledger for everything the job's instances ask for together, and
    waits (the reason in the job's row and events) until it is granted (on a Ray cluster,
    ``ray_jobs``: until Ray has placed the job's placement group instead);
-2. PENDING: mounts the ``--data`` datasets (shared mounts, read-write for ReadWrite datasets),
-   starts every instance (``instances.start``; an MPI job's workers are its launcher's ranks;
+2. PENDING: decides once where each replica runs (``training.images``: in its pod template's image
+   as the runtime policy says, the image pulled first; a pull the policy insists on that fails ends
+   the job FAILED with Kubernetes' reason, ``ErrImagePull``/``ErrImageNeverPull``; images ``auto`` did
+   not use are named once in an event), mounts the ``--data`` datasets (shared mounts, read-write for
+   ReadWrite datasets), starts every instance (``instances.start``; an MPI job's workers are its launcher's ranks;
    on a Ray cluster ``Placement.start``, a Ray task in the instance's bundle), RUNNING once all started;
 3. watches them: all exited 0 → SUCCEEDED; one failed → the others are stopped (per
    ``--clean-task-policy``) and the job restarts while ``--retry`` allows, else FAILED;
@@ -37,28 +40,34 @@ import threading
 import time
 import traceback
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from millpond.datasets.config import load_config
 from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError
-from millpond.runners.base import Bind
+from millpond.runners.base import Bind, InImage
+from millpond.runners.containers.images import ImagePullError
 from millpond.runners.processes import ProcessIdentity, own_identity
 from millpond.scheduling.ledger import Request
 from millpond.scheduling.queues.submission import eviction_reason
 from millpond.scheduling.share_env import mps_running
+from millpond.settings import load_settings
 from millpond.store.keys import utcnow
 from millpond.store.resources import ResourceStore
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
+from millpond.training import images
 from millpond.training import instances as launching
-from millpond.training.launch import free_port, plan
+from millpond.training.kinds import job_kind
+from millpond.training.launch import free_port, plan, torchrun
 from millpond.training.launch_share import with_shares
 from millpond.training.paths import instance_log, job_folder
+from millpond.training.planned import Planned
 from millpond.training.queueing import QueuedJob
 from millpond.training.ray_jobs import Placement
 from millpond.training.resources import Allocator, Granted, allocator
-from millpond.training.spec import CleanTaskPolicy, JobSpec, spec_from_json
+from millpond.training.spec import CleanTaskPolicy, JobSpec, Trainer, spec_from_json
 
 if TYPE_CHECKING:
     from millpond.training.ray_jobs import Placement
@@ -88,6 +97,8 @@ class Supervisor:
         self.said: tuple[str, str] = ("", "")  # the last waiting reason told in an event
         self.attempt = 0  # attempts so far, across evictions (the instances' restarts)
         self.ledger: Allocator | None = None  # this machine's ledger (local mode)
+        self.placed: images.Placed | None = None  # where each replica runs (its image or the host): decided once
+        self.failure_note = ""  # a failed instance ran on the host though it has an image: said in the events
 
     # ---------------------------------------------------------------- status
 
@@ -135,14 +146,51 @@ class Supervisor:
         if fallback:
             self.event("GPUFallback", fallback, "Warning")
         try:
+            self.placed = self.placed or self._place()
             with ExitStack() as held:
                 binds = self._binds(held)
                 self._attempts(grant, binds)
+        except ImagePullError as exc:  # the policy insists on the image: the pod's ErrImagePull, as its job's end
+            if self.status("FAILED", exc.reason, str(exc)):
+                self.event(exc.reason, str(exc), "Warning")
         except MillpondError as exc:
             if self.status("FAILED", "JobFailed", str(exc)):
                 self.event("JobFailed", str(exc), "Warning")
         finally:
             ledger.release(grant.id)
+
+    def _place(self) -> images.Placed:
+        """Where each replica runs (``training.images``), once per job: its images had (pulled) first."""
+        # an MPIJob's workers are its launcher's ranks (launch_mpi): they run where the launcher runs, in its image
+        roles = {replica.role: replica.image for replica in self.spec.replicas
+                 if not (self.spec.trainer is Trainer.MPI and replica.role == "worker")}
+        if any(roles.values()):
+            self.status("PENDING", "ContainerCreating", "deciding where the instances run (pulling their images)")
+        kind = job_kind(self.spec.trainer.value, self.spec.manifest)
+        out = getattr(sys.stdout, "buffer", None)
+        placed = images.decide_roles(
+            roles, namespace=self.job.namespace, annotations=dict(self.spec.annotations),
+            labels=images.owner_labels(kind, self.job.namespace, self.job.name, self.job.uid),
+            settings=load_settings(), log=out)
+        images.record(job_folder(self.job.uid), placed)
+        in_image = sorted({(one.in_image.image, one.in_image.runtime.name) for one in placed.roles.values()
+                           if one.in_image is not None})
+        for image, runtime in in_image:
+            roles_in = [role for role, one in placed.roles.items() if one.in_image and one.in_image.image == image]
+            self.event("Pulled", f'Container image "{image}" is present: {", ".join(roles_in)} run in it ({runtime})')
+        if placed.unused:
+            self.event("ImageNotUsed", placed.unused, "Normal" if "policy is host" in placed.unused else "Warning")
+        return placed
+
+    def _in_image(self, item: Planned, cwd: Path) -> tuple[Planned, Path, InImage | None]:
+        """``item`` as it runs where its replica was placed: in its image (its argv and folder there), or on
+        the host."""
+        role = (self.placed or images.Placed()).of(item.role)
+        if role.in_image is None or role.image is None:
+            return item, cwd, None
+        argv = images.instance_argv(item.argv, role.image, torchrun() if self.spec.nproc_per_node else ())
+        folder = images.cwd_in_image(role, self.spec.working_dir, job_folder(self.job.uid) / "work")
+        return replace(item, argv=argv), folder, images.for_instance(role, item.name)
 
     # ---------------------------------------------------------------- Kueue
 
@@ -256,6 +304,7 @@ class Supervisor:
                 return
             if self._check_evicted():
                 return
+            self.failure_note = ""
             outcome = self._attempt(self.attempt, grant, binds, deadline)
             self.attempt += 1
             if outcome is EVICTED:
@@ -267,10 +316,11 @@ class Supervisor:
             final = self.stopping.is_set() or failures >= self.spec.retry
             if final:
                 if self.status("FAILED", "JobFailed", outcome):
-                    self.event("JobFailed", outcome, "Warning")
+                    self.event("JobFailed", outcome + self.failure_note, "Warning")
                 return
             failures += 1
-            self.event("Restarting", f"{outcome}; restarting (retry {failures} of {self.spec.retry})", "Warning")
+            self.event("Restarting", f"{outcome}{self.failure_note}; restarting (retry {failures} of "
+                       f"{self.spec.retry})", "Warning")
 
     def _attempt(self, attempt: int, grant: Granted, binds: list[Bind], deadline: float | None) -> str | None:
         """Run every instance once: None when all exited 0, else why the attempt failed.
@@ -310,8 +360,10 @@ class Supervisor:
                 rank_logs = [instance_log(self.job.uid, name) for name in item.rank_logs]
                 log = instance_log(self.job.uid, item.name)
                 if placement is None:
-                    started = launching.start(item, binds, cwd, log, rank_logs,
-                                              launching.mark_of(self.job.uid, item.name))
+                    item, folder, in_image = self._in_image(item, cwd)
+                    started = launching.start(item, binds, folder, log, rank_logs,
+                                              launching.mark_of(self.job.uid, item.name), in_image,
+                                              job_folder(self.job.uid))
                 else:
                     started = placement.start(planned.index(item), item, log)
                 running.append(started)
@@ -355,6 +407,7 @@ class Supervisor:
                              finished_at=utcnow())
                 if code != 0:
                     why = item.failure or f"{item.planned.name} exited with code {code}"
+                    self.failure_note = images.host_note((self.placed or images.Placed()).of(item.planned.role))
                     if self.spec.clean_task_policy is CleanTaskPolicy.NONE:
                         self._wait_others(running)  # the others run on; the job ends when they do
                     return why

@@ -16,13 +16,14 @@ initializers) cannot run here refuses the TrainJob with one line naming it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from millpond.datasets.fields import show
 from millpond.errors import UserError
 from millpond.training.job_fields import RuntimeLookup, cluster_only_notes, job_spec
 from millpond.training.pod_template import Container, env_pairs, no_command, read_pod, resources
-from millpond.training.spec import JobSpec, ReplicaSpec, Trainer
+from millpond.training.spec import ContainerImage, JobSpec, ReplicaSpec, Trainer
 
 BUILT_IN_TORCH = {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
     {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}}}]}}}
@@ -86,7 +87,7 @@ def trainjob_spec(body: dict[str, Any], runtimes: RuntimeLookup) -> tuple[JobSpe
         raise UserError(f"spec.runtimeRef: {label} has the {policy or 'no'} policy; only torch runs here yet")
     pod, where = _node_pod(runtime, label)
     try:
-        base = read_pod(pod, "node", where)
+        base = read_pod(pod, "node", where, _template_annotations(runtime))
     except UserError as exc:
         raise UserError(f"{label}: {exc}") from None
     trainer = spec.get("trainer") or {}
@@ -100,7 +101,7 @@ def trainjob_spec(body: dict[str, Any], runtimes: RuntimeLookup) -> tuple[JobSpe
     else:
         raise UserError(f"spec.trainer.numProcPerNode: {show(nproc_value)} is not a positive number or auto")
     env = (("PET_NPROC_PER_NODE", str(nproc)), ("WORLD_SIZE", str(nodes * nproc)), *container.env)
-    replica = ReplicaSpec("node", nodes, container.argv, container.resources, env)
+    replica = ReplicaSpec("node", nodes, container.argv, container.resources, env, container.image_spec)
     notes = cluster_only_notes(spec) + container.notes
     job = job_spec(body, Trainer.PYTORCH, (replica,), [container.image], {}, container.data,
                     container.data_dirs, {container.working_dir})
@@ -125,5 +126,24 @@ def _override(base: Container, trainer: dict[str, Any]) -> Container:
     env.update(env_pairs(trainer.get("env"), ["spec", "trainer", "env"]))
     wanted = trainer.get("resourcesPerNode")
     res = resources(wanted, ["spec", "trainer", "resourcesPerNode"]) if wanted else base.resources
+    in_image = base.image_spec
+    if image:
+        in_image = replace(in_image or ContainerImage(image), image=image)
+        if command:
+            in_image = replace(in_image, args_only=False, args=())
+        elif not base.has_command:
+            in_image = replace(in_image, args_only=True, args=tuple(args) or in_image.args)
+        if wanted:
+            in_image = replace(in_image, memory_bytes=res.memory_bytes if (wanted.get("limits") or {}).get("memory")
+                               else 0, cpus=res.cpu_millis / 1000 if (wanted.get("limits") or {}).get("cpu") else 0.0)
     return Container(argv, image, tuple(env.items()), res, base.working_dir, has_command, base.data,
-                     base.data_dirs, notes)
+                     base.data_dirs, notes, in_image)
+
+
+def _template_annotations(runtime: dict[str, Any]) -> dict[str, Any]:
+    """The runtime's ``node`` job's pod template annotations (its ``millpond.io/runtime``)."""
+    for job in (runtime.get("template") or {}).get("spec", {}).get("replicatedJobs") or []:
+        if job.get("name") == "node":
+            return (((job.get("template") or {}).get("spec") or {}).get("template") or {}).get(
+                "metadata", {}).get("annotations") or {}
+    return {}

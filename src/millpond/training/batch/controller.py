@@ -22,7 +22,9 @@ Job controller syncs a Job (every input read afresh, so a re-applied ``paralleli
    once its back-off passed (``MILLPOND_JOB_BACKOFF_S``, Kubernetes' 10 s, doubling to 6 min);
 6. each Pending pod starts once the machine's ledger grants what its container asks (cpu, memory,
    GPUs: ``CUDA_VISIBLE_DEVICES`` names the ones granted), else waits Pending, saying why, as an
-   unschedulable pod waits;
+   unschedulable pod waits; in the template's image when the runtime policy says so (``training.images``,
+   decided once, before the first pod starts: a pull the policy insists on that fails ends the Job
+   Failed with Kubernetes' reason, ``ErrImagePull``/``ErrImageNeverPull``);
 7. the status written when it changed (``status``), the pods' record too.
 
 Once the Job is finished the controller gives back what it holds (grants, its workload, its dataset
@@ -49,12 +51,13 @@ from millpond.datasets.config import load_config
 from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
+from millpond.runners.containers.images import ImagePullError
 from millpond.runners.processes import own_identity
 from millpond.scheduling.ledger import Holder, Ledger
 from millpond.scheduling.queues.submission import os_user
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import Resource, ResourceStore
-from millpond.training import instances
+from millpond.training import images, instances
 from millpond.training.batch import decisions, events, lifecycle
 from millpond.training.batch import status as job_status
 from millpond.training.batch.kinds import KIND
@@ -98,6 +101,7 @@ class Controller:
         self.held = ExitStack()
         self.binds: list[Bind] | None = None
         self.waiting_said = ""
+        self.placed: images.RoleRuntime | None = None  # where its pods run (the template's image or the host): once
 
     # ------------------------------------------------------------------ the loop
 
@@ -120,7 +124,9 @@ class Controller:
     def step(self, resource: Resource) -> bool:
         """One reconcile step; True once the Job finished."""
         settings = settings_of(resource.manifest)
-        container = read_pod(pod_spec(resource.manifest), "", ["spec", "template", "spec"])
+        template = resource.manifest["spec"].get("template") or {}
+        container = read_pod(pod_spec(resource.manifest), "", ["spec", "template", "spec"],
+                             (template.get("metadata") or {}).get("annotations"))
         self._reap(settings)
         ended = self._end_due(settings)
         if ended is None:
@@ -129,7 +135,9 @@ class Controller:
             else:
                 self._set_suspended(False)
                 self._create(settings)
-                self._start_pending(container)
+                ended = self._place(resource, container)
+                if ended is None:
+                    self._start_pending(container)
         self._write(settings)
         return ended is not None
 
@@ -150,12 +158,14 @@ class Controller:
                 self._update(name, phase=Phase.SUCCEEDED, exit_code=0, finished_at=now_iso(), reason="Completed")
                 continue
             self.last_failure = time.monotonic()
+            note = images.host_note(self.placed or images.RoleRuntime(None))
             if settings.restart_on_failure:  # the kubelet restarts the container in its pod
                 self._update(name, phase=Phase.PENDING, exit_code=code, restarts=pod.restarts + 1,
-                             reason="CrashLoopBackOff", message=f"the container exited with code {code}; restarting")
+                             reason="CrashLoopBackOff",
+                             message=f"the container exited with code {code}{note}; restarting")
             else:
                 self._update(name, phase=Phase.FAILED, exit_code=code, finished_at=now_iso(), reason="Error",
-                             message=f"the container exited with code {code}")
+                             message=f"the container exited with code {code}{note}")
 
     def _create(self, settings: JobSettings) -> None:
         """New Pending pods, up to what the Job wants running now (``decisions.pods_wanted``); above it (a lowered
@@ -194,14 +204,45 @@ class Controller:
                 continue
             self._start(pod, container, binds, grant.id, tuple(grant.gpus))
 
+    def _place(self, resource: Resource, container: Container) -> str | None:
+        """Where the pods run, decided before the first one starts (the image pulled then); "Failed" when the
+        policy insists on an image that cannot be had, else None."""
+        if self.placed is not None or not any(pod.phase == Phase.PENDING for pod in self.pods):
+            return None
+        try:
+            placed = images.decide_roles(
+                {"pod": container.image_spec}, namespace=self.namespace,
+                annotations=(resource.manifest.get("metadata") or {}).get("annotations") or {},
+                labels=images.owner_labels(KIND, self.namespace, self.name, self.uid), settings=self.settings,
+                log=getattr(sys.stdout, "buffer", None))
+        except ImagePullError as exc:
+            return self._fail(exc.reason, str(exc))
+        except MillpondError as exc:
+            return self._fail("JobFailed", str(exc))
+        images.record(job_folder(self.uid, self.settings), placed)
+        self.placed = placed.of("pod")
+        if self.placed.in_image is not None:
+            events.record(self.uid, "Pulled", f'Container image "{self.placed.in_image.image}" is present: the pods '
+                          f"run in it ({self.placed.in_image.runtime.name})", settings=self.settings)
+        elif placed.unused:
+            events.record(self.uid, "ImageNotUsed", placed.unused,
+                          "Normal" if "policy is host" in placed.unused else "Warning", settings=self.settings)
+        return None
+
     def _start(self, pod: JobPod, container: Container, binds: list[Bind], grant: str, gpus: tuple[int, ...]) -> None:
         env = {**dict(container.env), "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
         if pod.index is not None:
             env["JOB_COMPLETION_INDEX"] = str(pod.index)
-        planned = Planned(pod.name, "pod", pod.index or 0, pod.index or 0, container.argv, env, gpus)
+        role = self.placed or images.RoleRuntime(None)
+        argv, cwd, in_image = container.argv, self._cwd(container), images.for_instance(role, pod.name)
+        if role.in_image is not None and role.image is not None:
+            argv = images.instance_argv(argv, role.image, ())
+            cwd = images.cwd_in_image(role, container.working_dir, job_folder(self.uid, self.settings) / "work")
+        planned = Planned(pod.name, "pod", pod.index or 0, pod.index or 0, argv, env, gpus)
         try:
-            running = instances.start(planned, binds, self._cwd(container), Path(pod.log_path), None,
-                                      instances.mark_of(self.uid, pod.name))
+            running = instances.start(planned, binds, cwd, Path(pod.log_path), None,
+                                      instances.mark_of(self.uid, pod.name), in_image,
+                                      job_folder(self.uid, self.settings))
         except MillpondError as exc:
             self.ledger.release(grant)
             self.last_failure = time.monotonic()

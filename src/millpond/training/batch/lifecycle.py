@@ -37,6 +37,7 @@ from millpond.training.batch import status as job_status
 from millpond.training.batch.kinds import KIND
 from millpond.training.batch.manifest import settings_of
 from millpond.training.batch.pods import controller_log, ended_by_job, job_folder, read_pods, write_pods
+from millpond.training.images import remove_containers
 from millpond.training.instances import mark_of
 
 PROCESS_KIND = "batch-job"  # among the home's background processes (millpond ps)
@@ -107,6 +108,7 @@ def observed(store: ResourceStore, resource: Resource) -> Resource | None:
     pods = read_pods(resource.uid)
     end_groups([(pod.pid, pod.pid_start) for pod in pods if pod.active])
     end_marked(*(mark_of(resource.uid, pod.name) for pod in pods))
+    remove_containers(job_folder(resource.uid), resource.uid)  # a container does not end with its runtime's client
     pods = ended_by_job(pods, reason, why)
     status: dict[str, Any] = dict(fresh.status or {})
     conditions = list(status.get("conditions") or ())
@@ -126,6 +128,7 @@ def remove(store: ResourceStore, resource: Resource) -> None:
     pods = read_pods(resource.uid)
     end_groups([(pod.pid, pod.pid_start) for pod in pods if pod.active])
     end_marked(*(mark_of(resource.uid, pod.name) for pod in pods))
+    remove_containers(job_folder(resource.uid), resource.uid)
     store.delete(KIND, resource.name, resource.namespace)
     shutil.rmtree(job_folder(resource.uid), ignore_errors=True)
 
