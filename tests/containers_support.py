@@ -197,8 +197,8 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _debootstrap(tarball: Path) -> None:
-    """Debian's Python into ``tarball`` with mmdebstrap (written beside it, renamed when whole)."""
+def _debootstrap(tarball: Path, packages: tuple[str, ...] = PYTHON_PACKAGES) -> None:
+    """Debian's ``packages`` into ``tarball`` with mmdebstrap (written beside it, renamed when whole)."""
     if shutil.which("mmdebstrap") is None:
         unavailable(f"mmdebstrap is not installed ({INSTALL_HINT})")
     for leftover in tarball.parent.glob("partial-*"):  # of builds killed halfway (their process is gone)
@@ -207,7 +207,7 @@ def _debootstrap(tarball: Path) -> None:
             _remove(leftover)
     partial = tarball.with_name(f"partial-{os.getpid()}-{tarball.name}")  # mmdebstrap writes a tar for a .tar name
     log = tarball.with_suffix(".log")
-    argv = ["mmdebstrap", "--variant=essential", f"--include={','.join(PYTHON_PACKAGES)}", PYTHON_SUITE,
+    argv = ["mmdebstrap", "--variant=essential", f"--include={','.join(packages)}", PYTHON_SUITE,
             str(partial), debian_mirror()]
     try:
         with open(log, "w") as out:
@@ -218,24 +218,30 @@ def _debootstrap(tarball: Path) -> None:
     if done is None or done.returncode != 0 or not partial.is_file():
         _remove(partial)
         tail = "\n".join(_read(log).splitlines()[-15:])
-        unavailable(f"mmdebstrap could not make the Python base image (log {log}):\n{tail}")
+        unavailable(f"mmdebstrap could not make the image of {', '.join(packages)} (log {log}):\n{tail}")
     partial.rename(tarball)
 
 
 def ensure_python_image(runtime: ContainerRuntime) -> str:
     """PYTHON_IMAGE in the store, made from the cached tarball (made first when missing)."""
-    inputs = _digest(RECIPE_VERSION, "mmdebstrap --variant=essential", PYTHON_SUITE, *PYTHON_PACKAGES)
-    with _lock(PYTHON_IMAGE):
-        if image_inputs(runtime, PYTHON_IMAGE) == inputs:
-            return PYTHON_IMAGE
-        tarball = cache_dir() / f"python-{PYTHON_SUITE}-{inputs[:16]}.tar"
+    return ensure_debian_image(runtime, PYTHON_IMAGE, PYTHON_PACKAGES)
+
+
+def ensure_debian_image(runtime: ContainerRuntime, tag: str, packages: tuple[str, ...]) -> str:
+    """``tag``: Debian's ``packages`` (mmdebstrap, essential variant), made once from a cached tarball;
+    for images no Containerfile FROM the Python image can make (it has no apt): Open MPI's, say."""
+    inputs = _digest(RECIPE_VERSION, "mmdebstrap --variant=essential", PYTHON_SUITE, *packages)
+    with _lock(tag):
+        if image_inputs(runtime, tag) == inputs:
+            return tag
+        tarball = cache_dir() / f"debian-{PYTHON_SUITE}-{inputs[:16]}.tar"
         if not tarball.is_file():
-            _debootstrap(tarball)
-        before = image_id(runtime, PYTHON_IMAGE)
+            _debootstrap(tarball, packages)
+        before = image_id(runtime, tag)
         _run(runtime, "import", "--change", 'CMD ["python3"]', "--change", f"LABEL {INPUTS_LABEL}={inputs}",
-             str(tarball), PYTHON_IMAGE, timeout=BUILD_TIMEOUT_S)
+             str(tarball), tag, timeout=BUILD_TIMEOUT_S)
         _forget(runtime, before)
-    return PYTHON_IMAGE
+    return tag
 
 
 # -- images built from a Containerfile ---------------------------------------------------------------------

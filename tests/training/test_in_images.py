@@ -3,15 +3,13 @@ rendezvous exist only in its image, a 2-rank MPIJob whose launcher runs mpirun i
 of parallelism 2 (one pod on the image's entrypoint), the runtime policy (host; container with a missing
 image and ``imagePullPolicy: Never``) and a job deleted mid-run leaving no container.
 
-The images are built here from the machine's ``localhost/debian-python:test`` (see
-``../shared/notes/containers.md``), cached by name between runs; TODO(lead): switch ``train_image`` and
-``mpi_image`` to the shared fixtures of ``tests/containers_support.py`` once they land.
+The images come from the shared container test support (``tests/containers_support.py``: Debian packages,
+no image registry), cached between runs.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import textwrap
 import time
@@ -21,15 +19,14 @@ from typing import Any
 import pytest
 import yaml
 
-from millpond.runners.containers import runtimes
 from millpond.runners.containers.runtimes import ContainerRuntime
+from tests.containers_support import build_image, ensure_debian_image
 from tests.training_support import arena, record, wait_status
 
 pytestmark = pytest.mark.containers
 
-BASE = "localhost/debian-python:test"
-TRAIN_IMAGE = "localhost/millpond-test-train:c31"
-MPI_IMAGE = "localhost/millpond-test-mpi:c31"
+TRAIN_IMAGE = "localhost/millpond-test/train:1"
+MPI_IMAGE = "localhost/millpond-test/mpi:1"
 MARKER = "/etc/millpond-test-image"  # exists only in the test images: proves a process ran in one
 
 RENDEZVOUS = textwrap.dedent("""\
@@ -72,66 +69,22 @@ ENTRYPOINT = textwrap.dedent("""\
 """)
 
 
-def _runtime() -> ContainerRuntime:
-    found = runtimes.find("podman")
-    if isinstance(found, str):
-        pytest.skip(found)
-    return found
-
-
-def _exists(runtime: ContainerRuntime, image: str) -> bool:
-    return subprocess.run(runtime.argv("image", "exists", image), check=False).returncode == 0
-
-
-def _build(runtime: ContainerRuntime, image: str, folder: Path, files: dict[str, str], containerfile: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text)
-        (folder / name).chmod(0o755)
-    (folder / "Containerfile").write_text(containerfile)
-    done = subprocess.run(runtime.argv("build", "-q", "--network", "host", "-t", image, str(folder)),
-                          capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
+@pytest.fixture(scope="session")
+def train_image(python_image: str) -> str:
+    """An image holding the rendezvous script and an entrypoint, FROM the tests' Debian Python image."""
+    return build_image(
+        TRAIN_IMAGE,
+        f"FROM {python_image}\nCOPY rendezvous.py entry.sh /opt/train/\nRUN chmod +x /opt/train/entry.sh "
+        f"&& echo train-image > {MARKER}\nWORKDIR /opt/train\nENTRYPOINT [\"/opt/train/entry.sh\"]\n",
+        {"rendezvous.py": RENDEZVOUS, "entry.sh": ENTRYPOINT},
+    )
 
 
 @pytest.fixture(scope="session")
-def train_image(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """An image holding the rendezvous script and an entrypoint, FROM the machine's Debian Python image."""
-    runtime = _runtime()
-    if not _exists(runtime, BASE):
-        pytest.skip(f"no {BASE} image here (../shared/notes/containers.md makes one)")
-    _build(runtime, TRAIN_IMAGE, tmp_path_factory.mktemp("train-image"),
-           {"rendezvous.py": RENDEZVOUS, "entry.sh": ENTRYPOINT},
-           f"FROM {BASE}\nCOPY rendezvous.py entry.sh /opt/train/\nRUN echo train-image > {MARKER}\n"
-           'WORKDIR /opt/train\nENTRYPOINT ["/opt/train/entry.sh"]\n')
-    return TRAIN_IMAGE
-
-
-@pytest.fixture(scope="session")
-def mpi_image(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Debian's python3 and openmpi-bin, made with mmdebstrap (no image registry here), cached by name."""
-    runtime = _runtime()
-    if _exists(runtime, MPI_IMAGE):
-        return MPI_IMAGE
-    mirror = "http://deb.debian.org/debian"
-    if shutil.which("mmdebstrap") is None:
-        pytest.skip("mmdebstrap is not installed (apt-get install -y mmdebstrap)")
-    folder = tmp_path_factory.mktemp("mpi-image")
-    tar = folder / "rootfs.tar"
-    done = subprocess.run(["mmdebstrap", "--variant=essential", "--include=python3,openmpi-bin", "bookworm",
-                           str(tar), mirror], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        pytest.skip(f"mmdebstrap could not build the MPI image: {done.stderr.strip().splitlines()[-1:]}")
-    base = MPI_IMAGE + "-base"
-    subprocess.run(runtime.argv("import", str(tar), base), check=True, capture_output=True)
-    _build(runtime, MPI_IMAGE, folder / "context", {}, f"FROM {base}\nRUN echo mpi-image > {MARKER}\n")
-    return MPI_IMAGE
-
-
-@pytest.fixture
-def podman(home: Path) -> ContainerRuntime:
-    """The runtime the jobs of this test's home use (Podman: the one the images were built with)."""
-    return _runtime()
+def mpi_image(podman: ContainerRuntime) -> str:
+    """Debian's python3 and openmpi-bin (mmdebstrap: no image registry here), with the test images' marker."""
+    base = ensure_debian_image(podman, MPI_IMAGE + "-base", ("python3", "openmpi-bin"))
+    return build_image(MPI_IMAGE, f"FROM {base}\nRUN echo mpi-image > {MARKER}\n")
 
 
 def _containers(runtime: ContainerRuntime, owner: str, running_only: bool = False) -> list[str]:

@@ -98,7 +98,7 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
         spec = ProcessSpec(argv=list(planned.argv), env=dict(planned.env), cwd=cwd, log_path=log, binds=list(binds),
                            workspace=workspace, in_image=in_image)
         container = container_command(spec, marks)
-        argv, env, folder = container.argv, container.env, workspace or log.parent
+        argv, env, folder = container.argv, container.env, container.folder  # conmon writes its oom file there
     else:
         argv = list(planned.argv)
         if binds or sandbox_problem() is None:
