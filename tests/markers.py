@@ -66,6 +66,11 @@ class Slow:
 # test over ~5 s serial (~25 s loaded), or a parametrized test whose cases add up to over ~10 s serial.
 # Take an entry off once its test gets fast.
 SLOW = [Slow(test, why) for test, why in (
+    # tests/kfp_v1 in images
+    ("tests/kfp_v1/test_examples_in_images.py::test_seed002_runs_every_step_in_its_image",
+     "the first run builds the seeds' stand-in images from Debian packages (~2.5 min), then ~8 s"),
+    ("tests/kfp_v1/test_examples_in_images.py::test_seed003_runs_every_step_in_its_image",
+     "waits for the seeds' stand-in images (built once, ~2.5 min), then ~5 s"),
     # tests/kube
     ("tests/kube/test_kubectl_corpora.py::test_a_corpus_row_through_kubectl",
      "102 cases, ~90 s serial: every corpus row applied and deleted with the real kubectl"),

@@ -6,6 +6,8 @@
 #   docker.io/benjamintanweihao/kubeflow-mnist:latest  Python with scikit-learn, at the conda path the seed
 #                                                  runs (/opt/conda/envs/kubeflow-mnist/bin/python)
 #   docker.io/tensorflow/tensorflow:1.14.0-py3     Python with numpy (seed 003's my_divmod imports numpy)
+#   docker.io/library/python:3.7                   Debian's Python (3.11) standing in for kfp 1.x's default
+#                                                  base image (seed 003's add steps are plain Python)
 #
 # Each is FROM a Debian Python base with apt (mmdebstrap, ~30 s once); each build is skipped when the image exists.
 # Needs root, podman, runc and mmdebstrap (apt-get install -y podman runc mmdebstrap).
@@ -17,6 +19,8 @@ flags=(--runtime runc)
 [ -d /run/systemd/system ] || flags+=(--cgroup-manager cgroupfs --events-backend file)
 podman() { command podman "${flags[@]}" "$@"; }
 base=localhost/millpond-examples/debian-python:bookworm
+exec 9>"${TMPDIR:-/tmp}/millpond-example-images.lock"  # one build at a time (two seeds' scripts started together)
+flock 9
 
 have() { [ -z "${REBUILD:-}" ] && podman image exists "$1"; }
 
@@ -39,3 +43,4 @@ build() {  # build TAG CONTAINERFILE
 build docker.io/alpine/git:latest Containerfile.git
 build docker.io/benjamintanweihao/kubeflow-mnist:latest Containerfile.mnist
 build docker.io/tensorflow/tensorflow:1.14.0-py3 Containerfile.numpy
+if ! have docker.io/library/python:3.7; then podman tag "$base" docker.io/library/python:3.7; fi

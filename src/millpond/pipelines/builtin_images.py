@@ -10,3 +10,10 @@ CREATE_PVC_IMAGE = "argostub/createpvc"
 DELETE_PVC_IMAGE = "argostub/deletepvc"
 # A kfp 1.x VolumeSnapshotOp (pipelines.argo.to_ir): locally, a snapshot is a copy of the volume.
 SNAPSHOT_IMAGE = "millpond/argo-volume-snapshot"
+# The kfp 1.x translation's own small steps (pipelines.argo.to_ir): a raw input artifact written to a file, a
+# loop's items rendered. They run millpond's commands on the host; no image exists for them.
+RAW_ARTIFACT_IMAGE = "argo-raw-artifact"
+RENDER_ITEMS_IMAGE = "argo-render-items"
+# Images that name millpond's own steps, never a container image: the runtime policy leaves them alone.
+MILLPOND_STEP_IMAGES = frozenset({CREATE_PVC_IMAGE, DELETE_PVC_IMAGE, SNAPSHOT_IMAGE, RAW_ARTIFACT_IMAGE,
+                                  RENDER_ITEMS_IMAGE})

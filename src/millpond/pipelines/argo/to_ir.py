@@ -47,7 +47,7 @@ from millpond.pipelines.argo.step_config import (
     sidecar_script,
 )
 from millpond.pipelines.argo.templating import tags
-from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, SNAPSHOT_IMAGE
+from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, RAW_ARTIFACT_IMAGE, RENDER_ITEMS_IMAGE, SNAPSHOT_IMAGE
 from millpond.pipelines.workflow_limits import PLATFORM as LIMITS_PLATFORM
 from millpond.pipelines.workflow_limits import WorkflowLimits
 
@@ -204,7 +204,7 @@ class _Translator:
         task_name = f"argo-artifact-{len(tasks)}-{re.sub(r'[^a-z0-9-]+', '-', name.lower()).strip('-')}"
         label = f"exec-{task_name}"
         self.executors[label] = {"container": {
-            "image": "argo-raw-artifact", "command": ["sh", "-c", 'printf "%s" "$0" > "$1"'],
+            "image": RAW_ARTIFACT_IMAGE, "command": ["sh", "-c", 'printf "%s" "$0" > "$1"'],
             "args": ["{{$.inputs.parameters['text']}}", "{{$.outputs.artifacts['data'].path}}"]}}
         self.components[f"comp-{task_name}"] = {
             "executorLabel": label,
@@ -282,7 +282,9 @@ class _Translator:
             if variable.source is not None or variable.value is None:
                 continue  # from a secret, config map or the pod: the platform spec's entries
             env.append({"name": variable.name, "value": executor_text(variable.value, where)})
-        executor: dict[str, Any] = {"image": container.image, "command": text[:1], "args": text[1:]}
+        # an image from a pipeline parameter (seed 002's ``image=image``) is a placeholder, filled as the task starts
+        image = executor_text(container.image, f"{where}.image")
+        executor: dict[str, Any] = {"image": image, "command": text[:1], "args": text[1:]}
         if env:
             executor["env"] = env
         quantities = resources(container, patched_resources(t, where), where)
@@ -547,7 +549,7 @@ class _Translator:
                     words += [tag, f"{{{{$.inputs.parameters['{key}']}}}}"]
         label = f"exec-{name}"
         self.executors[label] = {"container": {
-            "image": "argo-render-items", "command": ["python3", "-c", _RENDER_ITEMS],
+            "image": RENDER_ITEMS_IMAGE, "command": ["python3", "-c", _RENDER_ITEMS],
             "args": [json.dumps(list(items)), "{{$.outputs.parameters['items'].output_file}}", *words]}}
         self.components[f"comp-{name}"] = {
             "executorLabel": label,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from millpond.errors import MillpondError, UserError
 from millpond.pipelines import ir
+from millpond.pipelines.builtin_images import MILLPOND_STEP_IMAGES
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
@@ -25,8 +26,10 @@ from millpond.runners.python_env import split_prelude
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     request = launch.the_request()
     image = _rendered_image(launch, run)
-    if not image:
+    if not image or image in MILLPOND_STEP_IMAGES:  # millpond's own steps run its commands, not an image
         return PROCEED
+    if image != launch.container.image:  # the row shows the image the task runs in, not its placeholder
+        run.store.update_task(launch.node.record_id or "", image=image)
     config = ir.kubernetes_config(run.run.platform_spec, launch.executor.label) or {}
     annotations = launch.platform.annotations if launch.platform else {}
     try:
