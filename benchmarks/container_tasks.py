@@ -13,14 +13,13 @@ from Debian packages by the tests' support when it is missing; no image registry
    runtime flags; median of ``--repeat``. Goal (issue 31): at most 1.2x the bare run.
 2. A chain of ``--tasks`` container components (each adds one to a number in a file), compiled by
    kfp: ``millpond run --runtime container`` and ``--runtime host`` (whole commands, fresh homes),
-   beside ``kfp.local.DockerRunner`` on the same pipeline, talking to Podman's Docker-compatible API
-   (``podman system service``): Docker's daemon is not installed on this machine, and the Docker
-   SDK works unchanged against Podman's socket.
+   beside ``kfp.local.DockerRunner`` on the same pipeline, talking to Docker's own daemon (Debian's
+   ``docker.io``, started on a private socket with the image loaded from Podman's store) when
+   ``dockerd`` is installed, else to Podman's Docker-compatible API (``podman system service``).
 3. Pulling a ~300 MB image from a local registry (Debian's docker-registry on loopback) into a store
    without it: ``millpond images pull`` beside a bare ``podman pull``.
 """
 
-from __future__ import annotations
 
 import argparse
 import os
@@ -37,6 +36,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # tests.containers_support: the image and the registry, as the tests make them
 BIN = Path(sys.executable).parent
+# Each step adds one to its input. It makes its output's folder itself: kfp.local's DockerRunner does not (the
+# KFP launcher and millpond do), and without it the step fails while kfp.local reports SUCCESS (it reads no exit
+# status from a container that was already removed).
+ADD_ONE = 'mkdir -p "$(dirname "$1")" && echo $(( $0 + 1 )) > "$1"'
 
 
 def _median(samples: list[float]) -> float:
@@ -79,7 +82,7 @@ def chain_pipeline(image: str, tasks: int, out: Path) -> Path:
 
     @dsl.container_component
     def add_one(x: int, y: dsl.OutputPath(int)):  # type: ignore[valid-type]
-        return dsl.ContainerSpec(image=image, command=["sh", "-c", 'echo $(( $0 + 1 )) > "$1"'], args=[x, y])
+        return dsl.ContainerSpec(image=image, command=["sh", "-c", ADD_ONE], args=[x, y])
 
     @dsl.pipeline(name="container-chain")
     def chain(start: int = 0):
@@ -116,16 +119,15 @@ from kfp import dsl, local
 local.init(runner=local.DockerRunner())
 @dsl.container_component
 def add_one(x: int, y: dsl.OutputPath(int)):
-    return dsl.ContainerSpec(image={image!r}, command=["sh", "-c", 'echo $(( $0 + 1 )) > "$1"'], args=[x, y])
+    return dsl.ContainerSpec(image={image!r}, command=["sh", "-c", ADD_ONE], args=[x, y])
 @dsl.pipeline(name="container-chain")
-def chain(start: int = 0) -> int:
+def chain(start: int = 0):
     previous = add_one(x=start)
     for _ in range({tasks} - 1):
         previous = add_one(x=previous.output)
-    return previous.output
 started = time.perf_counter()
-result = chain()
-print("RESULT", result, time.perf_counter() - started)
+chain()
+print("RESULT", time.perf_counter() - started)
 """
     with tempfile.TemporaryDirectory() as folder:
         env = {**os.environ, "DOCKER_HOST": f"unix://{socket_path}"}
@@ -138,20 +140,89 @@ print("RESULT", result, time.perf_counter() - started)
     return seconds
 
 
-def podman_service(runtime_argv: list[str], folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    path = str(folder / "podman.sock")
-    service = subprocess.Popen([*runtime_argv, "system", "service", "--time=0", f"unix://{path}"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def docker_daemon(runtime_argv: list[str], image: str, folder: Path) -> tuple[subprocess.Popen[bytes], str] | None:
+    """Docker's own daemon (Debian's docker.io) on a private socket and data root, holding ``image`` (loaded from
+    Podman's store): None when dockerd is not installed. No iptables rules and no bridge: the steps need no network."""
+    if shutil.which("dockerd") is None:
+        return None
+    path = str(folder / "docker.sock")
+    daemon = subprocess.Popen(["dockerd", "--data-root", str(folder / "docker"), "--exec-root", str(folder / "exec"),
+                               "--pidfile", str(folder / "docker.pid"), "-H", f"unix://{path}", "--iptables=false",
+                               "--bridge=none"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_socket(path)
+    saved = subprocess.Popen([*runtime_argv, "save", image], stdout=subprocess.PIPE)
+    subprocess.run(["docker", "load", "-q"], stdin=saved.stdout, env={**os.environ, "DOCKER_HOST": f"unix://{path}"},
+                   check=True, capture_output=True)
+    saved.wait()
+    return daemon, path
+
+
+def _wait_for_socket(path: str) -> None:
     for _ in range(100):
         if os.path.exists(path):
             with socket.socket(socket.AF_UNIX) as probe:
                 try:
                     probe.connect(path)
-                    break
+                    return
                 except OSError:
                     pass
         time.sleep(0.1)
+
+
+def podman_service(runtime_argv: list[str], ulimits: list[str], folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Podman's Docker-compatible API on a socket, with the ulimits this machine needs as its defaults (the Docker
+    SDK's containers get no ``--ulimit`` flags: without them runc cannot start one here)."""
+    path = str(folder / "podman.sock")
+    conf = folder / "containers.conf"
+    pairs = zip(ulimits[::2], ulimits[1::2], strict=True)
+    limits = ", ".join(f'"{value}"' for flag, value in pairs if flag == "--ulimit")
+    conf.write_text(f"[containers]\ndefault_ulimits = [{limits}]\n")
+    service = subprocess.Popen([*runtime_argv, "system", "service", "--time=0", f"unix://{path}"],
+                               env={**os.environ, "CONTAINERS_CONF": str(conf)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_for_socket(path)
     return service, path
+
+
+def pull(runtime_argv: list[str], image: str, size_mb: int) -> tuple[float, float, float]:
+    """(image size MB, millpond images pull s, bare podman pull s): each into a store without the image."""
+    from tests import containers_support as support
+
+    big = support.build_image(
+        f"localhost/millpond-bench/big:{size_mb}",
+        f"FROM {image}\nRUN head -c {size_mb - 150}M /dev/urandom > /opt/filler.bin\n",
+    )
+    registry = support.start_registry(support.podman())
+    try:
+        remote = registry.push(big, f"bench/big:{size_mb}")
+        env = {**os.environ, **registry.env()}
+        auth = Path(registry.folder) / "auth.json"
+        auth.write_text(registry.dockerconfigjson())  # the user's registry login, as `podman login` keeps it
+        size = subprocess.run([*runtime_argv, "image", "inspect", "--format", "{{.Size}}", big],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+        def timed(argv: list[str], extra: dict[str, str]) -> float:
+            """One pull into an empty store of its own (CONTAINERS_STORAGE_CONF): no layer is there already."""
+            with tempfile.TemporaryDirectory(dir="/var/tmp") as store:
+                conf = Path(store) / "storage.conf"
+                conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{store}/graph"\n'
+                                f'runroot = "{store}/run"\n')
+                started = time.perf_counter()
+                done = subprocess.run(argv, env={**env, **extra, "CONTAINERS_STORAGE_CONF": str(conf)},
+                                      capture_output=True, text=True)
+                seconds = time.perf_counter() - started
+                assert done.returncode == 0, done.stdout[-1000:] + done.stderr[-1000:]
+                subprocess.run([*runtime_argv, "rmi", "-af"], env={**env, "CONTAINERS_STORAGE_CONF": str(conf)},
+                               capture_output=True)
+                return seconds
+
+        with tempfile.TemporaryDirectory() as home:
+            ours = timed([str(BIN / "millpond"), "images", "pull", remote], {"MILLPOND_HOME": home,
+                                                                             "REGISTRY_AUTH_FILE": str(auth)})
+        bare = timed([*runtime_argv, "pull", "--authfile", str(auth), remote], {})
+    finally:
+        registry.stop()
+    return int(size) / 1e6, ours, bare
 
 
 def main() -> None:
@@ -166,7 +237,7 @@ def main() -> None:
     runtime = find("podman")
     if isinstance(runtime, str):
         raise SystemExit(f"podman does not work here: {runtime}")
-    image = support.ensure_python_image()
+    image = support.ensure_python_image(runtime)
     print(f"image: {image}; runtime: podman {runtime.version}; {os.cpu_count()} CPUs")
 
     ours, bare, host = overhead(image, args.repeat)
@@ -180,24 +251,24 @@ def main() -> None:
         pipeline = chain_pipeline(image, args.tasks, Path(folder))
         in_images = millpond_chain(pipeline, "container")
         on_host = millpond_chain(pipeline, "host")
-        service, path = podman_service(runtime.argv(), Path(folder))
+        started = docker_daemon(runtime.argv(), image, Path(folder))
+        peer_name = "Docker " + subprocess.run(["dockerd", "--version"], capture_output=True, text=True).stdout.split(
+            ",")[0].replace("Docker version ", "") if started else "Podman's Docker API"
+        service, path = started or podman_service(runtime.argv(), runtime.run_flags(), Path(folder))
         try:
             peer = kfp_local_chain(image, args.tasks, path)
         finally:
             service.terminate()
-            service.wait(10)
+            service.wait(30)
     print(f"\n2. a chain of {args.tasks} container components (whole commands, s)")
     peer_text = f"{peer:7.1f}" if isinstance(peer, float) else f"n/a ({peer})"
     ratio = f"{peer / in_images:.2f}x" if isinstance(peer, float) else "n/a"
-    print(f"   millpond --runtime container {in_images:7.1f}   kfp.local DockerRunner (Podman API) {peer_text}   "
+    print(f"   millpond --runtime container {in_images:7.1f}   kfp.local DockerRunner ({peer_name}) {peer_text}   "
           f"kfp.local / millpond {ratio}   millpond --runtime host {on_host:6.1f}")
 
-    pulled = support.pull_benchmark(image) if hasattr(support, "pull_benchmark") else None
-    if pulled:
-        size_mb, ours_s, bare_s = pulled
-        print(f"\n3. pull of a {size_mb:.0f} MB image from a local registry (s)")
-        print(f"   millpond images pull {ours_s:6.1f}   bare podman pull {bare_s:6.1f}   ratio {ours_s / bare_s:.2f}x")
-    shutil.rmtree(Path(tempfile.gettempdir()) / "millpond-bench-none", ignore_errors=True)
+    size_mb, ours_s, bare_s = pull(runtime.argv(), image, 300)
+    print(f"\n3. pull of a {size_mb:.0f} MB image from a local registry into a store without it (s)")
+    print(f"   millpond images pull {ours_s:6.1f}   bare podman pull {bare_s:6.1f}   ratio {ours_s / bare_s:.2f}x")
 
 
 if __name__ == "__main__":
