@@ -119,7 +119,7 @@ from kfp import dsl, local
 local.init(runner=local.DockerRunner())
 @dsl.container_component
 def add_one(x: int, y: dsl.OutputPath(int)):
-    return dsl.ContainerSpec(image={image!r}, command=["sh", "-c", ADD_ONE], args=[x, y])
+    return dsl.ContainerSpec(image={image!r}, command=["sh", "-c", {ADD_ONE!r}], args=[x, y])
 @dsl.pipeline(name="container-chain")
 def chain(start: int = 0):
     previous = add_one(x=start)

@@ -89,7 +89,8 @@ def cache_key(
         "outputs": component.raw.get("outputDefinitions", {}),
         # a kfp 1.x step's Argo paths (``argo.paths``) only when it has them: other keys stay as they were
         "container": {k: raw.get(k) for k in ("image", "command", "args", "env", "resources")}
-        | ({"argoPaths": raw["argoPaths"]} if "argoPaths" in raw else {}),
+        | ({"argoPaths": raw["argoPaths"]} if "argoPaths" in raw else {})
+        | ({"argoSidecars": raw["argoSidecars"]} if "argoSidecars" in raw else {}),
         "platform": platform,
         "parameters": inputs.parameters,
         "artifacts": {

@@ -16,11 +16,12 @@ import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 from millpond.datasets.node_mounts import mount_all
 from millpond.errors import MillpondError, TaskFailure, UserError
 from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
+from millpond.pipelines.argo.paths import SIDECARS_FIELD as ARGO_SIDECARS
 from millpond.pipelines.argo.paths import from_ir as argo_paths
 from millpond.pipelines.argo.placement import Placement
 from millpond.pipelines.outcomes import TaskOutcome
@@ -28,7 +29,17 @@ from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
 from millpond.pipelines.values import from_output_file
 from millpond.pipelines.views import ComponentSpec
-from millpond.runners.base import Bind, DatasetBind, Demand, InImage, Packages, ProcessResult, ProcessSpec, Runner
+from millpond.runners.base import (
+    Bind,
+    DatasetBind,
+    Demand,
+    InImage,
+    Packages,
+    ProcessResult,
+    ProcessSpec,
+    Runner,
+    Sidecar,
+)
 from millpond.runners.containers import kfp_sdk
 from millpond.runners.containers.command import OWNER_LABEL
 from millpond.runners.containers.policy import Decision, ImageRequest, UnusedImages, decide
@@ -170,7 +181,7 @@ class ContainerLauncher:
         executor_input["outputs"]["outputFile"] = staging.task_output_file
         context = PlaceholderContext(executor_input, job=self._job_placeholders(request))
 
-        decision = self._where(request)
+        decision, sidecars = self._where(request, context)
         in_image = decision is not None and decision.runtime is not None
         program = self._program(request, context, cancel) if not in_image else self._image_program(request, context)
         env = self._environment(request, context, program.python_bin, tmpdir)
@@ -190,7 +201,7 @@ class ContainerLauncher:
             demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
             datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
             carried=list(request.carried), packages=program.packages,
-            in_image=self._in_image(request, decision) if in_image and decision else None,
+            in_image=self._in_image(request, decision, sidecars) if in_image and decision else None,
         )
         if self.slots is None:
             result = self.runner.run(spec, cancel)
@@ -202,19 +213,25 @@ class ContainerLauncher:
             outcome.error += f" (image {decision.image} was not used: {decision.reason})"
         return outcome
 
-    def _where(self, request: TaskRequest) -> Decision | None:
-        """In its image or on the host (None: it names no image); the task's log says which, and why.
+    def _where(
+        self, request: TaskRequest, context: PlaceholderContext
+    ) -> tuple[Decision | None, tuple[Sidecar, ...]]:
+        """In its image or on the host (None: it names no image), with its sidecars in theirs; the task's log says
+        which, and why. A step whose sidecar cannot run in its own image runs on the host with its sidecars.
 
         On a Ray node (cluster mode) tasks run on the node's host: images are not carried there yet.
         """
         if request.image is None:
-            return None
+            return None, ()
+        sidecars: tuple[Sidecar, ...] = ()
         if getattr(self.runner, "fetches_inputs", False):
             decision = Decision(request.image.image, None, "cluster mode runs tasks on the Ray nodes' hosts")
         else:
             request.log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(request.log_path, "ab") as log:
                 decision = decide(request.image, log)
+                if decision.runtime is not None and request.container.get(ARGO_SIDECARS):
+                    decision, sidecars = self._sidecars(request, context, decision, log)
         if decision.runtime is not None:
             _log(request, f"running in image {decision.image} ({decision.runtime.name})")
         else:
@@ -223,12 +240,34 @@ class ContainerLauncher:
             self.images_not_used.add(decision)
         if request.on_placed is not None:
             request.on_placed(decision)
-        return decision
+        return decision, sidecars
 
-    def _in_image(self, request: TaskRequest, decision: Decision) -> InImage:
+    def _sidecars(
+        self, request: TaskRequest, context: PlaceholderContext, main: Decision, log: IO[bytes]
+    ) -> tuple[Decision, tuple[Sidecar, ...]]:
+        """The step's sidecars (``argoSidecars``), each decided in its own image under the step's policy and pull
+        secrets; the host for the whole step when one of them cannot run in its image."""
+        assert request.image is not None
+        sidecars = []
+        for record in request.container[ARGO_SIDECARS]:
+            image = context.substitute(str(record["image"])).strip()
+            wanted = ImageRequest(image, policy=request.image.policy, pull_secrets=request.image.pull_secrets)
+            decision = decide(wanted, log)
+            if decision.runtime is None:
+                return Decision(main.image, None, f"sidecar {record['name']!r}: image {image} not used: "
+                                                  f"{decision.reason}"), ()
+            command, args = list(record.get("command") or []), list(record.get("args") or [])
+            sidecars.append(Sidecar(
+                name=str(record["name"]), image=image, argv=tuple(command + args), args_only=not command,
+                env={str(e["name"]): str(e["value"]) for e in record.get("env") or []},
+                mirror_binds=bool(record.get("mirrorVolumeMounts")),
+            ))
+        return main, tuple(sidecars)
+
+    def _in_image(self, request: TaskRequest, decision: Decision, sidecars: tuple[Sidecar, ...]) -> InImage:
         assert decision.runtime is not None and request.image is not None
         return InImage(
-            runtime=decision.runtime, image=decision.image, args_only=request.image.args_only,
+            runtime=decision.runtime, image=decision.image, args_only=request.image.args_only, sidecars=sidecars,
             memory_bytes=request.memory_limit, cpus=request.cpu_limit, shm_bytes=request.image.shm_bytes,
             labels={OWNER_LABEL: f"run/{request.run_id}", "io.millpond.task": request.task_id},
         )
@@ -242,6 +281,8 @@ class ContainerLauncher:
         """
         command = list(request.container.get("command") or [])
         args = list(request.container.get("args") or [])
+        if request.container.get(ARGO_SIDECARS) and command == ["sh"] and args[:1] == ["-c"] and len(args) >= 3:
+            command, args = args[3:], []  # the host's wrapper (``step_config.sidecar_script``) less: they have theirs
         prelude = split_prelude(command)
         needs_sdk = prelude is not None and not prelude.requirements
         if needs_sdk and prelude is not None:

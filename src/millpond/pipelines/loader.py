@@ -31,6 +31,8 @@ from millpond.documents import MAX_TEXT_CHARS, load_yaml_documents
 from millpond.errors import UserError
 from millpond.pipelines.argo.package import is_archive_name, read_package
 from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
+from millpond.pipelines.argo.paths import SIDECARS_FIELD as ARGO_SIDECARS
+from millpond.pipelines.argo.paths import check_sidecars
 from millpond.pipelines.argo.paths import from_ir as argo_paths
 from millpond.pipelines.argo.reader import is_argo_workflow, read_workflow
 from millpond.pipelines.argo.to_ir import translate
@@ -198,25 +200,32 @@ def _check_deployment(spec: dict[str, Any], source: str) -> None:
     except json_format.ParseError as exc:
         problem = str(exc).splitlines()[0]
         raise UserError(f"{source}: invalid deploymentSpec: {problem}") from None
-    for label, record in argo.items():
-        deployment["executors"][label]["container"][ARGO_PATHS] = record
+    for label, records in argo.items():
+        deployment["executors"][label]["container"].update(records)
     spec["deploymentSpec"] = deployment
 
 
-def _argo_paths(deployment: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``deployment`` less each container's ``argoPaths`` (a kfp 1.x step's fixed paths, ``argo.paths``),
-    and those records, checked: protobuf knows no such field, so they are put back after it checked the rest."""
+def _argo_paths(deployment: dict[str, Any], source: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``deployment`` less each container's ``argoPaths`` (a kfp 1.x step's fixed paths, ``argo.paths``) and
+    ``argoSidecars``, and those records by executor, checked: protobuf knows no such fields, so they are put
+    back after it checked the rest."""
     executors = deployment.get("executors")
     if not isinstance(executors, dict):
         return deployment, {}
     stripped = dict(executors)
-    taken: dict[str, Any] = {}
+    taken: dict[str, dict[str, Any]] = {}
     for label, executor_spec in executors.items():
         container = executor_spec.get("container") if isinstance(executor_spec, dict) else None
-        if isinstance(container, dict) and ARGO_PATHS in container:
-            argo_paths(container[ARGO_PATHS], f"{source}: executor {label!r}")
-            stripped[label] = {**executor_spec, "container": {k: v for k, v in container.items() if k != ARGO_PATHS}}
-            taken[label] = container[ARGO_PATHS]
+        if not isinstance(container, dict) or not (ARGO_PATHS in container or ARGO_SIDECARS in container):
+            continue
+        where = f"{source}: executor {label!r}"
+        if ARGO_PATHS in container:
+            argo_paths(container[ARGO_PATHS], where)
+        if ARGO_SIDECARS in container:
+            check_sidecars(container[ARGO_SIDECARS], where)
+        private = (ARGO_PATHS, ARGO_SIDECARS)
+        stripped[label] = {**executor_spec, "container": {k: v for k, v in container.items() if k not in private}}
+        taken[label] = {k: container[k] for k in private if k in container}
     return {**deployment, "executors": stripped}, taken
 
 

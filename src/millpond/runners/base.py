@@ -64,6 +64,22 @@ class Packages:
 
 
 @dataclass(frozen=True)
+class Sidecar:
+    """A container started beside the main one and removed when it ends (an Argo step's sidecar), in its image.
+
+    ``argv`` is its command and args (``args_only``: args alone, run by the image's entrypoint); ``env`` its own
+    variables; ``binds``: the main container's mounts, when it mirrors them (``mirrorVolumeMounts``).
+    """
+
+    name: str
+    image: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    args_only: bool = False
+    mirror_binds: bool = False
+
+
+@dataclass(frozen=True)
 class InImage:
     """Run the process in ``image`` with ``runtime`` (``containers.policy.decide`` chose it), not on the host.
 
@@ -78,6 +94,7 @@ class InImage:
     cpus: float | None = None
     shm_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    sidecars: tuple[Sidecar, ...] = ()  # started before the process, each in its own image, removed after it
 
 
 @dataclass

@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
-from millpond.runners.base import InImage, ProcessSpec
+from millpond.errors import TaskFailure
+from millpond.runners.base import InImage, ProcessSpec, Sidecar
 from millpond.runners.containers import sweep
-from millpond.runners.containers.command import ENGINE_LABEL, ContainerLimits, ContainerRun, run_argv, task_env
+from millpond.runners.containers.command import (
+    ENGINE_LABEL,
+    SIDECAR_LABEL,
+    ContainerLimits,
+    ContainerRun,
+    run_argv,
+    task_env,
+)
 from millpond.runners.guardian import TOKEN_VAR, guardian
+from millpond.runners.process_groups import MARK_VAR
 
 OOM_EXIT = 137
 
@@ -32,7 +43,7 @@ class Started:
     # The runtime client's working folder: conmon writes an ``oom`` file into its own working folder when
     # the kernel OOM-kills the container (podman's own OOMKilled stays false with runc on cgroups v1).
     folder: Path
-
+    sidecars: tuple[str, ...] = ()  # the names of the sidecar containers started beside it
 
 def _granted_gpus(env: dict[str, str]) -> tuple[str, ...]:
     """The GPUs the ledger granted (the task's own CUDA_VISIBLE_DEVICES), unless they are test-only fakes."""
@@ -61,15 +72,49 @@ def container_command(spec: ProcessSpec, extra_env: dict[str, str] | None = None
         labels=labels,
     )
     argv, environment = run_argv(image.runtime, run)
-    return Started(argv, environment, run.name, Path(tempfile.mkdtemp(prefix="millpond-conmon-")))
+    folder = Path(tempfile.mkdtemp(prefix="millpond-conmon-"))
+    sidecars: list[str] = []
+    try:
+        for sidecar in image.sidecars:
+            sidecars.append(_start_sidecar(image, sidecar, run, env, labels, folder))
+    except BaseException:
+        sweep.remove(image.runtime, *sidecars)
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return Started(argv, environment, run.name, folder, tuple(sidecars))
 
 
-def finish(image: InImage, started: Started, exit_code: int, stopped: bool) -> str | None:
+def _start_sidecar(image: InImage, sidecar: Sidecar, main: ContainerRun, env: dict[str, str],
+                   labels: dict[str, str], folder: Path) -> str:
+    """Start one sidecar in the background, in its own image, on the host's network beside the main container."""
+    run = ContainerRun(
+        image=sidecar.image, argv=list(sidecar.argv),
+        env={**{k: v for k, v in env.items() if k in (TOKEN_VAR, MARK_VAR)}, **sidecar.env},
+        cwd=main.cwd, binds=main.binds if sidecar.mirror_binds else [], same_paths=[main.cwd],
+        args_only=sidecar.args_only, labels={**labels, SIDECAR_LABEL: sidecar.name},
+        name=f"{main.name}-{sidecar.name}"[:120], detached=True,
+    )
+    argv, environment = run_argv(image.runtime, run)
+    done = subprocess.run(argv, env=environment, cwd=folder, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise TaskFailure(f"sidecar {sidecar.name!r} did not start in image {sidecar.image}: {said}")
+    return run.name
+
+
+def finish(image: InImage, started: Started, exit_code: int, stopped: bool, log: IO[bytes] | None = None) -> str | None:
     """After the runtime's client exited: remove the container when the client was stopped (``--rm`` did
-    otherwise); the reason ``OOMKilled`` when the kernel killed it for its memory limit."""
+    otherwise) and its sidecars (their output appended to ``log``); the reason ``OOMKilled`` when the kernel
+    killed it for its memory limit."""
     oom = exit_code == OOM_EXIT and (started.folder / "oom").exists()
     shutil.rmtree(started.folder, ignore_errors=True)
-    if stopped or exit_code < 0:
-        sweep.remove(image.runtime, started.name)
+    for name in started.sidecars:
+        said = subprocess.run(image.runtime.argv("logs", name), stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60)
+        if log is not None and said.returncode == 0 and (said.stdout or said.stderr):
+            log.write(f"[millpond] sidecar {name.rsplit('-', 1)[-1]}:\n".encode() + said.stdout + said.stderr)
+    if stopped or exit_code < 0 or started.sidecars:
+        sweep.remove(image.runtime, *((started.name,) if stopped or exit_code < 0 else ()), *started.sidecars)
     return "OOMKilled" if oom else None
 

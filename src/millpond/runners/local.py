@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 
+from millpond.errors import TaskFailure
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.guardian import die_with_parent, guardian
 from millpond.runners.in_image import container_command, finish
@@ -36,7 +37,10 @@ class LocalRunner:
         mark = marked()
         started_in_image = None
         if spec.in_image is not None:  # the runtime's run: its client is the process watched here
-            started_in_image = container_command(spec, {**guardian().env(), **mark})
+            try:
+                started_in_image = container_command(spec, {**guardian().env(), **mark})
+            except TaskFailure as exc:  # a sidecar that could not start
+                return ProcessResult(exit_code=-1, seconds=0.0, error=str(exc))
             argv, env = started_in_image.argv, started_in_image.env
         elif os.sep not in argv[0] and shutil.which(argv[0], path=spec.env.get("PATH")) is None:
             return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
@@ -73,12 +77,12 @@ class LocalRunner:
             code = proc.wait()
             SWEEP_BEHIND.add(mark[MARK_VAR])  # what it left running in other sessions and groups
             reason = self.watchdog.release(proc.pid)
-        kind = None
-        if started_in_image is not None and spec.in_image is not None:
-            kind = finish(spec.in_image, started_in_image, exit_status(code), stopped=reason is not None)
-            if kind == "OOMKilled" and reason is None:
-                limit = spec.in_image.memory_bytes
-                reason = "OOMKilled: the container went over its memory limit" + (f" ({limit} bytes)" if limit else "")
+            kind = None
+            if started_in_image is not None and spec.in_image is not None:
+                kind = finish(spec.in_image, started_in_image, exit_status(code), stopped=reason is not None, log=log)
+        if kind == "OOMKilled" and reason is None and spec.in_image is not None:
+            limit = spec.in_image.memory_bytes
+            reason = "OOMKilled: the container went over its memory limit" + (f" ({limit} bytes)" if limit else "")
         return ProcessResult(exit_code=exit_status(code), seconds=time.monotonic() - started, error=reason,
                              reason=kind)
 

@@ -22,6 +22,10 @@ from typing import Any
 from millpond.errors import UserError
 
 FIELD = "argoPaths"  # the container's key (loader tolerates it beside protobuf's fields)
+# A kfp 1.x step's sidecars (``to_ir``): each one's name, image, command, args and plain env, so that a step that
+# runs in its image starts each sidecar in its own image (``launcher``); on the host the step's wrapper script
+# (``step_config.sidecar_script``) starts them. The loader tolerates it as it does FIELD.
+SIDECARS_FIELD = "argoSidecars"
 _KERNEL_TREES = ("/proc", "/sys", "/dev")
 _MAX_PATH = 1024
 # kfp 1.x's UI outputs: a ContainerOp writes them at the root without declaring them.
@@ -132,3 +136,20 @@ def from_ir(value: object, where: str) -> ArgoPaths:
             raise UserError(f"{at}: an input needs a name or raw text, not both")
         inputs.append(InputPath(path=check_path(entry.get("path"), at), name=name, raw=raw))
     return ArgoPaths(tuple(outputs), tuple(inputs))
+
+
+def check_sidecars(record: object, where: str) -> None:
+    """An ``argoSidecars`` record as ``to_ir`` writes it; a UserError naming what is wrong (a hand-edited IR)."""
+    if not isinstance(record, list):
+        raise UserError(f"{where}: {SIDECARS_FIELD} must be a list")
+    for index, item in enumerate(record):
+        at = f"{where}: {SIDECARS_FIELD}[{index}]"
+        if not isinstance(item, dict) or not all(isinstance(item.get(key), str) for key in ("name", "image")):
+            raise UserError(f"{at} needs a name and an image")
+        for key in ("command", "args"):
+            if not isinstance(item.get(key, []), list) or not all(isinstance(w, str) for w in item.get(key, [])):
+                raise UserError(f"{at}.{key} must be a list of strings")
+        env = item.get("env", [])
+        if not isinstance(env, list) or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
+                                                and isinstance(e.get("value"), str) for e in env):
+            raise UserError(f"{at}.env must be a list of name/value pairs")

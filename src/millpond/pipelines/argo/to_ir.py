@@ -35,6 +35,7 @@ from millpond.durations import parse_iso8601_duration
 from millpond.errors import UserError
 from millpond.pipelines.argo.model import Resource, Task, Template, Workflow
 from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
+from millpond.pipelines.argo.paths import SIDECARS_FIELD as ARGO_SIDECARS
 from millpond.pipelines.argo.paths import UI_OUTPUTS, ArgoPaths, InputPath, OutputPath, check_path
 from millpond.pipelines.argo.step_config import (
     INPUT,
@@ -292,6 +293,14 @@ class _Translator:
             executor["resources"] = quantities
         if paths.outputs or paths.inputs:
             executor[ARGO_PATHS] = paths.to_ir()
+        if t.sidecars:
+            executor[ARGO_SIDECARS] = [{
+                "name": sidecar.name, "image": executor_text(sidecar.container.image, f"{where}.sidecars"),
+                "command": list(sidecar.container.command), "args": list(sidecar.container.args),
+                "env": [{"name": v.name, "value": v.value} for v in sidecar.container.env
+                        if v.source is None and v.value is not None],
+                "mirrorVolumeMounts": sidecar.mirror_volume_mounts,
+            } for sidecar in t.sidecars]
         label = f"exec-{t.name}"
         self.executors[label] = {"container": executor}
         if platform:

@@ -26,6 +26,7 @@ from millpond.runners.containers.runtimes import ContainerRuntime
 
 ENGINE_LABEL = "io.millpond.engine"
 OWNER_LABEL = "io.millpond.owner"
+SIDECAR_LABEL = "io.millpond.sidecar"  # on a sidecar's container: its name
 NAME_PREFIX = "millpond-"
 # Variables that describe the host, not the task: the image brings its own.
 HOST_ONLY = frozenset({
@@ -58,6 +59,7 @@ class ContainerRun:
     limits: ContainerLimits = field(default_factory=ContainerLimits)
     labels: dict[str, str] = field(default_factory=dict)
     name: str = field(default_factory=lambda: NAME_PREFIX + secrets.token_hex(6))
+    detached: bool = False  # started in the background (a sidecar): ``run -d``, its output read with ``logs``
 
 
 def task_env(env: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -95,7 +97,8 @@ def run_argv(runtime: ContainerRuntime, run: ContainerRun) -> tuple[list[str], d
     if run.limits.gpus:  # CDI devices appear inside as 0..N-1
         variables["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(run.limits.gpus)))
         variables["NVIDIA_VISIBLE_DEVICES"] = "all"
-    words = ["run", "--rm", "--name", run.name, "--init", "--network", "host", "--pull", "never", "-i=false"]
+    words = ["run", "--rm", "--name", run.name, "--init", "--network", "host", "--pull", "never",
+             "-d" if run.detached else "-i=false"]
     words += runtime.run_flags()
     for key, value in sorted(run.labels.items()):
         words += ["--label", f"{key}={value}"]
