@@ -13,7 +13,7 @@ import pytest
 
 from millpond.datasets.mounts import is_mounted
 from tests.conftest import spawn_cli, task
-from tests.containers_support import Registry, build_image, millpond_containers
+from tests.containers_support import Registry, build_image, free_ports, millpond_containers
 from tests.datasets_support import manifest
 
 HERE = Path(__file__).parent / "pipelines"
@@ -128,6 +128,61 @@ def test_a_kfp_v1_containerop_whose_entrypoint_exists_only_in_its_image(
     assert "consumed 41 hello from the image" in consumed
     # the workflow's imagePullSecrets name a secret that does not exist: pulled without it, as the kubelet does
     assert "imagePullSecret 'not-created' not found: pulling without it" in Path(said["log"]).read_text()
+
+
+SIDECAR_WORKFLOW = """\
+apiVersion: argoproj.io/v1alpha1
+kind: Workflow
+metadata:
+  generateName: sidecar-in-image-
+  annotations: {pipelines.kubeflow.org/kfp_sdk_version: 1.8.22,
+    pipelines.kubeflow.org/pipeline_spec: '{"name": "sidecar-in-image"}'}
+  labels: {pipelines.kubeflow.org/kfp_sdk_version: 1.8.22}
+spec:
+  entrypoint: sidecar-in-image
+  templates:
+  - name: fetch
+    container:
+      image: MAIN
+      command: [python3, -c]
+      args:
+      - |
+        import time, urllib.request
+        for _ in range(100):
+            try:
+                print("fetched:", urllib.request.urlopen("http://127.0.0.1:PORT/hello.txt").read().decode().strip())
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise SystemExit("the sidecar never answered")
+    sidecars:
+    - name: web
+      image: SIDECAR
+      command: [sh, -c, 'mkdir -p /www && echo "from the busybox sidecar" > /www/hello.txt && exec httpd -f -p PORT -h /www']
+  - name: sidecar-in-image
+    dag:
+      tasks:
+      - {name: fetch, template: fetch}
+  arguments:
+    parameters: []
+"""
+
+
+def test_a_kfp_v1_sidecar_runs_in_its_own_image_beside_the_step(
+    cli, tmp_path: Path, python_image: str, busybox_image: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("MILLPOND_RUNTIME", "container")
+    workflow = tmp_path / "sidecar.yaml"
+    workflow.write_text(SIDECAR_WORKFLOW.replace("MAIN", python_image).replace("SIDECAR", busybox_image)
+                        .replace("PORT", str(free_ports(1)[0])))
+    result = cli("run", workflow, "-o", "json")
+    assert result.code == 0, result.err
+    run = result.json()
+    assert run["state"] == "SUCCEEDED", run
+    log = Path(task(run, "fetch")["log"]).read_text()
+    assert "fetched: from the busybox sidecar" in log  # httpd exists only in the sidecar's image
+    assert _wait_until_none_left() == []
 
 
 def test_host_policy_says_which_image_was_not_used(cli, only_in_image: str, monkeypatch) -> None:
