@@ -62,10 +62,16 @@ class ContainerRun:
     detached: bool = False  # started in the background (a sidecar): ``run -d``, its output read with ``logs``
 
 
+# Variables a task is given whatever the host's environment holds (a host that sets them too would hide them).
+ALWAYS_PASSED = frozenset({"PYTHONUNBUFFERED", "TMPDIR", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"})
+
+
 def task_env(env: Mapping[str, str], host: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables the task itself was given: those not inherited unchanged from the host, less HOST_ONLY."""
+    """The variables the task itself was given: those not inherited unchanged from the host (and always
+    ALWAYS_PASSED and millpond's own ``MILLPOND_*``), less HOST_ONLY."""
     base = os.environ if host is None else host
-    return {k: v for k, v in env.items() if k not in HOST_ONLY and base.get(k) != v}
+    return {k: v for k, v in env.items()
+            if k not in HOST_ONLY and (base.get(k) != v or k in ALWAYS_PASSED or k.startswith("MILLPOND_"))}
 
 
 def _binds_words(run: ContainerRun) -> list[str]:

@@ -106,9 +106,23 @@ def pull_policy_of(image: str, given: str | None) -> str:
     return given
 
 
+PRESENT_FOR_S = 30.0  # how long a "present" answer is trusted: a 50-task chain asks once, not 50 times
+_present: dict[tuple[str, str], float] = {}
+_present_lock = threading.Lock()
+
+
 def is_present(runtime: ContainerRuntime, image: str) -> bool:
+    """Whether the runtime's store holds ``image``; a yes is remembered for PRESENT_FOR_S (each ask is a runtime
+    command, ~40 ms). An image removed meanwhile fails its run with the runtime's "image not known"."""
+    key = (runtime.binary, image)
+    with _present_lock:
+        if time.monotonic() < _present.get(key, 0.0):
+            return True
     words = ["image", "exists", image] if runtime.name == "podman" else ["image", "inspect", image]
     done = subprocess.run(runtime.argv(*words), capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    if done.returncode == 0:
+        with _present_lock:
+            _present[key] = time.monotonic() + PRESENT_FOR_S
     return done.returncode == 0
 
 
