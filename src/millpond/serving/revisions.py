@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from millpond.serving.placement import Placement
 from millpond.serving.replicas import BACKOFF_START_S, Replica
 from millpond.serving.spec import PredictorSpec
 
@@ -51,6 +52,9 @@ class RevisionRun:
     backoff_s: float = BACKOFF_START_S
     fetching: threading.Thread | None = None
     fetched: Path | str | None = None  # what the last fetch gave: the folder, or why it failed
+    placement: Placement | None = None  # where its replicas run (its image or this host), once decided
+    placing: threading.Thread | None = None  # the decision (an image pull) under way
+    placed: Placement | BaseException | None = None  # what the last decision gave
 
     @property
     def ready_urls(self) -> tuple[str, ...]:
