@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from millpond.datasets.fields import field_path
-from millpond.errors import UserError
+from millpond.errors import TaskFailure, UserError
 from millpond.quantities import parse_bytes, parse_quantity
+from millpond.runners.containers.images import parse as parse_image
 from millpond.runners.containers.policy import ANNOTATION, POLICIES
 from millpond.scheduling.ledger import GpuShare, Request
 from millpond.serving.formats import SERVED_FORMATS
@@ -59,6 +60,7 @@ _SERVER_OF = {"kserve-tritonserver": "NVIDIA Triton", "kserve-torchserve": "Torc
               "kserve-tensorflow-serving": "TensorFlow Serving", "kserve-mlserver": "MLServer",
               "kserve-huggingfaceserver": "KServe's huggingfaceserver", "kserve-vllmserver": "vLLM"}
 _PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+STORAGE_URI_VAR = "STORAGE_URI"  # a custom container's storageUri (KServe's CustomSpecStorageUriEnvVarKey)
 DEFAULT_PORT = 8080  # KServe's model servers and custom containers listen here unless a port is declared
 
 GPU = "nvidia.com/gpu"
@@ -163,7 +165,7 @@ def predictor_spec(body: dict[str, Any]) -> PredictorSpec:
     runtime = str(raw["runtime"]) if runtime_named else (
         _DEFAULT_RUNTIMES.get(model_format or "", {}).get(protocol) if model_format else None)
     storage = parse_storage_uri(raw["storageUri"], field_path([*where, "storageUri"])) \
-        if raw.get("storageUri") is not None else None
+        if raw.get("storageUri") is not None else _custom_storage(implementation, raw, where)
     container = _container(raw, where)
     replicas, max_replicas = _replicas(predictor)
     canary = predictor.get("canaryTrafficPercent")
@@ -192,6 +194,17 @@ def _runtime_policy(metadata: dict[str, Any]) -> str:
     if value not in POLICIES:
         raise UserError(f"metadata.annotations.{ANNOTATION}: {value!r} takes one of: {', '.join(POLICIES)}")
     return str(value)
+
+
+def _custom_storage(implementation: str, raw: dict[str, Any], where: list[str | int]) -> StorageUri | None:
+    """A custom container's model: its ``STORAGE_URI`` variable, as KServe's custom predictor reads it (the
+    storage initializer then puts the model at ``/mnt/models``)."""
+    if implementation != "containers":
+        return None
+    for index, item in enumerate(raw.get("env") or []):
+        if item.get("name") == STORAGE_URI_VAR and item.get("value"):
+            return parse_storage_uri(str(item["value"]), field_path([*where, "env", index, "value"]))
+    return None
 
 
 def _format(implementation: str, raw: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -314,9 +327,15 @@ def unservable_reason(record: PredictorSpec) -> tuple[str, str] | None:
     if record.storage is not None and record.storage.unreadable:
         return "ModelLoadFailed", f"storageUri {record.storage.uri}: {record.storage.unreadable}"
     if record.implementation == "containers":
-        if not record.container.command and (not record.container.image or record.runtime_policy == "host"):
-            why = "the runtime policy is host" if record.container.image else "it names no image"
-            return "InvalidPredictorSpec", no_command(record.container.image, why)
+        image = record.container.image
+        if record.container.command:
+            return None
+        if not image:
+            return "InvalidPredictorSpec", no_command(image, "it names no image")
+        if record.runtime_policy == "host":
+            return "InvalidPredictorSpec", no_command(image, "the runtime policy is host")
+        if not _is_reference(image):
+            return "InvalidPredictorSpec", no_command(image, "that is not a valid image reference")
         return None
     if record.model_format not in SERVED_FORMATS:
         server = _SERVER_OF.get(record.runtime or "") or (f"KServe's {_shown(record.runtime)}" if record.runtime
@@ -327,6 +346,14 @@ def unservable_reason(record: PredictorSpec) -> tuple[str, str] | None:
     if record.storage is None:
         return "InvalidPredictorSpec", f"no storageUri: millpond's {record.model_format} server has no model to load"
     return None
+
+
+def _is_reference(image: str) -> bool:
+    try:
+        parse_image(image)
+    except TaskFailure:
+        return False
+    return True
 
 
 def no_command(image: str | None, why: str) -> str:
