@@ -47,13 +47,14 @@ from filelock import FileLock, Timeout
 
 from millpond.errors import MillpondError, TaskFailure, UserError
 from millpond.runners.background import now_iso, register
+from millpond.runners.base import Bind
 from millpond.runners.containers.images import ImagePullError
 from millpond.runners.environment import inherited_environment
 from millpond.runners.ports import free_port, is_free
 from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling.ledger import Holder, Ledger, Request
 from millpond.scheduling.share_env import mps_running, share_env
-from millpond.serving import container_env, endpoints, events, front, model_server, objects, placement
+from millpond.serving import container_env, endpoints, events, front, model_server, objects, placement, with_data
 from millpond.serving.capacity import count_refusal
 from millpond.serving.model_fetch import ModelLoadFailed, fetch
 from millpond.serving.replicas import BACKOFF_MAX_S, BACKOFF_START_S, Launch, Replica, stop_all
@@ -415,13 +416,24 @@ class Supervisor:
             variables = {**known, **own}
             argv = [container_env.expand(part, variables) for part in (*spec.container.command, *spec.container.args)]
             if image is not None:
+                binds = placement.model_bind(revision.model_dir)
+                launcher = with_data.parse_command(argv)  # arena serve --data: the datasets bound into the image
+                if launcher is not None:
+                    argv = launcher[3]
+                    binds += self._data_binds(revision, launcher[2])
                 return Launch(argv, variables, cwd, int(variables.get("PORT") or port), image=image,
-                              binds=placement.model_bind(revision.model_dir), working_dir=spec.container.working_dir)
+                              binds=binds, working_dir=spec.container.working_dir)
             folder = Path(spec.container.working_dir) if spec.container.working_dir else cwd
             return Launch(argv, variables, folder, int(variables.get("PORT") or port))
         assert revision.model_dir is not None
         argv = model_server.command(self.name, revision.model_dir, str(spec.model_format), port=0)
         return Launch(argv, base, cwd)
+
+    def _data_binds(self, revision: RevisionRun, mounts: list[tuple[str, str]]) -> list[Bind]:
+        """The ``--data`` datasets of a revision in its image: leased once, for as long as the revision runs."""
+        if revision.data_binds is None:
+            revision.data_binds = with_data.sources(self.namespace, self.name, mounts, revision.held)
+        return list(revision.data_binds)
 
     # ------------------------------------------------------------------ traffic and status
 
