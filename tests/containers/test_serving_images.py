@@ -212,3 +212,30 @@ def test_auto_without_the_image_runs_the_command_on_the_host_and_says_why(
     assert len(said) == 1 and "ErrImageNeverPull" in said[0]["message"], events
     assert containers_of("fallback") == []
     assert cli("delete", "isvc", "fallback").code == 0
+
+
+def test_arena_serve_custom_with_an_image_runs_in_it_with_its_data_bound_at_the_path_given(
+        home: Path, server_image: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``arena serve custom --image IMG --data VOLUME:/PATH``: the command runs in the image (the launcher that
+    binds ``--data`` on this host is read back: the supervisor binds the volume into the container instead)."""
+    from millpond.cli.arena import main
+
+    def arena(*args: str) -> int:
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else 0
+        return 0
+
+    volume = home / "volumes" / "weights"
+    volume.mkdir(parents=True)
+    (volume / "weight.txt").write_text("5")
+    assert arena("serve", "custom", "--name", "arena-echo", "--image", server_image, "-a",
+                 "millpond.io/runtime=container", "--data", "weights:/mnt/models", "python3 /srv/server.py") == 0
+    resource = lifecycle.wait_ready(ResourceStore(), "arena-echo", timeout_s=120)
+    code, answer = predict(resource.status["url"], "arena-echo", [[1, 2]])
+    assert (code, answer["predictions"], answer["in_image"]) == (200, [15], True)
+    assert len(containers_of("arena-echo")) == 1
+    assert arena("serve", "delete", "arena-echo") == 0
+    assert containers_of("arena-echo") == []
+    capsys.readouterr()
