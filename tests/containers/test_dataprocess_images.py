@@ -8,6 +8,7 @@ cannot be written; a ReadWrite one is written from it and the file is in the dat
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -148,3 +149,35 @@ def test_a_missing_image_under_an_insisting_policy_fails_the_step_with_kubernete
     shown = cli("get", "dataprocess", "missing", "-o", "json").json()["status"]
     assert shown["phase"] == "Failed", shown
     assert "ErrImageNeverPull" in str(shown), shown
+
+
+def test_a_step_deleted_while_its_container_runs_leaves_no_container(
+        cli, home: Path, tmp_path: Path, tool_image: str, unmount) -> None:
+    dataset(cli, tmp_path, "slow", "ReadOnlyMany")
+    text = f"""\
+apiVersion: data.fluid.io/v1alpha1
+kind: DataProcess
+metadata:
+  name: sleeper
+  annotations: {{millpond.io/runtime: container}}
+spec:
+  dataset: {{name: slow, namespace: default, mountPath: /data}}
+  processor:
+    script: {{image: {tool_image}, imagePullPolicy: Never, command: [bash], source: "sleep 120"}}
+"""
+    (tmp_path / "sleeper.yaml").write_text(text)
+    assert cli("apply", "-f", tmp_path / "sleeper.yaml").code == 0
+    until(lambda: not no_container_of("sleeper"), 60, "its container running")
+    assert cli("delete", "dataprocess", "sleeper").code == 0
+    until(lambda: no_container_of("sleeper"), 30, "no container left")
+
+
+def until(what: Callable[[], Any], timeout_s: float, why: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = what()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s}s: {why}")
+        time.sleep(0.2)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -35,9 +36,11 @@ from millpond.datasets.shared_mounts import using
 from millpond.errors import MillpondError
 from millpond.quantities import parse_bytes, parse_quantity
 from millpond.runners.base import Bind, InImage, ProcessSpec
+from millpond.runners.containers import sweep
 from millpond.runners.containers.command import OWNER_LABEL
 from millpond.runners.containers.images import ImagePullError, dockerconfig_of
 from millpond.runners.containers.policy import ImageRequest, chosen, decide
+from millpond.runners.containers.runtimes import ContainerRuntime
 from millpond.runners.environment import inherited_environment, with_console_scripts
 from millpond.runners.guardian import guardian
 from millpond.runners.in_image import container_command, finish
@@ -47,6 +50,10 @@ from millpond.settings import load_settings
 from millpond.store.resources import Resource
 from millpond.store.secrets import ConfigStore, MissingConfig
 
+# The containers this process runs now: whatever ends the operation (a stop signal, its deletion) removes them
+# before it ends its process group (the runtime's client dying leaves its container running).
+_RUNNING: dict[str, ContainerRuntime] = {}
+_RUNNING_LOCK = threading.Lock()
 SCRIPT_PATH = "/fluid-scripts/preprocess.sh"  # where Fluid's chart mounts a script processor's source
 HOST_SHELL = ["bash"]  # a script without command, on this host
 
@@ -235,15 +242,28 @@ def _run_in_image(step: Step, image: InImage, binds: list[Bind], work: Path, pos
     mark = marked()
     spec = ProcessSpec(argv=argv, env=dict(step.env), cwd=work, log_path=log_path, binds=binds, in_image=image)
     started = container_command(spec, {**guardian().env(), **mark})
+    with _RUNNING_LOCK:
+        _RUNNING[started.name] = image.runtime
     try:
         result = subprocess.run(started.argv, env={**started.env, **mark}, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=work)
     finally:
         end_marked(mark[MARK_VAR])
+        with _RUNNING_LOCK:
+            _RUNNING.pop(started.name, None)
     reason = finish(image, started, result.returncode, stopped=result.returncode < 0)
     if reason == "OOMKilled":
         return result.returncode, f"OOMKilled: the container went over its memory limit ({image.memory_bytes} bytes)"
     return result.returncode, None
+
+
+def remove_running() -> None:
+    """Remove the containers this process runs now (the operation is being ended): none left running."""
+    with _RUNNING_LOCK:
+        running = dict(_RUNNING)
+        _RUNNING.clear()
+    for name, runtime in running.items():
+        sweep.remove(runtime, name)
 
 
 def _run_on_host(step: Step, binds: list[Bind], work: Path, position: int, home: Path,
