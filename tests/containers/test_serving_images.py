@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -239,3 +241,24 @@ def test_arena_serve_custom_with_an_image_runs_in_it_with_its_data_bound_at_the_
     assert arena("serve", "delete", "arena-echo") == 0
     assert containers_of("arena-echo") == []
     capsys.readouterr()
+
+
+def test_after_kill_9_of_its_supervisor_the_next_one_and_the_delete_leave_no_stray_container(
+        cli, home: Path, tmp_path: Path, server_image: str) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weight.txt").write_text("1")
+    predictor = {"containers": [{"name": "kserve-container", "image": server_image, "imagePullPolicy": "IfNotPresent",
+                                 "env": [{"name": "STORAGE_URI", "value": f"file://{model}"}]}]}
+    apply(cli, tmp_path, isvc("sturdy", predictor))
+    lifecycle.wait_ready(ResourceStore(), "sturdy", timeout_s=120)
+    [first] = containers_of("sturdy")
+    [supervisor] = lifecycle.supervisors("sturdy")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    until(lambda: not lifecycle.supervisors("sturdy"), 20, "the supervisor gone")
+    assert lifecycle.reconcile() == ["default/sturdy"]  # as millpond server does every 10 s
+    until(lambda: ready("sturdy")["status"] == "True" and containers_of("sturdy") not in ([], [first]), 120,
+          "served again, from a new container")
+    assert len(containers_of("sturdy")) == 1  # the one the killed supervisor left was removed
+    assert cli("delete", "isvc", "sturdy").code == 0
+    assert containers_of("sturdy") == []
