@@ -179,6 +179,10 @@ def test_a_wrong_password_is_ErrImagePull_with_the_registrys_words(
     events = [item for item in cli("get", "events", "-o", "json").json()["items"]
               if item["involvedObject"]["name"] == "locked"]
     assert any(item["reason"] == "Failed" and item["message"] == "Error: ErrImagePull" for item in events), events
+    pods = [pod for pod in cli("get", "pods", "-o", "json").json()["items"]
+            if pod["metadata"]["labels"].get("serving.kserve.io/inferenceservice") == "locked"]
+    waiting = pods[0]["status"]["containerStatuses"][0]["state"]["waiting"]
+    assert waiting["reason"] in ("ErrImagePull", "ImagePullBackOff") and "unauthorized" in waiting["message"].lower()
     assert containers_of("locked") == []
     assert cli("delete", "isvc", "locked").code == 0
 

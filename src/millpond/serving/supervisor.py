@@ -304,6 +304,8 @@ class Supervisor:
             if kind == "Failed":
                 self._event("Warning", "Failed", f"Error: {placed.reason}")
             self._retry_later(revision, placed.reason, placed.detail, now)
+            for replica in revision.replicas:  # its pods wait for the image, as the kubelet shows them
+                replica.blocked, replica.failure = placed.reason, placed.detail
             return False
         if not isinstance(placed, placement.Placement):
             why = str(placed) if isinstance(placed, TaskFailure) else f"{type(placed).__name__}: {placed}"
@@ -311,6 +313,8 @@ class Supervisor:
             self._retry_later(revision, "RunContainerError", why, now)
             return False
         revision.placement, revision.failure, revision.backoff_s = placed, None, BACKOFF_START_S
+        for replica in revision.replicas:
+            replica.blocked = replica.failure = None
         for warning in placed.warnings:
             self._event("Warning", "FailedToRetrieveImagePullSecret", warning)
         if placed.image is not None:
