@@ -183,6 +183,9 @@ def test_a_wrong_password_is_ErrImagePull_with_the_registrys_words(
             if pod["metadata"]["labels"].get("serving.kserve.io/inferenceservice") == "locked"]
     waiting = pods[0]["status"]["containerStatuses"][0]["state"]["waiting"]
     assert waiting["reason"] in ("ErrImagePull", "ImagePullBackOff") and "unauthorized" in waiting["message"].lower()
+    backoff = until(lambda: ready("locked")["reason"] == "ImagePullBackOff" and ready("locked"), 30,
+                    "ImagePullBackOff on the next try, within the kubelet's back-off")
+    assert backoff["message"].startswith(f'Back-off pulling image "{remote}"'), backoff
     assert containers_of("locked") == []
     assert cli("delete", "isvc", "locked").code == 0
 
