@@ -59,13 +59,13 @@ def dataset(cli: Any, tmp_path: Path, name: str, access: str) -> Path:
     return source
 
 
-def process(cli: Any, tmp_path: Path, name: str, dataset_name: str, processor: str) -> Any:
+def process(cli: Any, tmp_path: Path, name: str, dataset_name: str, processor: str, runtime: str = "container") -> Any:
     text = f"""\
 apiVersion: data.fluid.io/v1alpha1
 kind: DataProcess
 metadata:
   name: {name}
-  annotations: {{millpond.io/runtime: container}}
+  annotations: {{millpond.io/runtime: {runtime}}}
 spec:
   dataset: {{name: {dataset_name}, namespace: default, mountPath: /data}}
   processor:
@@ -132,6 +132,34 @@ def test_a_job_container_writes_a_read_write_dataset_and_the_file_is_there_after
     assert result.code == 0, result.err
     assert (source / "out" / "count.txt").read_text() == "5\n"
     assert no_container_of("write")
+
+
+@pytest.mark.parametrize("runtime", ["container", "host"])
+def test_a_jobs_host_path_volume_is_bound_at_its_mount_path_in_the_image_and_on_the_host(
+        cli, home: Path, tmp_path: Path, tool_image: str, runtime: str, unmount) -> None:
+    dataset(cli, tmp_path, "vols", "ReadOnlyMany")
+    out = tmp_path / "out"
+    out.mkdir()
+    job = f"""\
+    job:
+      podSpec:
+        volumes:
+          - {{name: results, hostPath: {{path: {out}}}}}
+          - {{name: scratch, emptyDir: {{}}}}
+        containers:
+          - name: copier
+            image: {tool_image}
+            imagePullPolicy: Never
+            command: [bash, -c]
+            args: ["cp /data/text.txt /scratch/t && wc -w < /scratch/t > /results/words.txt"]
+            volumeMounts:
+              - {{name: results, mountPath: /results}}
+              - {{name: scratch, mountPath: /scratch}}
+"""
+    result = process(cli, tmp_path, f"vols-{runtime}", "vols", job, runtime)
+    assert result.code == 0, result.err
+    assert (out / "words.txt").read_text().strip() == "5"
+    assert not Path("/results").exists() and not Path("/scratch").exists()  # bound for the step only
 
 
 def test_a_missing_image_under_an_insisting_policy_fails_the_step_with_kubernetes_reason(
