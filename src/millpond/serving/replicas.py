@@ -110,7 +110,8 @@ class Replica:
         argv = launch.argv
         self.image, self.container = launch.image, None
         if launch.image is not None:
-            spec = ProcessSpec(argv=list(launch.argv), env=launch.env, cwd=launch.cwd, log_path=self.log,
+            # log_path: only its folder is shown in the container; the replica's own work folder, not the logs'
+            spec = ProcessSpec(argv=list(launch.argv), env=launch.env, cwd=launch.cwd, log_path=launch.cwd / "log",
                                binds=list(launch.binds), in_image=launch.image)
             self.container = container_command(spec, keeper.env())
             argv, env = self.container.argv, {**self.container.env, **keeper.env()}

@@ -122,7 +122,7 @@ def _process_in(resource: Resource, folder: Path) -> dict[str, Any]:
             image = _placement(resource, processor, step, log)
             binds = [dataset, *_volume_binds(step, processor.volumes, Path(work) / f"volumes-{position}")]
             if image is not None:
-                code, reason = _run_in_image(step, image, binds, Path(work), position, log_path, log)
+                code, reason = _run_in_image(step, image, binds, Path(work), position, log)
             else:
                 code, reason = _run_on_host(step, binds, Path(work), position, home, log)
             if code != 0:
@@ -230,7 +230,7 @@ def _placement(resource: Resource, processor: Processor, step: Step, log: IO[byt
                    cpus=step.cpus, labels=labels)
 
 
-def _run_in_image(step: Step, image: InImage, binds: list[Bind], work: Path, position: int, log_path: Path,
+def _run_in_image(step: Step, image: InImage, binds: list[Bind], work: Path, position: int,
                   log: IO[bytes]) -> tuple[int, str | None]:
     """The step as the runtime's ``run``: its script bound where Fluid mounts it; (exit status, OOMKilled or None)."""
     argv = [*step.command, *step.args]
@@ -240,7 +240,8 @@ def _run_in_image(step: Step, image: InImage, binds: list[Bind], work: Path, pos
         binds = [*binds, Bind(script, SCRIPT_PATH, read_only=True)]
         argv.append(SCRIPT_PATH)
     mark = marked()
-    spec = ProcessSpec(argv=argv, env=dict(step.env), cwd=work, log_path=log_path, binds=binds, in_image=image)
+    # log_path: only its folder is shown in the container (the step's work folder, not the home's operations)
+    spec = ProcessSpec(argv=argv, env=dict(step.env), cwd=work, log_path=work / "log", binds=binds, in_image=image)
     started = container_command(spec, {**guardian().env(), **mark})
     with _RUNNING_LOCK:
         _RUNNING[started.name] = image.runtime
