@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from millpond.errors import TaskFailure, UserError
+from millpond.runners.containers.images import ImagePullError
 from millpond.runners.containers.policy import ANNOTATION
 from millpond.serving import placement
 from millpond.serving.spec import predictor_spec
@@ -88,3 +89,26 @@ def test_the_working_folder_is_the_images_and_nothing_else_changes() -> None:
                                                        "img", "serve"]
     with pytest.raises(UserError):
         predictor_spec(isvc({"image": "s:1", "command": ["x"]}, {ANNOTATION: "nowhere"}))
+
+
+def test_a_decision_settles_as_the_kubelet_reports_it() -> None:
+    spec = predictor_spec(isvc({"image": "reg.example/s:1"}, {ANNOTATION: "container"}))
+    failed = placement.settle(spec, ImagePullError("ErrImagePull", 'pulling image "reg.example/s:1": unauthorized'))
+    assert failed.placement is None and failed.retry
+    assert failed.failure == ("ErrImagePull", 'pulling image "reg.example/s:1": unauthorized')
+    assert [e[1:] for e in failed.events] == [
+        ("Failed", 'Failed to pull image "reg.example/s:1": pulling image "reg.example/s:1": unauthorized'),
+        ("Failed", "Error: ErrImagePull")]
+    backoff = placement.settle(spec, ImagePullError("ImagePullBackOff", 'Back-off pulling image "reg.example/s:1"'))
+    assert backoff.failure is not None and backoff.failure[0] == "ImagePullBackOff"
+    assert backoff.events[0][1] == "BackOff"
+    host = placement.settle(spec, placement.Placement(None, "no container runtime works here (podman is missing)"))
+    assert host.placement is None and not host.retry and host.failure is not None
+    assert host.failure[0] == "InvalidPredictorSpec" and "podman is missing" in host.failure[1]
+    assert [e[1] for e in host.events] == ["ImageNotUsed"]
+    commanded = predictor_spec(isvc({"image": "reg.example/s:1", "command": ["serve"]}))
+    fallback = placement.settle(commanded, placement.Placement(None, "the image could not be had"))
+    assert fallback.placement == placement.Placement(None, "the image could not be had") and fallback.failure is None
+    assert "the command runs on this host: the image could not be had" in fallback.said
+    crashed = placement.settle(commanded, RuntimeError("boom"))
+    assert crashed.failure == ("RunContainerError", "RuntimeError: boom")

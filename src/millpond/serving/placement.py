@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from millpond.errors import TaskFailure
 from millpond.runners.base import Bind, InImage
 from millpond.runners.containers import runtimes, sweep
 from millpond.runners.containers.command import OWNER_LABEL
-from millpond.runners.containers.images import dockerconfig_of
+from millpond.runners.containers.images import ImagePullError, dockerconfig_of
 from millpond.runners.containers.policy import Decision, ImageRequest, decide
 from millpond.serving import endpoints
-from millpond.serving.spec import PredictorSpec
+from millpond.serving.spec import PredictorSpec, no_command
 from millpond.store.secrets import ConfigStore, MissingConfig
 
 MODEL_MOUNT = "/mnt/models"  # where KServe's storage initializer puts the model for the server
@@ -98,6 +99,48 @@ def place(spec: PredictorSpec, configs: ConfigStore, log: IO[bytes] | None = Non
     return Placement(InImage(decision.runtime, asked.image, args_only=asked.args_only,
                              memory_bytes=spec.container.memory_limit, cpus=spec.container.cpu_limit,
                              labels=labels), warnings=tuple(warnings))
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What one decision means for its revision: where it runs (``placement``), or why it cannot start yet
+    (``failure``: KServe's or the kubelet's reason and message; ``retry``: again after a back-off, else never),
+    the events to record (type, reason, message) and the line to say once in the logs."""
+
+    placement: Placement | None
+    failure: tuple[str, str] | None = None
+    retry: bool = True
+    events: tuple[tuple[str, str, str], ...] = ()
+    said: str = ""
+
+
+def settle(spec: PredictorSpec, outcome: Placement | BaseException | None) -> Settled:
+    """Read what :func:`place` gave (or raised) as the kubelet reports it: a failed pull is ``Failed`` with the
+    registry's words and ``Error: ErrImagePull`` (``BackOff`` while the back-off lasts); the image not used
+    under ``auto`` is said once (``ImageNotUsed``), and a container without a command then cannot start."""
+    image = spec.container.image
+    if isinstance(outcome, ImagePullError):
+        if outcome.reason == "ImagePullBackOff":
+            events = (("Normal", "BackOff", outcome.detail),)
+        else:
+            events = (("Warning", "Failed", f'Failed to pull image "{image}": {outcome.detail}'),
+                      ("Warning", "Failed", f"Error: {outcome.reason}"))
+        return Settled(None, (outcome.reason, outcome.detail), events=events)
+    if not isinstance(outcome, Placement):
+        why = str(outcome) if isinstance(outcome, TaskFailure) else f"{type(outcome).__name__}: {outcome}"
+        return Settled(None, ("RunContainerError", why), events=(("Warning", "Failed", why),))
+    warnings = tuple(("Warning", "FailedToRetrieveImagePullSecret", warning) for warning in outcome.warnings)
+    if outcome.image is not None:
+        runtime = outcome.image.runtime.name
+        return Settled(outcome, events=(*warnings, (
+            "Normal", "Pulled", f'Container image "{image}" is on the machine: replicas run in it ({runtime})')),
+            said=f"runs in image {image} ({runtime})")
+    said = f"image {image} is not used, the command runs on this host: {outcome.reason}"
+    events = (*warnings, ("Warning", "ImageNotUsed", said))
+    if not spec.container.command:
+        return Settled(None, ("InvalidPredictorSpec", no_command(image, outcome.reason)), retry=False,
+                       events=events, said=said)
+    return Settled(outcome, events=events, said=said)
 
 
 def model_bind(model_dir: Path | None) -> list[Bind]:

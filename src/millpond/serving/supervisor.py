@@ -45,10 +45,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from millpond.errors import MillpondError, TaskFailure, UserError
+from millpond.errors import MillpondError, UserError
 from millpond.runners.background import now_iso, register
 from millpond.runners.base import Bind
-from millpond.runners.containers.images import ImagePullError
 from millpond.runners.environment import inherited_environment
 from millpond.runners.ports import free_port, is_free
 from millpond.runners.processes import ProcessIdentity
@@ -67,7 +66,7 @@ from millpond.serving.revisions import (
     status_of,
     write_state,
 )
-from millpond.serving.spec import no_command, predictor_spec
+from millpond.serving.spec import predictor_spec
 from millpond.settings import load_settings
 from millpond.store.resources import Resource, ResourceStore
 from millpond.store.secrets import ConfigStore
@@ -296,43 +295,29 @@ class Supervisor:
         return False
 
     def _settle(self, revision: RevisionRun, placed: placement.Placement | BaseException | None, now: float) -> bool:
-        image = revision.spec.container.image
-        if isinstance(placed, ImagePullError):
-            kind = "BackOff" if placed.reason == "ImagePullBackOff" else "Failed"
-            self._event("Warning" if kind == "Failed" else "Normal", kind,
-                        placed.detail if kind == "BackOff" else f"Failed to pull image \"{image}\": {placed.detail}")
-            if kind == "Failed":
-                self._event("Warning", "Failed", f"Error: {placed.reason}")
-            self._retry_later(revision, placed.reason, placed.detail, now)
-            for replica in revision.replicas:  # its pods wait for the image, as the kubelet shows them
-                replica.blocked, replica.failure = placed.reason, placed.detail
+        """Take the decision's outcome (``placement.settle``): run, or wait (retried with back-off, or for good)."""
+        settled = placement.settle(revision.spec, placed)
+        for kind, reason, message in settled.events:
+            self._event(kind, reason, message)
+        if settled.said:
+            print(f"{now_iso()} revision {revision.name}: {settled.said}", flush=True)
+        if settled.failure is not None:
+            if settled.retry:
+                self._retry_later(revision, *settled.failure, now)
+            else:
+                revision.failure, revision.next_try = settled.failure, float("inf")
+            if settled.failure[0] in ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"):
+                for replica in revision.replicas:  # its pods wait for the image, as the kubelet shows them
+                    replica.blocked, replica.failure = settled.failure
             return False
-        if not isinstance(placed, placement.Placement):
-            why = str(placed) if isinstance(placed, TaskFailure) else f"{type(placed).__name__}: {placed}"
-            self._event("Warning", "Failed", why)
-            self._retry_later(revision, "RunContainerError", why, now)
-            return False
-        revision.placement, revision.failure, revision.backoff_s = placed, None, BACKOFF_START_S
+        assert settled.placement is not None
+        revision.placement, revision.failure, revision.backoff_s = settled.placement, None, BACKOFF_START_S
         for replica in revision.replicas:
             replica.blocked = replica.failure = None
-        for warning in placed.warnings:
-            self._event("Warning", "FailedToRetrieveImagePullSecret", warning)
-        if placed.image is not None:
-            placement.remember_runtime(self.namespace, self.name, placed.image.runtime)
-            self._event("Normal", "Pulled", f'Container image "{image}" is on the machine: {revision.name} runs in it '
-                                            f"({placed.image.runtime.name})")
-            print(f"{now_iso()} revision {revision.name} runs in image {image} ({placed.image.runtime.name})",
-                  flush=True)
-            return True
-        said = f"image {image} is not used, the command runs on this host: {placed.reason}"
-        print(f"{now_iso()} revision {revision.name}: {said}", flush=True)
-        self._event("Warning", "ImageNotUsed", said)
-        if not revision.spec.container.command:
-            revision.failure = ("InvalidPredictorSpec", no_command(image, placed.reason))
-            revision.next_try = float("inf")
-            return False
-        for replica in revision.replicas:
-            replica.note(said)
+            if settled.placement.image is None and settled.said:
+                replica.note(settled.said)
+        if settled.placement.image is not None:
+            placement.remember_runtime(self.namespace, self.name, settled.placement.image.runtime)
         return True
 
     def _event(self, kind: str, reason: str, message: str) -> None:
