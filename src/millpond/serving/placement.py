@@ -119,6 +119,7 @@ def settle(spec: PredictorSpec, outcome: Placement | BaseException | None) -> Se
     registry's words and ``Error: ErrImagePull`` (``BackOff`` while the back-off lasts); the image not used
     under ``auto`` is said once (``ImageNotUsed``), and a container without a command then cannot start."""
     image = spec.container.image
+    events: tuple[tuple[str, str, str], ...]
     if isinstance(outcome, ImagePullError):
         if outcome.reason == "ImagePullBackOff":
             events = (("Normal", "BackOff", outcome.detail),)
