@@ -100,7 +100,10 @@ def test_a_custom_container_with_a_command_runs_on_the_host() -> None:
     ({"pytorch": {}}, "InvalidPredictorSpec", "no storageUri"),
 ])
 def test_what_cannot_be_served_here_is_accepted_and_its_status_says_why(
-        cli, tmp_path: Path, predictor: dict[str, Any], reason: str, says: str) -> None:
+        cli, tmp_path: Path, predictor: dict[str, Any], reason: str, says: str, monkeypatch) -> None:
+    # the runtime policy host: a custom container without a command then cannot run (in its image it
+    # can, decided by its supervisor: tests/containers/test_serving_images.py)
+    monkeypatch.setenv("MILLPOND_RUNTIME", "host")
     result = cli("apply", "-f", write(tmp_path, isvc("m", **predictor)))
     assert result.code == 0, result.err
     assert result.out == "inferenceservice.serving.kserve.io/m created\n"

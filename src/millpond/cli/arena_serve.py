@@ -66,7 +66,8 @@ def common_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-v", "--version", default="", help="The serving version (label servingVersion)."),
         click.option("--model-name", default="", help="Recorded as the label modelName."),
         click.option("--model-version", default="", help="Recorded as the label modelVersion."),
-        click.option("--image", default="", help="Recorded, never pulled: the command runs on this machine."),
+        click.option("--image", default="", help="A custom server's image: its command runs in it under the "
+                     "runtime policy (millpond.io/runtime, MILLPOND_RUNTIME), else on this machine."),
         click.option("--command", "command_flag", default="", help="The command (else the words after the flags)."),
         click.option("--shell", default="sh", show_default=True, help="Runs the command: SHELL -c COMMAND."),
         click.option("--replicas", type=int, default=1, show_default=True, help="Replicas (processes)."),
@@ -374,7 +375,7 @@ def update_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-v", "--version", default=None, help="The label servingVersion."),
         click.option("--model-name", default=None),
         click.option("--model-version", default=None),
-        click.option("--image", default=None, help="Recorded, never pulled."),
+        click.option("--image", default=None, help="The image (custom servers run in it under the runtime policy)."),
         click.option("--command", "command_flag", default=None, help="The new command (custom containers)."),
         click.option("--shell", default="sh", show_default=True),
         click.option("--replicas", type=int, default=None),

@@ -15,9 +15,10 @@ manifest would store, checked by the same code (``serving.objects.check``):
   ``modelVersion``, ``servingVersion``), with ``servingType`` and ``servingName``; ``--label`` and
   ``--annotation`` are added as given.
 - ``--data DATASET:PATH`` is a PVC volume (a dataset here) mounted at PATH in the container,
-  as Arena's chart mounts it; since a custom container's command runs on this host, it is run
+  as Arena's chart mounts it; a custom container's command that runs on this host is run
   through ``serving.with_data``, which binds each dataset at its PATH in a private mount namespace
-  (the manifest's command shows that launcher before ``sh -c COMMAND``). For a predictor with a
+  (the manifest's command shows that launcher before ``sh -c COMMAND``); one that runs in its
+  image gets the same datasets bound by its supervisor. For a predictor with a
   model format, whose model is read from its ``storageUri``, it becomes that URI:
   ``pvc://DATASET`` when no URI is given, and an absolute ``--storage-uri``/``--model-uri``
   under PATH names the same file as ``pvc://DATASET/REST``.
@@ -340,7 +341,7 @@ def _container(args: ServeArgs, mounts: tuple[DataMount, ...], command_required:
                                                out["command"])
     elif command_required:
         raise UserError("arena serve custom: give the command to run (after the flags, or --command): millpond "
-                        "runs it on this host (the image is recorded, never pulled)")
+                        "runs it in --image under the runtime policy, else on this host)")
     env = pairs(args.env, "--env")
     for key in env:
         if not _ENV_NAME.fullmatch(key):

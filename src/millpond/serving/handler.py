@@ -23,13 +23,14 @@ from millpond.kind_handler import (
     Document,
     HandlerBase,
     KindContext,
+    KindEvent,
     KindName,
     Note,
     Table,
 )
 from millpond.kinds import REGISTRY
 from millpond.manifest_envelope import found
-from millpond.serving import lifecycle, objects
+from millpond.serving import events, lifecycle, objects, placement
 from millpond.serving.kinds import KINDS, OWNER, REFUSED_NAMES
 from millpond.serving.manifests import ServingManifest, is_serving_document
 from millpond.store.resources import Resource, ResourceStore
@@ -101,7 +102,20 @@ class ServingHandler(HandlerBase):
     def delete(self, kind: KindName, name: str, namespace: str, context: KindContext) -> None:
         objects.delete(KINDS[kind.kind], name, namespace, ResourceStore(context.settings))
         if kind.kind == "InferenceService":
-            lifecycle.stop(name, namespace)  # its model processes end with it
+            lifecycle.stop(name, namespace)  # its model processes (and their containers) end with it
+            placement.forget(namespace, name)
+
+
+    def events(self, kind: KindName, name: str, namespace: str, context: KindContext) -> list[KindEvent]:
+        """An InferenceService's events as its supervisor recorded them (image pulls, the image not used)."""
+        if kind.kind != "InferenceService":
+            return []
+        resource = ResourceStore(context.settings).get("InferenceService", name, namespace)
+        if resource is None:
+            return []
+        now = dt.datetime.now(dt.timezone.utc)
+        return [KindEvent(event.type, event.reason, age_since(event.at, now), events.SOURCE, event.message, event.at)
+                for event in events.read(namespace, name, resource.uid)]
 
 
 REGISTRY.register_handler(ServingHandler())

@@ -25,7 +25,7 @@ from millpond.runners.detached import spawn_detached
 from millpond.runners.environment import detached_environment
 from millpond.runners.reconcile import Applied, applied
 from millpond.runners.reconcile import reconcile as reconcile_pass
-from millpond.serving import endpoints
+from millpond.serving import endpoints, placement
 from millpond.serving.manifests import ServingManifest
 from millpond.serving.objects import predictor_of, set_status, status
 from millpond.serving.observed import NOT_SERVED, observed_status, ready_condition
@@ -92,12 +92,14 @@ def stop(name: str, namespace: str = "default") -> bool:
     """SIGTERM the InferenceService's supervisors and wait (briefly) until they are gone; True if one ran.
 
     A supervisor that does not end in ``STOP_WAIT_S`` is SIGKILLed with its group (its replicas die
-    with it: they are bound to it); the endpoints are cleared either way.
+    with it: they are bound to it); the endpoints are cleared either way, and any container of its
+    replicas still there (a supervisor killed with -9 leaves them) is removed.
     """
     found = supervisors(name, namespace)
     background.end_all(found, STOP_WAIT_S)
     if endpoints.read(namespace, name) is None:
         endpoints.clear(namespace, name)
+    placement.sweep_owned(namespace, name)
     return bool(found)
 
 

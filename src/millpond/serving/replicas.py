@@ -1,4 +1,4 @@
-"""One replica of one revision: a model server (or a custom container's command) as a process of the supervisor.
+"""One replica of one revision: a model server (or a custom container) as a process of the supervisor.
 
 A replica is started in a session of its own (it leads its process group, so stopping it ends
 whatever it started), with ``PR_SET_PDEATHSIG`` and the supervisor's guardian
@@ -12,6 +12,10 @@ That thread also reads two lines: millpond's model server announces itself with 
 (``model_server.parse_ready_line``: the URL it answers at) and says why it cannot load with one
 ``error:`` line. A custom container is ready once its port answers HTTP (KServe's readiness
 probe), whatever the status code.
+
+A custom container that runs in its image (``serving.placement``) is the runtime's ``run``
+(``runners.in_image``): its client is the process watched here, its output the container's; after
+it ends (or is stopped) the container is removed, and an OOM kill is said as ``OOMKilled``.
 
 Restarts follow Kubernetes' CrashLoopBackOff: 1 s after the first exit, doubling up to 30 s, back
 to 1 s once a replica has answered for ``BACKOFF_RESET_S``.
@@ -28,10 +32,13 @@ from pathlib import Path
 from typing import IO
 
 from millpond.runners.background import now_iso
+from millpond.runners.base import Bind, InImage, ProcessSpec
 from millpond.runners.guardian import die_with_parent, guardian
+from millpond.runners.in_image import Started, container_command, finish
 from millpond.runners.process_groups import stamp_now, stop_groups
 from millpond.runners.processes import start_ticks
 from millpond.serving.model_server import parse_ready_line
+from millpond.serving.placement import working_folder
 
 BACKOFF_START_S = 1.0
 BACKOFF_MAX_S = 30.0
@@ -50,6 +57,9 @@ class Launch:
     env: dict[str, str]
     cwd: Path
     port: int = 0
+    image: InImage | None = None  # run in this image (the runtime's ``run``), not on this host
+    binds: list[Bind] = field(default_factory=list)  # what the container sees beyond its own folders
+    working_dir: str | None = None  # the container's ``workingDir`` in its image (``cwd`` is then the client's)
 
 
 @dataclass
@@ -79,6 +89,8 @@ class Replica:
     grant: str | None = None  # the ledger grant it holds, kept across its restarts
     gpus: tuple[int, ...] = field(default_factory=tuple)
     gpu_env: dict[str, str] = field(default_factory=lambda: {"CUDA_VISIBLE_DEVICES": ""})  # from its grant
+    image: InImage | None = None  # the image its process runs in now, if any
+    container: Started | None = None  # that container's run (its name), while it runs
 
     @property
     def ready(self) -> bool:
@@ -95,8 +107,18 @@ class Replica:
         env = {**launch.env, **keeper.env()}
         self.url = self.announced = self.error = None
         self.port = launch.port
+        argv = launch.argv
+        self.image, self.container = launch.image, None
+        if launch.image is not None:
+            # log_path: only its folder is shown in the container; the replica's own work folder, not the logs'
+            spec = ProcessSpec(argv=list(launch.argv), env=launch.env, cwd=launch.cwd, log_path=launch.cwd / "log",
+                               binds=list(launch.binds), in_image=launch.image)
+            self.container = container_command(spec, keeper.env())
+            argv, env = self.container.argv, {**self.container.env, **keeper.env()}
+            if launch.working_dir:
+                argv = working_folder(argv, launch.working_dir)
         self.process = subprocess.Popen(
-            launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True, env=env, cwd=launch.cwd,
             preexec_fn=die_with_parent(),  # noqa: PLW1509 - it only calls prctl, resolved before the fork
         )
@@ -139,7 +161,8 @@ class Replica:
             if self.pump is not None:
                 self.pump.join(timeout=2)  # its last lines (the error line) are read before it is judged
             guardian().remove(process.pid)
-            self._ended(code, now)
+            reason = self.let_go(code, stopped=code < 0)
+            self._ended(code, now, reason)
             return True
         if self.url is not None:
             if now - self.ready_since > BACKOFF_RESET_S:
@@ -151,9 +174,20 @@ class Replica:
         self.url, self.ready_since, self.ever_ready, self.failure, self.blocked = url, now, True, None, None
         return True
 
-    def _ended(self, code: int, now: float) -> None:
+    def let_go(self, code: int, stopped: bool) -> str | None:
+        """After its process ended: remove its container (if it ran in one); ``OOMKilled`` when the runtime
+        killed it for its memory limit."""
+        image, container = self.image, self.container
+        self.container = None
+        if image is None or container is None:
+            return None
+        return finish(image, container, code, stopped)
+
+    def _ended(self, code: int, now: float, reason: str | None = None) -> None:
         was = "after it answered" if self.url else "before it answered"
         why = self.error or (self.last_line if code and not self.url else "")
+        if reason == "OOMKilled" and self.image is not None:
+            why = f"OOMKilled: the container went over its memory limit ({self.image.memory_bytes} bytes)"
         self.failure = f"exited with code {code} {was}" + (f": {why}" if why else "")
         self.process, self.url = None, None
         self.restarts += 1
@@ -171,6 +205,8 @@ def stop_all(replicas: list[Replica]) -> None:
     for replica in replicas:
         if replica.process is not None:
             keeper.remove(replica.process.pid)
+            replica.let_go(replica.process.returncode if replica.process.returncode is not None else -9,
+                           stopped=True)  # its container goes with it, however its client ended
         if replica.pump is not None:
             replica.pump.join(timeout=2)
         replica.process, replica.url = None, None

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from millpond.runners.base import Bind
+from millpond.serving.placement import Placement
 from millpond.serving.replicas import BACKOFF_START_S, Replica
 from millpond.serving.spec import PredictorSpec
 
@@ -51,6 +53,10 @@ class RevisionRun:
     backoff_s: float = BACKOFF_START_S
     fetching: threading.Thread | None = None
     fetched: Path | str | None = None  # what the last fetch gave: the folder, or why it failed
+    placement: Placement | None = None  # where its replicas run (its image or this host), once decided
+    placing: threading.Thread | None = None  # the decision (an image pull) under way
+    placed: Placement | BaseException | None = None  # what the last decision gave
+    data_binds: list[Bind] | None = None  # ``arena serve --data`` datasets bound into its image (leased in ``held``)
 
     @property
     def ready_urls(self) -> tuple[str, ...]:

@@ -12,8 +12,9 @@ KServe's predictor names its model server one of three ways, exactly one per pre
 millpond serves *here*: sklearn models (a joblib or pickle file, whatever runtime was named:
 millpond's own server speaks KServe v1 and the Open Inference Protocol v2 as both KServe's
 sklearnserver and MLServer do), pytorch models (TorchScript, or a state dict with its module:
-not TorchServe's ``.mar`` archives, which only TorchServe reads), and custom containers whose
-``command`` runs on this host (images are never pulled). Every other format is accepted, as
+not TorchServe's ``.mar`` archives, which only TorchServe reads), and custom containers: in their
+image where the runtime policy says so (``serving.placement``: ``millpond.io/runtime`` annotation over
+``settings.runtime``), else their ``command`` on this host. Every other format is accepted, as
 KServe accepts it, and :attr:`PredictorSpec.unservable` says why it cannot start here.
 """
 
@@ -24,11 +25,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from millpond.datasets.fields import field_path
-from millpond.errors import UserError
+from millpond.errors import TaskFailure, UserError
 from millpond.quantities import parse_bytes, parse_quantity
+from millpond.runners.containers.images import parse as parse_image
+from millpond.runners.containers.policy import ANNOTATION, POLICIES
 from millpond.scheduling.ledger import GpuShare, Request
 from millpond.serving.formats import SERVED_FORMATS
 from millpond.serving.storage_uri import StorageUri, parse_storage_uri
+from millpond.settings import load_settings
 
 SHORTHANDS = ("sklearn", "xgboost", "lightgbm", "onnx", "tensorflow", "pytorch", "triton", "huggingface",
               "paddle", "pmml")
@@ -55,6 +59,8 @@ _DEFAULT_RUNTIMES: dict[str, dict[str, str]] = {
 _SERVER_OF = {"kserve-tritonserver": "NVIDIA Triton", "kserve-torchserve": "TorchServe",
               "kserve-tensorflow-serving": "TensorFlow Serving", "kserve-mlserver": "MLServer",
               "kserve-huggingfaceserver": "KServe's huggingfaceserver", "kserve-vllmserver": "vLLM"}
+_PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+STORAGE_URI_VAR = "STORAGE_URI"  # a custom container's storageUri (KServe's CustomSpecStorageUriEnvVarKey)
 DEFAULT_PORT = 8080  # KServe's model servers and custom containers listen here unless a port is declared
 
 GPU = "nvidia.com/gpu"
@@ -82,6 +88,10 @@ class Container:
     env: tuple[EnvVar, ...]
     port: int  # the containerPort the server listens on (KServe: the first declared, else 8080)
     working_dir: str | None
+    port_declared: bool = False  # ``ports`` named it (Knative then sets PORT to it), not KServe's default
+    image_pull_policy: str | None = None
+    memory_limit: int | None = None  # ``resources.limits.memory`` in bytes: what the runtime enforces in the image
+    cpu_limit: float | None = None  # ``resources.limits.cpu`` in cores
 
 
 @dataclass(frozen=True)
@@ -116,11 +126,14 @@ class PredictorSpec:
     explainer: bool
     unservable: str | None
     failure_reason: str | None = None  # KServe's FailureReason for ``unservable`` (NoSupportingRuntime…)
+    image_pull_secrets: tuple[str, ...] = ()  # ``spec.predictor.imagePullSecrets`` names (Secrets of the home)
+    runtime_policy: str = "auto"  # where a custom container runs: its ``millpond.io/runtime``, else the settings'
 
     @property
     def server(self) -> str:
-        """How millpond would run it: ``sklearn`` or ``pytorch`` (its own model server), ``command`` (a
-        custom container's command on this host) or ``none`` (``unservable`` says why)."""
+        """How millpond would run it: ``sklearn`` or ``pytorch`` (its own model server, on this host),
+        ``command`` (a custom container: in its image or its command on this host, as ``serving.placement``
+        decides per revision) or ``none`` (``unservable`` says why)."""
         if self.unservable is not None:
             return "none"
         return "command" if self.implementation == "containers" else str(self.model_format)
@@ -152,7 +165,7 @@ def predictor_spec(body: dict[str, Any]) -> PredictorSpec:
     runtime = str(raw["runtime"]) if runtime_named else (
         _DEFAULT_RUNTIMES.get(model_format or "", {}).get(protocol) if model_format else None)
     storage = parse_storage_uri(raw["storageUri"], field_path([*where, "storageUri"])) \
-        if raw.get("storageUri") is not None else None
+        if raw.get("storageUri") is not None else _custom_storage(implementation, raw, where)
     container = _container(raw, where)
     replicas, max_replicas = _replicas(predictor)
     canary = predictor.get("canaryTrafficPercent")
@@ -160,14 +173,38 @@ def predictor_spec(body: dict[str, Any]) -> PredictorSpec:
         raise UserError(f"spec.predictor.canaryTrafficPercent: {canary} must be between 0 and 100")
     _check_recorded_numbers(predictor)
     metadata = body.get("metadata") or {}
+    secrets = tuple(str(ref.get("name") or "") for ref in predictor.get("imagePullSecrets") or []
+                    if isinstance(ref, dict) and ref.get("name"))
     record = PredictorSpec(
         name=str(metadata.get("name")), namespace=str(metadata.get("namespace") or "default"),
         implementation=implementation, model_format=model_format, format_version=version, runtime=runtime,
         runtime_named=runtime_named, protocol=protocol, storage=storage, container=container,
         resources=_resources(raw.get("resources"), [*where, "resources"]), replicas=replicas,
         max_replicas=max_replicas, canary_traffic_percent=canary,
-        transformer=bool(spec.get("transformer")), explainer=bool(spec.get("explainer")), unservable=None)
+        transformer=bool(spec.get("transformer")), explainer=bool(spec.get("explainer")), unservable=None,
+        image_pull_secrets=secrets, runtime_policy=_runtime_policy(metadata))
     return _with_reason(record)
+
+
+def _runtime_policy(metadata: dict[str, Any]) -> str:
+    """The object's ``millpond.io/runtime`` annotation, else the settings' runtime (flag, env, config)."""
+    value = (metadata.get("annotations") or {}).get(ANNOTATION)
+    if value is None:
+        return load_settings().runtime
+    if value not in POLICIES:
+        raise UserError(f"metadata.annotations.{ANNOTATION}: {value!r} takes one of: {', '.join(POLICIES)}")
+    return str(value)
+
+
+def _custom_storage(implementation: str, raw: dict[str, Any], where: list[str | int]) -> StorageUri | None:
+    """A custom container's model: its ``STORAGE_URI`` variable, as KServe's custom predictor reads it (the
+    storage initializer then puts the model at ``/mnt/models``)."""
+    if implementation != "containers":
+        return None
+    for index, item in enumerate(raw.get("env") or []):
+        if item.get("name") == STORAGE_URI_VAR and item.get("value"):
+            return parse_storage_uri(str(item["value"]), field_path([*where, "env", index, "value"]))
+    return None
 
 
 def _format(implementation: str, raw: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -196,11 +233,28 @@ def _container(raw: dict[str, Any], where: list[str | int]) -> Container:
         if isinstance(number, int) and not 1 <= number <= 65535:
             raise UserError(f"{field_path([*where, 'ports', index, 'containerPort'])}: {number} must be between 1 "
                             "and 65535, inclusive")
+    limits = (raw.get("resources") or {}).get("limits") or {}
     return Container(
         name=str(raw.get("name") or "kserve-container"), image=raw.get("image"),
         command=tuple(str(part) for part in raw.get("command") or ()),
         args=tuple(str(part) for part in raw.get("args") or ()), env=tuple(env),
-        port=int(ports[0]["containerPort"]) if ports else DEFAULT_PORT, working_dir=raw.get("workingDir"))
+        port=int(ports[0]["containerPort"]) if ports else DEFAULT_PORT, working_dir=raw.get("workingDir"),
+        port_declared=bool(ports) and isinstance(ports[0].get("containerPort"), int),
+        image_pull_policy=_pull_policy(raw.get("imagePullPolicy"), [*where, "imagePullPolicy"]),
+        memory_limit=parse_bytes(limits["memory"], field_path([*where, "resources", "limits", "memory"]))
+        if "memory" in limits else None,
+        cpu_limit=float(parse_quantity(limits["cpu"], field_path([*where, "resources", "limits", "cpu"])).cores)
+        if "cpu" in limits else None)
+
+
+def _pull_policy(value: Any, where: list[str | int]) -> str | None:
+    """``imagePullPolicy`` as Kubernetes takes it (unset: its default, from the tag, when the image is pulled)."""
+    if value in (None, ""):
+        return None
+    if value not in _PULL_POLICIES:
+        raise UserError(f"{field_path(where)}: Unsupported value: {value!r}: supported values: "
+                        + ", ".join(f'"{p}"' for p in _PULL_POLICIES))
+    return str(value)
 
 
 # Knative's bounds for what KServe hands it (its defaults: container-concurrency-max-limit 1000,
@@ -273,10 +327,15 @@ def unservable_reason(record: PredictorSpec) -> tuple[str, str] | None:
     if record.storage is not None and record.storage.unreadable:
         return "ModelLoadFailed", f"storageUri {record.storage.uri}: {record.storage.unreadable}"
     if record.implementation == "containers":
-        if not record.container.command:
-            return "InvalidPredictorSpec", (
-                f"the container has no command: image {_shown(record.container.image or '(none)')}'s entrypoint is not "
-                "run here (millpond never pulls images); give the container a command that runs on this host")
+        image = record.container.image
+        if record.container.command:
+            return None
+        if not image:
+            return "InvalidPredictorSpec", no_command(image, "it names no image")
+        if record.runtime_policy == "host":
+            return "InvalidPredictorSpec", no_command(image, "the runtime policy is host")
+        if not _is_reference(image):
+            return "InvalidPredictorSpec", no_command(image, "that is not a valid image reference")
         return None
     if record.model_format not in SERVED_FORMATS:
         server = _SERVER_OF.get(record.runtime or "") or (f"KServe's {_shown(record.runtime)}" if record.runtime
@@ -287,6 +346,21 @@ def unservable_reason(record: PredictorSpec) -> tuple[str, str] | None:
     if record.storage is None:
         return "InvalidPredictorSpec", f"no storageUri: millpond's {record.model_format} server has no model to load"
     return None
+
+
+def _is_reference(image: str) -> bool:
+    try:
+        parse_image(image)
+    except TaskFailure:
+        return False
+    return True
+
+
+def no_command(image: str | None, why: str) -> str:
+    """Why a custom container without ``command`` cannot run on this host: only its image's entrypoint runs it."""
+    return (f"the container has no command: image {_shown(image or '(none)')}'s entrypoint is not run here ({why}); "
+            "give the container a command that runs on this host, or let it run in its image "
+            "(millpond.io/runtime: auto or container, with a container runtime installed)")
 
 
 def _shown(text: str) -> str:

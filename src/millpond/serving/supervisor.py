@@ -9,8 +9,10 @@ It:
    ``endpoints.port`` and ``status.url`` (``http://127.0.0.1:PORT``), and :func:`_start_front`;
 2. per revision (KServe's ``NAME-predictor-0000N``: each change of ``spec.predictor`` is one),
    asks the ledger for each replica's resources (cpu, memory, GPUs or a GPU share, as a training
-   job asks), fetches the model (``model_fetch``) and starts ``spec.replicas`` replicas
-   (``replicas``): millpond's model server for sklearn/pytorch, or a custom container's command;
+   job asks), fetches the model (``model_fetch``), decides where a custom container runs (its image
+   under the runtime policy, pulled first, or its command on this host: ``placement``) and starts
+   ``spec.replicas`` replicas (``replicas``): millpond's model server for sklearn/pytorch, or the
+   custom container;
 3. restarts a replica that dies (CrashLoopBackOff: 1 s doubling to 30 s), rewrites
    ``endpoints.json`` whenever the replicas that answer (or the traffic) change, and writes KServe's
    status (Loading; Ready True with the URL once every revision with traffic has a replica that
@@ -45,15 +47,16 @@ from filelock import FileLock, Timeout
 
 from millpond.errors import MillpondError, UserError
 from millpond.runners.background import now_iso, register
+from millpond.runners.base import Bind
 from millpond.runners.environment import inherited_environment
 from millpond.runners.ports import free_port, is_free
 from millpond.runners.processes import ProcessIdentity
 from millpond.scheduling.ledger import Holder, Ledger, Request
 from millpond.scheduling.share_env import mps_running, share_env
-from millpond.serving import container_env, endpoints, front, model_server, objects
+from millpond.serving import container_env, endpoints, events, front, model_server, objects, placement, with_data
 from millpond.serving.capacity import count_refusal
 from millpond.serving.model_fetch import ModelLoadFailed, fetch
-from millpond.serving.replicas import BACKOFF_MAX_S, Launch, Replica, stop_all
+from millpond.serving.replicas import BACKOFF_MAX_S, BACKOFF_START_S, Launch, Replica, stop_all
 from millpond.serving.revisions import (
     RevisionRun,
     RevisionState,
@@ -64,7 +67,9 @@ from millpond.serving.revisions import (
     write_state,
 )
 from millpond.serving.spec import predictor_spec
+from millpond.settings import load_settings
 from millpond.store.resources import Resource, ResourceStore
+from millpond.store.secrets import ConfigStore
 
 KIND = "inference-service"  # its kind among the home's background processes (millpond ps)
 POLL_S = 0.2
@@ -105,6 +110,9 @@ class Supervisor:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> None:
+        left = placement.sweep_owned(self.namespace, self.name)  # an earlier supervisor's, killed with -9
+        if left:
+            print(f"{now_iso()} removed {left} container(s) an earlier supervisor left", flush=True)
         self.front = _start_front(self, self._pick_port())
         self.port = self.front.port
         self._adopt(self.resource)
@@ -216,6 +224,8 @@ class Supervisor:
         if revision.model_dir is None and revision.spec.storage is not None:
             if not self._fetched(revision, now):
                 return
+        if revision.placement is None and not self._placed(revision, now):
+            return
         for replica in revision.replicas:
             replica.check(now)
         starting = sum(1 for run in self.revisions.values() for r in run.replicas if r.running and not r.ready)
@@ -258,6 +268,64 @@ class Supervisor:
         revision.fetching.start()
         return False
 
+    def _placed(self, revision: RevisionRun, now: float) -> bool:
+        """Whether it is decided where the revision's replicas run: in a thread (an image pull takes its
+        time), once per revision; a failure to have an image the policy insists on is retried with back-off."""
+        placing = revision.placing
+        if placing is not None:
+            if placing.is_alive():
+                return False
+            revision.placing = None
+            return self._settle(revision, revision.placed, now)
+        if now < revision.next_try:
+            return False
+        spec = revision.spec
+        if spec.server != "command" or not spec.container.image:
+            revision.placement = placement.Placement(None)
+            return True
+
+        def run() -> None:
+            try:
+                revision.placed = placement.place(spec, ConfigStore(load_settings().home), sys.stdout.buffer)
+            except Exception as exc:  # noqa: BLE001 - any failure to decide is the revision's, said and retried
+                revision.placed = exc
+
+        revision.placing = threading.Thread(target=run, daemon=True, name=f"image-{revision.name}")
+        revision.placing.start()
+        return False
+
+    def _settle(self, revision: RevisionRun, placed: placement.Placement | BaseException | None, now: float) -> bool:
+        """Take the decision's outcome (``placement.settle``): run, or wait (retried with back-off, or for good)."""
+        settled = placement.settle(revision.spec, placed)
+        for kind, reason, message in settled.events:
+            self._event(kind, reason, message)
+        if settled.said:
+            print(f"{now_iso()} revision {revision.name}: {settled.said}", flush=True)
+        if settled.failure is not None:
+            if settled.retry:
+                self._retry_later(revision, *settled.failure, now)
+            else:
+                revision.failure, revision.next_try = settled.failure, float("inf")
+            if settled.failure[0] in ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull"):
+                for replica in revision.replicas:  # its pods wait for the image, as the kubelet shows them
+                    replica.blocked, replica.failure = settled.failure
+            return False
+        assert settled.placement is not None
+        revision.placement, revision.failure, revision.backoff_s = settled.placement, None, BACKOFF_START_S
+        for replica in revision.replicas:
+            replica.blocked = replica.failure = None
+            if settled.placement.image is None and settled.said:
+                replica.note(settled.said)
+        if settled.placement.image is not None:
+            placement.remember_runtime(self.namespace, self.name, settled.placement.image.runtime)
+        return True
+
+    def _event(self, kind: str, reason: str, message: str) -> None:
+        try:
+            events.record(self.namespace, self.name, self.uid, kind, reason, message)
+        except OSError as exc:  # an event is a courtesy: never the supervisor's end
+            print(f"{now_iso()} cannot record an event: {exc}", flush=True)
+
     def _retry_later(self, revision: RevisionRun, reason: str, message: str, now: float) -> None:
         if revision.failure != (reason, message):
             print(f"{now_iso()} revision {revision.name}: {message}", flush=True)
@@ -288,7 +356,8 @@ class Supervisor:
             replica.backoff_s = min(BACKOFF_MAX_S, replica.backoff_s * 2)
             replica.note(replica.failure)
             return
-        print(f"{now_iso()} started {spec.server} replica {replica.index} of {revision.name} "
+        where = f" in container {replica.container.name}" if replica.container is not None else ""
+        print(f"{now_iso()} started {spec.server} replica {replica.index} of {revision.name}{where} "
               f"(pid {replica.process.pid if replica.process else '?'})", flush=True)
 
     def _grant(self, revision: RevisionRun, replica: Replica, now: float) -> bool:
@@ -323,18 +392,37 @@ class Supervisor:
         cwd = self.folder / "work"
         cwd.mkdir(parents=True, exist_ok=True)
         if spec.server == "command":
-            port = free_port()
-            known = {**base, "PORT": str(port)}
+            image = revision.placement.image if revision.placement is not None else None
+            # Knative sets PORT to the declared containerPort; on this host each replica gets one of its own
+            # unless a port is declared for a server in its image (which may listen on that port only)
+            port = spec.container.port if image is not None and spec.container.port_declared else free_port()
+            knative = {"K_SERVICE": f"{self.name}-predictor", "K_CONFIGURATION": f"{self.name}-predictor",
+                       "K_REVISION": revision.name}
+            known = {**base, "PORT": str(port), **knative}
             if revision.model_dir is not None:
-                known["MILLPOND_MODEL_DIR"] = str(revision.model_dir)
+                known["MILLPOND_MODEL_DIR"] = placement.MODEL_MOUNT if image is not None else str(revision.model_dir)
             own = container_env.resolve(spec.container.env, known)
             variables = {**known, **own}
             argv = [container_env.expand(part, variables) for part in (*spec.container.command, *spec.container.args)]
+            if image is not None:
+                binds = placement.model_bind(revision.model_dir)
+                launcher = with_data.parse_command(argv)  # arena serve --data: the datasets bound into the image
+                if launcher is not None:
+                    argv = launcher[3]
+                    binds += self._data_binds(revision, launcher[2])
+                return Launch(argv, variables, cwd, int(variables.get("PORT") or port), image=image,
+                              binds=binds, working_dir=spec.container.working_dir)
             folder = Path(spec.container.working_dir) if spec.container.working_dir else cwd
             return Launch(argv, variables, folder, int(variables.get("PORT") or port))
         assert revision.model_dir is not None
         argv = model_server.command(self.name, revision.model_dir, str(spec.model_format), port=0)
         return Launch(argv, base, cwd)
+
+    def _data_binds(self, revision: RevisionRun, mounts: list[tuple[str, str]]) -> list[Bind]:
+        """The ``--data`` datasets of a revision in its image: leased once, for as long as the revision runs."""
+        if revision.data_binds is None:
+            revision.data_binds = with_data.sources(self.namespace, self.name, mounts, revision.held)
+        return list(revision.data_binds)
 
     # ------------------------------------------------------------------ traffic and status
 
@@ -366,7 +454,7 @@ class Supervisor:
         replicas = [{"revision": r.revision, "index": r.index, "url": r.url, "restarts": r.restarts,
                      "pid": r.process.pid if r.process else None, "failure": r.failure, "log": str(r.log),
                      "ticks": r.ticks if r.process else None, "started": r.started_iso or None,
-                     "blocked": r.blocked}
+                     "blocked": r.blocked, "container": r.container.name if r.container else None}
                     for name in order for r in self.revisions[name].replicas]
         key = (shown, json.dumps(replicas, sort_keys=True))
         latest = self.revisions[self.latest]

@@ -15,6 +15,10 @@ through this small launcher, as a training job's instances see their ``--data``:
 
 A dataset that does not exist, or no bubblewrap, ends it with one ``error:`` line and exit status
 2 before the command starts: the replica supervisor shows that line as why the model did not load.
+
+A replica that runs in its image (``serving.placement``) cannot run this launcher there: the
+supervisor reads the launcher's words back (:func:`parse_command`) and binds the same sources
+(:func:`sources`) into the container at the same paths.
 """
 
 from __future__ import annotations
@@ -52,10 +56,25 @@ def _source(dataset: str, namespace: str, name: str, held: ExitStack) -> Path:
     raise UserError(f"--data {dataset}: no Dataset {dataset} in namespace {namespace} and no volume {volume}")
 
 
+def parse_command(argv: list[str]) -> tuple[str, str, list[tuple[str, str]], list[str]] | None:
+    """(namespace, name, mounts, command) of a command line :func:`command` made; None for any other."""
+    if len(argv) < 3 or argv[1:3] != ["-m", MODULE]:
+        return None
+    try:
+        return _parse(argv[3:])
+    except UserError:
+        return None
+
+
+def sources(namespace: str, name: str, mounts: list[tuple[str, str]], held: ExitStack) -> list[Bind]:
+    """Each (dataset, path) as a bind of its folder here, each dataset's mount leased until ``held`` closes."""
+    return [Bind(_source(dataset, namespace, name, held), path) for dataset, path in mounts]
+
+
 def run(namespace: str, name: str, mounts: list[tuple[str, str]], argv: list[str]) -> int:
     """Mount, run ``argv`` bound, pass signals on; its exit status."""
     with ExitStack() as held:
-        binds = [Bind(_source(dataset, namespace, name, held), path) for dataset, path in mounts]
+        binds = sources(namespace, name, mounts, held)
         wrapped = wrap(argv, binds, Path.cwd())
         child = subprocess.Popen(wrapped)
 

@@ -32,6 +32,7 @@ from typing import NoReturn
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from millpond.datasets.operations.processor import remove_running
 from millpond.runners.processes import running_group_members
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import Resource, ResourceStore
@@ -152,6 +153,7 @@ def _end(resource: Resource, reason: str) -> NoReturn:
     (a SIGKILL to the whole group at once let the lock go while a script was still dying).
     """
     print(f"{resource.kind} {resource.name}: stopped: {reason}", file=sys.stderr, flush=True)
+    remove_running()  # a DataProcess's containers: killing their runtime's client would leave them running
     if os.getpgid(0) == os.getpid():  # the group leader ``start`` made: its children are ours
         _kill_the_rest_of_the_group(os.getpid())
     os._exit(1)

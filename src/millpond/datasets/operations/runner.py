@@ -26,6 +26,7 @@ from typing import Any
 from millpond.datasets.operations import copied, liveness
 from millpond.datasets.operations.executors import EXECUTORS
 from millpond.datasets.operations.lifeline import Lifeline
+from millpond.datasets.operations.processor import remove_running
 from millpond.datasets.operations.schedule import run_on_schedule
 from millpond.errors import MillpondError, UserError
 from millpond.runners import stopping
@@ -242,6 +243,7 @@ def _end_on_stop(stop: stopping.StopRequest, kind: str, name: str, namespace: st
     except Exception:  # noqa: BLE001 - the store is unreachable: nothing more to do than say so
         traceback.print_exc(file=sys.stderr)
     finally:
+        remove_running()  # a DataProcess's containers end now, not only when their runtime's client passes it on
         if os.getpgrp() == os.getpid():
             os.killpg(os.getpid(), signal.SIGTERM)  # this process's own handler ignores it: already stopping
         os._exit(1)
