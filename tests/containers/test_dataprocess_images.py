@@ -18,11 +18,8 @@ import pytest
 from millpond.datasets.mounts import fuse_available, is_mounted
 from millpond.runners.containers import runtimes, sweep
 from millpond.runners.containers.command import OWNER_LABEL
-from tests.containers import local_fixtures
+from tests.containers_support import build_image
 from tests.datasets_support import manifest
-
-# the shared container fixtures' stand-ins, until tests/containers/conftest.py has them
-python_image, build_image = local_fixtures.python_image, local_fixtures.build_image
 
 pytestmark = [
     pytest.mark.containers,
@@ -41,7 +38,7 @@ if target:
 
 
 @pytest.fixture(scope="module")
-def tool_image(python_image: str, build_image: Callable[..., str]) -> str:
+def tool_image(python_image: str) -> str:
     """An image whose /opt/tools/count.py exists nowhere on this host."""
     return build_image("localhost/millpond-test/fluid-tools:1",
                        f"FROM {python_image}\nCOPY count.py /opt/tools/count.py\n", {"count.py": TOOL})

@@ -4,6 +4,7 @@ contract holds inside the container, and nothing of millpond's is left running h
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -12,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from millpond.datasets.mounts import is_mounted
+from millpond.runners.containers import sweep
+from millpond.runners.containers.command import HOME_LABEL
 from tests.conftest import spawn_cli, task
-from tests.containers_support import Registry, build_image, free_ports, millpond_containers
+from tests.containers_support import Registry, build_image, free_ports, podman
 from tests.datasets_support import manifest
 
 HERE = Path(__file__).parent / "pipelines"
@@ -82,12 +85,18 @@ def only_in_image(python_image: str) -> str:
     )
 
 
+def _of_this_home() -> list[str]:
+    """The running containers this test's home started (other tests' run beside it under xdist)."""
+    home = Path(os.environ['MILLPOND_HOME']).expanduser().resolve()
+    return sweep.labelled(podman(), f"{HOME_LABEL}={home}", running_only=True)
+
+
 def _wait_until_none_left(seconds: float = 20.0) -> list[str]:
     deadline = time.monotonic() + seconds
-    left = millpond_containers()
+    left = _of_this_home()
     while left and time.monotonic() < deadline:
         time.sleep(0.2)
-        left = millpond_containers()
+        left = _of_this_home()
     return left
 
 
@@ -159,7 +168,8 @@ spec:
     sidecars:
     - name: web
       image: SIDECAR
-      command: [sh, -c, 'mkdir -p /www && echo "from the busybox sidecar" > /www/hello.txt && exec httpd -f -p PORT -h /www']
+      command: [sh, -c]
+      args: ['mkdir -p /www && echo "from the busybox sidecar" > /www/hello.txt && exec httpd -f -p PORT -h /www']
   - name: sidecar-in-image
     dag:
       tasks:
@@ -242,10 +252,10 @@ def test_the_engine_killed_with_sigkill_leaves_no_container(home: Path, python_i
                        env={"TEST_IMAGE": python_image, "TEST_CASE": "timeout", "MILLPOND_RUNTIME": "container"})
     try:
         deadline = time.monotonic() + 60
-        while not millpond_containers() and time.monotonic() < deadline:
+        while not _of_this_home() and time.monotonic() < deadline:
             assert engine.poll() is None, engine.communicate()
             time.sleep(0.2)
-        assert millpond_containers(), "the task's container never started"
+        assert _of_this_home(), "the task's container never started"
         engine.send_signal(signal.SIGKILL)
         engine.wait(10)
         assert _wait_until_none_left() == []

@@ -3,8 +3,7 @@ KServe and the kubelet give when an image cannot be had, and no container left o
 
 The model server (a ``http.server`` answering KServe's v1 predict path) exists only in its image, built
 here on the Debian Python base; the model folder its ``storageUri`` names is read at ``/mnt/models``.
-Until the shared container fixtures land (tests/containers/conftest.py), this module brings small local
-ones of the same names (``python_image``, ``build_image``, ``registry``, ``dockerconfigjson``).
+The images and the registry come from the shared container test support (``tests/containers_support.py``).
 """
 
 from __future__ import annotations
@@ -27,11 +26,7 @@ from millpond.runners.containers.command import OWNER_LABEL
 from millpond.serving import endpoints, lifecycle
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
-from tests.containers import local_fixtures
-
-# the shared container fixtures' stand-ins, until tests/containers/conftest.py has them
-python_image, build_image = local_fixtures.python_image, local_fixtures.build_image
-registry, dockerconfigjson = local_fixtures.registry, local_fixtures.dockerconfigjson
+from tests.containers_support import build_image, dockerconfigjson
 
 pytestmark = pytest.mark.containers
 
@@ -72,7 +67,7 @@ HTTPServer(("127.0.0.1", int(os.environ["PORT"])), Handler).serve_forever()
 
 
 @pytest.fixture(scope="module")
-def server_image(python_image: str, build_image: Callable[..., str]) -> str:
+def server_image(python_image: str) -> str:
     """The model server's image: its script at /srv/server.py (nowhere on this host), run by its entrypoint."""
     containerfile = f'FROM {python_image}\nCOPY server.py /srv/server.py\nENTRYPOINT ["python3", "/srv/server.py"]\n'
     return build_image("localhost/millpond-test/kserve-echo:1", containerfile, {"server.py": SERVER})
@@ -127,10 +122,9 @@ def containers_of(name: str) -> list[str]:
 
 
 def test_a_custom_container_pulled_with_its_pull_secret_serves_from_its_image_and_goes_with_its_delete(
-        cli, home: Path, tmp_path: Path, server_image: str, registry, dockerconfigjson, monkeypatch) -> None:
+        cli, home: Path, tmp_path: Path, server_image: str, registry, monkeypatch) -> None:
     monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(registry.registries_conf))
-    remote = f"{registry.host}/serving/kserve-echo:1"
-    registry.push(server_image, remote)
+    remote = registry.push(server_image, "serving/kserve-echo:1")
     ConfigStore(home).create("secret", "regcred", {
         ".dockerconfigjson": dockerconfigjson(registry.host, registry.user, registry.password)})
     ConfigStore(home).create("secret", "words", {"greeting": "hello"})
@@ -164,10 +158,9 @@ def test_a_custom_container_pulled_with_its_pull_secret_serves_from_its_image_an
 
 
 def test_a_wrong_password_is_ErrImagePull_with_the_registrys_words(
-        cli, home: Path, tmp_path: Path, server_image: str, registry, dockerconfigjson, monkeypatch) -> None:
+        cli, home: Path, tmp_path: Path, server_image: str, registry, monkeypatch) -> None:
     monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(registry.registries_conf))
-    remote = f"{registry.host}/serving/kserve-echo:locked"
-    registry.push(server_image, remote)
+    remote = registry.push(server_image, "serving/kserve-echo:locked")
     ConfigStore(home).create("secret", "wrong", {
         ".dockerconfigjson": dockerconfigjson(registry.host, registry.user, "not-the-password")})
     predictor = {"imagePullSecrets": [{"name": "wrong"}],

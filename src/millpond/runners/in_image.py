@@ -21,6 +21,7 @@ from millpond.runners.base import InImage, ProcessSpec, Sidecar
 from millpond.runners.containers import sweep
 from millpond.runners.containers.command import (
     ENGINE_LABEL,
+    HOME_LABEL,
     SIDECAR_LABEL,
     ContainerLimits,
     ContainerRun,
@@ -29,6 +30,7 @@ from millpond.runners.containers.command import (
 )
 from millpond.runners.guardian import TOKEN_VAR, guardian
 from millpond.runners.process_groups import MARK_VAR
+from millpond.settings import load_settings
 
 OOM_EXIT = 137
 
@@ -58,7 +60,7 @@ def container_command(spec: ProcessSpec, extra_env: dict[str, str] | None = None
     image = spec.in_image
     assert image is not None
     env = {**spec.env, **(extra_env or {})}
-    labels = dict(image.labels)
+    labels = {HOME_LABEL: str(load_settings().home), **image.labels}
     token = env.get(TOKEN_VAR)
     if token:
         labels[ENGINE_LABEL] = token

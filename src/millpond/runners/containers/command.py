@@ -27,6 +27,7 @@ from millpond.runners.containers.runtimes import ContainerRuntime
 ENGINE_LABEL = "io.millpond.engine"
 OWNER_LABEL = "io.millpond.owner"
 SIDECAR_LABEL = "io.millpond.sidecar"  # on a sidecar's container: its name
+HOME_LABEL = "io.millpond.home"  # the MILLPOND_HOME whose object started it: what one home's clean-up looks for
 NAME_PREFIX = "millpond-"
 # Variables that describe the host, not the task: the image brings its own.
 HOST_ONLY = frozenset({
