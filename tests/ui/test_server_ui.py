@@ -252,6 +252,8 @@ def test_runs_list_and_run_detail_in_chromium(server: Served, client: Any, tmp_p
         sync_api.expect(log).to_contain_text("hello from the ui test, pond", timeout=10_000)
         sync_api.expect(page.locator("#task-panel table.inputs")).to_contain_text("pond")
         sync_api.expect(page.locator("#task-panel table.outputs")).to_contain_text("hi pond")
+        # where it ran (issue 31): a lightweight component on python:3.11 runs on this machine under auto
+        sync_api.expect(page.locator("#task-ran-in")).to_contain_text("this machine, not the image (")
         page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
         if not DOCS_SCREENSHOT.exists():  # the README's picture: delete it to take a new one
             DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
