@@ -8,8 +8,6 @@ cannot be written; a ReadWrite one is written from it and the file is in the dat
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from millpond.runners.containers import runtimes, sweep
 from millpond.runners.containers.command import OWNER_LABEL
 from tests.containers_support import build_image
 from tests.datasets_support import manifest
+from tests.queues_support import until
 
 pytestmark = [
     pytest.mark.containers,
@@ -196,13 +195,3 @@ spec:
     assert cli("delete", "dataprocess", "sleeper").code == 0
     until(lambda: no_container_of("sleeper"), 30, "no container left")
 
-
-def until(what: Callable[[], Any], timeout_s: float, why: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = what()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s}s: {why}")
-        time.sleep(0.2)

@@ -13,8 +13,6 @@ import json
 import os
 import signal
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from millpond.serving import endpoints, lifecycle
 from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore
 from tests.containers_support import build_image, dockerconfigjson
+from tests.queues_support import until
 
 pytestmark = pytest.mark.containers
 
@@ -91,16 +90,6 @@ def ready(name: str) -> dict[str, Any]:
     assert resource is not None
     return next(c for c in lifecycle.observed_status(resource)["conditions"] if c["type"] == "Ready")
 
-
-def until(what: Callable[[], Any], timeout_s: float, why: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = what()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s}s: {why}")
-        time.sleep(0.1)
 
 
 def predict(url: str, name: str, rows: list[list[int]]) -> tuple[int, Any]:
