@@ -339,7 +339,8 @@ def test_pod_metadata_field_paths_timeout_and_notes(configs: ConfigStore, tmp_pa
     assert platform.labels == {"team": "ponds"} and platform.annotations == {"owner": "millpond"}
     assert platform.timeout_s == 600.0
     ignored = [note.split(" ", 1)[0] for note in platform.notes]
-    assert ignored == ["nodeSelector", "tolerations", "imagePullSecret", "imagePullPolicy", "securityContext"]
+    # imagePullSecret and imagePullPolicy are honoured now, when the task runs in its image (issue 31)
+    assert ignored == ["nodeSelector", "tolerations", "securityContext"]
     assert all("\n" not in note for note in platform.notes)
     assert PodInfo("p").node and PodInfo("p").uid != PodInfo("p").uid
 

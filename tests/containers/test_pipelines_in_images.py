@@ -15,7 +15,7 @@ import pytest
 from millpond.datasets.mounts import is_mounted
 from millpond.runners.containers import sweep
 from millpond.runners.containers.command import HOME_LABEL
-from tests.conftest import spawn_cli, task
+from tests.conftest import MILLPOND_BIN, spawn_cli, task
 from tests.containers_support import Registry, build_image, free_ports, podman
 from tests.datasets_support import manifest
 
@@ -256,6 +256,10 @@ def test_the_engine_killed_with_sigkill_leaves_no_container(home: Path, python_i
             assert engine.poll() is None, engine.communicate()
             time.sleep(0.2)
         assert _of_this_home(), "the task's container never started"
+        listed = subprocess.run([str(MILLPOND_BIN), "ps", "-o", "json"], capture_output=True, text=True, check=True,
+                                env={**os.environ, "MILLPOND_HOME": str(home)})
+        rows = [row for row in json.loads(listed.stdout) if row["kind"] == "container"]
+        assert len(rows) == 1 and python_image in rows[0]["object"] and rows[0]["object"].startswith("run/"), rows
         engine.send_signal(signal.SIGKILL)
         engine.wait(10)
         assert _wait_until_none_left() == []

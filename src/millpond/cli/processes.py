@@ -2,7 +2,8 @@
 
 Listed: FUSE mount daemons (a shared one with who uses it), data operations' runners, Cron
 schedules waiting for their next run, training jobs' supervisors (with the job's status), the
-API server, and the engines of runs in flight — each with what it holds in the machine-wide
+API server, the engines of runs in flight, and the running containers of the home's objects (their
+owner, image and main pid) — each with what it holds in the machine-wide
 ledger (GPUs, CPUs, memory), and any other holder. Every one is told alive or gone by its
 ``runners.processes.ProcessIdentity`` (pid + start time), wherever it is recorded.
 Before listing, it reconciles: a shared dataset mount whose users have all gone (killed
@@ -57,6 +58,20 @@ def reconcile() -> list[str]:
     lines += [f"ended: mount of dataset {d.record.namespace}/{d.record.dataset} at {d.record.folder}: {d.words}"
               for d in clear_all_dead()]
     return lines
+
+
+def container_rows() -> list[Row]:
+    """The running containers this home's objects started (labelled with the home), when a runtime works."""
+    from millpond.runners.containers import runtimes, sweep
+    from millpond.runners.containers.command import HOME_LABEL
+    from millpond.settings import load_settings
+
+    runtime = runtimes.find()
+    if isinstance(runtime, str):
+        return []
+    home = load_settings().home
+    return [Row("container", f"{c.owner or c.name} in {c.image}", c.pid, c.started,
+                f"running ({runtime.name} {c.name})") for c in sweep.running_with(runtime, f"{HOME_LABEL}={home}")]
 
 
 def mount_rows() -> list[Row]:
@@ -170,6 +185,7 @@ def ps_command(output: str) -> None:
     for line in reconcile():
         click.echo(line, err=True)
     rows = sorted(with_grants(mount_rows() + other_rows() + engine_rows()), key=lambda row: (row.started, row.pid))
+    rows += container_rows()
     if output == "json":
         click.echo(json.dumps([asdict(row) for row in rows], indent=2))
         return

@@ -189,6 +189,35 @@ def _registry_words(said: str) -> str:
     return (lines[-1] if lines else "the pull failed")[:500]
 
 
+def _pull(argv: list[str], log: IO[bytes] | None, timeout_s: float) -> tuple[str, int | None]:
+    """Run a pull, copying its progress into ``log`` as it comes (``Copying blob …``); (its output, exit status),
+    the status None when it ran past ``timeout_s`` (it is then killed)."""
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
+        process.kill()
+
+    timer = threading.Timer(timeout_s, expire)
+    timer.start()
+    lines: list[bytes] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if log is not None:
+                log.write(line)
+                log.flush()
+        code = process.wait()
+    finally:
+        timer.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return b"".join(lines).decode("utf-8", errors="replace"), (None if expired.is_set() else code)
+
+
 def ensure(
     runtime: ContainerRuntime, image: str, policy: str, *, pull_secrets: Iterable[Mapping[str, object]] = (),
     log: IO[bytes] | None = None, timeout_s: float = DEFAULT_PULL_TIMEOUT_S,
@@ -214,20 +243,12 @@ def ensure(
         if log is not None:
             log.write(f"[millpond] pulling image {ref} ({runtime.name})\n".encode())
             log.flush()
-        try:
-            done = subprocess.run(
-                runtime.argv(*words, ref), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, timeout=timeout_s,
-            )
-        except subprocess.TimeoutExpired:
-            message = f"the pull took longer than {timeout_s:g} s"
-            BACKOFF.failed(key, message)
-            raise ImagePullError("ErrImagePull", f'pulling image "{image}": {message}') from None
-    said = done.stdout.decode("utf-8", errors="replace")
-    if log is not None:
-        log.write(done.stdout)
-        log.flush()
-    if done.returncode != 0:
+        said, code = _pull(runtime.argv(*words, ref), log, timeout_s)
+    if code is None:
+        message = f"the pull took longer than {timeout_s:g} s"
+        BACKOFF.failed(key, message)
+        raise ImagePullError("ErrImagePull", f'pulling image "{image}": {message}')
+    if code != 0:
         message = _registry_words(said)
         BACKOFF.failed(key, message)
         raise ImagePullError("ErrImagePull", f'pulling image "{image}": {message}')

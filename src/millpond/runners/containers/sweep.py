@@ -8,9 +8,12 @@ stop the container it started).
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import subprocess
+from dataclasses import dataclass
 
-from millpond.runners.containers.command import ENGINE_LABEL
+from millpond.runners.containers.command import ENGINE_LABEL, OWNER_LABEL
 from millpond.runners.containers.runtimes import ContainerRuntime
 
 
@@ -30,6 +33,48 @@ def labelled(runtime: ContainerRuntime, label: str, running_only: bool = False) 
         words.insert(1, "-a")
     done = subprocess.run(runtime.argv(*words), stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     return done.stdout.split() if done.returncode == 0 else []
+
+
+@dataclass(frozen=True)
+class RunningContainer:
+    """One running container of millpond's, as ``millpond ps`` lists it."""
+
+    name: str
+    image: str
+    pid: int
+    started: str
+    owner: str
+
+
+def running_with(runtime: ContainerRuntime, label: str) -> list[RunningContainer]:
+    """The running containers carrying ``label`` (``KEY=VALUE``), with their image, main pid and owner."""
+    done = subprocess.run(runtime.argv("ps", "--filter", f"label={label}", "--format", "json"),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 or not done.stdout.strip():
+        return []
+    text = done.stdout.strip()
+    try:
+        items = json.loads(text) if text.startswith("[") else [json.loads(line) for line in text.splitlines()]
+    except ValueError:
+        return []
+    found = []
+    for item in items if isinstance(items, list) else []:
+        labels = item.get("Labels") or {}
+        names = item.get("Names") or [item.get("Name", "")]
+        found.append(RunningContainer(
+            name=str(names[0] if isinstance(names, list) and names else names), image=str(item.get("Image", "")),
+            pid=int(item.get("Pid") or 0), started=_started(item),
+            owner=str(labels.get(OWNER_LABEL, "") if isinstance(labels, dict) else ""),
+        ))
+    return found
+
+
+def _started(item: dict[str, object]) -> str:
+    """When it was created, as RFC 3339 (podman gives seconds since the epoch in ``Created``)."""
+    created = item.get("Created")
+    if isinstance(created, (int, float)):
+        return dt.datetime.fromtimestamp(created, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(item.get("CreatedAt") or created or "")
 
 
 def remove_engine(runtime: ContainerRuntime, token: str) -> None:
