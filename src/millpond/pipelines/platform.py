@@ -49,7 +49,8 @@ _IGNORED = {
     "nodeAffinity": "nodeAffinity is ignored: every task runs on this machine",
     "podAffinity": "podAffinity is ignored: every task runs on this machine",
     "securityContext": "securityContext is ignored: the task runs as millpond's own user",
-    "enabledSharedMemory": "enabledSharedMemory is ignored: the task uses this machine's /dev/shm",
+    "enabledSharedMemory": "enabledSharedMemory: on this machine the task uses its /dev/shm (in its image, a "
+                           "/dev/shm of that size)",
 }
 
 

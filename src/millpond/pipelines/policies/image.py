@@ -44,6 +44,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
             pull_secrets=secrets,
             args_only=not launch.container.raw.get("command"),
             lightweight=split_prelude(list(launch.container.raw.get("command") or [])) is not None,
+            shm_bytes=_shared_memory(config),
         )
         request.memory_limit = (parse_bytes(str(memory), "resourceMemoryLimit") if isinstance(memory, str)
                                 else int(float(memory) * 1e9) if memory else None)
@@ -98,6 +99,16 @@ def _recorder(launch: TaskLaunch, run: RunContext) -> Callable[[Decision], None]
                                                      "annotations": {**annotations, RAN_IN: decision.ran_in}})
 
     return record
+
+
+def _shared_memory(config: dict[str, object]) -> int | None:
+    """kfp-kubernetes' ``enabledSharedMemory`` as the container's /dev/shm size: its ``size``, else 1 GiB (a
+    memory-backed emptyDir without a limit; the runtime's own default, 64 MiB, is what the option is there to lift)."""
+    shared = config.get("enabledSharedMemory")
+    if not isinstance(shared, dict):
+        return None
+    size = shared.get("size")
+    return parse_bytes(str(size), "enabledSharedMemory.size") if size else 1 << 30
 
 
 def _cores(value: object) -> float | None:
