@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -22,9 +23,13 @@ pytestmark = pytest.mark.containers
 
 def _run_script(script: Path, home: Path, tmp_path: Path) -> dict:
     podman()  # skips (fails in CI) where Podman does not work
+    repo = Path("/var/tmp") / f"kubeflow-mnist-{tmp_path.name}.git"  # seed 002's clone source (not /tmp: see README)
     env = {**os.environ, "MILLPOND_HOME": str(home), "PATH": f"{MILLPOND_BIN.parent}{os.pathsep}{os.environ['PATH']}",
-           "REPO": str(Path("/var/tmp") / f"kubeflow-mnist-{tmp_path.name}.git")}
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=1200)
+           "REPO": str(repo)}
+    try:
+        done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=1200)
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     listed = subprocess.run([str(MILLPOND_BIN), "runs", "list", "-o", "json"], env=env, capture_output=True,
                             text=True, check=True)
@@ -59,4 +64,3 @@ def test_seed003_runs_every_step_in_its_image(home: Path, tmp_path: Path) -> Non
     assert {step["ran_in"] for step in steps.values()} == {"podman"}
     assert steps["my-divmod"]["image"] == "tensorflow/tensorflow:1.14.0-py3"
     assert Path(steps["add-2"]["outputs"]["add-2-Output"]).read_text() == "18.0"
-    subprocess.run(["rm", "-rf", str(Path("/var/tmp") / f"kubeflow-mnist-{tmp_path.name}.git")], check=False)
