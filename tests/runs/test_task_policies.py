@@ -138,7 +138,7 @@ def test_the_order_is_written_once_and_its_docstring_says_why_for_each_policy() 
     names = [module.__name__.rsplit(".", 1)[-1] for module in modules]
     assert names == [
         "reuse", "importing", "executor_kind", "task_row", "builtins", "resources", "retry", "capacity", "cache",
-        "request", "platform", "deadline", "pod_metadata", "queueing", "placement",
+        "request", "platform", "image", "deadline", "pod_metadata", "queueing", "placement",
     ]
     assert order.__doc__ is not None
     for name in names:

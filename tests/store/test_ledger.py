@@ -191,7 +191,7 @@ def test_gpu_fallback_takes_only_its_values(cli, monkeypatch: pytest.MonkeyPatch
     bad = cli("config", "set", "gpu-fallback", "tpu")
     assert (bad.code, bad.err) == (2, "error: gpu-fallback takes one of: cpu, none (not 'tpu')\n")
     unknown = cli("config", "set", "gpu-fallbak", "cpu")
-    assert (unknown.code, unknown.err) == (2, "error: unknown setting 'gpu-fallbak'; settings: gpu-fallback\n")
+    assert (unknown.code, unknown.err) == (2, "error: unknown setting 'gpu-fallbak'; settings: gpu-fallback, runtime\n")
     monkeypatch.setenv("MILLPOND_GPU_FALLBACK", "yes")
     wrong = cli("config", "get", "gpu-fallback")
     assert (wrong.code, wrong.err) == (2, "error: MILLPOND_GPU_FALLBACK is 'yes'; it takes one of: cpu, none\n")

@@ -10,16 +10,18 @@
 #                                                  base image (seed 003's add steps are plain Python)
 #
 # Each is FROM a Debian Python base with apt (mmdebstrap, ~30 s once); each build is skipped when the image exists.
+# They live in a container store of their own (store.sh), never in the machine's usual one.
 # Needs root, podman, runc and mmdebstrap (apt-get install -y podman runc mmdebstrap).
 #   examples/kfp_v1/images/build.sh            # build what is missing
 #   REBUILD=1 examples/kfp_v1/images/build.sh  # build again
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/store.sh"
 flags=(--runtime runc)
 [ -d /run/systemd/system ] || flags+=(--cgroup-manager cgroupfs --events-backend file)
 podman() { command podman "${flags[@]}" "$@"; }
 base=localhost/millpond-examples/debian-python:bookworm
-exec 9>"${TMPDIR:-/tmp}/millpond-example-images.lock"  # one build at a time (two seeds' scripts started together)
+exec 9>"$store/build.lock"  # one build at a time (two seeds' scripts started together)
 flock 9
 
 have() { [ -z "${REBUILD:-}" ] && podman image exists "$1"; }

@@ -12,6 +12,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 pipeline="${1:-$here/pipeline.tar.gz}"
 "$here/../images/build.sh"
+. "$here/../images/store.sh"  # the stand-ins' own store: millpond's runs use it too
 repo="$(python3 "$here/make_repo.py" "${REPO:-/var/tmp/kubeflow-mnist.git}")"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 git daemon --reuseaddr --listen=127.0.0.1 --port="$port" --base-path="$(dirname "$repo")" --export-all \

@@ -7,4 +7,5 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 "$here/../images/build.sh"
+. "$here/../images/store.sh"  # the stand-ins' own store: millpond's runs use it too
 millpond run --runtime container "${1:-$here/pipeline.yaml}" -p a="${2:-3}" -p b="${3:-7}" -p c="${4:-17}"

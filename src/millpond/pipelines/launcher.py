@@ -70,14 +70,15 @@ class TaskRequest:
     extra_env: dict[str, str] = field(default_factory=dict)
     extra_binds: list[Bind] = field(default_factory=list)
     timeout_s: float | None = None
-    on_start: Callable[[int | None], None] | None = None
+    on_start: Callable[..., None] | None = None  # (pid, **fields for the task's row in the same write)
     demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted where it runs (a Ray node)
     carried: list[Path] = field(default_factory=list)  # per-task folders outside the workspace (secret files)
     image: ImageRequest | None = None  # the task's image and runtime policy (policies.image)
     memory_limit: int | None = None  # bytes; enforced when it runs in its image
     cpu_limit: float | None = None  # cores; enforced when it runs in its image
-    on_placed: Callable[[Decision], None] | None = None  # told where it runs (policies.image records it)
+    # where it runs, as fields of the task's row, written with its start (policies.image says which)
+    on_placed: Callable[[Decision], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ class ContainerLauncher:
                 result = self.runner.run(spec, cancel)
         outcome = self._finish(request, result, placement, executor_input, staging, context)
         if not outcome.succeeded and decision is not None and decision.runtime is None and outcome.error:
-            outcome.error += f" (image {decision.image} was not used: {decision.reason})"
+            outcome.error += f"; image {decision.image} was not used: {decision.reason}"
         return outcome
 
     def _where(
@@ -238,8 +239,9 @@ class ContainerLauncher:
             _log(request, f"image {decision.image} not used: {decision.reason}; running on this machine")
         if self.images_not_used is not None:
             self.images_not_used.add(decision)
-        if request.on_placed is not None:
-            request.on_placed(decision)
+        if request.on_placed is not None and request.on_start is not None:
+            fields, on_start = request.on_placed(decision), request.on_start
+            request.on_start = lambda pid: on_start(pid, **fields)
         return decision, sidecars
 
     def _sidecars(

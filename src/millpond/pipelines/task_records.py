@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from millpond.pipelines.graph import CANCELED, FAILED, PENDING, RUNNING, SUCCEEDED, Node, Outputs, Scope
 from millpond.pipelines.policies.launch import TaskLaunch
@@ -72,20 +72,21 @@ class TaskRecords:
         self.start(launch.node, kind, image, launch.inputs.to_json(), log_path, state=PENDING)
         launch.recorded = True
 
-    def starter(self, node: Node) -> Callable[[int | None], None]:
+    def starter(self, node: Node) -> Callable[..., None]:
         """What a worker thread calls when ``node``'s work really begins (its process, with a pid): the
-        first call records the task RUNNING with its ``started_at``; a retry's only records its new pid."""
+        first call records the task RUNNING with its ``started_at`` (and ``fields`` the launcher adds, such as
+        where it runs, in the same write); a retry's only records its new pid."""
         task_id, path, name = node.record_id or "", node.path, node.display_name
         began = self.began[node.path] = threading.Event()
 
-        def started(pid: int | None) -> None:
+        def started(pid: int | None, **fields: Any) -> None:
             process = {"pid": pid, "pid_start": start_ticks(pid)} if pid is not None else {}
             if began.is_set():
                 if process:  # a retry on a Ray node has no pid of this machine to record
                     self.store.update_task(task_id, **process)
                 return
             began.set()
-            self.store.update_task(task_id, state=RUNNING, started_at=utcnow(), error=None, **process)
+            self.store.update_task(task_id, state=RUNNING, started_at=utcnow(), error=None, **process, **fields)
             self.listener.task_changed(path, name, RUNNING, None)
 
         return started

@@ -27,7 +27,7 @@ class TaskRows(Protocol):
     def record_task(self, launch: TaskLaunch, kind: str, image: str | None, log_path: Path | None) -> None:
         """Record the task's row PENDING (it waits for resources and a process slot); ``launch.recorded`` then."""
 
-    def starter(self, node: Node) -> Callable[[int | None], None]:
+    def starter(self, node: Node) -> Callable[..., None]:
         """What the worker calls when the task's work begins: records it RUNNING, with its start time."""
 
 

@@ -108,7 +108,7 @@ def decide(request: ImageRequest, log: IO[bytes] | None = None) -> Decision:
     if isinstance(found, str):
         if policy != "auto":
             raise TaskFailure(f"the runtime policy is {policy}, but no container runtime works here: {found}")
-        return Decision(request.image, None, f"no container runtime works here ({found})")
+        return Decision(request.image, None, f"no container runtime works here: {found}")
     if policy == "auto" and request.lightweight and is_generic_python(request.image):
         return Decision(request.image, None, "a lightweight Python component on a generic Python image")
     pull_policy = images.pull_policy_of(request.image, request.pull_policy)
@@ -122,7 +122,7 @@ def decide(request: ImageRequest, log: IO[bytes] | None = None) -> Decision:
             if log is not None:  # auto keeps working offline with the copy it has (``:latest`` pulls Always)
                 log.write(f"[millpond] {exc}; using the copy of {request.image} this machine has\n".encode())
             return Decision(request.image, found)
-        return Decision(request.image, None, f"the image could not be had ({exc})")
+        return Decision(request.image, None, f"the image could not be had: {exc}")
     return Decision(request.image, found)
 
 
