@@ -192,10 +192,14 @@ def test_a_canary_gets_its_percent_then_is_promoted(cli, home: Path, tmp_path: P
 
     until(split, why="an 80/20 split over two revisions")
     until(lambda: ready_condition("canary")["status"] == "True", why="Ready with the split")
-    status = ResourceStore().get("InferenceService", "canary").status  # type: ignore[union-attr]
-    traffic = status["components"]["predictor"]["traffic"]
-    assert [(t["revisionName"], t["percent"], t.get("tag")) for t in traffic] == [
-        ("canary-predictor-00001", 80, "prev"), ("canary-predictor-00002", 20, "latest")]
+
+    def traffic() -> list[tuple[str, int, str | None]]:
+        status = ResourceStore().get("InferenceService", "canary").status  # type: ignore[union-attr]
+        return [(t["revisionName"], t["percent"], t.get("tag")) for t in status["components"]["predictor"]["traffic"]]
+
+    # the status is written by the supervisor after it publishes the endpoints: wait for it, not for the endpoints
+    until(lambda: traffic() == [("canary-predictor-00001", 80, "prev"), ("canary-predictor-00002", 20, "latest")],
+          why="the status's traffic with the split")
     assert cli("get", "isvc").out.splitlines()[1].split()[2:5] == ["True", "80", "20"]
     for revision in served("canary").revisions:
         predicts_like_the_model(revision.replicas[0], "canary", digits)

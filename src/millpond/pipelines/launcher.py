@@ -197,7 +197,7 @@ class ContainerLauncher:
         spec = ProcessSpec(
             argv=program.argv, env=env, cwd=workdir, log_path=request.log_path,
             binds=staging.binds + request.extra_binds + (placement.binds if placement else []) + binds,
-            timeout_s=request.timeout_s, on_start=request.on_start,
+            timeout_s=request.timeout_s, on_start=self._starter(request, decision),
             python_task=executor_call(program.argv) if program.in_process else None,
             demand=request.demand, workspace=attempt_dir, fetch=staging.fetches,
             datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
@@ -233,16 +233,19 @@ class ContainerLauncher:
                 decision = decide(request.image, log)
                 if decision.runtime is not None and request.container.get(ARGO_SIDECARS):
                     decision, sidecars = self._sidecars(request, context, decision, log)
-        if decision.runtime is not None:
+        if decision.runtime is not None:  # on the host, the task's log stays as it was: the run says it once
             _log(request, f"running in image {decision.image} ({decision.runtime.name})")
-        else:
-            _log(request, f"image {decision.image} not used: {decision.reason}; running on this machine")
         if self.images_not_used is not None:
             self.images_not_used.add(decision)
-        if request.on_placed is not None and request.on_start is not None:
-            fields, on_start = request.on_placed(decision), request.on_start
-            request.on_start = lambda pid: on_start(pid, **fields)
         return decision, sidecars
+
+    def _starter(self, request: TaskRequest, decision: Decision | None) -> Callable[[int | None], None] | None:
+        """The request's ``on_start``, told where the task runs (written with its RUNNING, in one write)."""
+        on_start, on_placed = request.on_start, request.on_placed
+        if on_start is None or on_placed is None or decision is None:
+            return on_start
+        fields = on_placed(decision)
+        return lambda pid: on_start(pid, **fields)
 
     def _sidecars(
         self, request: TaskRequest, context: PlaceholderContext, main: Decision, log: IO[bytes]

@@ -18,6 +18,7 @@ The most specific setting wins: an object's ``millpond.io/runtime`` annotation, 
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -112,9 +113,15 @@ def decide(request: ImageRequest, log: IO[bytes] | None = None) -> Decision:
     if policy == "auto" and request.lightweight and is_generic_python(request.image):
         return Decision(request.image, None, "a lightweight Python component on a generic Python image")
     pull_policy = images.pull_policy_of(request.image, request.pull_policy)
+    # Under auto a failed pull is no failure (the host runs the task, and the run says so once): its output is
+    # kept back, and reaches the log only when the pull succeeded.
+    held = io.BytesIO() if policy == "auto" and log is not None else None
     try:
-        images.ensure(found, request.image, pull_policy, pull_secrets=request.pull_secrets, log=log,
+        images.ensure(found, request.image, pull_policy, pull_secrets=request.pull_secrets,
+                      log=held if held is not None else log,
                       timeout_s=AUTO_PULL_TIMEOUT_S if policy == "auto" else images.DEFAULT_PULL_TIMEOUT_S)
+        if held is not None and log is not None:
+            log.write(held.getvalue())
     except images.ImagePullError as exc:
         if policy != "auto":
             raise
