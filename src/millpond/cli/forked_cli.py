@@ -78,8 +78,9 @@ class ForkedCli:
             self._warm.stdin.close()
         try:
             self._warm.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # still starting under load (it reads stdin only once warm)
             self._warm.kill()
+            self._warm.wait()  # reaped: nothing of it is left when close returns
         for path in self._scratch.iterdir():
             path.unlink(missing_ok=True)
         self._scratch.rmdir()

@@ -1,4 +1,5 @@
-"""A container task over its memory limit (the runtime kills it: OOMKilled), and one past its time limit."""
+"""A container task over its memory limit (the runtime kills it: OOMKilled), one past its time limit, and one
+that runs long (``TEST_CASE=long``: for a kill of the engine)."""
 
 import os
 
@@ -22,5 +23,7 @@ def sleeper():
 def limits():
     if WHICH == "oom":
         hog().set_memory_limit("64Mi")
+    elif WHICH == "long":
+        sleeper()
     else:
         kubernetes.set_timeout(sleeper(), seconds=3)
