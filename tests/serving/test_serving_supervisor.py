@@ -195,7 +195,8 @@ def test_a_canary_gets_its_percent_then_is_promoted(cli, home: Path, tmp_path: P
 
     def traffic() -> list[tuple[str, int, str | None]]:
         status = ResourceStore().get("InferenceService", "canary").status  # type: ignore[union-attr]
-        return [(t["revisionName"], t["percent"], t.get("tag")) for t in status["components"]["predictor"]["traffic"]]
+        found = ((status.get("components") or {}).get("predictor") or {}).get("traffic") or []
+        return [(t["revisionName"], t["percent"], t.get("tag")) for t in found]
 
     # the status is written by the supervisor after it publishes the endpoints: wait for it, not for the endpoints
     until(lambda: traffic() == [("canary-predictor-00001", 80, "prev"), ("canary-predictor-00002", 20, "latest")],

@@ -129,8 +129,9 @@ def test_a_two_worker_pytorch_job_runs_its_image_only_script_and_its_ranks_meet_
 def test_an_mpijob_launcher_runs_mpirun_in_its_image_and_both_ranks_run_there(
         capsys, cli, home: Path, tmp_path: Path, mpi_image: str, podman: ContainerRuntime) -> None:
     """The workers are the launcher's ranks (as millpond runs MPIJobs on one machine): they run in its container."""
-    rank = ("import os; print('rank', os.environ['OMPI_COMM_WORLD_RANK'], 'of', os.environ['OMPI_COMM_WORLD_SIZE'], "
-            "'in', open('/etc/millpond-test-image').read().strip())")
+    # one write per line (the task's Python is unbuffered: print's separate words would interleave between ranks)
+    rank = ("import os; e = os.environ; print(f\"rank {e['OMPI_COMM_WORLD_RANK']} of {e['OMPI_COMM_WORLD_SIZE']} in "
+            "{open('/etc/millpond-test-image').read().strip()}\")")
     worker = {"replicas": 2, "template": {"spec": {"containers": [{"name": "mpi", "image": mpi_image}]}}}
     launcher = {"replicas": 1, "template": {"spec": {"containers": [
         {"name": "mpi", "image": mpi_image, "command": ["mpirun", "-n", "2", "python3", "-c", rank]}]}}}
