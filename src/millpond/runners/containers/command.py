@@ -122,7 +122,8 @@ def run_argv(runtime: ContainerRuntime, run: ContainerRun) -> tuple[list[str], d
     for key in sorted(variables):
         words += ["-e", key]
     if not run.args_only and run.argv:
-        words += ["--entrypoint", json.dumps(run.argv[:1])]
+        # podman reads a JSON list (one word, whatever it holds); docker takes the program as a plain string
+        words += ["--entrypoint", json.dumps(run.argv[:1]) if runtime.name == "podman" else run.argv[0]]
         words += [parse(run.image).full, *run.argv[1:]]
     else:
         words += [parse(run.image).full, *run.argv]
