@@ -8,7 +8,6 @@ was stopped by a signal and reads an OOM kill.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import tempfile
@@ -47,9 +46,10 @@ class Started:
     folder: Path
     sidecars: tuple[str, ...] = ()  # the names of the sidecar containers started beside it
 
-def _granted_gpus(env: dict[str, str]) -> tuple[str, ...]:
+
+def _granted_gpus(env: dict[str, str], fake: bool) -> tuple[str, ...]:
     """The GPUs the ledger granted (the task's own CUDA_VISIBLE_DEVICES), unless they are test-only fakes."""
-    if os.environ.get("MILLPOND_FAKE_GPUS") or os.environ.get("MILLPOND_GPUS"):
+    if fake:
         return ()
     granted = task_env(env).get("CUDA_VISIBLE_DEVICES", "")
     return tuple(part for part in granted.split(",") if part.strip().isdigit())
@@ -60,12 +60,13 @@ def container_command(spec: ProcessSpec, extra_env: dict[str, str] | None = None
     image = spec.in_image
     assert image is not None
     env = {**spec.env, **(extra_env or {})}
-    labels = {HOME_LABEL: str(load_settings().home), **image.labels}
+    settings = load_settings()
+    labels = {HOME_LABEL: str(settings.home), **image.labels}
     token = env.get(TOKEN_VAR)
     if token:
         labels[ENGINE_LABEL] = token
         guardian().watch_containers(image.runtime.argv(), f"{ENGINE_LABEL}={token}")
-    gpus = _granted_gpus(env)
+    gpus = _granted_gpus(env, fake=settings.fake_gpus is not None)
     run = ContainerRun(
         image=image.image, argv=list(spec.argv), env=env, cwd=spec.cwd, binds=list(spec.binds),
         same_paths=[p for p in (spec.workspace, *spec.carried, spec.log_path.parent) if p is not None],

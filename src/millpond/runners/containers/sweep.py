@@ -78,6 +78,7 @@ def _started(item: dict[str, object]) -> str:
 
 
 def remove_engine(runtime: ContainerRuntime, token: str) -> None:
-    """Remove every container of one engine (the guardian's last act, and ``millpond images prune``)."""
+    """Remove every container of one engine. (The guardian does the same with the standard library only,
+    ``guardian.remove_containers``: it runs as ``python -I -S`` and imports nothing of millpond.)"""
     remove(runtime, *labelled(runtime, f"{ENGINE_LABEL}={token}"))
 
