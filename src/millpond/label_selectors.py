@@ -77,3 +77,26 @@ def parse(text: str) -> Selector:
             continue
         raise UserError(f"unable to parse requirement: {part.strip()!r} in label selector {text!r}")
     return Selector(tuple(requirements))
+
+
+_OPERATORS = {"In": "in", "NotIn": "notin", "Exists": "exists", "DoesNotExist": "!"}
+
+
+def of_object(selector: Mapping[str, object]) -> Selector:
+    """A ``metav1.LabelSelector`` object (``matchLabels`` and ``matchExpressions``) as a :class:`Selector`;
+    an expression whose operator is not one of Kubernetes' four matches nothing (as an invalid selector
+    selects nothing)."""
+    requirements = []
+    labels = selector.get("matchLabels")
+    for key, value in (labels.items() if isinstance(labels, Mapping) else ()):
+        requirements.append(Requirement(str(key), "in", frozenset({str(value)})))
+    expressions = selector.get("matchExpressions")
+    for expression in expressions if isinstance(expressions, list) else ():
+        if not isinstance(expression, Mapping):
+            continue
+        operator = _OPERATORS.get(str(expression.get("operator", "")))
+        values = expression.get("values")
+        listed = frozenset(str(one) for one in values) if isinstance(values, list) else frozenset()
+        requirements.append(Requirement(str(expression.get("key", "")), operator or "in",
+                                        listed if operator else frozenset()))
+    return Selector(tuple(requirements))

@@ -30,6 +30,7 @@ LAZY_COMMANDS = {
     "kubeconfig": "millpond.cli.kubeconfig:kubeconfig_command",
     "ps": "millpond.cli.processes:ps_command",
     "images": "millpond.cli.images:images_group",
+    "user": "millpond.cli.users:user_group",
     "config": "millpond.cli.config:config_group",
     "train": "millpond.cli.arena:arena_group",  # Arena's commands, as `millpond train`
     "queue": "millpond.cli.queues:queue_group",

@@ -37,9 +37,13 @@ from millpond.errors import UserError
 from millpond.settings import load_settings
 
 if TYPE_CHECKING:
+    from millpond.server.access import AccessSettings
     from millpond.server.tls import CertificateFiles
 
 TOKEN_ENV = "MILLPOND_TOKEN"
+MULTI_USER_ENV = "MILLPOND_MULTI_USER"
+USERID_HEADER = "kubeflow-userid"  # KFP's KUBEFLOW_USERID_HEADER default (server.access holds the same)
+USERID_PREFIX = "accounts.google.com:"  # KFP's KUBEFLOW_USERID_PREFIX default
 TLS_ENV = "MILLPOND_TLS"
 TLS_VALUES = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False}
 
@@ -101,6 +105,24 @@ def choose_tls(flag: bool | None, cert: Path | None, key: Path | None, host: str
     return not is_loopback(host)
 
 
+def choose_access(multi_user: bool | None, token: str | None, proxies: tuple[str, ...], header: str,
+                  prefix: str) -> AccessSettings:
+    """How the server identifies callers: ``--multi-user`` (else ``MILLPOND_MULTI_USER``), its trusted proxies
+    and header. A proxy or header option without multi-user is refused: it would be ignored."""
+    from millpond.server.access import AccessSettings, parse_proxies
+
+    if multi_user is None:
+        setting = os.environ.get(MULTI_USER_ENV, "").strip().lower()
+        if setting and setting not in TLS_VALUES:
+            raise UserError(f"{MULTI_USER_ENV}={os.environ[MULTI_USER_ENV]!r}: expected 1 or 0 (true/false, on/off)")
+        multi_user = TLS_VALUES.get(setting, False)
+    if not multi_user and (proxies or header != USERID_HEADER or prefix != USERID_PREFIX):
+        raise UserError("--trusted-proxy, --userid-header and --userid-prefix are for --multi-user")
+    if not header.strip() or not all(char.isalnum() or char in "-_" for char in header):
+        raise UserError(f"--userid-header {header!r}: expected a header name (letters, digits, '-')")
+    return AccessSettings(multi_user, token, parse_proxies(proxies), header.strip().lower(), prefix)
+
+
 def certificate_names(host: str, allowed: tuple[str, ...]) -> list[str]:
     """The names millpond's own server certificate covers besides the loopback ones: this machine's name,
     the listening address and each ``--allowed-host`` (the names clients may dial)."""
@@ -139,14 +161,26 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
               help="Serve HTTPS with this PEM certificate (chain) instead; needs --tls-key.")
 @click.option("--tls-key", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="The PEM private key of --tls-cert.")
+@click.option("--multi-user/--single-user", "multi_user", default=None,
+              help="Kubeflow's multi-user mode: every request needs an identity (a user's token, a login, or a trusted "
+                   f"proxy's header) and RBAC decides what it may do. Default: ${MULTI_USER_ENV}, else single-user.")
+@click.option("--trusted-proxy", "trusted_proxies", multiple=True, metavar="ADDRESS[/BITS]",
+              help="Multi-user: trust the identity header (--userid-header) from this address or network only "
+                   "(an oauth2-proxy/Dex/Istio in front). Repeatable; from anyone else the header is refused.")
+@click.option("--userid-header", default=USERID_HEADER, show_default=True,
+              help="The header a trusted proxy names the user in (KFP's KUBEFLOW_USERID_HEADER).")
+@click.option("--userid-prefix", default=USERID_PREFIX, show_default=True,
+              help="A prefix the proxy puts before the user name, dropped (KFP's KUBEFLOW_USERID_PREFIX).")
 @runtime_option
 def server_command(host: str, port: int, token_file: Path | None, token: str | None,
                    allowed_hosts: tuple[str, ...], ray_address: str | None, tls: bool | None,
-                   tls_cert: Path | None, tls_key: Path | None) -> None:
+                   tls_cert: Path | None, tls_key: Path | None, multi_user: bool | None,
+                   trusted_proxies: tuple[str, ...], userid_header: str, userid_prefix: str) -> None:
     """Serve the Kubeflow Pipelines v2beta1 REST API (for kfp.Client) over this machine's runs."""
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port}: expected a port number from 0 to 65535")
     token = choose_token(token, token_file)
+    access = choose_access(multi_user, token, trusted_proxies, userid_header, userid_prefix)
     secure = choose_tls(tls, tls_cert, tls_key, host)
     if ray_address:  # the runs' worker processes inherit it, as they read their settings from the environment
         os.environ["MILLPOND_RAY_ADDRESS"] = ray_address
@@ -166,7 +200,7 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
 
     sock = bind_listener(host.strip("[]"), port)  # MillpondError (exit 1) for a port in use, before anything starts
     try:
-        _serve(sock, host, token, token_file, allowed_hosts, certificate)
+        _serve(sock, host, access, token_file, allowed_hosts, certificate)
     finally:
         sock.close()
 
@@ -198,7 +232,7 @@ def client_address(host: str, port: int, scheme: str) -> str:
     return f"{scheme}://{f'[{name}]' if ':' in name else name}:{port}"
 
 
-def _serve(sock: socket.socket, host: str, token: str | None, token_file: Path | None,
+def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: Path | None,
            allowed_hosts: tuple[str, ...], certificate: CertificateFiles | None) -> None:
     """Start the application over the bound ``sock`` (HTTPS with ``certificate`` when given); serve until stopped."""
     import uvicorn
@@ -211,7 +245,8 @@ def _serve(sock: socket.socket, host: str, token: str | None, token_file: Path |
 
     port = sock.getsockname()[1]
     scheme = "https" if certificate else "http"
-    app = create_app(load_settings(), token, served_hosts(host, allowed_hosts))
+    token = access.token
+    app = create_app(load_settings(), token, served_hosts(host, allowed_hosts), access)
     for line in reconcile():  # what an earlier server's users left behind
         click.echo(line, err=True)
     url_host = f"[{host.strip('[]')}]" if ":" in host else host

@@ -18,10 +18,12 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
+from millpond.access.authorizer import Authorizer
 from millpond.errors import MillpondError, http_status_of
 from millpond.server import (
     experiments,
     jobs_routes,
+    login_routes,
     metrics,
     nodes_routes,
     pipelines,
@@ -34,6 +36,7 @@ from millpond.server import (
     ui_routes,
     v1_ui_routes,
 )
+from millpond.server.access import AccessSettings, Authenticator
 from millpond.server.errors import ApiError, error_response
 from millpond.server.executor import RunExecutor
 from millpond.server.kube.app import KubeApi, KubeDispatch, is_kube_path
@@ -50,8 +53,11 @@ from millpond.store.training import JobStore
 API = "/apis/v2beta1"
 
 
-def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iterable[str] = ()) -> FastAPI:
-    """The application over ``settings``' home; ``allowed_hosts`` adds names to the loopback ones a Host may carry."""
+def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iterable[str] = (),
+               access: AccessSettings | None = None) -> FastAPI:
+    """The application over ``settings``' home; ``allowed_hosts`` adds names to the loopback ones a Host may carry;
+    ``access`` says how callers are identified (default: single-user, with ``token`` when given)."""
+    access = access or AccessSettings(token=token or None)
     app = FastAPI(
         title="millpond", version="v2beta1", description="Kubeflow Pipelines v2beta1 API, served by millpond.",
         dependencies=[Depends(namespace_checked)],  # a namespace in a path or query is a DNS-1123 label, or 400
@@ -71,9 +77,11 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     serving_reconcile.install(app, settings)  # every servable InferenceService gets a supervisor, now and later
     queue_reclaim.install(app, settings)  # the quota of queued workloads whose holder died: handed on
     app.state.metrics_registry = metrics.registry_for(settings)
+    app.state.authorizer = Authorizer(settings, access.multi_user)  # the one decision every surface asks
     app.state.kube = KubeApi(settings)
     app.add_middleware(KubeDispatch, kube=app.state.kube)  # /api, /apis/GROUP…: the Kubernetes API (inside the guard)
-    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), token=token, status_paths=is_kube_path)
+    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), authenticator=Authenticator(settings, access),
+                       status_paths=is_kube_path)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:
@@ -104,13 +112,14 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
 
     @app.get(f"{API}/healthz", tags=["HealthzService"])
     def healthz() -> dict[str, Any]:
-        return {"multi_user": False}
+        return {"multi_user": access.multi_user}
 
     # the model gateway (/v1/models, /v2, /seldon, /serving: KServe, OIP, Seldon) first: its paths are no other
     # router's, and routes are matched in order (~150 µs a request on the CI machine when it came eleventh)
     serving_routes.install(app)
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
+    app.include_router(login_routes.router)  # /ui-api/login, logout, whoami (multi-user)
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
     app.include_router(v1_ui_routes.router)  # kfp 1.x: the version graph, v1 visualizations and metrics
     app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)

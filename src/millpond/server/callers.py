@@ -1,26 +1,40 @@
-"""Who calls the API: the identity a fronting proxy puts in ``kubeflow-userid``, as KFP's multi-user mode reads it.
+"""Who calls the API, as the request guard established it (``server.access``), and what they may do.
 
-KFP trusts that header because, in a Kubeflow deployment, only Istio's authenticating proxy
-(oauth2-proxy, Dex) reaches the API and it sets the header from the login; the value may carry a
-prefix (``accounts.google.com:``) that is dropped. Without such a proxy any caller can put any
-name there: the name recorded on a run's tasks and a job is then what the caller says, and
-per-user quotas are cooperative (README "Queues and quotas: Kueue"). No header: ``anonymous``.
+``identity_of`` is the caller's :class:`~millpond.access.identity.Identity`; ``caller`` its name, which
+runs' tasks, jobs and Kueue workloads record as their user. In single-user mode that name is what the
+``kubeflow-userid`` header says (``anonymous`` without one), cooperative as it always was; in multi-user
+mode it is the authenticated user. ``require`` asks the server's one :class:`Authorizer` and raises
+``ForbiddenError`` (403) with Kubernetes' words when the answer is no.
 """
 
 from __future__ import annotations
 
-from fastapi import Request
+from starlette.requests import HTTPConnection
 
-from millpond.scheduling.queues.submission import ANONYMOUS
+from millpond.access.attributes import Attributes
+from millpond.access.authorizer import Authorizer
+from millpond.access.identity import Identity, user
+from millpond.server.access import ANONYMOUS_NAME, USERID_HEADER, USERID_PREFIX, header_name
 
-USERID_HEADER = "kubeflow-userid"  # KFP's KUBEFLOW_USERID_HEADER default
-USERID_PREFIX = "accounts.google.com:"  # KFP's KUBEFLOW_USERID_PREFIX default
-_MAX = 253
+
+def identity_of(connection: HTTPConnection) -> Identity:
+    """The caller (set by the request guard; a connection that never passed it: the header's name)."""
+    found = connection.scope.get("state", {}).get("identity")
+    if isinstance(found, Identity):
+        return found
+    return user(header_name(connection.headers.get(USERID_HEADER, ""), USERID_PREFIX) or ANONYMOUS_NAME, "header")
 
 
-def caller(request: Request) -> str:
-    """The caller's identity, one printable line of at most 253 characters, or ``anonymous``."""
-    value = (request.headers.get(USERID_HEADER) or "").strip().removeprefix(USERID_PREFIX).strip()
-    if not value or len(value) > _MAX or not value.isprintable():
-        return ANONYMOUS
-    return value
+def caller(connection: HTTPConnection) -> str:
+    """The caller's name: one printable line of at most 253 characters, or ``anonymous``."""
+    return identity_of(connection).name
+
+
+def authorizer_of(connection: HTTPConnection) -> Authorizer:
+    """The server's one authorization decision (``app.state.authorizer``)."""
+    return connection.app.state.authorizer  # type: ignore[no-any-return]
+
+
+def require(connection: HTTPConnection, asked: Attributes) -> None:
+    """Nothing when the caller may do what ``asked`` says; ForbiddenError (403) otherwise."""
+    authorizer_of(connection).check(identity_of(connection), asked)

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from millpond.hosts import LOOPBACK_HOSTS, host_of, same_origin
+from millpond.server.access import Authenticator, Refusal
 from millpond.server.errors import error_response
 from millpond.server.kube.status import KubeError
 
@@ -118,14 +119,28 @@ def is_public(method: str, path: str) -> bool:
     return path == "/" or (path.startswith("/ui/") and UI_FILE_NAME.fullmatch(path[len("/ui/"):]) is not None)
 
 
-def refusal(method: str, path: str, headers: dict[str, str], policy: HostPolicy,
-            token: str | None, scheme: str = "http") -> tuple[int, str] | None:
-    """Why a request that reached a server serving ``scheme`` (``http``/``https``) is refused, as
-    (HTTP status, message), or None when it may go on."""
+# What a multi-user server serves without an identity besides the UI's page and files: the login route
+# and KFP's healthz (it says only whether the server is multi-user, which clients ask before logging in).
+SIGN_IN_PATHS = frozenset({"/ui-api/login", "/ui-api/whoami", "/apis/v2beta1/healthz"})
+
+
+def host_refusal(headers: dict[str, str], policy: HostPolicy) -> tuple[int, str] | None:
+    """The refusal of a request whose Host this server does not answer to (DNS rebinding), or None."""
     host = headers.get("host", "")
     if not policy.allows(host):
         return 400, (f"invalid Host header {host!r}: this server answers to {', '.join(sorted(policy.names))}; "
                      "start it with --allowed-host NAME to add a name")
+    return None
+
+
+def refusal(method: str, path: str, headers: dict[str, str], policy: HostPolicy,
+            token: str | None, scheme: str = "http") -> tuple[int, str] | None:
+    """Why a request that reached a server serving ``scheme`` (``http``/``https``) is refused, as
+    (HTTP status, message), or None when it may go on."""
+    refused = host_refusal(headers, policy)
+    if refused is not None:
+        return refused
+    host = headers.get("host", "")
     if token is not None and not is_public(method, path):
         if not _bearer_matches(headers.get("authorization", ""), token):
             return 401, "missing or wrong token: send 'Authorization: Bearer TOKEN'"
@@ -162,11 +177,11 @@ def _empty_body(headers: dict[str, str]) -> bool:
 class RequestGuard:
     """ASGI middleware answering ``refusal``'s error, in KFP's shape, before the application sees a request."""
 
-    def __init__(self, app: ASGIApp, policy: HostPolicy, token: str | None = None,
+    def __init__(self, app: ASGIApp, policy: HostPolicy, authenticator: Authenticator,
                  status_paths: Callable[[str], bool] | None = None) -> None:
         self.app = app
         self.policy = policy
-        self.token = token or None
+        self.authenticator = authenticator  # who calls (server.access): the token, a user, a proxy's header
         self.status_paths = status_paths  # the Kubernetes API's paths: refused with a ``kind: Status`` object
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -177,11 +192,23 @@ class RequestGuard:
         repeated = None
         for key, value in scope["headers"]:
             name = key.decode("latin-1").lower()
-            if name in headers and name in ("host", "origin", "content-type", "authorization"):
+            if name in headers and name in ("host", "origin", "content-type", "authorization", "cookie",
+                                            "kubeflow-userid"):
                 repeated = name
             headers.setdefault(name, value.decode("latin-1"))
-        refused = (400, f"the {repeated} header is repeated") if repeated else refusal(
-            scope["method"].upper(), scope["path"], headers, self.policy, self.token, scope.get("scheme", "http"))
+        method, path = scope["method"].upper(), scope["path"]
+        refused = (400, f"the {repeated} header is repeated") if repeated else host_refusal(headers, self.policy)
+        if refused is None:
+            client = scope.get("client")
+            public = is_public(method, path)
+            identity = self.authenticator.identify(headers, client[0] if client else None, public or (
+                self.authenticator.access.multi_user and path in SIGN_IN_PATHS))
+            if isinstance(identity, Refusal):
+                refused = (identity.status, identity.message)
+            else:
+                scope.setdefault("state", {})["identity"] = identity
+        if refused is None:
+            refused = refusal(method, path, headers, self.policy, None, scope.get("scheme", "http"))
         if refused is None and not scope["path"].startswith(INFERENCE_PREFIXES):
             refused = _too_large(headers.get("content-length"))
             if refused is None and "transfer-encoding" in headers:

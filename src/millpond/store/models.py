@@ -368,3 +368,39 @@ class WorkloadRow(Base):
     admitted_at: Mapped[float] = mapped_column(Float, default=0.0)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class UserRow(Base):
+    """A user of a multi-user server (0012): its name and its password's argon2 hash (never the password)."""
+
+    __tablename__ = "users"
+
+    name: Mapped[str] = mapped_column(String(253), primary_key=True)
+    password_hash: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class UserTokenRow(Base):
+    """An API token of a user (0012): the SHA-256 digest of the token (shown once, never kept), its expiry."""
+
+    __tablename__ = "user_tokens"
+    __table_args__ = (Index("ix_user_tokens_user", "user"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    user: Mapped[str] = mapped_column(ForeignKey("users.name", ondelete="CASCADE"))
+    digest: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+class LoginSessionRow(Base):
+    """A login session of the web UI (0012): the SHA-256 digest of its cookie, its user, its expiry."""
+
+    __tablename__ = "login_sessions"
+    __table_args__ = (Index("ix_login_sessions_user", "user"),)
+
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user: Mapped[str] = mapped_column(ForeignKey("users.name", ondelete="CASCADE"))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
