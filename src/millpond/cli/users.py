@@ -93,7 +93,7 @@ def user_list() -> None:
     rows = [[found.name, "yes" if store.get("ClusterRoleBinding", admin_binding_name(found.name)) else "no",
              str(tokens.get(found.name, 0)), found.created_at.strftime("%Y-%m-%dT%H:%M:%SZ")]
             for found in credentials.store.users()]
-    click.echo(format_table(["NAME", "ADMIN", "TOKENS", "CREATED"], rows))
+    click.echo(format_table(("NAME", "ADMIN", "TOKENS", "CREATED"), rows))
 
 
 @user_group.command("passwd")
@@ -146,7 +146,7 @@ def token_list(name: str | None) -> None:
     rows = [[token.id, token.user, token.description, f"{token.created_at:%Y-%m-%dT%H:%M:%SZ}",
              f"{token.expires_at:%Y-%m-%dT%H:%M:%SZ}" + (" (expired)" if token.expires_at <= now else "")]
             for token in Credentials(load_settings()).store.tokens(name)]
-    click.echo(format_table(["ID", "USER", "DESCRIPTION", "CREATED", "EXPIRES"], rows))
+    click.echo(format_table(("ID", "USER", "DESCRIPTION", "CREATED", "EXPIRES"), rows))
 
 
 @token_group.command("revoke")

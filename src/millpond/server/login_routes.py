@@ -44,9 +44,9 @@ def login(body: LoginBody, request: Request) -> Response:
     keys = (f"user:{body.username}", f"address:{client}")
     wait = _THROTTLE.wait(*keys)
     if wait > 0:
-        response = error_response(429, f"too many failed logins: try again in {math.ceil(wait)} s")
-        response.headers["Retry-After"] = str(math.ceil(wait))
-        return response
+        refused = error_response(429, f"too many failed logins: try again in {math.ceil(wait)} s")
+        refused.headers["Retry-After"] = str(math.ceil(wait))
+        return refused
     found = credentials.check_password(body.username, body.password)
     if found is None:
         _THROTTLE.failed(*keys)
