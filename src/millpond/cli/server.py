@@ -181,6 +181,8 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
         raise UserError(f"--port {port}: expected a port number from 0 to 65535")
     token = choose_token(token, token_file)
     access = choose_access(multi_user, token, trusted_proxies, userid_header, userid_prefix)
+    if access.multi_user:  # the runs' workers, engines and tasks read it: tasks are isolated by namespace
+        os.environ[MULTI_USER_ENV] = "1"
     secure = choose_tls(tls, tls_cert, tls_key, host)
     if ray_address:  # the runs' worker processes inherit it, as they read their settings from the environment
         os.environ["MILLPOND_RAY_ADDRESS"] = ray_address
