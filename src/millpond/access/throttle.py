@@ -35,7 +35,7 @@ class LoginThrottle:
         """Seconds until a login under ``keys`` (a name, an address) may be tried; 0 when it may now."""
         with self._lock:
             now = self._now()
-            return max((found.locked_until - now for key in keys if (found := self._by_key.get(key))), default=0.0)
+            return max([0.0, *(found.locked_until - now for key in keys if (found := self._by_key.get(key)))])
 
     def failed(self, *keys: str) -> None:
         with self._lock:
