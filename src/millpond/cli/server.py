@@ -194,6 +194,8 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
     os.environ.pop(TOKEN_ENV, None)  # read: the runs, workers and tasks this server starts never see it
     if not is_loopback(host) and not token:
         raise UserError(f"refusing to listen on {host} without a token: pass --token-file PATH or set {TOKEN_ENV}")
+    if access.multi_user:
+        _warn_multi_user(host, secure, token)
     if not is_loopback(host) and not secure:
         click.echo(f"warning: serving plain HTTP on {host}: the token crosses the network unencrypted "
                    "(--no-tls is for a proxy in front that serves HTTPS)", err=True)
@@ -205,6 +207,17 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
         _serve(sock, host, access, token_file, allowed_hosts, certificate)
     finally:
         sock.close()
+
+
+def _warn_multi_user(host: str, secure: bool, token: str | None) -> None:
+    """What a multi-user server should say before it starts: nobody can log in yet; passwords in clear."""
+    from millpond.store.identities import IdentityStore
+
+    if not IdentityStore(load_settings()).users() and not token:
+        click.echo("warning: --multi-user with no user: nobody can log in yet (millpond user add NAME)", err=True)
+    if not is_loopback(host) and not secure:
+        click.echo(f"warning: --multi-user over plain HTTP on {host}: passwords, session cookies and tokens cross "
+                   "the network unencrypted", err=True)
 
 
 def _served_certificate(cert: Path | None, key: Path | None, host: str,
