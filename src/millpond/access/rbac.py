@@ -8,8 +8,9 @@ or a ``ServiceAccount`` (``system:serviceaccount:NAMESPACE:NAME``). A ClusterRol
 ``aggregationRule`` holds the rules of every ClusterRole whose labels match one of its selectors.
 
 The policy is read from the resource store whole (four kinds) and kept for ``TTL`` seconds by
-:class:`PolicyCache` (and dropped at once when this process writes an RBAC object), as the API server's
-authorizer reads from an informer's cache: a binding made elsewhere takes effect within a second.
+:class:`PolicyCache` (and dropped at once when this process writes an RBAC object: whatever path stores
+one calls :func:`note_written`), as the API server's authorizer reads from an informer's cache: a binding
+made by another process (the command line) takes effect within a second.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ from millpond.label_selectors import of_object
 
 RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 TTL = 1.0
+_written = [0]  # how many RBAC writes this process made: every PolicyCache rereads after one
+
+
+def note_written() -> None:
+    """An RBAC object was stored or deleted in this process: every policy cache reads it again at its next use."""
+    _written[0] += 1
 
 
 @dataclass(frozen=True)
@@ -168,11 +175,13 @@ class PolicyCache:
         self._lock = threading.Lock()
         self._policy: Policy | None = None
         self._read_at = 0.0
+        self._seen_writes = _written[0]
 
     def get(self) -> Policy:
         with self._lock:
             now = time.monotonic()
-            if self._policy is None or now - self._read_at > TTL:
+            if self._policy is None or now - self._read_at > TTL or self._seen_writes != _written[0]:
+                self._seen_writes = _written[0]
                 self._policy = Policy.of(self._read())
                 self._read_at = now
             return self._policy
