@@ -72,12 +72,12 @@ class Team:
         self.clients[name] = Kubectl(config, self.folder / name / "cache")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def team_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield from module_home(tmp_path_factory, "kube-rbac")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def team(team_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Team]:
     token_file = team_home.parent / "server-token"
     token_file.write_text(SERVER_TOKEN + "\n")
