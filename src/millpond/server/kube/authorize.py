@@ -56,8 +56,9 @@ def resource_attributes(method: str, target: paths.ResourcePath, query: Mapping[
     if not name and verb in ("list", "watch", "deletecollection"):
         for selector in (query.get("fieldSelector") or "").split(","):
             key, _, value = selector.partition("=")
-            if key.strip() == "metadata.name" and value and not value.startswith("="):
-                name = value.strip()
+            value = value.removeprefix("=").strip()  # metadata.name=X or metadata.name==X
+            if key.strip() == "metadata.name" and value:
+                name = value
     return Attributes(verb, namespace, target.group, target.resource, target.subresource, name)
 
 
