@@ -113,23 +113,30 @@ class Policy:
                 bindings.setdefault(namespace, []).append(Binding.of(manifest, namespace))
         return cls(cluster_roles, roles, [Binding.of(one, "") for one in cluster_bindings.values()], bindings)
 
-    def cluster_role_rules(self, name: str) -> tuple[Rule, ...]:
-        """A ClusterRole's rules, aggregated ones included (none for an unknown name)."""
-        if name not in self._aggregated:
-            self._aggregated[name] = ()  # an aggregation cycle ends here
-            role = self.cluster_roles.get(name)
-            rules = rules_of(role) if role else ()
-            selectors = ((role or {}).get("aggregationRule") or {}).get("clusterRoleSelectors") or []
-            for selector in selectors:
-                if not isinstance(selector, Mapping):
-                    continue
-                matches = of_object(selector).matches
-                for other, manifest in sorted(self.cluster_roles.items()):
-                    labels = (manifest.get("metadata") or {}).get("labels") or {}
-                    if other != name and matches(labels):
-                        rules += self.cluster_role_rules(other)
+    def cluster_role_rules(self, name: str, visiting: frozenset[str] = frozenset()) -> tuple[Rule, ...]:
+        """A ClusterRole's rules, aggregated ones included (none for an unknown name).
+
+        Only whole answers are remembered, and an aggregation cycle ends at a role already being visited on
+        this path: the policy is shared by concurrent requests, and none may see a role's rules half-made."""
+        found = self._aggregated.get(name)
+        if found is not None:
+            return found
+        if name in visiting:
+            return ()
+        role = self.cluster_roles.get(name)
+        rules = rules_of(role) if role else ()
+        selectors = ((role or {}).get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+        for selector in selectors:
+            if not isinstance(selector, Mapping):
+                continue
+            matches = of_object(selector).matches
+            for other, manifest in sorted(self.cluster_roles.items()):
+                labels = (manifest.get("metadata") or {}).get("labels") or {}
+                if other != name and matches(labels):
+                    rules += self.cluster_role_rules(other, visiting | {name})
+        if not visiting:
             self._aggregated[name] = rules
-        return self._aggregated[name]
+        return rules
 
     def granted(self, binding: Binding) -> tuple[Rule, ...]:
         """The rules a binding grants (a RoleBinding's Role is its own namespace's)."""
