@@ -120,7 +120,7 @@ def _asked(review: Review, spec: Mapping[str, Any], namespace: str) -> Attribute
 def _rules(authorizer: Authorizer, caller: Identity, namespace: str) -> dict[str, Any]:
     resource_rules: list[dict[str, Any]] = []
     url_rules: list[dict[str, Any]] = []
-    for rule in authorizer.rules(caller, namespace):
+    for rule in dict.fromkeys(authorizer.rules(caller, namespace)):  # a rule two bindings grant, once
         shown = rule.as_manifest()
         (url_rules if rule.non_resource_urls else resource_rules).append(shown)
     return {"resourceRules": resource_rules, "nonResourceRules": url_rules, "incomplete": False}
