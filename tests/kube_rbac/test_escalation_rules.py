@@ -8,6 +8,8 @@ import pytest
 from millpond.access.attributes import Attributes
 from millpond.access.escalation import missing
 from millpond.access.rules import Rule
+from millpond.errors import UserError
+from millpond.names import check_object_name
 from millpond.server.kube.authorize import forbidden, resource_attributes
 from millpond.server.kube.paths import parse
 
@@ -60,3 +62,17 @@ def test_a_refusal_is_worded_as_kube_apiserver_words_it() -> None:
     assert refused.details == {"name": "mnist", "group": "kubeflow.org", "kind": "pytorchjobs"}
     assert forbidden(Attributes("get", path="/metrics"), "bob").message == \
         'forbidden: User "bob" cannot get path "/metrics"'
+
+
+@pytest.mark.parametrize("name", ["namespaceAdmin", "system:basic-user", "user-alice-example-com-clusterrole-edit"])
+def test_rbac_objects_are_named_by_path_segments(name: str) -> None:
+    """``ValidateRBACName``: Kubeflow's profile controller names its owner's RoleBinding ``namespaceAdmin``."""
+    assert check_object_name(name, "metadata.name", "RoleBinding") == name
+    with pytest.raises(UserError):
+        check_object_name(name.replace("-", "_").replace(":", "_") + "_", "metadata.name", "ConfigMap")
+
+
+@pytest.mark.parametrize("name", ["a/b", "a%2f", ".", "..", "line\nbreak"])
+def test_an_rbac_name_is_still_one_path_segment(name: str) -> None:
+    with pytest.raises(UserError):
+        check_object_name(name, "metadata.name", "ClusterRole")
