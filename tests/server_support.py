@@ -8,11 +8,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from millpond.server.access import AccessSettings
 from millpond.settings import load_settings
+
+if TYPE_CHECKING:
+    from millpond.server.access import AccessSettings
 
 
 class Served:

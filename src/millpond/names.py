@@ -67,9 +67,26 @@ def check_namespace(value: str, where: str = "metadata.namespace") -> str:
     return check_label(value, where)
 
 
-def check_object_name(value: str, where: str = "metadata.name") -> str:
-    """``value`` when it is an object name (a DNS-1123 subdomain); UserError naming ``where`` otherwise."""
-    problem = subdomain_problem(value)
+# Kinds whose names are path segments, not DNS subdomains (``ValidateRBACName``): Kubeflow's ``namespaceAdmin``.
+PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+
+
+def path_segment_problem(value: str) -> str | None:
+    """Why ``value`` is not a path segment name (``path.IsValidPathSegmentName``, kept printable and at most 253
+    characters), or None."""
+    if value in (".", ".."):
+        return f"may not be '{value}'"
+    if "/" in value or "%" in value:
+        return "may not contain '/' or '%'"
+    if not value or not value.isprintable() or len(value) > 253:
+        return "must be 1-253 printable characters"
+    return None
+
+
+def check_object_name(value: str, where: str = "metadata.name", kind: str = "") -> str:
+    """``value`` when it is an object name (a DNS-1123 subdomain; a path segment for ``PATH_SEGMENT_KINDS``);
+    UserError naming ``where`` otherwise."""
+    problem = (path_segment_problem if kind in PATH_SEGMENT_KINDS else subdomain_problem)(value)
     if problem:
         raise invalid(where, value, problem)
     return value

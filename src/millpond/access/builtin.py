@@ -3,7 +3,8 @@
 Kubernetes' bootstrap policy (``plugin/pkg/auth/authorizer/rbac/bootstrappolicy``):
 
 - ``cluster-admin``: everything. ``admin``/``edit``/``view``: the user-facing roles, granted in a namespace
-  by a RoleBinding. ``view`` reads every namespaced resource but Secrets and RBAC objects; ``edit`` also
+  by a RoleBinding. ``view`` reads every namespaced resource but Secrets and RBAC objects, and namespaces
+  (through a RoleBinding: its own namespace); ``edit`` also
   writes them (Secrets included, RBAC objects not); ``admin`` also manages the namespace's Roles and
   RoleBindings. The resources are every namespaced kind millpond serves (the kinds registry), so a kind
   added later is covered as upstream's aggregation (``aggregate-to-edit`` labels) covers a CRD's.
@@ -66,6 +67,9 @@ def _rules(level: str) -> list[dict[str, Any]]:
             rules.append({"apiGroups": [group], "resources": writable, "verbs": READ + WRITE})
         else:
             rules.append({"apiGroups": [group], "resources": plurals, "verbs": READ + WRITE})
+    # reading the namespace itself: a RoleBinding grants it for its own namespace (a request on namespaces/NAME
+    # carries namespace NAME), as upstream's view (and so edit and admin) reads namespaces
+    rules.append({"apiGroups": [""], "resources": ["namespaces"], "verbs": READ})
     if level == "admin":  # an admin may ask what others may do in its namespace
         rules.append({"apiGroups": ["authorization.k8s.io"], "resources": ["localsubjectaccessreviews"],
                       "verbs": ["create"]})

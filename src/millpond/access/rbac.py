@@ -8,8 +8,9 @@ or a ``ServiceAccount`` (``system:serviceaccount:NAMESPACE:NAME``). A ClusterRol
 ``aggregationRule`` holds the rules of every ClusterRole whose labels match one of its selectors.
 
 The policy is read from the resource store whole (four kinds) and kept for ``TTL`` seconds by
-:class:`PolicyCache` (and dropped at once when this process writes an RBAC object), as the API server's
-authorizer reads from an informer's cache: a binding made elsewhere takes effect within a second.
+:class:`PolicyCache` (and dropped at once when this process writes an RBAC object: whatever path stores
+one calls :func:`note_written`), as the API server's authorizer reads from an informer's cache: a binding
+made by another process (the command line) takes effect within a second.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ from millpond.label_selectors import of_object
 
 RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 TTL = 1.0
+_written = [0]  # how many RBAC writes this process made: every PolicyCache rereads after one
+
+
+def note_written() -> None:
+    """An RBAC object was stored or deleted in this process: every policy cache reads it again at its next use."""
+    _written[0] += 1
 
 
 @dataclass(frozen=True)
@@ -106,23 +113,30 @@ class Policy:
                 bindings.setdefault(namespace, []).append(Binding.of(manifest, namespace))
         return cls(cluster_roles, roles, [Binding.of(one, "") for one in cluster_bindings.values()], bindings)
 
-    def cluster_role_rules(self, name: str) -> tuple[Rule, ...]:
-        """A ClusterRole's rules, aggregated ones included (none for an unknown name)."""
-        if name not in self._aggregated:
-            self._aggregated[name] = ()  # an aggregation cycle ends here
-            role = self.cluster_roles.get(name)
-            rules = rules_of(role) if role else ()
-            selectors = ((role or {}).get("aggregationRule") or {}).get("clusterRoleSelectors") or []
-            for selector in selectors:
-                if not isinstance(selector, Mapping):
-                    continue
-                matches = of_object(selector).matches
-                for other, manifest in sorted(self.cluster_roles.items()):
-                    labels = (manifest.get("metadata") or {}).get("labels") or {}
-                    if other != name and matches(labels):
-                        rules += self.cluster_role_rules(other)
+    def cluster_role_rules(self, name: str, visiting: frozenset[str] = frozenset()) -> tuple[Rule, ...]:
+        """A ClusterRole's rules, aggregated ones included (none for an unknown name).
+
+        Only whole answers are remembered, and an aggregation cycle ends at a role already being visited on
+        this path: the policy is shared by concurrent requests, and none may see a role's rules half-made."""
+        found = self._aggregated.get(name)
+        if found is not None:
+            return found
+        if name in visiting:
+            return ()
+        role = self.cluster_roles.get(name)
+        rules = rules_of(role) if role else ()
+        selectors = ((role or {}).get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+        for selector in selectors:
+            if not isinstance(selector, Mapping):
+                continue
+            matches = of_object(selector).matches
+            for other, manifest in sorted(self.cluster_roles.items()):
+                labels = (manifest.get("metadata") or {}).get("labels") or {}
+                if other != name and matches(labels):
+                    rules += self.cluster_role_rules(other, visiting | {name})
+        if not visiting:
             self._aggregated[name] = rules
-        return self._aggregated[name]
+        return rules
 
     def granted(self, binding: Binding) -> tuple[Rule, ...]:
         """The rules a binding grants (a RoleBinding's Role is its own namespace's)."""
@@ -168,11 +182,13 @@ class PolicyCache:
         self._lock = threading.Lock()
         self._policy: Policy | None = None
         self._read_at = 0.0
+        self._seen_writes = _written[0]
 
     def get(self) -> Policy:
         with self._lock:
             now = time.monotonic()
-            if self._policy is None or now - self._read_at > TTL:
+            if self._policy is None or now - self._read_at > TTL or self._seen_writes != _written[0]:
+                self._seen_writes = _written[0]
                 self._policy = Policy.of(self._read())
                 self._read_at = now
             return self._policy

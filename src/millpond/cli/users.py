@@ -43,7 +43,8 @@ def admin_binding_name(user: str) -> str:
     return ADMIN_BINDING.format(name=safe)
 
 
-def _lifetime(text: str) -> dt.timedelta:
+def token_lifetime(text: str) -> dt.timedelta:
+    """``--expires``: days (``30d``) or a Go duration (``12h``), positive."""
     found = _DAYS.fullmatch(text.strip())
     if found:
         days = int(found.group(1))
@@ -131,7 +132,7 @@ def token_group() -> None:
               help="Its lifetime: days (30d) or a Go duration (12h).")
 def token_create(name: str, description: str, expires: str) -> None:
     """Create an API token for NAME and print it (once) on standard output."""
-    lifetime = _lifetime(expires)
+    lifetime = token_lifetime(expires)
     issued = Credentials(load_settings()).issue_token(name, description, lifetime)
     click.echo(f"token {issued.record.id} for {name!r} expires {issued.record.expires_at:%Y-%m-%dT%H:%M:%SZ}; "
                "it is shown only now:", err=True)

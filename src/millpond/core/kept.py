@@ -1,10 +1,15 @@
-"""ServiceAccounts and RBAC's Roles, ClusterRoles and their bindings: kept as applied, not enforced.
+"""ServiceAccounts and RBAC's Roles, ClusterRoles and their bindings: kept as applied; RBAC enforced by a
+multi-user server.
 
 Each is a row of the resource store with its fields as applied, checked as the API server's validation
-does (a rule names its verbs; a binding's ``roleRef`` names a Role or ClusterRole and never changes). No
-token is issued for a ServiceAccount and no rule is enforced yet: who may do what is a later issue (the
-API's authorization), and ``apply`` says so in one ``info:`` line per kind. Every namespace has its
-``default`` ServiceAccount, as the API server's controller makes one.
+does (a rule names its verbs; a binding's ``roleRef`` names a Role or ClusterRole and never changes).
+When the server runs ``--multi-user``, the RBAC objects decide every request (``access.authorizer``); a
+write of one takes effect at once in the process that stored it (``access.rbac.note_written``) and within
+a second in the others. A single-user server and the command line on the home decide nothing (the
+machine's administrator), and ``apply`` says so in one ``info:`` line per kind. No token is issued for a
+ServiceAccount. Every namespace has its ``default`` ServiceAccount, as the API server's controller makes
+one; ``kubectl get clusterroles``/``clusterrolebindings`` list the built-in ones (``access.builtin``)
+beside the stored ones, and a stored one of a built-in's name replaces it, as the policy reads them.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.access import builtin, rbac
 from millpond.core import namespaces
 from millpond.core.kinds import RBAC_GROUP
 from millpond.core.view import Planned, check_envelope, derived_uid, kept_object, metadata_of, parse_timestamp, strings
@@ -26,7 +32,7 @@ from millpond.tables import age_since
 Checker = Callable[[str, dict[str, Any]], None]  # (where, the kept fields): UserError names what is wrong
 
 DEFAULT_ACCOUNT = "default"
-NOT_ENFORCED = "kept; millpond does not enforce RBAC yet (authorization is a later issue)"
+ENFORCED = "kept; enforced by a --multi-user server (a single-user server and the command line do not enforce RBAC)"
 NO_TOKENS = "kept; millpond issues no service-account tokens (one user, or the server's own token)"
 
 
@@ -100,13 +106,45 @@ class KeptView:
                 raise UserError(f"{where} {name}: roleRef: Invalid value: cannot change roleRef")
 
         def store(context: KindContext) -> str:
-            return ResourceStore(context.settings).apply([manifest])[0][1]
+            action = ResourceStore(context.settings).apply([manifest])[0][1]
+            if entry.kind in rbac.RBAC_KINDS:
+                rbac.note_written()
+            return action
 
         return Planned(entry, name, namespace, store, (self.note,))
 
     def delete(self, entry: KindName, name: str, namespace: str, context: KindContext) -> None:
         if not ResourceStore(context.settings).delete(entry.kind, name, store_namespace(entry, namespace)):
             raise not_found(entry, name, namespace)
+        if entry.kind in rbac.RBAC_KINDS:
+            rbac.note_written()
+
+
+@dataclass(frozen=True)
+class BuiltInView(KeptView):
+    """ClusterRoles or ClusterRoleBindings: the stored ones, and the built-in ones (``access.builtin``) no stored
+    one of the same name replaces, derived as the API server's bootstrap policy makes them at start-up. A
+    built-in is not stored, so it cannot be deleted (apply one of its name to replace it)."""
+
+    def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
+        kept = super().objects(entry, namespace, context)
+        have = {shown["metadata"]["name"] for shown in kept}
+        made = builtin.cluster_roles() if entry.kind == "ClusterRole" else builtin.cluster_role_bindings()
+        since = namespaces.every(context.settings).get("default") or dt.datetime.now(dt.timezone.utc)
+        for manifest in made:
+            name = manifest["metadata"]["name"]
+            if name not in have:
+                kept.append({**manifest, "metadata": metadata_of(
+                    entry, name, "", derived_uid(entry.kind, name), since, manifest["metadata"])})
+        return sorted(kept, key=lambda shown: shown["metadata"]["name"])
+
+    def delete(self, entry: KindName, name: str, namespace: str, context: KindContext) -> None:
+        stored = ResourceStore(context.settings).get(entry.kind, name, store_namespace(entry, namespace))
+        made = builtin.cluster_roles() if entry.kind == "ClusterRole" else builtin.cluster_role_bindings()
+        if stored is None and any(manifest["metadata"]["name"] == name for manifest in made):
+            raise UserError(f"{entry.kind} {name} is built in (millpond's bootstrap policy): it cannot be deleted; "
+                            "apply one of the same name to replace it")
+        super().delete(entry, name, namespace, context)
 
 
 @dataclass(frozen=True)
@@ -147,8 +185,8 @@ VIEWS: dict[str, KeptView] = {
     "ServiceAccount": ServiceAccountView(
         {"secrets": list, "imagePullSecrets": list, "automountServiceAccountToken": bool}, _service_account,
         ("SECRETS", "AGE"), NO_TOKENS, _secrets_count),
-    "Role": KeptView(_RULES, _rules, ("CREATED AT",), NOT_ENFORCED),
-    "ClusterRole": KeptView({**_RULES, "aggregationRule": dict}, _rules, ("CREATED AT",), NOT_ENFORCED),
-    "RoleBinding": KeptView(_BINDING, _binding(cluster=False), ("ROLE", "AGE"), NOT_ENFORCED, _role_of),
-    "ClusterRoleBinding": KeptView(_BINDING, _binding(cluster=True), ("ROLE", "AGE"), NOT_ENFORCED, _role_of),
+    "Role": KeptView(_RULES, _rules, ("CREATED AT",), ENFORCED),
+    "ClusterRole": BuiltInView({**_RULES, "aggregationRule": dict}, _rules, ("CREATED AT",), ENFORCED),
+    "RoleBinding": KeptView(_BINDING, _binding(cluster=False), ("ROLE", "AGE"), ENFORCED, _role_of),
+    "ClusterRoleBinding": BuiltInView(_BINDING, _binding(cluster=True), ("ROLE", "AGE"), ENFORCED, _role_of),
 }

@@ -3,7 +3,10 @@
 ``millpond server`` hands it ``/version``, ``/api``, ``/api/…``, ``/apis`` and ``/apis/GROUP/…`` for
 every group of the kinds registry (KFP's ``/apis/v1beta1`` and ``/apis/v2beta1`` and millpond's own
 ``/apis/millpond`` stay the FastAPI application's), after the same Host, Origin and token checks as
-every other request (``server.security``). Every answer is JSON; every refusal a ``Status``.
+every other request (``server.security``). Every request is then decided by the server's one Authorizer with
+the attributes kube-apiserver gives it (``authorize``; single-user: everything is allowed), and a write of a
+Role, ClusterRole or binding must not grant more than its writer holds (``access.escalation``). The access
+reviews (``reviews``) answer ``kubectl auth can-i``/``whoami``. Every answer is JSON; every refusal a ``Status``.
 Handlers block (stores, processes), so each request's work runs in a worker thread; a watch waits
 on its event loop.
 """
@@ -20,12 +23,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from millpond.access import escalation
+from millpond.access.builtin import RBAC_GROUP
+from millpond.access.rbac import RBAC_KINDS
 from millpond.errors import NotFoundError, UserError
 from millpond.kind_handler import KindContext, KindName, Table
 from millpond.kinds import REGISTRY
 from millpond.pods.logs import LogRequest, read_log
-from millpond.server.callers import caller
-from millpond.server.kube import discovery, openapi, patches, paths, protobuf, selectors, tables, watch
+from millpond.server.callers import authorizer_of, caller, identity_of
+from millpond.server.kube import (
+    authorize,
+    discovery,
+    openapi,
+    patches,
+    paths,
+    protobuf,
+    reviews,
+    selectors,
+    tables,
+    watch,
+)
 from millpond.server.kube.fields import VALIDATIONS
 from millpond.server.kube.history import Histories, key_of
 from millpond.server.kube.objects import Resources, WriteOptions, Written
@@ -72,13 +89,23 @@ class KubeApi:
     async def _answer(self, request: Request) -> Response:
         path = request.url.path.rstrip("/") or "/"
         method = request.method
+        target = paths.parse(path)
+        if authorizer_of(request).multi_user:  # single-user: nobody is refused for who asks, as before
+            wanted = await run_in_threadpool(authorize.impersonated, request)
+            if wanted is not None:
+                authorize.act_as(request, wanted)
+            asked = authorize.path_attributes(method, request.url.path) if target is None else \
+                authorize.resource_attributes(method, target, request.query_params)
+            await run_in_threadpool(authorize.authorize, request, asked)
         if method == "GET":
             found = await self._discovery(path, request.headers.get("accept", ""))
             if found is not None:
                 return found
-        target = paths.parse(path)
         if target is None:
             raise KubeError(404, f"the server could not find the requested resource ({method} {path})", "NotFound")
+        review = reviews.find(target.group, target.version, target.resource)
+        if review is not None:
+            return await self._review(request, review, target)
         kind = discovery.find(target.group, target.version, target.resource)
         if kind is None:
             raise KubeError(404, f"the server could not find the requested resource ({target.resource}."
@@ -89,6 +116,18 @@ class KubeApi:
             raise KubeError(404, f"{kind.plural} is namespaced: name its namespace (…/namespaces/NS/{kind.plural}/"
                                  f"{target.name})", "NotFound")
         return await self._resource(request, kind, target)
+
+    async def _review(self, request: Request, review: reviews.Review, target: paths.ResourcePath) -> Response:
+        """An access review: created (POST on the collection), answered, never stored."""
+        if request.method != "POST" or target.name or target.subresource:
+            raise KubeError(405, f"{review.plural}.{review.group} are created only (POST), never read or changed")
+        if review.namespaced != bool(target.namespace):
+            raise KubeError(404, f"the server could not find the requested resource ({review.plural}."
+                                 f"{review.group}/{review.version})", "NotFound")
+        body = await _body(request)
+        shown = await run_in_threadpool(reviews.answer, review, body, target.namespace, identity_of(request),
+                                        authorizer_of(request))
+        return _json(shown, 201)
 
     async def _discovery(self, path: str, accept: str) -> Response | None:
         if path == "/version":
@@ -336,7 +375,27 @@ def _options(request: Request) -> WriteOptions:
     if any(value != "All" for value in dry_run):
         raise KubeError(400, f"dryRun {dry_run!r}: only All is supported")
     agent = request.headers.get("user-agent", "").split("/", 1)[0]
-    return WriteOptions(bool(dry_run), validation, query.get("fieldManager") or agent, _truthy(query.get("force")))
+    return WriteOptions(bool(dry_run), validation, query.get("fieldManager") or agent, _truthy(query.get("force")),
+                        _admission(request))
+
+
+def _admission(request: Request) -> Callable[[KindName, dict[str, Any]], None]:
+    """What a write must pass before it is stored (dry runs included): RBAC's privilege-escalation rules."""
+    identity, authorizer = identity_of(request), authorizer_of(request)
+
+    def admit(kind: KindName, doc: dict[str, Any]) -> None:
+        if kind.group != RBAC_GROUP or kind.kind not in RBAC_KINDS:
+            return
+        refused = escalation.check_write(authorizer, identity, doc)
+        if refused is None:
+            return
+        name = str((doc.get("metadata") or {}).get("name", ""))
+        if refused.code == 404:
+            raise KubeError(404, refused.message, "NotFound")
+        raise KubeError(403, f'{kind.plural}.{kind.group} "{name}" is forbidden: {refused.message}', "Forbidden",
+                        {"name": name, "group": kind.group, "kind": kind.plural})
+
+    return admit
 
 
 async def _body(request: Request) -> Any:

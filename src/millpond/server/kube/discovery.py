@@ -2,7 +2,8 @@
 
 ``/version``; ``/api`` (the core group's versions) and ``/apis`` (every group with its versions);
 ``/api/v1`` and ``/apis/GROUP/VERSION`` (an ``APIResourceList``: each kind's plural, singular,
-short names, scope and verbs). kubectl ≥ 1.30 first asks ``/api`` and ``/apis`` for the aggregated
+short names, scope and verbs), the access reviews' groups included (``reviews``: create-only, so
+``kubectl auth can-i``/``whoami`` find them). kubectl ≥ 1.30 first asks ``/api`` and ``/apis`` for the aggregated
 documents (``apidiscovery.k8s.io/v2`` ``APIGroupDiscoveryList``, one request for everything); it gets
 them when its ``Accept`` names them, and the plain lists otherwise, as the API server negotiates.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from millpond import __version__
 from millpond.kind_handler import KindName
 from millpond.kinds import REGISTRY
+from millpond.server.kube import reviews
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
@@ -43,6 +45,16 @@ def groups() -> dict[str, list[str]]:
     return found
 
 
+def served_groups() -> dict[str, list[str]]:
+    """``groups()`` and the access reviews' groups (``authorization.k8s.io``, ``authentication.k8s.io``)."""
+    found = groups()
+    for review in reviews.REVIEWS:
+        versions = found.setdefault(review.group, [])
+        if review.version not in versions:
+            versions.append(review.version)
+    return found
+
+
 def kinds_of(group: str, version: str) -> list[KindName]:
     return [kind for kind in REGISTRY if kind.group == group and version in kind.versions]
 
@@ -54,7 +66,7 @@ def find(group: str, version: str, resource: str) -> KindName | None:
 
 def is_kube_group(group: str) -> bool:
     """Whether ``/apis/GROUP`` is this API's (KFP's ``/apis/v2beta1`` and millpond's own are not)."""
-    return group in groups()
+    return group in served_groups()
 
 
 def _resource(kind: KindName, version: str) -> dict[str, Any]:
@@ -71,9 +83,10 @@ def _categories(kind: KindName) -> list[str]:
 def resource_list(group: str, version: str) -> dict[str, Any] | None:
     """``/api/v1`` or ``/apis/G/V``: an ``APIResourceList``; None when no kind is served there."""
     kinds = kinds_of(group, version)
-    if not kinds:
+    virtual = reviews.of_group(group, version)
+    if not kinds and not virtual:
         return None
-    resources: list[dict[str, Any]] = []
+    resources: list[dict[str, Any]] = [_review(review) for review in virtual]
     for kind in kinds:
         resources.append(_resource(kind, version))
         for sub, verbs in [("status", ["get", "patch", "update"]), *_SUBRESOURCES.get(kind.kind, [])]:
@@ -81,6 +94,11 @@ def resource_list(group: str, version: str) -> dict[str, Any] | None:
                               "kind": kind.kind, "verbs": verbs})
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{group}/{version}" if group else version,
             "resources": resources}
+
+
+def _review(review: reviews.Review) -> dict[str, Any]:
+    return {"name": review.plural, "singularName": review.kind.lower(), "namespaced": review.namespaced,
+            "group": review.group, "version": review.version, "kind": review.kind, "verbs": ["create"]}
 
 
 def core_versions() -> dict[str, Any]:
@@ -92,7 +110,7 @@ def core_versions() -> dict[str, Any]:
 def group_list() -> dict[str, Any]:
     """``/apis``: every named group with its versions."""
     return {"kind": "APIGroupList", "apiVersion": "v1",
-            "groups": [_group(name, versions) for name, versions in groups().items() if name]}
+            "groups": [_group(name, versions) for name, versions in served_groups().items() if name]}
 
 
 def _group(name: str, versions: list[str]) -> dict[str, Any]:
@@ -102,7 +120,7 @@ def _group(name: str, versions: list[str]) -> dict[str, Any]:
 
 def group(name: str) -> dict[str, Any] | None:
     """``/apis/GROUP``: one ``APIGroup``."""
-    versions = groups().get(name)
+    versions = served_groups().get(name)
     return {"kind": "APIGroup", "apiVersion": "v1", **_group(name, versions)} if versions and name else None
 
 
@@ -116,7 +134,7 @@ def aggregated_version(accept: str) -> str | None:
 
 def aggregated(core: bool, version_of_discovery: str) -> dict[str, Any]:
     """The aggregated discovery document of ``/api`` (``core``) or ``/apis``."""
-    items = [_discovery_group(name, versions) for name, versions in groups().items() if (name == "") == core]
+    items = [_discovery_group(name, versions) for name, versions in served_groups().items() if (name == "") == core]
     if core and not items:
         items = [_discovery_group("", ["v1"])]
     return {"kind": "APIGroupDiscoveryList", "apiVersion": f"apidiscovery.k8s.io/{version_of_discovery}",
@@ -125,8 +143,17 @@ def aggregated(core: bool, version_of_discovery: str) -> dict[str, Any]:
 
 def _discovery_group(name: str, versions: Iterable[str]) -> dict[str, Any]:
     return {"metadata": {"name": name} if name else {},
-            "versions": [{"version": v, "resources": [_discovery_resource(k, v) for k in kinds_of(name, v)],
-                          "freshness": "Current"} for v in versions]}
+            "versions": [{"version": v, "resources": [
+                *(_discovery_resource(k, v) for k in kinds_of(name, v)),
+                *(_discovery_review(review) for review in reviews.of_group(name, v))],
+                "freshness": "Current"} for v in versions]}
+
+
+def _discovery_review(review: reviews.Review) -> dict[str, Any]:
+    return {"resource": review.plural, "responseKind": {"group": review.group, "version": review.version,
+                                                        "kind": review.kind},
+            "scope": "Namespaced" if review.namespaced else "Cluster", "singularResource": review.kind.lower(),
+            "verbs": ["create"]}
 
 
 def _discovery_resource(kind: KindName, version: str) -> dict[str, Any]:

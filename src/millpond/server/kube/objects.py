@@ -20,6 +20,7 @@ import datetime as dt
 import random
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,12 +43,15 @@ _GENERATED = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alph
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """A write's query: ``dryRun=All``, ``fieldValidation``, ``fieldManager``, ``force`` (server-side apply)."""
+    """A write's query: ``dryRun=All``, ``fieldValidation``, ``fieldManager``, ``force`` (server-side apply); and
+    ``admit``, what the object as it would be stored must pass (the API's admission: RBAC's escalation rules),
+    raising the refusal."""
 
     dry_run: bool = False
     validation: str = "Strict"
     manager: str = ""
     force: bool = False
+    admit: Callable[[KindName, dict[str, Any]], None] | None = None
 
 
 @dataclass
@@ -223,6 +227,8 @@ class Resources:
         batch = ApplyBatch(self.context(user), check_schema_file,
                            config_documents.WithPlanned(ConfigStore(settings.home), []))
         handler = REGISTRY.handler(kind)
+        if options.admit is not None:
+            options.admit(kind, doc)
         plan = self._checked(kind, handler, doc, batch, options, warnings)
         if options.dry_run:
             return Written(_dry_run(kind, doc, before), warnings=warnings)

@@ -1,7 +1,8 @@
 """Kubernetes' protobuf bodies, read for the built-in kinds ``kubectl create`` sends that way.
 
 kubectl's typed clients (``kubectl create namespace|secret|configmap|serviceaccount|role|rolebinding|
-clusterrole|clusterrolebinding|job``) send ``application/vnd.kubernetes.protobuf``: the magic ``k8s\\0``,
+clusterrole|clusterrolebinding|job``, and ``kubectl auth can-i|whoami``'s access reviews) send
+``application/vnd.kubernetes.protobuf``: the magic ``k8s\\0``,
 then a ``runtime.Unknown`` (its ``typeMeta`` and the object's own message in ``raw``), each field of the
 generated ``k8s.io/api`` messages known by number. This module reads the protobuf wire format (varints,
 length-delimited fields) and turns the messages of those kinds into the JSON objects the API reads
@@ -62,9 +63,26 @@ MESSAGES: dict[str, Fields] = {
     "EnvVar": {1: ("name", "string"), 2: ("value", "string")},
     "ResourceRequirements": {1: ("limits", "map:quantity"), 2: ("requests", "map:quantity")},
     "Quantity": {1: ("string", "string")},
+    # the access reviews kubectl auth can-i and whoami send (authorization.k8s.io/v1, authentication.k8s.io/v1)
+    "ResourceAttributes": {1: ("namespace", "string"), 2: ("verb", "string"), 3: ("group", "string"),
+                           4: ("version", "string"), 5: ("resource", "string"), 6: ("subresource", "string"),
+                           7: ("name", "string")},
+    "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
+    "SelfSubjectAccessReviewSpec": {1: ("resourceAttributes", "ResourceAttributes"),
+                                    2: ("nonResourceAttributes", "NonResourceAttributes")},
+    "SubjectAccessReviewSpec": {1: ("resourceAttributes", "ResourceAttributes"),
+                                2: ("nonResourceAttributes", "NonResourceAttributes"), 3: ("user", "string"),
+                                4: ("groups", "*string"), 6: ("uid", "string")},
+    "SelfSubjectRulesReviewSpec": {1: ("namespace", "string")},
+    "SelfSubjectAccessReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SelfSubjectAccessReviewSpec")},
+    "SelfSubjectRulesReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SelfSubjectRulesReviewSpec")},
+    "SubjectAccessReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SubjectAccessReviewSpec")},
+    "LocalSubjectAccessReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SubjectAccessReviewSpec")},
+    "SelfSubjectReview": {1: ("metadata", "ObjectMeta")},
 }
 KINDS = {"Namespace", "ConfigMap", "Secret", "ServiceAccount", "Role", "ClusterRole", "RoleBinding",
-         "ClusterRoleBinding", "Job"}
+         "ClusterRoleBinding", "Job", "SelfSubjectAccessReview", "SelfSubjectRulesReview", "SubjectAccessReview",
+         "LocalSubjectAccessReview", "SelfSubjectReview"}
 
 
 def _varint(data: bytes, at: int) -> tuple[int, int]:
