@@ -60,6 +60,10 @@ def _rules(level: str) -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for group, plurals in _namespaced_resources().items():
         readable = [p for p in plurals if (group, p.split("/")[0]) not in _PRIVATE | _RBAC_NAMESPACED]
+        if any("/" in p for p in plurals):  # a subresource (pods/log) is read, never written
+            rules.append({"apiGroups": [group], "resources": [p for p in readable if "/" in p], "verbs": READ})
+            readable = [p for p in readable if "/" not in p]
+            plurals = [p for p in plurals if "/" not in p]
         writable = [p for p in plurals if (group, p.split("/")[0]) not in _RBAC_NAMESPACED]
         if level == "view":
             rules.append({"apiGroups": [group], "resources": readable, "verbs": READ})
