@@ -26,7 +26,7 @@ _NAMING = {"uq": "uq_%(table_name)s_%(column_0_name)s"}
 _NAMESPACED = ("experiments", "pipelines")
 
 
-def _namespace_column() -> sa.Column:
+def _namespace_column() -> sa.Column[str]:
     return sa.Column("namespace", sa.String(253), nullable=False, server_default="")
 
 
