@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +19,7 @@ kfp = pytest.importorskip("kfp")
 from kfp import dsl  # noqa: E402
 from kfp_server_api.exceptions import ApiException  # noqa: E402
 
-from tests.kfp_multiuser.team import API, Team, start_team  # noqa: E402
-from tests.server_support import module_home  # noqa: E402
+from tests.kfp_multiuser.team import API, Team  # noqa: E402
 
 
 @dsl.component
@@ -32,18 +30,6 @@ def add(a: int, b: int) -> int:
 @dsl.pipeline(name="adder")
 def adder(x: int = 1, y: int = 2) -> int:
     return add(a=x, b=y).output
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from module_home(tmp_path_factory, "kfp-multiuser")
-
-
-@pytest.fixture(scope="module")
-def team(home: Path) -> Iterator[Team]:
-    started = start_team(home)
-    yield started
-    started.stop()
 
 
 def client(team: Team, who: str, namespace: str = "kubeflow") -> Any:
@@ -79,8 +65,10 @@ def test_experiments_are_per_namespace(team: Team, alice_run: Any) -> None:
     alices = alice.get_experiment(experiment_name="exp")
     assert alices.namespace == "team-a" and bobs.namespace == "team-b"
     assert alices.experiment_id != bobs.experiment_id
-    assert [e.display_name for e in alice.list_experiments().experiments] == ["exp"]
-    assert {e.experiment_id for e in bob.list_experiments().experiments} == {bobs.experiment_id}
+    listed = alice.list_experiments(page_size=100).experiments
+    assert "exp" in [e.display_name for e in listed] and {e.namespace for e in listed} == {"team-a"}
+    listed = bob.list_experiments(page_size=100).experiments
+    assert bobs.experiment_id in {e.experiment_id for e in listed} and {e.namespace for e in listed} == {"team-b"}
     assert "namespace team-a" in refused(bob.list_experiments, namespace="team-a")
     message = refused(bob.get_experiment, experiment_id=alices.experiment_id)
     assert message.startswith(f"Failed to access experiment {alices.experiment_id}. "
@@ -105,8 +93,8 @@ def test_a_list_needs_a_namespace_in_multi_user_mode(team: Team) -> None:
 def test_runs_of_another_namespace_are_refused(team: Team, alice_run: Any) -> None:
     alice, bob = client(team, "alice", "team-a"), client(team, "bob", "team-b")
     run_id = alice_run.run_id
-    assert run_id in {r.run_id for r in alice.list_runs().runs}
-    assert not bob.list_runs().runs  # bob's namespace has none
+    assert run_id in {r.run_id for r in alice.list_runs(page_size=100).runs}
+    assert run_id not in {r.run_id for r in bob.list_runs(page_size=100).runs or []}  # bob's namespace's only
     status, _body = team.call("bob", "GET", f"{API}/runs?experiment_id={alice_run.experiment_id}")
     assert status == 403  # filtering by alice's experiment lists in her namespace: refused
     message = refused(bob.get_run, run_id)
@@ -130,16 +118,18 @@ def test_a_run_and_its_tasks_are_in_its_namespace(team: Team, alice_run: Any) ->
     store = RunStore(load_settings().database_url)
     run = store.get_run(alice_run.run_id)
     assert run.namespace == "team-a" and run_namespace(run, store) == "team-a"
-    status, pods = team.call("server", "GET", "/api/v1/namespaces/team-a/pods")
-    if status == 200:  # the Kubernetes API (another part of the work) lists the run's pods in its namespace
-        assert any(pod["metadata"]["labels"].get("pipeline/runid") == run.id for pod in pods["items"])
+    status, pods = team.call("server", "GET", "/api/v1/namespaces/team-a/pods")  # through the Kubernetes API
+    assert status == 200, pods
+    assert any(pod["metadata"]["labels"].get("pipeline/runid") == run.id for pod in pods["items"])
+    status, pods = team.call("server", "GET", "/api/v1/namespaces/exp/pods")  # not the experiment's name
+    assert status == 200 and not [p for p in pods["items"] if p["metadata"]["labels"].get("pipeline/runid") == run.id]
 
 
 def test_a_viewer_reads_and_cannot_write(team: Team, alice_run: Any) -> None:
     carol = client(team, "carol", "team-a")
-    assert alice_run.run_id in {r.run_id for r in carol.list_runs().runs}
+    assert alice_run.run_id in {r.run_id for r in carol.list_runs(page_size=100).runs}
     assert carol.get_run(alice_run.run_id).state == "SUCCEEDED"
-    assert [e.display_name for e in carol.list_experiments().experiments] == ["exp"]
+    assert "exp" in [e.display_name for e in carol.list_experiments(page_size=100).experiments]
     assert "Check if you have write permissions to namespace team-a" in refused(carol.create_experiment, "mine")
     for call in (carol.terminate_run, carol.archive_run, carol.delete_run):
         refused(call, alice_run.run_id)
@@ -170,8 +160,10 @@ def test_recurring_runs_belong_to_their_experiments_namespace(team: Team, alice_
     # kfp.Client sends no namespace of its own here: a list names one, or an experiment (KFP answers 400 else)
     for listed in (alice.list_recurring_runs(namespace="team-a"),
                    alice.list_recurring_runs(experiment_id=experiment.experiment_id)):
-        assert [j.recurring_run_id for j in listed.recurring_runs] == [job.recurring_run_id]
-    assert not bob.list_recurring_runs(namespace="team-b").recurring_runs
+        assert job.recurring_run_id in [j.recurring_run_id for j in listed.recurring_runs]
+        assert {j.namespace for j in listed.recurring_runs} == {"team-a"}
+    assert job.recurring_run_id not in {j.recurring_run_id for j in
+                                        bob.list_recurring_runs(namespace="team-b").recurring_runs or []}
     refused(bob.list_recurring_runs, namespace="team-a")
     status, body = team.call("alice", "GET", f"{API}/recurringruns")
     assert status == 400 and body["message"] == "A recurring run cannot have an empty namespace in multi-user mode"
@@ -190,13 +182,15 @@ def test_pipelines_are_shared_or_namespaced(team: Team) -> None:
     assert mine.namespace == "team-a"
     assert "namespace team-a" in refused(bob.get_pipeline, mine.pipeline_id)
     refused(bob.delete_pipeline, mine.pipeline_id)
-    assert [p.display_name for p in alice.list_pipelines(namespace="team-a").pipelines] == ["alices"]
+    listed = alice.list_pipelines(namespace="team-a", page_size=100).pipelines
+    assert "alices" in [p.display_name for p in listed] and {p.namespace for p in listed} == {"team-a"}
     refused(bob.list_pipelines, namespace="team-a")
     assert "shared pipelines" in refused(alice.upload_pipeline, str(package), pipeline_name="for-all")
     refused(client(team, "carol", "team-a").upload_pipeline, str(package), pipeline_name="c", namespace="team-a")
     shared = client(team, "root").upload_pipeline(str(package), pipeline_name="for-all")
     assert shared.namespace == ""
-    assert "for-all" in {p.display_name for p in bob.list_pipelines().pipelines}  # every user reads shared ones
+    listed = bob.list_pipelines(page_size=100).pipelines  # no namespace: the shared ones, which every user reads
+    assert "for-all" in {p.display_name for p in listed} and {p.namespace for p in listed} == {""}
     assert bob.get_pipeline(shared.pipeline_id).display_name == "for-all"
     refused(bob.delete_pipeline, shared.pipeline_id)
     assert alice.get_pipeline(mine.pipeline_id).display_name == "alices"
