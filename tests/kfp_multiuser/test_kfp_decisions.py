@@ -7,7 +7,6 @@ the object's namespace to a role granting the verb on the resource; the administ
 a ``--admin`` user) always may. The server must answer 403 exactly when that says no.
 """
 
-# no "from __future__ import annotations": kfp reads the components' annotations as types
 
 import time
 import uuid
@@ -22,8 +21,8 @@ import yaml
 kfp = pytest.importorskip("kfp")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from kfp import dsl  # noqa: E402
 
+from tests.kfp_multiuser.adder import adder  # noqa: E402
 from tests.kfp_multiuser.team import API, Team  # noqa: E402
 
 NAMESPACES = ("team-a", "team-b")
@@ -43,16 +42,6 @@ def expected(who: str, namespace: str, resource: str, verb: str) -> bool:
         return True
     role = BINDINGS[who].get(namespace)
     return role is not None and verb in ROLES[role][resource]
-
-
-@dsl.component
-def add(a: int, b: int) -> int:
-    return a + b
-
-
-@dsl.pipeline(name="adder")
-def adder(x: int = 1, y: int = 2) -> int:
-    return add(a=x, b=y).output
 
 
 @dataclass

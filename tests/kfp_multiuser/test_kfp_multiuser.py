@@ -4,7 +4,6 @@ Each member creates, lists and gets only in its namespaces; an id from another n
 KFP's words and nothing changes; a viewer reads and cannot write; the administrators see everything.
 """
 
-# no "from __future__ import annotations": kfp reads the components' annotations as types
 
 import json
 import os
@@ -16,20 +15,10 @@ from typing import Any
 import pytest
 
 kfp = pytest.importorskip("kfp")
-from kfp import dsl  # noqa: E402
 from kfp_server_api.exceptions import ApiException  # noqa: E402
 
+from tests.kfp_multiuser.adder import adder  # noqa: E402
 from tests.kfp_multiuser.team import API, Team  # noqa: E402
-
-
-@dsl.component
-def add(a: int, b: int) -> int:
-    return a + b
-
-
-@dsl.pipeline(name="adder")
-def adder(x: int = 1, y: int = 2) -> int:
-    return add(a=x, b=y).output
 
 
 def client(team: Team, who: str, namespace: str = "kubeflow") -> Any:

@@ -30,6 +30,7 @@ from millpond.server.errors import ApiError
 from millpond.server.kfp_access import authorize, create_scope, list_scope, multi_user
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.namespaces import BodyNamespace
+from millpond.server.pipelines import readable_version
 from millpond.server.state import ServerState, state_of
 from millpond.store.recurring import RecurringRunRecord, RecurringRunStore
 from millpond.store.timestamps import iso
@@ -240,6 +241,8 @@ def create_recurring_run(body: RecurringRunBody, request: Request) -> dict[str, 
                   failure="Failed to create a recurring run due to authorization error. "
                           f"Check if you have write permission to namespace {namespace}")
         new = dataclasses.replace(new, namespace=namespace)
+        if new.pipeline_spec is None and (new.pipeline_id or new.pipeline_version_id):  # one the caller may read
+            readable_version(request, new.pipeline_id, new.pipeline_version_id)
     return recurring_view(service.create(_store(request), server.store, server.pipelines, new))
 
 

@@ -13,15 +13,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from millpond.access import kfp
-from millpond.pipelines import start
 from millpond.pipelines.run_actions import RunStillRunning, refuse_elsewhere
 from millpond.pipelines.run_actions import delete_run as delete_recorded_run
 from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import RunBody
 from millpond.server.callers import caller
 from millpond.server.errors import ApiError
-from millpond.server.kfp_access import authorize, check_pipeline, check_run, create_scope, list_scope
+from millpond.server.kfp_access import authorize, check_run, create_scope, list_scope
 from millpond.server.listing import list_query, next_page_token
+from millpond.server.pipelines import readable_version
 from millpond.server.state import ServerState, state_of
 from millpond.store.journal import FINAL_STATES
 from millpond.store.keys import utcnow
@@ -120,9 +120,7 @@ def create_run(body: RunBody, request: Request) -> dict[str, Any]:
     pipeline_id = reference.pipeline_id if reference else None
     version_id = (reference.pipeline_version_id if reference else None) or body.pipeline_version_id
     if body.pipeline_spec is None and (pipeline_id or version_id):  # its pipeline must be one the caller may read
-        version = start.resolve_version(server.pipelines, pipeline_id, version_id)
-        pipeline = server.pipelines.get_pipeline(version.pipeline_id)
-        check_pipeline(request, pipeline.namespace, kfp.GET, pipeline)
+        readable_version(request, pipeline_id, version_id)
     return run_view(submit_run(server, body, caller(request)), [])
 
 
