@@ -27,7 +27,7 @@ from fastapi import Request
 from millpond.access import kfp
 from millpond.access.attributes import Attributes
 from millpond.errors import ForbiddenError
-from millpond.server.callers import authorizer_of, identity_of, require
+from millpond.server.callers import authorizer_of, require
 from millpond.server.errors import ApiError
 from millpond.store.models import Experiment, Pipeline, Run
 from millpond.store.runs import RunStore
@@ -59,11 +59,6 @@ def required_namespace(request: Request, namespace: str | None, what: str) -> st
     if not namespace or namespace == "-":
         raise ApiError(400, f"{what} cannot have an empty namespace in multi-user mode")
     return namespace
-
-
-def listed_namespace(request: Request, namespace: str | None) -> str | None:
-    """The namespace a list is limited to: the one asked in multi-user mode, None (all) in single-user mode."""
-    return namespace or "" if multi_user(request) else None
 
 
 # --- experiments ---------------------------------------------------------------------------------
@@ -160,9 +155,3 @@ def check_pipeline(request: Request, namespace: str, verb: str, pipeline: Pipeli
     authorize(request, verb, kfp.PIPELINES, namespace, name,
               failure=f"Failed to access {what}. Check if you have access to namespace {namespace}")
 
-
-def visible_namespaces(request: Request) -> set[str] | None:
-    """The namespaces whose objects the caller may see in lists that span several (None: all)."""
-    if not multi_user(request):
-        return None
-    return authorizer_of(request).namespaces(identity_of(request))
