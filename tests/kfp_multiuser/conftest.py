@@ -10,12 +10,12 @@ from tests.server_support import module_home
 
 
 @pytest.fixture(scope="package")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def team_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     yield from module_home(tmp_path_factory, "kfp-multiuser")
 
 
 @pytest.fixture(scope="package")
-def team(home: Path) -> Iterator[Team]:
-    started = start_team(home)
+def team(team_home: Path) -> Iterator[Team]:
+    started = start_team(team_home)
     yield started
     started.stop()

@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,8 +88,8 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(team: Team, home: Path) -> World:
-    package = home.parent / "decisions-adder.yaml"
+def world(team: Team) -> World:
+    package = team.home.parent / "decisions-adder.yaml"
     kfp.compiler.Compiler().compile(adder, str(package))
     made = World(team, yaml.safe_load(package.read_text()), {})
     for namespace in NAMESPACES:
