@@ -94,9 +94,13 @@ def test_runs_of_another_namespace_are_refused(team: Team, alice_run: Any) -> No
     assert status == 403
     kept = alice.get_run(run_id)
     assert kept.state == "SUCCEEDED" and kept.storage_state == "AVAILABLE"
-    for path in (f"/ui-api/runs/{run_id}/graph", f"/ui-api/run-metrics?run_id={run_id}"):
+    task = alice_run.run_details.task_details[0].task_id
+    for path in (f"/ui-api/runs/{run_id}/graph", f"/ui-api/run-metrics?run_id={run_id}",
+                 f"/ui-api/runs/{run_id}/tasks/{task}/log", f"/ui-api/runs/{run_id}/tasks/{task}/v1-outputs",
+                 f"/ui-api/runs/{run_id}/artifacts?uri=/etc/hostname"):  # the UI's helpers: logs, artifacts
         status, _body = team.call("bob", "GET", path)
         assert status == 403, path
+        assert team.call("alice", "GET", path)[0] != 403, path
 
 
 def test_a_run_and_its_tasks_are_in_its_namespace(team: Team, alice_run: Any) -> None:
