@@ -201,3 +201,15 @@ def test_the_context_file_names_the_namespace(team: Team, alice_run: Any, tmp_pa
     assert done.returncode == 0, done.stderr
     namespace, runs = json.loads(done.stdout.strip().splitlines()[-1])
     assert namespace == "team-a" and alice_run.run_id in runs
+
+
+def test_each_namespace_has_its_own_default_experiment(team: Team) -> None:
+    """A run that names no experiment goes to its namespace's ``Default`` (``kfp.Client`` finds or makes it)."""
+    bob = client(team, "bob", "team-b")
+    result = bob.create_run_from_pipeline_func(adder, arguments={"x": 1, "y": 1})
+    bobs_default = bob.get_experiment(experiment_name="Default")
+    assert bobs_default.namespace == "team-b" and result.run_info.experiment_id == bobs_default.experiment_id
+    alices_default = client(team, "alice", "team-a").create_experiment("Default")
+    assert alices_default.experiment_id != bobs_default.experiment_id and alices_default.namespace == "team-a"
+    run = bob.wait_for_run_completion(result.run_id, timeout=120, sleep_duration=0.2)
+    assert run.state == "SUCCEEDED", run.error
