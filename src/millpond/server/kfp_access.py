@@ -30,6 +30,7 @@ from millpond.errors import ForbiddenError
 from millpond.server.callers import authorizer_of, require
 from millpond.server.errors import ApiError
 from millpond.store.models import Experiment, Pipeline, Run
+from millpond.store.recurring import RecurringRunRecord
 from millpond.store.runs import RunStore
 
 KFP_NAMESPACE = "kubeflow"  # where KFP's own pods run (POD_NAMESPACE): shared pipelines are authorized there
@@ -94,24 +95,46 @@ def check_run(request: Request, store: RunStore, run: Run, verb: str) -> None:
               failure=f"Failed to access run {run.id}. Check if you have access to namespace {namespace}")
 
 
+# --- recurring runs (KFP's jobs) ------------------------------------------------------------------
+
+def check_job(request: Request, store: RunStore, record: RecurringRunRecord, verb: str) -> None:
+    """``canAccessJob``: the caller may ``verb`` this recurring run (get, enable, disable, delete) in its
+    namespace: its own, else its experiment's (KFP's fallback)."""
+    if not multi_user(request):
+        return
+    namespace = record.namespace
+    if not namespace and record.experiment_id:
+        found = store.get_experiment(record.experiment_id)
+        namespace = found.namespace if found is not None else ""
+    if not namespace:
+        raise ApiError(400, "Recurring run cannot have an empty namespace in multi-user mode")
+    authorize(request, verb, kfp.JOBS, namespace, record.name,
+              failure=f"Failed to access recurring run {record.id}. Check if you have access to namespace {namespace}")
+
+
+# --- lists and creates of runs and recurring runs ---------------------------------------------------
+
+_NOUNS = {kfp.RUNS: "run", kfp.JOBS: "recurring run"}  # what KFP's messages call a resource's objects
+
+
 def list_scope(request: Request, store: RunStore, namespace: str | None, experiment_id: str | None,
-               what: str, resource: str) -> str | None:
+               resource: str) -> str | None:
     """The namespace a list of runs (``resource`` runs) or recurring runs (jobs) is limited to, authorized
     (``list``): the one asked, else the experiment's; both given must agree. None (all) in single-user mode."""
     if not multi_user(request):
         return None
+    noun = _NOUNS[resource]
     if experiment_id:
         experiment = store.find_experiment(experiment_id)
         if namespace and experiment.namespace and namespace != experiment.namespace:
-            raise ApiError(400, f"Failed to list {what} due to namespace mismatch: experiment {experiment_id} "
+            raise ApiError(400, f"Failed to list {noun}s due to namespace mismatch: experiment {experiment_id} "
                                 f"belongs to namespace '{experiment.namespace}' (claimed a different namespace "
                                 f"'{namespace}')")
         namespace = experiment.namespace or namespace
     if not namespace:
-        raise ApiError(400, f"A {'run' if resource == kfp.RUNS else 'recurring run'} cannot have an empty "
-                            "namespace in multi-user mode")
+        raise ApiError(400, f"A {noun} cannot have an empty namespace in multi-user mode")
     authorize(request, kfp.LIST, resource, namespace,
-              failure=f"Failed to list {what} due to authorization error. "
+              failure=f"Failed to list {noun}s due to authorization error. "
                       f"Check if you have permission to access namespace {namespace}")
     return namespace
 

@@ -27,7 +27,7 @@ from millpond.pipelines.schedules import make_trigger
 from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import PipelineVersionReference, RuntimeConfig
 from millpond.server.errors import ApiError
-from millpond.server.kfp_access import authorize, create_scope, list_scope, multi_user
+from millpond.server.kfp_access import authorize, check_job, create_scope, list_scope, multi_user
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.namespaces import BodyNamespace
 from millpond.server.pipelines import readable_version
@@ -186,16 +186,7 @@ def _find(request: Request, recurring_id: str, verb: str = kfp.GET) -> Recurring
     record = _store(request).get(recurring_id)
     if record is None:
         raise ApiError(404, f"no recurring run with id {recurring_id!r}")
-    if multi_user(request):
-        namespace = record.namespace
-        if not namespace and record.experiment_id:  # KFP's fallback: the experiment's
-            found = state_of(request).store.get_experiment(record.experiment_id)
-            namespace = found.namespace if found is not None else ""
-        if not namespace:
-            raise ApiError(400, "Recurring run cannot have an empty namespace in multi-user mode")
-        authorize(request, verb, kfp.JOBS, namespace, record.name,
-                  failure=f"Failed to access recurring run {record.id}. "
-                          f"Check if you have access to namespace {namespace}")
+    check_job(request, state_of(request).store, record, verb)
     return record
 
 
@@ -252,7 +243,7 @@ def list_recurring_runs(
     filter: str | None = None, experiment_id: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
     query = list_query(filter, sort_by, page_token, page_size)
-    scope = list_scope(request, state_of(request).store, namespace, experiment_id, "recurring runs", kfp.JOBS)
+    scope = list_scope(request, state_of(request).store, namespace, experiment_id, kfp.JOBS)
     found = _store(request).page(query, experiment_id, scope)
     return {"recurringRuns": [recurring_view(r) for r in found.items], "total_size": found.total,
             "next_page_token": next_page_token(found)}

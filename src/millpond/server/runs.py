@@ -148,7 +148,7 @@ def list_runs(
 ) -> dict[str, Any]:
     store = state_of(request).store
     query = list_query(filter, sort_by, page_token, page_size)
-    scope = list_scope(request, store, namespace, experiment_id, "runs", kfp.RUNS)  # None: every namespace
+    scope = list_scope(request, store, namespace, experiment_id, kfp.RUNS)  # None: every namespace
     page = store.page_runs(query, experiment_id, scope)
     return {"runs": [run_view(run, full=False) for run in page.items], "total_size": page.total,
             "next_page_token": next_page_token(page)}
