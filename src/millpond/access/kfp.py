@@ -14,33 +14,36 @@ from typing import Any
 
 GROUP = "pipelines.kubeflow.org"
 VERSION = "v1beta1"
+KUBEFLOW_GROUP = "kubeflow.org"  # viewers (and scheduledworkflows) are Kubeflow's, not the pipelines group's
 
-PIPELINES, PIPELINE_VERSIONS = "pipelines", "pipelines/versions"
+# KFP's RbacResourceType* (common/const.go). A pipeline version is authorized as its pipeline (resource
+# ``pipelines``, ``canAccessPipelineVersion``); ``pipelineversions`` is granted beside it by Kubeflow's roles.
+# Reading a run's artifacts is the verb ``readArtifact`` on ``runs``: KFP has no ``artifacts`` resource.
+PIPELINES, PIPELINE_VERSIONS = "pipelines", "pipelineversions"
 EXPERIMENTS, RUNS, JOBS = "experiments", "runs", "jobs"
 VIEWERS, VISUALIZATIONS, ARTIFACTS = "viewers", "visualizations", "artifacts"
-RESOURCES = (PIPELINES, EXPERIMENTS, RUNS, JOBS, VIEWERS, VISUALIZATIONS, ARTIFACTS)
+RESOURCES = (PIPELINES, EXPERIMENTS, RUNS, JOBS, VISUALIZATIONS)
 
 # verbs (KFP's RbacResourceVerb*)
 CREATE, GET, LIST, UPDATE, DELETE = "create", "get", "list", "update", "delete"
 ARCHIVE, UNARCHIVE, TERMINATE, RETRY = "archive", "unarchive", "terminate", "retry"
 READ_ARTIFACT, REPORT_METRICS, ENABLE, DISABLE = "readArtifact", "reportMetrics", "enable", "disable"
 
-EDIT_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [GROUP], "resources": [PIPELINES, PIPELINE_VERSIONS],
-     "verbs": [CREATE, GET, LIST, UPDATE, DELETE]},
-    {"apiGroups": [GROUP], "resources": [EXPERIMENTS],
-     "verbs": [ARCHIVE, CREATE, DELETE, GET, LIST, UNARCHIVE]},
-    {"apiGroups": [GROUP], "resources": [RUNS],
-     "verbs": [ARCHIVE, CREATE, DELETE, GET, LIST, READ_ARTIFACT, REPORT_METRICS, RETRY, TERMINATE, UNARCHIVE]},
-    {"apiGroups": [GROUP], "resources": [JOBS], "verbs": [CREATE, DELETE, DISABLE, ENABLE, GET, LIST]},
-    {"apiGroups": [GROUP], "resources": [VIEWERS], "verbs": [CREATE, DELETE, GET, LIST]},
-    {"apiGroups": [GROUP], "resources": [VISUALIZATIONS], "verbs": [CREATE]},
-    {"apiGroups": [GROUP], "resources": [ARTIFACTS], "verbs": [GET, LIST]},
-]
-VIEW_RULES: list[dict[str, Any]] = [
+# As KFP's manifests (installs/multi-user/view-edit-cluster-roles.yaml): aggregate-to-kubeflow-pipelines-edit
+# adds these writes to the view rules below (kubeflow-pipelines-view aggregates into -edit).
+_VIEW_RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [PIPELINES, PIPELINE_VERSIONS, EXPERIMENTS, JOBS], "verbs": [GET, LIST]},
     {"apiGroups": [GROUP], "resources": [RUNS], "verbs": [GET, LIST, READ_ARTIFACT]},
-    {"apiGroups": [GROUP], "resources": [VIEWERS], "verbs": [GET, LIST]},
+    {"apiGroups": [KUBEFLOW_GROUP], "resources": [VIEWERS], "verbs": [CREATE, GET, DELETE]},
     {"apiGroups": [GROUP], "resources": [VISUALIZATIONS], "verbs": [CREATE]},
-    {"apiGroups": [GROUP], "resources": [ARTIFACTS], "verbs": [GET, LIST]},
 ]
+_EDIT_WRITES: list[dict[str, Any]] = [
+    {"apiGroups": [GROUP], "resources": [PIPELINES, PIPELINE_VERSIONS], "verbs": [CREATE, DELETE, UPDATE]},
+    {"apiGroups": [GROUP], "resources": [EXPERIMENTS], "verbs": [ARCHIVE, CREATE, DELETE, UNARCHIVE]},
+    {"apiGroups": [GROUP], "resources": [RUNS],
+     "verbs": [ARCHIVE, CREATE, DELETE, RETRY, TERMINATE, UNARCHIVE, REPORT_METRICS, READ_ARTIFACT]},
+    {"apiGroups": [GROUP], "resources": [JOBS], "verbs": [CREATE, DELETE, DISABLE, ENABLE]},
+    {"apiGroups": [KUBEFLOW_GROUP], "resources": ["scheduledworkflows"], "verbs": ["*"]},
+]
+EDIT_RULES: list[dict[str, Any]] = _VIEW_RULES + _EDIT_WRITES
+VIEW_RULES: list[dict[str, Any]] = list(_VIEW_RULES)

@@ -11,9 +11,10 @@ the run shows what it was started with, and ``runs resume``/``retry`` queue it t
 
 The submitter (``millpond.io/user``, an annotation) is written beside them on every task that
 ends up in a queue: the OS user for the command line, the API caller for the server. The run's
-experiment is the project: its name, lower-cased, is the namespace whose LocalQueue the tasks
-name (the ``Default`` experiment is the ``default`` namespace, where jobs go by default too);
-a queued run's experiment must be such a name (refused at once otherwise).
+experiment is the project: in single-user mode its name, lower-cased, is the namespace whose LocalQueue
+the tasks name (the ``Default`` experiment is the ``default`` namespace, where jobs go by default too);
+a queued run's experiment must be such a name (refused at once otherwise). In multi-user mode a run
+belongs to its experiment's namespace, recorded on the run (``run_namespace`` answers both).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from millpond.errors import UserError
 from millpond.names import label_problem
@@ -40,6 +41,29 @@ def project_of(experiment: str) -> str:
         raise UserError(f"the experiment {experiment!r} names a queued run's project, a Kueue namespace: "
                         "use an experiment named with letters, digits and '-' (--experiment)")
     return namespace
+
+
+class RecordedRun(Protocol):
+    """What ``run_namespace`` reads of a run: the ORM's ``Run`` and the journal's ``RunRecord`` both are one."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def experiment_id(self) -> str: ...
+
+
+class ExperimentNames(Protocol):
+    """Where an experiment's name is read (``RunStore``, the engine's ``RunJournal``)."""
+
+    def experiment_name(self, experiment_id: str) -> str: ...
+
+
+def run_namespace(run: RecordedRun, experiments: ExperimentNames) -> str:
+    """The namespace a run belongs to, and with it each of its tasks: their pods, their Kueue workloads, what
+    isolation keeps apart. Multi-user mode: the namespace recorded on the run (its experiment's, as KFP's
+    ``run.Namespace``). Single-user mode (nothing recorded): the project, its experiment's name lower-cased
+    (UserError when that is no namespace name)."""
+    return run.namespace or project_of(experiments.experiment_name(run.experiment_id))
 
 
 def queued(pipeline_spec: dict[str, Any], platform_spec: dict[str, Any] | None) -> bool:
@@ -70,13 +94,13 @@ def task_queueing(labels: Mapping[str, str], annotations: Mapping[str, str]) -> 
     return TaskQueueing(queue, labels.get(PRIORITY_LABEL, ""), annotations.get(USER_ANNOTATION) or ANONYMOUS)
 
 
-def task_workload(task_id: str, name: str, experiment: str, resources: ResourceRequest, queueing: TaskQueueing,
+def task_workload(task_id: str, name: str, namespace: str, resources: ResourceRequest, queueing: TaskQueueing,
                   created: float, holder: str = "") -> Workload:
     """One task as a workload (its id: the task's record id; one pod): its request or limit, as the ledger counts it."""
     wanted = ledger_request(resources)
     found = priority_class(queueing.priority_class) if queueing.priority_class else None
     return Workload(
-        id=task_id, kind=WorkloadKind.TASK, name=name, namespace=experiment, user=queueing.user, queue=queueing.queue,
+        id=task_id, kind=WorkloadKind.TASK, name=name, namespace=namespace, user=queueing.user, queue=queueing.queue,
         requests=requests(wanted.cpu_millis, wanted.memory_bytes, wanted.gpus), priority=found.value if found else 0,
         priority_class=queueing.priority_class or None, created=created, holder=holder,
     )

@@ -39,6 +39,7 @@ class StartRequest:
     queue: str = ""  # Kueue's LocalQueue for its tasks (pipelines.queueing)
     priority: str = ""  # a WorkloadPriorityClass
     user: str = ""  # the API caller
+    namespace: str = ""  # without an experiment: the namespace whose Default experiment it goes to
 
 
 def resolve_version(catalog: PipelineStore, pipeline_id: str | None, version_id: str | None) -> PipelineVersion:
@@ -63,12 +64,18 @@ def load_inline(spec: dict[str, Any], platform: dict[str, Any] | None, source: s
 
 def experiment_name(runs: RunStore, experiment_id: str | None) -> str:
     """The name of the experiment a run is filed under; refuses a missing or archived one."""
+    return filed_under(runs, experiment_id, "")[0]
+
+
+def filed_under(runs: RunStore, experiment_id: str | None, namespace: str) -> tuple[str, str]:
+    """(experiment name, namespace) a run is filed under: the experiment's own (refused when missing or
+    archived), or without one the ``Default`` experiment of ``namespace``."""
     if not experiment_id:
-        return DEFAULT_EXPERIMENT
+        return DEFAULT_EXPERIMENT, namespace
     found = runs.find_experiment(experiment_id)  # NotFoundError when there is none
     if found.storage_state == "ARCHIVED":
         raise PreconditionError(f"experiment {found.name!r} is archived; unarchive it to start runs in it")
-    return found.name
+    return found.name, found.namespace
 
 
 def start_run(
@@ -85,11 +92,11 @@ def start_run(
             spec, platform = version.workflow, None
     else:
         spec, platform = request.pipeline_spec, request.platform_spec
-    experiment = experiment_name(store, request.experiment_id)
+    experiment, namespace = filed_under(store, request.experiment_id, request.namespace)
     loaded = load_inline(spec, platform, f"run {request.display_name or ''}".strip())
     run_request = RunRequest(pipeline=loaded, texts={}, values=dict(request.parameters),
                              pipeline_root=request.pipeline_root, experiment=experiment, run_name=request.display_name,
-                             queue=request.queue, priority=request.priority, user=request.user)
+                             queue=request.queue, priority=request.priority, user=request.user, namespace=namespace)
     record = prepare_run(store, settings, run_request)
     links: dict[str, Any] = {}
     if version is not None:

@@ -41,6 +41,7 @@ class RunRequest:
     queue: str = ""  # Kueue's LocalQueue for its tasks (pipelines.queueing); "" leaves them to the ledger alone
     priority: str = ""  # a WorkloadPriorityClass: refused at once when none of that name exists
     user: str = ""  # who asks: the API caller; "" is this process's OS user
+    namespace: str = ""  # the experiment's namespace (multi-user API runs); "" in single-user mode
 
 
 def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> RunRecord:
@@ -57,8 +58,8 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
     check_priority(request.priority)
     platform_spec = with_queue(request.pipeline.spec, request.pipeline.platform_spec, request.queue,
                                request.priority, request.user or os_user())
-    if queued(request.pipeline.spec, platform_spec):
-        project_of(request.experiment or DEFAULT_EXPERIMENT)
+    if queued(request.pipeline.spec, platform_spec) and not request.namespace:
+        project_of(request.experiment or DEFAULT_EXPERIMENT)  # single-user: the experiment names the namespace
     missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
     if missing:
         problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)
@@ -76,6 +77,7 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
         platform_spec=platform_spec,
         parameters=arguments,
         pipeline_root=root,
+        namespace=request.namespace,
     )
     if request.pipeline.workflow is not None:  # kfp 1.x: the UI draws the workflow, the API returns it
         store.update_run(record.id, workflow=request.pipeline.workflow)

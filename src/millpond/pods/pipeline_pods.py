@@ -8,8 +8,8 @@ theirs (``workflows.argoproj.io/workflow``, ``workflows.argoproj.io/completed``,
 ``pipeline/runid``, ``pipelines.kubeflow.org/v2_component: "true"`` for a v2 run) plus the task's
 kfp-kubernetes pod metadata (``add_pod_label``: Kueue's ``kueue.x-k8s.io/queue-name`` among them),
 owned by the Workflow, with the one container ``main`` (Argo's ``wait`` sidecar has nothing to show
-here). Its namespace is the run's project: the experiment's name lower-cased
-(``pipelines.queueing.project_of``), ``default`` when that is no namespace name.
+here). Its namespace is the run's (``pipelines.queueing.run_namespace``: the namespace recorded on a
+multi-user run, else the experiment's name lower-cased), ``default`` when that is no namespace name.
 
 Bounded: only the ``RECENT_RUNS`` newest runs are read (one query per run), so listing pods costs the
 same on a home with ten thousand runs. A task retried by its retry policy is one pod whose
@@ -55,7 +55,7 @@ class PipelinePods:
         store = RunStore(context.settings.database_url)
         found: list[PodView] = []
         for run, experiment in reversed(store.list_runs(limit=RECENT_RUNS)):
-            where = project(experiment)
+            where = run.namespace or project(experiment)
             if namespace is not None and where != namespace:
                 continue
             found += [task_pod(run, task, where) for task in store.list_tasks(run.id)
@@ -67,7 +67,8 @@ SOURCE = PipelinePods()
 
 
 def project(experiment: str) -> str:
-    """The namespace of a run's pods: its experiment's name lower-cased, else ``default``."""
+    """The namespace of a single-user run's pods (``queueing.run_namespace`` without a recorded namespace): its
+    experiment's name lower-cased, else ``default``."""
     namespace = experiment.lower()
     return "default" if label_problem(namespace) else namespace
 

@@ -6,6 +6,10 @@ Argo workflow, or a ``.tar.gz``/``.zip`` package holding one as ``pipeline.yaml`
 adds versions. Every document is validated with millpond's loader before it is stored, so a bad
 file answers 400 at upload rather than when a run starts. A run from a ``pipeline_version_reference`` copies the
 version's spec (see ``runs.create_run``), so deleting a version never breaks its runs.
+
+In multi-user mode a pipeline is shared (namespace ``""``: every user reads it, only who may edit
+pipelines in KFP's namespace writes it) or belongs to a namespace (KFP 2.x), and every call is
+authorized on ``pipelines`` as KFP's ``canAccessPipeline`` does (``kfp_access.check_pipeline``).
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from typing import Any
 from fastapi import APIRouter, Request, UploadFile
 from pydantic import BaseModel, ConfigDict
 
+from millpond.access import kfp
 from millpond.errors import UserError
 from millpond.pipelines import start
 from millpond.pipelines.argo.package import GZIP_MAGIC, ZIP_MAGIC, unpack
 from millpond.pipelines.loader import LoadedPipeline, load_ir_text
 from millpond.server.errors import ApiError
+from millpond.server.kfp_access import check_pipeline, multi_user
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.namespaces import BodyNamespace
 from millpond.server.state import ServerState, state_of
@@ -77,7 +83,8 @@ class PipelineAndVersionBody(_Body):
 
 def pipeline_view(pipeline: Pipeline) -> dict[str, Any]:
     return {"pipeline_id": pipeline.id, "name": pipeline.name, "display_name": pipeline.display_name,
-            "description": pipeline.description or "", "created_at": iso(pipeline.created_at), "namespace": ""}
+            "description": pipeline.description or "", "created_at": iso(pipeline.created_at),
+            "namespace": pipeline.namespace}
 
 
 def version_view(version: PipelineVersion, full: bool = True) -> dict[str, Any]:
@@ -101,6 +108,30 @@ def resolve_version(server: ServerState, pipeline_id: str | None, version_id: st
     return start.resolve_version(server.pipelines, pipeline_id, version_id)
 
 
+def readable_version(request: Request, pipeline_id: str | None, version_id: str | None,
+                     verb: str = kfp.GET) -> PipelineVersion:
+    """``resolve_version``, the caller allowed to ``verb`` its pipeline (``canAccessPipelineVersion``)."""
+    server = state_of(request)
+    version = resolve_version(server, pipeline_id, version_id)
+    _pipeline(request, version.pipeline_id, verb)
+    return version
+
+
+def _pipeline(request: Request, pipeline_id: str, verb: str) -> Pipeline:
+    """The pipeline of this id, the caller allowed to ``verb`` it."""
+    pipeline = state_of(request).pipelines.get_pipeline(pipeline_id)
+    check_pipeline(request, pipeline.namespace, verb, pipeline)
+    return pipeline
+
+
+def _new_namespace(request: Request, namespace: str | None, name: str) -> str:
+    """The namespace a new pipeline goes to, the caller allowed to create there: the one named (multi-user
+    mode), ``""`` (shared) when none is or in single-user mode (KFP's ``ReplaceNamespace``)."""
+    chosen = (namespace or "") if multi_user(request) else ""
+    check_pipeline(request, chosen, kfp.CREATE, name=name)
+    return chosen
+
+
 # --- uploads (multipart, what kfp.Client uses) ---------------------------------------------
 
 # Uploads are plain ``def`` routes: FastAPI runs them in its threadpool, so parsing a large or
@@ -114,8 +145,10 @@ def upload_pipeline(
     data = _read(uploadfile)
     loaded = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
+    chosen = _new_namespace(request, namespace, name)
     first = _draft(name, display_name or name, description, loaded)
-    return pipeline_view(state_of(request).pipelines.create_pipeline(name, display_name or name, description, first))
+    return pipeline_view(state_of(request).pipelines.create_pipeline(name, display_name or name, description, first,
+                                                                     chosen))
 
 
 @router.post("/pipelines/upload_version", tags=["PipelineUploadService"])
@@ -125,6 +158,7 @@ def upload_pipeline_version(
 ) -> dict[str, Any]:
     if not pipelineid:
         raise ApiError(400, "pipelineid is required: the id of the pipeline to add a version to")
+    _pipeline(request, pipelineid, kfp.CREATE)
     data = _read(uploadfile)
     loaded = _validate(data, uploadfile.filename or "upload")
     name = _name(name, display_name, uploadfile.filename)
@@ -137,26 +171,29 @@ def upload_pipeline_version(
 @router.post("/pipelines")
 def create_pipeline(body: PipelineBody, request: Request) -> dict[str, Any]:
     name = _name(body.name, body.display_name, None)
-    return pipeline_view(state_of(request).pipelines.create_pipeline(name, body.display_name or name, body.description))
+    chosen = _new_namespace(request, body.namespace, name)
+    return pipeline_view(state_of(request).pipelines.create_pipeline(name, body.display_name or name, body.description,
+                                                                     namespace=chosen))
 
 
 @router.post("/pipelines/create")
 def create_pipeline_and_version(body: PipelineAndVersionBody, request: Request) -> dict[str, Any]:
     name = _name(body.pipeline.name, body.pipeline.display_name, None)
+    chosen = _new_namespace(request, body.pipeline.namespace, name)
     loaded = _version_document(body.pipeline_version)
     version_name = body.pipeline_version.name or body.pipeline_version.display_name or name
     first = _draft(version_name, body.pipeline_version.display_name or version_name,
                    body.pipeline_version.description, loaded)
     pipeline = state_of(request).pipelines.create_pipeline(name, body.pipeline.display_name or name,
-                                                           body.pipeline.description, first)
+                                                           body.pipeline.description, first, chosen)
     return pipeline_view(pipeline)
 
 
 @router.post("/pipelines/{pipeline_id}/versions")
 def create_pipeline_version(pipeline_id: str, body: PipelineVersionBody, request: Request) -> dict[str, Any]:
+    pipeline = _pipeline(request, pipeline_id, kfp.CREATE)
     loaded = _version_document(body)
     store = state_of(request).pipelines
-    pipeline = store.get_pipeline(pipeline_id)
     name = body.name or body.display_name or f"{pipeline.name}-{store.count_versions(pipeline.id) + 1}"
     draft = _draft(name, body.display_name or name, body.description, loaded)
     return version_view(store.add_version(pipeline.id, draft))
@@ -169,14 +206,19 @@ def list_pipelines(
     request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
     filter: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
-    page = state_of(request).pipelines.page_pipelines(list_query(filter, sort_by, page_token, page_size))
+    query = list_query(filter, sort_by, page_token, page_size)
+    scope = (namespace or "") if multi_user(request) else None  # a namespace's, or the shared ones ("")
+    check_pipeline(request, scope or "", kfp.LIST)
+    page = state_of(request).pipelines.page_pipelines(query, scope)
     return {"pipelines": [pipeline_view(p) for p in page.items], "total_size": page.total,
             "next_page_token": next_page_token(page)}
 
 
 @router.get("/pipelines/names/{name}")
 def get_pipeline_by_name(name: str, request: Request, namespace: str | None = None) -> dict[str, Any]:
-    pipeline = state_of(request).pipelines.pipeline_named(name)
+    scope = (namespace or "") if multi_user(request) else None
+    check_pipeline(request, scope or "", kfp.GET, name=name)
+    pipeline = state_of(request).pipelines.pipeline_named(name, scope)
     if pipeline is None:
         raise ApiError(404, f"no pipeline named {name!r}")
     return pipeline_view(pipeline)
@@ -184,14 +226,14 @@ def get_pipeline_by_name(name: str, request: Request, namespace: str | None = No
 
 @router.get("/pipelines/{pipeline_id}")
 def get_pipeline(pipeline_id: str, request: Request) -> dict[str, Any]:
-    return pipeline_view(state_of(request).pipelines.get_pipeline(pipeline_id))
+    return pipeline_view(_pipeline(request, pipeline_id, kfp.GET))
 
 
 @router.delete("/pipelines/{pipeline_id}")
 def delete_pipeline(pipeline_id: str, request: Request, cascade: bool = False) -> dict[str, Any]:
     """As Kubeflow: refused while the pipeline has versions, unless ``cascade=true``."""
     store = state_of(request).pipelines
-    pipeline = store.get_pipeline(pipeline_id)
+    pipeline = _pipeline(request, pipeline_id, kfp.DELETE)
     versions = store.count_versions(pipeline.id)
     if versions and not cascade:
         raise ApiError(
@@ -206,20 +248,22 @@ def list_pipeline_versions(
     pipeline_id: str, request: Request, page_token: str | None = None, page_size: int | None = None,
     sort_by: str | None = None, filter: str | None = None,
 ) -> dict[str, Any]:
-    page = state_of(request).pipelines.page_versions(pipeline_id, list_query(filter, sort_by, page_token, page_size))
+    query = list_query(filter, sort_by, page_token, page_size)
+    _pipeline(request, pipeline_id, kfp.LIST)
+    page = state_of(request).pipelines.page_versions(pipeline_id, query)
     return {"pipeline_versions": [version_view(v) for v in page.items], "total_size": page.total,
             "next_page_token": next_page_token(page)}
 
 
 @router.get("/pipelines/{pipeline_id}/versions/{pipeline_version_id}")
 def get_pipeline_version(pipeline_id: str, pipeline_version_id: str, request: Request) -> dict[str, Any]:
-    return version_view(resolve_version(state_of(request), pipeline_id, pipeline_version_id))
+    return version_view(readable_version(request, pipeline_id, pipeline_version_id))
 
 
 @router.delete("/pipelines/{pipeline_id}/versions/{pipeline_version_id}")
 def delete_pipeline_version(pipeline_id: str, pipeline_version_id: str, request: Request) -> dict[str, Any]:
     server = state_of(request)
-    server.pipelines.delete_version(resolve_version(server, pipeline_id, pipeline_version_id).id)
+    server.pipelines.delete_version(readable_version(request, pipeline_id, pipeline_version_id, kfp.DELETE).id)
     return {}
 
 

@@ -3,11 +3,14 @@
 The rules live below the HTTP layer: ``pipelines/recurring.py`` (create, disable, import old
 homes), ``pipelines/schedules.py`` (triggers), ``pipelines/scheduler.py`` (the thread that
 starts due runs through ``pipelines/start.py``) and ``store/recurring.py`` (the table). This
-module turns request bodies into those calls and records into KFP's JSON.
+module turns request bodies into those calls and records into KFP's JSON. In multi-user mode a recurring
+run belongs to its experiment's namespace and every call is authorized on ``jobs`` there (KFP's
+``canAccessJob``, ``kfp_access``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +18,7 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from millpond.access import kfp
 from millpond.errors import UserError
 from millpond.pipelines import recurring as service
 from millpond.pipelines.recurring import NewRecurringRun
@@ -23,8 +27,10 @@ from millpond.pipelines.schedules import make_trigger
 from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import PipelineVersionReference, RuntimeConfig
 from millpond.server.errors import ApiError
+from millpond.server.kfp_access import authorize, check_job, create_scope, list_scope, multi_user
 from millpond.server.listing import list_query, next_page_token
 from millpond.server.namespaces import BodyNamespace
+from millpond.server.pipelines import readable_version
 from millpond.server.state import ServerState, state_of
 from millpond.store.recurring import RecurringRunRecord, RecurringRunStore
 from millpond.store.timestamps import iso
@@ -175,10 +181,12 @@ def recurring_view(record: RecurringRunRecord) -> dict[str, Any]:
     return view
 
 
-def _find(request: Request, recurring_id: str) -> RecurringRunRecord:
+def _find(request: Request, recurring_id: str, verb: str = kfp.GET) -> RecurringRunRecord:
+    """The recurring run of this id, which the caller may ``verb`` (KFP's ``canAccessJob``)."""
     record = _store(request).get(recurring_id)
     if record is None:
         raise ApiError(404, f"no recurring run with id {recurring_id!r}")
+    check_job(request, state_of(request).store, record, verb)
     return record
 
 
@@ -217,7 +225,16 @@ def _new(body: RecurringRunBody) -> NewRecurringRun:
 @router.post("/recurringruns")
 def create_recurring_run(body: RecurringRunBody, request: Request) -> dict[str, Any]:
     server = state_of(request)  # a missing pipeline or experiment answers 404, an archived one 412 (errors.py)
-    return recurring_view(service.create(_store(request), server.store, server.pipelines, _new(body)))
+    new = _new(body)
+    if multi_user(request):  # the experiment's namespace (KFP's GetValidExperimentNamespacePair), authorized
+        namespace = create_scope(request, server.store, body.experiment_id, body.namespace, "a recurring run")
+        authorize(request, kfp.CREATE, kfp.JOBS, namespace, new.name,
+                  failure="Failed to create a recurring run due to authorization error. "
+                          f"Check if you have write permission to namespace {namespace}")
+        new = dataclasses.replace(new, namespace=namespace)
+        if new.pipeline_spec is None and (new.pipeline_id or new.pipeline_version_id):  # one the caller may read
+            readable_version(request, new.pipeline_id, new.pipeline_version_id)
+    return recurring_view(service.create(_store(request), server.store, server.pipelines, new))
 
 
 @router.get("/recurringruns")
@@ -225,7 +242,9 @@ def list_recurring_runs(
     request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
     filter: str | None = None, experiment_id: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
-    found = _store(request).page(list_query(filter, sort_by, page_token, page_size), experiment_id)
+    query = list_query(filter, sort_by, page_token, page_size)
+    scope = list_scope(request, state_of(request).store, namespace, experiment_id, kfp.JOBS)
+    found = _store(request).page(query, experiment_id, scope)
     return {"recurringRuns": [recurring_view(r) for r in found.items], "total_size": found.total,
             "next_page_token": next_page_token(found)}
 
@@ -238,6 +257,7 @@ def get_recurring_run(recurring_run_id: str, request: Request) -> dict[str, Any]
 @router.delete("/recurringruns/{recurring_run_id}")
 def delete_recurring_run(recurring_run_id: str, request: Request) -> dict[str, Any]:
     """Stop scheduling; the runs it started stay."""
+    _find(request, recurring_run_id, kfp.DELETE)
     if not _store(request).delete(recurring_run_id):
         raise ApiError(404, f"no recurring run with id {recurring_run_id!r}")
     return {}
@@ -245,6 +265,7 @@ def delete_recurring_run(recurring_run_id: str, request: Request) -> dict[str, A
 
 @router.post("/recurringruns/{recurring_run_id}:enable")
 def enable_recurring_run(recurring_run_id: str, request: Request) -> dict[str, Any]:
+    _find(request, recurring_run_id, kfp.ENABLE)
     if not _store(request).set_enabled(recurring_run_id, True):
         raise ApiError(404, f"no recurring run with id {recurring_run_id!r}")
     return {}
@@ -252,6 +273,7 @@ def enable_recurring_run(recurring_run_id: str, request: Request) -> dict[str, A
 
 @router.post("/recurringruns/{recurring_run_id}:disable")
 def disable_recurring_run(recurring_run_id: str, request: Request) -> dict[str, Any]:
+    _find(request, recurring_run_id, kfp.DISABLE)
     if not _store(request).set_enabled(recurring_run_id, False):
         raise ApiError(404, f"no recurring run with id {recurring_run_id!r}")
     return {}

@@ -2,6 +2,8 @@
 
 States are the engine's, which are already KFP's RuntimeState names (PENDING, RUNNING,
 SUCCEEDED, FAILED, SKIPPED, CANCELED), so ``kfp.Client().wait_for_run_completion`` works as is.
+In multi-user mode a run belongs to its experiment's namespace and every call is authorized on ``runs``
+there (``kfp_access.check_run``: KFP's ``canAccessRun``), before anything is changed.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from millpond.access import kfp
 from millpond.pipelines.run_actions import RunStillRunning, refuse_elsewhere
 from millpond.pipelines.run_actions import delete_run as delete_recorded_run
 from millpond.pipelines.start import StartRequest, start_run
 from millpond.server.bodies import RunBody
 from millpond.server.callers import caller
 from millpond.server.errors import ApiError
+from millpond.server.kfp_access import authorize, check_run, create_scope, list_scope
 from millpond.server.listing import list_query, next_page_token
+from millpond.server.pipelines import readable_version
 from millpond.server.state import ServerState, state_of
 from millpond.store.journal import FINAL_STATES
 from millpond.store.keys import utcnow
@@ -82,6 +87,7 @@ def terminate_run(run_id: str, request: Request) -> dict[str, Any]:
     """Stop the run's engine (server worker or ``millpond run``): it records CANCELED and stops its tasks."""
     server = state_of(request)
     run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.TERMINATE)
     if run.state in FINAL_STATES:
         return {}
     refuse_elsewhere(run, "terminated")
@@ -95,6 +101,7 @@ def retry_run(run_id: str, request: Request) -> dict[str, Any]:
     """Re-run the failed or canceled part of a finished run (succeeded tasks keep their outputs)."""
     server = state_of(request)
     run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.RETRY)
     if run.state not in ("FAILED", "CANCELED"):
         raise ApiError(412, f"run {run.id} is {run.state}; only a FAILED or CANCELED run can be retried")
     server.store.update_run(run.id, state="PENDING", error=None, finished_at=None)
@@ -104,7 +111,17 @@ def retry_run(run_id: str, request: Request) -> dict[str, Any]:
 
 @router.post("/runs")
 def create_run(body: RunBody, request: Request) -> dict[str, Any]:
-    return run_view(submit_run(state_of(request), body, caller(request)), [])
+    server = state_of(request)
+    namespace = create_scope(request, server.store, body.experiment_id, None, "a run")
+    authorize(request, kfp.CREATE, kfp.RUNS, namespace, body.display_name or "",
+              failure="Failed to create a run due to authorization error. "
+                      f"Check if you have write permissions to namespace {namespace}")
+    reference = body.pipeline_version_reference
+    pipeline_id = reference.pipeline_id if reference else None
+    version_id = (reference.pipeline_version_id if reference else None) or body.pipeline_version_id
+    if body.pipeline_spec is None and (pipeline_id or version_id):  # its pipeline must be one the caller may read
+        readable_version(request, pipeline_id, version_id)
+    return run_view(submit_run(server, body, caller(request)), [])
 
 
 def submit_run(server: ServerState, body: RunBody, user: str = "") -> Run:
@@ -129,7 +146,10 @@ def list_runs(
     request: Request, page_token: str | None = None, page_size: int | None = None, sort_by: str | None = None,
     filter: str | None = None, experiment_id: str | None = None, namespace: str | None = None,
 ) -> dict[str, Any]:
-    page = state_of(request).store.page_runs(list_query(filter, sort_by, page_token, page_size), experiment_id)
+    store = state_of(request).store
+    query = list_query(filter, sort_by, page_token, page_size)
+    scope = list_scope(request, store, namespace, experiment_id, kfp.RUNS)  # None: every namespace
+    page = store.page_runs(query, experiment_id, scope)
     return {"runs": [run_view(run, full=False) for run in page.items], "total_size": page.total,
             "next_page_token": next_page_token(page)}
 
@@ -138,14 +158,18 @@ def list_runs(
 def archive_run(run_id: str, request: Request) -> dict[str, Any]:
     """Hide a run from the default views (its records and outputs stay); a run in flight keeps running."""
     server = state_of(request)
-    server.store.update_run(server.store.find_run(run_id).id, storage_state="ARCHIVED")
+    run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.ARCHIVE)
+    server.store.update_run(run.id, storage_state="ARCHIVED")
     return {}
 
 
 @router.post("/runs/{run_id}:unarchive")
 def unarchive_run(run_id: str, request: Request) -> dict[str, Any]:
     server = state_of(request)
-    server.store.update_run(server.store.find_run(run_id).id, storage_state="AVAILABLE")
+    run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.UNARCHIVE)
+    server.store.update_run(run.id, storage_state="AVAILABLE")
     return {}
 
 
@@ -153,6 +177,7 @@ def unarchive_run(run_id: str, request: Request) -> dict[str, Any]:
 def get_run(run_id: str, request: Request) -> dict[str, Any]:
     server = state_of(request)
     run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.GET)
     return run_view(run, server.store.list_tasks(run.id))
 
 
@@ -164,6 +189,7 @@ def delete_run(run_id: str, request: Request) -> dict[str, Any]:
     """
     server = state_of(request)
     run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.DELETE)
     try:
         delete_recorded_run(server.store, server.settings, run.id)
     except RunStillRunning as exc:

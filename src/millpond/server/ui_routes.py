@@ -33,8 +33,10 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
 
+from millpond.access import kfp
 from millpond.scheduling.queues.views import current, queue_views
 from millpond.server.errors import ApiError
+from millpond.server.kfp_access import check_run
 from millpond.server.runs import run_view
 from millpond.server.security import UI_FILE_NAME
 from millpond.server.state import state_of
@@ -88,6 +90,7 @@ def run_graph(run_id: str, request: Request) -> dict[str, Any]:
     """The run (without its spec) and its DAG's nodes, each with ``path``, ``parent``, ``deps`` and its record."""
     server = state_of(request)
     run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.GET)  # multi-user: a run of the caller's namespaces
     tasks = {task.path: task for task in server.store.list_tasks(run.id)}
     final = run.state in FINAL_STATES
     workflow = parsed_workflow(run.workflow) if run.workflow is not None else None
@@ -119,7 +122,9 @@ def task_log(run_id: str, task_id: str, request: Request, offset: int = 0) -> di
     ``done`` once the task is final and read to the end.
     """
     server = state_of(request)
-    task = server.store.get_task(server.store.find_run(run_id).id, task_id)
+    run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.READ_ARTIFACT)  # multi-user: as KFP reads a run's outputs
+    task = server.store.get_task(run.id, task_id)
     if offset < 0:
         raise ApiError(400, "offset must not be negative")
     path = Path(task.log_path or "")
@@ -143,6 +148,7 @@ def artifact_content(run_id: str, request: Request, uri: str) -> Response:
     """One output artifact file of the run, by its URI as the store recorded it (at most 5 MiB)."""
     server = state_of(request)
     run = server.store.find_run(run_id)
+    check_run(request, server.store, run, kfp.READ_ARTIFACT)  # multi-user: KFP's readArtifact on the run
     if uri not in server.store.run_artifact_uris(run.id):
         raise ApiError(404, f"no artifact {uri!r} in run {run.id}")
     data = read_artifact(uri)

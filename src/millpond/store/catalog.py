@@ -1,7 +1,7 @@
 """Pipelines and their versions: IR documents stored once (uploaded, or created as JSON) and run many times.
 
-Names are unique (a pipeline's among pipelines, a version's within its pipeline); taking one
-twice is a ``NameTaken`` (HTTP 409). Each method is one short transaction.
+Names are unique (a pipeline's among the pipelines of its namespace, ``""`` for shared ones; a version's
+within its pipeline); taking one twice is a ``NameTaken`` (HTTP 409). Each method is one short transaction.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Pipeline, PipelineVersion
 
 PIPELINE_FIELDS = {"display_name": Pipeline.display_name, "name": Pipeline.name, "pipeline_id": Pipeline.id,
-                   "id": Pipeline.id, "created_at": Pipeline.created_at, "description": Pipeline.description}
+                   "id": Pipeline.id, "created_at": Pipeline.created_at, "description": Pipeline.description,
+                   "namespace": Pipeline.namespace}
 VERSION_FIELDS = {"display_name": PipelineVersion.display_name, "name": PipelineVersion.name,
                   "pipeline_version_id": PipelineVersion.id, "id": PipelineVersion.id,
                   "created_at": PipelineVersion.created_at, "description": PipelineVersion.description}
@@ -50,12 +51,13 @@ class PipelineStore:
 
     # --- writes ------------------------------------------------------------------------------
     def create_pipeline(self, name: str, display_name: str, description: str | None,
-                        first_version: VersionDraft | None = None) -> Pipeline:
-        """A new pipeline, with its first version when given, in one transaction."""
+                        first_version: VersionDraft | None = None, namespace: str = "") -> Pipeline:
+        """A new pipeline of ``namespace`` ("": shared), with its first version when given, in one transaction."""
         with self._sessions() as session:
-            if session.scalar(select(Pipeline.id).where(Pipeline.name == name)):
+            if session.scalar(select(Pipeline.id).where(Pipeline.namespace == namespace, Pipeline.name == name)):
                 raise NameTaken(f"pipeline {name!r} already exists; upload a version to it instead")
-            pipeline = Pipeline(name=name, display_name=display_name[:MAX_NAME], description=description or "")
+            pipeline = Pipeline(name=name, display_name=display_name[:MAX_NAME], description=description or "",
+                                namespace=namespace)
             session.add(pipeline)
             session.flush()
             if first_version is not None:
@@ -88,11 +90,12 @@ class PipelineStore:
         with self._sessions() as session:
             return self._pipeline(session, pipeline_id)
 
-    def pipeline_named(self, name: str) -> Pipeline | None:
-        """The pipeline of this name, or else of this display name."""
+    def pipeline_named(self, name: str, namespace: str | None = None) -> Pipeline | None:
+        """The pipeline of this name, or else of this display name; of ``namespace`` (None: any)."""
+        rows = select(Pipeline) if namespace is None else select(Pipeline).where(Pipeline.namespace == namespace)
         with self._sessions() as session:
-            found = session.scalars(select(Pipeline).where(Pipeline.name == name)).first()
-            return found or session.scalars(select(Pipeline).where(Pipeline.display_name == name)).first()
+            found = session.scalars(rows.where(Pipeline.name == name)).first()
+            return found or session.scalars(rows.where(Pipeline.display_name == name)).first()
 
     def get_version(self, version_id: str, pipeline_id: str | None = None) -> PipelineVersion:
         """A version by id (and of that pipeline, when one is given)."""
@@ -113,9 +116,11 @@ class PipelineStore:
         with self._sessions() as session:
             return session.scalar(select(func.count()).where(PipelineVersion.pipeline_id == pipeline_id)) or 0
 
-    def page_pipelines(self, query: ListQuery) -> Page[Pipeline]:
+    def page_pipelines(self, query: ListQuery, namespace: str | None = None) -> Page[Pipeline]:
+        """A page of pipelines, of one namespace ("": the shared ones; None: all)."""
+        rows = select(Pipeline) if namespace is None else select(Pipeline).where(Pipeline.namespace == namespace)
         with self._sessions() as session:
-            return one_page(session, select(Pipeline), query, PIPELINE_FIELDS, Pipeline.created_at.asc())
+            return one_page(session, rows, query, PIPELINE_FIELDS, Pipeline.created_at.asc())
 
     def page_versions(self, pipeline_id: str, query: ListQuery) -> Page[PipelineVersion]:
         with self._sessions() as session:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0012"
+HEAD_REVISION = "0013"
 _MIGRATION_LOCK_KEY = 0x6D696C6C706F6E64  # "millpond": the advisory lock every migrating process takes
 _PASSWORD = re.compile(r"(?P<head>://[^/@:]*):[^@/]*@")
 _ENGINES: dict[str, "Engine"] = {}
@@ -88,8 +88,14 @@ def _migrate(engine: "Engine") -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
             if _revision(conn) == HEAD_REVISION:
                 return
+        else:
+            # SQLite rebuilds a table to change its constraints (a batch migration): the old table is dropped
+            # while other tables refer to it, which foreign keys must not check meanwhile (SQLite's documented
+            # procedure). Set before the first write, so outside any transaction; the connection is closed below.
+            conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
         config.attributes["connection"] = conn
         command.upgrade(config, "head")
+    engine.dispose()  # no pooled connection keeps foreign keys off
 
 
 def _create_engine(url: str) -> "Engine":

@@ -42,7 +42,7 @@ class RunJournal(Protocol):
 
     def create_run(
         self, *, name: str, experiment: str, pipeline_name: str, pipeline_spec: dict[str, Any],
-        platform_spec: dict[str, Any] | None, parameters: dict[str, Any], pipeline_root: str,
+        platform_spec: dict[str, Any] | None, parameters: dict[str, Any], pipeline_root: str, namespace: str = "",
     ) -> Any: ...  # a RunRecord, or the ORM's Run: the same attribute names
     def update_run(self, run_id: str, **fields: Any) -> None: ...
     def get_run(self, run_id: str) -> Any: ...
@@ -128,6 +128,7 @@ class RunRecord:
     finished_at: dt.datetime | None
     engine_pid: int | None = None
     engine_start: str | None = None
+    namespace: str = ""  # its experiment's namespace (multi-user); "" for a single-user run
 
 
 @dataclass
@@ -210,36 +211,39 @@ class SqliteJournal:
         return columns, tuple(_stored(value) for value in fields.values())
 
     # --- experiments and runs -----------------------------------------------------------
-    def ensure_experiment(self, name: str) -> str:
-        found = self._query("SELECT id FROM experiments WHERE name = ?", (name,))
+    def ensure_experiment(self, name: str, namespace: str = "") -> str:
+        """The id of experiment ``name`` of ``namespace`` (names are unique per namespace), made when missing."""
+        which = "SELECT id FROM experiments WHERE namespace = ? AND name = ?"
+        found = self._query(which, (namespace, name))
         if found:
             return str(found[0]["id"])
         new = new_id()
         self._write([(
-            "INSERT INTO experiments (id, name, description, created_at) VALUES (?, ?, '', ?)"
-            " ON CONFLICT(name) DO NOTHING",
-            [(new, name, _stored(utcnow()))],
+            "INSERT INTO experiments (id, name, namespace, description, created_at) VALUES (?, ?, ?, '', ?)"
+            " ON CONFLICT(namespace, name) DO NOTHING",
+            [(new, name, namespace, _stored(utcnow()))],
         )])
-        return str(self._query("SELECT id FROM experiments WHERE name = ?", (name,))[0]["id"])
+        return str(self._query(which, (namespace, name))[0]["id"])
 
     def create_run(
         self, *, name: str, experiment: str, pipeline_name: str, pipeline_spec: dict[str, Any],
-        platform_spec: dict[str, Any] | None, parameters: dict[str, Any], pipeline_root: str,
+        platform_spec: dict[str, Any] | None, parameters: dict[str, Any], pipeline_root: str, namespace: str = "",
     ) -> RunRecord:
-        experiment_id = self.ensure_experiment(experiment)
+        experiment_id = self.ensure_experiment(experiment, namespace)
         run_id = new_id()
         now = utcnow()
         self._write([(
             "INSERT INTO runs (id, name, experiment_id, pipeline_name, pipeline_spec, platform_spec, parameters, "
-            "pipeline_root, state, outputs, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', '{}', ?)",
+            "pipeline_root, state, outputs, created_at, namespace) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PENDING', '{}', ?, ?)",
             [(run_id, name, experiment_id, pipeline_name, json.dumps(pipeline_spec), json.dumps(platform_spec),
-              json.dumps(parameters), pipeline_root, _stored(now))],
+              json.dumps(parameters), pipeline_root, _stored(now), namespace)],
         )])
         self._has_rows[run_id] = False
         return RunRecord(
             id=run_id, name=name, experiment_id=experiment_id, pipeline_name=pipeline_name, pipeline_spec=pipeline_spec,
             platform_spec=platform_spec, parameters=parameters, pipeline_root=pipeline_root, state="PENDING",
-            error=None, outputs={}, created_at=now, started_at=None, finished_at=None,
+            error=None, outputs={}, created_at=now, started_at=None, finished_at=None, namespace=namespace,
         )
 
     def update_run(self, run_id: str, **fields: Any) -> None:

@@ -36,10 +36,15 @@ class Base(DeclarativeBase):
 
 
 class Experiment(Base):
+    """A KFP experiment: runs filed under a name, in a namespace (0013; "" in single-user mode, where names are
+    unique over the home as before; in multi-user mode unique within the namespace, as KFP's are)."""
+
     __tablename__ = "experiments"
+    __table_args__ = (UniqueConstraint("namespace", "name", name="uq_experiments_namespace_name"),)
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
-    name: Mapped[str] = mapped_column(String(255), unique=True)
+    name: Mapped[str] = mapped_column(String(255))
+    namespace: Mapped[str] = mapped_column(String(253), default="", server_default="")
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # AVAILABLE or ARCHIVED (KFP's storage_state); the engine's raw inserts rely on the server default.
@@ -54,6 +59,7 @@ class Run(Base):
         Index("ix_runs_state_created", "state", "created_at"),  # ... filtered by state
         Index("ix_runs_recurring_created", "recurring_run_id", "created_at"),  # ... of one recurring run (0006)
         Index("ix_runs_recurring_state", "recurring_run_id", "state"),  # its runs in flight, every scheduler tick
+        Index("ix_runs_namespace_created", "namespace", "created_at"),  # a namespace's runs, newest first (0013)
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -81,6 +87,8 @@ class Run(Base):
     pipeline_version_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     # The recurring run whose scheduler started this run (KFP's run.recurring_run_id), if one did.
     recurring_run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # Its experiment's namespace, kept on the run for filtering (0013): "" for a single-user run.
+    namespace: Mapped[str] = mapped_column(String(253), default="", server_default="")
 
 
 class Task(Base):
@@ -170,12 +178,18 @@ class StoredResource(Base):
 
 
 class Pipeline(Base):
-    """A pipeline uploaded through the API (``kfp.Client().upload_pipeline``): a name over versions."""
+    """A pipeline uploaded through the API (``kfp.Client().upload_pipeline``): a name over versions.
+
+    ``namespace`` "" is a shared pipeline (every pipeline of a single-user home); a namespaced one (0013) belongs
+    to that namespace, as KFP 2.x's do. Names are unique within a namespace.
+    """
 
     __tablename__ = "pipelines"
+    __table_args__ = (UniqueConstraint("namespace", "name", name="uq_pipelines_namespace_name"),)
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
-    name: Mapped[str] = mapped_column(String(255), unique=True)
+    name: Mapped[str] = mapped_column(String(255))
+    namespace: Mapped[str] = mapped_column(String(253), default="", server_default="")
     display_name: Mapped[str] = mapped_column(String(255))
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

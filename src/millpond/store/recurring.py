@@ -114,11 +114,15 @@ class RecurringRunStore:
         return self._sessions()
 
     # --- the recurring runs ---------------------------------------------------------------
-    def page(self, query: ListQuery, experiment_id: str | None = None) -> Page[RecurringRunRecord]:
-        """One page of recurring runs (newest first unless ``query`` sorts), of one experiment or all."""
+    def page(self, query: ListQuery, experiment_id: str | None = None,
+             namespace: str | None = None) -> Page[RecurringRunRecord]:
+        """One page of recurring runs (newest first unless ``query`` sorts), of one experiment or all, of one
+        namespace (None: every namespace)."""
         rows = select(RecurringRun)
         if experiment_id:
             rows = rows.where(RecurringRun.experiment_id == experiment_id)
+        if namespace is not None:
+            rows = rows.where(RecurringRun.namespace == namespace)
         with self._sessions() as session:
             found = one_page(session, rows, query, RECURRING_RUN_FIELDS, RecurringRun.created_at.desc())
             return Page([record_of(row) for row in found.items], found.total, found.next_offset)

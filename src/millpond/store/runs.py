@@ -40,10 +40,11 @@ RUN_FIELDS = {"display_name": Run.name, "name": Run.name, "run_id": Run.id, "id"
               "experiment_id": Run.experiment_id, "created_at": Run.created_at, "finished_at": Run.finished_at,
               "scheduled_at": Run.started_at, "pipeline_name": Run.pipeline_name,
               "storage_state": Run.storage_state, "pipeline_version_id": Run.pipeline_version_id,
-              "recurring_run_id": Run.recurring_run_id}
+              "recurring_run_id": Run.recurring_run_id, "namespace": Run.namespace}
 EXPERIMENT_FIELDS = {"display_name": Experiment.name, "name": Experiment.name, "experiment_id": Experiment.id,
                      "id": Experiment.id, "created_at": Experiment.created_at,
-                     "description": Experiment.description, "storage_state": Experiment.storage_state}
+                     "description": Experiment.description, "storage_state": Experiment.storage_state,
+                     "namespace": Experiment.namespace}
 
 
 @dataclass(frozen=True)
@@ -68,18 +69,20 @@ class RunStore:
         self._has_rows: dict[str, bool] = {}
 
     # --- experiments --------------------------------------------------------------------
-    def ensure_experiment(self, name: str, description: str = "") -> Experiment:
+    def ensure_experiment(self, name: str, description: str = "", namespace: str = "") -> Experiment:
+        """The experiment of this name in ``namespace`` ("" in single-user mode), made when missing."""
+        which = (Experiment.namespace == namespace, Experiment.name == name)
         with self._sessions() as session:
-            found = session.scalar(select(Experiment).where(Experiment.name == name))
+            found = session.scalar(select(Experiment).where(*which))
             if found:
                 return found
-            experiment = Experiment(name=name, description=description)
+            experiment = Experiment(name=name, description=description, namespace=namespace)
             session.add(experiment)
             try:
                 session.commit()
             except Exception:  # another process created it first
                 session.rollback()
-                found = session.scalar(select(Experiment).where(Experiment.name == name))
+                found = session.scalar(select(Experiment).where(*which))
                 if found is None:
                     raise
                 return found
@@ -101,8 +104,11 @@ class RunStore:
         parameters: dict[str, Any],
         pipeline_root: str,
         run_id: str | None = None,
+        namespace: str = "",
     ) -> Run:
-        experiment_row = self.ensure_experiment(experiment)
+        """A PENDING run in experiment ``experiment`` of ``namespace`` (made when missing); the run keeps the
+        namespace too."""
+        experiment_row = self.ensure_experiment(experiment, namespace=namespace)
         with self._sessions() as session:
             run = Run(
                 name=name,
@@ -114,6 +120,7 @@ class RunStore:
                 pipeline_root=pipeline_root,
                 state="PENDING",
                 outputs={},
+                namespace=namespace,
             )
             if run_id:
                 run.id = run_id
@@ -368,12 +375,15 @@ class RunStore:
             raise NotFoundError(f"no run with id {run_id!r}")
         return run
 
-    def page_runs(self, query: ListQuery, experiment_id: str | None = None) -> Page[Run]:
-        """A page of runs without their IR (KBs a run, not read for the rows of a list)."""
+    def page_runs(self, query: ListQuery, experiment_id: str | None = None, namespace: str | None = None) -> Page[Run]:
+        """A page of runs without their IR (KBs a run, not read for the rows of a list); of one experiment, of one
+        namespace (None: every namespace)."""
         rows = select(Run).options(defer(Run.pipeline_spec), defer(Run.platform_spec), defer(Run.workflow),
                                    defer(Run.outputs))
         if experiment_id:
             rows = rows.where(Run.experiment_id == experiment_id)
+        if namespace is not None:
+            rows = rows.where(Run.namespace == namespace)
         with self._sessions() as session:
             return one_page(session, rows, query, RUN_FIELDS, Run.created_at.desc())
 
@@ -434,12 +444,13 @@ class RunStore:
         with self._sessions() as session:
             return session.scalar(query) or 0
 
-    def create_experiment(self, name: str, description: str = "") -> Experiment:
-        """A new experiment; a name already used is a NameTaken."""
+    def create_experiment(self, name: str, description: str = "", namespace: str = "") -> Experiment:
+        """A new experiment in ``namespace``; a name already used there is a NameTaken."""
         with self._sessions() as session:
-            if session.scalar(select(Experiment.id).where(Experiment.name == name)):
-                raise NameTaken(f"experiment {name!r} already exists")
-            experiment = Experiment(name=name, description=description)
+            if session.scalar(select(Experiment.id).where(Experiment.namespace == namespace, Experiment.name == name)):
+                where = f" in namespace {namespace!r}" if namespace else ""
+                raise NameTaken(f"experiment {name!r} already exists{where}")
+            experiment = Experiment(name=name, description=description, namespace=namespace)
             session.add(experiment)
             session.commit()
             return experiment
@@ -452,11 +463,14 @@ class RunStore:
             raise NotFoundError(f"no experiment with id {experiment_id!r}")
         return experiment
 
-    def page_experiments(self, query: ListQuery) -> Page[tuple[Experiment, Any]]:
-        """A page of (experiment, when its newest run was created or None)."""
+    def page_experiments(self, query: ListQuery, namespace: str | None = None) -> Page[tuple[Experiment, Any]]:
+        """A page of (experiment, when its newest run was created or None), of one namespace (None: all)."""
         last_run = select(func.max(Run.created_at)).where(Run.experiment_id == Experiment.id).scalar_subquery()
+        rows = select(Experiment, last_run)
+        if namespace is not None:
+            rows = rows.where(Experiment.namespace == namespace)
         with self._sessions() as session:
-            return one_page(session, select(Experiment, last_run), query, EXPERIMENT_FIELDS,
+            return one_page(session, rows, query, EXPERIMENT_FIELDS,
                             Experiment.created_at.asc(), single=False)
 
     def set_experiment_storage_state(self, experiment_id: str, state: str, with_runs: bool = False) -> None:

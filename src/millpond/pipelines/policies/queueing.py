@@ -1,7 +1,8 @@
 """Kueue: a task whose pod labels name a local queue becomes a workload of that queue.
 
-It then waits PENDING until an admission cycle admits it (``task_queues.EngineQueues``); the
-run's experiment is its namespace, so an experiment name that is no namespace name fails it.
+It then waits PENDING until an admission cycle admits it (``task_queues.EngineQueues``), in the run's
+namespace (``queueing.run_namespace``): in single-user mode its experiment's name, so an experiment name
+that is no namespace name fails it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from millpond.errors import UserError
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
-from millpond.pipelines.queueing import project_of, task_queueing, task_workload
+from millpond.pipelines.queueing import run_namespace, task_queueing, task_workload
 
 
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
@@ -22,7 +23,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     node = launch.node
     name = f"{run.resource_name}-{node.name}"[:63]  # its pod's name
     try:
-        project = project_of(run.store.experiment_name(run.run.experiment_id))
+        project = run_namespace(run.run, run.store)
         run.queues.add(node.path, task_workload(node.record_id or "", name, project, launch.resources, queueing,
                                                 time.time()))
     except UserError as exc:
