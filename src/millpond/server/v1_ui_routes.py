@@ -7,6 +7,10 @@
   runs list's Metrics column and the compare view (as v1's runs list showed them).
 - ``GET /ui-api/pipelines/{pipeline_id}/versions/{version_id}/graph``: the version's graph
   before any run: the workflow's own steps for a kfp 1.x upload, the IR's tasks otherwise.
+
+Multi-user mode (``route_access``): a run's outputs and metrics are KFP's ``readArtifact`` on ``runs`` in the
+run's namespace (every run asked for: one of another namespace refuses the request, 403); a version's graph
+is a read of its pipeline (shared pipelines: every user).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from millpond.access import kfp
 from millpond.errors import UserError
 from millpond.server.errors import ApiError
 from millpond.server.pipelines import resolve_version
+from millpond.server.route_access import require_pipeline, require_run
 from millpond.server.state import state_of
 from millpond.server.ui_routes import ir_nodes, read_artifact
 from millpond.server.v1_outputs import (
@@ -50,6 +56,7 @@ def task_v1_outputs(run_id: str, task_id: str, request: Request) -> dict[str, An
     """The task's kfp 1.x visualizations and metrics (each empty when it wrote none)."""
     server = state_of(request)
     run = server.store.find_run(run_id)
+    require_run(request, server.store, run, kfp.READ_ARTIFACT)
     task = server.store.get_task(run.id, task_id)
     answer: dict[str, Any] = {"visualizations": [], "metrics": []}
     metadata = _artifact_uri(task, METADATA_ARTIFACT)
@@ -75,8 +82,10 @@ def run_metrics(request: Request, run_id: list[str] = Query(default=[])) -> dict
         raise ApiError(400, f"at most {MAX_RUNS} run_id values a request")
     store = state_of(request).store
     runs: dict[str, list[dict[str, Any]]] = {}
-    for rid in dict.fromkeys(run_id):
-        run = store.find_run(rid)
+    asked = [store.find_run(rid) for rid in dict.fromkeys(run_id)]
+    for run in asked:  # every run checked before any is read
+        require_run(request, store, run, kfp.READ_ARTIFACT)
+    for rid, run in zip(dict.fromkeys(run_id), asked, strict=True):
         found: list[dict[str, Any]] = []
         for task in store.list_tasks(run.id):
             uri = _artifact_uri(task, METRICS_ARTIFACT)
@@ -93,6 +102,7 @@ def run_metrics(request: Request, run_id: list[str] = Query(default=[])) -> dict
 def version_graph(pipeline_id: str, version_id: str, request: Request) -> dict[str, Any]:
     """The version's static graph: the kfp 1.x workflow's steps, or the IR's tasks (no records)."""
     version = resolve_version(state_of(request), pipeline_id, version_id)
+    require_pipeline(request, state_of(request).pipelines, version.pipeline_id)
     workflow = parsed_workflow(version.workflow) if version.workflow is not None else None
     if workflow is not None:
         return {"nodes": workflow_nodes(workflow, {}), "source": "workflow"}
