@@ -98,6 +98,8 @@ def _apply(objects: Objects) -> list[Probe]:
 
 
 INFER = {"inputs": [{"name": "input-0", "shape": [1, 1], "datatype": "FP64", "data": [1.0]}]}
+SELDON = {"data": {"ndarray": [[1]]}}
+EVENTS, LOGS = Attributes("list", TEAM_A, "", "events"), Attributes("get", TEAM_A, "", "pods", "log")
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
@@ -122,9 +124,9 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
                                                      lambda o: _isvc("get", "default"), INFER)
        for tail in ("/infer", "/versions/{version}/infer")},
     ("POST", "/seldon/{name}/api/v0.1/predictions"): _one(
-        "POST", "/seldon/model/api/v0.1/predictions", lambda o: _isvc("get", "default"), {"data": {"ndarray": [[1]]}}),
+        "POST", "/seldon/model/api/v0.1/predictions", lambda o: _isvc("get", "default"), SELDON),
     ("POST", "/seldon/{namespace}/{name}/api/v0.1/predictions"): _one(
-        "POST", "/seldon/{ns}/model/api/v0.1/predictions", lambda o: _isvc("get", TEAM_A), {"data": {"ndarray": [[1]]}}),
+        "POST", "/seldon/{ns}/model/api/v0.1/predictions", lambda o: _isvc("get", TEAM_A), SELDON),
     **{(method, "/serving/{namespace}/{name}/{path:path}"): _one(
         method, "/serving/{ns}/model/v2/models/model/infer", lambda o: _isvc("get", TEAM_A),
         INFER if method in ("POST", "PUT", "PATCH") else None) for method in METHODS},
@@ -153,9 +155,9 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
         Probe("GET", f"{API}/jobs?all_namespaces=true", FILTERED)],
     ("GET", f"{API}/jobs/{{namespace}}/{{name}}"): _one("GET", f"{API}/jobs/{{ns}}/train", lambda o: _job("get")),
     ("GET", f"{API}/jobs/{{namespace}}/{{name}}/events"): _one(
-        "GET", f"{API}/jobs/{{ns}}/train/events", lambda o: _job("get", "train", Attributes("list", TEAM_A, "", "events"))),
+        "GET", f"{API}/jobs/{{ns}}/train/events", lambda o: _job("get", "train", EVENTS)),
     ("GET", f"{API}/jobs/{{namespace}}/{{name}}/logs"): _one(
-        "GET", f"{API}/jobs/{{ns}}/train/logs", lambda o: _job("get", "train", Attributes("get", TEAM_A, "", "pods", "log"))),
+        "GET", f"{API}/jobs/{{ns}}/train/logs", lambda o: _job("get", "train", LOGS)),
     ("DELETE", f"{API}/jobs/{{namespace}}/{{name}}"): _one("DELETE", f"{API}/jobs/{{ns}}/no-such",
                                                           lambda o: _job("delete", "no-such")),
     # every kind of the registry, by its group and plural (datasets: its own routes first)
@@ -184,9 +186,13 @@ def app_routes(server: MultiUserServer) -> set[tuple[str, str]]:
             nested = getattr(route, "effective_route_contexts", None)
             yield from (nested() if nested is not None else [route])
 
-    return {(method, route.path) for route in walk(server.app.routes)
-            for method in (getattr(route, "methods", None) or ()) if not route.path.startswith("/apis/v2beta1")
-            and not (method == "HEAD" and "GET" in route.methods and route.path != "/serving/{namespace}/{name}/{path:path}")}
+    def methods(route: Any) -> set[str]:
+        """Its methods (the HEAD Starlette adds beside a GET is that GET; the gateway's HEAD is its own)."""
+        found = set(getattr(route, "methods", None) or ())
+        return found if route.path.startswith("/serving/") or "GET" not in found else found - {"HEAD"}
+
+    return {(method, route.path) for route in walk(server.app.routes) if not route.path.startswith("/apis/v2beta1")
+            for method in methods(route)}
 
 
 def expected(policy: Authorizer, who: str, needs: tuple[Attributes, ...] | str) -> bool:
