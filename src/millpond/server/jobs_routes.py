@@ -90,6 +90,7 @@ def list_training_jobs(
     """A page of training jobs, each as ``arena get -o json`` prints it."""
     store = _store(request)
     kinds = [(entry.group, entry.plural) for entry in _job_kinds()]
+    where: str | frozenset[str] | None
     if all_namespaces:
         where = list_scope(request, kinds, lambda: {job.namespace for job in store.list(None)})
     else:

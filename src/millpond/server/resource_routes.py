@@ -243,11 +243,14 @@ def _authorize(request: Request, documents: list[tuple[int, Any]], context: Kind
         if entry is None:
             continue
         metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-        name = metadata.get("name") if isinstance(metadata.get("name"), str) else ""
-        namespace = metadata.get("namespace") if isinstance(metadata.get("namespace"), str) else ""
-        namespace = namespace or "default"
+        name = _text(metadata.get("name"))
+        namespace = _text(metadata.get("namespace")) or "default"
         stored = bool(name) and _stored(entry, name, namespace, context)
         require_kind(request, entry, "patch" if stored else "create", namespace, name)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _stored(entry: KindName, name: str, namespace: str, context: KindContext) -> bool:
