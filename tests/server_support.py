@@ -8,17 +8,21 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from millpond.settings import load_settings
+
+if TYPE_CHECKING:
+    from millpond.server.access import AccessSettings
 
 
 class Served:
     """A running server (its URL, and how to stop it with the runs it started); with ``tls``, over HTTPS with
     millpond's own certificate in the home (``ca``: the CA a client trusts), as ``millpond server --tls``."""
 
-    def __init__(self, token: str | None = None, tls: bool = False) -> None:
+    def __init__(self, token: str | None = None, tls: bool = False, access: AccessSettings | None = None) -> None:
         import uvicorn
 
         from millpond.server import tls as certificates
@@ -30,7 +34,7 @@ class Served:
         files = certificates.ensure_certificate(load_settings().home, certificates.Subjects.of([])) if tls else None
         self.ca = files.authority if files else None
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        self.app = create_app(load_settings(), token)
+        self.app = create_app(load_settings(), token, access=access)  # access: e.g. multi-user
         self.server = uvicorn.Server(uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_level="warning",
             ssl_certfile=files.certificate if files else None, ssl_keyfile=files.key if files else None))

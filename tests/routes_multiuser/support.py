@@ -9,11 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -21,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.server.access import AccessSettings
+from tests.server_support import Served
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_TOKEN = "routes-multiuser-server-token"
@@ -64,32 +62,11 @@ def contributor_binding(member: Member) -> dict[str, Any]:
             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": member.name}]}
 
 
-class MultiUserServer:
-    """``millpond server --multi-user`` with a server token, in a thread (as ``tests/server_support.Served``)."""
+class MultiUserServer(Served):
+    """``millpond server --multi-user`` with a server token, in a thread."""
 
     def __init__(self) -> None:
-        import uvicorn
-
-        from millpond.server.app import create_app
-        from millpond.settings import load_settings
-
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.app = create_app(load_settings(), access=AccessSettings(multi_user=True, token=SERVER_TOKEN))
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.app.state.millpond.executor.stop_all()
-        self.server.should_exit = True
-        self.thread.join(10)
+        super().__init__(access=AccessSettings(multi_user=True, token=SERVER_TOKEN))
 
 
 @dataclass
