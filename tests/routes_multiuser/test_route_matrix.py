@@ -25,6 +25,7 @@ from millpond.access.identity import user
 from millpond.kind_handler import KindName
 from millpond.kinds import REGISTRY
 from millpond.settings import load_settings
+from tests.routes_multiuser.conftest import StoredRun as Objects
 from tests.routes_multiuser.support import ALICE, API, BOB, CAROL, DANA, TEAM_A, Caller, MultiUserServer
 
 PUBLIC, AUTHENTICATED, FILTERED = "public", "authenticated", "filtered"
@@ -42,21 +43,12 @@ class Probe:
     body: Any = None
 
 
-@dataclass(frozen=True)
-class Objects:
-    """What the probes name: the finished run (no namespace) and its task."""
-
-    run: str
-    task: str
-    uri: str
-
-
 def _isvc(verb: str, namespace: str, name: str = "model") -> tuple[Attributes, ...]:
     return (Attributes(verb, namespace, *ISVC, name=name),)
 
 
 def _run(verb: str, objects: Objects) -> tuple[Attributes, ...]:
-    return (Attributes(verb, "", kfp.GROUP, kfp.RUNS, name=objects.run),)
+    return (Attributes(verb, objects.namespace, kfp.GROUP, kfp.RUNS, name="secret-run"),)
 
 
 def _kind(entry: KindName, verb: str, name: str = "") -> tuple[Attributes, ...]:
@@ -133,16 +125,16 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
     ("GET", "/ui-api/models"): _one("GET", "/ui-api/models", FILTERED),
     ("GET", "/ui-api/models/{namespace}/{name}"): _one("GET", "/ui-api/models/{ns}/model",
                                                        lambda o: _isvc("get", TEAM_A)),
-    # the UI's helpers over runs: KFP's verbs on runs in the run's namespace (none here: the cluster scope)
+    # the UI's helpers over runs: KFP's verbs on runs in the run's namespace (team-a; none before runs had one)
     ("GET", "/ui-api/queues"): _one("GET", "/ui-api/queues", FILTERED),
-    ("GET", "/ui-api/runs/{run_id}/graph"): _one("GET", "/ui-api/runs/{o.run}/graph", lambda o: _run("get", o)),
+    ("GET", "/ui-api/runs/{run_id}/graph"): _one("GET", "/ui-api/runs/{o.id}/graph", lambda o: _run("get", o)),
     ("GET", "/ui-api/runs/{run_id}/tasks/{task_id}/log"): _one(
-        "GET", "/ui-api/runs/{o.run}/tasks/{o.task}/log", lambda o: _run(kfp.READ_ARTIFACT, o)),
+        "GET", "/ui-api/runs/{o.id}/tasks/{o.task}/log", lambda o: _run(kfp.READ_ARTIFACT, o)),
     ("GET", "/ui-api/runs/{run_id}/artifacts"): lambda o: [Probe(
-        "GET", f"/ui-api/runs/{o.run}/artifacts?uri={urllib.parse.quote(o.uri)}", _run(kfp.READ_ARTIFACT, o))],
+        "GET", f"/ui-api/runs/{o.id}/artifacts?uri={urllib.parse.quote(o.uri)}", _run(kfp.READ_ARTIFACT, o))],
     ("GET", "/ui-api/runs/{run_id}/tasks/{task_id}/v1-outputs"): _one(
-        "GET", "/ui-api/runs/{o.run}/tasks/{o.task}/v1-outputs", lambda o: _run(kfp.READ_ARTIFACT, o)),
-    ("GET", "/ui-api/run-metrics"): _one("GET", "/ui-api/run-metrics?run_id={o.run}",
+        "GET", "/ui-api/runs/{o.id}/tasks/{o.task}/v1-outputs", lambda o: _run(kfp.READ_ARTIFACT, o)),
+    ("GET", "/ui-api/run-metrics"): _one("GET", "/ui-api/run-metrics?run_id={o.id}",
                                          lambda o: _run(kfp.READ_ARTIFACT, o)),
     # a shared pipeline's version (none stored: 404 for whoever is logged in)
     ("GET", "/ui-api/pipelines/{pipeline_id}/versions/{version_id}/graph"): _one(
@@ -214,8 +206,8 @@ def test_every_route_is_classified(server: MultiUserServer) -> None:
     assert not set(ROUTES) - routes, f"classified routes the app no longer has: {sorted(set(ROUTES) - routes)}"
 
 
-def test_every_route_answers_as_the_rbac_rules_say(callers: dict[str, Caller], run: tuple[str, str, str]) -> None:
-    objects = Objects(*run)
+def test_every_route_answers_as_the_rbac_rules_say(callers: dict[str, Caller], run: Objects) -> None:
+    objects = run
     policy = Authorizer(load_settings(), multi_user=True)
     wrong: list[str] = []
     asked = 0

@@ -89,14 +89,17 @@ def kind_scope(connection: HTTPConnection, entry: KindName, known: Callable[[], 
 
 # --- KFP runs, for the UI's helpers ----------------------------------------------------------------------
 def run_namespace(store: RunStore, run: Run) -> str:
-    """The namespace a run belongs to: its experiment's, as KFP's backend reads it
+    """The namespace a run belongs to: recorded on it, else its experiment's, as KFP's backend reads it
     (``resource_manager.GetNamespaceFromRunId``).
 
-    Stand-in until the KFP API's part of issue 32 is merged: experiments gain a namespace there; this
-    reads it when the store has one and "" otherwise. A run of no namespace is asked about at the cluster
-    scope, so only a cluster administrator reaches it in multi-user mode (KFP refuses a run without a
-    namespace in multi-user mode).
+    Stand-in until the KFP API's part of issue 32 is merged (there: ``server.kfp_access.namespace_of_run``,
+    which the UI's helpers should then call; runs and experiments gain a namespace there): this reads the
+    namespace when the store has one and "" otherwise. A run of no namespace is asked about at the cluster
+    scope, so only a cluster administrator reaches it in multi-user mode.
     """
+    recorded = getattr(run, "namespace", "")
+    if isinstance(recorded, str) and recorded:
+        return recorded
     experiment = store.get_experiment(run.experiment_id)
     return str(getattr(experiment, "namespace", "") or "") if experiment is not None else ""
 
@@ -106,22 +109,25 @@ def multi_user(connection: HTTPConnection) -> bool:
 
 
 def require_run(connection: HTTPConnection, store: RunStore, run: Run, verb: str) -> None:
-    """KFP's check of ``verb`` on ``runs`` (``pipelines.kubeflow.org``) in the run's namespace."""
+    """KFP's check of ``verb`` on ``runs`` (``pipelines.kubeflow.org``) in the run's namespace, named by the
+    run's name (``canAccessRun``; to become ``server.kfp_access.check_run`` once merged)."""
     if multi_user(connection):
-        require(connection, Attributes(verb, run_namespace(store, run), kfp.GROUP, kfp.RUNS, name=run.id))
+        require(connection, Attributes(verb, run_namespace(store, run), kfp.GROUP, kfp.RUNS, name=run.name))
 
 
 def require_pipeline(connection: HTTPConnection, catalog: PipelineStore, pipeline_id: str) -> None:
     """KFP's check to read a pipeline (its versions): none for a shared pipeline (no namespace: KFP lets every
     authenticated user read those), ``get`` on ``pipelines`` in its namespace otherwise.
 
-    Stand-in as :func:`run_namespace`: a pipeline's namespace comes with the KFP API's part of issue 32.
+    Stand-in as :func:`run_namespace`: a pipeline's namespace comes with the KFP API's part of issue 32
+    (``server.kfp_access.check_pipeline`` there).
     """
     if not multi_user(connection):
         return
-    namespace = str(getattr(catalog.get_pipeline(pipeline_id), "namespace", "") or "")
+    pipeline = catalog.get_pipeline(pipeline_id)
+    namespace = str(getattr(pipeline, "namespace", "") or "")
     if namespace:
-        require(connection, Attributes(kfp.GET, namespace, kfp.GROUP, kfp.PIPELINES, name=pipeline_id))
+        require(connection, Attributes(kfp.GET, namespace, kfp.GROUP, kfp.PIPELINES, name=pipeline.name))
 
 
 def refusal(connection: HTTPConnection, asked: Attributes) -> str | None:
