@@ -34,7 +34,7 @@ class Served:
         files = certificates.ensure_certificate(load_settings().home, certificates.Subjects.of([])) if tls else None
         self.ca = files.authority if files else None
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
-        self.app = create_app(load_settings(), token, access=access)  # access: e.g. multi-user
+        self.app = create_app(load_settings(), token, access=access)
         self.server = uvicorn.Server(uvicorn.Config(
             self.app, host="127.0.0.1", port=self.port, log_level="warning",
             ssl_certfile=files.certificate if files else None, ssl_keyfile=files.key if files else None))
