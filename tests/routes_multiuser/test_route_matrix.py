@@ -1,4 +1,4 @@
-"""Every route of the app (but the KFP v2beta1 API and the Kubernetes API, tested with their own) × its
+"""Every route of the app (but the KFP v2beta1 API, KFAM's and the Kubernetes API, tested with their own) × its
 methods × each member of the team, against what the RBAC rules say.
 
 Each route is classified here, by hand, with what it touches (``ROUTES``): the attributes Kubernetes would
@@ -170,9 +170,16 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
 }
 
 
+# Routes whose decisions are tested elsewhere, with rules of their own (the Kubernetes API is a middleware in
+# front of the routes: it has none here).
+ELSEWHERE = {
+    "/apis/v2beta1": "the KFP API: KFP's SubjectAccessReview attributes, tests/kfp_multiuser",
+    "/kfam/": "Kubeflow's contributors API (KFAM): the profile's owner decides, the Profiles part's tests",
+}
+
+
 def app_routes(server: MultiUserServer) -> set[tuple[str, str]]:
-    """(method, path template) of every route of the app, but the KFP v2beta1 API's (the Kubernetes API is
-    served by a middleware in front of the routes)."""
+    """(method, path template) of every route of the app, but those of ``ELSEWHERE``."""
     def walk(routes: list[Any]) -> Iterator[Any]:
         for route in routes:
             nested = getattr(route, "effective_route_contexts", None)
@@ -183,8 +190,8 @@ def app_routes(server: MultiUserServer) -> set[tuple[str, str]]:
         found = set(getattr(route, "methods", None) or ())
         return found if route.path.startswith("/serving/") or "GET" not in found else found - {"HEAD"}
 
-    return {(method, route.path) for route in walk(server.app.routes) if not route.path.startswith("/apis/v2beta1")
-            for method in methods(route)}
+    return {(method, route.path) for route in walk(server.app.routes)
+            if not route.path.startswith(tuple(ELSEWHERE)) for method in methods(route)}
 
 
 def expected(policy: Authorizer, who: str, needs: tuple[Attributes, ...] | str) -> bool:
