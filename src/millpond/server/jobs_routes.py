@@ -11,6 +11,14 @@
 
 Every read goes through ``training.jobs`` (a job whose supervisor died is marked FAILED, as
 ``arena get`` would); an unknown job or instance is 404, a bad parameter 400.
+
+Multi-user mode (``route_access``): a job is its Kubeflow kind (``pytorchjobs``, ``tfjobs``, ``mpijobs``
+of ``kubeflow.org``, ``trainjobs`` of ``trainer.kubeflow.org``, ``rayjobs`` of ``ray.io``) in its namespace:
+``get`` to read it and its events, ``delete`` to delete it, and its log is a ``get`` on ``pods/log`` there
+too (``arena logs`` reads its pods' logs). A job another namespace holds is refused (403) before anything
+is read, whether or not it exists (a name that names none: refused unless the caller may ``get`` some job
+kind there). The list shows the namespaces where the caller may ``list`` jobs (403 for one it names and may
+not).
 """
 
 from __future__ import annotations
@@ -21,12 +29,18 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse
 
+from millpond.access.attributes import Attributes
 from millpond.errors import NotFoundError
+from millpond.kind_handler import KindName
+from millpond.kinds import REGISTRY
+from millpond.server.callers import require
 from millpond.server.listing import list_query, next_page_token
+from millpond.server.route_access import kind_attributes, list_scope, require_any
 from millpond.server.state import state_of
 from millpond.settings import Settings
 from millpond.store.training import InstanceRecord, JobRecord, JobStore
 from millpond.training import jobs, logs, views
+from millpond.training.kinds import KIND_OF_TRAINER, job_kind
 from millpond.training.paths import instance_log
 
 PREFIX = "/apis/millpond/v1"
@@ -49,8 +63,23 @@ def _store(request: Request) -> JobStore:
     return state_of(request).jobs
 
 
-def _job(request: Request, namespace: str, name: str) -> JobRecord:
-    return jobs.get(name, namespace, _store(request))
+def _job_kinds() -> list[KindName]:
+    """The kinds a training job shows as (what ``arena submit`` makes, and TrainJob)."""
+    names = [*KIND_OF_TRAINER.values(), "TrainJob"]
+    return [entry for entry in (REGISTRY.named(kind) for kind in dict.fromkeys(names)) if entry is not None]
+
+
+def _job(request: Request, namespace: str, name: str, verb: str = "get") -> JobRecord:
+    """The job, once the caller may ``verb`` it (refused before a missing job is told apart from a hidden one)."""
+    try:
+        job = jobs.get(name, namespace, _store(request))
+    except NotFoundError:
+        require_any(request, [kind_attributes(entry, verb, namespace, name) for entry in _job_kinds()])
+        raise
+    entry = REGISTRY.named(job_kind(job.trainer, job.spec.get("manifest") or {}))
+    require_any(request, [kind_attributes(entry, verb, namespace, name)] if entry is not None else
+                [kind_attributes(kind, verb, namespace, name) for kind in _job_kinds()])
+    return job
 
 
 @router.get("/jobs")
@@ -60,8 +89,14 @@ def list_training_jobs(
 ) -> dict[str, Any]:
     """A page of training jobs, each as ``arena get -o json`` prints it."""
     store = _store(request)
-    page = jobs.page_jobs(None if all_namespaces else namespace, list_query(filter, sort_by, page_token, page_size),
-                          store)
+    kinds = [(entry.group, entry.plural) for entry in _job_kinds()]
+    where: str | frozenset[str] | None
+    if all_namespaces:
+        where = list_scope(request, kinds, lambda: {job.namespace for job in store.list(None)})
+    else:
+        require_any(request, [Attributes("list", namespace, group, plural) for group, plural in kinds])
+        where = namespace
+    page = jobs.page_jobs(where, list_query(filter, sort_by, page_token, page_size), store)
     return {"jobs": [views.job_info(job, store.instances(job.uid)) for job in page.items],
             "total_size": page.total, "next_page_token": next_page_token(page)}
 
@@ -77,6 +112,7 @@ def get_training_job(namespace: str, name: str, request: Request) -> dict[str, A
 def training_job_events(namespace: str, name: str, request: Request) -> dict[str, Any]:
     """The job's events, oldest first (why it waits QUEUING, restarts, failures)."""
     job = _job(request, namespace, name)
+    require(request, Attributes("list", namespace, "", "events"))
     return {"events": [views.event_info(event) for event in _store(request).events(job.uid)]}
 
 
@@ -99,6 +135,7 @@ def training_job_logs(
 ) -> PlainTextResponse:
     """An instance's log (the chief's by default): its last ``tail`` lines, as plain text."""
     job = _job(request, namespace, name)
+    require(request, Attributes("get", namespace, "", "pods", "log"))  # what arena logs reads
     chosen = _chosen(job, _store(request).instances(job.uid), instance)
     lines = logs.tail_bounded(instance_log(job.uid, chosen), tail, MAX_LOG_BYTES, timestamps) if chosen else []
     return PlainTextResponse("".join(line + "\n" for line in lines), headers={
@@ -108,6 +145,7 @@ def training_job_logs(
 @router.delete("/jobs/{namespace}/{name}")
 def delete_training_job(namespace: str, name: str, request: Request) -> dict[str, Any]:
     """Delete the job; a running one's processes are stopped first (as ``arena delete``)."""
+    _job(request, namespace, name, "delete")
     jobs.delete(name, namespace, _store(request))
     return {"name": name, "namespace": namespace,
             "message": f"The training job {name} has been deleted successfully"}

@@ -12,6 +12,9 @@ hits. Nothing is sampled over time during a scrape: CPU is exported as cumulativ
 the server answers to (DNS rebinding), and with a token it needs ``Authorization: Bearer TOKEN``
 — Prometheus sends it from ``authorization: {credentials_file: ...}`` in the scrape config.
 It is not public like the UI's static files because it names jobs, datasets and namespaces.
+In multi-user mode it is Kubernetes' non-resource path ``get /metrics`` (the ``system:monitoring`` role's):
+cluster administrators, or whoever a ClusterRole with ``nonResourceURLs: ["/metrics"]`` is bound to
+(a Prometheus' own user); the figures are the whole machine's, never cut per namespace.
 
 Queue metrics carry Kueue's own names and labels (``kueue_pending_workloads``,
 ``kueue_admitted_active_workloads``, ``kueue_cluster_queue_nominal_quota``,
@@ -32,12 +35,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from millpond.access.attributes import Attributes
 from millpond.datasets.status import cache_counters
 from millpond.errors import MillpondError
 from millpond.scheduling import gpu_metrics
 from millpond.scheduling.ledger import Ledger
 from millpond.scheduling.queues import views
 from millpond.scheduling.usage import SessionTable, busy_cpu_seconds
+from millpond.server.callers import require
 from millpond.store.journal import FINAL_STATES
 from millpond.store.metrics import MetricsQueries
 from millpond.store.resources import ResourceStore
@@ -252,5 +257,6 @@ def registry_for(settings: Settings) -> CollectorRegistry:
 
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
+    require(request, Attributes("get", path="/metrics"))
     registry = request.app.state.metrics_registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST, headers={"Cache-Control": "no-store"})

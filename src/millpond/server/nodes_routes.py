@@ -11,6 +11,10 @@ metrics agent, so ``used`` is null there and the page draws allocation only.
 CPU use is a rate: the busy CPU seconds since the previous poll (any client's) over the time
 between, so polling every few seconds is what makes it cheap; the first poll samples for
 ``FIRST_SAMPLE_S``. The page polls; nothing is pushed.
+
+Multi-user mode: the figures are the cluster's nodes', so the route asks ``list`` on ``nodes`` (cluster
+scope: administrators, or whoever a ClusterRole grants it), and each node's holders (what runs there, as
+``kubectl describe node`` lists its pods) are those of the namespaces where the caller may ``list`` pods.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ from typing import Any
 import psutil
 from fastapi import APIRouter, Request
 
+from millpond.access.attributes import Attributes
 from millpond.scheduling import gpu_metrics
 from millpond.scheduling.ledger import Ledger
 from millpond.scheduling.usage import busy_cpu_seconds
+from millpond.server.callers import require
+from millpond.server.route_access import list_scope, shows
 from millpond.server.state import state_of
 from millpond.training import top
 from millpond.training.ray_top import ray_nodes
@@ -67,11 +74,15 @@ def _sampler(request: Request) -> CpuSampler:
 @router.get("/ui-api/nodes", tags=["UI"])
 def nodes(request: Request) -> dict[str, Any]:
     """Every node with ``cpu``, ``memory`` (bytes) and ``gpu`` figures: capacity, allocated, used (null: unknown)."""
+    require(request, Attributes("list", resource="nodes"))
     settings = state_of(request).settings
     at = dt.datetime.now(dt.timezone.utc).isoformat()
     if settings.ray_address:
         return {"mode": "ray", "at": at, "nodes": _ray(settings.ray_address)}
-    return {"mode": "local", "at": at, "nodes": [_local(_sampler(request))]}
+    node = _local(_sampler(request))
+    scope = list_scope(request, (("", "pods"),), lambda: {holder["namespace"] for holder in node["holders"]})
+    node["holders"] = [holder for holder in node["holders"] if shows(scope, holder["namespace"])]
+    return {"mode": "local", "at": at, "nodes": [node]}
 
 
 def _local(sampler: CpuSampler) -> dict[str, Any]:

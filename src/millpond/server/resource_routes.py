@@ -15,6 +15,15 @@ family a kind belongs to.
   ``millpond apply`` checks it, all stored or none (400 with the first problem on one line; 409
   when storing fails); data operations and training jobs start at once, in the background.
 - ``GET /secrets``, ``GET /configmaps``: names and key names; never a value.
+
+Multi-user mode (``route_access``): each route asks what ``kubectl`` would for the same objects: ``get``,
+``list`` or ``delete`` on the kind's group and plural in the namespace (none for a cluster-scoped kind),
+refused (403) before the object is looked up. A list of ``all_namespaces`` shows the namespaces where the
+caller may ``list`` that kind (kubectl ``-A`` would refuse a caller who may not list them all; the UI and
+``millpond get -A`` want what the caller can see). An apply asks ``create`` for each new object and
+``patch`` for each stored one (what ``kubectl apply`` sends) before anything is checked or stored: one
+forbidden document refuses the batch. ``/secrets`` and ``/configmaps`` show the names of the namespaces
+where the caller may ``list`` them.
 """
 
 from __future__ import annotations
@@ -25,16 +34,19 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from millpond.access.rbac import RBAC_KINDS
+from millpond.core.configs import DEFAULT_NAMESPACE as CONFIG_NAMESPACE
 from millpond.datasets.manifests import _parse
 from millpond.datasets.operations.liveness import reconcile_all
 from millpond.datasets.schema_check import check_schema_file
 from millpond.documents import load_json
-from millpond.errors import UserError
+from millpond.errors import ForbiddenError, UserError
 from millpond.kind_handler import ApplyBatch, KindContext, KindHandler, KindName
 from millpond.kinds import REGISTRY
 from millpond.manifest_envelope import as_list
-from millpond.server.callers import caller
+from millpond.server.callers import authorizer_of, caller
 from millpond.server.errors import ApiError
+from millpond.server.route_access import kind_scope, require_kind, shows
 from millpond.server.state import state_of
 from millpond.settings import Settings
 from millpond.store import config_documents
@@ -88,11 +100,21 @@ def _kind(text: str) -> tuple[KindName, KindHandler]:
 
 def _objects(request: Request, kind: str, namespace: str, all_namespaces: bool) -> dict[str, Any]:
     entry, handler = _kind(kind)
-    return as_list(handler.list_objects(entry, namespace, all_namespaces, _context(request)))
+    if not all_namespaces or entry.cluster_scoped:
+        require_kind(request, entry, "list", namespace)
+        return as_list(handler.list_objects(entry, namespace, all_namespaces, _context(request)))
+    items = handler.list_objects(entry, namespace, True, _context(request))
+    scope = kind_scope(request, entry, lambda: {_namespace_of(item) for item in items})
+    return as_list([item for item in items if shows(scope, _namespace_of(item))])
+
+
+def _namespace_of(shown: dict[str, Any]) -> str:
+    return str((shown.get("metadata") or {}).get("namespace") or "")
 
 
 def _object(request: Request, kind: str, name: str, namespace: str) -> dict[str, Any]:
     entry, handler = _kind(kind)
+    require_kind(request, entry, "get", namespace, name)
     return handler.get(entry, name, namespace, _context(request))  # NotFoundError: 404
 
 
@@ -121,7 +143,15 @@ def list_config_maps(request: Request) -> dict[str, Any]:
 
 
 def _configs(request: Request, kind: str) -> list[dict[str, Any]]:
-    return [{"name": name, "keys": keys} for name, keys in ConfigStore(state_of(request).settings.home).list(kind)]
+    """Each one's name and keys, in the namespaces where the caller may list them (a Secret's namespace is its
+    row's, ``default`` for one made by ``millpond secret create``: ``core.configs``)."""
+    settings = state_of(request).settings
+    entry = REGISTRY["Secret" if kind == "secret" else "ConfigMap"]
+    namespace_of = {row.name: row.namespace for row in ResourceStore(settings).list(entry.kind)}
+    listed = ConfigStore(settings.home).list(kind)
+    scope = kind_scope(request, entry, lambda: {namespace_of.get(name, CONFIG_NAMESPACE) for name, _ in listed})
+    return [{"name": name, "keys": keys} for name, keys in listed
+            if shows(scope, namespace_of.get(name, CONFIG_NAMESPACE))]
 
 
 @router.post("/fluid/apply", openapi_extra={"requestBody": _APPLY_BODY})
@@ -178,8 +208,11 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
     try:
         secrets = config_documents.batch_lookup(sourced, ConfigStore(settings.home))  # the batch's Secrets count
         batch = ApplyBatch(KindContext(settings, caller(request)), check_schema_file, secrets)
+        _authorize(request, documents, batch.context)  # one forbidden document refuses the batch: nothing stored
         plans = REGISTRY.plan(sourced, batch)
     except UserError as exc:
+        if isinstance(exc, ForbiddenError):
+            raise
         raise ApiError(400, _one_line(str(exc))) from None
     items: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -194,7 +227,38 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
                 item["uid"] = applied.uid
             items.append({**item, "action": applied.action, "started": applied.started, "message": applied.message})
         notes += [line for note in outcome.notes for line in note.each()]
+    if any(item["kind"] in RBAC_KINDS for item in items):
+        authorizer_of(request).invalidate()  # a binding applied here holds for the next request
     return {"items": items, "notes": notes}
+
+
+def _authorize(request: Request, documents: list[tuple[int, Any]], context: KindContext) -> None:
+    """``create`` for each new object, ``patch`` for each stored one (``kubectl apply``), on its kind in its
+    namespace; a document of no known kind is left to the checks that follow (400). Single-user mode asks
+    nothing (and looks nothing up)."""
+    if not authorizer_of(request).multi_user:
+        return
+    for _number, doc in documents:
+        entry = REGISTRY.named(doc.get("kind")) if isinstance(doc, dict) else None
+        if entry is None:
+            continue
+        metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        name = _text(metadata.get("name"))
+        namespace = _text(metadata.get("namespace")) or "default"
+        stored = bool(name) and _stored(entry, name, namespace, context)
+        require_kind(request, entry, "patch" if stored else "create", namespace, name)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _stored(entry: KindName, name: str, namespace: str, context: KindContext) -> bool:
+    try:
+        REGISTRY.handler(entry).get(entry, name, namespace, context)
+    except UserError:  # NotFoundError, or a name no object could have
+        return False
+    return True
 
 
 @router.get("/{kind}")
@@ -215,5 +279,8 @@ def get_object(kind: str, name: str, request: Request, namespace: str = "default
 def delete_object(kind: str, name: str, request: Request, namespace: str = "default") -> dict[str, Any]:
     """Delete one object; a Dataset's cache and mounts go with it (its UFS is untouched), a job's processes stop."""
     entry, handler = _kind(kind)
+    require_kind(request, entry, "delete", namespace, name)
     handler.delete(entry, name, namespace, _context(request))  # NotFoundError: 404
+    if entry.kind in RBAC_KINDS:
+        authorizer_of(request).invalidate()
     return {"kind": entry.kind, "name": name, "namespace": namespace, "message": f'{entry.resource} "{name}" deleted'}

@@ -21,6 +21,15 @@ from curl or ``requests`` (no ``Origin``, no ``Sec-Fetch-Site: cross-site``) may
 Content-Type, as KServe's examples post with ``curl -d @input.json`` (form-encoded); see
 ``security.INFERENCE_PREFIXES``.
 
+Multi-user mode (``route_access``): a query (any of the paths above that names a model) needs ``get`` on
+``inferenceservices`` (``serving.kserve.io``) of the model's namespace, asked before the model is looked
+up (403 in the protocol's error shape). On Kubeflow, KServe's predictors are reached through Istio and
+each profile's AuthorizationPolicy lets in the namespace's members (its contributors), which is what a
+RoleBinding of ``kubeflow-view`` (or more) in that namespace grants here. The gateway's own ``/v2``,
+``/v2/health/live`` and ``/v2/health/ready`` name no model and answer any authenticated caller. The
+Models page lists the namespaces where the caller may ``list`` InferenceServices; one model's page
+asks ``get``.
+
 Every request is counted per InferenceService and revision on the server's ``/metrics``
 (``millpond_model_requests_total{namespace,name,revision,code}``,
 ``millpond_model_request_duration_seconds``); the Models page reads the same figures.
@@ -37,8 +46,10 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from millpond import __version__
+from millpond.access.attributes import Attributes
 from millpond.errors import UserError
 from millpond.manifest_envelope import found
+from millpond.server.route_access import kind_scope, refusal, require_kind, shows
 from millpond.server.state import state_of
 from millpond.serving import lifecycle
 from millpond.serving import objects as serving_objects
@@ -48,6 +59,7 @@ from millpond.serving.protocols.seldon import seldon_error
 from millpond.store.resources import ResourceStore
 
 router = APIRouter(include_in_schema=False)
+ISVC = serving_objects.KINDS["InferenceService"].names
 DEFAULT_NAMESPACE = "default"
 RECENT = 1000  # latencies kept per InferenceService for the Models page's p50/p99
 # Seconds: a model answers in a fraction of a millisecond (a linear model) to seconds (a large network)
@@ -121,6 +133,9 @@ def gateway(request: Request) -> Router:
 
 async def _route(request: Request, namespace: str, name: str, path_of: Any, shape: Any) -> Response:
     """Forward ``request`` to InferenceService ``namespace/name`` at ``path_of(model_name)``."""
+    refused = refusal(request, Attributes("get", namespace, ISVC.group, ISVC.plural, name=name))
+    if refused is not None:
+        return error(refused, 403, shape)
     front = gateway(request)
     try:
         target = front.lookup(namespace, name)
@@ -210,8 +225,10 @@ def model_status(resource: Any) -> dict[str, Any]:
 
 
 def stored(request: Request) -> list[Any]:
-    return found(serving_objects.KINDS["InferenceService"].names, None, DEFAULT_NAMESPACE, True,
-                                 ResourceStore(state_of(request).settings))
+    """Every InferenceService of the namespaces where the caller may list them."""
+    every = found(ISVC, None, DEFAULT_NAMESPACE, True, ResourceStore(state_of(request).settings))
+    scope = kind_scope(request, ISVC, lambda: {resource.namespace for resource in every})
+    return [resource for resource in every if shows(scope, resource.namespace)]
 
 
 def _ready_of(status: dict[str, Any]) -> dict[str, str]:
@@ -283,8 +300,8 @@ def ui_models(request: Request) -> dict[str, Any]:
 async def ui_model(namespace: str, name: str, request: Request) -> dict[str, Any]:
     """One InferenceService in full: the page's view, its conditions, labels and annotations, and a sample
     request sized to the model's input (read from a replica's OIP metadata when one is up)."""
-    resource = found(serving_objects.KINDS["InferenceService"].names, name, namespace, False,
-                                     ResourceStore(state_of(request).settings))[0]  # NotFoundError: 404
+    require_kind(request, ISVC, "get", namespace, name)
+    resource = found(ISVC, name, namespace, False, ResourceStore(state_of(request).settings))[0]  # NotFoundError: 404
     row = await _sample_row(request, namespace, name)
     view = model_view(request, resource, row)
     metadata = resource.manifest.get("metadata") or {}

@@ -21,6 +21,14 @@ task's place in the pipeline, its dependencies, its inputs and outputs) nor the 
   ``Content-Security-Policy: sandbox`` and ``nosniff``: opened directly, an HTML artifact cannot run
   script on the UI's origin; the UI shows it in an ``<iframe sandbox="">``.
 
+Multi-user mode (``route_access``): a run's graph is KFP's ``get`` on ``runs`` in the run's namespace, its
+tasks' logs and artifacts KFP's ``readArtifact`` on ``runs`` there (what KFP's UI server asks before it reads
+an artifact); another namespace's run is refused (403) with nothing read. The Queues page shows a
+ClusterQueue to whoever may ``get`` ClusterQueues, or reaches it through a LocalQueue of a namespace where
+it may ``list`` LocalQueues; inside, the LocalQueues and the admitted and pending workloads of the
+namespaces where it may ``list`` LocalQueues (a workload is its LocalQueue's), so no other namespace's
+names show (the counts and quota figures are the queue's own).
+
 The log path comes from the store, never from the request. Secrets never reach these
 answers: tasks get them as files or environment variables, not as inputs.
 """
@@ -34,9 +42,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import FileResponse
 
 from millpond.access import kfp
+from millpond.access.attributes import Attributes
 from millpond.scheduling.queues.views import current, queue_views
 from millpond.server.errors import ApiError
 from millpond.server.kfp_access import check_run
+from millpond.server.route_access import allows, list_scope, shows
 from millpond.server.runs import run_view
 from millpond.server.security import UI_FILE_NAME
 from millpond.server.state import state_of
@@ -82,7 +92,30 @@ def static_file(name: str) -> FileResponse:
 @router.get("/ui-api/queues", tags=["UI"])
 def queues(request: Request) -> dict[str, Any]:
     """The Queues page: every ClusterQueue's quota and usage, policies, LocalQueues, holders and pending workloads."""
-    return {"queues": queue_views(*current(state_of(request).settings))}
+    views = queue_views(*current(state_of(request).settings))
+    return {"queues": [shown for shown in (_visible_queue(request, view) for view in views) if shown is not None]}
+
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+
+
+def _visible_queue(request: Request, view: dict[str, Any]) -> dict[str, Any] | None:
+    """The ClusterQueue's view as the caller may see it (see the module's docstring), or None."""
+    def namespace_of(key: str) -> str:
+        return key.split("/", 1)[0]
+
+    locals_ = list(view["localQueues"])
+    workloads = [*view["admitted"], *view["pending"]]
+    scope = list_scope(request, ((KUEUE_GROUP, "localqueues"),),
+                       lambda: {namespace_of(key) for key in locals_} | {w["namespace"] for w in workloads})
+    if scope is None:
+        return view
+    reached = [key for key in locals_ if namespace_of(key) in scope]
+    if not reached and not allows(request, Attributes("get", "", KUEUE_GROUP, "clusterqueues", name=view["name"])):
+        return None
+    return {**view, "localQueues": reached,
+            "admitted": [w for w in view["admitted"] if shows(scope, w["namespace"])],
+            "pending": [w for w in view["pending"] if shows(scope, w["namespace"])]}
 
 
 @router.get("/ui-api/runs/{run_id}/graph", tags=["UI"])

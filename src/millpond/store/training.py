@@ -162,9 +162,10 @@ class JobStore:
         with self._sessions() as session:
             return [_job(row) for row in session.scalars(query)]
 
-    def page(self, namespace: str | None, spec: "ListQuery") -> "Page[JobRecord]":
-        """One page of the jobs of ``namespace`` (all when None), filtered and sorted by ``name``,
-        ``namespace``, ``status``, ``trainer`` or ``created_at`` (default: oldest first)."""
+    def page(self, namespace: str | frozenset[str] | None, spec: "ListQuery") -> "Page[JobRecord]":
+        """One page of the jobs of ``namespace`` (of these namespaces when a set, as a multi-user caller's
+        list; all when None), filtered and sorted by ``name``, ``namespace``, ``status``, ``trainer`` or
+        ``created_at`` (default: oldest first)."""
         from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         from millpond.store.listing import Page, one_page  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
@@ -173,7 +174,9 @@ class JobStore:
         columns = {"name": TrainingJob.name, "namespace": TrainingJob.namespace, "status": TrainingJob.status,
                    "trainer": TrainingJob.trainer, "created_at": TrainingJob.created_at}
         query = select(TrainingJob)
-        if namespace is not None:
+        if isinstance(namespace, frozenset):
+            query = query.where(TrainingJob.namespace.in_(sorted(namespace)))
+        elif namespace is not None:
             query = query.where(TrainingJob.namespace == namespace)
         with self._sessions() as session:
             found = one_page(session, query, spec, columns, TrainingJob.created_at)

@@ -304,11 +304,13 @@ def list_jobs(namespace: str | None = "default", store: JobStore | None = None) 
     return jobs
 
 
-def page_jobs(namespace: str | None, spec: ListQuery, store: JobStore | None = None) -> Page[JobRecord]:
-    """One page of jobs (the REST list), after every job was observed and the expired ones deleted, as
-    ``list_jobs`` does, so a page never shows a job whose supervisor died as still running."""
+def page_jobs(namespace: str | frozenset[str] | None, spec: ListQuery,
+              store: JobStore | None = None) -> Page[JobRecord]:
+    """One page of jobs (the REST list; ``namespace`` a set: of those namespaces), after every job was observed
+    and the expired ones deleted, as ``list_jobs`` does, so a page never shows a job whose supervisor died as
+    still running."""
     store = store or JobStore()
-    list_jobs(namespace, store)
+    list_jobs(namespace if isinstance(namespace, str) else None, store)
     return store.page(namespace, spec)
 
 
