@@ -97,7 +97,7 @@ class ClusterSupervisor:
         self.token = paths.ensure_token(settings)
         self.guard = guardian().env()  # processes it starts carry the guardian's token
         own = ProcessIdentity.own()
-        self.holder = Holder("raycluster", f"{namespace}/{name}", own.pid, own.start)
+        self.holder = Holder("raycluster", f"{namespace}/{name}", own.pid, own.start, namespace=namespace)
         self.identity = ProcessRecord(own.pid, own.start or "")
 
     # ------------------------------------------------------------------ the loop
@@ -217,9 +217,10 @@ class ClusterSupervisor:
         request = node_request(group)
         grant = self.ledger.try_acquire(request, self.holder)
         if grant is None:
-            impossible = self.ledger.impossible(request, "nvidia.com/gpu")
+            why = self.ledger.impossible(request, "nvidia.com/gpu") or \
+                self.ledger.why_waiting(request, self.holder.namespace)
             self.waiting[waiting_name] = (f"{'head' if group.head else 'a worker of ' + group.name} waits for this "
-                                          f"machine: {impossible or self.ledger.why_waiting(request)}")
+                                          f"machine: {why}")
             self.phase.reason = self.waiting[waiting_name]
             return None
         self.waiting.pop(waiting_name, None)
