@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from millpond.errors import NotFoundError, UserError
 from millpond.kind_handler import KindName
-from millpond.names import label_problem, subdomain_problem
+from millpond.names import PATH_SEGMENT_KINDS, label_problem, path_segment_problem, subdomain_problem
 
 USER_METADATA = ("name", "namespace", "labels", "annotations")
 # Set by the API server, so present in what ``kubectl get -o yaml`` prints: accepted back and dropped.
@@ -57,8 +57,12 @@ def is_document_of(doc: object, kinds: Container[str], refusal: Callable[[object
 
 
 def check_name(kind: str, name: str) -> None:
-    """Kubernetes object names are DNS-1123 subdomains; a namespace's name is a DNS-1123 label."""
-    problem = (label_problem if kind.lower() == "namespace" else subdomain_problem)(name)
+    """Kubernetes object names are DNS-1123 subdomains; a namespace's name is a DNS-1123 label; RBAC's kinds take
+    any path segment."""
+    if kind in PATH_SEGMENT_KINDS:
+        problem = path_segment_problem(name)
+    else:
+        problem = (label_problem if kind.lower() == "namespace" else subdomain_problem)(name)
     if problem:
         raise UserError(f"invalid {kind} name {name!r}: {problem}")
 

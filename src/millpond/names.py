@@ -67,9 +67,27 @@ def check_namespace(value: str, where: str = "metadata.namespace") -> str:
     return check_label(value, where)
 
 
-def check_object_name(value: str, where: str = "metadata.name") -> str:
-    """``value`` when it is an object name (a DNS-1123 subdomain); UserError naming ``where`` otherwise."""
-    problem = subdomain_problem(value)
+# RBAC's kinds take any name that is a path segment (``path.ValidatePathSegmentName``): Kubeflow's profile
+# controller names the owner's RoleBinding ``namespaceAdmin``.
+PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
+
+
+def path_segment_problem(value: str) -> str | None:
+    """Why ``value`` is no path-segment name (kube-apiserver's words; also printable, at most 253), or None."""
+    if value in (".", ".."):
+        return f"may not be '{value}'"
+    for forbidden in ("/", "%"):
+        if forbidden in value:
+            return f"may not contain '{forbidden}'"
+    if not value or len(value) > SUBDOMAIN_MAX or not value.isprintable() or any(c.isspace() for c in value):
+        return f"must be 1 to {SUBDOMAIN_MAX} printable characters without spaces"
+    return None
+
+
+def check_object_name(value: str, where: str = "metadata.name", kind: str = "") -> str:
+    """``value`` when it is an object name (a DNS-1123 subdomain; for RBAC's kinds a path segment); UserError
+    naming ``where`` otherwise."""
+    problem = (path_segment_problem if kind in PATH_SEGMENT_KINDS else subdomain_problem)(value)
     if problem:
         raise invalid(where, value, problem)
     return value

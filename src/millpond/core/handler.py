@@ -24,6 +24,8 @@ from millpond.core.kept import VIEWS as KEPT_VIEWS
 from millpond.core.kinds import KINDS, OWNER
 from millpond.core.namespaces import NamespaceView
 from millpond.core.nodes import NodeView
+from millpond.core.profiles import ProfileView
+from millpond.core.resource_quotas import ResourceQuotaView
 from millpond.core.view import CoreView, Planned
 from millpond.core.volumes import ClaimView, VolumeView
 from millpond.kind_handler import (
@@ -43,7 +45,7 @@ from millpond.manifest_envelope import not_found
 VIEWS: dict[str, CoreView] = {
     "Namespace": NamespaceView(), "Secret": ConfigView("Secret"), "ConfigMap": ConfigView("ConfigMap"),
     **KEPT_VIEWS, "PersistentVolumeClaim": ClaimView(), "PersistentVolume": VolumeView(), "Node": NodeView(),
-    "Event": EventView(),
+    "Event": EventView(), "ResourceQuota": ResourceQuotaView(), "Profile": ProfileView(),
 }
 _FIRST = ("Secret", "ConfigMap")  # stored before the batch's other core objects: what other documents read
 

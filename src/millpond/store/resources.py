@@ -87,7 +87,7 @@ def _key(manifest: dict[str, Any]) -> tuple[str, str, str]:
     """
     metadata = manifest["metadata"]
     kind, name, namespace = manifest["kind"], str(metadata["name"]), str(metadata.get("namespace") or "default")
-    check_object_name(name, f"{kind} metadata.name")
+    check_object_name(name, f"{kind} metadata.name", kind)
     check_namespace(namespace, f"{kind} {name}: metadata.namespace")
     return kind, name, namespace
 
