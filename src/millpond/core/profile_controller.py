@@ -88,16 +88,25 @@ def _namespace(name: str, owner: str, found: Resource | None) -> dict[str, Any]:
             "metadata": {"name": name, "labels": labels, "annotations": annotations}, "spec": spec}
 
 
+def not_owned(name: str, owner: str, context: KindContext) -> str | None:
+    """The controller's refusal when namespace ``name`` exists and is not one a Profile of ``owner`` made (an
+    applied Namespace without that annotation, or one implied by the objects in it); None otherwise."""
+    found = ResourceStore(context.settings).get("Namespace", name, CLUSTER_STORE_NAMESPACE)
+    if (found is not None and not owns(found, owner)) or (found is None and name in implied(context.settings)):
+        return f"namespace already exist, but not owned by profile creator {owner}"
+    return None
+
+
 def reconcile(profile: dict[str, Any], context: KindContext) -> dict[str, Any]:
     """Make the profile's namespace and what is in it; the Profile's status (its one condition)."""
     name = str(profile["metadata"]["name"])
     owner = owner_of(profile)
     owner_name = str(owner.get("name", ""))
     store = ResourceStore(context.settings)
+    refused = not_owned(name, owner_name, context)
+    if refused:
+        return {"conditions": [{"type": FAILED, "status": "True", "message": refused}]}
     found = store.get("Namespace", name, CLUSTER_STORE_NAMESPACE)
-    if (found is not None and not owns(found, owner_name)) or (found is None and name in implied(context.settings)):
-        message = f"namespace already exist, but not owned by profile creator {owner_name}"
-        return {"conditions": [{"type": FAILED, "status": "True", "message": message}]}
     objects = [
         _namespace(name, owner_name, found),
         _account(DEFAULT_EDITOR, name), _account(DEFAULT_VIEWER, name),
