@@ -6,10 +6,12 @@ For a Profile ``NAME`` owned by ``spec.owner``:
 1. the Namespace ``NAME``, annotated ``owner: <owner>`` and labelled with the controller's default namespace
    labels (the ``kubeflow`` overlay's ``namespace-labels.yaml``: part-of ``kubeflow-profile``, Katib's metrics
    collector injection, Pipelines and KServe enabled, and ``istio-injection: enabled``, which the controller
-   always sets); a label the namespace already has is not overwritten (``setNamespaceLabels``). A namespace
-   that exists and is not annotated with the same owner is not taken over: the Profile gets the controller's
-   ``Failed`` condition, ``namespace already exist, but not owned by profile creator <owner>``, and nothing
-   else is made;
+   always sets); a label the namespace already has is not overwritten (``setNamespaceLabels``). A Namespace
+   that was applied and is not annotated with the same owner is not taken over: the Profile gets the
+   controller's ``Failed`` condition, ``namespace already exist, but not owned by profile creator <owner>``,
+   and nothing else is made. A namespace only *implied* by the objects in it (millpond accepts an object in
+   a namespace never created, ``core.namespaces``; Kubernetes would have refused it) is taken: that is how
+   a batch that holds a Profile and the LocalQueues of its namespace applies in any order;
 2. ServiceAccounts ``default-editor`` and ``default-viewer``, each bound by a RoleBinding of its own name to
    ``kubeflow-edit`` / ``kubeflow-view``;
 3. the owner's RoleBinding ``namespaceAdmin`` to ``kubeflow-admin``, annotated ``user: <owner>``,
@@ -29,7 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 from millpond.core.kinds import KINDS, RBAC_GROUP
-from millpond.core.namespaces import NamespaceView, implied
+from millpond.core.namespaces import DEFAULT, NamespaceView
 from millpond.kind_handler import KindContext
 from millpond.manifest_envelope import CLUSTER_STORE_NAMESPACE
 from millpond.store.resources import Resource, ResourceStore
@@ -89,10 +91,10 @@ def _namespace(name: str, owner: str, found: Resource | None) -> dict[str, Any]:
 
 
 def not_owned(name: str, owner: str, context: KindContext) -> str | None:
-    """The controller's refusal when namespace ``name`` exists and is not one a Profile of ``owner`` made (an
-    applied Namespace without that annotation, or one implied by the objects in it); None otherwise."""
+    """The controller's refusal when Namespace ``name`` was applied and is not one a Profile of ``owner`` made
+    (``default`` included: it always exists); None otherwise."""
     found = ResourceStore(context.settings).get("Namespace", name, CLUSTER_STORE_NAMESPACE)
-    if (found is not None and not owns(found, owner)) or (found is None and name in implied(context.settings)):
+    if (found is not None and not owns(found, owner)) or (found is None and name == DEFAULT):
         return f"namespace already exist, but not owned by profile creator {owner}"
     return None
 
