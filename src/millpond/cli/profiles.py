@@ -73,7 +73,7 @@ def list_command() -> None:
         rows.append([row.name, str(owner_of(row.manifest).get("name", "")),
                      ",".join(f"{key}={value}" for key, value in hard.items()) or "<none>",
                      str(conditions[-1].get("type", "")) if conditions else ""])
-    click.echo(format_table(["NAME", "OWNER", "QUOTA", "STATUS"], rows) if rows else "No profiles found.")
+    click.echo(format_table(("NAME", "OWNER", "QUOTA", "STATUS"), rows) if rows else "No profiles found.")
 
 
 @profile_group.command("delete")
@@ -136,4 +136,4 @@ def contributors_command(name: str) -> None:
     settings = load_settings()
     contributors.profile(settings, name)
     rows = [[binding.user, binding.role] for binding in contributors.listed(settings, namespaces=[name])]
-    click.echo(format_table(["USER", "ROLE"], rows) if rows else f"No contributors of profile {name}.")
+    click.echo(format_table(("USER", "ROLE"), rows) if rows else f"No contributors of profile {name}.")
