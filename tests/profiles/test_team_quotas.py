@@ -69,7 +69,8 @@ def test_a_users_allocation_and_the_projects_total_both_hold(server: MultiUserSe
     submit("alice", "a1")
     until(lambda: _state("a1")[0] == "RUNNING", 90, "alice's first job running")
     submit("alice", "a2")
-    state, message = until(lambda: "insufficient unused quota" in _state("a2")[1] and _state("a2"), 60, "Kueue's reason")
+    state, message = until(lambda: "insufficient unused quota" in _state("a2")[1] and _state("a2"), 60,
+                           "Kueue's per-user reason")
     assert state != "RUNNING" and "ClusterQueue team-vision-alice: nominal 1, 1 used" in message, message
     assert "job team-vision/a1 (alice@example.com)" in message  # the authenticated user, not a header's claim
     quota = yaml.safe_load(cli("get", "resourcequota", "kf-resource-quota", "-n", NAMESPACE, "-o", "yaml").out)
