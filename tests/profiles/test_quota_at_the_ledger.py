@@ -44,8 +44,9 @@ def test_the_grant_that_would_pass_the_quota_waits_with_kubernetes_words(ledger:
     second = ledger.try_acquire(one, _holder("b", "team"))
     assert first is not None and second is not None
     assert ledger.try_acquire(one, _holder("c", "team")) is None
-    assert ledger.why_waiting(one, "team") == ("exceeded quota: kf-resource-quota, requested: requests.nvidia.com/gpu=1,"
-                                                " used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2")
+    assert ledger.why_waiting(one, "team") == (
+        "exceeded quota: kf-resource-quota, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, "
+        "limited: requests.nvidia.com/gpu=2")
     assert ledger.try_acquire(one, _holder("elsewhere", "other")) is not None  # another namespace: not charged
     nowhere = ledger.try_acquire(one, _holder("nowhere", ""))  # no namespace: no quota, the machine's 4th GPU
     assert nowhere is not None and ledger.try_acquire(one, _holder("d", "other")) is None  # the machine is full
