@@ -1,6 +1,7 @@
 """Kubernetes' built-in kinds in the one registry of kinds: the handler ``apply``/``get``/``delete``/``describe``
 and the Kubernetes API call for Namespaces, Secrets, ConfigMaps, ServiceAccounts, RBAC, PersistentVolumeClaims,
-PersistentVolumes, Nodes and Events.
+PersistentVolumes, Nodes, Events, ResourceQuotas and Kubeflow's Profiles (``core.profiles``: applying one runs the
+profile controller's steps, ``core.profile_controller``).
 
 Importing this module registers it. Each kind is a *view* (``core.view.CoreView``) in its own module; this
 handler writes the shared steps once: ``get`` is the listed object of that name, the table is laid out
