@@ -26,14 +26,15 @@ share is never granted whole: both checked here, under the lock.
 Kubernetes' ResourceQuota (``scheduling.resource_quota``): a holder that names its ``namespace`` is charged
 against that namespace's ResourceQuotas in the same transaction that grants it, so a quota is never passed
 whichever processes ask at once; ``grant_quota`` (added the same way as ``gpu_shares``) records each grant's
-namespace and pods. The limits are read from the metadata database before the transaction (a quota applied
-meanwhile counts from the next request). Simplification: the ledger is the machine's, so on a Ray cluster a
-quota holds per machine.
+namespace and pods. The limits are read from the metadata database before the transaction and kept for
+``QUOTA_TTL_S`` (a task's launch stays off the database; a quota applied meanwhile counts within a second).
+Simplification: the ledger is the machine's, so on a Ray cluster a quota holds per machine.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ LEDGER_FILE = "ledger.db"
 # The id of the grant an engine holds for a task, in the task's environment: a task that only waits for
 # work it hands on (a training job) gives it back, so the two never wait for each other (training.pipeline_step).
 GRANT_ENV = "MILLPOND_LEDGER_GRANT"
+QUOTA_TTL_S = 1.0  # how long a ledger object keeps a namespace's ResourceQuotas read
 _BUSY_TIMEOUT_S = 30.0  # a writer holds the lock for about a millisecond; 30 s means something is wrong
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (
@@ -185,6 +187,7 @@ class Ledger:
         self.path = self.settings.home / LEDGER_FILE
         self._capacity: machine.Capacity | None = None
         self._boot = _boot_id()
+        self._quotas: dict[str, tuple[float, list[QuotaLimits]]] = {}  # namespace -> (read at, its quotas)
 
     # --- what the machine has ---------------------------------------------------------------
     @property
@@ -316,7 +319,13 @@ class Ledger:
 
     def quotas(self, namespace: str) -> list[QuotaLimits]:
         """The ResourceQuotas a holder of ``namespace`` is charged against (none without a namespace)."""
-        return resource_quota.namespace_quotas(self.settings, namespace) if namespace else []
+        if not namespace:
+            return []
+        now = time.monotonic()
+        kept = self._quotas.get(namespace)
+        if kept is None or now - kept[0] > QUOTA_TTL_S:
+            kept = self._quotas[namespace] = (now, resource_quota.namespace_quotas(self.settings, namespace))
+        return kept[1]
 
     @staticmethod
     def _over_quota(quotas: list[QuotaLimits], held: list[GrantRecord], namespace: str, charge: Charge) -> str | None:
