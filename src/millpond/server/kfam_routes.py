@@ -17,6 +17,7 @@ read the bindings.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Body, Query, Request, Response
@@ -24,6 +25,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from millpond.access.identity import user
 from millpond.core import contributors
 from millpond.server.callers import authorizer_of, identity_of
+from millpond.settings import Settings
 
 router = APIRouter(prefix="/kfam/v1", tags=["KFAM"])
 
@@ -36,24 +38,24 @@ def read_bindings(request: Request, user_name: str = Query("", alias="user"), na
     return {"bindings": [binding.as_kfam() for binding in found]} if found else {}
 
 
-@router.post("/bindings")
-def create_binding(request: Request, body: Any = Body(None)) -> Response:
+def _manage(request: Request, body: Any, change: Callable[[Settings, contributors.Binding], None]) -> Response:
+    """KFAM's create and delete: the binding checked, the caller allowed (owner or administrator), then ``change``."""
     binding = contributors.from_kfam(body)
     authorizer = authorizer_of(request)
     contributors.may_manage(authorizer, identity_of(request), binding.namespace)
-    contributors.add(authorizer.settings, binding)
+    change(authorizer.settings, binding)
     authorizer.invalidate()  # this process wrote a RoleBinding
     return Response(status_code=200, media_type="application/json")
 
 
+@router.post("/bindings")
+def create_binding(request: Request, body: Any = Body(None)) -> Response:
+    return _manage(request, body, contributors.add)
+
+
 @router.delete("/bindings")
 def delete_binding(request: Request, body: Any = Body(None)) -> Response:
-    binding = contributors.from_kfam(body)
-    authorizer = authorizer_of(request)
-    contributors.may_manage(authorizer, identity_of(request), binding.namespace)
-    contributors.remove(authorizer.settings, binding)
-    authorizer.invalidate()
-    return Response(status_code=200, media_type="application/json")
+    return _manage(request, body, contributors.remove)
 
 
 @router.get("/role/clusteradmin")
