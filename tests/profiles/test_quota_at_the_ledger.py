@@ -16,6 +16,8 @@ from millpond.scheduling.resource_quota import Charge, QuotaLimits, amount, exce
 from millpond.scheduling.sharing import GpuShare
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
+from millpond.store.training import JobStore
+from tests.training_support import arena
 
 GIB = 2**30
 
@@ -86,3 +88,13 @@ def test_every_quota_key_counts_what_kubernetes_counts(ledger: Ledger) -> None:
         "exceeded quota: shares, requested: requests.aliyun.com/gpu-mem=6, used: requests.aliyun.com/gpu-mem=0, "
         "limited: requests.aliyun.com/gpu-mem=4")
     assert exceeded([QuotaLimits("q", {"requests.nvidia.com/gpu": 1000})], {}, Charge(cpu_millis=100)) is None
+
+
+def test_a_job_that_could_never_fit_its_namespaces_quota_is_refused_at_submit(ledger: Ledger, capsys) -> None:
+    _quota("team", {"requests.nvidia.com/gpu": "2"})
+    result = arena(capsys, "submit", "pytorch", "--name", "big", "-n", "team", "--workers", "3", "--gpus", "1", "true")
+    assert result.code == 2 and result.out == ""
+    assert result.err.strip() == (
+        "error: the job big can never run here: exceeded quota: kf-resource-quota, requested: "
+        "requests.nvidia.com/gpu=3, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=2")
+    assert JobStore().list(None) == []

@@ -338,6 +338,13 @@ class Ledger:
             held = self._live(db)
         return resource_quota.total(g.charge for g in held if g.holder.namespace == namespace)
 
+    def never_within_quota(self, request: Request, namespace: str, pods: int = 1) -> str | None:
+        """The ``exceeded quota`` line (with what is used now) when ``request`` alone passes a hard limit of
+        ``namespace``'s ResourceQuotas, so that no release could ever make room; None otherwise."""
+        if resource_quota.never_fits(self.quotas(namespace), charge_of(request, pods)) is None:
+            return None
+        return self.quota_refusal(request, namespace, pods)
+
     def quota_refusal(self, request: Request, namespace: str, pods: int = 1) -> str | None:
         """kube-apiserver's ``exceeded quota`` line when ``request`` of ``namespace`` would pass a ResourceQuota
         now; None when it fits them (or the namespace has none)."""

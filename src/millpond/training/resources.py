@@ -27,8 +27,9 @@ class Allocator:
     def __init__(self) -> None:
         self._ledger = Ledger()
 
-    def impossible(self, wanted: Request) -> str | None:
-        return self._ledger.impossible(wanted)
+    def impossible(self, wanted: Request, namespace: str = "", pods: int = 1) -> str | None:
+        """Why the job can never run here: beyond the machine, or beyond ``namespace``'s ResourceQuota."""
+        return self._ledger.impossible(wanted) or self._ledger.never_within_quota(wanted, namespace, pods)
 
     def try_acquire(self, wanted: Request, name: str, pid: int, start: str | None, *, namespace: str = "",
                     pods: int = 1) -> Granted | None:
