@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from millpond.kuberay.nodes import ray_binary
 from millpond.store.training import JobStore
 from millpond.store.workloads import WorkloadStore
 from tests.profiles.support import MultiUserServer, user_token
@@ -95,3 +96,24 @@ def test_a_users_allocation_and_the_projects_total_both_hold(server: MultiUserSe
         (tmp_path / name).touch()
     for name in ("a1", "a2", "c1"):
         until(lambda name=name: _state(name)[0] == "SUCCEEDED", 90, f"{name} to end")
+
+
+RAY_CLUSTER = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "queued", "namespace": NAMESPACE,
+                            "labels": {"kueue.x-k8s.io/queue-name": "nowhere"}},
+               "spec": {"headGroupSpec": {"template": {"spec": {"containers": [
+                   {"name": "ray-head", "image": "rayproject/ray:2.52.0",
+                    "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}}}]}}}}}
+
+
+def test_a_rayclusters_workload_records_who_applied_it(server: MultiUserServer, cli) -> None:
+    """KubeRay's workloads see the authenticated user too (its LocalQueue is missing: it waits, starting nothing)."""
+    if ray_binary() is None:
+        pytest.skip("ray is not installed (pip install 'millpond[ray]')")
+    token = user_token("alice@example.com")
+    assert cli("apply", "-f", EXAMPLE / "profile.yaml").code == 0
+    status, answer = server.call("POST", f"/apis/ray.io/v1/namespaces/{NAMESPACE}/rayclusters", token, RAY_CLUSTER)
+    assert status == 201, answer
+    (workload,) = until(lambda: WorkloadStore().list(namespace=NAMESPACE), 60, "the RayCluster's workload")
+    assert (workload.name, workload.user) == ("queued", "alice@example.com")
+    assert cli("delete", "raycluster", "queued", "-n", NAMESPACE).code == 0

@@ -76,8 +76,9 @@ def node_request(group: NodeGroup) -> Request:
 class ClusterSupervisor:
     """The reconciler of one RayCluster (see the module's docstring for its steps)."""
 
-    def __init__(self, settings: Settings, namespace: str, name: str, uid: str) -> None:
+    def __init__(self, settings: Settings, namespace: str, name: str, uid: str, user: str = "") -> None:
         self.settings = settings
+        self.user = user or ANONYMOUS  # who applied it: its Kueue workload's user
         self.home = paths.HomeWatch(settings.home)
         self.namespace, self.name, self.uid = namespace, name, uid
         self.store = ResourceStore(settings)
@@ -181,7 +182,7 @@ class ClusterSupervisor:
             try:
                 self.workload_id = cycle.submit(
                     self.settings, kind=WorkloadKind.JOB.value, name=self.name, namespace=self.namespace,
-                    user=ANONYMOUS, queue=queue, requests=requests(int(cpu * 1000), memory, gpus),
+                    user=self.user, queue=queue, requests=requests(int(cpu * 1000), memory, gpus),
                     priority_class=priority, pod_count=1 + cluster.desired_workers()).id
             except UserError as exc:  # its WorkloadPriorityClass is missing: it waits, saying so
                 self._enter(SUSPENDED, f"Kueue: {exc}")
