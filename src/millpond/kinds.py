@@ -6,8 +6,8 @@ Each package that owns kinds registers its names when its ``kinds`` module is im
 (Fluid's ``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's
 ``kueue.x-k8s.io`` queueing kinds), ``kuberay`` (KubeRay's ``ray.io`` kinds), ``serving`` (KServe's
 ``serving.kserve.io`` InferenceService and serving runtimes), ``training.batch`` (Kubernetes' ``batch/v1``
-Job), ``pods`` (``v1`` Pods: views of what runs) and ``core`` (Kubernetes' other built-in ``v1`` kinds and
-RBAC's). The handler module sits
+Job), ``pods`` (``v1`` Pods: views of what runs) and ``core`` (Kubernetes' other built-in ``v1`` kinds,
+RBAC's, and Kubeflow's Profile). The handler module sits
 beside the family's ``kinds`` table (which its checks and objects import), so registering does not
 make the table import what imports it; and a command that resolves a name loads only the light
 tables, then only the handler of the family it reaches. A name is resolved here, with one error line

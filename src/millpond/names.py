@@ -72,14 +72,14 @@ PATH_SEGMENT_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRo
 
 
 def path_segment_problem(value: str) -> str | None:
-    """Why ``value`` is not a path segment name (``path.IsValidPathSegmentName``, kept printable and at most 253
-    characters), or None."""
+    """Why ``value`` is no path-segment name (kube-apiserver's words; also printable, at most 253), or None."""
     if value in (".", ".."):
         return f"may not be '{value}'"
-    if "/" in value or "%" in value:
-        return "may not contain '/' or '%'"
-    if not value or not value.isprintable() or len(value) > 253:
-        return "must be 1-253 printable characters"
+    for forbidden in ("/", "%"):
+        if forbidden in value:
+            return f"may not contain '{forbidden}'"
+    if not value or len(value) > SUBDOMAIN_MAX or not value.isprintable() or any(c.isspace() for c in value):
+        return f"must be 1 to {SUBDOMAIN_MAX} printable characters without spaces"
     return None
 
 

@@ -34,6 +34,7 @@ LAZY_COMMANDS = {
     "config": "millpond.cli.config:config_group",
     "train": "millpond.cli.arena:arena_group",  # Arena's commands, as `millpond train`
     "queue": "millpond.cli.queues:queue_group",
+    "profile": "millpond.cli.profiles:profile_group",
     "serve": "millpond.cli.serve:serve_command",
 }
 

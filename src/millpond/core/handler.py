@@ -1,6 +1,7 @@
 """Kubernetes' built-in kinds in the one registry of kinds: the handler ``apply``/``get``/``delete``/``describe``
 and the Kubernetes API call for Namespaces, Secrets, ConfigMaps, ServiceAccounts, RBAC, PersistentVolumeClaims,
-PersistentVolumes, Nodes and Events.
+PersistentVolumes, Nodes, Events, ResourceQuotas and Kubeflow's Profiles (``core.profiles``: applying one runs the
+profile controller's steps, ``core.profile_controller``).
 
 Importing this module registers it. Each kind is a *view* (``core.view.CoreView``) in its own module; this
 handler writes the shared steps once: ``get`` is the listed object of that name, the table is laid out
@@ -24,6 +25,8 @@ from millpond.core.kept import VIEWS as KEPT_VIEWS
 from millpond.core.kinds import KINDS, OWNER
 from millpond.core.namespaces import NamespaceView
 from millpond.core.nodes import NodeView
+from millpond.core.profiles import ProfileView
+from millpond.core.resource_quotas import ResourceQuotaView
 from millpond.core.view import CoreView, Planned
 from millpond.core.volumes import ClaimView, VolumeView
 from millpond.kind_handler import (
@@ -43,7 +46,7 @@ from millpond.manifest_envelope import not_found
 VIEWS: dict[str, CoreView] = {
     "Namespace": NamespaceView(), "Secret": ConfigView("Secret"), "ConfigMap": ConfigView("ConfigMap"),
     **KEPT_VIEWS, "PersistentVolumeClaim": ClaimView(), "PersistentVolume": VolumeView(), "Node": NodeView(),
-    "Event": EventView(),
+    "Event": EventView(), "ResourceQuota": ResourceQuotaView(), "Profile": ProfileView(),
 }
 _FIRST = ("Secret", "ConfigMap")  # stored before the batch's other core objects: what other documents read
 

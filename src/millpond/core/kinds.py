@@ -2,7 +2,8 @@
 
 Group "" is the core group (``apiVersion: v1``, served under ``/api/v1``): kubectl names its resources
 without a group (``secret/x created``, ``secrets "x" not found``). RBAC's four kinds are
-``rbac.authorization.k8s.io/v1``. The short names are kube-apiserver's own (``ns``, ``cm``, ``sa``,
+``rbac.authorization.k8s.io/v1``; Kubeflow's Profile is ``kubeflow.org/v1`` (``v1beta1`` still served),
+cluster-scoped. The short names are kube-apiserver's own (``ns``, ``cm``, ``sa``,
 ``pvc``, ``pv``, ``no``, ``ev``).
 """
 
@@ -33,10 +34,12 @@ KINDS: dict[str, KindName] = {entry.kind: entry for entry in (
     _core("PersistentVolume", "persistentvolumes", "pv", cluster_scoped=True),
     _core("Node", "nodes", "no", cluster_scoped=True),
     _core("Event", "events", "ev"),
+    _core("ResourceQuota", "resourcequotas", "quota"),
     _rbac("Role", "roles"),
     _rbac("ClusterRole", "clusterroles", cluster_scoped=True),
     _rbac("RoleBinding", "rolebindings"),
     _rbac("ClusterRoleBinding", "clusterrolebindings", cluster_scoped=True),
+    KindName("Profile", "profiles", "kubeflow.org", ("v1", "v1beta1"), OWNER, (), True),
 )}
 
 

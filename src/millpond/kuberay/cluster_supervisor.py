@@ -76,8 +76,9 @@ def node_request(group: NodeGroup) -> Request:
 class ClusterSupervisor:
     """The reconciler of one RayCluster (see the module's docstring for its steps)."""
 
-    def __init__(self, settings: Settings, namespace: str, name: str, uid: str) -> None:
+    def __init__(self, settings: Settings, namespace: str, name: str, uid: str, user: str = "") -> None:
         self.settings = settings
+        self.user = user or ANONYMOUS  # who applied it: its Kueue workload's user
         self.home = paths.HomeWatch(settings.home)
         self.namespace, self.name, self.uid = namespace, name, uid
         self.store = ResourceStore(settings)
@@ -97,7 +98,7 @@ class ClusterSupervisor:
         self.token = paths.ensure_token(settings)
         self.guard = guardian().env()  # processes it starts carry the guardian's token
         own = ProcessIdentity.own()
-        self.holder = Holder("raycluster", f"{namespace}/{name}", own.pid, own.start)
+        self.holder = Holder("raycluster", f"{namespace}/{name}", own.pid, own.start, namespace=namespace)
         self.identity = ProcessRecord(own.pid, own.start or "")
 
     # ------------------------------------------------------------------ the loop
@@ -181,7 +182,7 @@ class ClusterSupervisor:
             try:
                 self.workload_id = cycle.submit(
                     self.settings, kind=WorkloadKind.JOB.value, name=self.name, namespace=self.namespace,
-                    user=ANONYMOUS, queue=queue, requests=requests(int(cpu * 1000), memory, gpus),
+                    user=self.user, queue=queue, requests=requests(int(cpu * 1000), memory, gpus),
                     priority_class=priority, pod_count=1 + cluster.desired_workers()).id
             except UserError as exc:  # its WorkloadPriorityClass is missing: it waits, saying so
                 self._enter(SUSPENDED, f"Kueue: {exc}")
@@ -217,9 +218,10 @@ class ClusterSupervisor:
         request = node_request(group)
         grant = self.ledger.try_acquire(request, self.holder)
         if grant is None:
-            impossible = self.ledger.impossible(request, "nvidia.com/gpu")
+            why = self.ledger.impossible(request, "nvidia.com/gpu") or \
+                self.ledger.why_waiting(request, self.holder.namespace)
             self.waiting[waiting_name] = (f"{'head' if group.head else 'a worker of ' + group.name} waits for this "
-                                          f"machine: {impossible or self.ledger.why_waiting(request)}")
+                                          f"machine: {why}")
             self.phase.reason = self.waiting[waiting_name]
             return None
         self.waiting.pop(waiting_name, None)

@@ -57,7 +57,7 @@ class _Plan:
         stored = store.apply([manifest.body for manifest in self.manifests])
         outcome = ApplyOutcome()
         for manifest, (resource, action) in zip(self.manifests, stored, strict=True):
-            started = objects.start(settings, resource)
+            started = objects.start(settings, resource, batch.context.user)
             outcome.applied.append(Applied(manifest.info.names, resource.name, resource.namespace, action,
                                            started=started))
             outcome.notes.extend(Note(note, (f"{manifest.info.kind} {resource.name}",)) for note in manifest.notes)

@@ -54,8 +54,9 @@ CONNECT_TIMEOUT_S = 60.0  # the dashboard's job API answers a few seconds after 
 class JobSupervisor:
     """The reconciler of one RayJob (see the module's docstring for its steps)."""
 
-    def __init__(self, settings: Settings, namespace: str, name: str, uid: str) -> None:
+    def __init__(self, settings: Settings, namespace: str, name: str, uid: str, user: str = "") -> None:
         self.settings = settings
+        self.user = user or ANONYMOUS  # who applied it: its Kueue workload's user
         self.home = paths.HomeWatch(settings.home)
         self.namespace, self.name, self.uid = namespace, name, uid
         self.store = ResourceStore(settings)
@@ -161,7 +162,7 @@ class JobSupervisor:
             return None  # the name is taken: another next tick
         self._set(jobDeploymentStatus="Initializing", rayClusterName=name, message=f"RayCluster {name} created",
                   startTime=self.status.get("startTime") or now_iso())
-        objects.start(self.settings, created)
+        objects.start(self.settings, created, self.user if self.user != ANONYMOUS else "")
         return created
 
     def _suspend(self, spec: JobSpec) -> None:
@@ -179,7 +180,7 @@ class JobSupervisor:
             try:
                 self.workload_id = cycle.submit(
                     self.settings, kind=WorkloadKind.JOB.value, name=self.name, namespace=self.namespace,
-                    user=ANONYMOUS, queue=queue, requests=requests(int(cpu * 1000), memory, gpus),
+                    user=self.user, queue=queue, requests=requests(int(cpu * 1000), memory, gpus),
                     priority_class=priority, pod_count=1 + spec.cluster.desired_workers()).id
             except UserError as exc:
                 self._set(jobDeploymentStatus="Suspended", message=f"Kueue: {exc}")

@@ -41,13 +41,14 @@ def supervisors(kind: str, namespace: str, name: str, uid: str | None = None) ->
             and (uid is None or record.uid == uid)]
 
 
-def start(settings: Settings, resource: Resource) -> bool:
-    """Start the object's supervisor unless one runs for its uid; True if one was started."""
+def start(settings: Settings, resource: Resource, user: str = "") -> bool:
+    """Start the object's supervisor unless one runs for its uid; True if one was started. ``user``: who applied
+    it (the API caller), recorded as its Kueue workload's user ("" when not known: ``anonymous``)."""
     if supervisors(resource.kind, resource.namespace, resource.name, resource.uid):
         return False
     try:
         spawn_detached("millpond.kuberay.supervisor",
-                       [resource.kind, resource.namespace, resource.name, resource.uid],
+                       [resource.kind, resource.namespace, resource.name, resource.uid, *([user] if user else [])],
                        log=paths.supervisor_log(settings, resource.uid), env=detached_environment(),
                        kind=PROCESS_KINDS[resource.kind], served=f"{resource.namespace}/{resource.name}",
                        uid=resource.uid)

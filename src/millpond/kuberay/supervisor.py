@@ -1,4 +1,5 @@
-"""``python -m millpond.kuberay.supervisor KIND NAMESPACE NAME UID``: a RayCluster's or RayJob's supervisor.
+"""``python -m millpond.kuberay.supervisor KIND NAMESPACE NAME UID [USER]``: a RayCluster's or RayJob's supervisor
+(``USER``: who applied the object, its Kueue workload's user).
 
 Started detached by ``kuberay.objects.start``; it runs until its object is deleted (or replaced by
 another of that name), fails, or (a RayJob) is done. One per uid: a second one started at the same
@@ -18,10 +19,12 @@ from millpond.settings import load_settings
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 4 or argv[0] not in (RAY_CLUSTER.kind, RAY_JOB.kind):
-        print("usage: python -m millpond.kuberay.supervisor RayCluster|RayJob NAMESPACE NAME UID", file=sys.stderr)
+    if len(argv) not in (4, 5) or argv[0] not in (RAY_CLUSTER.kind, RAY_JOB.kind):
+        print("usage: python -m millpond.kuberay.supervisor RayCluster|RayJob NAMESPACE NAME UID [USER]",
+              file=sys.stderr)
         return 2
-    kind, namespace, name, uid = argv
+    kind, namespace, name, uid = argv[:4]
+    user = argv[4] if len(argv) == 5 else ""
     settings = load_settings()
     folder = paths.folder(settings, uid)
     folder.mkdir(parents=True, exist_ok=True)
@@ -31,9 +34,9 @@ def main(argv: list[str]) -> int:
         except OSError:
             return 0  # another supervisor of this uid runs
         if kind == RAY_CLUSTER.kind:
-            ClusterSupervisor(settings, namespace, name, uid).run()
+            ClusterSupervisor(settings, namespace, name, uid, user).run()
         else:
-            JobSupervisor(settings, namespace, name, uid).run()
+            JobSupervisor(settings, namespace, name, uid, user).run()
     return 0
 
 

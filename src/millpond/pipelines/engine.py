@@ -23,6 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.errors import MillpondError
 from millpond.pipelines import bindings
 from millpond.pipelines.admission import TaskAdmission
 from millpond.pipelines.caching import cache_entry
@@ -46,6 +47,7 @@ from millpond.pipelines.outcomes import TaskOutcome
 from millpond.pipelines.policies import order
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import Done, Fail, Submit
+from millpond.pipelines.queueing import project_of
 from millpond.pipelines.resources import Budget, static_accelerator_problems
 from millpond.pipelines.run_deadline import RunDeadline
 from millpond.pipelines.task_queues import EngineQueues
@@ -174,6 +176,8 @@ class Engine:
             "pipeline_root": run.pipeline_root,
         }
         self.records = TaskRecords(self.store, self.listener, run.id, self._advance)
+        if isinstance(self.budget, Budget):
+            self.budget.namespace = self._namespace(run)
         self.admission = TaskAdmission(self.budget, self.records, self.cancel, self._holder)
         self.admission.queues = self.queues
         previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED} if resume else {}
@@ -488,10 +492,23 @@ class Engine:
         return launcher
 
     def _holder(self, node: Node) -> Holder:
-        """Who holds a task's grant in the ledger: this engine's process (its death frees it)."""
+        """Who holds a task's grant in the ledger: this engine's process (its death frees it), charged against the
+        run's namespace's ResourceQuotas."""
         pid, ticks = self._identity
         name = f"{self.context['pipeline_job_resource_name']}/{node.path}"
-        return Holder(kind="task", name=name, pid=pid, start=ticks)
+        namespace = self.budget.namespace if isinstance(self.budget, Budget) else ""
+        return Holder(kind="task", name=name, pid=pid, start=ticks, namespace=namespace)
+
+    def _namespace(self, run: Run) -> str:
+        """The run's namespace (KFP's multi-user runs carry one), else its project: its experiment's name lower-cased
+        (``pipelines.queueing``); "" when that is no namespace name (then no ResourceQuota applies)."""
+        given = getattr(run, "namespace", "")
+        if isinstance(given, str) and given:
+            return given
+        try:
+            return project_of(self.store.experiment_name(run.experiment_id) or "default")
+        except MillpondError:  # the experiment names no namespace
+            return ""
 
     def _show_queued(self, path: str, reason: str, place: str, new: bool) -> None:
         self.admission.show_queued(path, reason, place, new)

@@ -125,8 +125,9 @@ class Budget:
     touches the ledger.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, namespace: str = "") -> None:
         self.ledger = Ledger(settings)
+        self.namespace = namespace  # the run's: its tasks are charged against its ResourceQuotas
 
     @property
     def gpus(self) -> int:
@@ -149,7 +150,7 @@ class Budget:
             self.ledger.release(grant.id)
 
     def why_waiting(self, request: ResourceRequest) -> str:
-        return self.ledger.why_waiting(ledger_request(request))
+        return self.ledger.why_waiting(ledger_request(request), self.namespace)
 
     def fallback_warning(self, request: ResourceRequest) -> str | None:
         return self.ledger.fallback_warning(ledger_request(request)) if request.accelerators else None

@@ -22,11 +22,19 @@ added after ledgers existed: ``CREATE TABLE IF NOT EXISTS`` in the same write tr
 to an older ``ledger.db`` on its first use, leaving its grants as they were (no column of the
 older tables changed). A GPU index in ``gpus`` (held whole) never gets a share, and one with a
 share is never granted whole: both checked here, under the lock.
+
+Kubernetes' ResourceQuota (``scheduling.resource_quota``): a holder that names its ``namespace`` is charged
+against that namespace's ResourceQuotas in the same transaction that grants it, so a quota is never passed
+whichever processes ask at once; ``grant_quota`` (added the same way as ``gpu_shares``) records each grant's
+namespace and pods. The limits are read from the metadata database before the transaction and kept for
+``QUOTA_TTL_S`` (a task's launch stays off the database; a quota applied meanwhile counts within a second).
+Simplification: the ledger is the machine's, so on a Ray cluster a quota holds per machine.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +44,8 @@ from pathlib import Path
 
 from millpond.errors import UnavailableError
 from millpond.runners.processes import ProcessIdentity
-from millpond.scheduling import machine, sharing
+from millpond.scheduling import machine, resource_quota, sharing
+from millpond.scheduling.resource_quota import Charge, QuotaLimits
 from millpond.scheduling.sharing import GpuShare, GpuState
 from millpond.settings import Settings, load_settings
 from millpond.store.sqlite_wal import configure
@@ -45,6 +54,7 @@ LEDGER_FILE = "ledger.db"
 # The id of the grant an engine holds for a task, in the task's environment: a task that only waits for
 # work it hands on (a training job) gives it back, so the two never wait for each other (training.pipeline_step).
 GRANT_ENV = "MILLPOND_LEDGER_GRANT"
+QUOTA_TTL_S = 1.0  # how long a ledger object keeps a namespace's ResourceQuotas read
 _BUSY_TIMEOUT_S = 30.0  # a writer holds the lock for about a millisecond; 30 s means something is wrong
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grants (
@@ -71,6 +81,11 @@ CREATE TABLE IF NOT EXISTS gpu_shares (
     core_percent INTEGER NOT NULL,
     PRIMARY KEY (grant_id, seq)
 );
+CREATE TABLE IF NOT EXISTS grant_quota (
+    grant_id TEXT PRIMARY KEY REFERENCES grants(id),
+    namespace TEXT NOT NULL,
+    pods INTEGER NOT NULL
+);
 """
 __all__ = ["GRANT_ENV", "GpuShare", "Grant", "GrantRecord", "Holder", "Ledger", "Request"]
 
@@ -93,6 +108,8 @@ class Holder:
     name: str
     pid: int
     start: str | None  # the process's start ticks; None: read now from /proc
+    namespace: str = ""  # charged against this namespace's ResourceQuotas ("": none)
+    pods: int = 1  # the pods the grant stands for (a job's instances), counted under ``pods``
 
     @property
     def identity(self) -> ProcessIdentity:
@@ -118,6 +135,11 @@ class GrantRecord:
     share_gpus: tuple[int, ...] = ()  # the GPU of each of ``request.shares``
 
     @property
+    def charge(self) -> Charge:
+        """What it counts against its namespace's ResourceQuotas."""
+        return charge_of(self.request, self.holder.pods)
+
+    @property
     def summary(self) -> str:
         """What it holds, in words: ``GPU 0, 2 CPUs, 4.0 GiB``."""
         parts = []
@@ -140,6 +162,12 @@ class GrantRecord:
         return ", ".join(parts) or "nothing"
 
 
+def charge_of(request: Request, pods: int = 1) -> Charge:
+    """What ``request`` counts against a ResourceQuota (GPUs as asked, even when they fall back to CPU)."""
+    return Charge(request.cpu_millis, request.memory_bytes, request.gpus,
+                  sum(share.memory_bytes for share in request.shares), pods)
+
+
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -159,6 +187,7 @@ class Ledger:
         self.path = self.settings.home / LEDGER_FILE
         self._capacity: machine.Capacity | None = None
         self._boot = _boot_id()
+        self._quotas: dict[str, tuple[float, list[QuotaLimits]]] = {}  # namespace -> (read at, its quotas)
 
     # --- what the machine has ---------------------------------------------------------------
     @property
@@ -243,8 +272,11 @@ class Ledger:
         gpus_wanted = 0 if falls_back else request.gpus
         shares = () if falls_back else request.shares
         start = holder.identity.start
+        quotas = self.quotas(holder.namespace)
         with self._transaction() as db:
             held = self._live(db)
+            if quotas and self._over_quota(quotas, held, holder.namespace, charge_of(request, holder.pods)):
+                return None
             free_gpus = self._free_gpus(held)
             cpu_free, memory_free = self._free_cpu_memory(held)
             if (
@@ -271,6 +303,8 @@ class Ledger:
                 ),
             )
             db.executemany("INSERT INTO gpus VALUES (?, ?)", [(index, grant.id) for index in grant.gpus])
+            if holder.namespace:
+                db.execute("INSERT INTO grant_quota VALUES (?, ?, ?)", (grant.id, holder.namespace, holder.pods))
             db.executemany(
                 "INSERT INTO gpu_shares VALUES (?, ?, ?, ?, ?)",
                 [(grant.id, seq, index, share.memory_bytes, share.core_percent)
@@ -283,8 +317,50 @@ class Ledger:
         with self._transaction() as db:
             self._delete(db, [grant_id])
 
-    def why_waiting(self, request: Request) -> str:
-        """What ``request`` waits for, in one line: ``needs 2 GPUs, 0 free (held by job x, task y)``."""
+    def quotas(self, namespace: str) -> list[QuotaLimits]:
+        """The ResourceQuotas a holder of ``namespace`` is charged against (none without a namespace)."""
+        if not namespace:
+            return []
+        now = time.monotonic()
+        kept = self._quotas.get(namespace)
+        if kept is None or now - kept[0] > QUOTA_TTL_S:
+            kept = self._quotas[namespace] = (now, resource_quota.namespace_quotas(self.settings, namespace))
+        return kept[1]
+
+    @staticmethod
+    def _over_quota(quotas: list[QuotaLimits], held: list[GrantRecord], namespace: str, charge: Charge) -> str | None:
+        used = resource_quota.total(g.charge for g in held if g.holder.namespace == namespace)
+        return resource_quota.exceeded(quotas, used, charge)
+
+    def namespace_usage(self, namespace: str) -> dict[str, int]:
+        """What the live grants of ``namespace`` count under every quota key (a ResourceQuota's ``status.used``)."""
+        with self._transaction() as db:
+            held = self._live(db)
+        return resource_quota.total(g.charge for g in held if g.holder.namespace == namespace)
+
+    def never_within_quota(self, request: Request, namespace: str, pods: int = 1) -> str | None:
+        """The ``exceeded quota`` line (with what is used now) when ``request`` alone passes a hard limit of
+        ``namespace``'s ResourceQuotas, so that no release could ever make room; None otherwise."""
+        if resource_quota.never_fits(self.quotas(namespace), charge_of(request, pods)) is None:
+            return None
+        return self.quota_refusal(request, namespace, pods)
+
+    def quota_refusal(self, request: Request, namespace: str, pods: int = 1) -> str | None:
+        """kube-apiserver's ``exceeded quota`` line when ``request`` of ``namespace`` would pass a ResourceQuota
+        now; None when it fits them (or the namespace has none)."""
+        quotas = self.quotas(namespace)
+        if not quotas:
+            return None
+        with self._transaction() as db:
+            held = self._live(db)
+        return self._over_quota(quotas, held, namespace, charge_of(request, pods))
+
+    def why_waiting(self, request: Request, namespace: str = "", pods: int = 1) -> str:
+        """What ``request`` waits for, in one line: ``needs 2 GPUs, 0 free (held by job x, task y)``; a request of
+        ``namespace`` that would pass its ResourceQuota: kube-apiserver's ``exceeded quota: …`` line."""
+        refused = self.quota_refusal(request, namespace, pods)
+        if refused:
+            return refused
         with self._transaction() as db:
             held = self._live(db)
         gpus_wanted = 0 if self.falls_back(request) else request.gpus
@@ -364,6 +440,8 @@ class Ledger:
         indices: dict[str, list[int]] = {}
         for index, grant_id in db.execute("SELECT idx, grant_id FROM gpus ORDER BY idx"):
             indices.setdefault(grant_id, []).append(index)
+        charged = {grant_id: (namespace, pods) for grant_id, namespace, pods in
+                   db.execute("SELECT grant_id, namespace, pods FROM grant_quota")}
         shared: dict[str, list[tuple[int, GpuShare]]] = {}
         for grant_id, index, memory_bytes, core_percent in db.execute(
             "SELECT grant_id, idx, memory_bytes, core_percent FROM gpu_shares ORDER BY grant_id, seq"
@@ -371,6 +449,7 @@ class Ledger:
             shared.setdefault(grant_id, []).append((index, GpuShare(memory_bytes, core_percent)))
         live, gone = [], []
         for grant_id, kind, name, pid, start, boot, cpu, memory, gpus, granted_at in rows:
+            namespace, pods = charged.get(grant_id, ("", 1))
             if boot != self._boot or not ProcessIdentity(pid, start).is_running():
                 gone.append(grant_id)
                 continue
@@ -378,7 +457,7 @@ class Ledger:
             live.append(
                 GrantRecord(
                     id=grant_id,
-                    holder=Holder(kind=kind, name=name, pid=pid, start=start),
+                    holder=Holder(kind=kind, name=name, pid=pid, start=start, namespace=namespace, pods=pods),
                     request=Request(cpu_millis=cpu, memory_bytes=memory, gpus=gpus,
                                     shares=tuple(share for _, share in shares)),
                     gpus=tuple(indices.get(grant_id, ())),
@@ -386,7 +465,7 @@ class Ledger:
                     share_gpus=tuple(index for index, _ in shares),
                 )
             )
-        orphans = (set(indices) | set(shared)) - {g.id for g in live} - set(gone)
+        orphans = (set(indices) | set(shared) | set(charged)) - {g.id for g in live} - set(gone)
         self._delete(db, [*gone, *orphans])
         return live
 
@@ -395,6 +474,7 @@ class Ledger:
         if grant_ids:
             db.executemany("DELETE FROM gpus WHERE grant_id = ?", [(g,) for g in grant_ids])
             db.executemany("DELETE FROM gpu_shares WHERE grant_id = ?", [(g,) for g in grant_ids])
+            db.executemany("DELETE FROM grant_quota WHERE grant_id = ?", [(g,) for g in grant_ids])
             db.executemany("DELETE FROM grants WHERE id = ?", [(g,) for g in grant_ids])
 
     def _free_gpus(self, held: list[GrantRecord]) -> list[int]:

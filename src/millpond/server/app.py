@@ -23,6 +23,7 @@ from millpond.errors import MillpondError, http_status_of
 from millpond.server import (
     experiments,
     jobs_routes,
+    kfam_routes,
     login_routes,
     metrics,
     nodes_routes,
@@ -120,6 +121,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
     app.include_router(login_routes.router)  # /ui-api/login, logout, whoami (multi-user)
+    app.include_router(kfam_routes.router)  # /kfam/v1: Kubeflow's contributors API (KFAM)
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
     app.include_router(v1_ui_routes.router)  # kfp 1.x: the version graph, v1 visualizations and metrics
     app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)

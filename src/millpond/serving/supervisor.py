@@ -367,10 +367,10 @@ class Supervisor:
             replica.grant = ""
             return True
         holder = Holder(KIND, f"{self.namespace}/{self.name}/{revision.name}-{replica.index}", self.me.pid,
-                        self.me.start)
+                        self.me.start, namespace=self.namespace)
         grant = self.ledger.try_acquire(wanted, holder)
         if grant is None:
-            why = self.ledger.impossible(wanted) or self.ledger.why_waiting(wanted)
+            why = self.ledger.impossible(wanted) or self.ledger.why_waiting(wanted, self.namespace)
             replica.failure = f"waiting for resources: {why}"
             replica.next_start = now + 1.0
             return False

@@ -94,7 +94,7 @@ def check(spec: JobSpec, *, as_manifest: bool = False) -> None:
     for host in spec.data_dirs:
         if not os.path.isdir(host.host):
             raise UserError(f"--data-dir {host.host}:{host.path}: {host.host} is not a folder on this machine")
-    why = allocator().impossible(spec.total)
+    why = allocator().impossible(spec.total, spec.namespace, spec.instance_count)
     if why and not as_manifest:
         raise UserError(f"the job {spec.name} can never run here: {why}")
 

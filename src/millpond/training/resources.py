@@ -27,11 +27,14 @@ class Allocator:
     def __init__(self) -> None:
         self._ledger = Ledger()
 
-    def impossible(self, wanted: Request) -> str | None:
-        return self._ledger.impossible(wanted)
+    def impossible(self, wanted: Request, namespace: str = "", pods: int = 1) -> str | None:
+        """Why the job can never run here: beyond the machine, or beyond ``namespace``'s ResourceQuota."""
+        return self._ledger.impossible(wanted) or self._ledger.never_within_quota(wanted, namespace, pods)
 
-    def try_acquire(self, wanted: Request, name: str, pid: int, start: str | None) -> Granted | None:
-        grant = self._ledger.try_acquire(wanted, Holder("job", name, pid, start))
+    def try_acquire(self, wanted: Request, name: str, pid: int, start: str | None, *, namespace: str = "",
+                    pods: int = 1) -> Granted | None:
+        """The job's grant, charged against ``namespace``'s ResourceQuotas as ``pods`` pods; None: it waits."""
+        grant = self._ledger.try_acquire(wanted, Holder("job", name, pid, start, namespace, pods))
         return None if grant is None else Granted(grant.id, tuple(grant.gpus), tuple(grant.share_gpus))
 
     def release(self, grant_id: str) -> None:
@@ -41,8 +44,8 @@ class Allocator:
         """GPU ``index``'s memory in bytes (0 when unknown): what a share's fraction is of."""
         return self._ledger.capacity.memory_of(index)
 
-    def why_waiting(self, wanted: Request) -> str:
-        return self._ledger.why_waiting(wanted)
+    def why_waiting(self, wanted: Request, namespace: str = "", pods: int = 1) -> str:
+        return self._ledger.why_waiting(wanted, namespace, pods)
 
     def fallback_warning(self, wanted: Request) -> str | None:
         """``gpu-fallback cpu``: why the GPUs asked for run on CPU, or None."""

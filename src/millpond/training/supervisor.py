@@ -248,7 +248,9 @@ class Supervisor:
         said = ""
         while not self.stopping.is_set() and not self._check_evicted():
             missing = self._missing_datasets()
-            grant = None if missing else ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me)
+            grant = None if missing else ledger.try_acquire(wanted, f"{self.job.namespace}/{self.job.name}", *self.me,
+                                                            namespace=self.job.namespace,
+                                                            pods=self.spec.instance_count)
             if grant is not None:
                 return grant
             if missing:  # a manifest's claim naming a dataset not applied yet: Kubernetes leaves such pods Pending
@@ -257,7 +259,8 @@ class Supervisor:
                        "it does not exist yet (millpond apply -f its Dataset)")
             else:
                 reason = "Queuing"
-                why = ledger.impossible(wanted) or ledger.why_waiting(wanted)  # beyond the machine: waits, saying so
+                why = ledger.impossible(wanted) or ledger.why_waiting(  # beyond the machine: waits, saying so
+                    wanted, self.job.namespace, self.spec.instance_count)
             if why != said:
                 said = why
                 self.status("QUEUING", reason, why)

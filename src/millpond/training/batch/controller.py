@@ -194,10 +194,10 @@ class Controller:
             if pod.reason == "CrashLoopBackOff" and backing_off:
                 continue
             grant = None if refused else self.ledger.try_acquire(
-                container.resources, Holder("pod", f"{self.namespace}/{pod.name}", *self.me))
+                container.resources, Holder("pod", f"{self.namespace}/{pod.name}", *self.me, namespace=self.namespace))
             if grant is None:
                 refused = refused or (self.ledger.impossible(container.resources) or
-                                      self.ledger.why_waiting(container.resources))
+                                      self.ledger.why_waiting(container.resources, self.namespace))
                 if pod.reason != "CrashLoopBackOff":
                     self._update(pod.name, message=f"0/1 nodes are available: {refused}", reason="Unschedulable")
                 self._say("FailedScheduling", f"0/1 nodes are available: {refused}", "Warning")
