@@ -3,6 +3,7 @@
 
 import { allPages, api, API, getJSON } from "../lib/api.js";
 import { drawDag } from "../lib/dag.js";
+import { scoped } from "../lib/namespace.js";
 import { h, setStatus } from "../lib/dom.js";
 import { fmtTime } from "../lib/format.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
@@ -80,7 +81,7 @@ export async function pipelineDetail(main, pipelineId, versionId) {
     const [pipeline, versions, experiments] = await Promise.all([
       getJSON(`${API}/pipelines/${encodeURIComponent(pipelineId)}`),
       allPages(`${API}/pipelines/${encodeURIComponent(pipelineId)}/versions?sort_by=${encodeURIComponent("created_at desc")}`, "pipeline_versions"),
-      allPages(`${API}/experiments?sort_by=display_name`, "experiments"),
+      allPages(scoped(`${API}/experiments?sort_by=display_name`), "experiments"),
     ]);
     if (token !== routeToken) return;
     header.replaceChildren(h("h1", {}, h("a", { href: "#/pipelines" }, "Pipelines"), " / ", pipeline.display_name || pipeline.name),
