@@ -22,6 +22,7 @@ export async function loadNamespaces() {
   choices = [...new Set(names)].sort();
   const remembered = localStorage.getItem(KEY);
   current = choices.includes(remembered) ? remembered : (choices[0] || "");
+  if (current) localStorage.setItem(KEY, current);
 }
 
 // Makes name the shown namespace (one of the choices only) and remembers it.
