@@ -9,7 +9,7 @@
 // never offers to remove. A refusal shows the server's own message. Names and messages go in as text, never HTML.
 
 import { api } from "../lib/api.js";
-import { h, setStatus } from "../lib/dom.js";
+import { fill, h, setStatus } from "../lib/dom.js";
 import { routeToken } from "../lib/polling.js";
 import { session } from "../lib/session.js";
 
@@ -120,7 +120,7 @@ export async function contributorsPage(main) {
     panels.push(namespacePanel(namespace, found));
   }
   if (token !== routeToken) return;
-  body.replaceChildren(
+  fill(body,
     h("h2", {}, "Your namespaces"), membership(mine),
     h("h2", {}, session.admin ? "Every namespace (administrator)" : "Namespaces you own"),
     panels.length ? panels : h("p", { className: "muted", id: "owns-none" },
