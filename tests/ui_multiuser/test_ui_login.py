@@ -34,7 +34,7 @@ from tests.ui.test_server_ui import _browser, chromium_page
 
 MILLPOND = Path(sys.executable).parent / "millpond"
 TOKEN = "ui-multi-user-server-token"
-PASSWORDS = {"alice": "alice-secret-1", "bob": "bob-secret-2", "root": "root-secret-3"}
+PASSWORDS = {"alice": "alice-secret-1", "bob": "bob-secret-2", "root": "root-secret-3", "carol": "carol-secret-4"}
 
 
 def owner_binding(user: str, namespace: str) -> dict[str, Any]:
@@ -198,9 +198,13 @@ def test_alice_sees_her_namespace_only_and_logs_out(server: MultiUserServer, tea
             page.click("header nav a[data-nav=experiments]")
             sync_api.expect(page.locator("#experiments")).to_contain_text("team-a experiment", timeout=10_000)
             assert "team-b experiment" not in page.locator("#experiments").inner_text()
-        page.click("header nav a[data-nav=jobs]")
-        page.locator("#jobs").wait_for(timeout=10_000)
+        # millpond's pages ask for her namespace, and their lists load (empty: team-a has no job, dataset, model)
+        for nav, table, empty in (("jobs", "#jobs", "No training jobs"), ("datasets", "#datasets", "No datasets"),
+                                  ("models", "#models", "No InferenceService")):
+            page.click(f"header nav a[data-nav={nav}]")
+            sync_api.expect(page.locator(table)).to_contain_text(empty, timeout=10_000)
         assert any("/apis/millpond/v1/jobs?namespace=team-a" in url for url in asked), asked
+        assert any("/apis/millpond/v1/datasets?namespace=team-a" in url for url in asked), asked
 
         page.click("#logout")
         page.locator("#login-form").wait_for(timeout=10_000)
@@ -231,6 +235,16 @@ def test_an_administrator_picks_any_namespace_and_the_choice_is_remembered(serve
         sync_api.expect(page.locator("#namespace-select")).to_have_value("team-b", timeout=10_000)
         page.click("#logout")
         page.locator("#login-form").wait_for(timeout=10_000)
+        assert not errors, errors
+
+
+def test_a_user_without_a_namespace_is_told_how_to_get_one(server: MultiUserServer) -> None:
+    sync_api = _browser()
+    with chromium_page() as (page, errors):
+        _log_in(page, server.url, "carol", PASSWORDS["carol"])
+        sync_api.expect(page.locator("#no-namespace")).to_contain_text("carol has no namespace", timeout=15_000)
+        assert page.locator("#namespace-select").is_disabled()
+        assert page.locator("#runs").count() == 0  # no list is asked for without a namespace
         assert not errors, errors
 
 
