@@ -238,6 +238,36 @@ def test_an_administrator_picks_any_namespace_and_the_choice_is_remembered(serve
         assert not errors, errors
 
 
+def test_alice_uploads_a_pipeline_and_starts_a_run_in_her_namespace(server: MultiUserServer, team_runs: dict[str, Any],
+                                                                    tmp_path: Path) -> None:
+    from kfp import compiler
+
+    package = tmp_path / "alice.yaml"
+    compiler.Compiler().compile(team_pipeline, str(package))
+    sync_api = _browser()
+    with chromium_page() as (page, errors):
+        _log_in(page, server.url, "alice", PASSWORDS["alice"])
+        page.locator("#user-name").wait_for(timeout=15_000)
+        page.click("header nav a[data-nav=pipelines]")
+        page.set_input_files("#pipeline-file", str(package))
+        page.fill("#pipeline-name", "alice's pipeline")
+        page.click("#upload-submit")
+        page.wait_for_url("**/#/pipelines/*", timeout=10_000)
+        page.locator("#run-form").wait_for(timeout=10_000)
+        page.click("#create-run")  # "(default)": team-a's Default experiment, made as kfp.Client makes it
+        page.wait_for_url("**/#/runs/*", timeout=10_000)
+        run_id = page.url.rsplit("/", 1)[1]
+        sync_api.expect(page.locator("#dag g.node")).to_have_count(1, timeout=15_000)
+        assert not errors, errors
+    _, run = server.call(f"/apis/v2beta1/runs/{run_id}")
+    _, pipeline = server.call(f"/apis/v2beta1/pipelines/{run['pipeline_version_reference']['pipeline_id']}")
+    assert pipeline["display_name"] == "alice's pipeline"
+    if team_runs["namespaced"]:
+        _, experiment = server.call(f"/apis/v2beta1/experiments/{run['experiment_id']}")
+        assert (experiment["display_name"], experiment["namespace"]) == ("Default", "team-a")
+        assert pipeline["namespace"] == "team-a"  # private to her namespace, as KFP's UI uploads it
+
+
 def test_a_user_without_a_namespace_is_told_how_to_get_one(server: MultiUserServer) -> None:
     sync_api = _browser()
     with chromium_page() as (page, errors):
