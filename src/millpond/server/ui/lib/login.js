@@ -30,12 +30,13 @@ export function showLogin(message) {
   const submit = h("button", { type: "submit", id: "login-submit" }, "Log in");
   const form = h("form", { id: "login-form", className: "panel login", onsubmit: async (ev) => {
     ev.preventDefault();
+    const sent = password.value;
     submit.disabled = true;
     note.className = "muted";
     note.textContent = "logging in…";
     try {
       const response = await fetch("/ui-api/login", { method: "POST", headers: { "Content-Type": "application/json",
-        Accept: "application/json" }, body: JSON.stringify({ username: username.value, password: password.value }) });
+        Accept: "application/json" }, body: JSON.stringify({ username: username.value, password: sent }) });
       if (response.ok) {
         location.reload();  // whoami now names the user: the app loads with a clean state
         return;
@@ -45,7 +46,7 @@ export function showLogin(message) {
       note.textContent = err.message;
     }
     note.className = "error";
-    password.value = "";
+    if (password.value === sent) password.value = "";  // not what was typed again meanwhile
     submit.disabled = false;
     password.focus();
   } },
