@@ -324,6 +324,19 @@ def test_alice_manages_the_contributors_of_team_a(server: MultiUserServer) -> No
         status, _ = server.call("/apis/rbac.authorization.k8s.io/v1/namespaces/team-a/rolebindings/"
                                 "user-bob-clusterrole-view")
         assert status == 404
+        page.click("#logout")
+        page.locator("#login-form").wait_for(timeout=10_000)
+
+        # an administrator manages every profile's namespace: team-a's and team-b's owners are listed
+        page.fill("#login-username", "root")
+        page.fill("#login-password", PASSWORDS["root"])
+        page.click("#login-submit")
+        page.locator("#user-name").wait_for(timeout=15_000)
+        page.click("header nav a[data-nav=contributors]")
+        for namespace, owner in (("team-a", "alice"), ("team-b", "bob")):
+            panel = page.locator(f'section.namespace-contributors[data-namespace="{namespace}"]')
+            sync_api.expect(panel.locator(f'tr.contributor[data-user="{owner}"]')).to_have_attribute(
+                "data-role", "admin", timeout=10_000)
         assert not errors, errors
 
 

@@ -1,7 +1,7 @@
 // #/contributors (multi-user): Kubeflow's "Manage contributors". The namespaces the user owns (every one for an
 // administrator), each with its contributors and their roles; add one (a user's name or email, and edit or view)
 // or remove one. Everything goes through KFAM's REST API as Kubeflow's dashboard reaches it:
-//   GET    /kfam/v1/bindings?user=U | ?namespace=NS | (none: every profile's)   → {"bindings": [Binding…]}
+//   GET    /kfam/v1/bindings?namespace=NS (also ?user=U, ?role=R; none: every profile's) → {"bindings": [Binding…]}
 //   POST   /kfam/v1/bindings  Binding      DELETE /kfam/v1/bindings  Binding
 //   Binding = {"user": {"kind": "User", "name": U}, "referredNamespace": NS,
 //              "RoleRef": {"kind": "ClusterRole", "name": "admin"|"edit"|"view"}}
@@ -10,6 +10,7 @@
 
 import { api } from "../lib/api.js";
 import { fill, h, setStatus } from "../lib/dom.js";
+import { namespaceChoices } from "../lib/namespace.js";
 import { routeToken } from "../lib/polling.js";
 import { session } from "../lib/session.js";
 
@@ -95,15 +96,26 @@ function membership(mine) {
     : h("tr", {}, h("td", { className: "muted" }, "You are in no namespace yet."))));
 }
 
+// Each namespace's bindings (KFAM's GET ?namespace=NS) for the namespaces the selector offers: whoami's for a
+// user, every one for an administrator. Asked per namespace rather than KFAM's all-profiles listing, so a
+// namespace whose RoleBindings were applied by hand (no Profile) shows too. A namespace whose bindings are refused
+// is left out (its message in the status line); when all are, the first refusal is the page's error.
+async function namespaceBindings(names) {
+  const answers = await Promise.allSettled(names.map((namespace) => bindings({ namespace })));
+  const refused = answers.filter((a) => a.status === "rejected").map((a) => a.reason);
+  if (refused.length && refused.length === answers.length) throw refused[0];
+  if (refused.length) setStatus(refused[0].message, true);
+  return new Map(names.map((ns, i) => [ns, answers[i].status === "fulfilled" ? answers[i].value.map(simple) : null])
+    .filter(([, list]) => list !== null));
+}
+
 export async function contributorsPage(main) {
   const body = h("div", { id: "contributors" }, h("p", { className: "muted" }, "loading…"));
   main.append(h("h1", {}, "Manage contributors"), body);
   const token = routeToken;
-  let mine;
-  let every = [];
+  let found;
   try {
-    mine = (await bindings({ user: session.user })).map(simple);
-    if (session.admin) every = (await bindings({})).map(simple);
+    found = await namespaceBindings(namespaceChoices());
   } catch (err) {
     if (token === routeToken) {
       body.replaceChildren(h("p", { className: "error", id: "contributors-error" }, `Contributors cannot be managed here: ${err.message}`));
@@ -111,18 +123,13 @@ export async function contributorsPage(main) {
     return;
   }
   if (token !== routeToken) return;
-  const owned = session.admin ? [...new Set(every.map((b) => b.namespace))]
-    : mine.filter((b) => b.role === "admin").map((b) => b.namespace);
-  const panels = [];
-  for (const namespace of [...new Set(owned)].sort()) {
-    const found = session.admin ? every.filter((b) => b.namespace === namespace)
-      : (await bindings({ namespace }).catch((err) => { setStatus(err.message, true); return []; })).map(simple);
-    panels.push(namespacePanel(namespace, found));
-  }
-  if (token !== routeToken) return;
+  const mine = [...found.values()].flat().filter((b) => b.user === session.user);
+  // an administrator manages every namespace that has KFAM's bindings (a profile's); a user the ones they own
+  const owned = [...found.keys()].filter((ns) => (session.admin ? found.get(ns).length > 0
+    : mine.some((b) => b.namespace === ns && b.role === "admin"))).sort();
   fill(body,
     h("h2", {}, "Your namespaces"), membership(mine),
     h("h2", {}, session.admin ? "Every namespace (administrator)" : "Namespaces you own"),
-    panels.length ? panels : h("p", { className: "muted", id: "owns-none" },
+    owned.length ? owned.map((ns) => namespacePanel(ns, found.get(ns))) : h("p", { className: "muted", id: "owns-none" },
       "You own no namespace: only a namespace's owner (or an administrator) manages its contributors."));
 }
