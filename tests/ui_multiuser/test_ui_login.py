@@ -96,6 +96,26 @@ def _millpond(home: Path, *args: str, stdin: str = "") -> str:
     return done.stdout
 
 
+def _make_profiles(home: Path, owners: dict[str, str]) -> None:
+    """Kubeflow Profiles (the profile controller makes each namespace and its owner's ``namespaceAdmin``); where
+    this server does not know the kind yet (issue 32's Profiles part, merged beside this one), the namespace and
+    the owner's RoleBinding as that controller writes them."""
+    profiles = home.parent / "profiles.json"
+    profiles.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "kubeflow.org/v1", "kind": "Profile", "metadata": {"name": namespace},
+         "spec": {"owner": {"kind": "User", "name": owner}}} for namespace, owner in owners.items()]}))
+    done = subprocess.run([str(MILLPOND), "apply", "-f", str(profiles)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MILLPOND_HOME": str(home)})
+    if done.returncode == 0:
+        return
+    assert 'unknown kind "Profile"' in done.stderr, done.stderr  # nothing else may fail
+    bindings = home.parent / "bindings.json"
+    objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in owners]
+    objects += [owner_binding(owner, namespace) for namespace, owner in owners.items()]
+    bindings.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    _millpond(home, "apply", "-f", str(bindings))
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiUserServer]:
     _browser()  # skips before a server starts when Chromium or playwright is missing
@@ -103,11 +123,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiUserServer
         for name, password in PASSWORDS.items():
             _millpond(home, "user", "add", name, "--password-stdin", *(["--admin"] if name == "root" else []),
                       stdin=password + "\n")
-        manifests = home.parent / "profiles.json"
-        objects = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}} for ns in ("team-a", "team-b")]
-        objects += [owner_binding("alice", "team-a"), owner_binding("bob", "team-b")]
-        manifests.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-        _millpond(home, "apply", "-f", str(manifests))
+        _make_profiles(home, {"team-a": "alice", "team-b": "bob"})
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
