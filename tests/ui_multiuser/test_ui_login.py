@@ -235,6 +235,27 @@ def test_alice_sees_her_namespace_only_and_logs_out(server: MultiUserServer, tea
                     "team-a's and team-b's runs cannot be told apart yet; everything else above passed")
 
 
+def test_a_session_that_ends_brings_back_the_login_page(server: MultiUserServer) -> None:
+    """The session ended behind the page's back (another tab logged out): the next call answers 401 and the
+    login page comes back over the runs list, saying why."""
+    sync_api = _browser()
+    with chromium_page() as (page, errors):
+        _log_in(page, server.url, "bob", PASSWORDS["bob"])
+        page.locator("#runs").wait_for(timeout=15_000)
+        ended = page.evaluate("fetch('/ui-api/logout', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+                              " body: '{}'}).then((r) => r.status)")
+        assert ended == 200
+        sync_api.expect(page.locator("#login-message")).to_have_text("Your session has ended: log in again.",
+                                                                     timeout=15_000)
+        assert page.locator("#runs").count() == 0 and not page.locator("#account").is_visible()
+        page.fill("#login-username", "bob")
+        page.fill("#login-password", PASSWORDS["bob"])
+        page.click("#login-submit")
+        sync_api.expect(page.locator("#user-name")).to_have_text("bob", timeout=15_000)
+        assert page.locator("#namespace-select").input_value() == "team-b"
+        assert not errors, errors
+
+
 def test_an_administrator_picks_any_namespace_and_the_choice_is_remembered(server: MultiUserServer) -> None:
     sync_api = _browser()
     with chromium_page() as (page, errors):
