@@ -20,6 +20,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,42 +117,55 @@ def _make_profiles(home: Path, owners: dict[str, str]) -> None:
     _millpond(home, "apply", "-f", str(bindings))
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiUserServer]:
-    _browser()  # skips before a server starts when Chromium or playwright is missing
-    for home in module_home(tmp_path_factory, "ui-multi-user"):
-        for name, password in PASSWORDS.items():
-            _millpond(home, "user", "add", name, "--password-stdin", *(["--admin"] if name == "root" else []),
-                      stdin=password + "\n")
-        _make_profiles(home, {"team-a": "alice", "team-b": "bob"})
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        log_path = home.parent / "server.log"
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen([str(MILLPOND), "server", "--multi-user", "--port", str(port), "--token", TOKEN],
-                                       env={**os.environ, "MILLPOND_HOME": str(home)}, stdout=log,
-                                       stderr=subprocess.STDOUT)
-        served = MultiUserServer(f"http://127.0.0.1:{port}", process, log_path)
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                try:
-                    if served.call("/apis/v2beta1/healthz", token=None)[0] == 200:
-                        break
-                except OSError:
-                    pass
-                assert process.poll() is None, served.log()
-                assert time.monotonic() < deadline, "server did not start: " + served.log()
-                time.sleep(0.1)
-            yield served
-        finally:
-            process.terminate()
+@contextmanager
+def multi_user_server(home: Path, *args: str) -> Iterator[MultiUserServer]:
+    """``millpond server --multi-user --token TOKEN ARGS`` over ``home`` on a free loopback port, stopped after."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log_path = home.parent / f"server-{port}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([str(MILLPOND), "server", "--multi-user", "--port", str(port), "--token", TOKEN,
+                                    *args], env={**os.environ, "MILLPOND_HOME": str(home)}, stdout=log,
+                                   stderr=subprocess.STDOUT)
+    served = MultiUserServer(f"http://127.0.0.1:{port}", process, log_path)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
             try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+                if served.call("/apis/v2beta1/healthz", token=None)[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert process.poll() is None, served.log()
+            assert time.monotonic() < deadline, "server did not start: " + served.log()
+            time.sleep(0.1)
+        yield served
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The module's home: the users (root an administrator) and team-a (alice's) and team-b (bob's)."""
+    _browser()  # skips before anything is made when Chromium or playwright is missing
+    for path in module_home(tmp_path_factory, "ui-multi-user"):
+        for name, password in PASSWORDS.items():
+            _millpond(path, "user", "add", name, "--password-stdin", *(["--admin"] if name == "root" else []),
+                      stdin=password + "\n")
+        _make_profiles(path, {"team-a": "alice", "team-b": "bob"})
+        yield path
+
+
+@pytest.fixture(scope="module")
+def server(home: Path) -> Iterator[MultiUserServer]:
+    with multi_user_server(home) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
@@ -375,6 +389,20 @@ def test_alice_manages_the_contributors_of_team_a(server: MultiUserServer) -> No
             panel = page.locator(f'section.namespace-contributors[data-namespace="{namespace}"]')
             sync_api.expect(panel.locator(f'tr.contributor[data-user="{owner}"]')).to_have_attribute(
                 "data-role", "admin", timeout=10_000)
+        assert not errors, errors
+
+
+def test_behind_a_trusted_proxy_its_header_names_the_user_and_no_login_shows(home: Path) -> None:
+    """An authenticating proxy in front (oauth2-proxy, Dex) sets kubeflow-userid: the UI opens as that user,
+    with no login page, and offers no logout (the proxy's own sign-out ends that session)."""
+    sync_api = _browser()
+    with multi_user_server(home, "--trusted-proxy", "127.0.0.1") as proxied, chromium_page() as (page, errors):
+        page.context.set_extra_http_headers({"kubeflow-userid": "accounts.google.com:alice"})
+        page.goto(proxied.url + "/")
+        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=15_000)
+        assert page.locator("#namespace-select").input_value() == "team-a"
+        assert page.locator("#login-form").count() == 0 and page.locator("#logout").count() == 0
+        page.locator("#runs").wait_for(timeout=10_000)
         assert not errors, errors
 
 

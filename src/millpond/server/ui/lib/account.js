@@ -31,7 +31,7 @@ export function drawAccount() {
   const account = h("div", { id: "account", className: "account" },
     h("label", { for: "namespace-select" }, "Namespace"), select,
     h("span", { id: "user-name", title: session.admin ? "administrator" : "" }, session.user, session.admin ? " (admin)" : ""),
-    button);
+    session.via === "proxy" ? null : button);  // behind an auth proxy, its own sign-out ends the session
   document.querySelector("header nav").append(h("a", { href: "#/contributors", "data-nav": "contributors" }, "Contributors"));
   document.querySelector("header").append(account);
 }

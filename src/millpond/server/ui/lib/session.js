@@ -4,7 +4,9 @@
 // session cookie is HttpOnly, so no script here ever sees it) and namespaces are the user's choices
 // (null: an administrator, who may pick any).
 
-export const session = { multiUser: false, user: null, admin: false, namespaces: [] };
+// via: how the server knows the user ("session": this login; "proxy": an authenticating proxy in front, whose
+// own sign-out ends it).
+export const session = { multiUser: false, user: null, via: "", admin: false, namespaces: [] };
 
 // Asks the server who this page is. whoami is public on a multi-user server; on a single-user server with a
 // token it answers 401 without one, which means single-user too (the token form then asks, as before).
@@ -18,6 +20,7 @@ export async function loadSession() {
   }
   session.multiUser = Boolean(answer && answer.multi_user);
   session.user = session.multiUser ? answer.user || null : null;
+  session.via = session.multiUser ? answer.via || "" : "";
   session.admin = session.multiUser && Boolean(answer.admin);
   session.namespaces = session.multiUser ? answer.namespaces ?? null : [];
   return session;
