@@ -2,11 +2,11 @@
 and Manage contributors.
 
 A real ``millpond server --multi-user`` in a process of its own, users made with ``millpond user add
---password-stdin``, their namespaces given by RoleBindings applied as manifests (``millpond apply -f``, as
-Kubeflow's profile controller writes an owner's binding), runs made with ``kfp.Client`` and the server's
-token (the administrator). Two parts depend on work merged beside this one and skip, saying why, until it
-is there: the runs each namespace shows (the KFP API honouring ``namespace=``) and Manage contributors
-(KFAM's ``/kfam/v1/bindings``).
+--password-stdin``, their namespaces given by manifests (``millpond apply -f``: Kubeflow Profiles, or where
+the server does not know that kind yet the namespace and the owner's RoleBinding as the profile controller
+writes it), runs made with ``kfp.Client`` and the server's token (the administrator). Two parts depend on
+work merged beside this one and skip, saying why, until it is there: the runs each namespace shows (the KFP
+API honouring ``namespace=``) and Manage contributors (KFAM's ``/kfam/v1/bindings``).
 """
 
 # no "from __future__ import annotations": kfp reads the components' annotations as types
