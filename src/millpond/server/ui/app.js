@@ -20,10 +20,20 @@
 //   #/models                KServe InferenceServices: readiness, traffic, requests         pages/models.js
 //   #/models/NAMESPACE/NAME one InferenceService: conditions, revisions, sample requests  pages/models.js
 //   #/nodes                 this machine (or the Ray cluster's nodes) as live charts       pages/nodes.js
+//   #/contributors          multi-user: Manage contributors of the namespaces one owns     pages/contributors.js
+// A multi-user server (millpond server --multi-user) first shows the login page (lib/login.js) until whoami
+// names a user; the header then gets the namespace selector, the user's name and logout (lib/account.js),
+// and the lists show the chosen namespace (lib/namespace.js). Single-user: none of that, as before.
 
+import { drawAccount } from "./lib/account.js";
+import { h } from "./lib/dom.js";
+import { showLogin } from "./lib/login.js";
+import { currentNamespace, loadNamespaces } from "./lib/namespace.js";
 import { start } from "./lib/router.js";
+import { loadSession, session } from "./lib/session.js";
 import { cloneRun } from "./pages/clone.js";
 import { compareRuns } from "./pages/compare.js";
+import { contributorsPage } from "./pages/contributors.js";
 import { datasetsList } from "./pages/datasets.js";
 import { experimentsList } from "./pages/experiments.js";
 import { jobDetail, jobsList } from "./pages/jobs.js";
@@ -57,4 +67,30 @@ function showPage(parts, main) {
   return runsList(main, null);
 }
 
-start(showPage);  // a module runs once the page is parsed: the header and #main exist
+// A multi-user page when the user has no namespace yet: say how to get one (Manage contributors still opens).
+function showPageOrNote(parts, main) {
+  if (session.multiUser && !currentNamespace() && parts[0] !== "contributors") {
+    main.append(h("h1", {}, "No namespace yet"), h("p", { id: "no-namespace", className: "muted" },
+      `${session.user} has no namespace: an administrator creates a profile for you (millpond profile create), `
+      + "or a namespace's owner adds you as a contributor."));
+    return undefined;
+  }
+  if (parts[0] === "contributors") return contributorsPage(main);
+  return showPage(parts, main);
+}
+
+// Who is this (whoami), then the login page or the app; a module runs once the page is parsed (header, #main exist).
+async function boot() {
+  await loadSession();
+  if (!session.multiUser) { start(showPage); return; }
+  if (!session.user) { showLogin(); return; }
+  try {
+    await loadNamespaces();
+  } catch (err) {
+    document.getElementById("status").textContent = `namespaces: ${err.message}`;
+  }
+  drawAccount();
+  start(showPageOrNote);
+}
+
+boot();

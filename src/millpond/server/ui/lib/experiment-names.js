@@ -2,6 +2,7 @@
 // (the runs list, recurring runs, a run's header): asked for once, then kept for the session.
 
 import { API, getJSON } from "./api.js";
+import { scoped } from "./namespace.js";
 
 export const experimentNames = new Map();
 
@@ -9,7 +10,7 @@ export const experimentNames = new Map();
 export async function loadExperimentNames() {
   let token = "";
   do {
-    const page = await getJSON(`${API}/experiments?page_size=1000&page_token=${encodeURIComponent(token)}`);
+    const page = await getJSON(scoped(`${API}/experiments?page_size=1000&page_token=${encodeURIComponent(token)}`));
     for (const e of page.experiments || []) experimentNames.set(e.experiment_id, e.display_name);
     token = page.next_page_token || "";
   } while (token);

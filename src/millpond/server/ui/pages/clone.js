@@ -2,6 +2,7 @@
 // name, experiment and parameters; every field editable; submitting starts a new run.
 
 import { allPages, API, getJSON } from "../lib/api.js";
+import { scoped } from "../lib/namespace.js";
 import { h } from "../lib/dom.js";
 import { routeToken } from "../lib/polling.js";
 import { irOf, runFormFor } from "./run-form.js";
@@ -13,7 +14,7 @@ export async function cloneRun(main, runId) {
   try {
     const [run, experiments] = await Promise.all([
       getJSON(`${API}/runs/${encodeURIComponent(runId)}`),
-      allPages(`${API}/experiments?sort_by=display_name`, "experiments"),
+      allPages(scoped(`${API}/experiments?sort_by=display_name`), "experiments"),
     ]);
     if (token !== routeToken) return;
     const reference = run.pipeline_version_reference || {};

@@ -3,6 +3,7 @@
 
 import { getJSON } from "../lib/api.js";
 import { h } from "../lib/dom.js";
+import { namespacedList, scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 const OPERATION_KINDS = ["dataloads", "datamigrates", "dataprocesses", "databackups"];
@@ -16,7 +17,7 @@ function operationDataset(spec) {
 async function refreshOperations(body, token) {
   let lists;
   try {
-    lists = await Promise.all(OPERATION_KINDS.map((kind) => getJSON(`/apis/millpond/v1/${kind}`)));
+    lists = await Promise.all(OPERATION_KINDS.map((kind) => getJSON(scoped(`/apis/millpond/v1/${kind}`))));
   } catch {
     return;  // the datasets table already says why the routes are missing
   }
@@ -51,7 +52,7 @@ export function datasetsList(main) {
     const token = routeToken;
     let items;
     try {
-      items = (await getJSON("/apis/millpond/v1/datasets?all_namespaces=true")).items || [];
+      items = (await getJSON(namespacedList("/apis/millpond/v1/datasets"))).items || [];
     } catch (err) {
       if (token === routeToken) {
         body.replaceChildren(h("tr", {}, h("td", { colspan: 7, className: "muted" }, `Datasets are not available: ${err.message}`)));

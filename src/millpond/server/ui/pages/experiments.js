@@ -3,6 +3,7 @@
 import { API, getJSON } from "../lib/api.js";
 import { h } from "../lib/dom.js";
 import { fmtTime } from "../lib/format.js";
+import { scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 export function experimentsList(main) {
@@ -17,7 +18,7 @@ export function experimentsList(main) {
     const rows = [];
     let pageToken = "";
     do {
-      const page = await getJSON(`${API}/experiments?page_size=200&sort_by=display_name&page_token=${encodeURIComponent(pageToken)}`);
+      const page = await getJSON(scoped(`${API}/experiments?page_size=200&sort_by=display_name&page_token=${encodeURIComponent(pageToken)}`));
       rows.push(...(page.experiments || []));
       pageToken = page.next_page_token || "";
     } while (pageToken && rows.length < 2000);

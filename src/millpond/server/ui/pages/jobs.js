@@ -4,6 +4,7 @@
 
 import { getJSON, getText, objectPath } from "../lib/api.js";
 import { fill, h, setStatus, stateBadge } from "../lib/dom.js";
+import { namespacedList } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 const JOBS = "/apis/millpond/v1/jobs";
@@ -22,7 +23,7 @@ export function jobsList(main) {
     const rows = [];
     let pageToken = "";
     do {
-      const page = await getJSON(`${JOBS}?all_namespaces=true&page_size=200&sort_by=${encodeURIComponent("created_at desc")}&page_token=${encodeURIComponent(pageToken)}`);
+      const page = await getJSON(`${namespacedList(JOBS)}&page_size=200&sort_by=${encodeURIComponent("created_at desc")}&page_token=${encodeURIComponent(pageToken)}`);
       rows.push(...(page.jobs || []));
       pageToken = page.next_page_token || "";
     } while (pageToken && rows.length < 2000);

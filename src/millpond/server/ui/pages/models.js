@@ -6,6 +6,7 @@
 
 import { getJSON, objectPath } from "../lib/api.js";
 import { h, setStatus } from "../lib/dom.js";
+import { inNamespace, scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 const PROTOCOLS = { v1: "KServe v1", v2: "Open Inference Protocol v2", seldon: "Seldon v0.1" };
@@ -39,9 +40,9 @@ export function modelsList(main) {
       body));
   every(REFRESH_MS, async () => {
     const token = routeToken;
-    const answer = await getJSON("/ui-api/models");
+    const answer = await getJSON(scoped("/ui-api/models"));
     if (token !== routeToken) return;
-    const models = answer.models || [];
+    const models = (answer.models || []).filter((m) => inNamespace(m.namespace));
     body.replaceChildren(...models.map((m) => {
       const href = `#/models/${objectPath(m.namespace, m.name)}`;
       return h("tr", { className: "model-row", "data-model": `${m.namespace}/${m.name}` },

@@ -3,6 +3,7 @@
 
 import { allPages, api, API, getJSON } from "../lib/api.js";
 import { drawDag } from "../lib/dag.js";
+import { currentNamespace, scoped } from "../lib/namespace.js";
 import { h, setStatus } from "../lib/dom.js";
 import { fmtTime } from "../lib/format.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
@@ -25,7 +26,8 @@ export function pipelinesList(main) {
     message.textContent = "uploading…";
     message.className = "muted";
     try {
-      const pipeline = await api(`${API}/pipelines/upload?${params}`, { method: "POST", body: form });
+      // multi-user: a private pipeline of the chosen namespace (KFP 2.x); a shared one is KFP namespace editors' to upload
+      const pipeline = await api(scoped(`${API}/pipelines/upload?${params}`), { method: "POST", body: form });
       location.hash = `#/pipelines/${encodeURIComponent(pipeline.pipeline_id)}`;
     } catch (err) {
       message.textContent = err.message;
@@ -40,11 +42,15 @@ export function pipelinesList(main) {
       body));
   every(REFRESH_MS * 2, async () => {
     const token = routeToken;
-    const rows = await allPages(`${API}/pipelines?sort_by=${encodeURIComponent("created_at desc")}`, "pipelines");
+    const url = `${API}/pipelines?sort_by=${encodeURIComponent("created_at desc")}`;
+    // multi-user: the shared pipelines (no namespace) and the chosen namespace's, as KFP's UI shows both
+    const rows = currentNamespace() ? (await Promise.all([allPages(scoped(url), "pipelines"), allPages(url, "pipelines")])).flat()
+      : await allPages(url, "pipelines");
     if (token !== routeToken) return;
     body.replaceChildren(...rows.map((p) => h("tr", { className: "run-row", "data-pipeline-id": p.pipeline_id,
       onclick: () => { location.hash = `#/pipelines/${encodeURIComponent(p.pipeline_id)}`; } },
-      h("td", {}, h("a", { href: `#/pipelines/${encodeURIComponent(p.pipeline_id)}` }, p.display_name || p.name)),
+      h("td", {}, h("a", { href: `#/pipelines/${encodeURIComponent(p.pipeline_id)}` }, p.display_name || p.name),
+        p.namespace ? h("span", { className: "badge namespace", title: "private to this namespace" }, p.namespace) : null),
       h("td", { className: "wrap" }, p.description || ""),
       h("td", {}, fmtTime(p.created_at)),
       h("td", { className: "muted" }, p.pipeline_id.slice(0, 8)))));
@@ -80,7 +86,7 @@ export async function pipelineDetail(main, pipelineId, versionId) {
     const [pipeline, versions, experiments] = await Promise.all([
       getJSON(`${API}/pipelines/${encodeURIComponent(pipelineId)}`),
       allPages(`${API}/pipelines/${encodeURIComponent(pipelineId)}/versions?sort_by=${encodeURIComponent("created_at desc")}`, "pipeline_versions"),
-      allPages(`${API}/experiments?sort_by=display_name`, "experiments"),
+      allPages(scoped(`${API}/experiments?sort_by=display_name`), "experiments"),
     ]);
     if (token !== routeToken) return;
     header.replaceChildren(h("h1", {}, h("a", { href: "#/pipelines" }, "Pipelines"), " / ", pipeline.display_name || pipeline.name),

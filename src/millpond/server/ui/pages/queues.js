@@ -4,6 +4,7 @@
 
 import { getJSON } from "../lib/api.js";
 import { h } from "../lib/dom.js";
+import { inNamespace, scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 export function queuesList(main) {
@@ -23,7 +24,7 @@ export function queuesList(main) {
   const pairs = (values) => Object.entries(values || {}).map(([key, value]) => `${key}=${value}`).join(", ");
   every(REFRESH_MS, async () => {
     const token = routeToken;
-    const answer = await getJSON("/ui-api/queues");
+    const answer = await getJSON(scoped("/ui-api/queues"));
     if (token !== routeToken) return;
     const queues = answer.queues || [];
     body.replaceChildren(...queues.map((queue) => {
@@ -38,7 +39,7 @@ export function queuesList(main) {
         h("td", { className: "admitted" }, String(queue.admittedWorkloads)), h("td", { className: "pending" }, String(queue.pendingWorkloads)));
     }));
     if (!queues.length) body.append(h("tr", {}, h("td", { colspan: 8, className: "muted" }, "No queues. Create one with millpond queue create.")));
-    const waiting = queues.flatMap((queue) => (queue.pending || []).map((w) => [queue.name, w]));
+    const waiting = queues.flatMap((queue) => (queue.pending || []).filter((w) => inNamespace(w.namespace)).map((w) => [queue.name, w]));
     pending.replaceChildren(...waiting.map(([queue, w]) => h("tr", { className: "pending-row", "data-workload": `${w.namespace}/${w.name}` },
       h("td", {}, queue), h("td", {}, w.position === null || w.position === undefined ? "" : String(w.position)),
       h("td", {}, w.workload), h("td", {}, String(w.priority)), h("td", {}, pairs(w.requests)), h("td", { className: "reason" }, w.reason || ""))));

@@ -4,6 +4,7 @@ import { allPages, api, API } from "../lib/api.js";
 import { h, setStatus } from "../lib/dom.js";
 import { experimentNames, loadExperimentNames, namesMissing } from "../lib/experiment-names.js";
 import { fmtTime, triggerText } from "../lib/format.js";
+import { scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 export function recurringList(main) {
@@ -15,7 +16,7 @@ export function recurringList(main) {
       body));
   const load = async () => {
     const token = routeToken;
-    const rows = await allPages(`${API}/recurringruns?sort_by=${encodeURIComponent("created_at desc")}`, "recurringRuns");
+    const rows = await allPages(scoped(`${API}/recurringruns?sort_by=${encodeURIComponent("created_at desc")}`), "recurringRuns");
     if (token !== routeToken) return;
     if (namesMissing(rows)) await loadExperimentNames();
     if (token !== routeToken) return;

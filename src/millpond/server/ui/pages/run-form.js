@@ -3,6 +3,7 @@
 
 import { API, postJSON } from "../lib/api.js";
 import { h } from "../lib/dom.js";
+import { currentNamespace } from "../lib/namespace.js";
 
 const PARAM_TYPES = { STRING: "string", NUMBER_INTEGER: "integer", NUMBER_DOUBLE: "float", BOOLEAN: "boolean",
   LIST: "list (JSON)", STRUCT: "dict (JSON)" };
@@ -65,6 +66,14 @@ function paramValue(el) {
   return el.value;
 }
 
+// Multi-user: a run needs an experiment of its namespace; "(default)" is the namespace's "Default" one, made when
+// missing, as kfp.Client does.
+async function defaultExperiment(experiments, namespace) {
+  const found = experiments.find((e) => e.display_name === "Default");
+  if (found) return found.experiment_id;
+  return (await postJSON(`${API}/experiments`, { display_name: "Default", namespace })).experiment_id;
+}
+
 // The form of a run of a pipeline version.
 export function runForm(pipeline, version, experiments) {
   return runFormFor({
@@ -102,9 +111,10 @@ export function runFormFor(opts) {
     } catch (err) { message.textContent = err.message; return; }
     const body = { display_name: name.value.trim() || opts.fallbackName, ...opts.target,
       runtime_config: { ...(opts.runtimeConfig || {}), parameters } };
-    if (experiment.value) body.experiment_id = experiment.value;
     submit.disabled = true;
     try {
+      if (experiment.value) body.experiment_id = experiment.value;
+      else if (currentNamespace()) body.experiment_id = await defaultExperiment(opts.experiments, currentNamespace());
       const run = await postJSON(`${API}/runs`, body);
       location.hash = `#/runs/${encodeURIComponent(run.run_id)}`;
     } catch (err) {

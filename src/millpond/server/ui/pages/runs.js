@@ -5,6 +5,7 @@ import { API, getJSON } from "../lib/api.js";
 import { h, setStatus, stateBadge } from "../lib/dom.js";
 import { experimentNames, loadExperimentNames, namesMissing } from "../lib/experiment-names.js";
 import { duration, fmtTime, metricsText } from "../lib/format.js";
+import { scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 import { FINAL, STATES } from "../lib/states.js";
 
@@ -84,7 +85,7 @@ export function runsList(main, experimentId, archived) {
     if (view.state) predicates.push({ key: "state", operation: "EQUALS", string_value: view.state });
     params.set("filter", JSON.stringify({ predicates }));
     if (experimentId) params.set("experiment_id", experimentId);
-    const page = await getJSON(`${API}/runs?${params}`);
+    const page = await getJSON(scoped(`${API}/runs?${params}`));
     if (token !== routeToken) return;
     const runs = page.runs || [];
     if (namesMissing(runs)) await loadExperimentNames();
