@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.access import rbac
 from millpond.access.attributes import Attributes
 from millpond.access.authorizer import Authorizer
 from millpond.access.identity import Identity
@@ -151,6 +152,7 @@ def add(settings: Settings, binding: Binding) -> None:
                                "annotations": {USER_ANNOTATION: binding.user, ROLE_ANNOTATION: binding.role}},
                   "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": ROLES[binding.role]},
                   "subjects": [subject]}])
+    rbac.note_written()  # this process's decisions see the new contributor at once
 
 
 def remove(settings: Settings, binding: Binding) -> None:
@@ -158,3 +160,4 @@ def remove(settings: Settings, binding: Binding) -> None:
     profile(settings, binding.namespace)
     if not ResourceStore(settings).delete("RoleBinding", binding.name, binding.namespace):
         raise NotFoundError(f'rolebindings.rbac.authorization.k8s.io "{binding.name}" not found')
+    rbac.note_written()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from millpond.access import rbac
 from millpond.core.kinds import KINDS, RBAC_GROUP
 from millpond.core.namespaces import DEFAULT, NamespaceView
 from millpond.kind_handler import KindContext
@@ -126,6 +127,7 @@ def reconcile(profile: dict[str, Any], context: KindContext) -> dict[str, Any]:
     else:
         store.delete("ResourceQuota", QUOTA_NAME, name)
     store.apply(objects)
+    rbac.note_written()  # the owner's and service accounts' bindings decide this process's requests at once
     message = f"namespace {name} is owned by {owner_name}, with its RoleBindings and ServiceAccounts" + (
         f" and ResourceQuota {QUOTA_NAME}" if quota.get("hard") else "")
     return {"conditions": [{"type": SUCCEEDED, "status": "True", "message": message}]}
