@@ -41,6 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from millpond.errors import UserError
 from millpond.runners.base import Bind
 from millpond.settings import Settings, load_settings
 
@@ -127,3 +128,20 @@ def confinement(cwd: Path, path: str | None, own: Iterable[Path] = (), hidden: I
 def runtime_sockets() -> list[str]:
     """The container runtimes' sockets present here (masked in a confined process)."""
     return [path for path in RUNTIME_SOCKETS if os.path.exists(path) and not os.path.islink(path)]
+
+
+class HostFolderRefused(UserError):
+    """Multi-user mode: a spec named a host folder that holds millpond's own files (the home, a covered root)."""
+
+
+def check_host_folder(folder: Path, what: str, settings: Settings | None = None) -> None:
+    """In multi-user mode, refuse a host folder a spec names (a ``hostPath`` volume, ``--data-dir``) that is, is
+    inside, or holds one of the covered roots: binding it would show other namespaces' files past the covers."""
+    settings = settings or load_settings()
+    if not settings.multi_user:
+        return
+    real = Path(os.path.realpath(folder))
+    for root in hidden_roots(settings):
+        if real == root or root in real.parents or real in root.parents:
+            raise HostFolderRefused(f"{what}: {folder} would show {root}, millpond's own files: in multi-user mode a "
+                                    "namespace mounts only its own volumes and datasets")
