@@ -1,0 +1,68 @@
+"""The pipelines of the isolation tests: namespace B's (an artifact, a task that keeps running) and A's probe."""
+
+from kfp import dsl
+from kfp.dsl import Dataset, Input, Output
+
+
+@dsl.component
+def b_produce(data: Output[Dataset]) -> None:
+    with open(data.path, "w") as out:
+        out.write("b-artifact")
+    print("b's task log line")
+
+
+@dsl.component
+def b_sleeper(seconds: float) -> None:
+    import subprocess
+    import time
+
+    subprocess.Popen(["sleep", "987.654"])
+    time.sleep(seconds)
+
+
+@dsl.component
+def a_produce(data: Output[Dataset]) -> None:
+    with open(data.path, "w") as out:
+        out.write("a-input")
+
+
+@dsl.component
+def a_probe(probe_path: str, targets: str, data: Input[Dataset], result: Output[Dataset]) -> str:
+    import json
+    import subprocess
+    import sys
+
+    with open(data.path) as handle:
+        own = handle.read()
+    with open(result.path, "w") as out:
+        out.write("a-output")
+    done = subprocess.run([sys.executable, probe_path, targets], capture_output=True, text=True)
+    return json.dumps({"own_input": own, "stdout": done.stdout, "stderr": done.stderr})
+
+
+@dsl.pipeline
+def team_b() -> None:
+    b_produce()
+
+
+@dsl.pipeline
+def team_b_sleeping(seconds: float = 300.0) -> None:
+    b_sleeper(seconds=seconds)
+
+
+@dsl.pipeline
+def team_a(probe_path: str, targets: str) -> str:
+    made = a_produce()
+    return a_probe(probe_path=probe_path, targets=targets, data=made.outputs["data"]).outputs["Output"]
+
+
+@dsl.component
+def a_consume(data: Input[Dataset]) -> str:
+    with open(data.path) as handle:
+        return handle.read()
+
+
+@dsl.pipeline
+def team_a_imports(uri: str) -> str:
+    imported = dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=False)
+    return a_consume(data=imported.output).outputs["Output"]
