@@ -1,0 +1,48 @@
+"""From inside a training job's instance, a DataProcess script and a model replica of namespace A (multi-user
+mode, each started by millpond as it starts them): every attempt on namespace B's things fails, as from a
+pipeline task; each still works in its own folder."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from tests.isolation.conftest import NEEDS_ISOLATION, PROBE, NamespaceB, assert_isolated, report_of
+from tests.training_support import arena
+
+pytestmark = NEEDS_ISOLATION
+
+
+def test_a_training_job_instance_of_namespace_a_reaches_nothing_of_namespace_b(capsys,
+                                                                               namespace_b: NamespaceB) -> None:
+    command = f"{sys.executable} {PROBE} '{namespace_b.targets()}' && echo own > own.txt && cat own.txt"
+    submitted = arena(capsys, "submit", "pytorch", "--name", "probe", "-n", "team-a", command)
+    assert submitted.code == 0, submitted.err
+    info = _finished(capsys, "probe", "team-a")
+    logs = arena(capsys, "logs", "probe", "-n", "team-a").out
+    assert info["status"] == "SUCCEEDED", (info, logs)
+    assert logs.splitlines()[-1] == "own"  # it wrote and read its own folder
+    assert_isolated(report_of(logs), namespace_b)
+
+
+def test_a_job_binding_the_home_as_a_host_folder_is_refused(capsys, namespace_b: NamespaceB) -> None:
+    submitted = arena(capsys, "submit", "pytorch", "--name", "grab", "-n", "team-a", "--data-dir",
+                      f"{namespace_b.home / 'volumes'}:/grab", "ls", "/grab")
+    assert submitted.code == 0, submitted.err  # refused where it would be mounted, as a pod's bad volume
+    assert _finished(capsys, "grab", "team-a")["status"] == "FAILED"
+    said = arena(capsys, "get", "grab", "-n", "team-a").out
+    assert "millpond's own files" in said, said
+
+
+def _finished(capsys, name: str, namespace: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = arena(capsys, "get", name, "-n", namespace, "-o", "json")
+        assert result.code == 0, result.err
+        info = json.loads(result.out)
+        if info["status"] in ("SUCCEEDED", "FAILED"):
+            return info
+        assert time.monotonic() < deadline, info
+        time.sleep(0.2)
+
