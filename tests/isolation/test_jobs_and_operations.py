@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
+from tests.datasets_support import manifest
 from tests.isolation.conftest import NEEDS_ISOLATION, PROBE, NamespaceB, assert_isolated, report_of
 from tests.training_support import arena
 
@@ -46,3 +48,35 @@ def _finished(capsys, name: str, namespace: str, timeout: float = 120) -> dict:
         assert time.monotonic() < deadline, info
         time.sleep(0.2)
 
+
+
+def test_a_data_process_script_of_namespace_a_reaches_nothing_of_namespace_b(cli, tmp_path: Path,
+                                                                            namespace_b: NamespaceB) -> None:
+    source = tmp_path / "a-ufs"
+    source.mkdir()
+    (source / "input.txt").write_text("a-dataset")
+    dataset = manifest("a-data", f"local://{source}", secret=False).replace(
+        "  name: a-data\n", "  name: a-data\n  namespace: team-a\n")
+    process = f"""---
+apiVersion: data.fluid.io/v1alpha1
+kind: DataProcess
+metadata: {{name: a-probe, namespace: team-a}}
+spec:
+  dataset: {{name: a-data, namespace: team-a, mountPath: /data/a}}
+  processor:
+    script:
+      image: python
+      imageTag: "3.11"
+      command: [bash]
+      source: |
+        set -e
+        cat /data/a/input.txt
+        {sys.executable} {PROBE} '{namespace_b.targets()}'
+"""
+    (tmp_path / "ops.yaml").write_text(dataset + process)
+    applied = cli("apply", "--wait", "-f", tmp_path / "ops.yaml")
+    assert applied.code == 0, applied.err
+    logs = [path.read_text() for path in (namespace_b.home / "operations").glob("team-a_DataProcess_a-probe.out")]
+    assert len(logs) == 1, applied.out
+    assert "a-dataset" in logs[0]  # it read its own namespace's dataset
+    assert_isolated(report_of(logs[0]), namespace_b)
