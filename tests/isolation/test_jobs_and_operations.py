@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from millpond.serving.deploy import ready_url
+from millpond.store.resources import ResourceStore
 from tests.datasets_support import manifest
 from tests.isolation.conftest import NEEDS_ISOLATION, PROBE, NamespaceB, assert_isolated, report_of
 from tests.training_support import arena
@@ -80,3 +82,18 @@ spec:
     assert len(logs) == 1, applied.out
     assert "a-dataset" in logs[0]  # it read its own namespace's dataset
     assert_isolated(report_of(logs[0]), namespace_b)
+
+
+def test_a_model_replica_of_namespace_a_reaches_nothing_of_namespace_b(capsys, namespace_b: NamespaceB) -> None:
+    command = f"echo own > own.txt && cat own.txt && exec {sys.executable} {PROBE} '{namespace_b.targets()}' --serve"
+    assert arena(capsys, "serve", "custom", "--name", "probe", "-n", "team-a", command).code == 0
+    try:
+        url = ready_url(ResourceStore(), "probe", "team-a", 60)
+        assert url
+        logs = [path.read_text() for path in namespace_b.home.rglob("*.log")
+                if "isolation-report" in path.read_text(errors="replace")]
+        assert len(logs) == 1
+        assert " own\n" in logs[0]  # it wrote and read its own work folder
+        assert_isolated(report_of(logs[0]), namespace_b)
+    finally:
+        assert arena(capsys, "serve", "delete", "probe", "-n", "team-a").code == 0
