@@ -6,9 +6,10 @@ In single-user mode the same task still sees the home, as before."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
-from tests.conftest import task
+from tests.conftest import spawn_cli, task
 from tests.isolation.conftest import NEEDS_ISOLATION, PIPELINES, PROBE, NamespaceB, assert_isolated, report_of
 
 pytestmark = NEEDS_ISOLATION
@@ -54,3 +55,24 @@ def test_a_single_user_task_still_sees_the_home(cli, home: Path) -> None:
     assert report["paths"]["secret"] == {"read": "ok", "write": "ok"}
     assert {"secrets", "millpond.db"} <= set(report["listings"]["home"])
     assert report["processes"] > 8  # the host's processes
+
+
+def test_without_bubblewrap_a_multi_user_task_is_refused_saying_what_to_install(home: Path, tmp_path: Path) -> None:
+    """No bare-host fallback: the task fails with one line naming the package, and nothing of it ran."""
+    tools = tmp_path / "bin"  # a PATH with a shell and the usual tools, but no bwrap
+    tools.mkdir()
+    for name in ("sh", "bash", "env", "ls", "cat", "mkdir", "rm", "sleep", "uname", "ldconfig"):
+        found = shutil.which(name)
+        if found:
+            (tools / name).symlink_to(found)
+    marker = tmp_path / "ran"
+    runner = spawn_cli(home, "run", PIPELINES, "--pipeline", "team_a", "-p", f"probe_path={marker}",
+                       "-p", "targets={}", "-o", "json", env={"MILLPOND_MULTI_USER": "1", "PATH": str(tools)})
+    out, err = runner.communicate(timeout=300)
+    assert runner.returncode != 0, out
+    failed = task(json.loads(out), "a-produce")
+    assert failed["state"] == "FAILED"
+    assert failed["error"].startswith(  # then why its image was not used: the other way to isolate it
+        "multi-user mode runs every namespace's processes isolated from the others, and cannot here: bubblewrap "
+        "(bwrap) is not installed; install it: apt-get install -y bubblewrap"), failed["error"]
+    assert not marker.exists()
