@@ -97,3 +97,28 @@ def test_a_model_replica_of_namespace_a_reaches_nothing_of_namespace_b(capsys, n
         assert_isolated(report_of(logs[0]), namespace_b)
     finally:
         assert arena(capsys, "serve", "delete", "probe", "-n", "team-a").code == 0
+
+
+def test_a_data_process_naming_namespace_b_s_dataset_is_refused(cli, tmp_path: Path, namespace_b: NamespaceB) -> None:
+    """Fluid's rule (TargetDatasetNamespaceNotSame): a data operation works on its own namespace's dataset."""
+    source = tmp_path / "b-ufs"
+    source.mkdir()
+    (source / "secret.txt").write_text("b-dataset")
+    dataset = manifest("b-data", f"local://{source}", secret=False).replace(
+        "  name: b-data\n", "  name: b-data\n  namespace: team-b\n")
+    process = f"""---
+apiVersion: data.fluid.io/v1alpha1
+kind: DataProcess
+metadata: {{name: grab, namespace: team-a}}
+spec:
+  dataset: {{name: b-data, namespace: team-b, mountPath: /data/b}}
+  processor:
+    script: {{image: debian, command: [bash], source: "cat /data/b/secret.txt > {tmp_path / 'stolen'}"}}
+"""
+    (tmp_path / "ops.yaml").write_text(dataset + process)
+    cli("apply", "--wait", "-f", tmp_path / "ops.yaml")
+    got = cli("get", "dataprocess", "grab", "-n", "team-a", "-o", "json")
+    assert got.code == 0, got.err
+    assert got.json()["status"]["phase"] == "Failed"
+    assert "namespace is not same as its spec.dataset" in json.dumps(got.json()["status"])
+    assert not (tmp_path / "stolen").exists()

@@ -99,6 +99,11 @@ def data_process(resource: Resource, progress: Any) -> dict[str, Any]:
     The dataset's shared mount is held for this step only: it ends with its last user.
     """
     name, namespace = dataset_ref(resource)
+    if namespace != resource.namespace and isolation.required():
+        # Fluid's check (dataProcessOperation.Validate, reason TargetDatasetNamespaceNotSame), applied on a team's
+        # server: another namespace's dataset is reached only through a Dataset of this one that references it
+        raise OperationFailed(f"DataProcess({resource.namespace}/{resource.name})'s namespace is not same as its "
+                              "spec.dataset")
     with using(name, namespace, f"DataProcess {resource.namespace}/{resource.name}") as folder:
         return _process_in(resource, folder)
 
