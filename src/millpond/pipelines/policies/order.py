@@ -21,9 +21,6 @@ Why this order:
    only for a task that will run.
 10. ``placement`` last: the runner's demand comes from the final request.
 
-``isolation`` right after ``platform`` (multi-user mode only): it binds back the task's input artifacts
-over the covered pipeline root, or fails a task whose input is another namespace's.
-
 ``image`` right after ``platform``: it reads the pod annotations (``millpond.io/runtime``) and pull
 secrets the platform names, and describes the task's image; the launcher decides on the worker.
 """
@@ -40,7 +37,6 @@ from millpond.pipelines.policies import (
     executor_kind,
     image,
     importing,
-    isolation,
     placement,
     platform,
     pod_metadata,
@@ -73,7 +69,6 @@ TASK_POLICIES: tuple[TaskPolicy, ...] = (
     cache,
     request,
     platform,
-    isolation,
     image,
     deadline,
     pod_metadata,
