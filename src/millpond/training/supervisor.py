@@ -289,7 +289,8 @@ class Supervisor:
         return binds
 
     def _cwd(self) -> Path:
-        if self.spec.working_dir:
+        if self.spec.working_dir:  # multi-user: never a folder that would show the home past the covers
+            isolation.check_host_folder(Path(self.spec.working_dir), f"--working-dir {self.spec.working_dir}")
             return Path(self.spec.working_dir)
         folder = job_folder(self.job.uid) / "work"
         folder.mkdir(parents=True, exist_ok=True)
