@@ -9,6 +9,9 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from millpond.errors import UnavailableError
 from millpond.serving.deploy import ready_url
 from millpond.store.resources import ResourceStore
 from tests.datasets_support import manifest
@@ -122,3 +125,14 @@ spec:
     assert got.json()["status"]["phase"] == "Failed"
     assert "namespace is not same as its spec.dataset" in json.dumps(got.json()["status"])
     assert not (tmp_path / "stolen").exists()
+
+
+def test_an_inference_service_of_namespace_a_cannot_serve_namespace_b_s_artifact(capsys,
+                                                                                 namespace_b: NamespaceB) -> None:
+    uri = f"file://{namespace_b.paths['artifact']}"
+    assert arena(capsys, "serve", "sklearn", "--name", "grab", "-n", "team-a", "--model-uri", uri).code == 0
+    try:
+        with pytest.raises(UnavailableError, match="belongs to namespace 'team-b'"):
+            ready_url(ResourceStore(), "grab", "team-a", 30)
+    finally:
+        assert arena(capsys, "serve", "delete", "grab", "-n", "team-a").code == 0

@@ -9,8 +9,8 @@ namespace). An input under the home or the root that belongs to another namespac
 fails the task before anything runs: a path in an importer is no way into another namespace.
 Paths outside the home and the root (an importer of ``/data/x``) are the host's, seen as they are.
 
-A run's namespace is derived as today (``pods.pipeline_pods.project``: its experiment's name
-lower-cased) until runs carry a namespace of their own.
+A run's namespace is derived as today (``pods.run_namespaces``: its experiment's name lower-cased) until
+runs carry a namespace of their own.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from millpond.errors import NotFoundError, UserError
 from millpond.pipelines.launcher import TaskRequest
-from millpond.pods.pipeline_pods import project
+from millpond.pods.run_namespaces import owner_namespace, run_namespace
 from millpond.runners.base import Bind
 from millpond.settings import Settings
 from millpond.store.artifacts import is_remote
@@ -36,7 +35,7 @@ def confine(request: TaskRequest, run: RunRecord, store: RunJournal, settings: S
     local_root = [Path(os.path.realpath(root))] if root and not is_remote(root) else []
     request.hidden = local_root
     covered = [Path(os.path.realpath(settings.home)), *local_root]
-    namespace = namespace_of_run(store, run, run.id)
+    namespace = run_namespace(store, run.id)
     for items in request.artifacts.values():
         for item in items:
             uri = str(item.get("uri") or "")
@@ -45,29 +44,11 @@ def confine(request: TaskRequest, run: RunRecord, store: RunJournal, settings: S
             path = Path(os.path.realpath(uri))
             if not any(path == folder or folder in path.parents for folder in covered):
                 continue
-            owner = _owner(store, run, path)
+            owner = owner_namespace(store, path)
             if owner != namespace:
                 whose = f"namespace {owner!r}" if owner else "no run"
                 return (f"input artifact {uri} belongs to {whose}: in multi-user mode a task of namespace "
                         f"{namespace!r} reads only its own namespace's artifacts")
             if path.exists():
                 request.extra_binds.append(Bind(path, str(path), read_only=True))
-    return None
-
-
-def namespace_of_run(store: RunJournal, run: RunRecord, run_id: str) -> str:
-    """The namespace of the run ``run_id`` (its experiment's, as ``pods.pipeline_pods.project`` derives it)."""
-    record = run if run_id == run.id else store.get_run(run_id)
-    return project(store.experiment_name(record.experiment_id))
-
-
-def _owner(store: RunJournal, run: RunRecord, path: Path) -> str | None:
-    """The namespace of the run whose folder holds ``path`` (a segment that is a run's id), None when none does."""
-    for segment in path.parts:
-        if len(segment) < 32:  # a run's id is a UUID; shorter segments are pipeline and task names
-            continue
-        try:
-            return namespace_of_run(store, run, segment)
-        except (NotFoundError, UserError):
-            continue
     return None
