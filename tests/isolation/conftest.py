@@ -134,9 +134,12 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
                        env={"MILLPOND_MULTI_USER": "1"})
     try:
         pids = _host_pids("sleep 987.654")
+        staged = sorted((home / "staging").glob("*-platform"))  # B's secret files, bound at /mnt/b-secret
+        assert staged, list((home / "staging").iterdir())
         paths = {
             "artifact": produced["outputs"]["data"], "task log": produced["log"],
             "secret": str(home / "secrets" / "b-secret.json"), "secrets folder": str(home / "secrets"),
+            "secret as files": str(staged[0]), "secret in b's environment": f"/proc/{pids[1]}/environ",
             "pvc folder": str(volume), "pvc file": str(volume / "data.txt"),
             "dataset cache": str(disk_cache / "block-0"), "memory cache": str(memory_cache / "block-0"),
             "mount folder": str(fuse), "database": str(home / "millpond.db"), "tls key": str(tls.key),

@@ -1,6 +1,6 @@
 """The pipelines of the isolation tests: namespace B's (an artifact, a task that keeps running) and A's probe."""
 
-from kfp import dsl
+from kfp import dsl, kubernetes
 from kfp.dsl import Dataset, Input, Output
 
 
@@ -47,7 +47,10 @@ def team_b() -> None:
 
 @dsl.pipeline
 def team_b_sleeping(seconds: float = 300.0) -> None:
-    b_sleeper(seconds=seconds)
+    """B's secret reaches its task as kfp-kubernetes gives it: a variable and a file."""
+    sleeping = b_sleeper(seconds=seconds)
+    kubernetes.use_secret_as_env(sleeping, secret_name="b-secret", secret_key_to_env={"password": "B_PASSWORD"})
+    kubernetes.use_secret_as_volume(sleeping, secret_name="b-secret", mount_path="/mnt/b-secret")
 
 
 @dsl.pipeline
