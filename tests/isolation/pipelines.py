@@ -69,3 +69,17 @@ def a_consume(data: Input[Dataset]) -> str:
 def team_a_imports(uri: str) -> str:
     imported = dsl.importer(artifact_uri=uri, artifact_class=Dataset, reimport=False)
     return a_consume(data=imported.output).outputs["Output"]
+
+
+@dsl.component
+def read_mounted(path: str) -> str:
+    with open(path) as handle:
+        return handle.read()
+
+
+@dsl.pipeline
+def team_a_mounts(claim: str) -> str:
+    """A dataset mounted as Fluid shows it to a pod: the PVC of the dataset's name, in the pod's namespace."""
+    reading = read_mounted(path="/mnt/d/input.txt")
+    kubernetes.mount_pvc(reading, pvc_name=claim, mount_path="/mnt/d")
+    return reading.output

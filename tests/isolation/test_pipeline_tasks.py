@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from tests.conftest import spawn_cli, task
+from tests.datasets_support import manifest
 from tests.isolation.conftest import NEEDS_ISOLATION, PIPELINES, PROBE, NamespaceB, assert_isolated, report_of
 
 pytestmark = NEEDS_ISOLATION
@@ -76,3 +77,23 @@ def test_without_bubblewrap_a_multi_user_task_is_refused_saying_what_to_install(
         "multi-user mode runs every namespace's processes isolated from the others, and cannot here: bubblewrap "
         "(bwrap) is not installed; install it: apt-get install -y bubblewrap"), failed["error"]
     assert not marker.exists()
+
+
+def test_a_task_mounts_its_own_namespace_s_dataset_and_not_namespace_b_s(cli, tmp_path: Path,
+                                                                        namespace_b: NamespaceB) -> None:
+    for namespace, name in (("team-a", "a-data"), ("team-b", "b-data")):
+        source = tmp_path / name
+        source.mkdir()
+        (source / "input.txt").write_text(f"{namespace}-dataset")
+        text = manifest(name, f"local://{source}", secret=False).replace(
+            f"  name: {name}\n", f"  name: {name}\n  namespace: {namespace}\n")
+        (tmp_path / f"{name}.yaml").write_text(text)
+        assert cli("apply", "-f", tmp_path / f"{name}.yaml").code == 0
+    own = cli("run", PIPELINES, "--pipeline", "team_a_mounts", "--experiment", "team-a", "-p", "claim=a-data",
+              "-o", "json")
+    assert own.code == 0, own.err
+    assert own.json()["outputs"]["Output"] == "team-a-dataset"
+    other = cli("run", PIPELINES, "--pipeline", "team_a_mounts", "--experiment", "team-a", "-p", "claim=b-data",
+                "--no-cache", "-o", "json")
+    assert other.code != 0
+    assert "volume 'b-data' not found" in task(other.json(), "read-mounted")["error"]
