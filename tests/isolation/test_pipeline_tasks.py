@@ -97,3 +97,13 @@ def test_a_task_mounts_its_own_namespace_s_dataset_and_not_namespace_b_s(cli, tm
                 "--no-cache", "-o", "json")
     assert other.code != 0
     assert "volume 'b-data' not found" in task(other.json(), "read-mounted")["error"]
+
+
+def test_the_cache_is_each_namespace_s_own(cli, namespace_b: NamespaceB) -> None:
+    """B ran ``team_b`` already: the same task in namespace A runs (no hit on B's outputs), then A's rerun hits."""
+    first = cli("run", PIPELINES, "--pipeline", "team_b", "--experiment", "team-a", "-o", "json")
+    assert first.code == 0, first.err
+    assert task(first.json(), "b-produce")["cached"] is False
+    again = cli("run", PIPELINES, "--pipeline", "team_b", "--experiment", "team-a", "-o", "json")
+    assert again.code == 0, again.err
+    assert task(again.json(), "b-produce")["cached"] is True
