@@ -25,6 +25,7 @@ import pytest
 from millpond.runners import isolation
 from millpond.server.tls import Subjects, ensure_certificate
 from tests.conftest import CliResult, spawn_cli, task
+from tests.datasets_support import manifest
 
 HERE = Path(__file__).parent
 PIPELINES = HERE / "pipelines.py"
@@ -84,6 +85,16 @@ def assert_isolated(report: dict, b: NamespaceB) -> None:
     assert b.untouched()
 
 
+def local_dataset_yaml(tmp_path: Path, name: str, namespace: str, files: dict[str, str]) -> str:
+    """A Dataset (and its runtime) ``namespace/name`` over a local folder holding ``files``, as manifest text."""
+    source = tmp_path / f"{namespace}-{name}-ufs"
+    source.mkdir()
+    for key, text in files.items():
+        (source / key).write_text(text)
+    return manifest(name, f"local://{source}", secret=False).replace(
+        f"  name: {name}\n", f"  name: {name}\n  namespace: {namespace}\n")
+
+
 def _host_pids(marker: str, timeout: float = 90) -> list[int]:
     """The host pids of the process whose command line is ``marker`` and of its parent."""
     deadline = time.monotonic() + timeout
@@ -130,6 +141,7 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
     memory_cache.mkdir(parents=True)
     (memory_cache / "block-0").write_text("b-cached-in-memory")
     tls = ensure_certificate(home, Subjects.of([]))
+    pids: list[int] = []
     runner = spawn_cli(home, "run", PIPELINES, "--pipeline", "team_b_sleeping", "--experiment", "team-b",
                        env={"MILLPOND_MULTI_USER": "1"})
     try:
@@ -139,7 +151,7 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
         paths = {
             "artifact": produced["outputs"]["data"], "task log": produced["log"],
             "secret": str(home / "secrets" / "b-secret.json"), "secrets folder": str(home / "secrets"),
-            "secret as files": str(staged[0]), "secret in b's environment": f"/proc/{pids[1]}/environ",
+            "secret as files": str(staged[0]), "secret in the environment of b's task": f"/proc/{pids[1]}/environ",
             "pvc folder": str(volume), "pvc file": str(volume / "data.txt"),
             "dataset cache": str(disk_cache / "block-0"), "memory cache": str(memory_cache / "block-0"),
             "mount folder": str(fuse), "database": str(home / "millpond.db"), "tls key": str(tls.key),
@@ -157,3 +169,7 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
             runner.kill()
             runner.communicate()
         shutil.rmtree(memory_cache, ignore_errors=True)
+    deadline = time.monotonic() + 30  # B's run, stopped, took its confined processes with it
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids), "B's processes outlived its stopped run"

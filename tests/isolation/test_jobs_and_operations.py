@@ -5,6 +5,7 @@ pipeline task; each still works in its own folder."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -14,8 +15,14 @@ import pytest
 from millpond.errors import UnavailableError
 from millpond.serving.deploy import ready_url
 from millpond.store.resources import ResourceStore
-from tests.datasets_support import manifest
-from tests.isolation.conftest import NEEDS_ISOLATION, PROBE, NamespaceB, assert_isolated, report_of
+from tests.isolation.conftest import (
+    NEEDS_ISOLATION,
+    PROBE,
+    NamespaceB,
+    assert_isolated,
+    local_dataset_yaml,
+    report_of,
+)
 from tests.training_support import arena
 
 pytestmark = NEEDS_ISOLATION
@@ -23,7 +30,7 @@ pytestmark = NEEDS_ISOLATION
 
 def test_a_training_job_instance_of_namespace_a_reaches_nothing_of_namespace_b(capsys,
                                                                                namespace_b: NamespaceB) -> None:
-    command = f"{sys.executable} {PROBE} '{namespace_b.targets()}' && echo own > own.txt && cat own.txt"
+    command = f"{sys.executable} {PROBE} {shlex.quote(namespace_b.targets())} && echo own > own.txt && cat own.txt"
     submitted = arena(capsys, "submit", "pytorch", "--name", "probe", "-n", "team-a", command)
     assert submitted.code == 0, submitted.err
     info = _finished(capsys, "probe", "team-a")
@@ -57,11 +64,7 @@ def _finished(capsys, name: str, namespace: str, timeout: float = 120) -> dict:
 
 def test_a_data_process_script_of_namespace_a_reaches_nothing_of_namespace_b(cli, tmp_path: Path,
                                                                             namespace_b: NamespaceB) -> None:
-    source = tmp_path / "a-ufs"
-    source.mkdir()
-    (source / "input.txt").write_text("a-dataset")
-    dataset = manifest("a-data", f"local://{source}", secret=False).replace(
-        "  name: a-data\n", "  name: a-data\n  namespace: team-a\n")
+    dataset = local_dataset_yaml(tmp_path, "a-data", "team-a", {"input.txt": "a-dataset"})
     process = f"""---
 apiVersion: data.fluid.io/v1alpha1
 kind: DataProcess
@@ -76,7 +79,7 @@ spec:
       source: |
         set -e
         cat /data/a/input.txt
-        {sys.executable} {PROBE} '{namespace_b.targets()}'
+        {sys.executable} {PROBE} {shlex.quote(namespace_b.targets())}
 """
     (tmp_path / "ops.yaml").write_text(dataset + process)
     applied = cli("apply", "--wait", "-f", tmp_path / "ops.yaml")
@@ -88,7 +91,8 @@ spec:
 
 
 def test_a_model_replica_of_namespace_a_reaches_nothing_of_namespace_b(capsys, namespace_b: NamespaceB) -> None:
-    command = f"echo own > own.txt && cat own.txt && exec {sys.executable} {PROBE} '{namespace_b.targets()}' --serve"
+    targets = shlex.quote(namespace_b.targets())
+    command = f"echo own > own.txt && cat own.txt && exec {sys.executable} {PROBE} {targets} --serve"
     assert arena(capsys, "serve", "custom", "--name", "probe", "-n", "team-a", command).code == 0
     try:
         url = ready_url(ResourceStore(), "probe", "team-a", 60)
@@ -104,11 +108,7 @@ def test_a_model_replica_of_namespace_a_reaches_nothing_of_namespace_b(capsys, n
 
 def test_a_data_process_naming_namespace_b_s_dataset_is_refused(cli, tmp_path: Path, namespace_b: NamespaceB) -> None:
     """Fluid's rule (TargetDatasetNamespaceNotSame): a data operation works on its own namespace's dataset."""
-    source = tmp_path / "b-ufs"
-    source.mkdir()
-    (source / "secret.txt").write_text("b-dataset")
-    dataset = manifest("b-data", f"local://{source}", secret=False).replace(
-        "  name: b-data\n", "  name: b-data\n  namespace: team-b\n")
+    dataset = local_dataset_yaml(tmp_path, "b-data", "team-b", {"secret.txt": "b-dataset"})
     process = f"""---
 apiVersion: data.fluid.io/v1alpha1
 kind: DataProcess

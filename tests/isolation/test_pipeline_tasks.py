@@ -10,8 +10,15 @@ import shutil
 from pathlib import Path
 
 from tests.conftest import spawn_cli, task
-from tests.datasets_support import manifest
-from tests.isolation.conftest import NEEDS_ISOLATION, PIPELINES, PROBE, NamespaceB, assert_isolated, report_of
+from tests.isolation.conftest import (
+    NEEDS_ISOLATION,
+    PIPELINES,
+    PROBE,
+    NamespaceB,
+    assert_isolated,
+    local_dataset_yaml,
+    report_of,
+)
 
 pytestmark = NEEDS_ISOLATION
 
@@ -82,11 +89,7 @@ def test_without_bubblewrap_a_multi_user_task_is_refused_saying_what_to_install(
 def test_a_task_mounts_its_own_namespace_s_dataset_and_not_namespace_b_s(cli, tmp_path: Path,
                                                                         namespace_b: NamespaceB) -> None:
     for namespace, name in (("team-a", "a-data"), ("team-b", "b-data")):
-        source = tmp_path / name
-        source.mkdir()
-        (source / "input.txt").write_text(f"{namespace}-dataset")
-        text = manifest(name, f"local://{source}", secret=False).replace(
-            f"  name: {name}\n", f"  name: {name}\n  namespace: {namespace}\n")
+        text = local_dataset_yaml(tmp_path, name, namespace, {"input.txt": f"{namespace}-dataset"})
         (tmp_path / f"{name}.yaml").write_text(text)
         assert cli("apply", "-f", tmp_path / f"{name}.yaml").code == 0
     own = cli("run", PIPELINES, "--pipeline", "team_a_mounts", "--experiment", "team-a", "-p", "claim=a-data",
