@@ -12,7 +12,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from millpond.settings import MULTI_USER_ENV, multi_user_setting
+from millpond.settings import multi_user_setting
 
 SERVER_ONLY = ("MILLPOND_TOKEN",)
 # Multi-user mode: the server's environment is the administrator's, not a namespace's. A task gets its own
@@ -40,7 +40,10 @@ def inherited_environment() -> dict[str, str]:
 def server_secret(name: str) -> bool:
     """Whether the variable ``name`` of the server's environment stays out of a multi-user task's."""
     upper = name.upper()
-    return name != MULTI_USER_ENV and (upper in SERVER_SECRETS or any(word in upper for word in CREDENTIAL_WORDS))
+    if upper in SERVER_SECRETS:
+        return True
+    # millpond's own bookkeeping (the engine token its guardian kills by, a grant, a mark) is no credential
+    return not upper.startswith("MILLPOND_") and any(word in upper for word in CREDENTIAL_WORDS)
 
 
 # What makes a process one task's: its run and task, its ledger grant, the engine token its
