@@ -110,3 +110,35 @@ def test_the_cache_is_each_namespace_s_own(cli, namespace_b: NamespaceB) -> None
     again = cli("run", PIPELINES, "--pipeline", "team_b", "--experiment", "team-a", "-o", "json")
     assert again.code == 0, again.err
     assert task(again.json(), "b-produce")["cached"] is True
+
+
+def test_namespace_b_s_dataset_is_shared_only_through_a_fluid_reference(cli, tmp_path: Path,
+                                                                        namespace_b: NamespaceB) -> None:
+    """Fluid's way across namespaces: a Dataset of A's whose one mount point is ``dataset://team-b/b-data``."""
+    (tmp_path / "b.yaml").write_text(local_dataset_yaml(tmp_path, "b-data", "team-b", {"input.txt": "shared-by-b"}))
+    assert cli("apply", "-f", tmp_path / "b.yaml").code == 0
+    (tmp_path / "ref.yaml").write_text(
+        "apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata: {name: from-b, namespace: team-a}\n"
+        "spec:\n  mounts:\n  - {mountPoint: 'dataset://team-b/b-data', name: b}\n")
+    applied = cli("apply", "-f", tmp_path / "ref.yaml")
+    assert applied.code == 0, applied.err
+    shared = cli("run", PIPELINES, "--pipeline", "team_a_mounts", "--experiment", "team-a", "-p", "claim=from-b",
+                 "-o", "json")
+    assert shared.code == 0, shared.err
+    assert shared.json()["outputs"]["Output"] == "shared-by-b"
+
+
+def test_a_dataset_reference_is_the_dataset_s_only_mount(cli, tmp_path: Path) -> None:
+    (tmp_path / "ref.yaml").write_text(
+        "apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata: {name: mixed, namespace: team-a}\n"
+        "spec:\n  mounts:\n  - {mountPoint: 'dataset://team-b/b-data', name: b}\n"
+        "  - {mountPoint: 'local:///tmp', name: t}\n")
+    refused = cli("apply", "-f", tmp_path / "ref.yaml")
+    assert refused.code == 2
+    assert "a Dataset that references another (dataset://) has that one mount only" in refused.err
+    (tmp_path / "bad.yaml").write_text(
+        "apiVersion: data.fluid.io/v1alpha1\nkind: Dataset\nmetadata: {name: bad, namespace: team-a}\n"
+        "spec:\n  mounts:\n  - {mountPoint: 'dataset://team-b/b-data/sub', name: b}\n")
+    refused = cli("apply", "-f", tmp_path / "bad.yaml")
+    assert refused.code == 2
+    assert "expected dataset://NAMESPACE/NAME" in refused.err
