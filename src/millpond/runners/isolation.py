@@ -126,8 +126,11 @@ def confinement(cwd: Path, path: str | None, own: Iterable[Path] = (), hidden: I
 
 
 def runtime_sockets() -> list[str]:
-    """The container runtimes' sockets present here (masked in a confined process)."""
-    return [path for path in RUNTIME_SOCKETS if os.path.exists(path) and not os.path.islink(path)]
+    """The container runtimes' sockets present here (masked in a confined process): the system ones and this
+    user's rootless ones (a rootless service resolves a ``-v`` path outside the sandbox, past the covers)."""
+    runtime_dir = os.environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    rootless = (f"{runtime_dir}/podman/podman.sock", f"{runtime_dir}/docker.sock")
+    return [path for path in (*RUNTIME_SOCKETS, *rootless) if os.path.exists(path) and not os.path.islink(path)]
 
 
 class HostFolderRefused(UserError):
