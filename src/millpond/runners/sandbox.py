@@ -95,6 +95,8 @@ def confined(argv: list[str], binds: list[Bind], cwd: Path, confinement: isolati
         if entry not in top_targets and entry not in ("proc", "tmp"):
             words += _show_host_entry(Path("/") / entry)
     words += ["--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    if os.path.isdir("/var/tmp"):
+        words += ["--perms", "1777", "--tmpfs", "/var/tmp"]
     for socket_path in isolation.runtime_sockets():
         words += ["--ro-bind", "/dev/null", socket_path]
     for folder in _folders_to_shadow(binds):
