@@ -12,6 +12,7 @@ from millpond.errors import UserError
 from millpond.quantities import parse_bytes
 
 SETTINGS_FILE = "settings.json"
+MULTI_USER_ENV = "MILLPOND_MULTI_USER"
 # Each setting ``millpond config set`` knows: its environment variable and the values it takes.
 CONFIGURABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "gpu-fallback": ("MILLPOND_GPU_FALLBACK", ("cpu", "none")),
@@ -47,6 +48,9 @@ class Settings:
     unpack_free_share: float = 0.9
     unpack_max_bytes: int | None = None
     unpack_max_ratio: int = 100
+    # A team's server (``millpond server --multi-user`` exports MILLPOND_MULTI_USER=1 to all it starts): every
+    # process of a namespace runs confined to its own folders (runners.isolation), or is refused
+    multi_user: bool = False
 
     def is_shared(self, folder: Path) -> bool:
         """Whether ``folder`` is under one of ``shared_roots``: the same folder on every Ray node."""
@@ -151,16 +155,28 @@ def _unpack_limits() -> tuple[float, int | None, int]:
     return share, most, int(ratio)
 
 
+def multi_user_setting() -> bool:
+    """MILLPOND_MULTI_USER, checked: 1/true/on/yes or 0/false/off/no (unset: single-user)."""
+    text = os.environ.get(MULTI_USER_ENV, "").strip().lower()
+    if text in ("", "0", "false", "off", "no"):
+        return False
+    if text in ("1", "true", "on", "yes"):
+        return True
+    raise UserError(f"{MULTI_USER_ENV}={os.environ[MULTI_USER_ENV]!r}: expected 1 or 0 (true/false, on/off, yes/no)")
+
+
 def load_settings() -> Settings:
     """Read settings from the environment each call, so tests can point MILLPOND_HOME anywhere."""
     home = Path(os.environ.get("MILLPOND_HOME") or Path.home() / ".millpond").expanduser().resolve()
     parallel = os.environ.get("MILLPOND_MAX_PARALLEL")
     fake_gpus, fake_gpu_memory = _fake_gpus()
     unpack_share, unpack_bytes, unpack_ratio = _unpack_limits()
+    multi_user = multi_user_setting()
     return Settings(
         home=home,
         max_parallel=int(parallel) if parallel else (os.cpu_count() or 1),
-        fork_server=os.environ.get("MILLPOND_FORK_SERVER", "1").lower() not in ("0", "false", "no"),
+        # a forked task shares the fork server's PID namespace and sees the home: never in multi-user mode
+        fork_server=not multi_user and os.environ.get("MILLPOND_FORK_SERVER", "1").lower() not in ("0", "false", "no"),
         gpu_fallback=configured(home, "gpu-fallback"),
         runtime=configured(home, "runtime") or "auto",
         fake_gpus=fake_gpus,
@@ -168,4 +184,5 @@ def load_settings() -> Settings:
         ray_address=os.environ.get("MILLPOND_RAY_ADDRESS") or None,
         shared_roots=tuple(p for p in os.environ.get("MILLPOND_SHARED_ROOTS", "").split(os.pathsep) if p),
         unpack_free_share=unpack_share, unpack_max_bytes=unpack_bytes, unpack_max_ratio=unpack_ratio,
+        multi_user=multi_user,
     )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from millpond.datasets.references import resolve
 from millpond.durations import Duration, parse_alluxio_duration, parse_go_duration
 from millpond.errors import UserError
 from millpond.quantities import parse_bytes
@@ -271,8 +272,10 @@ def bound_runtime(store: Any, name: str, namespace: str = "default") -> Any | No
 
 
 def load_config(name: str, namespace: str = "default", settings: Settings | None = None) -> DatasetConfig:
-    """The applied dataset ``name`` and its bound runtime; UserError when there is no such dataset."""
+    """The applied dataset ``name`` and its bound runtime; UserError when there is no such dataset. A reference
+    (``dataset://``) is the dataset it names (``references``)."""
     settings = settings or load_settings()
+    name, namespace = resolve(name, namespace, settings)
     dataset = read_manifest(settings, "Dataset", name, namespace)
     if dataset is None:
         raise UserError(f"dataset {name!r} not found (millpond apply -f DATASET.yaml first)")

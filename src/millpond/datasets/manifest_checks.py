@@ -15,7 +15,7 @@ from typing import Any
 from millpond.cron import CRONJOB, cron_problem
 from millpond.datasets.fields import field_path, show
 from millpond.datasets.kinds import KINDS
-from millpond.datasets.mount_points import escapes_root, parse_mount_point
+from millpond.datasets.mount_points import REFERENCE_SCHEME, escapes_root, parse_mount_point
 from millpond.datasets.placeholders import placeholder_message, unfilled
 from millpond.datasets.ufs import S3_SCHEMES, UNDERSTOOD_OPTIONS
 from millpond.errors import UserError
@@ -107,10 +107,15 @@ def check_tieredstore(spec: dict[str, Any]) -> None:
 
 
 def check_dataset(spec: dict[str, Any]) -> None:
-    """Mount points parse; a mount's ``path`` inside the dataset does not climb out of it."""
-    for index, mount in enumerate(spec.get("mounts") or []):
+    """Mount points parse; a mount's ``path`` inside the dataset does not climb out of it; a reference to another
+    dataset (``dataset://``) is the dataset's only mount, as Fluid requires."""
+    mounts = spec.get("mounts") or []
+    for index, mount in enumerate(mounts):
         at: Path = ["spec", "mounts", index]
-        parse_mount_point(mount["mountPoint"], field_path([*at, "mountPoint"]))
+        point = parse_mount_point(mount["mountPoint"], field_path([*at, "mountPoint"]))
+        if point.scheme == REFERENCE_SCHEME and len(mounts) != 1:
+            raise _fail([*at, "mountPoint"], f"{show(mount['mountPoint'])}: a Dataset that references another "
+                                             "(dataset://) has that one mount only")
         if escapes_root(mount.get("path", "")):
             raise _fail([*at, "path"], f"{show(mount['path'])}: '..' climbs out of the dataset")
 

@@ -19,7 +19,8 @@ from millpond.manifest_envelope import check_name
 
 BUCKET_SCHEMES = frozenset({"s3", "s3a", "oss", "minio"})
 PATH_SCHEMES = frozenset({"file", "local"})
-NATIVE_SCHEMES = BUCKET_SCHEMES | PATH_SCHEMES | {"http", "https", "pvc", "juicefs"}
+REFERENCE_SCHEME = "dataset"  # Fluid's reference to another namespace's dataset: dataset://NAMESPACE/NAME
+NATIVE_SCHEMES = BUCKET_SCHEMES | PATH_SCHEMES | {"http", "https", "pvc", "juicefs", REFERENCE_SCHEME}
 
 # S3's rule for bucket names (OSS and MinIO follow it): 3-63 characters, lowercase, digits, '.', '-'.
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -96,6 +97,15 @@ def parse_mount_point(uri: str, where: str) -> MountPoint:
             check_name("PersistentVolumeClaim", mount.netloc)
         except UserError as exc:
             raise fail(f"{show(uri)}: {exc}") from None
+    elif scheme == REFERENCE_SCHEME:
+        name = mount.path.strip("/")
+        try:
+            check_name("Namespace", mount.netloc)
+            check_name("Dataset", name)
+        except UserError as exc:
+            raise fail(f"{show(uri)}: expected dataset://NAMESPACE/NAME ({exc})") from None
+        if "/" in name:
+            raise fail(f"{show(uri)}: expected dataset://NAMESPACE/NAME (a whole dataset, not a folder of it)")
     elif scheme in ("http", "https") and not mount.netloc:
         raise fail(f"{show(uri)} names no host")
     return mount

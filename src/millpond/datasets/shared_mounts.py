@@ -46,8 +46,10 @@ from millpond.datasets.mounts import (
     records,
     unmount,
 )
+from millpond.datasets.references import resolve
 from millpond.errors import UserError
 from millpond.runners.reconcile import Applied, applied
+from millpond.settings import load_settings
 
 WATCH_S = 2.0  # how often a shared mount's daemon looks for a live user
 RECONCILE_LOCK_S = 5.0  # a reconcile skips a mount whose lock is held longer (it is being used or ended)
@@ -75,8 +77,10 @@ def use(dataset: str, namespace: str, user: str) -> SharedMount:
     """The dataset's shared folder, mounted now if it is not already, with a lease for ``user`` on it.
 
     ``user`` says who uses it, as ``millpond ps`` shows it (``DataProcess default/clean``). A
-    dataset that does not exist, or that cannot be mounted, is a UserError.
+    dataset that does not exist, or that cannot be mounted, is a UserError. A reference (``dataset://``) shares
+    the mount of the dataset it names, as Fluid's references share its cache.
     """
+    dataset, namespace = resolve(dataset, namespace, load_settings())
     folder = folder_of(dataset, namespace)
     with _lock(folder):
         clear_dead(str(folder))  # its daemon killed: still in the mount table, answering every read with an error

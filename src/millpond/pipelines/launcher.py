@@ -74,6 +74,7 @@ class TaskRequest:
     demand: Demand = field(default_factory=Demand)  # its requests, for a runner placing it on another machine
     datasets: list[DatasetBind] = field(default_factory=list)  # mounted where it runs (a Ray node)
     carried: list[Path] = field(default_factory=list)  # per-task folders outside the workspace (secret files)
+    hidden: list[Path] = field(default_factory=list)  # multi-user: its run's local pipeline root, covered
     image: ImageRequest | None = None  # the task's image and runtime policy (policies.image)
     memory_limit: int | None = None  # bytes; enforced when it runs in its image
     cpu_limit: float | None = None  # cores; enforced when it runs in its image
@@ -203,6 +204,7 @@ class ContainerLauncher:
             datasets=list(request.datasets), mounter=mount_all if request.datasets else None,
             carried=list(request.carried), packages=program.packages,
             in_image=self._in_image(request, decision, sidecars) if in_image and decision else None,
+            hidden=list(request.hidden),
         )
         if self.slots is None:
             result = self.runner.run(spec, cancel)

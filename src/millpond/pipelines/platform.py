@@ -299,13 +299,13 @@ class _Builder:
             raise PlatformError(f"pvcMount at {target}: the PVC name must be a string, got {type(value).__name__}")
         entry = {**entry, "subPath": self._sub_path(entry, target)}
         if self.remote:  # a Ray node mounts it through its own cache (datasets.node_mounts)
-            found = _dataset_on_node(value, target, entry)
+            found = _dataset_on_node(value, target, entry, self.pod.namespace)
             if found is not None:
                 self._claim(target)
                 self.out.dataset_binds.append(found)
                 self.out.datasets.append(value)
                 return
-        dataset = None if self.remote else _dataset_mount(value, f"task {self.pod.name}")
+        dataset = None if self.remote else _dataset_mount(value, f"task {self.pod.name}", self.pod.namespace)
         if dataset is not None:  # Fluid makes a PVC named after each dataset: the task sees the dataset
             folder, read_only, release = dataset
             self.out.releases.append(release)
@@ -519,37 +519,40 @@ def missing_configs(platform_spec: dict[str, Any] | None, configs: ConfigStore) 
     return missing
 
 
-def _dataset_read_only(name: str) -> bool | None:
-    """Whether the dataset ``name`` is read-only (its access modes); None if there is no such dataset."""
-    if read_manifest(load_settings(), "Dataset", name) is None:
+def _dataset_read_only(name: str, namespace: str = "default") -> bool | None:
+    """Whether the dataset ``name`` is read-only (its access modes); None if there is no such dataset.
+
+    ``namespace``: the pod's (``default``; the run's own in multi-user mode, where a task mounts only its
+    namespace's datasets)."""
+    if read_manifest(load_settings(), "Dataset", name, namespace) is None:
         return None
     try:
-        return load_config(name).read_only
+        return load_config(name, namespace).read_only
     except UserError as exc:
         raise PlatformError(f"dataset {name}: {exc}") from None
 
 
-def _dataset_on_node(name: str, target: str, entry: dict[str, Any]) -> DatasetBind | None:
+def _dataset_on_node(name: str, target: str, entry: dict[str, Any], namespace: str = "default") -> DatasetBind | None:
     """The dataset ``name`` as a node mounts it at ``target`` (None if there is no such dataset)."""
-    read_only = _dataset_read_only(name)
+    read_only = _dataset_read_only(name, namespace)
     if read_only is None:
         return None
     sub_path = str(entry.get("subPath") or "").strip("/")
     if ".." in PurePosixPath(sub_path).parts:
         raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
-    return DatasetBind(name, "default", target, read_only, sub_path)
+    return DatasetBind(name, namespace, target, read_only, sub_path)
 
 
-def _dataset_mount(name: str, user: str) -> tuple[Path, bool, Callable[[], object]] | None:
+def _dataset_mount(name: str, user: str, namespace: str = "default") -> tuple[Path, bool, Callable[[], object]] | None:
     """The shared FUSE mount of the dataset ``name``, whether it is read-only, and how ``user`` lets go of it.
 
     None if there is no such dataset.
     """
-    read_only = _dataset_read_only(name)
+    read_only = _dataset_read_only(name, namespace)
     if read_only is None:
         return None
     try:
-        shared = use(name, "default", user)
+        shared = use(name, namespace, user)
     except UserError as exc:
         raise PlatformError(f"dataset {name}: {exc}") from None
     return shared.folder, read_only, lambda: release(shared)

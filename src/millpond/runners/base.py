@@ -130,6 +130,9 @@ class ProcessSpec:
     packages: Packages | None = None
     # The image it runs in (a container runtime), when the runtime policy chose the image over the host.
     in_image: InImage | None = None
+    # Multi-user mode: folders beyond the home it must not see (its run's local pipeline root, shared by
+    # every run: its own inputs and outputs are its binds), covered in its sandbox (runners.isolation).
+    hidden: list[Path] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

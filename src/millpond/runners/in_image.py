@@ -69,7 +69,9 @@ def container_command(spec: ProcessSpec, extra_env: dict[str, str] | None = None
     gpus = _granted_gpus(env, fake=settings.fake_gpus is not None)
     run = ContainerRun(
         image=image.image, argv=list(spec.argv), env=env, cwd=spec.cwd, binds=list(spec.binds),
-        same_paths=[p for p in (spec.workspace, *spec.carried, spec.log_path.parent) if p is not None],
+        # multi-user: not the log's folder (a run's logs, or the home's): the output reaches the log through the client
+        same_paths=[p for p in (spec.workspace, *spec.carried, None if settings.multi_user else spec.log_path.parent)
+                    if p is not None],
         args_only=image.args_only,
         limits=ContainerLimits(image.memory_bytes, image.cpus, image.shm_bytes, gpus),
         labels=labels,

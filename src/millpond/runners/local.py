@@ -1,4 +1,4 @@
-"""Run a task as a plain child process of the engine (in a sandbox when it has mounts).
+"""Run a task as a plain child process of the engine (in a sandbox when it has mounts, always in multi-user mode).
 
 The child dies with the engine: the kernel SIGKILLs it if the engine goes (PR_SET_PDEATHSIG),
 and the engine's guardian kills its whole process group and anything else carrying the
@@ -16,6 +16,7 @@ import threading
 import time
 
 from millpond.errors import TaskFailure
+from millpond.runners import isolation
 from millpond.runners.base import ProcessResult, ProcessSpec
 from millpond.runners.guardian import die_with_parent, guardian
 from millpond.runners.in_image import container_command, finish
@@ -44,13 +45,13 @@ class LocalRunner:
             argv, env = started_in_image.argv, started_in_image.env
         elif os.sep not in argv[0] and shutil.which(argv[0], path=spec.env.get("PATH")) is None:
             return ProcessResult(exit_code=127, seconds=0.0, error=f"command not found on this machine: {argv[0]!r}")
-        elif spec.binds:
+        elif spec.binds or isolation.required():  # multi-user: every task is confined to its own folders
+            own = tuple(p for p in (spec.workspace, *spec.carried) if p is not None)
             try:
-                argv = wrap(argv, spec.binds, spec.cwd, spec.env.get("PATH"))
+                argv = wrap(argv, spec.binds, spec.cwd, spec.env.get("PATH"), own=own, hidden=tuple(spec.hidden))
             except SandboxUnavailable as exc:
-                return ProcessResult(
-                    exit_code=-1, seconds=0.0, error=f"the task needs a private mount namespace: {exc}"
-                )
+                said = str(exc) if isolation.required() else f"the task needs a private mount namespace: {exc}"
+                return ProcessResult(exit_code=-1, seconds=0.0, error=said)
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with open(spec.log_path, "ab", buffering=0) as log:

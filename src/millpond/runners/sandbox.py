@@ -6,6 +6,10 @@ volumes of kfp-kubernetes) — without the host's filesystem changing. The root 
 tmpfs into which every top-level entry of the host's ``/`` is bound, so new top-level
 mount points (``/s3``, ``/data``) never touch the host; a deeper new one (``/mnt/x``) gets
 a private tmpfs over its parent that re-shows the parent's host entries.
+
+In multi-user mode (``isolation``) the same root hides the home and other namespaces' folders, keeps
+only the process's own, and adds a private ``/tmp``, a PID namespace with its own ``/proc``, and no
+capabilities.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ import subprocess
 from pathlib import Path
 
 from millpond.errors import MillpondError
+from millpond.runners import isolation
 from millpond.runners.base import Bind
-
-INSTALL_HINT = "apt-get install -y bubblewrap"
 
 
 class SandboxUnavailable(MillpondError):
@@ -32,7 +35,7 @@ def sandbox_problem() -> str | None:
     """None when bubblewrap works here, else one line saying why not."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
-        return f"bubblewrap (bwrap) is not installed; run: {INSTALL_HINT}"
+        return f"bubblewrap (bwrap) is not installed; run: {isolation.INSTALL_HINT}"
     probe = subprocess.run(
         [bwrap, "--dev-bind", "/", "/", "--unshare-user-try", "--", "true"], capture_output=True, text=True
     )
@@ -42,13 +45,21 @@ def sandbox_problem() -> str | None:
     return None
 
 
-def wrap(argv: list[str], binds: list[Bind], cwd: Path, path: str | None = None) -> list[str]:
+def wrap(argv: list[str], binds: list[Bind], cwd: Path, path: str | None = None, own: tuple[Path, ...] = (),
+         hidden: tuple[Path, ...] = ()) -> list[str]:
     """The bwrap command line that runs ``argv`` with ``binds`` in place.
 
     A bind over ``/tmp`` itself gives the task a ``/tmp`` of its own (a kfp 1.x step's, as a pod
     has): the host's ``/tmp`` entries holding the task's own folders (its ``cwd``, its binds'
     sources, the folders of its ``PATH``) are shown there still, and nothing else of it.
+
+    In multi-user mode the process is confined (``isolation``): ``own`` folders (and ``cwd``) are all
+    it sees of the home, ``/tmp`` and the ``hidden`` folders; SandboxUnavailable says what to install.
     """
+    if isolation.required():
+        if isolation.isolation_problem():
+            raise SandboxUnavailable(isolation.refusal())
+        return confined(argv, binds, cwd, isolation.confinement(cwd, path, own, hidden))
     problem = sandbox_problem()
     if problem:
         raise SandboxUnavailable(problem)
@@ -66,6 +77,39 @@ def wrap(argv: list[str], binds: list[Bind], cwd: Path, path: str | None = None)
         for entry in sorted(os.listdir(folder)):
             words += _show_host_entry(folder / entry)
     for bind in sorted(binds, key=lambda b: len(Path(b.target).parts)):
+        words += ["--ro-bind" if bind.read_only else "--bind", str(bind.source), bind.target]
+    words += ["--chdir", str(cwd), "--"]
+    return words + argv
+
+
+def confined(argv: list[str], binds: list[Bind], cwd: Path, confinement: isolation.Confinement) -> list[str]:
+    """The bwrap command line of a process of one namespace: the host's root less its ``/proc`` and ``/tmp``
+    (fresh ones), the confinement's hidden folders covered, its own folders and ``binds`` bound back."""
+    private = [Path("/tmp"), *confinement.hidden]
+    top_targets = {Path(b.target).parts[1] for b in binds if len(Path(b.target).parts) == 2}
+    words = [shutil.which("bwrap") or "bwrap", "--unshare-user-try", "--unshare-pid", "--die-with-parent"]
+    if os.geteuid() == 0:  # bwrap drops them itself for anyone else
+        words += ["--cap-drop", "ALL"]
+    words += ["--tmpfs", "/"]
+    for entry in sorted(os.listdir("/")):
+        if entry not in top_targets and entry not in ("proc", "tmp"):
+            words += _show_host_entry(Path("/") / entry)
+    words += ["--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    if os.path.isdir("/var/tmp"):
+        words += ["--perms", "1777", "--tmpfs", "/var/tmp"]
+    for socket_path in isolation.runtime_sockets():
+        words += ["--ro-bind", "/dev/null", socket_path]
+    for folder in _folders_to_shadow(binds):
+        if not any(folder == root or root in folder.parents for root in private):
+            words += ["--perms", f"{stat.S_IMODE(folder.stat().st_mode):04o}", "--tmpfs", str(folder)]
+            for entry in sorted(os.listdir(folder)):
+                words += _show_host_entry(folder / entry)
+    for folder in confinement.hidden:
+        if os.path.isdir(folder) and Path("/tmp") not in folder.parents:
+            words += ["--perms", "0700", "--tmpfs", str(folder)]
+    targets = {os.path.normpath(b.target) for b in binds}
+    shown = [b for b in confinement.shown if os.path.normpath(b.target) not in targets]
+    for bind in sorted([*shown, *binds], key=lambda b: len(Path(b.target).parts)):
         words += ["--ro-bind" if bind.read_only else "--bind", str(bind.source), bind.target]
     words += ["--chdir", str(cwd), "--"]
     return words + argv

@@ -42,6 +42,8 @@ from pathlib import Path, PurePosixPath
 
 from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError, TaskFailure
+from millpond.pods.run_namespaces import owner_namespace
+from millpond.runners.isolation import hidden_roots
 from millpond.serving import archives, endpoints
 from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS
 from millpond.serving.storage_uri import StorageUri
@@ -49,6 +51,7 @@ from millpond.settings import load_settings
 from millpond.store.artifacts import filesystem
 from millpond.store.paths import UnsafePath, check_segment, contained_path
 from millpond.store.resources import ResourceStore
+from millpond.store.runs import RunStore
 
 SOURCE_FILE = ".millpond-source"  # in a fetched copy: the URI it came from
 DOWNLOAD_TIMEOUT_S = 60.0
@@ -71,6 +74,7 @@ def fetch(storage: StorageUri, namespace: str, name: str, revision: str, held: E
     if storage.unreadable:
         raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.unreadable}")
     if scheme == "file":
+        _check_namespace(Path(storage.local_path or "/"), storage.uri, namespace)
         return _local(Path(storage.local_path or "/"), storage.uri, namespace, name, revision, fmt)
     if scheme == "pvc":
         return _local(_pvc_root(storage, namespace, name, held), storage.uri, namespace, name, revision, fmt,
@@ -83,6 +87,22 @@ def fetch(storage: StorageUri, namespace: str, name: str, revision: str, held: E
         raise ModelLoadFailed(f"storageUri {storage.uri}: hf:// models are not fetched yet (download the model and "
                               "give a file://, s3:// or pvc:// storageUri)")
     raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.describe()} cannot be read here")
+
+
+def _check_namespace(path: Path, uri: str, namespace: str) -> None:
+    """Multi-user mode: a ``file://`` model inside the home or a covered root is served only from a run of the
+    InferenceService's own namespace (its replica's sandbox binds it back; ``runners.isolation``)."""
+    settings = load_settings()
+    if not settings.multi_user:
+        return
+    real = Path(os.path.realpath(path))
+    if not any(real == root or root in real.parents or real in root.parents for root in hidden_roots(settings)):
+        return
+    owner = owner_namespace(RunStore(settings.database_url), real)
+    if owner != namespace:
+        whose = f"namespace {owner!r}" if owner else "millpond's own files"
+        raise ModelLoadFailed(f"storageUri {uri}: {path} belongs to {whose}: in multi-user mode an InferenceService of "
+                              f"namespace {namespace!r} serves only its own namespace's models")
 
 
 def served_name(file_name: str, fmt: str | None) -> str:

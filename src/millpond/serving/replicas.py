@@ -31,12 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from millpond.runners import isolation
 from millpond.runners.background import now_iso
 from millpond.runners.base import Bind, InImage, ProcessSpec
 from millpond.runners.guardian import die_with_parent, guardian
 from millpond.runners.in_image import Started, container_command, finish
 from millpond.runners.process_groups import stamp_now, stop_groups
 from millpond.runners.processes import start_ticks
+from millpond.runners.sandbox import SandboxUnavailable, wrap
+from millpond.serving import with_data
 from millpond.serving.model_server import parse_ready_line
 from millpond.serving.placement import working_folder
 
@@ -60,6 +63,7 @@ class Launch:
     image: InImage | None = None  # run in this image (the runtime's ``run``), not on this host
     binds: list[Bind] = field(default_factory=list)  # what the container sees beyond its own folders
     working_dir: str | None = None  # the container's ``workingDir`` in its image (``cwd`` is then the client's)
+    own: tuple[Path, ...] = ()  # multi-user, on this host: its own folders (work, model) shown in its sandbox
 
 
 @dataclass
@@ -117,6 +121,11 @@ class Replica:
             argv, env = self.container.argv, {**self.container.env, **keeper.env()}
             if launch.working_dir:
                 argv = working_folder(argv, launch.working_dir)
+        elif isolation.required() and with_data.parse_command(argv) is None:  # with_data confines itself
+            try:
+                argv = wrap(list(argv), list(launch.binds), launch.cwd, launch.env.get("PATH"), own=launch.own)
+            except SandboxUnavailable as exc:  # multi-user mode never runs a namespace's replica on the bare host
+                raise OSError(str(exc)) from None
         self.process = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             start_new_session=True, close_fds=True, env=env, cwd=launch.cwd,

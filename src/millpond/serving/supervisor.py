@@ -413,10 +413,12 @@ class Supervisor:
                 return Launch(argv, variables, cwd, int(variables.get("PORT") or port), image=image,
                               binds=binds, working_dir=spec.container.working_dir)
             folder = Path(spec.container.working_dir) if spec.container.working_dir else cwd
-            return Launch(argv, variables, folder, int(variables.get("PORT") or port))
+            # multi-user: a workingDir of the spec is not bound back (one inside the home stays covered)
+            folders = (cwd, *((revision.model_dir,) if revision.model_dir is not None else ()))
+            return Launch(argv, variables, folder, int(variables.get("PORT") or port), own=folders)
         assert revision.model_dir is not None
         argv = model_server.command(self.name, revision.model_dir, str(spec.model_format), port=0)
-        return Launch(argv, base, cwd)
+        return Launch(argv, base, cwd, own=(cwd, revision.model_dir))
 
     def _data_binds(self, revision: RevisionRun, mounts: list[tuple[str, str]]) -> list[Bind]:
         """The ``--data`` datasets of a revision in its image: leased once, for as long as the revision runs."""

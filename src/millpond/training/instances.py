@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from millpond.errors import TaskFailure
+from millpond.runners import isolation
 from millpond.runners.base import Bind, InImage, ProcessSpec
 from millpond.runners.containers import sweep
 from millpond.runners.environment import inherited_environment, with_console_scripts
@@ -101,11 +102,11 @@ def start(planned: Planned, binds: list[Bind], cwd: Path, log: Path, rank_logs: 
         argv, env, folder = container.argv, container.env, container.folder  # conmon writes its oom file there
     else:
         argv = list(planned.argv)
-        if binds or sandbox_problem() is None:
+        if binds or sandbox_problem() is None or isolation.required():  # multi-user: confined to its folders
             try:
-                argv = wrap(argv, binds, cwd)
+                argv = wrap(argv, binds, cwd, own=(workspace,) if workspace is not None else ())
             except SandboxUnavailable as exc:
-                raise TaskFailure(f"cannot mount the job's data: {exc}") from None
+                raise TaskFailure(str(exc) if isolation.required() else f"cannot mount the job's data: {exc}") from None
         # The node image of a TrainJob (pytorch/pytorch) has torchrun and python on PATH, and the Kubeflow SDK's
         # CustomTrainer runs ``torchrun SCRIPT``: on the host that is the environment millpond is installed in,
         # even when it was never activated (a `millpond server` started as .venv/bin/millpond).

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 from millpond.datasets.config import load_config
 from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError
+from millpond.runners import isolation
 from millpond.runners.base import Bind, InImage
 from millpond.runners.containers.images import ImagePullError
 from millpond.runners.processes import ProcessIdentity, own_identity
@@ -286,11 +287,13 @@ class Supervisor:
             read_only = load_config(data.dataset, self.job.namespace).read_only
             binds.append(Bind(shared.folder, data.path, read_only=read_only))
         for host in self.spec.data_dirs:
+            isolation.check_host_folder(Path(host.host), f"--data-dir {host.host}")
             binds.append(Bind(Path(host.host), host.path))
         return binds
 
     def _cwd(self) -> Path:
-        if self.spec.working_dir:
+        if self.spec.working_dir:  # multi-user: never a folder that would show the home past the covers
+            isolation.check_host_folder(Path(self.spec.working_dir), f"--working-dir {self.spec.working_dir}")
             return Path(self.spec.working_dir)
         folder = job_folder(self.job.uid) / "work"
         folder.mkdir(parents=True, exist_ok=True)

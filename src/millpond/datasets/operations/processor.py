@@ -35,6 +35,7 @@ from millpond.datasets.operations.failures import OperationFailed
 from millpond.datasets.shared_mounts import using
 from millpond.errors import MillpondError
 from millpond.quantities import parse_bytes, parse_quantity
+from millpond.runners import isolation
 from millpond.runners.base import Bind, InImage, ProcessSpec
 from millpond.runners.containers import sweep
 from millpond.runners.containers.command import OWNER_LABEL
@@ -98,6 +99,11 @@ def data_process(resource: Resource, progress: Any) -> dict[str, Any]:
     The dataset's shared mount is held for this step only: it ends with its last user.
     """
     name, namespace = dataset_ref(resource)
+    if namespace != resource.namespace and isolation.required():
+        # Fluid's check (dataProcessOperation.Validate, reason TargetDatasetNamespaceNotSame), applied on a team's
+        # server: another namespace's dataset is reached only through a Dataset of this one that references it
+        raise OperationFailed(f"DataProcess({resource.namespace}/{resource.name})'s namespace is not same as its "
+                              "spec.dataset")
     with using(name, namespace, f"DataProcess {resource.namespace}/{resource.name}") as folder:
         return _process_in(resource, folder)
 
@@ -185,6 +191,10 @@ def _volume_binds(step: Step, volumes: dict[str, dict[str, Any]], scratch: Path)
         read_only = bool(mount.get("readOnly"))
         if volume.get("hostPath"):
             source = Path(str(volume["hostPath"].get("path") or ""))
+            try:
+                isolation.check_host_folder(source, f"volume {name}: hostPath")
+            except isolation.HostFolderRefused as exc:
+                raise OperationFailed(str(exc)) from None
         elif "emptyDir" in volume:
             source = scratch / name
             source.mkdir(parents=True, exist_ok=True)
@@ -280,6 +290,8 @@ def _run_on_host(step: Step, binds: list[Bind], work: Path, position: int, home:
     try:
         words = wrap(argv, binds, work)
     except SandboxUnavailable as exc:
+        if isolation.required():
+            raise OperationFailed(str(exc)) from None
         raise OperationFailed(f"cannot mount the dataset at {binds[0].target}: {exc}") from None
     mark = marked()  # what the script starts in other sessions ends with it (runners.process_groups)
     try:

@@ -13,6 +13,7 @@ from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.platform import PlatformError, PodInfo, prepare_platform
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
+from millpond.pods.run_namespaces import run_namespace
 
 
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
@@ -27,6 +28,8 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
         {"inputs": {"parameterValues": dict(launch.inputs.parameters)}},
         job={**run.job, "pipeline_task_name": node.display_name, "pipeline_task_uuid": node.record_id or ""},
     )
+    # multi-user: the task's pod is its run's namespace's, and so are the datasets it mounts (single-user: default)
+    namespace = run_namespace(run.store, run.run.id) if run.settings.multi_user else "default"
     try:
         platform = prepare_platform(
             ir.kubernetes_config(run.run.platform_spec, launch.executor.label),
@@ -35,7 +38,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
             configs=run.configs,
             volumes_dir=run.settings.volumes_dir,
             scratch_dir=run.settings.staging_dir / f"{node.record_id}-platform",
-            pod=PodInfo(name=f"{run.resource_name}-{node.name}"[:63], uid=node.record_id or ""),
+            pod=PodInfo(name=f"{run.resource_name}-{node.name}"[:63], uid=node.record_id or "", namespace=namespace),
             remote=run.remote_datasets,
             volumes_shared=run.settings.is_shared(run.settings.volumes_dir),
         )

@@ -1,14 +1,17 @@
 """The launcher's request: what the task runs (its component and container), on what, where it logs.
 
-The run's workspace, when the pipeline declares one, is bound at ``bindings.WORKSPACE_PATH``.
+The run's workspace, when the pipeline declares one, is bound at ``bindings.WORKSPACE_PATH``. In multi-user
+mode the task sees of the pipeline root only its own outputs and its namespace's inputs
+(``namespace_inputs.confine``): an input of another namespace fails it here, before anything is made.
 """
 
 from __future__ import annotations
 
 from millpond.pipelines import bindings
 from millpond.pipelines.launcher import TaskRequest
+from millpond.pipelines.namespace_inputs import confine
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
-from millpond.pipelines.policies.verdicts import PROCEED, Verdict
+from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
 from millpond.pipelines.policies.workspace import workspace_of
 from millpond.runners.base import Bind
 
@@ -34,4 +37,5 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     if workspace is not None:
         request.extra_binds.append(Bind(workspace, bindings.WORKSPACE_PATH))
     launch.request = request
-    return PROCEED
+    problem = confine(request, run.run, run.store, run.settings)
+    return Fail(problem) if problem else PROCEED
