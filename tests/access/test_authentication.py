@@ -94,12 +94,12 @@ def test_login_cookie_logout_and_throttling(multi: tuple[Served, dict[str, str]]
     cookie = good.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
     assert client.get("/ui-api/whoami").json()["via"] == "session"
-    assert client.get("/apis/v2beta1/runs").status_code == 200
+    assert client.get("/apis/v2beta1/pipelines").status_code == 200  # the shared pipelines: every user reads them
     # a cross-site form cannot log out (or in): the Origin check refuses it before the route
     forged = client.post("/ui-api/logout", headers={"origin": "https://evil.example"})
     assert forged.status_code == 403
     assert client.post("/ui-api/logout").status_code == 200
-    assert client.get("/apis/v2beta1/runs").status_code == 401
+    assert client.get("/apis/v2beta1/pipelines").status_code == 401
     for _ in range(5):
         client.post("/ui-api/login", json={"username": "victim@example.org", "password": "guess"})
     locked = client.post("/ui-api/login", json={"username": "victim@example.org", "password": "guess"})
