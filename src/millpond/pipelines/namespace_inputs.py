@@ -9,8 +9,8 @@ namespace). An input under the home or the root that belongs to another namespac
 fails the task before anything runs: a path in an importer is no way into another namespace.
 Paths outside the home and the root (an importer of ``/data/x``) are the host's, seen as they are.
 
-A run's namespace is derived as today (``pods.run_namespaces``: its experiment's name lower-cased) until
-runs carry a namespace of their own.
+A run's namespace is ``pods.run_namespaces``' (the one recorded on the run in multi-user mode, its
+experiment's; else its experiment's name lower-cased).
 """
 
 from __future__ import annotations

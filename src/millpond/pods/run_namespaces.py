@@ -1,9 +1,11 @@
 """The namespace a pipeline run's files belong to, for multi-user isolation.
 
 A local pipeline root holds every run's artifacts as ``<root>/<pipeline>/<run id>/…``; the run's namespace
-is derived as its pods' is (``pipeline_pods.project``: its experiment's name lower-cased) until runs carry the
-namespace the KFP API gives them. A pipeline task's inputs (``pipelines.namespace_inputs``) and a model
-server's ``file://`` storageUri (``serving.model_fetch``) are checked with it.
+is its pods' (the namespace recorded on the run in multi-user mode, the one the KFP API gave it from its
+experiment; else its experiment's name lower-cased, ``pipeline_pods.project``), as
+``pipelines.queueing.run_namespace`` reads it for Kueue. A pipeline task's inputs
+(``pipelines.namespace_inputs``) and a model server's ``file://`` storageUri (``serving.model_fetch``)
+are checked with it.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ class Runs(Protocol):
 
 def run_namespace(runs: Runs, run_id: str) -> str:
     """The namespace of the run ``run_id``."""
-    return project(runs.experiment_name(runs.get_run(run_id).experiment_id))
+    run = runs.get_run(run_id)
+    recorded = getattr(run, "namespace", "")
+    return recorded if isinstance(recorded, str) and recorded else project(runs.experiment_name(run.experiment_id))
 
 
 def owner_namespace(runs: Runs, path: Path) -> str | None:
