@@ -95,8 +95,21 @@ def local_dataset_yaml(tmp_path: Path, name: str, namespace: str, files: dict[st
         f"  name: {name}\n", f"  name: {name}\n  namespace: {namespace}\n")
 
 
-def _host_pids(marker: str, timeout: float = 90) -> list[int]:
-    """The host pids of the process whose command line is ``marker`` and of its parent."""
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether ``ancestor`` is ``pid``'s parent, grand-parent, ... (another test's B runs on other workers)."""
+    while pid > 1:
+        pid = _parent(pid)
+        if pid == ancestor:
+            return True
+    return False
+
+
+def _host_pids(marker: str, ancestor: int, timeout: float = 90) -> list[int]:
+    """The host pids of the process under ``ancestor`` whose command line is ``marker``, and of its parent."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for entry in os.listdir("/proc"):
@@ -104,9 +117,8 @@ def _host_pids(marker: str, timeout: float = 90) -> list[int]:
                 continue
             try:
                 command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").strip()
-                if command == marker.encode():
-                    parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                    return [int(entry), parent]
+                if command == marker.encode() and _descends_from(int(entry), ancestor):
+                    return [int(entry), _parent(int(entry))]
             except (OSError, ValueError, IndexError):
                 continue
         time.sleep(0.2)
@@ -145,7 +157,7 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
     runner = spawn_cli(home, "run", PIPELINES, "--pipeline", "team_b_sleeping", "--experiment", "team-b",
                        env={"MILLPOND_MULTI_USER": "1"})
     try:
-        pids = _host_pids("sleep 987.654")
+        pids = _host_pids("sleep 987.654", runner.pid)
         staged = sorted((home / "staging").glob("*-platform"))  # B's secret files, bound at /mnt/b-secret
         assert staged, list((home / "staging").iterdir())
         paths = {
