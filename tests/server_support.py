@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -69,3 +72,26 @@ def serving(token: str | None = None, tls: bool = False) -> Iterator[Served]:
     served = Served(token, tls)
     yield served
     served.stop()
+
+
+def call(url: str, method: str, path: str, token: str | None = None, body: Any = None,
+         headers: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, Any]:
+    """One request to a server at ``url`` (``Authorization: Bearer TOKEN`` when given, ``body`` as JSON): its
+    status and JSON answer (the text when it is none)."""
+    sent = {**(headers or {})}
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        sent["Content-Type"] = "application/json"
+    request = urllib.request.Request(url + path, data=data, method=method, headers=sent)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            status, text = answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    try:
+        return status, json.loads(text) if text else None
+    except ValueError:
+        return status, text

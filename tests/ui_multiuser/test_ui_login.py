@@ -17,8 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ import pytest
 kfp = pytest.importorskip("kfp")
 from kfp import dsl
 
-from tests.server_support import module_home
+from tests.server_support import call, module_home
 from tests.ui.test_server_ui import _browser, chromium_page
 
 MILLPOND = Path(sys.executable).parent / "millpond"
@@ -66,25 +64,8 @@ class MultiUserServer:
     def call(self, path: str, method: str = "GET", body: Any = None, token: str | None = TOKEN,
              cookie: str | None = None) -> tuple[int, Any]:
         """One request (as the administrator by default) and its JSON answer (or text)."""
-        headers = {"Accept": "application/json"}
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        if cookie:
-            headers["Cookie"] = cookie
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                status, text = response.status, response.read().decode()
-        except urllib.error.HTTPError as exc:
-            status, text = exc.code, exc.read().decode()
-        try:
-            return status, json.loads(text) if text else None
-        except ValueError:
-            return status, text
+        headers = {"Accept": "application/json", **({"Cookie": cookie} if cookie else {})}
+        return call(self.url, method, path, token, body, headers)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
