@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 TOKEN_ENV = "MILLPOND_TOKEN"
 MULTI_USER_ENV = "MILLPOND_MULTI_USER"
+SHUTDOWN_GRACE_SECONDS = 5
 USERID_HEADER = "kubeflow-userid"  # KFP's KUBEFLOW_USERID_HEADER default (server.access holds the same)
 USERID_PREFIX = "accounts.google.com:"  # KFP's KUBEFLOW_USERID_PREFIX default
 TLS_ENV = "MILLPOND_TLS"
@@ -257,6 +258,7 @@ def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: P
     from millpond.runners.processes import ProcessIdentity
     from millpond.server.app import create_app
     from millpond.server.listening import ServerAddress, record
+    from millpond.server.stopping import StoppingServer
 
     port = sock.getsockname()[1]
     scheme = "https" if certificate else "http"
@@ -273,6 +275,9 @@ def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: P
                          now_iso()))  # for ``millpond kubeconfig``
     trust = f" (clients trust {authority})" if authority else ""
     click.echo(f"millpond server: listening on {scheme}://{url_host}:{port}{trust}", err=True)
+    # A watch (kubectl get -w) or a followed log never ends by itself: on SIGTERM the server waits that long for
+    # requests in flight, then cancels them (uvicorn would otherwise wait for every open stream forever).
     config = uvicorn.Config(app, log_level="info", ssl_certfile=certificate.certificate if certificate else None,
-                            ssl_keyfile=certificate.key if certificate else None)
-    uvicorn.Server(config).run(sockets=[sock])
+                            ssl_keyfile=certificate.key if certificate else None,
+                            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
+    StoppingServer(config).run(sockets=[sock])

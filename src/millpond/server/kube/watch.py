@@ -30,6 +30,38 @@ from millpond.server.kube.status import KubeError
 POLL_SECONDS = 0.1
 BOOKMARK_SECONDS = 30.0
 MAX_WATCH_SECONDS = 1800.0
+
+
+class _OpenWatches:
+    """The watches in flight, so that a stopping server ends them (as kube-apiserver closes its watches on
+    shutdown) instead of waiting for clients that never hang up (``kubectl get -w``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self.closing = False
+
+    def add(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        with self._lock:
+            self._waiting.add((loop, event))
+
+    def remove(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        with self._lock:
+            self._waiting.discard((loop, event))
+
+    def close_all(self) -> None:
+        """End every watch now, and any begun later at once (thread-safe: called from a signal handler)."""
+        self.closing = True
+        with self._lock:
+            waiting = list(self._waiting)
+        for loop, event in waiting:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # its loop is closed: nothing waits there any more
+                pass
+
+
+OPEN_WATCHES = _OpenWatches()
 log = logging.getLogger("millpond.kube.watch")
 
 
@@ -100,6 +132,7 @@ async def stream(request: WatchRequest, history: KindHistory, initial: Callable[
         loop.call_soon_threadsafe(changed.set)
 
     stop = history.listen(wake)
+    OPEN_WATCHES.add(loop, changed)
     api_version = f"{request.kind.group}/{request.kind.versions[0]}" if request.kind.group else "v1"
     try:
         if request.resource_version in ("", "0") or request.initial_events:
@@ -128,7 +161,7 @@ async def stream(request: WatchRequest, history: KindHistory, initial: Callable[
                 if _selected(request, event.object):
                     yield _line(event.type, await _shaped(request, event.type, event.object))
             now = time.monotonic()
-            if now >= deadline:
+            if now >= deadline or OPEN_WATCHES.closing:
                 return
             if request.bookmarks and now >= next_bookmark:
                 yield _line("BOOKMARK", _bookmark(request.kind.kind, api_version, last))
@@ -138,6 +171,7 @@ async def stream(request: WatchRequest, history: KindHistory, initial: Callable[
             except TimeoutError:
                 pass
     finally:
+        OPEN_WATCHES.remove(loop, changed)
         stop()
 
 
