@@ -17,6 +17,7 @@ import pytest
 
 from millpond.datasets.mounts import fuse_available, is_mounted
 from tests.datasets_support import create_s3_dataset
+from tests.queues_support import until
 from tests.training_support import (
     arena,
     gone,
@@ -249,6 +250,8 @@ def test_a_killed_supervisor_leaves_no_dataset_mount_behind(capsys, home: Path, 
                  ).code == 0
     (master,) = _running(capsys, "mounted", 1)
     assert is_mounted(str(folder))
+    # the instance listed the dataset before its supervisor dies (running is its shell started, not ls done)
+    until(lambda: "train.py" in arena(capsys, "logs", "mounted").out, 60, "the instance's ls of /data")
     job = record("mounted")
     os.kill(job.supervisor_pid, signal.SIGKILL)
     assert gone(job.supervisor_pid, job.supervisor_start)
