@@ -39,10 +39,6 @@ class Authorizer:
     def policy(self) -> Policy:
         return self._cache.get()
 
-    def invalidate(self) -> None:
-        """Forget the policy read (after this process wrote a Role, ClusterRole or binding)."""
-        self._cache.invalidate()
-
     def decide(self, identity: Identity, asked: Attributes) -> Decision:
         if not self.multi_user:
             return SINGLE_USER

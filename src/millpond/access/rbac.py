@@ -175,7 +175,8 @@ class Policy:
 
 
 class PolicyCache:
-    """The policy, read at most once per ``TTL`` seconds (``invalidate`` after writing an RBAC object)."""
+    """The policy, read at most once per ``TTL`` seconds, and again after this process wrote an RBAC object
+    (:func:`note_written`)."""
 
     def __init__(self, read: Any) -> None:
         self._read = read  # () -> list of manifests of the four RBAC kinds
@@ -192,7 +193,3 @@ class PolicyCache:
                 self._policy = Policy.of(self._read())
                 self._read_at = now
             return self._policy
-
-    def invalidate(self) -> None:
-        with self._lock:
-            self._policy = None

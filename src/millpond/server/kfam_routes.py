@@ -44,7 +44,6 @@ def _manage(request: Request, body: Any, change: Callable[[Settings, contributor
     authorizer = authorizer_of(request)
     contributors.may_manage(authorizer, identity_of(request), binding.namespace)
     change(authorizer.settings, binding)
-    authorizer.invalidate()  # this process wrote a RoleBinding
     return Response(status_code=200, media_type="application/json")
 
 

@@ -34,7 +34,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from millpond.access.rbac import RBAC_KINDS
 from millpond.core.configs import DEFAULT_NAMESPACE as CONFIG_NAMESPACE
 from millpond.datasets.manifests import _parse
 from millpond.datasets.operations.liveness import reconcile_all
@@ -227,8 +226,6 @@ def _apply(request: Request, documents: list[tuple[int, Any]]) -> dict[str, Any]
                 item["uid"] = applied.uid
             items.append({**item, "action": applied.action, "started": applied.started, "message": applied.message})
         notes += [line for note in outcome.notes for line in note.each()]
-    if any(item["kind"] in RBAC_KINDS for item in items):
-        authorizer_of(request).invalidate()  # a binding applied here holds for the next request
     return {"items": items, "notes": notes}
 
 
@@ -281,6 +278,4 @@ def delete_object(kind: str, name: str, request: Request, namespace: str = "defa
     entry, handler = _kind(kind)
     require_kind(request, entry, "delete", namespace, name)
     handler.delete(entry, name, namespace, _context(request))  # NotFoundError: 404
-    if entry.kind in RBAC_KINDS:
-        authorizer_of(request).invalidate()
     return {"kind": entry.kind, "name": name, "namespace": namespace, "message": f'{entry.resource} "{name}" deleted'}
