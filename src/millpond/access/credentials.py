@@ -96,9 +96,10 @@ class Credentials:
         at the same cost)."""
         from argon2.exceptions import InvalidHashError, VerificationError  # noqa: PLC0415
 
+        dummy = self._dummy_hash  # made at the first check of any name, so no first unknown name costs more
         found = self.store.user(name) if name and len(name) <= 253 else None
         try:
-            self._hasher.verify(found.password_hash if found else self._dummy_hash, password[:MAX_PASSWORD])
+            self._hasher.verify(found.password_hash if found else dummy, password[:MAX_PASSWORD])
         except (VerificationError, InvalidHashError):
             return None
         if found is None:

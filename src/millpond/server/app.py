@@ -81,7 +81,9 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.state.authorizer = Authorizer(settings, access.multi_user)  # the one decision every surface asks
     app.state.kube = KubeApi(settings)
     app.add_middleware(KubeDispatch, kube=app.state.kube)  # /api, /apis/GROUP…: the Kubernetes API (inside the guard)
-    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), authenticator=Authenticator(settings, access),
+    # one Authenticator for the app: the guard asks it, and the login routes check passwords with its credentials
+    app.state.authenticator = Authenticator(settings, access)
+    app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), authenticator=app.state.authenticator,
                        status_paths=is_kube_path)
 
     @app.exception_handler(ApiError)

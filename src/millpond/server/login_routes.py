@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from millpond.access.credentials import DEFAULT_SESSION_LIFETIME, Credentials
@@ -32,9 +33,12 @@ class LoginBody(BaseModel):
 
 
 def _credentials(request: Request) -> Credentials:
-    if not authorizer_of(request).multi_user:
+    """The server's one ``Credentials`` (the authenticator's): its password hasher and the dummy hash an unknown
+    user is checked against are made once, so an unknown name costs what a wrong password costs."""
+    credentials: Credentials | None = request.app.state.authenticator.credentials
+    if credentials is None:
         raise ApiError(404, "this server is single-user: there is nothing to log in to (start it with --multi-user)")
-    return Credentials(request.app.state.millpond.settings)
+    return credentials
 
 
 @router.post("/ui-api/login")
@@ -53,8 +57,7 @@ def login(body: LoginBody, request: Request) -> Response:
         return error_response(401, "invalid username or password")
     _THROTTLE.succeeded(*keys)
     cookie = credentials.start_session(found.name)
-    response = Response(status_code=200, media_type="application/json",
-                        content=f'{{"user": {_json_string(found.name)}}}')
+    response = JSONResponse({"user": found.name})
     response.set_cookie(SESSION_COOKIE, cookie, max_age=int(DEFAULT_SESSION_LIFETIME.total_seconds()),
                         httponly=True, samesite="strict", secure=request.url.scheme == "https", path="/")
     return response
@@ -80,8 +83,3 @@ def whoami(request: Request) -> dict[str, Any]:
             "via": identity.via, "admin": namespaces is None and authorizer.multi_user and identity.authenticated,
             "namespaces": sorted(namespaces) if namespaces is not None else None}
 
-
-def _json_string(value: str) -> str:
-    import json  # noqa: PLC0415
-
-    return json.dumps(value)
