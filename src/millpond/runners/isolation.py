@@ -15,7 +15,7 @@ with bubblewrap, as a pod's mount and PID namespaces do:
 - only the process's own folders are bound back at their paths: its working folder and workspace
   (staged inputs, outputs, secret files), the input artifacts it reads (read-only), the volumes and
   dataset mounts its namespace's spec names (the caller's binds), the virtualenvs on its ``PATH``
-  (read-only);
+  and millpond's own interpreter's environment (read-only: a task is often run with it);
 - ``/tmp`` is a private tmpfs; ``/proc`` is a fresh one in a new PID namespace, so no other
   process is visible and none can be signalled; the container runtimes' sockets are masked (a
   task reaching them would start a container of its own with any mount); all capabilities are
@@ -37,6 +37,7 @@ import functools
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +121,10 @@ def confinement(cwd: Path, path: str | None, own: Iterable[Path] = (), hidden: I
             continue
         real = Path(os.path.realpath(entry))
         folder = real.parent if real.name == "bin" and (real.parent / "pyvenv.cfg").exists() else real
+        if under_cover(folder) and folder.exists() and str(folder) not in shown:
+            shown[str(folder)] = Bind(folder, str(folder), read_only=True)
+    for prefix in {sys.prefix, sys.base_prefix}:  # millpond's own interpreter, which tasks are often run with
+        folder = Path(os.path.realpath(prefix))
         if under_cover(folder) and folder.exists() and str(folder) not in shown:
             shown[str(folder)] = Bind(folder, str(folder), read_only=True)
     return Confinement(covered, tuple(shown.values()))
