@@ -101,10 +101,10 @@ def test_store_round_trip_with_private_files(tmp_path: Path) -> None:
     assert store.list("secret") == [("db-creds", ["password", "username"])]
     assert store.list("configmap") == [("app.settings-1", ["a_b.c-d", "level"])]
     secrets_dir = tmp_path / "home" / "secrets"
-    assert mode(secrets_dir) == 0o700
-    assert mode(secrets_dir / "db-creds.json") == 0o600
-    assert mode(tmp_path / "home" / "configmaps" / "app.settings-1.json") == 0o644
-    assert sorted(p.name for p in secrets_dir.iterdir()) == ["db-creds.json"]  # no temporary files left
+    assert mode(secrets_dir) == 0o700 and mode(secrets_dir / "default") == 0o700  # one folder per namespace
+    assert mode(secrets_dir / "default" / "db-creds.json") == 0o600
+    assert mode(tmp_path / "home" / "configmaps" / "default" / "app.settings-1.json") == 0o644
+    assert sorted(p.name for p in (secrets_dir / "default").iterdir()) == ["db-creds.json"]  # no temporary files
 
     with pytest.raises(UserError, match="already exists"):
         store.create("secret", "db-creds", {"username": "other"})
@@ -150,7 +150,7 @@ def test_secret_cli_never_shows_values(cli, home: Path, tmp_path: Path) -> None:
     ]
     assert results[-1].code == 0, results[-1].err
     assert ConfigStore(home).get("secret", "db-creds") == {"username": USER, "password": PASSWORD, "level": LEVEL}
-    assert mode(home / "secrets") == 0o700 and mode(home / "secrets" / "db-creds.json") == 0o600
+    assert mode(home / "secrets") == 0o700 and mode(home / "secrets" / "default" / "db-creds.json") == 0o600
 
     results.append(cli("secret", "list"))
     assert results[-1].code == 0
@@ -186,7 +186,7 @@ def test_secret_cli_never_shows_values(cli, home: Path, tmp_path: Path) -> None:
 def test_configmap_cli(cli, home: Path, tmp_path: Path) -> None:
     created = cli("configmap", "create", "app-settings", "--from-literal", f"level={LEVEL}")
     assert created.code == 0, created.err
-    assert mode(home / "configmaps" / "app-settings.json") == 0o644
+    assert mode(home / "configmaps" / "default" / "app-settings.json") == 0o644
     listed = cli("configmap", "list", "-o", "json")
     assert listed.json() == [{"name": "app-settings", "keys": ["level"]}]
     assert_no_values(created.out, created.err, listed.out, listed.err)

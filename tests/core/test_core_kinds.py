@@ -201,7 +201,7 @@ def test_a_secret_is_kept_in_the_store_and_its_values_never_shown_by_the_table_o
 ) -> None:
     result = _apply(cli, tmp_path, SECRET)
     assert result.code == 0 and result.out == "secret/keys created\n", result.err
-    assert ConfigStore(home).get("secret", "keys") == {"access": "AKID", "secret": "s3cr3t"}
+    assert ConfigStore(home).get("secret", "keys", "team") == {"access": "AKID", "secret": "s3cr3t"}
     table = cli("get", "secrets", "-n", "team")
     assert _table(table.out)[0] == ["NAME", "TYPE", "DATA", "AGE"]
     assert _table(table.out)[1][:3] == ["keys", "Opaque", "2"]
@@ -220,18 +220,19 @@ def test_a_secret_is_kept_in_the_store_and_its_values_never_shown_by_the_table_o
     deleted = cli("delete", "secret", "keys", "-n", "team")
     assert deleted.out == 'secret "keys" deleted\n'
     with pytest.raises(MissingConfig):
-        ConfigStore(home).get("secret", "keys")
+        ConfigStore(home).get("secret", "keys", "team")
 
 
-def test_a_secret_made_by_millpond_secret_is_in_default_and_one_name_is_one_namespace(
+def test_a_secret_made_by_millpond_secret_is_in_default_and_a_name_is_one_per_namespace(
     cli: Cli, home: Path, tmp_path: Path,
 ) -> None:
     ConfigStore(home).create("secret", "keys", {"token": "t"})
     assert _names(cli, "secrets") == ["keys"]
-    line = _one_error(_apply(cli, tmp_path, SECRET))
-    assert 'a Secret named "keys" is in namespace "default"' in line
+    assert _apply(cli, tmp_path, SECRET).out == "secret/keys created\n"  # team's keys: another object
     assert ConfigStore(home).get("secret", "keys") == {"token": "t"}
+    assert ConfigStore(home).get("secret", "keys", "team") == {"access": "AKID", "secret": "s3cr3t"}
     assert _apply(cli, tmp_path, SECRET.replace("team", "default")).out == "secret/keys configured\n"
+    assert ConfigStore(home).get("secret", "keys", "team") == {"access": "AKID", "secret": "s3cr3t"}
 
 
 def test_an_immutable_config_map_keeps_its_data(cli: Cli, home: Path, tmp_path: Path) -> None:
@@ -504,7 +505,8 @@ def test_the_server_routes_reach_the_core_kinds(home: Path) -> None:
         assert _call("GET", f"{api}/sa/trainer?namespace=team")[1]["kind"] == "ServiceAccount"
         code, nodes = _call("GET", f"{api}/nodes")
         assert code == 200 and len(nodes["items"]) == 1
-        assert _call("GET", f"{api}/secrets")[1] == {"secrets": [{"name": "keys", "keys": ["access", "secret"]}]}
+        assert _call("GET", f"{api}/secrets")[1] == {"secrets": [{"name": "keys", "namespace": "team",
+                                                                  "keys": ["access", "secret"]}]}
         assert _call("DELETE", f"{api}/namespaces/default")[0] == 403
         code, deleted = _call("DELETE", f"{api}/namespaces/team")
         assert code == 200 and deleted["message"] == 'namespace "team" deleted'
@@ -551,7 +553,7 @@ def test_in_cluster_mode_each_ray_node_is_a_node(cli: Cli, home: Path, monkeypat
 
 def test_a_secret_deleted_by_millpond_secret_is_gone_and_its_name_free(cli: Cli, home: Path, tmp_path: Path) -> None:
     assert _apply(cli, tmp_path, SECRET).code == 0
-    ConfigStore(home).delete("secret", "keys")  # what `millpond secret delete keys` does
+    ConfigStore(home).delete("secret", "keys", "team")  # what `millpond secret delete keys -n team` does
     assert _names(cli, "secrets", "-n", "team") == []
     again = _apply(cli, tmp_path, SECRET.replace("team", "default"))
     assert again.out == "secret/keys created\n", again.err

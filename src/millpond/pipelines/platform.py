@@ -214,11 +214,12 @@ class _Builder:
             raise PlatformError(f"{where}: the {kind} name has no value")
         try:
             return name, self.configs.get(kind, name)
-        except MissingConfig:
+        except MissingConfig as missing:
             if optional:
                 return None
+            where_to = "" if missing.namespace == "default" else f" -n {missing.namespace}"
             raise PlatformError(
-                f"{kind} {name!r} not found (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
+                f"{missing} (create it with: millpond {kind} create {name}{where_to} --from-literal KEY=VALUE)"
             ) from None
         except UserError as exc:
             raise PlatformError(f"{where}: {exc}") from None

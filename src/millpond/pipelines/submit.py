@@ -60,7 +60,10 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
                                request.priority, request.user or os_user())
     if queued(request.pipeline.spec, platform_spec) and not request.namespace:
         project_of(request.experiment or DEFAULT_EXPERIMENT)  # single-user: the experiment names the namespace
-    missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
+    # the Secrets its tasks name are its pods' namespace's: the run's in multi-user mode, else ``default``
+    configs = ConfigStore(settings.home).in_namespace(request.namespace if settings.multi_user and request.namespace
+                                                      else "default", settings.multi_user)
+    missing = missing_configs(request.pipeline.platform_spec, configs)
     if missing:
         problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)
         kind, name, _task = missing[0]

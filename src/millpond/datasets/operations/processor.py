@@ -219,8 +219,9 @@ def _placement(resource: Resource, processor: Processor, step: Step, log: IO[byt
         return None
     annotations = (resource.manifest.get("metadata") or {}).get("annotations") or {}
     try:
-        secrets = tuple(dockerconfig_of(ConfigStore(load_settings().home).get("secret", name),
-                                        f'imagePullSecrets: secret "{name}"') for name in processor.pull_secrets)
+        own = ConfigStore(load_settings().home).in_namespace(resource.namespace)  # its namespace's Secrets
+        secrets = tuple(dockerconfig_of(own.get("secret", name), f'imagePullSecrets: secret "{name}"')
+                        for name in processor.pull_secrets)
         asked = ImageRequest(step.image, chosen(annotations, load_settings().runtime), step.pull_policy, secrets,
                              args_only=not step.command)
         decision = decide(asked, log)

@@ -161,7 +161,8 @@ def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
         raise OperationFailed(f"{label}: needs a dataset or an externalStorage with a uri")
     uri = str(external["uri"])
     try:
-        options = resolve_options(external, {}, ConfigStore(load_settings().home), label)
+        own = ConfigStore(load_settings().home).in_namespace(resource.namespace)  # its namespace's Secrets
+        options = resolve_options(external, {}, own, label)
     except UserError as exc:
         raise OperationFailed(str(exc)) from None
     scheme = uri.split("://", 1)[0].lower()
