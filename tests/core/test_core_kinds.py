@@ -173,14 +173,14 @@ def test_deleting_a_namespace_deletes_its_dataset_config_map_and_local_queue(cli
     assert _apply(cli, tmp_path, CONFIG_MAP.replace("team", "default").replace("settings", "kept")).code == 0
     assert _names(cli, "datasets", "-n", "team") == ["demo"] and _names(cli, "localqueues", "-n", "team") == ["lq"]
     assert _names(cli, "pvc", "-n", "team") == ["demo", "scratch"]
-    assert (home / "volumes" / "scratch").is_dir()
+    assert (home / "volumes" / "team" / "scratch").is_dir()
 
     deleted = cli("delete", "namespace", "team")
     assert deleted.code == 0 and deleted.out == 'namespace "team" deleted\n', deleted.err
     for kind in ("datasets", "alluxioruntimes", "localqueues", "configmaps", "secrets", "pvc"):
         assert _names(cli, kind, "-n", "team") == [], kind
     assert "team" not in _names(cli, "namespaces")
-    assert not (home / "volumes" / "scratch").exists()
+    assert not (home / "volumes" / "team" / "scratch").exists()
     with pytest.raises(MissingConfig):
         ConfigStore(home).get("configmap", "settings")
     assert ConfigStore(home).get("configmap", "kept") == {"mode": "fast"}  # another namespace's stays
@@ -277,14 +277,14 @@ def test_service_accounts_and_rbac_are_kept_with_one_info_line_each(cli: Cli, ho
 def test_a_claim_is_a_local_volume_bound_at_once(cli: Cli, home: Path, tmp_path: Path) -> None:
     result = _apply(cli, tmp_path, CLAIM)
     assert result.code == 0 and result.out == "persistentvolumeclaim/scratch created\n", result.err
-    assert (home / "volumes" / "scratch").is_dir()
+    assert (home / "volumes" / "team" / "scratch").is_dir()
     rows = _table(cli("get", "pvc", "-n", "team").out)
     assert rows[0] == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE"]
     claim = cli("get", "pvc", "scratch", "-n", "team", "-o", "json").json()
     assert claim["status"] == {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}
     assert rows[1][:6] == ["scratch", "Bound", claim["spec"]["volumeName"], "2Gi", "RWO", "millpond-local"]
     volume = cli("get", "pv", claim["spec"]["volumeName"], "-o", "json").json()
-    assert volume["spec"]["hostPath"]["path"] == str(home / "volumes" / "scratch")
+    assert volume["spec"]["hostPath"]["path"] == str(home / "volumes" / "team" / "scratch")
     assert volume["spec"]["claimRef"]["name"] == "scratch" and volume["spec"]["claimRef"]["namespace"] == "team"
     assert _table(cli("get", "pv").out)[0] == ["NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS",
                                               "CLAIM", "STORAGECLASS", "REASON", "AGE"]
@@ -292,7 +292,7 @@ def test_a_claim_is_a_local_volume_bound_at_once(cli: Cli, home: Path, tmp_path:
     assert "immutable" in _one_error(_apply(cli, tmp_path, CLAIM.replace("ReadWriteOnce", "ReadWriteMany")))
     assert "bound to claim team/scratch" in _one_error(cli("delete", "pv", claim["spec"]["volumeName"]))
     assert cli("delete", "pvc", "scratch", "-n", "team").code == 0
-    assert not (home / "volumes" / "scratch").exists() and _names(cli, "pv") == []
+    assert not (home / "volumes" / "team" / "scratch").exists() and _names(cli, "pv") == []
 
 
 def test_a_bound_dataset_shows_the_claim_and_volume_fluid_makes(cli: Cli, home: Path, tmp_path: Path) -> None:

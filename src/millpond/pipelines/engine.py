@@ -185,6 +185,7 @@ class Engine:
         self.tasks = RunContext(
             run=run, job=self.context, settings=self.settings, store=self.store,
             configs=self.configs.in_namespace(self._pod_namespace(run), self.settings.multi_user),
+            pod_namespace=self._pod_namespace(run),
             budget=self.budget, queues=self.queues, rows=self.records, limits=self.limits, deadline=self.deadline,
             previous=previous, use_cache=self.use_cache, ignore_resources=self.ignore_resources,
             remote_datasets=bool(getattr(self.runner, "mounts_datasets", False)),
