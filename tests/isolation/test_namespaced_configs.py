@@ -31,7 +31,8 @@ def two_teams(home: Path, cli: Callable[..., CliResult], tmp_path: Path, monkeyp
     for team in ("a", "b"):
         namespace = f"team-{team}"
         assert cli("secret", "create", "creds", "-n", namespace, "--from-literal", f"password={team}-pass").code == 0
-        assert cli("configmap", "create", "settings", "-n", namespace, "--from-literal", f"level={team}-level").code == 0
+        made = cli("configmap", "create", "settings", "-n", namespace, "--from-literal", f"level={team}-level")
+        assert made.code == 0
         claims.append(_claim(namespace, "data"))
     assert cli("secret", "create", "b-only", "-n", "team-b", "--from-literal", f"password={B_ONLY}").code == 0
     assert cli("configmap", "create", "b-settings", "-n", "team-b", "--from-literal", f"level={B_ONLY}").code == 0

@@ -4,7 +4,6 @@ first use: every one stays readable, also when the process moving them is killed
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
