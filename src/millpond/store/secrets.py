@@ -71,6 +71,9 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"unknown kind {kind!r} (expected one of {', '.join(KINDS)})")
 
 
+Listing = list[tuple[str, str, list[str]]]  # (namespace, name, keys) of each object, never a value
+
+
 class ConfigStore:
     """Secrets and config maps kept as JSON files in a millpond home, one folder per namespace.
 
@@ -167,13 +170,13 @@ class ConfigStore:
         namespace = namespace or self.namespace
         return [(name, keys) for _ns, name, keys in self.everywhere(kind, namespace)]
 
-    def everywhere(self, kind: str, namespace: str | None = None) -> list[tuple[str, str, list[str]]]:
+    def everywhere(self, kind: str, namespace: str | None = None) -> Listing:
         """(namespace, name, keys) of every object of ``kind`` (of one namespace when given), in that order."""
         self._migrate(kind)
         root = self.root(kind)
         if not root.is_dir():
             return []
-        found: list[tuple[str, str, list[str]]] = []
+        found: Listing = []
         folders = [root / namespace] if namespace else sorted(p for p in root.iterdir() if p.is_dir())
         for folder in folders:
             if not folder.is_dir() or folder.name.startswith("."):
