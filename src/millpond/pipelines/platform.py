@@ -319,8 +319,9 @@ class _Builder:
         volume = _volume_folder(self.volumes_dir, value, self.pod.namespace, mounting=True)
         if self.remote and not self.volumes_shared:
             raise PlatformError(volume_not_shared(target, f"volume {value!r}", self.volumes_dir))
-        if not volume.is_dir() and self.pod.namespace != "default":  # the kubelet's words, in its namespace
-            raise PlatformError(f'persistentvolumeclaim "{value}" not found in namespace "{self.pod.namespace}"')
+        if not volume.is_dir() and self.pod.namespace != "default":  # with the kubelet's words, in its namespace
+            raise PlatformError(f'volume {value!r} not found (persistentvolumeclaim "{value}" not found in '
+                                f'namespace "{self.pod.namespace}")')
         if not volume.is_dir():
             raise PlatformError(
                 f"volume {value!r} not found "
