@@ -40,7 +40,7 @@ def ensure_layout(volumes_dir: Path) -> None:
     if default.is_dir() and not any(_is_old_volume(entry) for entry in volumes_dir.iterdir()):
         return
     volumes_dir.mkdir(parents=True, exist_ok=True)
-    with open(volumes_dir / ".layout.lock", "a+") as lock:
+    with open(volumes_dir.with_name(f".{volumes_dir.name}.lock"), "a+") as lock:  # beside it, not a volume
         fcntl.flock(lock, fcntl.LOCK_EX)  # one process moves; the others wait, then find it done
         namespace_folder(volumes_dir, DEFAULT_NAMESPACE)
         for entry in sorted(volumes_dir.iterdir()):
