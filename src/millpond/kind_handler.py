@@ -64,9 +64,12 @@ class KindName:
 
 
 class SecretLookup(Protocol):
-    """The Secrets and ConfigMaps a manifest may name, the batch's own included (``store.config_documents``)."""
+    """The Secrets and ConfigMaps a manifest may name, the batch's own included (``store.config_documents``):
+    ``in_namespace(ns)`` is the lookup of an object of namespace ``ns`` (``store.secrets``)."""
 
     def get(self, kind: str, name: str) -> dict[str, str]: ...
+
+    def in_namespace(self, namespace: str) -> SecretLookup: ...
 
 
 @dataclass(frozen=True)

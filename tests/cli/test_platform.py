@@ -101,10 +101,10 @@ def test_store_round_trip_with_private_files(tmp_path: Path) -> None:
     assert store.list("secret") == [("db-creds", ["password", "username"])]
     assert store.list("configmap") == [("app.settings-1", ["a_b.c-d", "level"])]
     secrets_dir = tmp_path / "home" / "secrets"
-    assert mode(secrets_dir) == 0o700
-    assert mode(secrets_dir / "db-creds.json") == 0o600
-    assert mode(tmp_path / "home" / "configmaps" / "app.settings-1.json") == 0o644
-    assert sorted(p.name for p in secrets_dir.iterdir()) == ["db-creds.json"]  # no temporary files left
+    assert mode(secrets_dir) == 0o700 and mode(secrets_dir / "default") == 0o700  # one folder per namespace
+    assert mode(secrets_dir / "default" / "db-creds.json") == 0o600
+    assert mode(tmp_path / "home" / "configmaps" / "default" / "app.settings-1.json") == 0o644
+    assert sorted(p.name for p in (secrets_dir / "default").iterdir()) == ["db-creds.json"]  # no temporary files
 
     with pytest.raises(UserError, match="already exists"):
         store.create("secret", "db-creds", {"username": "other"})
@@ -150,7 +150,7 @@ def test_secret_cli_never_shows_values(cli, home: Path, tmp_path: Path) -> None:
     ]
     assert results[-1].code == 0, results[-1].err
     assert ConfigStore(home).get("secret", "db-creds") == {"username": USER, "password": PASSWORD, "level": LEVEL}
-    assert mode(home / "secrets") == 0o700 and mode(home / "secrets" / "db-creds.json") == 0o600
+    assert mode(home / "secrets") == 0o700 and mode(home / "secrets" / "default" / "db-creds.json") == 0o600
 
     results.append(cli("secret", "list"))
     assert results[-1].code == 0
@@ -186,7 +186,7 @@ def test_secret_cli_never_shows_values(cli, home: Path, tmp_path: Path) -> None:
 def test_configmap_cli(cli, home: Path, tmp_path: Path) -> None:
     created = cli("configmap", "create", "app-settings", "--from-literal", f"level={LEVEL}")
     assert created.code == 0, created.err
-    assert mode(home / "configmaps" / "app-settings.json") == 0o644
+    assert mode(home / "configmaps" / "default" / "app-settings.json") == 0o644
     listed = cli("configmap", "list", "-o", "json")
     assert listed.json() == [{"name": "app-settings", "keys": ["level"]}]
     assert_no_values(created.out, created.err, listed.out, listed.err)
@@ -287,7 +287,7 @@ def test_missing_required_secret_or_key_is_one_clear_line(configs: ConfigStore, 
 
 def test_legacy_constant_forms(configs: ConfigStore, tmp_path: Path) -> None:
     """Older kfp-kubernetes wrote plain names (secretName, pvcMount.constant) without a parameter."""
-    (tmp_path / "volumes" / "vol-a").mkdir(parents=True)
+    (tmp_path / "volumes" / "default" / "vol-a").mkdir(parents=True)
     config = {
         "secretAsEnv": [{"secretName": "db-creds", "keyToEnv": [{"secretKey": "username", "envVar": "U"}]}],
         "configMapAsVolume": [{"configMapName": "app-settings", "mountPath": "/etc/cfg/"}],
@@ -300,7 +300,7 @@ def test_legacy_constant_forms(configs: ConfigStore, tmp_path: Path) -> None:
     platform = prepare(config, configs, tmp_path, inputs={"pvc": "vol-a"}, outputs={"make": {"name": "vol-a"}})
     assert platform.env == {"U": USER}
     assert [b.target for b in platform.binds] == ["/etc/cfg", "/data", "/data2", "/data3"]
-    assert {b.source for b in platform.binds[1:]} == {tmp_path / "volumes" / "vol-a"}
+    assert {b.source for b in platform.binds[1:]} == {tmp_path / "volumes" / "default" / "vol-a"}
 
 
 def test_pvc_and_empty_dir_mounts(configs: ConfigStore, tmp_path: Path) -> None:
@@ -310,7 +310,7 @@ def test_pvc_and_empty_dir_mounts(configs: ConfigStore, tmp_path: Path) -> None:
         prepare(write_config, configs, tmp_path, outputs=made)
     assert str(error.value).startswith("volume 'run-1-shared' not found (a kubernetes.CreatePVC task makes it")
 
-    volume = tmp_path / "volumes" / "run-1-shared"
+    volume = tmp_path / "volumes" / "default" / "run-1-shared"
     volume.mkdir(parents=True)
     platform = prepare(write_config, configs, tmp_path, outputs=made)
     binds = {b.target: b for b in platform.binds}
@@ -367,7 +367,7 @@ def test_pod_metadata_field_paths_timeout_and_notes(configs: ConfigStore, tmp_pa
 def test_settings_that_cannot_work_are_refused(
     configs: ConfigStore, tmp_path: Path, config: dict[str, Any], message: str
 ) -> None:
-    (tmp_path / "volumes" / "vol-a").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "volumes" / "default" / "vol-a").mkdir(parents=True, exist_ok=True)
     with pytest.raises(PlatformError, match=re.escape(message)):
         prepare(config, configs, tmp_path)
     assert not any((tmp_path / "scratch").glob("*"))  # a refusal leaves no folders behind
@@ -376,20 +376,20 @@ def test_settings_that_cannot_work_are_refused(
 def test_builtin_pvc_tasks(tmp_path: Path) -> None:
     volumes = tmp_path / "volumes"
     made = builtin_task("argostub/createpvc", {"pvc_name_suffix": "-my-pvc", "size": "5Mi"}, volumes, "My Run 2024")
-    assert made == {"name": "my-run-2024-my-pvc"} and (volumes / "my-run-2024-my-pvc").is_dir()
+    assert made == {"name": "my-run-2024-my-pvc"} and (volumes / "default" / "my-run-2024-my-pvc").is_dir()
     assert builtin_task("argostub/createpvc", {"pvc_name": "static"}, volumes, "r") == {"name": "static"}
-    (volumes / "static" / "kept").write_text("data")
+    (volumes / "default" / "static" / "kept").write_text("data")
     assert builtin_task("argostub/createpvc", {"pvc_name": "static"}, volumes, "r") == {"name": "static"}
-    assert (volumes / "static" / "kept").read_text() == "data"  # an existing volume is reused
+    assert (volumes / "default" / "static" / "kept").read_text() == "data"  # an existing volume is reused
     random = builtin_task("argostub/createpvc", {}, volumes, "r")
-    assert random is not None and (volumes / random["name"]).is_dir()
+    assert random is not None and (volumes / "default" / random["name"]).is_dir()
     with pytest.raises(PlatformError, match="not both"):
         builtin_task("argostub/createpvc", {"pvc_name": "a", "pvc_name_suffix": "b"}, volumes, "r")
     with pytest.raises(PlatformError, match="invalid PVC name"):
         builtin_task("argostub/createpvc", {"pvc_name": "../escape"}, volumes, "r")
 
     assert builtin_task("argostub/deletepvc", {"pvc_name": "static"}, volumes, "r") == {}
-    assert not (volumes / "static").exists()
+    assert not (volumes / "default" / "static").exists()
     with pytest.raises(PlatformError, match="volume 'static' not found"):
         builtin_task("argostub/deletepvc", {"pvc_name": "static"}, volumes, "r")
     elsewhere = tmp_path / "user-data"
@@ -411,7 +411,7 @@ def snapshot(*folders: Path) -> dict[str, list[str]]:
 def test_mounts_in_a_real_sandbox_leave_the_host_unchanged(configs: ConfigStore, tmp_path: Path) -> None:
     host = tmp_path / "host"
     (host / "existing").mkdir(parents=True)
-    (tmp_path / "volumes" / "vol-a").mkdir(parents=True)
+    (tmp_path / "volumes" / "default" / "vol-a").mkdir(parents=True)
     mnt_target = f"/mnt/millpond-test-{os.getpid()}/secret"
     config = {
         "secretAsEnv": [{"secretName": "db-creds", "keyToEnv": [{"secretKey": "password", "envVar": "DB_PASSWORD"}]}],
@@ -442,7 +442,7 @@ def test_mounts_in_a_real_sandbox_leave_the_host_unchanged(configs: ConfigStore,
     )
     assert result.exit_code == 0 and result.error is None, log.read_text()
     assert log.read_text().strip() == "done-marker"
-    assert (tmp_path / "volumes" / "vol-a" / "out.txt").read_text() == "from-task\n"
+    assert (tmp_path / "volumes" / "default" / "vol-a" / "out.txt").read_text() == "from-task\n"
     assert (host / "existing" / "through.txt").read_text() == "through\n"  # the rest of the host is still there
     assert snapshot(Path("/"), Path("/mnt"), Path("/var"), host) == before
     assert not Path("/data").exists() or "/data" in before
@@ -540,7 +540,7 @@ def test_pipeline_shares_a_pvc_between_tasks(cli, home: Path) -> None:
     volume = f"platform-volumes-{data['run_id'][:8]}-shared"
     assert task(data, "createpvc")["outputs"]["name"] == volume
     assert task(data, "deletepvc")["state"] == "SUCCEEDED"
-    assert not (home / "volumes" / volume).exists()
+    assert not (home / "volumes" / "default" / volume).exists()
     for path in ("/data", "/from-pvc", "/scratch"):
         assert not Path(path).exists()
 
@@ -549,8 +549,8 @@ def test_pipeline_mounts_a_volume_made_by_hand(cli, home: Path) -> None:
     missing = cli("run", PIPELINES / "platform_volumes.py", "--pipeline", "platform_existing_volume", "-o", "json")
     assert missing.code == 1
     assert "volume 'my-data' not found" in missing.json()["tasks"][0]["error"]
-    (home / "volumes" / "my-data").mkdir(parents=True)
-    (home / "volumes" / "my-data" / "message.txt").write_text("by hand")
+    (home / "volumes" / "default" / "my-data").mkdir(parents=True)
+    (home / "volumes" / "default" / "my-data" / "message.txt").write_text("by hand")
     result = cli("run", PIPELINES / "platform_volumes.py", "--pipeline", "platform_existing_volume", "-o", "json")
     assert result.code == 0, result.err
     assert result.json()["outputs"]["Output"] == "by hand|scratch-empty=True"

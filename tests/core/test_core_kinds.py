@@ -173,14 +173,14 @@ def test_deleting_a_namespace_deletes_its_dataset_config_map_and_local_queue(cli
     assert _apply(cli, tmp_path, CONFIG_MAP.replace("team", "default").replace("settings", "kept")).code == 0
     assert _names(cli, "datasets", "-n", "team") == ["demo"] and _names(cli, "localqueues", "-n", "team") == ["lq"]
     assert _names(cli, "pvc", "-n", "team") == ["demo", "scratch"]
-    assert (home / "volumes" / "scratch").is_dir()
+    assert (home / "volumes" / "team" / "scratch").is_dir()
 
     deleted = cli("delete", "namespace", "team")
     assert deleted.code == 0 and deleted.out == 'namespace "team" deleted\n', deleted.err
     for kind in ("datasets", "alluxioruntimes", "localqueues", "configmaps", "secrets", "pvc"):
         assert _names(cli, kind, "-n", "team") == [], kind
     assert "team" not in _names(cli, "namespaces")
-    assert not (home / "volumes" / "scratch").exists()
+    assert not (home / "volumes" / "team" / "scratch").exists()
     with pytest.raises(MissingConfig):
         ConfigStore(home).get("configmap", "settings")
     assert ConfigStore(home).get("configmap", "kept") == {"mode": "fast"}  # another namespace's stays
@@ -201,7 +201,7 @@ def test_a_secret_is_kept_in_the_store_and_its_values_never_shown_by_the_table_o
 ) -> None:
     result = _apply(cli, tmp_path, SECRET)
     assert result.code == 0 and result.out == "secret/keys created\n", result.err
-    assert ConfigStore(home).get("secret", "keys") == {"access": "AKID", "secret": "s3cr3t"}
+    assert ConfigStore(home).get("secret", "keys", "team") == {"access": "AKID", "secret": "s3cr3t"}
     table = cli("get", "secrets", "-n", "team")
     assert _table(table.out)[0] == ["NAME", "TYPE", "DATA", "AGE"]
     assert _table(table.out)[1][:3] == ["keys", "Opaque", "2"]
@@ -220,18 +220,19 @@ def test_a_secret_is_kept_in_the_store_and_its_values_never_shown_by_the_table_o
     deleted = cli("delete", "secret", "keys", "-n", "team")
     assert deleted.out == 'secret "keys" deleted\n'
     with pytest.raises(MissingConfig):
-        ConfigStore(home).get("secret", "keys")
+        ConfigStore(home).get("secret", "keys", "team")
 
 
-def test_a_secret_made_by_millpond_secret_is_in_default_and_one_name_is_one_namespace(
+def test_a_secret_made_by_millpond_secret_is_in_default_and_a_name_is_one_per_namespace(
     cli: Cli, home: Path, tmp_path: Path,
 ) -> None:
     ConfigStore(home).create("secret", "keys", {"token": "t"})
     assert _names(cli, "secrets") == ["keys"]
-    line = _one_error(_apply(cli, tmp_path, SECRET))
-    assert 'a Secret named "keys" is in namespace "default"' in line
+    assert _apply(cli, tmp_path, SECRET).out == "secret/keys created\n"  # team's keys: another object
     assert ConfigStore(home).get("secret", "keys") == {"token": "t"}
+    assert ConfigStore(home).get("secret", "keys", "team") == {"access": "AKID", "secret": "s3cr3t"}
     assert _apply(cli, tmp_path, SECRET.replace("team", "default")).out == "secret/keys configured\n"
+    assert ConfigStore(home).get("secret", "keys", "team") == {"access": "AKID", "secret": "s3cr3t"}
 
 
 def test_an_immutable_config_map_keeps_its_data(cli: Cli, home: Path, tmp_path: Path) -> None:
@@ -276,14 +277,14 @@ def test_service_accounts_and_rbac_are_kept_with_one_info_line_each(cli: Cli, ho
 def test_a_claim_is_a_local_volume_bound_at_once(cli: Cli, home: Path, tmp_path: Path) -> None:
     result = _apply(cli, tmp_path, CLAIM)
     assert result.code == 0 and result.out == "persistentvolumeclaim/scratch created\n", result.err
-    assert (home / "volumes" / "scratch").is_dir()
+    assert (home / "volumes" / "team" / "scratch").is_dir()
     rows = _table(cli("get", "pvc", "-n", "team").out)
     assert rows[0] == ["NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "AGE"]
     claim = cli("get", "pvc", "scratch", "-n", "team", "-o", "json").json()
     assert claim["status"] == {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "2Gi"}}
     assert rows[1][:6] == ["scratch", "Bound", claim["spec"]["volumeName"], "2Gi", "RWO", "millpond-local"]
     volume = cli("get", "pv", claim["spec"]["volumeName"], "-o", "json").json()
-    assert volume["spec"]["hostPath"]["path"] == str(home / "volumes" / "scratch")
+    assert volume["spec"]["hostPath"]["path"] == str(home / "volumes" / "team" / "scratch")
     assert volume["spec"]["claimRef"]["name"] == "scratch" and volume["spec"]["claimRef"]["namespace"] == "team"
     assert _table(cli("get", "pv").out)[0] == ["NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS",
                                               "CLAIM", "STORAGECLASS", "REASON", "AGE"]
@@ -291,7 +292,7 @@ def test_a_claim_is_a_local_volume_bound_at_once(cli: Cli, home: Path, tmp_path:
     assert "immutable" in _one_error(_apply(cli, tmp_path, CLAIM.replace("ReadWriteOnce", "ReadWriteMany")))
     assert "bound to claim team/scratch" in _one_error(cli("delete", "pv", claim["spec"]["volumeName"]))
     assert cli("delete", "pvc", "scratch", "-n", "team").code == 0
-    assert not (home / "volumes" / "scratch").exists() and _names(cli, "pv") == []
+    assert not (home / "volumes" / "team" / "scratch").exists() and _names(cli, "pv") == []
 
 
 def test_a_bound_dataset_shows_the_claim_and_volume_fluid_makes(cli: Cli, home: Path, tmp_path: Path) -> None:
@@ -504,7 +505,8 @@ def test_the_server_routes_reach_the_core_kinds(home: Path) -> None:
         assert _call("GET", f"{api}/sa/trainer?namespace=team")[1]["kind"] == "ServiceAccount"
         code, nodes = _call("GET", f"{api}/nodes")
         assert code == 200 and len(nodes["items"]) == 1
-        assert _call("GET", f"{api}/secrets")[1] == {"secrets": [{"name": "keys", "keys": ["access", "secret"]}]}
+        assert _call("GET", f"{api}/secrets")[1] == {"secrets": [{"name": "keys", "namespace": "team",
+                                                                  "keys": ["access", "secret"]}]}
         assert _call("DELETE", f"{api}/namespaces/default")[0] == 403
         code, deleted = _call("DELETE", f"{api}/namespaces/team")
         assert code == 200 and deleted["message"] == 'namespace "team" deleted'
@@ -551,7 +553,7 @@ def test_in_cluster_mode_each_ray_node_is_a_node(cli: Cli, home: Path, monkeypat
 
 def test_a_secret_deleted_by_millpond_secret_is_gone_and_its_name_free(cli: Cli, home: Path, tmp_path: Path) -> None:
     assert _apply(cli, tmp_path, SECRET).code == 0
-    ConfigStore(home).delete("secret", "keys")  # what `millpond secret delete keys` does
+    ConfigStore(home).delete("secret", "keys", "team")  # what `millpond secret delete keys -n team` does
     assert _names(cli, "secrets", "-n", "team") == []
     again = _apply(cli, tmp_path, SECRET.replace("team", "default"))
     assert again.out == "secret/keys created\n", again.err

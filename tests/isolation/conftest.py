@@ -131,7 +131,7 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
     monkeypatch.setenv("MILLPOND_MULTI_USER", "1")
     for name, value in SERVER_SECRETS.items():
         monkeypatch.setenv(name, value)
-    assert cli("secret", "create", "b-secret", "--from-literal", "password=b-value").code == 0
+    assert cli("secret", "create", "b-secret", "-n", "team-b", "--from-literal", "password=b-value").code == 0
     finished = cli("run", PIPELINES, "--pipeline", "team_b", "--experiment", "team-b", "-o", "json")
     assert finished.code == 0, finished.err
     produced = task(finished.json(), "b-produce")
@@ -140,7 +140,7 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
                      "spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n")
     applied = cli("apply", "-f", claim)
     assert applied.code == 0, applied.err
-    volume = home / "volumes" / "b-claim"
+    volume = home / "volumes" / "team-b" / "b-claim"
     (volume / "data.txt").write_text("b-volume")
     # A dataset's cache blocks where datasets.config.tiers_of puts them, and a mount folder under the home
     disk_cache = home / "cache" / "ssd" / "team-b" / "b-data"
@@ -162,7 +162,7 @@ def namespace_b(home: Path, cli: Callable[..., CliResult], tmp_path: Path,
         assert staged, list((home / "staging").iterdir())
         paths = {
             "artifact": produced["outputs"]["data"], "task log": produced["log"],
-            "secret": str(home / "secrets" / "b-secret.json"), "secrets folder": str(home / "secrets"),
+            "secret": str(home / "secrets" / "team-b" / "b-secret.json"), "secrets folder": str(home / "secrets"),
             "secret as files": str(staged[0]), "secret in the environment of b's task": f"/proc/{pids[1]}/environ",
             "pvc folder": str(volume), "pvc file": str(volume / "data.txt"),
             "dataset cache": str(disk_cache / "block-0"), "memory cache": str(memory_cache / "block-0"),

@@ -55,7 +55,7 @@ def test_the_same_namespace_reads_its_earlier_run_s_artifact(cli, namespace_b: N
 def test_a_single_user_task_still_sees_the_home(cli, home: Path) -> None:
     """Single-user mode (the default) is as before: one user, no cover over the home, the fork server."""
     assert cli("secret", "create", "mine", "--from-literal", "k=v").code == 0
-    targets = {"paths": {"secret": str(home / "secrets" / "mine.json")}, "list": {"home": str(home)}}
+    targets = {"paths": {"secret": str(home / "secrets" / "default" / "mine.json")}, "list": {"home": str(home)}}
     result = cli("run", PIPELINES, "--pipeline", "team_a", "-p", f"probe_path={PROBE}",
                  "-p", f"targets={json.dumps(targets)}", "-o", "json")
     assert result.code == 0, result.err

@@ -197,18 +197,18 @@ spec:
 
 @needs_sandbox
 def test_a_killed_attempt_leaves_no_staging_and_the_retry_gets_fresh_paths(cli, home: Path, tmp_path: Path) -> None:
-    (home / "volumes" / "data-volume").mkdir(parents=True)
+    (home / "volumes" / "default" / "data-volume").mkdir(parents=True)
     (tmp_path / "retried.yaml").write_text(_RETRIED)
     result = cli("run", tmp_path / "retried.yaml", "--output", "json")
     assert result.code == 0, result.out + result.err
-    assert (home / "volumes" / "data-volume" / "tried").exists()  # the first attempt ran and was killed
+    assert (home / "volumes" / "default" / "data-volume" / "tried").exists()  # the first attempt ran and was killed
     assert '"second"' in result.out and "stale" not in result.out, result.out
     assert not list((home / "staging").iterdir())
 
 
 @needs_sandbox
 def test_a_cancelled_step_leaves_no_staging_on_the_host(home: Path, tmp_path: Path) -> None:
-    (home / "volumes" / "data-volume").mkdir(parents=True)
+    (home / "volumes" / "default" / "data-volume").mkdir(parents=True)
     waiting = _RETRIED.replace("retryStrategy: {limit: 1}", "retryStrategy: {limit: 0}").replace(
         "if [ ! -f /data/tried ]", "echo partial > /tmp/outputs/Output/data; touch /data/started; sleep 600\n"
         "        if [ ! -f /data/tried ]")
@@ -216,8 +216,8 @@ def test_a_cancelled_step_leaves_no_staging_on_the_host(home: Path, tmp_path: Pa
     host_outputs = os.path.lexists("/tmp/outputs")
     engine = spawn_cli(home, "run", tmp_path / "waiting.yaml")
     try:
-        until(lambda: (home / "volumes" / "data-volume" / "started").exists() or engine.poll() is not None, 60,
-              "the step to start")
+        started = home / "volumes" / "default" / "data-volume" / "started"
+        until(lambda: started.exists() or engine.poll() is not None, 60, "the step to start")
         assert engine.poll() is None, engine.communicate()
         os.kill(engine.pid, signal.SIGINT)
         assert engine.wait(120) == 130
@@ -282,7 +282,7 @@ def test_seed_002_runs_and_its_output_is_the_file_train_py_wrote(cli, home: Path
     assert result.code == 0 and "training-and-evaluation: SUCCEEDED" in text, text
     output = _artifact(text, "training-and-evaluation.training-and-evaluation-output")
     assert output.read_text() == "test accuracy: 9/6\n"
-    volume = next((home / "volumes").iterdir())  # the VolumeOp's PVC, named after the run
+    volume = next(p for p in (home / "volumes" / "default").iterdir() if p.is_dir())  # the VolumeOp's PVC
     assert (volume / "kubeflow-mnist" / "output.txt").read_text() == "test accuracy: 9/6\n"
 
 
@@ -405,7 +405,7 @@ def test_a_sub_path_is_rendered_as_the_task_starts_and_may_not_leave_its_volume(
     from millpond.pipelines.platform import PlatformError, PodInfo, prepare_platform
     from millpond.store.secrets import ConfigStore
 
-    (tmp_path / "volumes" / "data").mkdir(parents=True)
+    (tmp_path / "volumes" / "default" / "data").mkdir(parents=True)
     entry = {"constant": "data", "mountPath": "/in",
              "subPath": "artifact_data/{{$.pipeline_job_uuid}}_{{$.pipeline_task_uuid}}/{{$.inputs.parameters['x']}}"}
 
@@ -417,7 +417,7 @@ def test_a_sub_path_is_rendered_as_the_task_starts_and_may_not_leave_its_volume(
                                 pod=PodInfo(name="p"), render=context.substitute)
 
     bind = prepare("Output").binds[0]
-    assert bind.source == tmp_path / "volumes" / "data" / "artifact_data" / "run_task" / "Output"
+    assert bind.source == tmp_path / "volumes" / "default" / "data" / "artifact_data" / "run_task" / "Output"
     assert bind.source.is_dir() and bind.target == "/in"
     with pytest.raises(PlatformError, match="without '..'"):
         prepare("../../../../etc")

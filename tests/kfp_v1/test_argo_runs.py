@@ -134,7 +134,8 @@ def test_a_volume_snapshot_is_a_copy_of_the_volume_at_that_point(cli, home: Path
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     result = cli("run", CORPUS / "volume_snapshotop_sequential.yaml", "-p", "url=gs://ml-pipeline/shakespeare1.txt")
     assert result.code == 0, result.out + result.err
-    volumes = {p.name.rsplit("-", 2)[-2] + "-" + p.name.rsplit("-", 1)[-1]: p for p in (home / "volumes").iterdir()}
+    volumes = {p.name.rsplit("-", 2)[-2] + "-" + p.name.rsplit("-", 1)[-1]: p
+               for p in (home / "volumes" / "default").iterdir() if p.is_dir()}
     assert sorted(p.name for p in volumes["step1-snap"].iterdir()) == ["step1"]
     assert sorted(p.name for p in volumes["step2-snap"].iterdir()) == ["step1", "step2"]
     assert (volumes["step3-snap"] / "step3" / "file3").is_file()

@@ -19,7 +19,7 @@ def test_a_restored_volume_holds_the_snapshot_and_the_exit_handler_gets_its_para
     assert volume.endswith("-scratch-pvc") and volume.startswith("exit-with-param-"), volume  # the parameter
     assert by_name["snap"]["outputs"]["size"] == "1Mi"  # the data it holds, rounded up
     restored = by_name["restore"]["outputs"]["name"]
-    assert (home / "volumes" / restored / "x").read_text() == "hi\n"  # a copy of the snapshot
+    assert (home / "volumes" / "default" / restored / "x").read_text() == "hi\n"  # a copy of the snapshot
     logs = cli("runs", "logs", run["run_id"]).out
     assert "==> exit-with-param/exit-handler-1/read <==\nhi" in logs, logs
     assert "==> exit-echo <==\nexit ciao" in logs, logs  # the workflow's argument, as Argo passes it

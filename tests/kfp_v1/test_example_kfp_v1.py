@@ -87,7 +87,7 @@ def seed002(home: Path, tmp_path: Path, elsewhere: Path, cli: Cli) -> list[str]:
 def _model_in_volume(home: Path, written: str) -> None:
     """What the step reported is the path train.py wrote to output.txt, and that model is in the volume."""
     assert MODEL.fullmatch(written), written
-    outputs = list((home / "volumes").glob("*/kubeflow-mnist/output.txt"))
+    outputs = list((home / "volumes").glob("default/*/kubeflow-mnist/output.txt"))
     assert len(outputs) == 1, outputs
     assert outputs[0].read_text() == written
     volume = outputs[0].parent.parent
@@ -133,7 +133,7 @@ def test_seed002_as_shipped_with_a_home_under_tmp(how: str, request: pytest.Fixt
         result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
         assert result.returncode == 0, result.stderr
         assert "does not exist" not in result.stderr
-        outputs = list((home / "volumes").glob("*/kubeflow-mnist/output.txt"))
+        outputs = list((home / "volumes").glob("default/*/kubeflow-mnist/output.txt"))
         assert len(outputs) == 1, result.stderr
         _model_in_volume(home, outputs[0].read_text())
     finally:

@@ -247,7 +247,7 @@ def test_builtins_run_create_pvc_here(home: Path, tmp_path: Path, spec: dict[str
     task = _task(home, tmp_path, spec)
     task.launch.inputs.parameters["pvc_name"] = "scratch"
     assert builtins.prepare(task.launch, task.run) == Done(Outputs(parameters={"name": "scratch"}), how="ran")
-    assert (task.run.settings.volumes_dir / "scratch").is_dir()
+    assert (task.run.settings.volumes_dir / "default" / "scratch").is_dir()
 
 
 def test_resources_read_the_request_and_fail_an_invalid_one(home: Path, tmp_path: Path, spec: dict[str, Any]) -> None:

@@ -216,7 +216,8 @@ def test_a_pvc_naming_no_dataset_or_volume_yet_is_accepted_and_said_in_one_line(
     result = cli("apply", "-f", write(tmp_path, isvc()))
     assert result.code == 0 and result.err.strip().splitlines() == [
         f"info: pvc://digits-data: no Dataset digits-data in namespace default and no volume "
-        f"{home / 'volumes' / 'digits-data'}: InferenceService digits cannot load its model until one exists"]
+        f"{home / 'volumes' / 'default' / 'digits-data'}: InferenceService digits cannot load its model "
+        "until one exists"]
     (home / "volumes" / "digits-data").mkdir(parents=True)  # a named local volume: what a PVC is here
     assert cli("apply", "-f", write(tmp_path, isvc("other"))).err == ""
     dataset = {"apiVersion": "data.fluid.io/v1alpha1", "kind": "Dataset", "metadata": {"name": "mnist"},

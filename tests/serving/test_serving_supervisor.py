@@ -366,7 +366,7 @@ def test_an_unfitted_model_is_ModelLoadFailed_and_names_no_ready_revision(cli, h
 
 def test_a_pvc_is_a_named_volume_or_a_datasets_shared_mount(cli, home: Path, tmp_path: Path, digits,
                                                               s3_server) -> None:  # noqa: F811
-    volume = home / "volumes" / "models" / "digits"
+    volume = home / "volumes" / "default" / "models" / "digits"
     volume.mkdir(parents=True)
     # one file named as a KFP Model artifact is (after its output, no extension): served as model.joblib
     (volume / "model").write_bytes((digits[2] / "model.joblib").read_bytes())

@@ -262,7 +262,8 @@ class CorpusRunner:
                 left += [f"{kind}/{r.namespace}/{r.name}" for r in store.list(kind, None)]
             left += [f"job/{job.namespace}/{job.name}" for job in JobStore(settings).list(None)]
             configs = ConfigStore(home)
-            left += [f"{kind}/{name}" for kind in CONFIG_KINDS for name, _ in configs.list(kind)]
+            left += [f"{kind}/{name}" if namespace == "default" else f"{kind}/{namespace}/{name}"
+                     for kind in CONFIG_KINDS for namespace, name, _ in configs.everywhere(kind)]
         return left
 
     def _end_background(self, home: Path) -> None:

@@ -6,9 +6,10 @@ namespace, labels, annotations, ``type`` and ``immutable`` are a row of the reso
 values. A Secret's ``data`` is shown base64-encoded, as the API server shows it, to whoever may read it
 (``get -o yaml``); kubectl's table shows only how many keys it has, ``describe`` their sizes.
 
-Simplification: kfp-kubernetes and Fluid's ``secretKeyRef`` read a Secret by name alone, so the store
-keeps one per name, home-wide: a Secret (or ConfigMap) is in one namespace, and applying the same name
-in another is a conflict (one line). One made by ``millpond secret create`` (no row) is in ``default``.
+The store keeps them per namespace, as Kubernetes does (``home/secrets/NAMESPACE/NAME.json``): the same
+name in two namespaces is two objects, and whoever names one (a run's task, a job, a DataProcess, a
+model server) finds its own namespace's. One made by ``millpond secret create`` (no row) is in the
+namespace of its ``-n`` (``default``).
 ``binaryData`` and Secret values that are not UTF-8 text are refused, as ``store.config_documents`` does.
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.core.view import Planned, check_envelope, derived_uid, metadata_of, parse_timestamp
-from millpond.errors import ConflictError, UserError
+from millpond.errors import UserError
 from millpond.kind_handler import KindContext, KindName
 from millpond.manifest_envelope import not_found
 from millpond.store.config_documents import STORED, check_one
@@ -32,7 +33,6 @@ _FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "Secret": {"data": dict, "stringData": dict, "type": str, "immutable": bool},
     "ConfigMap": {"data": dict, "binaryData": dict, "immutable": bool},
 }
-DEFAULT_NAMESPACE = "default"  # where a Secret or ConfigMap with no row (``millpond secret create``) is
 
 
 @dataclass(frozen=True)
@@ -40,35 +40,43 @@ class _Entry:
     """One Secret or ConfigMap: its values and, when applied as a manifest, its row."""
 
     name: str
+    namespace: str
     data: dict[str, str]
     row: Resource | None
     created: dt.datetime
 
-    @property
-    def namespace(self) -> str:
-        return self.row.namespace if self.row is not None else DEFAULT_NAMESPACE
 
-
-def _entries(kind: str, context: KindContext) -> list[_Entry]:
-    """Every Secret (or ConfigMap) of the home, by name; a row whose values are gone (deleted with
-    ``millpond secret delete``) is no object."""
+def _entries(kind: str, context: KindContext, namespace: str | None = None) -> list[_Entry]:
+    """Every Secret (or ConfigMap) of the home (of one namespace when given), by namespace and name; a row
+    whose values are gone (deleted with ``millpond secret delete``) is no object."""
     configs = ConfigStore(context.settings.home)
-    rows = {row.name: row for row in ResourceStore(context.settings).list(kind)}
+    rows = {(row.namespace, row.name): row for row in ResourceStore(context.settings).list(kind)}
     found = []
-    for name, _keys in configs.list(STORED[kind]):
+    for space, name, _keys in configs.everywhere(STORED[kind], namespace):
         try:
-            data = configs.get(STORED[kind], name)
+            data = configs.get(STORED[kind], name, space)
         except (MissingConfig, UserError):
             continue  # removed meanwhile, or damaged: `millpond secret` says which
-        row = rows.get(name)
-        made = row.created_at if row is not None else _file_time(configs, STORED[kind], name)
-        found.append(_Entry(name, data, row, made))
+        row = rows.get((space, name))
+        made = row.created_at if row is not None else _file_time(configs, STORED[kind], name, space)
+        found.append(_Entry(name, space, data, row, made))
     return found
 
 
-def _file_time(configs: ConfigStore, kind: str, name: str) -> dt.datetime:
+def _gone(configs: ConfigStore, kind: str, name: str, namespace: str) -> bool:
     try:
-        return dt.datetime.fromtimestamp((configs.folder(kind) / f"{name}.json").stat().st_mtime, dt.timezone.utc)
+        configs.get(kind, name, namespace)
+    except MissingConfig:
+        return True
+    except UserError:
+        return False  # damaged, not gone
+    return False
+
+
+def _file_time(configs: ConfigStore, kind: str, name: str, namespace: str) -> dt.datetime:
+    try:
+        return dt.datetime.fromtimestamp((configs.folder(kind, namespace) / f"{name}.json").stat().st_mtime,
+                                         dt.timezone.utc)
     except OSError:
         return dt.datetime.now(dt.timezone.utc)
 
@@ -96,8 +104,7 @@ class ConfigView:
         self.columns: tuple[str, ...] = ("TYPE", "DATA", "AGE") if kind == "Secret" else ("DATA", "AGE")
 
     def objects(self, entry: KindName, namespace: str | None, context: KindContext) -> list[dict[str, Any]]:
-        return [_shown(entry, one) for one in _entries(self.kind, context)
-                if namespace is None or one.namespace == namespace]
+        return [_shown(entry, one) for one in _entries(self.kind, context, namespace)]
 
     def cells(self, shown: dict[str, Any], now: dt.datetime) -> list[str]:
         created = parse_timestamp(shown["metadata"]["creationTimestamp"]) or now
@@ -109,12 +116,8 @@ class ConfigView:
         planned = check_one(doc, where)  # the values as the store keeps them: the same checks and lines as ever
         metadata, fields = check_envelope(entry, doc, where, _FIELDS[self.kind])
         name, namespace = metadata["name"], metadata["namespace"]
-        known = {one.name: one for one in _entries(self.kind, context)}
+        known = {one.name: one for one in _entries(self.kind, context, namespace)}
         before = known.get(name)
-        if before is not None and before.namespace != namespace:
-            raise ConflictError(f'{where} {name}: a {self.kind} named "{name}" is in namespace "{before.namespace}": '
-                                f"millpond keeps {self.kind}s by name, home-wide (pipelines and Fluid read them "
-                                "by name); delete it first or choose another name")
         if before is not None and before.row is not None and before.row.manifest.get("immutable") \
                 and before.data != planned.data:
             raise UserError(f'{where} {name}: data: Forbidden: field is immutable when `immutable` is set')
@@ -126,15 +129,15 @@ class ConfigView:
         def store(context: KindContext) -> str:
             configs = ConfigStore(context.settings.home)
             try:
-                old: dict[str, str] | None = configs.get(planned.kind, name)
+                old: dict[str, str] | None = configs.get(planned.kind, name, namespace)
             except MissingConfig:
                 old = None
             store = ResourceStore(context.settings)
-            if old is None:  # a row left by `millpond secret delete` (in any namespace) is not this new object's
+            if old is None:  # a row whose values `millpond secret delete` removed (any namespace's) is no object's
                 for stale in store.list(self.kind):
-                    if stale.name == name:
+                    if stale.name == name and _gone(configs, planned.kind, name, stale.namespace):
                         store.delete(self.kind, name, stale.namespace)
-            configs.create(planned.kind, name, planned.data, replace=True)
+            configs.create(planned.kind, name, planned.data, replace=True, namespace=namespace)
             row_action = store.apply([row])[0][1]
             if old is None:
                 return "created"
@@ -143,10 +146,10 @@ class ConfigView:
         return Planned(entry, name, namespace, store)
 
     def delete(self, entry: KindName, name: str, namespace: str, context: KindContext) -> None:
-        found = next((one for one in _entries(self.kind, context) if one.name == name), None)
-        if found is None or found.namespace != namespace:
+        found = next((one for one in _entries(self.kind, context, namespace) if one.name == name), None)
+        if found is None:
             raise not_found(entry, name, namespace)
-        ConfigStore(context.settings.home).delete(STORED[self.kind], name)
+        ConfigStore(context.settings.home).delete(STORED[self.kind], name, namespace)
         if found.row is not None:
             ResourceStore(context.settings).delete(self.kind, name, namespace)
 

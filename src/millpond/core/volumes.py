@@ -10,8 +10,9 @@ Fluid makes them once the runtime is set up; millpond's runtime is ready as soon
 read-only: deleting such a PVC is refused, since Fluid's controller would make it again while the dataset
 is bound (delete the Dataset). A task's ``pvcMount`` of that name already mounts the dataset.
 
-A PVC a user applies is a named local volume: the folder ``volumes/NAME`` of the home, the one a KFP
-task's ``pvcMount`` of that name binds (so, as Secrets, one per name, home-wide). It is ``Bound`` at once
+A PVC a user applies is a named local volume: the folder ``volumes/NAMESPACE/NAME`` of the home
+(``store.volume_folders``), the one a KFP task of that namespace binds for a ``pvcMount`` of that name
+(the same name in two namespaces is two volumes, as in Kubernetes). It is ``Bound`` at once
 to a PV ``pvc-UID`` (as a dynamic provisioner names it) of the storage class ``millpond-local`` unless the
 claim names one; deleting the claim deletes the folder (the ``Delete`` reclaim policy of a dynamically
 provisioned volume). Its spec is immutable after creation but for ``resources.requests``, as upstream's.
@@ -43,6 +44,7 @@ from millpond.kind_handler import KindContext, KindName
 from millpond.kinds import REGISTRY
 from millpond.manifest_envelope import not_found
 from millpond.quantities import parse_quantity
+from millpond.store import volume_folders
 from millpond.store.resources import Resource, ResourceStore
 from millpond.tables import age_since
 
@@ -136,7 +138,7 @@ def volumes(context: KindContext, namespace: str | None = None) -> Iterator[Volu
         if runtime is not None:
             yield _fluid(dataset, runtime)
     for row in store.list("PersistentVolumeClaim", namespace):
-        yield _local(row, str(context.settings.volumes_dir / row.name))
+        yield _local(row, str(volume_folders.folder(context.settings.volumes_dir, row.namespace, row.name)))
 
 
 def _age(shown: dict[str, Any], now: dt.datetime) -> str:
@@ -174,16 +176,13 @@ class ClaimView:
             if one.fluid and (claimed["name"], claimed["namespace"]) == (name, namespace):
                 raise ConflictError(f"{named}: it is the volume Fluid makes for Dataset {name}; "
                                     "choose another name")
-            if not one.fluid and claimed["name"] == name and claimed["namespace"] != namespace:
-                raise ConflictError(f'{named}: the local volume "{name}" is claimed in namespace '
-                                    f'"{claimed["namespace"]}" (a volume is a folder of the home, one per name)')
         if before is not None and _fixed(before.spec) != _fixed(spec):
             raise UserError(f"{named}: spec: Forbidden: spec is immutable after creation except "
                             "resources.requests and volumeAttributesClassName for bound claims")
         manifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
         def apply(context: KindContext) -> str:
-            (context.settings.volumes_dir / name).mkdir(parents=True, exist_ok=True)
+            volume_folders.folder(context.settings.volumes_dir, namespace, name).mkdir(parents=True, exist_ok=True)
             return ResourceStore(context.settings).apply([manifest])[0][1]
 
         return Planned(entry, name, namespace, apply)
@@ -197,7 +196,8 @@ class ClaimView:
                                 "delete the dataset (Fluid makes it again while the dataset is bound)")
             raise not_found(entry, name, namespace)
         store.delete("PersistentVolumeClaim", name, namespace)
-        shutil.rmtree(context.settings.volumes_dir / name, ignore_errors=True)  # reclaim policy Delete
+        shutil.rmtree(volume_folders.folder(context.settings.volumes_dir, namespace, name),
+                      ignore_errors=True)  # reclaim policy Delete
 
 
 def _defaulted(named: str, spec: dict[str, Any], before: Resource | None) -> dict[str, Any]:

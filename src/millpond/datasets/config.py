@@ -231,7 +231,7 @@ def build_config(
     meta = dataset.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta.get("namespace") or "default")
     spec = dataset.get("spec") or {}
-    secrets = ConfigStore(settings.home)
+    secrets = ConfigStore(settings.home).in_namespace(namespace)  # its secretKeyRefs name its namespace's
     modes = spec.get("accessModes") or ["ReadOnlyMany"]
     read_only = not any(mode in ("ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod") for mode in modes)
     mounts = []

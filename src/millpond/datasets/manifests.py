@@ -126,7 +126,8 @@ def check_manifest(doc: dict[str, Any], body: dict[str, Any], secrets: SecretLoo
         annotation_ttl(body["metadata"].get("annotations") or {})
     else:
         checks.check_operation(kind, spec)
-    checks.check_secret_refs(spec, secrets)
+    # a secretKeyRef names a Secret of the object's own namespace, as the kubelet and Fluid read it
+    checks.check_secret_refs(spec, secrets.in_namespace(str(body["metadata"].get("namespace") or "default")))
 
 
 def check_document(doc: Any, source: str, number: int, secrets: SecretLookup) -> Manifest:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from millpond.datasets.storage_errors import describe
 from millpond.errors import UnavailableError, UserError
+from millpond.store import volume_folders
 
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, RetryConfig
@@ -385,15 +386,18 @@ def _split_bucket(netloc: str) -> tuple[str, str | None]:
     return netloc, None
 
 
-def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path) -> Ufs:
-    """The UFS a mount point names; UserError for a scheme that cannot be served here."""
+def open_ufs(uri: str, options: dict[str, str], volumes_dir: Path, namespace: str = "default") -> Ufs:
+    """The UFS a mount point names; UserError for a scheme that cannot be served here.
+
+    ``pvc://NAME`` is the PVC ``NAME`` of ``namespace`` (the dataset's or the operation's: ``store.volume_folders``)."""
     scheme, _, rest = uri.partition("://")
     scheme = scheme.lower()
     if scheme in ("local", "file"):
         return LocalUfs(uri, Path("/" + rest.lstrip("/")))
     if scheme == "pvc":
         name, _, sub = rest.partition("/")
-        return LocalUfs(uri, volumes_dir / name / sub.strip("/") if sub.strip("/") else volumes_dir / name)
+        volume = volume_folders.find(volumes_dir, namespace, name)
+        return LocalUfs(uri, volume / sub.strip("/") if sub.strip("/") else volume)
     if scheme in S3_SCHEMES:
         netloc, _, prefix = rest.partition("/")
         if scheme == "minio":  # minio://HOST:PORT/BUCKET/PATH, plain HTTP (as juicefs sync spells it)

@@ -48,7 +48,7 @@ def probe(config: DatasetConfig, volumes_dir: Path, timeout: float = TIMEOUT_S) 
     def run() -> None:
         try:
             for mount in config.mounts:
-                next(iter(open_ufs(mount.uri, mount.options, volumes_dir).list()), None)
+                next(iter(open_ufs(mount.uri, mount.options, volumes_dir, config.namespace).list()), None)
             answer.append(None)
         except (UfsError, UserError) as exc:
             answer.append(str(exc))

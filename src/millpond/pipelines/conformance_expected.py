@@ -19,6 +19,7 @@ from millpond.errors import UserError
 from millpond.pipelines.conformance import Attempt, ConformanceRunner, Verdict, missed_hits
 from millpond.pipelines.loader import LoadedPipeline, load_pipeline
 from millpond.settings import load_settings
+from millpond.store import volume_folders
 from millpond.store.secrets import ConfigStore
 
 EXPECTED_FILE = "EXPECTED.tsv"
@@ -80,7 +81,7 @@ class ExpectedRunner(ConformanceRunner):
         for name, data in V1_SECRETS.items():
             configs.create("secret", name, data, replace=True)
         for name in V1_VOLUMES:
-            (settings.volumes_dir / name).mkdir(parents=True, exist_ok=True)
+            volume_folders.folder(settings.volumes_dir, "default", name).mkdir(parents=True, exist_ok=True)
 
     def run_one(self, file: Path, scratch: Path) -> Verdict:
         row = self.rows[file]

@@ -183,7 +183,9 @@ class Engine:
         previous = {t.path: t for t in self.store.list_tasks(run.id) if t.state == SUCCEEDED} if resume else {}
         self._apply_limits(workflow_limits(run.platform_spec, f"run {run.id}"))
         self.tasks = RunContext(
-            run=run, job=self.context, settings=self.settings, store=self.store, configs=self.configs,
+            run=run, job=self.context, settings=self.settings, store=self.store,
+            configs=self.configs.in_namespace(self._pod_namespace(run), self.settings.multi_user),
+            pod_namespace=self._pod_namespace(run),
             budget=self.budget, queues=self.queues, rows=self.records, limits=self.limits, deadline=self.deadline,
             previous=previous, use_cache=self.use_cache, ignore_resources=self.ignore_resources,
             remote_datasets=bool(getattr(self.runner, "mounts_datasets", False)),
@@ -498,6 +500,11 @@ class Engine:
         name = f"{self.context['pipeline_job_resource_name']}/{node.path}"
         namespace = self.budget.namespace if isinstance(self.budget, Budget) else ""
         return Holder(kind="task", name=name, pid=pid, start=ticks, namespace=namespace)
+
+    def _pod_namespace(self, run: Run) -> str:
+        """The namespace of the run's pods, where the Secrets and ConfigMaps its tasks name are looked up: the run's
+        own in multi-user mode; ``default`` in single-user mode, as ``policies.platform`` gives its pods."""
+        return (self._namespace(run) or "default") if self.settings.multi_user else "default"
 
     def _namespace(self, run: Run) -> str:
         """The run's namespace (KFP's multi-user runs carry one), else its project: its experiment's name lower-cased

@@ -29,10 +29,10 @@ from typing import Any, Callable
 from millpond.datasets.config import load_config
 from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError, UserError
-from millpond.manifest_envelope import check_name
 from millpond.pipelines.builtin_images import CREATE_PVC_IMAGE, DELETE_PVC_IMAGE, SNAPSHOT_IMAGE
 from millpond.runners.base import Bind, DatasetBind
 from millpond.settings import load_settings
+from millpond.store import volume_folders
 from millpond.store.paths import UnsafePath, contained_path
 from millpond.store.resources import read_manifest
 from millpond.store.secrets import ConfigStore, MissingConfig
@@ -214,11 +214,12 @@ class _Builder:
             raise PlatformError(f"{where}: the {kind} name has no value")
         try:
             return name, self.configs.get(kind, name)
-        except MissingConfig:
+        except MissingConfig as missing:
             if optional:
                 return None
+            where_to = "" if missing.namespace == "default" else f" -n {missing.namespace}"
             raise PlatformError(
-                f"{kind} {name!r} not found (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
+                f"{missing} (create it with: millpond {kind} create {name}{where_to} --from-literal KEY=VALUE)"
             ) from None
         except UserError as exc:
             raise PlatformError(f"{where}: {exc}") from None
@@ -315,9 +316,12 @@ class _Builder:
                 raise PlatformError(f"pvcMount at {target}: subPath {sub_path!r} must be a relative path without '..'")
             self._bind(_inside(folder, sub_path, "subPath") if sub_path else folder, target, read_only=read_only)
             return
-        volume = _volume_folder(volumes_dir=self.volumes_dir, name=value)
+        volume = _volume_folder(self.volumes_dir, value, self.pod.namespace, mounting=True)
         if self.remote and not self.volumes_shared:
             raise PlatformError(volume_not_shared(target, f"volume {value!r}", self.volumes_dir))
+        if not volume.is_dir() and self.pod.namespace != "default":  # with the kubelet's words, in its namespace
+            raise PlatformError(f'volume {value!r} not found (persistentvolumeclaim "{value}" not found in '
+                                f'namespace "{self.pod.namespace}")')
         if not volume.is_dir():
             raise PlatformError(
                 f"volume {value!r} not found "
@@ -401,12 +405,15 @@ def volume_not_shared(target: str, volume: str, volumes_dir: Path) -> str:
     )
 
 
-def _volume_folder(volumes_dir: Path, name: str) -> Path:
+def _volume_folder(volumes_dir: Path, name: str, namespace: str, mounting: bool = False) -> Path:
+    """The folder of the PVC ``name`` of ``namespace`` (``store.volume_folders``); ``mounting``: the one a pod
+    of ``namespace`` mounts (single-user mode: ``default``'s when its namespace has none)."""
     try:
-        check_name("PVC", name)
-    except UserError as exc:
+        if mounting:
+            return volume_folders.find(volumes_dir, namespace, name)
+        return volume_folders.folder(volumes_dir, namespace, name)
+    except (UserError, UnsafePath) as exc:
         raise PlatformError(str(exc)) from None
-    return _inside(volumes_dir, name, "PVC name")
 
 
 def _inside(root: Path, relative: str, what: str) -> Path:
@@ -440,12 +447,12 @@ def is_create_pvc(image: str) -> bool:
 
 
 def builtin_task(
-    image: str, parameters: Mapping[str, object], volumes_dir: Path, run_name: str
+    image: str, parameters: Mapping[str, object], volumes_dir: Path, run_name: str, namespace: str = "default",
 ) -> dict[str, str] | None:
     """Run a kfp-kubernetes CreatePVC/DeletePVC task here; its output parameters, or None for any other image.
 
-    A PVC is a folder ``volumes_dir/NAME`` that outlives the run until a DeletePVC (or the
-    user) removes it. CreatePVC names it ``pvc_name``, or ``RUN_NAME-SUFFIX`` for
+    A PVC is a folder ``volumes_dir/NAMESPACE/NAME`` (the run's pods' namespace) that outlives the run until a
+    DeletePVC (or the user) removes it. CreatePVC names it ``pvc_name``, or ``RUN_NAME-SUFFIX`` for
     ``pvc_name_suffix``, or a fresh UUID when neither is given — as the KFP driver does.
     """
     base = _without_tag(image)
@@ -458,12 +465,13 @@ def builtin_task(
             name = f"{_dns_prefix(run_name)}-{suffix.lstrip('-')}"
         elif not name:
             name = str(uuid.uuid4())
-        folder = _volume_folder(volumes_dir, name)
+        folder = _volume_folder(volumes_dir, name, namespace)
         folder.mkdir(parents=True, exist_ok=True)
         return {"name": name}
     if base == SNAPSHOT_IMAGE:
         name, source = str(parameters.get("snapshot_name") or ""), str(parameters.get("source_volume") or "")
-        origin, copy = _volume_folder(volumes_dir, source), _volume_folder(volumes_dir, name)
+        origin = _volume_folder(volumes_dir, source, namespace, mounting=True)
+        copy = _volume_folder(volumes_dir, name, namespace)
         if not origin.is_dir():
             raise PlatformError(f"VolumeSnapshot {name!r}: volume {source!r} not found")
         if copy.exists():
@@ -474,7 +482,7 @@ def builtin_task(
         name = str(parameters.get("pvc_name") or "")
         if not name:
             raise PlatformError("DeletePVC: pvc_name has no value")
-        folder = _volume_folder(volumes_dir, name)
+        folder = _volume_folder(volumes_dir, name, namespace, mounting=True)
         if folder.is_symlink():
             folder.unlink()  # a volume the user linked in by hand: keep what it points to
         elif folder.is_dir():

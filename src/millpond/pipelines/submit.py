@@ -44,6 +44,17 @@ class RunRequest:
     namespace: str = ""  # the experiment's namespace (multi-user API runs); "" in single-user mode
 
 
+def _pod_namespace(request: RunRequest) -> str:
+    """A multi-user run's namespace, as the engine gives its pods: the one the API recorded, else its project
+    (its experiment's name lower-cased; ``default`` when that is no namespace name)."""
+    if request.namespace:
+        return request.namespace
+    try:
+        return project_of(request.experiment or DEFAULT_EXPERIMENT)
+    except UserError:
+        return "default"
+
+
 def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> RunRecord:
     """Validate everything, then record the run (PENDING). Raises UserError before writing anything."""
     if request.run_name is not None:
@@ -60,13 +71,21 @@ def prepare_run(store: RunJournal, settings: Settings, request: RunRequest) -> R
                                request.priority, request.user or os_user())
     if queued(request.pipeline.spec, platform_spec) and not request.namespace:
         project_of(request.experiment or DEFAULT_EXPERIMENT)  # single-user: the experiment names the namespace
-    missing = missing_configs(request.pipeline.platform_spec, ConfigStore(settings.home))
+    # the Secrets its tasks name are its pods' namespace's: the run's in multi-user mode, else ``default``
+    namespace = _pod_namespace(request) if settings.multi_user else "default"
+    configs = ConfigStore(settings.home).in_namespace(namespace, settings.multi_user)
+    missing = missing_configs(request.pipeline.platform_spec, configs)
     if missing:
-        problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)
+        if namespace == "default":
+            problems = "; ".join(f"{kind} {name!r} (used by {task}) not found" for kind, name, task in missing)
+        else:  # the kubelet's words, in the run's namespace
+            problems = "; ".join(f'{kind} "{name}" (used by {task}) not found in namespace "{namespace}"'
+                                 for kind, name, task in missing)
         kind, name, _task = missing[0]
+        where = "" if namespace == "default" else f" -n {namespace}"
         raise UserError(
             f"{request.pipeline.source}: {problems}"
-            f" (create it with: millpond {kind} create {name} --from-literal KEY=VALUE)"
+            f" (create it with: millpond {kind} create {name}{where} --from-literal KEY=VALUE)"
         )
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     record = store.create_run(

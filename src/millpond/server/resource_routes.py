@@ -34,7 +34,6 @@ from typing import Any
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from millpond.core.configs import DEFAULT_NAMESPACE as CONFIG_NAMESPACE
 from millpond.datasets.manifests import _parse
 from millpond.datasets.operations.liveness import reconcile_all
 from millpond.datasets.schema_check import check_schema_file
@@ -50,7 +49,7 @@ from millpond.server.state import state_of
 from millpond.settings import Settings
 from millpond.store import config_documents
 from millpond.store.resources import ResourceStore
-from millpond.store.secrets import ConfigStore
+from millpond.store.secrets import DEFAULT_NAMESPACE, ConfigStore
 
 PREFIX = "/apis/millpond/v1"
 router = APIRouter(tags=["Millpond"])
@@ -142,15 +141,15 @@ def list_config_maps(request: Request) -> dict[str, Any]:
 
 
 def _configs(request: Request, kind: str) -> list[dict[str, Any]]:
-    """Each one's name and keys, in the namespaces where the caller may list them (a Secret's namespace is its
-    row's, ``default`` for one made by ``millpond secret create``: ``core.configs``)."""
+    """Each one's name and keys (and its namespace when it is not ``default``: the shape of a home without
+    namespaces is kept), in the namespaces where the caller may list them (the store keeps them per
+    namespace: ``store.secrets``)."""
     settings = state_of(request).settings
     entry = REGISTRY["Secret" if kind == "secret" else "ConfigMap"]
-    namespace_of = {row.name: row.namespace for row in ResourceStore(settings).list(entry.kind)}
-    listed = ConfigStore(settings.home).list(kind)
-    scope = kind_scope(request, entry, lambda: {namespace_of.get(name, CONFIG_NAMESPACE) for name, _ in listed})
-    return [{"name": name, "keys": keys} for name, keys in listed
-            if shows(scope, namespace_of.get(name, CONFIG_NAMESPACE))]
+    listed = ConfigStore(settings.home).everywhere(kind)
+    scope = kind_scope(request, entry, lambda: {namespace for namespace, _, _ in listed})
+    return [{"name": name, **({} if namespace == DEFAULT_NAMESPACE else {"namespace": namespace}), "keys": keys}
+            for namespace, name, keys in listed if shows(scope, namespace)]
 
 
 @router.post("/fluid/apply", openapi_extra={"requestBody": _APPLY_BODY})

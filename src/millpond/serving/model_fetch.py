@@ -48,6 +48,7 @@ from millpond.serving import archives, endpoints
 from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS
 from millpond.serving.storage_uri import StorageUri
 from millpond.settings import load_settings
+from millpond.store import volume_folders
 from millpond.store.artifacts import filesystem
 from millpond.store.paths import UnsafePath, check_segment, contained_path
 from millpond.store.resources import ResourceStore
@@ -168,7 +169,10 @@ def _pvc_root(storage: StorageUri, namespace: str, name: str, held: ExitStack) -
             raise ModelLoadFailed(f"storageUri {storage.uri}: cannot mount dataset {dataset}: {exc}") from None
         held.callback(release, shared)
         return shared.folder
-    volume = load_settings().volumes_dir / dataset
+    try:  # the PVC of the InferenceService's own namespace (``store.volume_folders``)
+        volume = volume_folders.find(load_settings().volumes_dir, namespace, dataset)
+    except MillpondError as exc:
+        raise ModelLoadFailed(f"storageUri {storage.uri}: {exc}") from None
     if not volume.is_dir():
         raise ModelLoadFailed(f"storageUri {storage.uri}: no Dataset {dataset} in namespace {namespace} and no "
                               f"volume {volume}")

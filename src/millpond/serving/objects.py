@@ -27,6 +27,7 @@ from millpond.serving.kinds import KINDS, ServingKind, refusal
 from millpond.serving.manifests import ServingManifest, check_document
 from millpond.serving.observed import observed_status
 from millpond.serving.spec import PredictorSpec, predictor_spec
+from millpond.store import volume_folders
 from millpond.store.resources import Resource, ResourceStore
 
 NOT_STARTED = ("NotStarted", "no model server answers for it yet: its supervisor starts them "
@@ -58,17 +59,27 @@ def apply(manifests: list[ServingManifest], store: ResourceStore) -> list[tuple[
     return [(manifest, action) for manifest, (_, action) in zip(manifests, applied, strict=True)]
 
 
+def _volume(volumes_dir: Path, namespace: str, name: str) -> Path:
+    """The PVC folder an InferenceService of ``namespace`` mounts (a name no PVC can have: one that is no folder)."""
+    try:
+        return volume_folders.find(volumes_dir, namespace, name)
+    except UserError:
+        return Path(volumes_dir) / namespace / name
+
+
 def missing_notes(manifests: list[ServingManifest], store: ResourceStore, volumes_dir: Path) -> list[str]:
     """A ``pvc://NAME`` predictor whose NAME is neither a Dataset of its namespace nor a named local volume
-    (``volumes_dir/NAME``, what a PVC is on one machine) yet: accepted, as KServe accepts one naming a
+    (``volumes_dir/NAMESPACE/NAME``, what a PVC is on one machine) yet: accepted, as KServe accepts one naming a
     PVC not bound yet, and named in one line, so that its model not loading is no mystery."""
     missing: dict[tuple[str, str], list[str]] = {}
     for manifest in manifests:
         storage = manifest.predictor.storage if manifest.predictor is not None else None
         name = storage.dataset if storage is not None else None
-        if name and store.get("Dataset", name, manifest.namespace) is None and not (volumes_dir / name).is_dir():
+        if name and store.get("Dataset", name, manifest.namespace) is None and \
+                not _volume(volumes_dir, manifest.namespace, name).is_dir():
             missing.setdefault((name, manifest.namespace), []).append(manifest.name)
-    return [f"pvc://{name}: no Dataset {name} in namespace {namespace} and no volume {volumes_dir / name}: "
+    return [f"pvc://{name}: no Dataset {name} in namespace {namespace} and no volume "
+            f"{_volume(volumes_dir, namespace, name)}: "
             f"InferenceService {', '.join(names)} cannot load its model until one exists"
             for (name, namespace), names in sorted(missing.items())]
 

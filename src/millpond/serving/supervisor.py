@@ -286,7 +286,8 @@ class Supervisor:
 
         def run() -> None:
             try:
-                revision.placed = placement.place(spec, ConfigStore(load_settings().home), sys.stdout.buffer)
+                revision.placed = placement.place(spec, ConfigStore(load_settings().home).in_namespace(spec.namespace),
+                                                 sys.stdout.buffer)
             except Exception as exc:  # noqa: BLE001 - any failure to decide is the revision's, said and retried
                 revision.placed = exc
 
@@ -401,7 +402,8 @@ class Supervisor:
             known = {**base, "PORT": str(port), **knative}
             if revision.model_dir is not None:
                 known["MILLPOND_MODEL_DIR"] = placement.MODEL_MOUNT if image is not None else str(revision.model_dir)
-            own = container_env.resolve(spec.container.env, known)
+            own = container_env.resolve(spec.container.env, known,
+                                        ConfigStore(load_settings().home).in_namespace(spec.namespace))
             variables = {**known, **own}
             argv = [container_env.expand(part, variables) for part in (*spec.container.command, *spec.container.args)]
             if image is not None:

@@ -35,6 +35,7 @@ from millpond.errors import MillpondError, UserError
 from millpond.runners.base import Bind
 from millpond.runners.sandbox import wrap
 from millpond.settings import load_settings
+from millpond.store import volume_folders
 from millpond.store.resources import ResourceStore
 
 MODULE = "millpond.serving.with_data"
@@ -50,7 +51,7 @@ def _source(dataset: str, namespace: str, name: str, held: ExitStack) -> Path:
         shared = use(dataset, namespace, f"InferenceService {namespace}/{name}")
         held.callback(release, shared)
         return shared.folder
-    volume = load_settings().volumes_dir / dataset
+    volume = volume_folders.find(load_settings().volumes_dir, namespace, dataset)  # a PVC of its namespace
     if volume.is_dir():
         return volume
     raise UserError(f"--data {dataset}: no Dataset {dataset} in namespace {namespace} and no volume {volume}")

@@ -28,6 +28,7 @@ class PlannedConfig:
     kind: str  # "secret" or "configmap"
     name: str
     data: dict[str, str]
+    namespace: str = "default"
 
 
 def is_config_document(doc: Any) -> bool:
@@ -78,7 +79,7 @@ def check_one(doc: dict[str, Any], where: str) -> PlannedConfig:
         data = _text_values(doc.get("data"), where, "data", decode=False)
     for key in data:
         check_key(store_kind, key)
-    return PlannedConfig(store_kind, name, data)
+    return PlannedConfig(store_kind, name, data, str(metadata.get("namespace") or "default"))
 
 
 def check(documents: list[tuple[str, int, Any]]) -> tuple[list[PlannedConfig], list[str]]:
@@ -100,10 +101,10 @@ class WithPlanned(ConfigStore):
     other documents (a Dataset's ``secretKeyRef``) are checked against."""
 
     def __init__(self, store: ConfigStore, planned: list[PlannedConfig]) -> None:
-        super().__init__(store.home)
-        self._planned = {(p.kind, p.name): p.data for p in planned}
+        super().__init__(store.home, store.namespace, store.fallback)
+        self._planned = {(p.kind, p.namespace, p.name): p.data for p in planned}
 
-    def get(self, kind: str, name: str) -> dict[str, str]:
-        if (kind, name) in self._planned:
-            return dict(self._planned[(kind, name)])
-        return super().get(kind, name)
+    def _read(self, kind: str, name: str, namespace: str) -> dict[str, str]:
+        if (kind, namespace, name) in self._planned:
+            return dict(self._planned[(kind, namespace, name)])
+        return super()._read(kind, name, namespace)

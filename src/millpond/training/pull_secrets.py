@@ -20,7 +20,6 @@ from millpond.store.resources import ResourceStore
 from millpond.store.secrets import ConfigStore, MissingConfig
 
 PULL_SECRET_TYPES = ("kubernetes.io/dockerconfigjson", "kubernetes.io/dockercfg")
-DEFAULT_NAMESPACE = "default"  # where a Secret without a row (``millpond secret create``) is
 
 
 def pull_secrets(names: tuple[str, ...], namespace: str, settings: Settings,
@@ -28,21 +27,18 @@ def pull_secrets(names: tuple[str, ...], namespace: str, settings: Settings,
     """The parsed ``.dockerconfigjson`` of each Secret ``names`` names in ``namespace`` that can be read."""
     if not names:
         return ()
-    rows = {row.name: row for row in ResourceStore(settings).list("Secret")}
+    rows = {row.name: row for row in ResourceStore(settings).list("Secret", namespace)}
     configs = ConfigStore(settings.home)
     found: list[Mapping[str, object]] = []
     for name in names:
         row = rows.get(name)
         where = f"Secret {namespace}/{name}"
         secret_type = str((row.manifest.get("type") if row else "") or "Opaque")
-        if (row.namespace if row else DEFAULT_NAMESPACE) != namespace:
-            _warn(log, f"{where} does not exist: pulling without it")
-            continue
         if row is not None and secret_type not in PULL_SECRET_TYPES:
             _warn(log, f"{where} is of type {secret_type}, not kubernetes.io/dockerconfigjson: pulling without it")
             continue
         try:
-            found.append(dockerconfig_of(configs.get("secret", name), where))
+            found.append(dockerconfig_of(configs.get("secret", name, namespace), where))
         except MissingConfig:
             _warn(log, f"{where} does not exist: pulling without it")
         except (TaskFailure, UserError) as exc:

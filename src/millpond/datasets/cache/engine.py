@@ -176,7 +176,7 @@ class DatasetCache:
         found = self._ufs.get(mount)
         if found is None:
             spec = self.config.mounts[mount]
-            found = self._ufs[mount] = open_ufs(spec.uri, spec.options, self.volumes_dir)
+            found = self._ufs[mount] = open_ufs(spec.uri, spec.options, self.volumes_dir, self.config.namespace)
         return found
 
     def sync(self) -> int:

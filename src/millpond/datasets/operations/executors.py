@@ -26,6 +26,7 @@ from millpond.datasets.operations.transfer import open_side
 from millpond.datasets.operations.transient import attempt
 from millpond.datasets.status import resource_status
 from millpond.settings import load_settings
+from millpond.store import volume_folders
 from millpond.store.resources import Resource, ResourceStore
 
 Progress = Callable[..., None]
@@ -101,7 +102,7 @@ def data_migrate(resource: Resource, progress: Progress) -> dict[str, Any]:
 def data_backup(resource: Resource, progress: Progress) -> dict[str, Any]:
     """Write the dataset's manifest, status and cache index to ``backupPath`` (local:// or pvc://)."""
     name, namespace = dataset_ref(resource)
-    target = _backup_folder(str(resource.spec.get("backupPath") or ""), resource.name)
+    target = _backup_folder(str(resource.spec.get("backupPath") or ""), resource.namespace)
     target.mkdir(parents=True, exist_ok=True)
     store = ResourceStore()
     dataset = store.get("Dataset", name, namespace)
@@ -118,12 +119,12 @@ def data_backup(resource: Resource, progress: Progress) -> dict[str, Any]:
     return {"backupLocationPath": str(target)}
 
 
-def _backup_folder(uri: str, name: str) -> Path:
+def _backup_folder(uri: str, namespace: str) -> Path:
     if uri.startswith("local://"):
         return Path("/" + uri.removeprefix("local://").lstrip("/"))
     if uri.startswith("pvc://"):
         volume, _, sub = uri.removeprefix("pvc://").partition("/")
-        return load_settings().volumes_dir / volume / sub
+        return volume_folders.find(load_settings().volumes_dir, namespace, volume) / sub  # its namespace's PVC
     raise OperationFailed(f"backupPath {uri!r} must be local:///PATH or pvc://NAME[/PATH]")
 
 

@@ -48,6 +48,7 @@ from millpond.runners.in_image import container_command, finish
 from millpond.runners.process_groups import MARK_VAR, end_marked, marked
 from millpond.runners.sandbox import SandboxUnavailable, wrap
 from millpond.settings import load_settings
+from millpond.store import volume_folders
 from millpond.store.resources import Resource
 from millpond.store.secrets import ConfigStore, MissingConfig
 
@@ -126,7 +127,8 @@ def _process_in(resource: Resource, folder: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="millpond-process-") as work, open(log_path, "wb") as log:
         for position, step in enumerate(processor.steps):
             image = _placement(resource, processor, step, log)
-            binds = [dataset, *_volume_binds(step, processor.volumes, Path(work) / f"volumes-{position}")]
+            binds = [dataset, *_volume_binds(step, processor.volumes, Path(work) / f"volumes-{position}",
+                                                    resource.namespace)]
             if image is not None:
                 code, reason = _run_in_image(step, image, binds, Path(work), position, log)
             else:
@@ -180,7 +182,7 @@ def _volumes(raw: Any) -> dict[str, dict[str, Any]]:
     return {str(volume["name"]): volume for volume in raw or [] if isinstance(volume, dict) and volume.get("name")}
 
 
-def _volume_binds(step: Step, volumes: dict[str, dict[str, Any]], scratch: Path) -> list[Bind]:
+def _volume_binds(step: Step, volumes: dict[str, dict[str, Any]], scratch: Path, namespace: str) -> list[Bind]:
     """Each of the step's ``volumeMounts`` as a bind of this machine's folder (see the module's docstring)."""
     binds = []
     for mount in step.mounts:
@@ -200,7 +202,10 @@ def _volume_binds(step: Step, volumes: dict[str, dict[str, Any]], scratch: Path)
             source.mkdir(parents=True, exist_ok=True)
         elif volume.get("persistentVolumeClaim"):
             claim = volume["persistentVolumeClaim"]
-            source = load_settings().volumes_dir / str(claim.get("claimName") or "")
+            try:  # a claim of the DataProcess's own namespace, as a pod's
+                source = volume_folders.find(load_settings().volumes_dir, namespace, str(claim.get("claimName") or ""))
+            except MillpondError as exc:  # a claim name no PVC can have
+                raise OperationFailed(f"volume {name}: {exc}") from None
             read_only = read_only or bool(claim.get("readOnly"))
         else:
             kind = next((key for key in volume if key != "name"), "?")
@@ -219,8 +224,9 @@ def _placement(resource: Resource, processor: Processor, step: Step, log: IO[byt
         return None
     annotations = (resource.manifest.get("metadata") or {}).get("annotations") or {}
     try:
-        secrets = tuple(dockerconfig_of(ConfigStore(load_settings().home).get("secret", name),
-                                        f'imagePullSecrets: secret "{name}"') for name in processor.pull_secrets)
+        own = ConfigStore(load_settings().home).in_namespace(resource.namespace)  # its namespace's Secrets
+        secrets = tuple(dockerconfig_of(own.get("secret", name), f'imagePullSecrets: secret "{name}"')
+                        for name in processor.pull_secrets)
         asked = ImageRequest(step.image, chosen(annotations, load_settings().runtime), step.pull_policy, secrets,
                              args_only=not step.command)
         decision = decide(asked, log)

@@ -102,9 +102,9 @@ class DatasetSide:
 class ExternalSide:
     """External storage at a URI (a folder-like prefix, or one object)."""
 
-    def __init__(self, uri: str, options: dict[str, str]) -> None:
+    def __init__(self, uri: str, options: dict[str, str], namespace: str = "default") -> None:
         self.uri = uri
-        self.ufs = open_ufs(uri, options, load_settings().volumes_dir)
+        self.ufs = open_ufs(uri, options, load_settings().volumes_dir, namespace)  # a pvc:// of its namespace
         self._trailing = uri.endswith("/")
 
     def describe(self) -> str:
@@ -161,7 +161,8 @@ def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
         raise OperationFailed(f"{label}: needs a dataset or an externalStorage with a uri")
     uri = str(external["uri"])
     try:
-        options = resolve_options(external, {}, ConfigStore(load_settings().home), label)
+        own = ConfigStore(load_settings().home).in_namespace(resource.namespace)  # its namespace's Secrets
+        options = resolve_options(external, {}, own, label)
     except UserError as exc:
         raise OperationFailed(str(exc)) from None
     scheme = uri.split("://", 1)[0].lower()
@@ -170,7 +171,7 @@ def open_side(side: dict[str, Any], resource: Resource, where: str) -> Side:
             f"{label}: {uri} has no credentials "
             "(add encryptOptions naming a millpond secret with the access and secret keys)"
         )
-    return ExternalSide(uri, options)
+    return ExternalSide(uri, options, resource.namespace)
 
 
 def _has_credentials(options: dict[str, str]) -> bool:

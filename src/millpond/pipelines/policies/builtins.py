@@ -11,7 +11,8 @@ from millpond.pipelines.policies.verdicts import PROCEED, Done, Fail, Verdict
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
     try:
         produced = builtin_task(
-            launch.container.image, launch.inputs.parameters, run.settings.volumes_dir, run.resource_name
+            launch.container.image, launch.inputs.parameters, run.settings.volumes_dir, run.resource_name,
+            run.pod_namespace,
         )
     except PlatformError as exc:
         return Fail(str(exc))

@@ -49,6 +49,9 @@ class RunContext:
     use_cache: bool = True
     ignore_resources: bool = False  # kfp.local's way: requests are not scheduled
     remote_datasets: bool = False  # the runner mounts datasets where the task runs (a Ray node)
+    # its pods' namespace: the run's in multi-user mode, else ``default``; where the Secrets, ConfigMaps, PVCs
+    # and datasets its tasks name are looked up
+    pod_namespace: str = "default"
 
     @property
     def resource_name(self) -> str:

@@ -13,7 +13,6 @@ from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.platform import PlatformError, PodInfo, prepare_platform
 from millpond.pipelines.policies.launch import RunContext, TaskLaunch
 from millpond.pipelines.policies.verdicts import PROCEED, Fail, Verdict
-from millpond.pods.run_namespaces import run_namespace
 
 
 def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
@@ -29,7 +28,7 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
         job={**run.job, "pipeline_task_name": node.display_name, "pipeline_task_uuid": node.record_id or ""},
     )
     # multi-user: the task's pod is its run's namespace's, and so are the datasets it mounts (single-user: default)
-    namespace = run_namespace(run.store, run.run.id) if run.settings.multi_user else "default"
+    namespace = run.pod_namespace
     try:
         platform = prepare_platform(
             ir.kubernetes_config(run.run.platform_spec, launch.executor.label),
