@@ -27,6 +27,7 @@ from millpond.server import (
     login_routes,
     metrics,
     nodes_routes,
+    notebook_proxy,
     pipelines,
     queue_reclaim,
     recurring,
@@ -79,6 +80,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     queue_reclaim.install(app, settings)  # the quota of queued workloads whose holder died: handed on
     app.state.metrics_registry = metrics.registry_for(settings)
     app.state.authorizer = Authorizer(settings, access.multi_user)  # the one decision every surface asks
+    app.state.userid_header = access.userid_header  # the notebook proxy strips it
     app.state.kube = KubeApi(settings)
     app.add_middleware(KubeDispatch, kube=app.state.kube)  # /api, /apis/GROUP…: the Kubernetes API (inside the guard)
     app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), authenticator=Authenticator(settings, access),
@@ -118,6 +120,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     # the model gateway (/v1/models, /v2, /seldon, /serving: KServe, OIP, Seldon) first: its paths are no other
     # router's, and routes are matched in order (~150 µs a request on the CI machine when it came eleventh)
     serving_routes.install(app)
+    notebook_proxy.install(app)  # /notebook/NAMESPACE/NAME/: Kubeflow Notebooks' servers, HTTP and WebSockets
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
     app.include_router(login_routes.router)  # /ui-api/login, logout, whoami (multi-user)
