@@ -16,6 +16,7 @@ inherits, so stopping the notebook finds them wherever they went) complete its e
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import urllib.error
@@ -36,7 +37,6 @@ MISSING = "JupyterLab is not installed: pip install 'millpond[notebooks]'"
 
 def installed() -> bool:
     """Whether JupyterLab can be started from this environment."""
-    import importlib.util
     return importlib.util.find_spec("jupyterlab") is not None and importlib.util.find_spec("ipykernel") is not None
 
 

@@ -4,7 +4,8 @@ Every Notebook has one supervisor per uid (``notebooks.supervisor``), detached a
 home's background processes (kind ``notebook``: ``millpond ps`` lists it, a home's end ends it).
 ``apply`` starts one for a Notebook that has none (a changed annotation is read by the running one).
 ``delete`` removes the object, SIGTERMs the supervisor and waits until it ended the server and its
-kernels, then removes its folder (the token with it; the workspace stays). ``endpoint`` is what the proxy of ``millpond server`` reads: the port and Jupyter's token.
+kernels, then removes its folder (the token with it; the workspace stays).
+``endpoint`` is what the proxy of ``millpond server`` reads: the port and Jupyter's token.
 """
 
 from __future__ import annotations

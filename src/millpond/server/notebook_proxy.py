@@ -26,7 +26,7 @@ import urllib.parse
 from collections.abc import AsyncIterator
 
 import aiohttp
-from starlette.applications import Starlette
+from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
@@ -95,7 +95,8 @@ def _without_session(cookie: str) -> str:
     return "; ".join(kept)
 
 
-def forwarded_headers(connection: Request | WebSocket, token: str, skip: frozenset[str] = frozenset()) -> dict[str, str]:
+def forwarded_headers(connection: Request | WebSocket, token: str,
+                      skip: frozenset[str] = frozenset()) -> dict[str, str]:
     """The caller's headers minus hop-by-hop ones and millpond's credentials, plus Jupyter's token."""
     userid = getattr(connection.app.state, "userid_header", USERID_HEADER).lower()
     headers: dict[str, str] = {}
@@ -210,7 +211,7 @@ METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 ROUTES = [Route(PATH, proxy_http, methods=METHODS), WebSocketRoute(PATH, proxy_websocket)]
 
 
-def install(app: Starlette) -> None:
+def install(app: FastAPI) -> None:
     """Add the notebook routes to the app, and close their pooled clients when it stops."""
     app.router.routes.extend(ROUTES)
 
