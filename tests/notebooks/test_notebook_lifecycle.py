@@ -101,6 +101,10 @@ def test_a_kernel_answers_through_the_proxy_and_the_notebook_stops_starts_restar
     view = server_view("lab")
     mark = environ_value(view["pid"], MARK_VAR)
     assert mark and len(marked_processes(mark)) >= 2  # the server and its kernel
+    pods = kubectl.json("get", "pods", "-l", "notebook-name=lab")["items"]
+    assert [pod["metadata"]["name"] for pod in pods] == ["lab-0"]
+    assert pods[0]["metadata"]["labels"]["statefulset"] == "lab" and pods[0]["status"]["phase"] == "Running"
+    assert "Jupyter Server" in kubectl.ok("logs", "lab-0")
 
     # kill -9 of the Jupyter server: its supervisor starts another, which answers again
     os.kill(view["pid"], signal.SIGKILL)

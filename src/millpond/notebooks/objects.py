@@ -112,3 +112,13 @@ def delete(settings: Settings, namespace: str, name: str) -> None:
         raise not_found(NOTEBOOK, name, namespace)
     stop(namespace, name)
     shutil.rmtree(paths.folder(settings, resource.uid), ignore_errors=True)  # its token and logs, as a pod's go
+
+
+def reconcile(settings: Settings) -> list[str]:
+    """Start a supervisor for every Notebook that has none (one killed, or all after the machine restarted),
+    as the notebook controller's StatefulSet brings its pod back; the names started."""
+    started = []
+    for resource in ResourceStore(settings).list(NOTEBOOK.kind, None):
+        if start(settings, resource):
+            started.append(f"{resource.namespace}/{resource.name}")
+    return started
