@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 from fastapi import FastAPI
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -39,6 +39,7 @@ from millpond.notebooks.kinds import GROUP, NOTEBOOK, PREFIX, base_url
 from millpond.runners.ports import LOCAL_ADDR
 from millpond.server.access import SESSION_COOKIE, USERID_HEADER
 from millpond.server.callers import require
+from millpond.server.errors import error_response
 from millpond.store.resources import ResourceStore
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -131,7 +132,7 @@ async def proxy_http(request: Request) -> Response:
     try:
         endpoint, path = _target(request)
     except Refused as exc:
-        return PlainTextResponse(exc.message + "\n", status_code=exc.status)
+        return error_response(exc.status, exc.message)
     origin = f"http://{LOCAL_ADDR}:{endpoint.port}"
     body = await request.body()
     try:
@@ -139,7 +140,7 @@ async def proxy_http(request: Request) -> Response:
             request.method, origin + path, headers=forwarded_headers(request, endpoint.token), data=body or None,
             allow_redirects=False)
     except aiohttp.ClientError as exc:
-        return PlainTextResponse(f"the notebook's server did not answer: {exc}\n", status_code=502)
+        return error_response(502, f"the notebook's server did not answer: {exc}")
     headers = [(key, value) for key, value in upstream.headers.items() if key.lower() not in HOP_BY_HOP]
     headers = [(key, value.replace(origin, "", 1) if key.lower() == "location" else value) for key, value in headers]
 
