@@ -104,6 +104,11 @@ SLOW = [Slow(test, why) for test, why in (
     ("tests/notebooks/test_notebook_lifecycle.py::"
      "test_a_kernel_answers_through_the_proxy_and_the_notebook_stops_starts_restarts_and_goes",
      "JupyterLab started four times (apply, kill -9, stop/start), kernels through the proxy: ~15 s serial"),
+    ("tests/notebooks/test_notebook_lifecycle.py::"
+     "test_a_killed_supervisor_takes_its_server_and_kernels_along_and_the_server_starts_another",
+     "waits for millpond server's reconcile (10 s) and a second JupyterLab: ~15 s serial"),
+    ("tests/notebooks/test_notebook_resources.py::test_a_gpu_goes_to_one_notebook_and_the_next_waits_saying_why",
+     "two JupyterLabs one after the other: ~10 s serial"),
     ("tests/notebooks/test_notebook_multiuser.py::test_only_the_namespaces_contributors_reach_the_notebook",
      "a multi-user server, its team, and a sandboxed JupyterLab with a kernel: ~14 s serial"),
     # tests/kuberay

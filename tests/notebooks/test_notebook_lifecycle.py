@@ -174,3 +174,28 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_stored(home: Path, docu
     assert len(lines) == 1 and lines[0].startswith("error:") and error in lines[0], done.stderr
     stored = {resource.name for resource in ResourceStore(load_settings()).list("Notebook", None)}
     assert not stored & {"Bad_Name", "too-big", "too-many"}
+
+
+def test_a_killed_supervisor_takes_its_server_and_kernels_along_and_the_server_starts_another(
+        served: Served, kubectl: Kubectl) -> None:
+    kubectl.ok("apply", "-f", "-", stdin=notebook("kept"))
+    wait_for(kubectl, "kept", True)
+    base = f"{served.url}/notebook/default/kept"
+    start_kernel(base)
+    view = server_view("kept")
+    mark = environ_value(view["pid"], MARK_VAR)
+    assert mark and len(marked_processes(mark)) >= 2
+    [supervisor] = objects.supervisors("default", "kept")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while marked_processes(mark):  # its guardian ends what it started
+        assert time.monotonic() < deadline, marked_processes(mark)
+        time.sleep(0.2)
+    # millpond server's reconcile starts another supervisor, whose server answers
+    deadline = time.monotonic() + 120
+    while not (objects.supervisors("default", "kept") and server_view("kept").get("ready")
+               and server_view("kept").get("pid") != view["pid"]):
+        assert time.monotonic() < deadline, server_view("kept")
+        time.sleep(0.5)
+    assert request(f"{base}/api/status")[0] == 200
+    kubectl.ok("delete", "notebook", "kept")
