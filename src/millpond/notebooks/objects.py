@@ -23,6 +23,7 @@ from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
 from millpond.runners.detached import spawn_detached
 from millpond.runners.environment import detached_environment
+from millpond.runners.processes import start_ticks
 from millpond.settings import Settings
 from millpond.store.resources import Resource, ResourceStore
 
@@ -94,9 +95,17 @@ def endpoint(settings: Settings, namespace: str, name: str) -> Endpoint | None:
         return None
     shown = view(settings, resource.uid)
     token = paths.read_token(settings, resource.uid)
-    if not shown or not isinstance(shown.get("port"), int) or not token:
+    if not shown or not isinstance(shown.get("port"), int) or not token or not shown.get("ready"):
         return None
+    pid = shown.get("pid")
+    if not isinstance(pid, int) or not same_process(pid, shown.get("ticks")):
+        return None  # what its supervisor last wrote, but the server is gone (the supervisor was killed)
     return Endpoint(shown["port"], token)
+
+
+def same_process(pid: int, ticks: object) -> bool:
+    """Whether ``pid`` is still the process that started at ``ticks`` (not gone, not a reused pid)."""
+    return ticks is not None and start_ticks(pid) == ticks
 
 
 def stop(namespace: str, name: str) -> None:
