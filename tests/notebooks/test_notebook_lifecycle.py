@@ -200,3 +200,14 @@ def test_a_killed_supervisor_takes_its_server_and_kernels_along_and_the_server_s
         time.sleep(0.5)
     assert request(f"{base}/api/status")[0] == 200
     kubectl.ok("delete", "notebook", "kept")
+
+
+@pytest.mark.parametrize(("document", "error"), [
+    (notebook("Bad_Name"), "Bad_Name"),
+    (notebook("too-big", memory="100Ti"), "can never run on this machine"),
+])
+def test_bad_input_through_kubectl_is_a_status_naming_the_field(kubectl: Kubectl, document: str, error: str) -> None:
+    done = kubectl.run("apply", "-f", "-", stdin=document)
+    assert done.returncode == 1 and error in done.stderr and "Traceback" not in done.stderr, done
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Bad_Name" not in kubectl.ok("get", "notebooks") and "too-big" not in kubectl.ok("get", "notebooks")
