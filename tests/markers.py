@@ -109,6 +109,9 @@ SLOW = [Slow(test, why) for test, why in (
      "waits for millpond server's reconcile (10 s) and a second JupyterLab: ~15 s serial"),
     ("tests/notebooks/test_notebook_resources.py::test_a_gpu_goes_to_one_notebook_and_the_next_waits_saying_why",
      "two JupyterLabs one after the other: ~10 s serial"),
+    ("tests/notebooks/test_notebook_resources.py::"
+     "test_two_notebooks_share_one_gpu_by_memory_and_a_third_waits_saying_why",
+     "two JupyterLabs and a kernel: ~11 s serial"),
     ("tests/notebooks/test_notebook_multiuser.py::test_only_the_namespaces_contributors_reach_the_notebook",
      "a multi-user server, its team, and a sandboxed JupyterLab with a kernel: ~14 s serial"),
     # tests/kuberay

@@ -94,3 +94,29 @@ def test_a_notebook_past_its_namespaces_quota_waits_naming_the_quota(kubectl: Ku
     message = scheduled(status_of(kubectl, "big", "team"))["message"]
     assert "exceeded quota: compute" in message, message
     kubectl.ok("delete", "notebook", "big", "-n", "team")
+
+
+def test_two_notebooks_share_one_gpu_by_memory_and_a_third_waits_saying_why(kubectl: Kubectl) -> None:
+    for name in ("left", "right"):
+        kubectl.ok("apply", "-f", "-", stdin=notebook(name, "default", {"aliyun.com/gpu-mem": "6"}))
+    deadline = time.monotonic() + 180
+    for name in ("left", "right"):
+        while status_of(kubectl, name).get("readyReplicas") != 1:
+            assert time.monotonic() < deadline, status_of(kubectl, name)
+            time.sleep(0.5)
+    kubectl.ok("apply", "-f", "-", stdin=notebook("third", "default", {"aliyun.com/gpu-mem": "6"}))
+    while scheduled(status_of(kubectl, "third")).get("status") != "False":
+        assert time.monotonic() < deadline, status_of(kubectl, "third")
+        time.sleep(0.5)
+    assert "needs a share of 6.0 GiB" in scheduled(status_of(kubectl, "third"))["message"]
+
+    served = kubectl.config.read_text().split("server: ", 1)[1].split()[0]
+    base = f"{served}/notebook/default/left"
+    answered, text = request(f"{base}/api/kernels", "POST", {"name": "python3"})
+    assert answered == 201, text
+    channels = base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
+    shown = execute(channels, "import os; os.environ['CUDA_VISIBLE_DEVICES'], "
+                              "os.environ['MILLPOND_GPU_MEMORY_FRACTION']")
+    assert shown == "('0', '0.3750')", shown
+    for name in ("left", "right", "third"):
+        kubectl.ok("delete", "notebook", name)

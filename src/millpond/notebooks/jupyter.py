@@ -9,7 +9,8 @@ line other users' ``ps`` shows); the proxy adds it to each request, so the brows
 
 Its runtime, data and config folders are the notebook's own (nothing of the OS user's Jupyter set-up
 is read, and two notebooks never share a kernel's connection files); the working folder is the
-notebook's workspace. The container's ``env``, the GPUs the ledger granted (``CUDA_VISIBLE_DEVICES``)
+notebook's workspace. The container's ``env``, the GPUs the ledger granted (``CUDA_VISIBLE_DEVICES``,
+and a share's limits)
 and a mark of its own (``process_groups.MARK_VAR``, which every kernel and terminal it starts
 inherits, so stopping the notebook finds them wherever they went) complete its environment.
 """
@@ -52,7 +53,7 @@ def argv(namespace: str, name: str, port: int, workspace: Path) -> list[str]:
 
 
 def environment(settings: Settings, uid: str, namespace: str, name: str, spec: NotebookSpec, token: str,
-                gpus: tuple[int, ...], mark: str, guard: dict[str, str]) -> dict[str, str]:
+                gpu_env: dict[str, str], mark: str, guard: dict[str, str]) -> dict[str, str]:
     """What the server and its kernels run with (see the module's docstring)."""
     own = paths.folder(settings, uid)
     env = {key: value for key, value in inherited_environment().items() if key != MARK_VAR}
@@ -64,8 +65,9 @@ def environment(settings: Settings, uid: str, namespace: str, name: str, spec: N
         "JUPYTER_DATA_DIR": str(own / "jupyter" / "data"), "IPYTHONDIR": str(own / "ipython"),
         "JUPYTER_PLATFORM_DIRS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}",
-        "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), MARK_VAR: mark,
+        MARK_VAR: mark,
     })
+    env.update(gpu_env)
     return env
 
 

@@ -8,7 +8,8 @@ tick (``TICK_S``) it reads the object and reconciles, as the notebook controller
 2. annotated ``kubeflow-resource-stopped``: stop the server and give back its grant (the controller
    scales the StatefulSet to 0); status with no conditions, ``readyReplicas`` 0;
 3. otherwise the server's requests are taken from the machine's ledger (the namespace's ResourceQuota
-   applies, as to any pod); one that does not fit waits, ``PodScheduled`` False with the reason;
+   applies, as to any pod; a GPU share's limits go in its environment, ``scheduling.share_env``); one
+   that does not fit waits, ``PodScheduled`` False with the reason;
 4. the server starts (in multi-user mode inside the namespace's sandbox, ``runners.sandbox.wrap``);
    ready once its API answers; one that exits is started again after a back-off that doubles from
    ``BACKOFF_S`` to ``MAX_BACKOFF_S`` (the kubelet's CrashLoopBackOff: 10 s to 5 min; shorter here, a
@@ -46,6 +47,7 @@ from millpond.runners.process_groups import marked, stop_groups
 from millpond.runners.processes import ProcessIdentity, start_ticks
 from millpond.runners.sandbox import SandboxUnavailable, wrap
 from millpond.scheduling.ledger import Grant, Holder, Ledger
+from millpond.scheduling.share_env import mps_running, share_env
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import ProcessRecord, Resource, ResourceStore
 from millpond.training.pod_template import GPU
@@ -166,7 +168,7 @@ class NotebookSupervisor:
         self.port = free_port()
         self.mark = next(iter(marked().values()))
         env = jupyter.environment(self.settings, self.uid, self.namespace, self.name, spec, self.token,
-                                  (*self.grant.gpus, *self.grant.share_gpus), self.mark, self.guard.env())
+                                  self._gpu_env(spec, self.grant), self.mark, self.guard.env())
         argv = jupyter.argv(self.namespace, self.name, self.port, workspace)
         if isolation.required(self.settings):  # multi-user: the namespace's code never runs on the bare host
             try:
@@ -190,6 +192,13 @@ class NotebookSupervisor:
         self.started_mono = time.monotonic()
         self.state.running, self.state.ready, self.state.started_at = True, False, now_iso()
         self.state.waiting_reason = self.state.waiting_message = ""
+
+    def _gpu_env(self, spec: NotebookSpec, grant: Grant) -> dict[str, str]:
+        """``CUDA_VISIBLE_DEVICES`` of the granted GPUs; a share's limits too (as a model replica's and a job's)."""
+        if grant.share_gpus and spec.request.shares:
+            gpu = grant.share_gpus[0]
+            return share_env((gpu,), spec.request.shares[0], (self.ledger.capacity.memory_of(gpu),), mps_running())
+        return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, grant.gpus))}
 
     def _waiting(self, reason: str, message: str) -> None:
         self.state.running = self.state.ready = False
