@@ -4,7 +4,7 @@ Started detached by ``notebooks.objects.start`` and recorded among the home's ba
 (kind ``notebook``); one per uid (a second one leaves at once: a lock on a file of its folder). Each
 tick (``TICK_S``) it reads the object and reconciles, as the notebook controller and the kubelet do:
 
-1. the object is gone or replaced (another uid): stop the server, end;
+1. the object is gone or replaced (another uid), or its folder (the home) was removed: stop the server, end;
 2. annotated ``kubeflow-resource-stopped``: stop the server and give back its grant (the controller
    scales the StatefulSet to 0); status with no conditions, ``readyReplicas`` 0;
 3. otherwise the server's requests are taken from the machine's ledger (the namespace's ResourceQuota
@@ -94,7 +94,7 @@ class NotebookSupervisor:
             signal.signal(signum, lambda *_: self.stopping.set())
         self.store.record_process(NOTEBOOK.kind, self.name, self.namespace, self.identity)
         try:
-            while not self.stopping.is_set():
+            while not self.stopping.is_set() and paths.folder(self.settings, self.uid).is_dir():
                 resource = self.store.get(NOTEBOOK.kind, self.name, self.namespace)
                 if resource is None or resource.uid != self.uid:
                     break
@@ -103,8 +103,9 @@ class NotebookSupervisor:
                 self.stopping.wait(TICK_S)
         finally:
             self._stop_server()
-            self._release()
-            paths.endpoint_file(self.settings, self.uid).unlink(missing_ok=True)
+            if paths.folder(self.settings, self.uid).is_dir():  # the home is still there (not removed under it)
+                self._release()
+                paths.endpoint_file(self.settings, self.uid).unlink(missing_ok=True)
 
     def step(self, resource: Resource) -> None:
         annotations = resource.manifest.get("metadata", {}).get("annotations") or {}
