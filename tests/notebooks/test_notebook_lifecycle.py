@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import websocket
 
 from millpond.notebooks import objects
 from millpond.runners.process_groups import MARK_VAR
@@ -156,6 +157,12 @@ def test_the_proxy_forwards_nothing_outside_the_prefix_and_answers_with_jupyters
     status, text = request(f"{base}/api/status", headers={"Authorization": "Bearer not-jupyters",
                                                           "Cookie": "millpond_session=abc; other=1"})
     assert status == 200, text
+    # a WebSocket from another site's page (cross-site WebSocket hijacking) is refused; this server's own passes
+    channels = base.replace("http://", "ws://") + f"/api/kernels/{start_kernel(base)}/channels"
+    with pytest.raises(websocket.WebSocketBadStatusException) as refused:
+        execute(channels, "1+1", origin="http://evil.example")
+    assert refused.value.status_code == 403
+    assert execute(channels, "1+1", origin=served.url) == "2"
     status, text = request(f"{served.url}/notebook/default/missing/api/status")
     assert status == 404 and json.loads(text)["message"] == 'notebooks.kubeflow.org "missing" not found'
     kubectl.ok("delete", "notebook", "echo")
