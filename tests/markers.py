@@ -100,6 +100,20 @@ SLOW = [Slow(test, why) for test, why in (
     ("tests/cli/test_conformance_manifests.py::test_an_allow_list_entry_naming_no_row_fails_the_run", "30 s loaded"),
     ("tests/cli/test_conformance_manifests.py::test_a_row_against_its_expectation_fails_the_run_naming_it",
      "26 s loaded"),
+    # tests/notebooks
+    ("tests/notebooks/test_notebook_lifecycle.py::"
+     "test_a_kernel_answers_through_the_proxy_and_the_notebook_stops_starts_restarts_and_goes",
+     "JupyterLab started four times (apply, kill -9, stop/start), kernels through the proxy: ~15 s serial"),
+    ("tests/notebooks/test_notebook_lifecycle.py::"
+     "test_a_killed_supervisor_takes_its_server_and_kernels_along_and_the_server_starts_another",
+     "waits for millpond server's reconcile (10 s) and a second JupyterLab: ~15 s serial"),
+    ("tests/notebooks/test_notebook_resources.py::test_a_gpu_goes_to_one_notebook_and_the_next_waits_saying_why",
+     "two JupyterLabs one after the other: ~10 s serial"),
+    ("tests/notebooks/test_notebook_resources.py::"
+     "test_two_notebooks_share_one_gpu_by_memory_and_a_third_waits_saying_why",
+     "two JupyterLabs and a kernel: ~11 s serial"),
+    ("tests/notebooks/test_notebook_multiuser.py::test_only_the_namespaces_contributors_reach_the_notebook",
+     "a multi-user server, its team, and a sandboxed JupyterLab with a kernel: ~14 s serial"),
     # tests/kuberay
     ("tests/kuberay/test_ray_waiting.py::test_a_cluster_that_may_not_run_yet_starts_nothing_and_says_why",
      "three supervisors' first admission cycles and ledger reads: 7-10 s serial"),

@@ -122,6 +122,11 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
     **{(method, "/serving/{namespace}/{name}/{path:path}"): _one(
         method, "/serving/{ns}/model/v2/models/model/infer", lambda o: _isvc("get", TEAM_A),
         INFER if method in ("POST", "PUT", "PATCH") else None) for method in METHODS},
+    # a Kubeflow Notebook's server, through the proxy: get on notebooks of kubeflow.org in its namespace
+    **{(method, "/notebook/{namespace}/{name}/{rest:path}"): _one(
+        method, "/notebook/{ns}/lab/api/status", (Attributes("get", TEAM_A, "kubeflow.org", "notebooks", name="lab"),),
+        {} if method in ("POST", "PUT", "PATCH") else None)
+       for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},
     ("GET", "/ui-api/models"): _one("GET", "/ui-api/models", FILTERED),
     ("GET", "/ui-api/models/{namespace}/{name}"): _one("GET", "/ui-api/models/{ns}/model",
                                                        lambda o: _isvc("get", TEAM_A)),

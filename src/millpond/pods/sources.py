@@ -21,6 +21,7 @@ SOURCES: tuple[str, ...] = (
     "millpond.pods.ray_pods",
     "millpond.pods.serving_pods",
     "millpond.pods.pipeline_pods",
+    "millpond.pods.notebook_pods",
 )
 
 

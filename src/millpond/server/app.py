@@ -27,6 +27,8 @@ from millpond.server import (
     login_routes,
     metrics,
     nodes_routes,
+    notebook_proxy,
+    notebook_reconcile,
     pipelines,
     queue_reclaim,
     recurring,
@@ -76,9 +78,11 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.router.on_startup.append(lambda: resource_routes.check_operations(settings))  # dead ones: resumed or Failed
     app.router.on_startup.append(lambda: jobs_routes.check_jobs(settings))  # dead supervisors: their jobs FAILED
     serving_reconcile.install(app, settings)  # every servable InferenceService gets a supervisor, now and later
+    notebook_reconcile.install(app, settings)  # every Notebook gets a supervisor, now and after a kill -9
     queue_reclaim.install(app, settings)  # the quota of queued workloads whose holder died: handed on
     app.state.metrics_registry = metrics.registry_for(settings)
     app.state.authorizer = Authorizer(settings, access.multi_user)  # the one decision every surface asks
+    app.state.userid_header = access.userid_header  # the notebook proxy strips it
     app.state.kube = KubeApi(settings)
     app.add_middleware(KubeDispatch, kube=app.state.kube)  # /api, /apis/GROUP…: the Kubernetes API (inside the guard)
     # one Authenticator for the app: the guard asks it, and the login routes check passwords with its credentials
@@ -120,6 +124,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     # the model gateway (/v1/models, /v2, /seldon, /serving: KServe, OIP, Seldon) first: its paths are no other
     # router's, and routes are matched in order (~150 µs a request on the CI machine when it came eleventh)
     serving_routes.install(app)
+    notebook_proxy.install(app)  # /notebook/NAMESPACE/NAME/: Kubeflow Notebooks' servers, HTTP and WebSockets
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
     app.include_router(login_routes.router)  # /ui-api/login, logout, whoami (multi-user)

@@ -185,6 +185,9 @@ class RequestGuard:
         self.status_paths = status_paths  # the Kubernetes API's paths: refused with a ``kind: Status`` object
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -224,6 +227,33 @@ class RequestGuard:
             await KubeError(*refused).response()(scope, receive, send)
             return
         await error_response(*refused)(scope, receive, send)
+
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket handshake (the notebook proxy's kernels and terminals) passes the same Host and identity
+        checks as a request, and its Origin must be this server's (a browser opens a WebSocket to any site,
+        with its cookies: cross-site WebSocket hijacking); refused, it is closed before it is accepted, which
+        the client sees as HTTP 403."""
+        headers: dict[str, str] = {}
+        for key, value in scope["headers"]:
+            headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+        refused: tuple[int, str] | None = host_refusal(headers, self.policy)
+        origin = headers.get("origin")
+        scheme = "https" if scope.get("scheme") == "wss" else "http"
+        if refused is None and origin is not None and not same_origin(origin, scheme, headers.get("host", "")):
+            refused = (403, f"cross-origin WebSocket refused: Origin {origin!r} is not this server")
+        if refused is None:
+            client = scope.get("client")
+            identity = self.authenticator.identify(headers, client[0] if client else None, False)
+            if isinstance(identity, Refusal):
+                refused = (identity.status, identity.message)
+            else:
+                scope.setdefault("state", {})["identity"] = identity
+        if refused is None:
+            await self.app(scope, receive, send)
+            return
+        await receive()  # websocket.connect
+        await send({"type": "websocket.close", "code": 1008, "reason": refused[1][:120]})
 
 
 def _too_large(length: str | None, streamed: bool = False) -> tuple[int, str] | None:

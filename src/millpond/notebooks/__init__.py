@@ -1,0 +1,1 @@
+"""Kubeflow Notebooks on one machine: the ``kubeflow.org`` Notebook kind, one JupyterLab server per Notebook."""

@@ -1,0 +1,133 @@
+"""Notebooks in the resource store and their supervisors: start, observe, delete, and where one is reached.
+
+Every Notebook has one supervisor per uid (``notebooks.supervisor``), detached and recorded among the
+home's background processes (kind ``notebook``: ``millpond ps`` lists it, a home's end ends it).
+``apply`` starts one for a Notebook that has none (a changed annotation is read by the running one).
+``delete`` removes the object, SIGTERMs the supervisor and waits until it ended the server and its
+kernels, then removes its folder (the token with it; the workspace stays).
+``endpoint`` is what the proxy of ``millpond server`` reads: the port and Jupyter's token.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from millpond.manifest_envelope import not_found
+from millpond.notebooks import paths
+from millpond.notebooks.kinds import NOTEBOOK
+from millpond.runners import background
+from millpond.runners.background import BackgroundProcess, running
+from millpond.runners.detached import spawn_detached
+from millpond.runners.environment import detached_environment
+from millpond.runners.processes import start_ticks
+from millpond.settings import Settings
+from millpond.store.resources import Resource, ResourceStore
+
+PROCESS_KIND = "notebook"
+STOP_WAIT_S = 30.0  # the server gets 5 s of grace, then its kernels are swept
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a running notebook's server listens, and the token it expects (never shown to a browser)."""
+
+    port: int
+    token: str
+
+
+def supervisors(namespace: str, name: str, uid: str | None = None) -> list[BackgroundProcess]:
+    served = f"{namespace}/{name}"
+    return [record for record in running() if record.kind == PROCESS_KIND and record.object == served
+            and (uid is None or record.uid == uid)]
+
+
+def start(settings: Settings, resource: Resource) -> bool:
+    """Start the notebook's supervisor unless one runs for its uid; True if one was started."""
+    if supervisors(resource.namespace, resource.name, resource.uid):
+        return False
+    try:
+        spawn_detached("millpond.notebooks.supervisor", [resource.namespace, resource.name, resource.uid],
+                       log=paths.supervisor_log(settings, resource.uid), env=detached_environment(),
+                       kind=PROCESS_KIND, served=f"{resource.namespace}/{resource.name}", uid=resource.uid)
+    except OSError as exc:  # said in its status, not raised
+        ResourceStore(settings).set_status(NOTEBOOK.kind, resource.name, {
+            "conditions": [], "readyReplicas": 0,
+            "containerState": {"waiting": {"reason": "CreateContainerError",
+                                           "message": f"cannot start its supervisor: {exc}"}}}, resource.namespace)
+        return False
+    return True
+
+
+def observed(resource: Resource) -> dict[str, Any]:
+    """The status to show: as written, unless its supervisor is gone (then nothing runs for it)."""
+    status = dict(resource.status)
+    if supervisors(resource.namespace, resource.name, resource.uid):
+        return status
+    if resource.process is None and time.time() - resource.created_at.timestamp() < 10:
+        return status  # its supervisor is starting
+    return {**status, "readyReplicas": 0, "containerState": {"waiting": {
+        "reason": "SupervisorGone",
+        "message": "its supervisor is gone (killed, or the machine restarted); millpond server or an apply "
+                   "starts it again"}}}
+
+
+def as_object(resource: Resource) -> dict[str, Any]:
+    return resource.as_object(observed(resource))
+
+
+def view(settings: Settings, uid: str) -> dict[str, Any] | None:
+    """What the supervisor last wrote of its server (``endpoint.json``), or None."""
+    try:
+        found = json.loads(paths.endpoint_file(settings, uid).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def endpoint(settings: Settings, namespace: str, name: str) -> Endpoint | None:
+    """The running server of Notebook ``namespace/name`` (None: no such notebook, or nothing listens yet)."""
+    resource = ResourceStore(settings).get(NOTEBOOK.kind, name, namespace)
+    if resource is None:
+        return None
+    shown = view(settings, resource.uid)
+    token = paths.read_token(settings, resource.uid)
+    if not shown or not isinstance(shown.get("port"), int) or not token or not shown.get("ready"):
+        return None
+    pid = shown.get("pid")
+    if not isinstance(pid, int) or not same_process(pid, shown.get("ticks")):
+        return None  # what its supervisor last wrote, but the server is gone (the supervisor was killed)
+    return Endpoint(shown["port"], token)
+
+
+def same_process(pid: int, ticks: object) -> bool:
+    """Whether ``pid`` is still the process that started at ``ticks`` (not gone, not a reused pid)."""
+    return ticks is not None and start_ticks(pid) == ticks
+
+
+def stop(namespace: str, name: str) -> None:
+    """SIGTERM the notebook's supervisors and wait until they ended (the server and its kernels with them)."""
+    background.end_all(supervisors(namespace, name), STOP_WAIT_S)
+
+
+def delete(settings: Settings, namespace: str, name: str) -> None:
+    """Forget the notebook and end every process it started; NotFoundError if there is none."""
+    store = ResourceStore(settings)
+    resource = store.get(NOTEBOOK.kind, name, namespace)
+    if resource is None or not store.delete(NOTEBOOK.kind, name, namespace):
+        raise not_found(NOTEBOOK, name, namespace)
+    stop(namespace, name)
+    shutil.rmtree(paths.folder(settings, resource.uid), ignore_errors=True)  # its token and logs, as a pod's go
+
+
+def reconcile(settings: Settings) -> list[str]:
+    """Start a supervisor for every Notebook that has none (one killed, or all after the machine restarted),
+    as the notebook controller's StatefulSet brings its pod back; the names started."""
+    started = []
+    for resource in ResourceStore(settings).list(NOTEBOOK.kind, None):
+        if start(settings, resource):
+            started.append(f"{resource.namespace}/{resource.name}")
+    return started

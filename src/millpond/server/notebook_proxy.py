@@ -1,0 +1,223 @@
+"""``/notebook/NAMESPACE/NAME/...``: a Kubeflow Notebook reached through ``millpond server``, HTTP and WebSockets.
+
+Kubeflow serves a notebook behind Istio at ``/notebook/NAMESPACE/NAME/`` (the VirtualService the notebook
+controller makes, its ``NB_PREFIX``); here the server forwards that prefix to the notebook's JupyterLab
+(``notebooks.objects.endpoint``: a loopback port), the path unchanged (Jupyter's base URL is the prefix),
+WebSockets included (kernels' channels, terminals). What it forwards and what it does not:
+
+- only the prefix's own paths: a path whose segments hold ``.`` or ``..`` (raw or percent-encoded) is
+  refused (400), so nothing outside the notebook's base URL is ever asked of its server;
+- the caller's millpond credentials never reach Jupyter: ``Authorization``, the ``millpond_session``
+  cookie and the user-id header are taken out; Jupyter's own token is added (``Authorization: token``),
+  so the browser never holds it and a notebook's code cannot replay the user's millpond identity;
+- in multi-user mode only a caller allowed ``get`` on ``notebooks`` (group ``kubeflow.org``) of the
+  namespace gets through (the server's one Authorizer), as Kubeflow's Istio AuthorizationPolicy lets in
+  the namespace's contributors; a WebSocket was authenticated by the request guard first.
+
+A notebook that is stopped, starting or gone answers 503 (404 when there is no such Notebook), in one
+line. Simplified: no buffering limits beyond the guard's request-body cap; ``Location`` headers that
+name the server's loopback address are rewritten to paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+from collections.abc import AsyncIterator
+
+import aiohttp
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from millpond.access.attributes import Attributes
+from millpond.errors import ForbiddenError
+from millpond.notebooks import objects
+from millpond.notebooks.kinds import GROUP, NOTEBOOK, PREFIX, base_url
+from millpond.runners.ports import LOCAL_ADDR
+from millpond.server.access import SESSION_COOKIE, USERID_HEADER
+from millpond.server.callers import require
+from millpond.server.errors import error_response
+from millpond.store.resources import ResourceStore
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "transfer-encoding", "upgrade", "host", "content-length"})
+CREDENTIALS = frozenset({"authorization", "cookie", USERID_HEADER})
+WS_HEADERS = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
+                        "sec-websocket-protocol", "sec-websocket-accept"})
+PATH = PREFIX + "/{namespace}/{name}/{rest:path}"
+
+
+class Refused(Exception):
+    """Why a request to a notebook is not forwarded: an HTTP status and one line."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def _rest_problem(raw_path: str, namespace: str, name: str) -> str | None:
+    """Why the raw path is not one of the notebook's own (a dot segment, raw or encoded), or None."""
+    for segment in raw_path.split("/"):
+        if urllib.parse.unquote(segment) in (".", "..") or "\\" in urllib.parse.unquote(segment):
+            return "a path with '.' or '..' segments is not forwarded to a notebook"
+    if not raw_path.startswith(base_url(namespace, name) + "/") and raw_path != base_url(namespace, name):
+        return "the path is not under the notebook's prefix"
+    return None
+
+
+def _target(connection: Request | WebSocket) -> tuple[objects.Endpoint, str]:
+    """The notebook's endpoint and the path (with query) to ask it, once the caller may reach it."""
+    namespace, name = connection.path_params["namespace"], connection.path_params["name"]
+    try:
+        require(connection, Attributes("get", namespace, GROUP, NOTEBOOK.plural, name=name))
+    except ForbiddenError as exc:
+        raise Refused(403, str(exc)) from None
+    raw = connection.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or connection.url.path
+    problem = _rest_problem(raw, namespace, name)
+    if problem:
+        raise Refused(400, problem)
+    settings = connection.app.state.millpond.settings
+    if ResourceStore(settings).get(NOTEBOOK.kind, name, namespace) is None:
+        raise Refused(404, NOTEBOOK.not_found(name, namespace))
+    found = objects.endpoint(settings, namespace, name)
+    if found is None:
+        raise Refused(503, f"notebook {namespace}/{name} is not running (stopped, starting or waiting)")
+    query = connection.scope.get("query_string", b"").decode("latin-1")
+    return found, raw + (f"?{query}" if query else "")
+
+
+def _without_session(cookie: str) -> str:
+    """The Cookie header without millpond's session cookie (Jupyter's own cookies pass)."""
+    kept = [part.strip() for part in cookie.split(";")
+            if part.strip() and part.strip().split("=", 1)[0].strip() != SESSION_COOKIE]
+    return "; ".join(kept)
+
+
+def forwarded_headers(connection: Request | WebSocket, token: str,
+                      skip: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The caller's headers minus hop-by-hop ones and millpond's credentials, plus Jupyter's token."""
+    userid = getattr(connection.app.state, "userid_header", USERID_HEADER).lower()
+    headers: dict[str, str] = {}
+    for key, value in connection.headers.items():
+        lower = key.lower()
+        if lower in HOP_BY_HOP or lower in CREDENTIALS or lower == userid or lower in skip:
+            continue
+        headers[key] = value
+    cookie = _without_session(connection.headers.get("cookie", ""))
+    if cookie:
+        headers["Cookie"] = cookie
+    headers["Host"] = connection.headers.get("host", LOCAL_ADDR)
+    headers["Authorization"] = f"token {token}"
+    return headers
+
+
+def _session(connection: Request | WebSocket) -> aiohttp.ClientSession:
+    """One pooled client per event loop (kept on the app's state)."""
+    state = connection.app.state
+    loop = asyncio.get_running_loop()
+    sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = getattr(state, "notebook_sessions", {})
+    state.notebook_sessions = sessions
+    session = sessions.get(loop)
+    if session is None or session.closed:
+        session = sessions[loop] = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=256), auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None, connect=10))
+    return session
+
+
+async def proxy_http(request: Request) -> Response:
+    try:
+        endpoint, path = _target(request)
+    except Refused as exc:
+        return error_response(exc.status, exc.message)
+    origin = f"http://{LOCAL_ADDR}:{endpoint.port}"
+    body = await request.body()
+    try:
+        upstream = await _session(request).request(
+            request.method, origin + path, headers=forwarded_headers(request, endpoint.token), data=body or None,
+            allow_redirects=False)
+    except aiohttp.ClientError as exc:
+        return error_response(502, f"the notebook's server did not answer: {exc}")
+    headers = [(key, value) for key, value in upstream.headers.items() if key.lower() not in HOP_BY_HOP]
+    headers = [(key, value.replace(origin, "", 1) if key.lower() == "location" else value) for key, value in headers]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in upstream.content.iter_any():
+                yield chunk
+        finally:
+            upstream.release()
+
+    response = StreamingResponse(chunks(), status_code=upstream.status)
+    response.raw_headers = [(key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in headers]
+    return response
+
+
+async def proxy_websocket(websocket: WebSocket) -> None:
+    try:
+        endpoint, path = _target(websocket)
+    except Refused as exc:
+        await websocket.close(code=1008, reason=exc.message[:120])
+        return
+    protocols = [p.strip() for p in websocket.headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
+    url = f"ws://{LOCAL_ADDR}:{endpoint.port}{path}"
+    try:
+        upstream = await _session(websocket).ws_connect(
+            url, headers=forwarded_headers(websocket, endpoint.token, WS_HEADERS), protocols=protocols,
+            autoping=True, max_msg_size=0)
+    except (aiohttp.ClientError, aiohttp.WSServerHandshakeError) as exc:
+        await websocket.close(code=1011, reason=f"the notebook's server refused: {exc}"[:120])
+        return
+    await websocket.accept(subprotocol=upstream.protocol)
+
+    async def browser_to_jupyter() -> None:
+        try:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                if message.get("bytes") is not None:
+                    await upstream.send_bytes(message["bytes"])
+                elif message.get("text") is not None:
+                    await upstream.send_str(message["text"])
+        except WebSocketDisconnect:
+            return
+
+    async def jupyter_to_browser() -> None:
+        async for message in upstream:
+            if message.type == aiohttp.WSMsgType.TEXT:
+                await websocket.send_text(message.data)
+            elif message.type == aiohttp.WSMsgType.BINARY:
+                await websocket.send_bytes(message.data)
+            else:
+                return
+
+    tasks = [asyncio.ensure_future(browser_to_jupyter()), asyncio.ensure_future(jupyter_to_browser())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await upstream.close()
+        try:
+            await websocket.close()
+        except RuntimeError:
+            pass  # already closed by the browser
+
+
+METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+ROUTES = [Route(PATH, proxy_http, methods=METHODS), WebSocketRoute(PATH, proxy_websocket)]
+
+
+def install(app: FastAPI) -> None:
+    """Add the notebook routes to the app, and close their pooled clients when it stops."""
+    app.router.routes.extend(ROUTES)
+
+    async def close_sessions() -> None:
+        for session in getattr(app.state, "notebook_sessions", {}).values():
+            await session.close()
+
+    app.router.on_shutdown.append(close_sessions)
