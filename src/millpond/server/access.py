@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from millpond.access.credentials import Credentials, same_secret
 from millpond.access.identity import ADMIN, ANONYMOUS, Identity, user
+from millpond.access.throttle import LoginThrottle
 from millpond.errors import UserError
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ class Authenticator:
     def __init__(self, settings: Settings, access: AccessSettings) -> None:
         self.access = access
         self.credentials = Credentials(settings) if access.multi_user else None
+        self.login_throttle = LoginThrottle()  # this server's failed logins (two servers in one process share none)
 
     def identify(self, headers: dict[str, str], client: str | None, public: bool) -> Identity | Refusal:
         """The identity of a request with ``headers`` (lower-case names) from ``client`` (its address);

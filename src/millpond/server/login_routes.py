@@ -17,13 +17,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 
 from millpond.access.credentials import DEFAULT_SESSION_LIFETIME, Credentials
-from millpond.access.throttle import LoginThrottle
 from millpond.server.access import SESSION_COOKIE, session_cookie
 from millpond.server.callers import authorizer_of, identity_of
 from millpond.server.errors import ApiError, error_response
 
 router = APIRouter()
-_THROTTLE = LoginThrottle()
 
 
 class LoginBody(BaseModel):
@@ -46,16 +44,17 @@ def login(body: LoginBody, request: Request) -> Response:
     credentials = _credentials(request)
     client = request.client.host if request.client else ""
     keys = (f"user:{body.username}", f"address:{client}")
-    wait = _THROTTLE.wait(*keys)
+    throttle = request.app.state.authenticator.login_throttle
+    wait = throttle.wait(*keys)
     if wait > 0:
         refused = error_response(429, f"too many failed logins: try again in {math.ceil(wait)} s")
         refused.headers["Retry-After"] = str(math.ceil(wait))
         return refused
     found = credentials.check_password(body.username, body.password)
     if found is None:
-        _THROTTLE.failed(*keys)
+        throttle.failed(*keys)
         return error_response(401, "invalid username or password")
-    _THROTTLE.succeeded(*keys)
+    throttle.succeeded(*keys)
     cookie = credentials.start_session(found.name)
     response = JSONResponse({"user": found.name})
     response.set_cookie(SESSION_COOKIE, cookie, max_age=int(DEFAULT_SESSION_LIFETIME.total_seconds()),
