@@ -29,6 +29,7 @@ from millpond.server import (
     nodes_routes,
     notebook_proxy,
     notebook_reconcile,
+    notebook_routes,
     pipelines,
     queue_reclaim,
     recurring,
@@ -133,6 +134,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(v1_ui_routes.router)  # kfp 1.x: the version graph, v1 visualizations and metrics
     app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)
     app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
+    app.include_router(notebook_routes.router)  # /ui-api/notebooks, /ui-api/namespaces/NS/...: the Notebooks page
     app.include_router(pipelines.router, prefix=API)
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
     app.include_router(jobs_routes.router, prefix=jobs_routes.PREFIX)  # before fluid's /{kind}, which would take /jobs
