@@ -19,6 +19,8 @@
 //   #/queues                Kueue's ClusterQueues, LocalQueues, quota, pending workloads  pages/queues.js
 //   #/models                KServe InferenceServices: readiness, traffic, requests         pages/models.js
 //   #/models/NAMESPACE/NAME one InferenceService: conditions, revisions, sample requests  pages/models.js
+//   #/notebooks             Kubeflow Notebooks: status, resources; Connect, Stop/Start, Delete pages/notebooks.js
+//   #/notebooks/new         the spawner form (JWA's fields), errors beside their fields       pages/notebooks.js
 //   #/nodes                 this machine (or the Ray cluster's nodes) as live charts       pages/nodes.js
 //   #/contributors          multi-user: Manage contributors of the namespaces one owns     pages/contributors.js
 // A multi-user server (millpond server --multi-user) first shows the login page (lib/login.js) until whoami
@@ -39,6 +41,7 @@ import { experimentsList } from "./pages/experiments.js";
 import { jobDetail, jobsList } from "./pages/jobs.js";
 import { modelDetail, modelsList } from "./pages/models.js";
 import { nodesPage } from "./pages/nodes.js";
+import { notebookForm, notebooksList } from "./pages/notebooks.js";
 import { pipelineDetail, pipelinesList } from "./pages/pipelines.js";
 import { queuesList } from "./pages/queues.js";
 import { recurringList } from "./pages/recurring.js";
@@ -62,6 +65,8 @@ function showPage(parts, main) {
   if (first === "jobs") return jobsList(main);
   if (first === "queues") return queuesList(main);
   if (first === "nodes") return nodesPage(main);
+  if (first === "notebooks" && second === "new") return notebookForm(main);
+  if (first === "notebooks") return notebooksList(main);
   if (first === "models" && second && third) return modelDetail(main, second, third);
   if (first === "models") return modelsList(main);
   return runsList(main, null);

@@ -32,7 +32,11 @@ export async function api(url, options) {
   const response = await fetch(url, opts);
   if (response.status === 401) throw refused();
   const body = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(body.message || `${response.status} ${response.statusText}`);
+  if (!response.ok) {
+    const err = new Error(body.message || `${response.status} ${response.statusText}`);
+    err.field = body.field;  // the form field a 4xx names (the Notebooks form's routes)
+    throw err;
+  }
   return body;
 }
 
