@@ -127,6 +127,19 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
         method, "/notebook/{ns}/lab/api/status", (Attributes("get", TEAM_A, "kubeflow.org", "notebooks", name="lab"),),
         {} if method in ("POST", "PUT", "PATCH") else None)
        for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},
+    # the Notebooks page (the Jupyter web app's API): notebooks of kubeflow.org, PVCs, in the path's namespace
+    ("GET", "/ui-api/notebooks/config"): _one("GET", "/ui-api/notebooks/config", AUTHENTICATED),
+    ("GET", "/ui-api/namespaces/{namespace}/notebooks"): _one(
+        "GET", "/ui-api/namespaces/{ns}/notebooks", (Attributes("list", TEAM_A, "kubeflow.org", "notebooks"),)),
+    ("POST", "/ui-api/namespaces/{namespace}/notebooks"): _one(  # no image: 400 once allowed, nothing made
+        "POST", "/ui-api/namespaces/{ns}/notebooks",
+        (Attributes("create", TEAM_A, "kubeflow.org", "notebooks", name="probe-{who}"),), {"name": "probe-{who}"}),
+    **{(method, "/ui-api/namespaces/{namespace}/notebooks/{name}"): _one(
+        method, "/ui-api/namespaces/{ns}/notebooks/no-such",
+        (Attributes(verb, TEAM_A, "kubeflow.org", "notebooks", name="no-such"),), body)
+       for method, verb, body in (("PATCH", "patch", {"stopped": True}), ("DELETE", "delete", None))},
+    ("GET", "/ui-api/namespaces/{namespace}/pvcs"): _one(
+        "GET", "/ui-api/namespaces/{ns}/pvcs", (Attributes("list", TEAM_A, "", "persistentvolumeclaims"),)),
     ("GET", "/ui-api/models"): _one("GET", "/ui-api/models", FILTERED),
     ("GET", "/ui-api/models/{namespace}/{name}"): _one("GET", "/ui-api/models/{ns}/model",
                                                        lambda o: _isvc("get", TEAM_A)),
