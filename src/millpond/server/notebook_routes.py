@@ -60,7 +60,7 @@ def _resources(request: Request) -> Resources:
 
 def _field_error(exc: spawner.FieldError) -> JSONResponse:
     answer = error_response(exc.status, str(exc))
-    body = json.loads(answer.body)
+    body = json.loads(bytes(answer.body))  # KFP's shape ({error, code, message, details}), with the field
     return JSONResponse({**body, "field": exc.field}, status_code=exc.status)
 
 
