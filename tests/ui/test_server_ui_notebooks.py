@@ -21,6 +21,7 @@ from tests.ui.test_server_ui import _browser, chromium_page
 pytestmark = pytest.mark.timeout(600)
 API = "/apis/millpond/v1"
 NOTEBOOKS = "/ui-api/namespaces/default/notebooks"
+IMAGE = "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:latest"
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,20 @@ def _pvc_names(server: Served) -> list[str]:
     return sorted(one["name"] for one in answer["pvcs"])
 
 
+# (what is typed, what then makes it right, the field whose error shows, words of the error), in order
+FORM_ERRORS = [
+    ([("#nb-name", "Not_DNS")], [("#nb-name", "lab")], "name", "RFC 1123 label"),
+    ([("#nb-image", "")], [], "image", "Required value"),
+    ([("#nb-image", "Not An Image!")], [("#nb-image", IMAGE)], "image", "is not a valid image reference"),
+    ([("#nb-cpu", "100000")], [("#nb-cpu", "0.5")], "cpu", "can never run on this machine: requests 100000 CPUs"),
+    ([("#nb-memory", "100Ti")], [("#nb-memory", "1Gi")], "memory", "can never run on this machine"),
+    ([("#nb-gpu-kind", "whole"), ("#nb-gpu-count", "2")], [], "gpus",
+     "requests 2 nvidia.com/gpu but this machine has only 1"),
+    ([("#nb-gpu-kind", "shared"), ("#nb-gpu-memory", "64")], [("#nb-gpu-memory", "4")], "gpus",
+     "can never run on this machine"),
+]
+
+
 def _submit_and_expect(sync_api: Any, page: Any, field: str, text: str) -> None:
     page.click("#nb-create")
     sync_api.expect(page.locator(f"#nb-error-{field}")).to_contain_text(text, timeout=10_000)
@@ -69,27 +84,12 @@ def test_the_forms_errors_are_shown_beside_their_fields_and_nothing_is_created(s
         sync_api.expect(page.locator("#notebooks")).to_contain_text("No notebooks in default", timeout=10_000)
         page.click("#new-notebook")
         page.locator("#notebook-form").wait_for(timeout=10_000)
-        page.fill("#nb-name", "Not_DNS")
-        _submit_and_expect(sync_api, page, "name", "RFC 1123 label")
-        page.fill("#nb-name", "lab")
-        page.fill("#nb-image", "")
-        _submit_and_expect(sync_api, page, "image", "Required value")
-        page.fill("#nb-image", "Not An Image!")
-        _submit_and_expect(sync_api, page, "image", "is not a valid image reference")
-        page.fill("#nb-image", "ghcr.io/kubeflow/kubeflow/notebook-servers/jupyter-scipy:latest")
-        page.fill("#nb-cpu", "100000")
-        _submit_and_expect(sync_api, page, "cpu", "can never run on this machine: requests 100000 CPUs")
-        page.fill("#nb-cpu", "0.5")
-        page.fill("#nb-memory", "100Ti")
-        _submit_and_expect(sync_api, page, "memory", "can never run on this machine")
-        page.fill("#nb-memory", "1Gi")
-        page.select_option("#nb-gpu-kind", "whole")
-        page.fill("#nb-gpu-count", "2")
-        _submit_and_expect(sync_api, page, "gpus", "requests 2 nvidia.com/gpu but this machine has only 1")
-        page.select_option("#nb-gpu-kind", "shared")
-        page.fill("#nb-gpu-memory", "64")
-        _submit_and_expect(sync_api, page, "gpus", "can never run on this machine")
-        page.fill("#nb-gpu-memory", "4")
+        for bad, fixed, field, words in FORM_ERRORS:
+            for selector, value in bad:
+                (page.select_option if selector == "#nb-gpu-kind" else page.fill)(selector, value)
+            _submit_and_expect(sync_api, page, field, words)
+            for selector, value in fixed:
+                page.fill(selector, value)
         # a data volume of another namespace: a hostile page sends what no option offers
         page.click("#nb-add-datavol")
         hostile = "document.querySelector('#nb-datavol-claim-0').append(new Option('x', '%s', true, true))"
