@@ -5,7 +5,9 @@ PATCH and DELETE."""
 
 from __future__ import annotations
 
+import json
 import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -170,6 +172,17 @@ def test_the_jwa_form_makes_the_jwa_notebook_then_stop_start_and_delete(server: 
     # the same name again: the name is refused (before its workspace, which exists too), nothing else made
     status, answer = call(server.url, "POST", NOTEBOOKS, body=form())
     assert status == 409 and answer["field"] == "name", answer
+
+    # the culler's annotation, written through the Kubernetes API as the culler writes it, is the list's last activity
+    patch = json.dumps({"metadata": {"annotations": {"notebooks.kubeflow.org/last-activity": "2026-01-02T03:04:05Z"}}})
+    sent = urllib.request.Request(f"{server.url}/apis/kubeflow.org/v1/namespaces/default/notebooks/api-lab",
+                                  data=patch.encode(), method="PATCH",
+                                  headers={"Content-Type": "application/merge-patch+json"})
+    with urllib.request.urlopen(sent, timeout=30) as answer:
+        assert answer.status == 200
+    [row] = call(server.url, "GET", NOTEBOOKS)[1]["notebooks"]
+    assert row["last_activity"] == "2026-01-02T03:04:05Z"
+    assert row["cpu"] == "0.5" and row["memory"] == "1.0Gi" and row["volumes"] == ["api-lab-workspace", "data"]
 
     path = f"{NOTEBOOKS}/api-lab"
     assert call(server.url, "PATCH", path, body={"stopped": True})[0] == 200

@@ -142,6 +142,16 @@ def test_spawn_connect_stop_start_and_delete_a_notebook(server: Served) -> None:
         assert made["metadata"]["annotations"]["notebooks.kubeflow.org/creator"] == "anonymous"
         assert "lab-workspace" in _pvc_names(server)
 
+        # a notebook that wants the whole GPU this one shares waits, saying why, in its row
+        status, answer = call(server.url, "POST", NOTEBOOKS, body={
+            "name": "waiter", "image": IMAGE, "cpu": "0.1", "memory": "256Mi", "workspace": None,
+            "gpus": {"num": "1", "vendor": "nvidia.com/gpu"}})
+        assert status == 200, answer
+        waiter = page.locator('tr.notebook-row[data-notebook="default/waiter"]')
+        sync_api.expect(waiter.locator(".nb-status [data-phase]")).to_have_text("waiting", timeout=60_000)
+        sync_api.expect(waiter.locator(".nb-reason")).to_contain_text("GPU", timeout=60_000)
+        assert call(server.url, "DELETE", f"{NOTEBOOKS}/waiter")[0] == 200
+
         with page.context.expect_page(timeout=30_000) as opened:
             row.locator("a.nb-connect").click()
         lab = opened.value
