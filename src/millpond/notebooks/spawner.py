@@ -199,11 +199,12 @@ def _impossible(ledger: Ledger, request: Request, field: str) -> None:
 
 
 def _limited(body: dict[str, Any], key: str, request: str, measure: Any) -> str:
-    """The limit of ``key``: the form's ``<key>Limit``, else the request times LIMIT_FACTOR (JWA's rule)."""
+    """The limit of ``key``: the form's ``<key>Limit`` (not below the request), else the request itself (JWA's
+    request times ``limitFactor``, which is 1.0 here)."""
     field = f"{key}Limit"
     given = body.get(field)
     if given in (None, ""):
-        return request if float(LIMIT_FACTOR) == 1.0 else str(measure(request) * float(LIMIT_FACTOR))
+        return request
     limit = _quantity(given, field)
     if measure(limit) < measure(request):
         raise FieldError(field, f"the {key} limit must not be less than the request ({request})")

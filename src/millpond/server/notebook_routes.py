@@ -8,7 +8,9 @@ Upstream's routes, here under ``/ui-api`` (``/api/...`` is the Kubernetes API on
   (``notebooks.views``: status, image, CPU, memory, GPUs, last activity, age, Connect's URL).
 - ``POST /ui-api/namespaces/{namespace}/notebooks``: the form's body made into a Notebook and its new workspace PVC
   (``notebooks.spawner``); each field checked first (a FieldError: 400 naming the field in ``field``), then both
-  created dry-run, then for real, as upstream's ``post_pvc`` does: nothing is created when any of it is refused.
+  created dry-run, then for real, as upstream's ``post_pvc`` does: nothing is created when any of it is refused
+  (as upstream, a Notebook refused after its PVC was made, which only a race with another writer can cause,
+  leaves that PVC: a workspace, kept as a PVC is).
 - ``PATCH /ui-api/namespaces/{namespace}/notebooks/{name}``: ``{"stopped": true}`` sets the
   ``kubeflow-resource-stopped`` annotation (its value: now), ``{"stopped": false}`` removes it (JWA's
   ``start_stop_notebook``; stopping a stopped one is 409 as upstream).
