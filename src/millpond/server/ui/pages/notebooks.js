@@ -10,6 +10,7 @@ import { fill, h, setStatus } from "../lib/dom.js";
 import { duration, fmtTime } from "../lib/format.js";
 import { currentNamespace } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
+import { route } from "../lib/router.js";
 import { session } from "../lib/session.js";
 
 const UI_API = "/ui-api";
@@ -85,7 +86,7 @@ function actions(nb, refresh) {
 export async function notebooksList(main) {
   const token = routeToken;
   const body = h("tbody");
-  const chooser = await pageNamespaceChooser(() => { main.replaceChildren(); notebooksList(main); });
+  const chooser = await pageNamespaceChooser(route);  // redrawn as a new page: the old page's polls stop
   if (token !== routeToken) return;
   main.append(h("h1", {}, "Notebooks"),
     h("div", { className: "toolbar" }, chooser, h("a", { href: "#/notebooks/new", id: "new-notebook" }, "New notebook")),
