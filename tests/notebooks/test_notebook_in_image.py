@@ -1,0 +1,204 @@
+"""A Notebook runs in its image when a container runtime works (issue 21's runtime policy), as Kubeflow runs the
+Notebook's pod from ``spec.template.spec.containers[0].image``: the real Podman, an image made here (Debian's
+``jupyter-server`` and ``python3-ipykernel``, started as Kubeflow's images start Jupyter: port 8888, an empty
+token, ``NB_PREFIX`` as the base URL), applied with the real ``kubectl`` to a real ``millpond server``.
+
+Ready in the image, its kernel the image's Python through the proxy (REST and WebSocket), the workspace at the
+image's home, ``millpond.io/ran-in: podman``; stop/start, kill -9 of the supervisor (never two containers) and
+delete leave no container with its label; ``imagePullPolicy: Never`` with an absent image waits with
+``ErrImageNeverPull`` under policy ``container`` and runs on this host under ``auto``, saying why; multi-user
+mode keeps the server on this host."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millpond.notebooks import in_image, objects, paths
+from millpond.runners.containers import sweep
+from millpond.runners.containers.command import OWNER_LABEL
+from millpond.runners.containers.policy import ANNOTATION, RAN_IN
+from millpond.runners.containers.runtimes import ContainerRuntime
+from millpond.settings import load_settings
+from millpond.store.resources import ResourceStore
+from tests.containers_support import build_image, ensure_debian_image
+from tests.kube_support import Kubectl, kubectl_for
+from tests.notebooks.support import execute, request
+from tests.server_support import Served, module_home
+
+pytestmark = pytest.mark.timeout(900)
+BASE_IMAGE = "localhost/millpond-test/jupyter-base:1"
+IMAGE = "localhost/millpond-test/jupyter:1"
+# Kubeflow's jupyter images start Jupyter so (s6's jupyterlab service): 8888 on every address, no token, NB_PREFIX
+CONTAINERFILE = f"""\
+FROM {BASE_IMAGE}
+ENV HOME=/home/jovyan NB_USER=jovyan NB_PREFIX=/
+RUN mkdir -p /home/jovyan
+WORKDIR /home/jovyan
+EXPOSE 8888
+CMD ["sh", "-c", "exec jupyter-server --ip=0.0.0.0 --port=8888 --no-browser --allow-root --ServerApp.token='' \
+--ServerApp.password='' --ServerApp.allow_origin='*' --ServerApp.base_url=\\"$NB_PREFIX\\""]
+"""
+
+
+@pytest.fixture(scope="module")
+def notebook_image(podman: ContainerRuntime) -> str:
+    ensure_debian_image(podman, BASE_IMAGE, ("python3", "jupyter-server", "python3-ipykernel"))
+    return build_image(IMAGE, CONTAINERFILE)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield from module_home(tmp_path_factory, "notebooks-in-image")
+
+
+@pytest.fixture(scope="module")
+def served(home: Path) -> Iterator[Served]:
+    server = Served()
+    yield server
+    for resource in ResourceStore(load_settings()).list("Notebook", None):
+        objects.delete(load_settings(), resource.namespace, resource.name)
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def kubectl(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return kubectl_for(served, tmp_path_factory.mktemp("kubectl"))
+
+
+def notebook(name: str, image: str, policy: str | None = None, **container: Any) -> str:
+    metadata: dict[str, Any] = {"name": name, "namespace": "default"}
+    if policy:
+        metadata["annotations"] = {ANNOTATION: policy}
+    return json.dumps({
+        "apiVersion": "kubeflow.org/v1", "kind": "Notebook", "metadata": metadata,
+        "spec": {"template": {"spec": {"containers": [{
+            "name": name, "image": image, "env": [{"name": "GREETING", "value": "hello"}],
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}, **container}]}}}})
+
+
+def wait_status(kubectl: Kubectl, name: str, done: Any, timeout: float = 240) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = kubectl.json("get", "notebook", name)
+        if done(shown.get("status") or {}):
+            return shown
+        assert time.monotonic() < deadline, f"notebook {name}: {shown.get('status')}"
+        time.sleep(0.5)
+
+
+def ready(status: dict[str, Any]) -> bool:
+    return status.get("readyReplicas") == 1
+
+
+def containers(podman: ContainerRuntime, name: str) -> list[str]:
+    return sweep.labelled(podman, f"{OWNER_LABEL}={in_image.owner('default', name)}")
+
+
+def inspect(podman: ContainerRuntime, container: str, template: str) -> str:
+    return subprocess.run(podman.argv("inspect", "--format", template, container), capture_output=True, text=True,
+                          timeout=60, check=True).stdout.strip()
+
+
+def xsrf_headers(base: str) -> dict[str, str]:
+    """What a browser sends with a POST to a token-less Jupyter: the ``_xsrf`` cookie its first page set, echoed."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{base}/", timeout=30) as answer:  # noqa: S310 - the test's own server
+        cookie = next(value for key, value in answer.headers.items()
+                      if key.lower() == "set-cookie" and value.startswith("_xsrf="))
+    token = cookie.split(";", 1)[0].split("=", 1)[1]
+    return {"Cookie": f"_xsrf={token}", "X-XSRFToken": token}
+
+
+def test_a_notebook_runs_in_its_image_through_stop_start_kill_and_delete(
+        served: Served, kubectl: Kubectl, podman: ContainerRuntime, notebook_image: str) -> None:
+    kubectl.ok("apply", "-f", "-", stdin=notebook("img", notebook_image))
+    wait_status(kubectl, "img", ready)
+    [pod] = kubectl.json("get", "pods", "-l", "notebook-name=img")["items"]
+    assert pod["metadata"]["annotations"][RAN_IN] == "podman"
+    [container] = containers(podman, "img")
+    assert inspect(podman, container, "{{.HostConfig.Memory}}") == str(2**30)  # limits.memory, enforced
+    published = json.loads(inspect(podman, container, "{{json .HostConfig.PortBindings}}"))
+    assert [binding["HostIp"] for binding in published["8888/tcp"]] == ["127.0.0.1"]
+
+    base = f"{served.url}/notebook/default/img"
+    headers = xsrf_headers(base)
+    status, text = request(f"{base}/api/kernels", "POST", {"name": "python3"}, headers=headers)
+    assert status == 201, text
+    ws = base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
+    assert execute(ws, "import sys; sys.executable") == "'/usr/bin/python3'"  # the image's, not this host's
+    said = execute(ws, "import os; open('from-kernel.txt', 'w').write('hi'); "
+                       "os.getcwd(), os.environ['NB_PREFIX'], os.environ['GREETING']")
+    assert said == "('/home/jovyan', '/notebook/default/img', 'hello')"
+    status, text = request(f"{base}/api/contents")
+    assert status == 200 and "from-kernel.txt" in [item["name"] for item in json.loads(text)["content"]], text
+    workspace = paths.workspace(load_settings(), "default", "img")
+    assert (workspace / "from-kernel.txt").read_text() == "hi"  # the workspace is the image's home
+
+    # stop: no container left with its label; start: one again, the workspace kept
+    kubectl.ok("annotate", "notebook", "img", "kubeflow-resource-stopped=2026-01-01T00:00:00Z")
+    wait_status(kubectl, "img", lambda status: status.get("readyReplicas") == 0 and not status.get("conditions"))
+    assert containers(podman, "img") == []
+    kubectl.ok("annotate", "notebook", "img", "kubeflow-resource-stopped-")
+    wait_status(kubectl, "img", ready)
+    [first] = containers(podman, "img")
+    status, text = request(f"{base}/api/contents/from-kernel.txt")
+    assert status == 200 and json.loads(text)["content"] == "hi", text
+
+    # kill -9 of the supervisor: its container is ended, never two; the next supervisor's answers
+    [supervisor] = objects.supervisors("default", "img")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 180
+    while True:
+        found = containers(podman, "img")
+        assert len(found) <= 1, found
+        answered = objects.supervisors("default", "img") and objects.endpoint(load_settings(), "default", "img")
+        if answered and found and found != [first]:
+            break
+        assert time.monotonic() < deadline, (found, objects.supervisors("default", "img"))
+        time.sleep(0.3)
+    assert request(f"{base}/api/status")[0] == 200
+
+    # delete: the container goes with the notebook
+    kubectl.ok("delete", "notebook", "img")
+    assert containers(podman, "img") == []
+    assert request(f"{base}/api/status")[0] == 404
+
+
+def test_an_image_that_may_not_be_pulled_waits_or_runs_on_this_host_saying_why(
+        served: Served, kubectl: Kubectl, podman: ContainerRuntime) -> None:
+    absent = "localhost/millpond-test/not-here:1"
+    kubectl.ok("apply", "-f", "-", stdin=notebook("never", absent, "container", imagePullPolicy="Never"))
+    shown = wait_status(kubectl, "never", lambda status: "ErrImageNeverPull" in json.dumps(status))
+    waiting = shown["status"]["containerState"]["waiting"]
+    assert waiting["reason"] == "ErrImageNeverPull" and absent in waiting["message"], waiting
+    assert shown["status"]["readyReplicas"] == 0 and containers(podman, "never") == []
+
+    kubectl.ok("apply", "-f", "-", stdin=notebook("fallback", absent, "auto", imagePullPolicy="Never"))
+    wait_status(kubectl, "fallback", ready)
+    [pod] = kubectl.json("get", "pods", "-l", "notebook-name=fallback")["items"]
+    ran_in = pod["metadata"]["annotations"][RAN_IN]
+    assert ran_in.startswith("host: the image could not be had: ErrImageNeverPull"), ran_in
+    assert "is not used, JupyterLab runs on this host" in kubectl.ok("logs", "fallback-0")
+    assert containers(podman, "fallback") == []
+    kubectl.ok("delete", "notebook", "never", "fallback")
+
+
+def test_multi_user_mode_keeps_the_server_on_this_host_saying_why(home: Path, notebook_image: str) -> None:
+    settings = load_settings()
+    container = in_image.container_of(json.loads(notebook("mu", notebook_image))["spec"])
+    assert (container.image, container.port, container.memory_bytes, container.cpus) == (notebook_image, 8888,
+                                                                                          2**30, 1.0)
+    placed = in_image.place(dataclasses.replace(settings, multi_user=True), "default", {}, container)
+    assert placed.runtime is None and placed.ran_in == f"host: {in_image.MULTI_USER}"
+    assert in_image.place(settings, "default", {}, container).ran_in == "podman"
