@@ -12,7 +12,9 @@ runtime``), else ``auto``:
   supervisor's, and the pod's ``millpond.io/ran-in: host: WHY``);
 - a policy that insists (``container``, ``podman``, ``docker``) makes a failed pull the notebook's
   ``containerState.waiting`` with Kubernetes' reason (``ErrImagePull``, ``ImagePullBackOff``,
-  ``ErrImageNeverPull``) and the registry's words, tried again after a back-off;
+  ``ErrImageNeverPull``) and the registry's words, asked again every ``PULL_RETRY_S`` (the image's
+  own back-off says ``ImagePullBackOff`` meanwhile, as the kubelet's does); an image loaded meanwhile
+  is found at the next ask;
 - multi-user mode keeps the server on this host, inside the namespace's sandbox: Kubeflow's images run
   Jupyter with an empty token, and a port published on the loopback is open to every local user, while
   the sandboxed host server keeps its token (see ``notebooks.jupyter``). Recorded as
@@ -66,6 +68,9 @@ RUNTIME_FILE = "container"  # in the notebook's folder: the runtime its server r
 MULTI_USER = ("multi-user mode: a notebook image's token-less Jupyter on a loopback port would be open to every "
               "local user; JupyterLab runs in the namespace's sandbox on this host instead")
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
+# A failed pull is asked again this soon, as the kubelet's pod sync does: the image's own back-off
+# (``images.BACKOFF``: 10 s doubling to 5 min) answers ImagePullBackOff meanwhile without pulling.
+PULL_RETRY_S = 5.0
 
 
 @dataclass(frozen=True)

@@ -230,10 +230,12 @@ class NotebookSupervisor:
             reason, message = in_image.failure(outcome)
             self._note(f"{reason}: {message}")
             self._waiting(reason, message)
+            if reason in in_image.PULL_REASONS:  # asked again soon: ImagePullBackOff while the pull's back-off lasts
+                self.next_start = time.monotonic() + in_image.PULL_RETRY_S
             return None
         for warning in outcome.warnings:
             self._note(f"FailedToRetrieveImagePullSecret: {warning}")
-        if outcome.ran_in != self.ran_in:  # said once, not at each restart
+        if outcome.ran_in.split(":")[0] != self.ran_in.split(":")[0]:  # said once, not at each restart
             self._note(f"runs in image {container.image} ({outcome.runtime.name})" if outcome.runtime is not None
                        else f"image {container.image} is not used, JupyterLab runs on this host: {outcome.reason}")
             self.ran_in = outcome.ran_in
