@@ -175,6 +175,21 @@ def test_a_notebook_runs_in_its_image_through_stop_start_kill_and_delete(
     assert request(f"{base}/api/status")[0] == 404
 
 
+def test_the_templates_command_args_and_port_are_the_containers(
+        served: Served, kubectl: Kubectl, podman: ContainerRuntime, notebook_image: str) -> None:
+    kubectl.ok("apply", "-f", "-", stdin=notebook(
+        "cmd", notebook_image, "podman", command=["jupyter-server"],
+        args=["--ip=0.0.0.0", "--port=9999", "--no-browser", "--allow-root", "--ServerApp.token=",
+              "--ServerApp.base_url=$(NB_PREFIX)"], ports=[{"containerPort": 9999, "name": "notebook-port"}]))
+    wait_status(kubectl, "cmd", ready)
+    [container] = containers(podman, "cmd")
+    assert "9999/tcp" in json.loads(inspect(podman, container, "{{json .HostConfig.PortBindings}}"))
+    status, text = request(f"{served.url}/notebook/default/cmd/api/status")
+    assert status == 200 and "started" in json.loads(text), text
+    kubectl.ok("delete", "notebook", "cmd")
+    assert containers(podman, "cmd") == []
+
+
 def test_an_image_that_may_not_be_pulled_waits_or_runs_on_this_host_saying_why(
         served: Served, kubectl: Kubectl, podman: ContainerRuntime) -> None:
     absent = "localhost/millpond-test/not-here:1"

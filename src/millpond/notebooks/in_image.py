@@ -21,7 +21,8 @@ runtime``), else ``auto``:
   ``host: multi-user mode ...``.
 
 In the image (``container_run``) the server gets what the pod gets: the image's own entrypoint and
-command (the template's ``command``/``args`` when given), ``NB_PREFIX`` and the template's ``env``, the
+command (the template's ``command``/``args`` when given, ``$(VAR)`` expanded from its environment as
+the kubelet does), ``NB_PREFIX`` and the template's ``env``, the
 notebook's workspace bound read-write at the image's home (``/home/jovyan``, Kubeflow's workspace
 volume's mount and the working folder), ``resources.limits`` of cpu and memory enforced by the runtime,
 the GPUs the ledger granted (``runners.in_image``). It listens on Kubeflow's port (8888, or the
@@ -59,6 +60,7 @@ from millpond.runners.containers.policy import ImageRequest, chosen, decide
 from millpond.runners.containers.runtimes import ContainerRuntime
 from millpond.runners.in_image import Started, container_command, finish
 from millpond.runners.process_groups import MARK_VAR
+from millpond.serving.container_env import expand
 from millpond.settings import Settings
 from millpond.store.secrets import ConfigStore, MissingConfig
 
@@ -227,9 +229,10 @@ def container_run(runtime: ContainerRuntime, container: NotebookContainer, works
     image = InImage(runtime, container.image, args_only=not container.command, memory_bytes=container.memory_bytes,
                     cpus=container.cpus, labels={OWNER_LABEL: owner(namespace, name)},
                     ports=((port, container.port),))
-    argv = [*container.command, *container.args]
+    variables = {**env, "NB_PREFIX": base_url(namespace, name)}
+    argv = [expand(word, variables) for word in (*container.command, *container.args)]  # the kubelet's $(VAR)
     # cwd and log_path are the container's home: the workspace is bound there, nothing of this host's at its path
-    spec = ProcessSpec(argv=argv, env={**env, "NB_PREFIX": base_url(namespace, name)}, cwd=Path(HOME),
+    spec = ProcessSpec(argv=argv, env=variables, cwd=Path(HOME),
                        log_path=Path(HOME) / "server.log", binds=[Bind(workspace, HOME)], in_image=image)
     return ImageServer(image, container_command(spec, guard_env))
 

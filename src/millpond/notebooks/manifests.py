@@ -8,7 +8,8 @@ container of ``spec.template.spec`` is the notebook's (its ``image`` and ``env``
 resources, through ``training.pod_template.resources``). A request no wait could satisfy on this
 machine (more CPUs, memory or GPUs than it has) is refused; one that does not fit now waits.
 
-Simplified: the image is recorded, not run (JupyterLab runs from millpond's own environment); volumes,
+The image runs when the runtime policy lets it (``notebooks.in_image``; its other fields are read
+there, at start). Simplified: volumes,
 sidecar containers and scheduling fields are accepted and recorded only (issue 33's later parts).
 """
 
@@ -30,7 +31,7 @@ from millpond.training.pod_template import GPU, env_pairs, resources
 
 @dataclass(frozen=True)
 class NotebookSpec:
-    """What runs for a Notebook: its container's name, image (recorded), environment and requests."""
+    """What runs for a Notebook: its container's name, image, environment and requests."""
 
     container: str
     image: str
