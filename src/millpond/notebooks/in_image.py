@@ -53,16 +53,16 @@ from millpond.notebooks.kinds import base_url
 from millpond.quantities import QuantityError, parse_bytes, parse_quantity
 from millpond.runners import isolation
 from millpond.runners.base import Bind, InImage, ProcessSpec
-from millpond.runners.containers import runtimes, sweep
+from millpond.runners.containers import sweep
 from millpond.runners.containers.command import OWNER_LABEL
-from millpond.runners.containers.images import ImagePullError, dockerconfig_of
+from millpond.runners.containers.images import ImagePullError, pull_secrets
 from millpond.runners.containers.policy import ImageRequest, chosen, decide
 from millpond.runners.containers.runtimes import ContainerRuntime
 from millpond.runners.in_image import Started, container_command, finish
 from millpond.runners.process_groups import MARK_VAR
 from millpond.serving.container_env import expand
 from millpond.settings import Settings
-from millpond.store.secrets import ConfigStore, MissingConfig
+from millpond.store.secrets import ConfigStore
 
 HOME = "/home/jovyan"  # Kubeflow's images' home: the workspace volume's mount
 PORT = 8888  # what Kubeflow's images listen on
@@ -134,22 +134,6 @@ def container_of(spec: Mapping[str, Any]) -> NotebookContainer:
         port=port if isinstance(port, int) and 0 < port < 65536 else PORT, memory_bytes=memory, cpus=cpus)
 
 
-def _pull_secrets(names: tuple[str, ...], configs: ConfigStore) -> tuple[list[Mapping[str, object]], list[str]]:
-    """Each Secret's registry config, and the kubelet's warning for one that is not found (the pull goes on
-    without it); TaskFailure naming a Secret that holds no registry config."""
-    found: list[Mapping[str, object]] = []
-    warnings = []
-    for name in names:
-        try:
-            data = configs.get("secret", name)
-        except MissingConfig:
-            warnings.append(f"Unable to retrieve some image pull secrets ({name}); attempting to pull the image "
-                            "may not succeed.")
-            continue
-        found.append(dockerconfig_of(data, f'imagePullSecrets: secret "{name}"'))
-    return found, warnings
-
-
 def place(settings: Settings, namespace: str, annotations: Mapping[str, str] | None, container: NotebookContainer,
           log: IO[bytes] | None = None) -> Placement:
     """Decide where the server runs, pulling its image first when it must be (called in a thread).
@@ -164,8 +148,7 @@ def place(settings: Settings, namespace: str, annotations: Mapping[str, str] | N
         return Placement(None, "the runtime policy is host")
     if isolation.required(settings):
         return Placement(None, MULTI_USER)
-    secrets, warnings = _pull_secrets(container.pull_secrets,
-                                      ConfigStore(settings.home).in_namespace(namespace))
+    secrets, warnings = pull_secrets(container.pull_secrets, ConfigStore(settings.home).in_namespace(namespace))
     decision = decide(ImageRequest(image=container.image, policy=policy, pull_policy=container.pull_policy,
                                    pull_secrets=tuple(secrets), args_only=not container.command), log)
     return Placement(decision.runtime, decision.reason, tuple(warnings))
@@ -253,13 +236,4 @@ def sweep_owned(settings: Settings, uid: str, namespace: str, name: str) -> int:
     """Remove every container left of this notebook (an earlier supervisor killed with -9): its supervisor calls
     it before its first start, the delete after the supervisor ended. Costs nothing when its server never ran
     in a container. The number removed."""
-    try:
-        used = (paths.folder(settings, uid) / RUNTIME_FILE).read_text().strip()
-    except OSError:
-        return 0
-    found = runtimes.find(used if used in runtimes.RUNTIMES else None)
-    if isinstance(found, str):
-        return 0
-    left = sweep.labelled(found, f"{OWNER_LABEL}={owner(namespace, name)}")
-    sweep.remove(found, *left)
-    return len(left)
+    return sweep.remove_owned(paths.folder(settings, uid) / RUNTIME_FILE, owner(namespace, name))
