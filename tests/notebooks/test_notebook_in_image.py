@@ -58,7 +58,15 @@ def notebook_image(podman: ContainerRuntime) -> str:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from module_home(tmp_path_factory, "notebooks-in-image")
+    old = os.environ.get("MILLPOND_FAKE_GPUS")
+    os.environ["MILLPOND_FAKE_GPUS"] = "1x16Gi"  # one fake GPU of 16 GiB: its share's variables reach the image
+    try:
+        yield from module_home(tmp_path_factory, "notebooks-in-image")
+    finally:
+        if old is None:
+            os.environ.pop("MILLPOND_FAKE_GPUS", None)
+        else:
+            os.environ["MILLPOND_FAKE_GPUS"] = old
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +83,8 @@ def kubectl(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Kubectl
     return kubectl_for(served, tmp_path_factory.mktemp("kubectl"))
 
 
-def notebook(name: str, image: str, policy: str | None = None, **container: Any) -> str:
+def notebook(name: str, image: str, policy: str | None = None, limits: dict[str, str] | None = None,
+             **container: Any) -> str:
     metadata: dict[str, Any] = {"name": name, "namespace": "default"}
     if policy:
         metadata["annotations"] = {ANNOTATION: policy}
@@ -83,7 +92,7 @@ def notebook(name: str, image: str, policy: str | None = None, **container: Any)
         "apiVersion": "kubeflow.org/v1", "kind": "Notebook", "metadata": metadata,
         "spec": {"template": {"spec": {"containers": [{
             "name": name, "image": image, "env": [{"name": "GREETING", "value": "hello"}],
-            "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}, **container}]}}}})
+            "resources": {"limits": {"cpu": "1", "memory": "1Gi", **(limits or {})}}, **container}]}}}})
 
 
 def wait_status(kubectl: Kubectl, name: str, done: Any, timeout: float = 240) -> dict[str, Any]:
@@ -175,17 +184,21 @@ def test_a_notebook_runs_in_its_image_through_stop_start_kill_and_delete(
     assert request(f"{base}/api/status")[0] == 404
 
 
-def test_the_templates_command_args_and_port_are_the_containers(
+def test_the_templates_command_args_and_port_are_the_containers_and_its_gpu_share_reaches_it(
         served: Served, kubectl: Kubectl, podman: ContainerRuntime, notebook_image: str) -> None:
     kubectl.ok("apply", "-f", "-", stdin=notebook(
-        "cmd", notebook_image, "podman", command=["jupyter-server"],
+        "cmd", notebook_image, "podman", {"aliyun.com/gpu-mem": "4"}, command=["jupyter-server"],
         args=["--ip=0.0.0.0", "--port=9999", "--no-browser", "--allow-root", "--ServerApp.token=",
               "--ServerApp.base_url=$(NB_PREFIX)"], ports=[{"containerPort": 9999, "name": "notebook-port"}]))
     wait_status(kubectl, "cmd", ready)
     [container] = containers(podman, "cmd")
     assert "9999/tcp" in json.loads(inspect(podman, container, "{{json .HostConfig.PortBindings}}"))
-    status, text = request(f"{served.url}/notebook/default/cmd/api/status")
-    assert status == 200 and "started" in json.loads(text), text
+    base = f"{served.url}/notebook/default/cmd"
+    status, text = request(f"{base}/api/kernels", "POST", {"name": "python3"}, headers=xsrf_headers(base))
+    assert status == 201, text
+    ws = base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
+    granted = execute(ws, "import os; os.environ['CUDA_VISIBLE_DEVICES'], os.environ['MILLPOND_GPU_MEMORY_FRACTION']")
+    assert granted == "('0', '0.2500')", granted  # the ledger's share of the (fake) GPU, as on this host
     kubectl.ok("delete", "notebook", "cmd")
     assert containers(podman, "cmd") == []
 
