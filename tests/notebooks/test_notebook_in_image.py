@@ -230,3 +230,15 @@ def test_multi_user_mode_keeps_the_server_on_this_host_saying_why(home: Path, no
     placed = in_image.place(dataclasses.replace(settings, multi_user=True), "default", {}, container)
     assert placed.runtime is None and placed.ran_in == f"host: {in_image.MULTI_USER}"
     assert in_image.place(settings, "default", {}, container).ran_in == "podman"
+
+
+@pytest.mark.parametrize(("document", "error"), [
+    (notebook("bad-policy", IMAGE, "somewhere"), "metadata.annotations[millpond.io/runtime]"),
+    (notebook("bad-pull", IMAGE, imagePullPolicy="Sometimes"), "containers[0].imagePullPolicy: Unsupported value"),
+])
+def test_a_runtime_or_pull_policy_kubernetes_does_not_know_is_refused_naming_the_field(
+        kubectl: Kubectl, document: str, error: str) -> None:
+    done = kubectl.run("apply", "-f", "-", stdin=document)
+    assert done.returncode == 1 and error in done.stderr and "Traceback" not in done.stderr, done
+    name = json.loads(document)["metadata"]["name"]
+    assert ResourceStore(load_settings()).get("Notebook", name, "default") is None

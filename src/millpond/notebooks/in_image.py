@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from millpond.errors import TaskFailure
+from millpond.errors import TaskFailure, UserError
 from millpond.notebooks import paths
 from millpond.notebooks.kinds import base_url
 from millpond.quantities import QuantityError, parse_bytes, parse_quantity
@@ -55,8 +55,8 @@ from millpond.runners import isolation
 from millpond.runners.base import Bind, InImage, ProcessSpec
 from millpond.runners.containers import sweep
 from millpond.runners.containers.command import OWNER_LABEL
-from millpond.runners.containers.images import ImagePullError, pull_secrets
-from millpond.runners.containers.policy import ImageRequest, chosen, decide
+from millpond.runners.containers.images import PULL_POLICIES, ImagePullError, pull_secrets
+from millpond.runners.containers.policy import ANNOTATION, ImageRequest, check_policy, chosen, decide
 from millpond.runners.containers.runtimes import ContainerRuntime
 from millpond.runners.in_image import Started, container_command, finish
 from millpond.runners.process_groups import MARK_VAR
@@ -105,6 +105,19 @@ class Placement:
 
 def owner(namespace: str, name: str) -> str:
     return f"Notebook/{namespace}/{name}"
+
+
+def check(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+    """At apply: UserError naming the field for a runtime policy millpond does not know (the
+    ``millpond.io/runtime`` annotation) or an ``imagePullPolicy`` Kubernetes' pod validation refuses."""
+    policy = (metadata.get("annotations") or {}).get(ANNOTATION)
+    if policy is not None:
+        check_policy(str(policy), f"metadata.annotations[{ANNOTATION}]")
+    pod = (spec.get("template") or {}).get("spec") or {}
+    given = ((pod.get("containers") or [{}])[0] or {}).get("imagePullPolicy")
+    if given not in (None, "") and given not in PULL_POLICIES:
+        raise UserError(f"spec.template.spec.containers[0].imagePullPolicy: Unsupported value: {given!r}: "
+                        "supported values: " + ", ".join(f'"{p}"' for p in PULL_POLICIES))
 
 
 def _words(value: Any) -> tuple[str, ...]:

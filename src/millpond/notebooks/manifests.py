@@ -23,6 +23,7 @@ from millpond.errors import UserError
 from millpond.kind_handler import SchemaCheck
 from millpond.manifest_envelope import ManifestBody, check_metadata, is_document_of
 from millpond.names import label_problem
+from millpond.notebooks import in_image
 from millpond.notebooks.kinds import GROUP, NOTEBOOK, schema_file
 from millpond.scheduling.ledger import Ledger, Request
 from millpond.settings import Settings
@@ -79,6 +80,7 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck, se
             body = {"apiVersion": doc["apiVersion"], "kind": NOTEBOOK.kind, "metadata": metadata,
                     "spec": doc.get("spec") or {}}
             spec = notebook_spec(body["spec"])
+            in_image.check(metadata, body["spec"])
             why = Ledger(settings).impossible(spec.request, GPU)
             if why:
                 raise UserError(f"spec.template.spec.containers[0].resources: can never run on this machine: {why}")
