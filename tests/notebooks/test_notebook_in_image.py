@@ -38,11 +38,14 @@ from tests.server_support import Served, module_home
 pytestmark = pytest.mark.timeout(900)
 BASE_IMAGE = "localhost/millpond-test/jupyter-base:1"
 IMAGE = "localhost/millpond-test/jupyter:1"
-# Kubeflow's jupyter images start Jupyter so (s6's jupyterlab service): 8888 on every address, no token, NB_PREFIX
+# Kubeflow's jupyter images start Jupyter so (s6's jupyterlab service): 8888 on every address, no token, NB_PREFIX;
+# as their user jovyan (uid 1000, group users: 100), whose home is the workspace volume
 CONTAINERFILE = f"""\
 FROM {BASE_IMAGE}
-ENV HOME=/home/jovyan NB_USER=jovyan NB_PREFIX=/
-RUN mkdir -p /home/jovyan
+RUN echo 'jovyan:x:1000:100:Jovyan:/home/jovyan:/bin/sh' >> /etc/passwd && mkdir -p /home/jovyan \
+    && chown 1000:100 /home/jovyan
+ENV HOME=/home/jovyan NB_USER=jovyan NB_UID=1000 NB_PREFIX=/
+USER jovyan
 WORKDIR /home/jovyan
 EXPOSE 8888
 CMD ["sh", "-c", "exec jupyter-server --ip=0.0.0.0 --port=8888 --no-browser --allow-root --ServerApp.token='' \
@@ -153,6 +156,8 @@ def test_a_notebook_runs_in_its_image_through_stop_start_kill_and_delete(
     assert status == 200 and "from-kernel.txt" in [item["name"] for item in json.loads(text)["content"]], text
     workspace = paths.workspace(load_settings(), "default", "img")
     assert (workspace / "from-kernel.txt").read_text() == "hi"  # the workspace is the image's home
+    # written by the image's user (jovyan), in the pod's fsGroup (100), as on a Kubeflow workspace volume
+    assert ((workspace / "from-kernel.txt").stat().st_uid, (workspace / "from-kernel.txt").stat().st_gid) == (1000, 100)
 
     # stop: no container left with its label; start: one again, the workspace kept
     kubectl.ok("annotate", "notebook", "img", "kubeflow-resource-stopped=2026-01-01T00:00:00Z")
@@ -189,7 +194,8 @@ def test_the_templates_command_args_and_port_are_the_containers_and_its_gpu_shar
     kubectl.ok("apply", "-f", "-", stdin=notebook(
         "cmd", notebook_image, "podman", {"aliyun.com/gpu-mem": "4"}, command=["jupyter-server"],
         args=["--ip=0.0.0.0", "--port=9999", "--no-browser", "--allow-root", "--ServerApp.token=",
-              "--ServerApp.base_url=$(NB_PREFIX)"], ports=[{"containerPort": 9999, "name": "notebook-port"}]))
+              "--ServerApp.base_url=$(NB_PREFIX)"], ports=[{"containerPort": 9999, "name": "notebook-port"}],
+        workingDir="/tmp"))
     wait_status(kubectl, "cmd", ready)
     [container] = containers(podman, "cmd")
     assert "9999/tcp" in json.loads(inspect(podman, container, "{{json .HostConfig.PortBindings}}"))
@@ -199,6 +205,12 @@ def test_the_templates_command_args_and_port_are_the_containers_and_its_gpu_shar
     ws = base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
     granted = execute(ws, "import os; os.environ['CUDA_VISIBLE_DEVICES'], os.environ['MILLPOND_GPU_MEMORY_FRACTION']")
     assert granted == "('0', '0.2500')", granted  # the ledger's share of the (fake) GPU, as on this host
+    marker = f"host-only-{os.getpid()}"
+    Path("/tmp", marker).touch()  # the image's /tmp is its own: nothing of this host's is bound at workingDir
+    try:
+        assert execute(ws, f"import os; os.getcwd(), os.path.exists('/tmp/{marker}')") == "('/tmp', False)"
+    finally:
+        Path("/tmp", marker).unlink()
     kubectl.ok("delete", "notebook", "cmd")
     assert containers(podman, "cmd") == []
 

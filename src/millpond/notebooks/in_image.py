@@ -22,25 +22,29 @@ runtime``), else ``auto``:
 
 In the image (``container_run``) the server gets what the pod gets: the image's own entrypoint and
 command (the template's ``command``/``args`` when given, ``$(VAR)`` expanded from its environment as
-the kubelet does), ``NB_PREFIX`` and the template's ``env``, the
-notebook's workspace bound read-write at the image's home (``/home/jovyan``, Kubeflow's workspace
-volume's mount and the working folder), ``resources.limits`` of cpu and memory enforced by the runtime,
-the GPUs the ledger granted (``runners.in_image``). It listens on Kubeflow's port (8888, or the
-container's ``ports[0].containerPort``), which is published on ``127.0.0.1`` at a free port: the port the
-proxy of ``millpond server`` forwards to (``endpoint.json``), on the runtime's own network (two notebooks
-both listen on 8888). Jupyter's token is offered as ``JUPYTER_TOKEN`` too: an image that reads it
-(the test image here) asks for it, and a Kubeflow image, started with ``--ServerApp.token=''``, ignores
-the token header the proxy adds.
+the kubelet does), ``NB_PREFIX`` and the template's ``env``; the notebook's workspace bound read-write
+at the image's home (``/home/jovyan``, Kubeflow's workspace volume's mount) and shared with the pod's
+``fsGroup`` (100 unless the template has a ``securityContext``: ``share_with_group``); the working
+folder the container's ``workingDir``, else the home (the controller's default); ``resources.limits``
+of cpu and memory enforced by the runtime; the GPUs the ledger granted (``runners.in_image``). It
+listens on Kubeflow's port (8888, or the container's ``ports[0].containerPort``), published on
+``127.0.0.1`` at a free port: the port the proxy of ``millpond server`` forwards to (``endpoint.json``),
+on the runtime's own network (two notebooks both listen on 8888). Jupyter's token is offered as
+``JUPYTER_TOKEN`` too: an image that reads it asks for it, and a Kubeflow image, started with
+``--ServerApp.token=''``, ignores the token header the proxy adds.
 
 Every container is labelled ``io.millpond.owner=Notebook/NAMESPACE/NAME`` and with its supervisor's
 guardian token (``runners.in_image``): a supervisor killed with -9 has its guardian remove it, the next
 supervisor and the delete sweep what is left by the owner label (``sweep_owned``), so one notebook never
-has two. Simplified: ``workingDir`` is not read (the working folder is the home, as in Kubeflow's
-images); the image's ``USER`` is kept as the image says.
+has two. Simplified: the image's ``USER`` runs it (``runAsUser`` and the rest of ``securityContext`` are
+not read).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import stat
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -61,14 +65,18 @@ from millpond.runners.containers.runtimes import ContainerRuntime
 from millpond.runners.in_image import Started, container_command, finish
 from millpond.runners.process_groups import MARK_VAR
 from millpond.serving.container_env import expand
+from millpond.serving.placement import working_folder
 from millpond.settings import Settings
 from millpond.store.secrets import ConfigStore
 
-HOME = "/home/jovyan"  # Kubeflow's images' home: the workspace volume's mount
+HOME = "/home/jovyan"  # Kubeflow's images' home: the workspace volume's mount, the controller's default workingDir
 PORT = 8888  # what Kubeflow's images listen on
+FS_GROUP = 100  # the controller's fsGroup for a pod with no securityContext: Kubeflow's images' jovyan is in it
 RUNTIME_FILE = "container"  # in the notebook's folder: the runtime its server ran in (for the delete's sweep)
 MULTI_USER = ("multi-user mode: a notebook image's token-less Jupyter on a loopback port would be open to every "
               "local user; JupyterLab runs in the namespace's sandbox on this host instead")
+FILE_BITS = 0o660  # what the kubelet adds to a volume's files for its fsGroup
+FOLDER_BITS = 0o2770  # and to its folders: setgid, so new files keep the group
 PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
 # A failed pull is asked again this soon, as the kubelet's pod sync does: the image's own back-off
 # (``images.BACKOFF``: 10 s doubling to 5 min) answers ImagePullBackOff meanwhile without pulling.
@@ -87,6 +95,8 @@ class NotebookContainer:
     port: int = PORT
     memory_bytes: int | None = None
     cpus: float | None = None
+    working_dir: str = HOME
+    fs_group: int | None = FS_GROUP
 
 
 @dataclass(frozen=True)
@@ -139,12 +149,15 @@ def container_of(spec: Mapping[str, Any]) -> NotebookContainer:
         memory = cpus = None
     ports = [port for port in container.get("ports") or [] if isinstance(port, dict)]
     port = ports[0].get("containerPort") if ports else None
+    security = pod.get("securityContext")
+    fs_group = FS_GROUP if security is None else (security or {}).get("fsGroup")
     return NotebookContainer(
         image=str(container.get("image") or ""), command=_words(container.get("command")),
         args=_words(container.get("args")), pull_policy=container.get("imagePullPolicy") or None,
         pull_secrets=tuple(str(ref.get("name")) for ref in pod.get("imagePullSecrets") or []
                            if isinstance(ref, dict) and ref.get("name")),
-        port=port if isinstance(port, int) and 0 < port < 65536 else PORT, memory_bytes=memory, cpus=cpus)
+        port=port if isinstance(port, int) and 0 < port < 65536 else PORT, memory_bytes=memory, cpus=cpus,
+        working_dir=str(container.get("workingDir") or HOME), fs_group=fs_group if isinstance(fs_group, int) else None)
 
 
 def place(settings: Settings, namespace: str, annotations: Mapping[str, str] | None, container: NotebookContainer,
@@ -222,15 +235,40 @@ def container_run(runtime: ContainerRuntime, container: NotebookContainer, works
     """The runtime's ``run`` of the notebook's image (see the module's docstring): ``env`` is the template's
     with the notebook's own (``NB_PREFIX``, ``JUPYTER_TOKEN``, its mark, its GPUs); ``guard_env`` the
     supervisor's guardian stamp, which labels the container for removal whatever ends the supervisor."""
+    groups = () if container.fs_group is None else (container.fs_group,)
+    if groups:
+        share_with_group(workspace, groups[0])
     image = InImage(runtime, container.image, args_only=not container.command, memory_bytes=container.memory_bytes,
                     cpus=container.cpus, labels={OWNER_LABEL: owner(namespace, name)},
-                    ports=((port, container.port),))
+                    ports=((port, container.port),), groups=groups)
     variables = {**env, "NB_PREFIX": base_url(namespace, name)}
     argv = [expand(word, variables) for word in (*container.command, *container.args)]  # the kubelet's $(VAR)
     # cwd and log_path are the container's home: the workspace is bound there, nothing of this host's at its path
     spec = ProcessSpec(argv=argv, env=variables, cwd=Path(HOME),
                        log_path=Path(HOME) / "server.log", binds=[Bind(workspace, HOME)], in_image=image)
-    return ImageServer(image, container_command(spec, guard_env))
+    started = container_command(spec, guard_env)
+    if container.working_dir != HOME:  # a folder of the image (never bound from this host, unlike cwd)
+        started = dataclasses.replace(started, argv=working_folder(started.argv, container.working_dir))
+    return ImageServer(image, started)
+
+
+def share_with_group(folder: Path, gid: int) -> None:
+    """Apply the pod's ``fsGroup`` to the workspace as the kubelet applies it to a volume: every file owned by
+    group ``gid`` with ``rw-rw----`` added, folders ``rwxrwx---`` and setgid (what is made inside keeps the
+    group), so the image's user (Kubeflow's jovyan: uid 1000, gid 100) may write its home. Simplified: only
+    when the folder's own group or mode differ (``fsGroupChangePolicy: OnRootMismatch``), and only where this
+    process may change groups (root: a rootless runtime maps the image's users elsewhere anyway)."""
+    if os.geteuid() != 0:
+        return
+    top = folder.stat()
+    if top.st_gid == gid and top.st_mode & FOLDER_BITS == FOLDER_BITS:
+        return
+    for place, _, files in os.walk(folder):  # a link to a folder is not followed
+        for path, bits in ((Path(place), FOLDER_BITS), *((Path(place) / f, FILE_BITS) for f in files)):
+            if path.is_symlink():
+                continue
+            os.chown(path, -1, gid)
+            os.chmod(path, stat.S_IMODE(path.stat().st_mode) | bits)
 
 
 def image_env(spec_env: tuple[tuple[str, str], ...], token: str, mark: str,

@@ -65,6 +65,7 @@ class ContainerRun:
     # (host port, container port): published on the loopback only, the container on the runtime's own network
     # (a server that listens on a fixed port, a notebook image's 8888), not on the host's
     ports: tuple[tuple[int, int], ...] = ()
+    groups: tuple[int, ...] = ()  # supplementary groups of its process (``--group-add``: a pod's fsGroup)
 
 
 # Variables a task is given whatever the host's environment holds (a host that sets them too would hide them).
@@ -112,6 +113,8 @@ def run_argv(runtime: ContainerRuntime, run: ContainerRun) -> tuple[list[str], d
     words = ["run", "--rm", "--name", run.name, "--init", *(network or ["--network", "host"]), "--pull", "never",
              "-d" if run.detached else "-i=false"]
     words += runtime.run_flags()
+    for group in run.groups:
+        words += ["--group-add", str(group)]
     for key, value in sorted(run.labels.items()):
         words += ["--label", f"{key}={value}"]
     if run.limits.memory_bytes:
