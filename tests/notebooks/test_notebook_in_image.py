@@ -216,8 +216,8 @@ def test_the_templates_command_args_and_port_are_the_containers_and_its_gpu_shar
 
 
 def test_an_image_that_may_not_be_pulled_waits_or_runs_on_this_host_saying_why(
-        served: Served, kubectl: Kubectl, podman: ContainerRuntime) -> None:
-    absent = "localhost/millpond-test/not-here:1"
+        served: Served, kubectl: Kubectl, podman: ContainerRuntime, notebook_image: str) -> None:
+    absent = f"localhost/millpond-test/not-here-{os.getpid()}:1"
     kubectl.ok("apply", "-f", "-", stdin=notebook("never", absent, "container", imagePullPolicy="Never"))
     shown = wait_status(kubectl, "never", lambda status: "ErrImageNeverPull" in json.dumps(status))
     waiting = shown["status"]["containerState"]["waiting"]
@@ -231,7 +231,17 @@ def test_an_image_that_may_not_be_pulled_waits_or_runs_on_this_host_saying_why(
     assert ran_in.startswith("host: the image could not be had: ErrImageNeverPull"), ran_in
     assert "is not used, JupyterLab runs on this host" in kubectl.ok("logs", "fallback-0")
     assert containers(podman, "fallback") == []
+
+    # the image loaded meanwhile (as `podman load` would): the waiting notebook starts in it, its failure said once
+    subprocess.run(podman.argv("tag", notebook_image, absent), check=True, capture_output=True, timeout=60)
+    try:
+        wait_status(kubectl, "never", ready, timeout=120)
+        assert kubectl.ok("logs", "never-0").count("ErrImageNeverPull") == 1
+        assert len(containers(podman, "never")) == 1
+    finally:
+        subprocess.run(podman.argv("untag", absent), capture_output=True, timeout=60)
     kubectl.ok("delete", "notebook", "never", "fallback")
+    assert containers(podman, "never") == []
 
 
 def test_multi_user_mode_keeps_the_server_on_this_host_saying_why(home: Path, notebook_image: str) -> None:

@@ -223,12 +223,14 @@ class NotebookSupervisor:
                                     paths.server_log(self.settings, self.uid))
         if outcome is None:
             self.state.running = self.state.ready = False
-            self.state.waiting_reason = "ContainerCreating"
-            self.state.waiting_message = f'deciding where to run image "{container.image}" (pulling it if needed)'
+            if self.state.waiting_reason not in in_image.PULL_REASONS:  # a pull's failure is shown until one works
+                self.state.waiting_reason = "ContainerCreating"
+                self.state.waiting_message = f'deciding where to run image "{container.image}" (pulling it if needed)'
             return None
         if not isinstance(outcome, in_image.Placement):
             reason, message = in_image.failure(outcome)
-            self._note(f"{reason}: {message}")
+            if (reason, message) != (self.state.waiting_reason, self.state.waiting_message):  # said when it changes
+                self._note(f"{reason}: {message}")
             self._waiting(reason, message)
             if reason in in_image.PULL_REASONS:  # asked again soon: ImagePullBackOff while the pull's back-off lasts
                 self.next_start = time.monotonic() + in_image.PULL_RETRY_S
@@ -238,7 +240,7 @@ class NotebookSupervisor:
         if outcome.ran_in.split(":")[0] != self.ran_in.split(":")[0]:  # said once, not at each restart
             self._note(f"runs in image {container.image} ({outcome.runtime.name})" if outcome.runtime is not None
                        else f"image {container.image} is not used, JupyterLab runs on this host: {outcome.reason}")
-            self.ran_in = outcome.ran_in
+        self.ran_in = outcome.ran_in
         if outcome.runtime is not None:
             in_image.remember_runtime(self.settings, self.uid, outcome.runtime)
         return outcome
