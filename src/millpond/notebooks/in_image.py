@@ -46,7 +46,7 @@ import dataclasses
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -231,10 +231,12 @@ class ImageServer:
 
 
 def container_run(runtime: ContainerRuntime, container: NotebookContainer, workspace: Path, namespace: str,
-                  name: str, port: int, env: Mapping[str, str], guard_env: dict[str, str]) -> ImageServer:
+                  name: str, port: int, env: Mapping[str, str], guard_env: dict[str, str],
+                  binds: Sequence[Bind] = ()) -> ImageServer:
     """The runtime's ``run`` of the notebook's image (see the module's docstring): ``env`` is the template's
     with the notebook's own (``NB_PREFIX``, ``JUPYTER_TOKEN``, its mark, its GPUs); ``guard_env`` the
-    supervisor's guardian stamp, which labels the container for removal whatever ends the supervisor."""
+    supervisor's guardian stamp, which labels the container for removal whatever ends the supervisor;
+    ``binds`` what else the pod mounts (its volumes), each at its ``mountPath``."""
     groups = () if container.fs_group is None else (container.fs_group,)
     if groups:
         share_with_group(workspace, groups[0])
@@ -245,7 +247,7 @@ def container_run(runtime: ContainerRuntime, container: NotebookContainer, works
     argv = [expand(word, variables) for word in (*container.command, *container.args)]  # the kubelet's $(VAR)
     # cwd and log_path are the container's home: the workspace is bound there, nothing of this host's at its path
     spec = ProcessSpec(argv=argv, env=variables, cwd=Path(HOME),
-                       log_path=Path(HOME) / "server.log", binds=[Bind(workspace, HOME)], in_image=image)
+                       log_path=Path(HOME) / "server.log", binds=[Bind(workspace, HOME), *binds], in_image=image)
     started = container_command(spec, guard_env)
     if container.working_dir != HOME:  # a folder of the image (never bound from this host, unlike cwd)
         started = dataclasses.replace(started, argv=working_folder(started.argv, container.working_dir))
