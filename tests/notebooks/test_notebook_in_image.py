@@ -159,6 +159,21 @@ def test_a_notebook_runs_in_its_image_through_stop_start_kill_and_delete(
     # written by the image's user (jovyan), in the pod's fsGroup (100), as on a Kubeflow workspace volume
     assert ((workspace / "from-kernel.txt").stat().st_uid, (workspace / "from-kernel.txt").stat().st_gid) == (1000, 100)
 
+    # kill -9 of the server (the runtime's client): its container is removed, another started, one at a time
+    resource = ResourceStore(load_settings()).get("Notebook", "img", "default")
+    view = objects.view(load_settings(), resource.uid) if resource is not None else None
+    assert view is not None
+    os.kill(view["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 120
+    while True:
+        found = containers(podman, "img")
+        assert len(found) <= 1, found
+        if found and found != [container] and objects.endpoint(load_settings(), "default", "img"):
+            break
+        assert time.monotonic() < deadline, found
+        time.sleep(0.3)
+    assert request(f"{base}/api/status")[0] == 200
+
     # stop: no container left with its label; start: one again, the workspace kept
     kubectl.ok("annotate", "notebook", "img", "kubeflow-resource-stopped=2026-01-01T00:00:00Z")
     wait_status(kubectl, "img", lambda status: status.get("readyReplicas") == 0 and not status.get("conditions"))
