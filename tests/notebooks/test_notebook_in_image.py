@@ -254,7 +254,7 @@ def test_an_image_that_may_not_be_pulled_waits_or_runs_on_this_host_saying_why(
         assert kubectl.ok("logs", "never-0").count("ErrImageNeverPull") == 1
         assert len(containers(podman, "never")) == 1
     finally:
-        subprocess.run(podman.argv("untag", absent), capture_output=True, timeout=60)
+        subprocess.run(podman.argv("untag", notebook_image, absent), capture_output=True, timeout=60)  # that name only
     kubectl.ok("delete", "notebook", "never", "fallback")
     assert containers(podman, "never") == []
 
