@@ -114,6 +114,12 @@ SLOW = [Slow(test, why) for test, why in (
      "two JupyterLabs and a kernel: ~11 s serial"),
     ("tests/notebooks/test_notebook_multiuser.py::test_only_the_namespaces_contributors_reach_the_notebook",
      "a multi-user server, its team, and a sandboxed JupyterLab with a kernel: ~14 s serial"),
+    ("tests/notebooks/test_notebook_in_image.py::test_a_notebook_runs_in_its_image_through_stop_start_kill_and_delete",
+     "four Jupyter containers (apply, kill -9 of the server, start, kill -9 of the supervisor and millpond "
+     "server's reconcile): ~26 s serial"),
+    ("tests/notebooks/test_notebook_in_image.py::"
+     "test_an_image_that_may_not_be_pulled_waits_or_runs_on_this_host_saying_why",
+     "a host JupyterLab after a refused pull, then the image loaded: ~20 s serial"),
     # tests/kuberay
     ("tests/kuberay/test_ray_waiting.py::test_a_cluster_that_may_not_run_yet_starts_nothing_and_says_why",
      "three supervisors' first admission cycles and ledger reads: 7-10 s serial"),

@@ -1,8 +1,9 @@
 """One notebook's JupyterLab server: its command line, its environment, and whether it answers.
 
-JupyterLab runs from millpond's own environment (the ``notebooks`` extra: ``jupyterlab``,
-``jupyter-server``, ``ipykernel``), on a free loopback port, with Kubeflow's ``NB_PREFIX`` as its base
-URL (``--ServerApp.base_url``), as a Kubeflow notebook image starts it, so every link it writes is
+A notebook that does not run in its image (``notebooks.in_image``) runs JupyterLab from millpond's own
+environment (the ``notebooks`` extra: ``jupyterlab``, ``jupyter-server``, ``ipykernel``), on a free
+loopback port, with Kubeflow's ``NB_PREFIX`` as its base URL (``--ServerApp.base_url``), as a Kubeflow
+notebook image starts it, so every link it writes is
 under ``/notebook/NAMESPACE/NAME/`` and ``millpond server`` forwards the path unchanged. Its token is
 its own (``paths.ensure_token``), given in the environment (``JUPYTER_TOKEN``: never on a command
 line other users' ``ps`` shows); the proxy adds it to each request, so the browser never holds it.

@@ -8,7 +8,8 @@ container of ``spec.template.spec`` is the notebook's (its ``image`` and ``env``
 resources, through ``training.pod_template.resources``). A request no wait could satisfy on this
 machine (more CPUs, memory or GPUs than it has) is refused; one that does not fit now waits.
 
-Simplified: the image is recorded, not run (JupyterLab runs from millpond's own environment); volumes,
+The image runs when the runtime policy lets it (``notebooks.in_image``; its other fields are read
+there, at start). Simplified: volumes,
 sidecar containers and scheduling fields are accepted and recorded only (issue 33's later parts).
 """
 
@@ -22,6 +23,7 @@ from millpond.errors import UserError
 from millpond.kind_handler import SchemaCheck
 from millpond.manifest_envelope import ManifestBody, check_metadata, is_document_of
 from millpond.names import label_problem
+from millpond.notebooks import in_image
 from millpond.notebooks.kinds import GROUP, NOTEBOOK, schema_file
 from millpond.scheduling.ledger import Ledger, Request
 from millpond.settings import Settings
@@ -30,7 +32,7 @@ from millpond.training.pod_template import GPU, env_pairs, resources
 
 @dataclass(frozen=True)
 class NotebookSpec:
-    """What runs for a Notebook: its container's name, image (recorded), environment and requests."""
+    """What runs for a Notebook: its container's name, image, environment and requests."""
 
     container: str
     image: str
@@ -78,6 +80,7 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck, se
             body = {"apiVersion": doc["apiVersion"], "kind": NOTEBOOK.kind, "metadata": metadata,
                     "spec": doc.get("spec") or {}}
             spec = notebook_spec(body["spec"])
+            in_image.check(metadata, body["spec"])
             why = Ledger(settings).impossible(spec.request, GPU)
             if why:
                 raise UserError(f"spec.template.spec.containers[0].resources: can never run on this machine: {why}")

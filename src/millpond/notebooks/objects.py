@@ -4,7 +4,7 @@ Every Notebook has one supervisor per uid (``notebooks.supervisor``), detached a
 home's background processes (kind ``notebook``: ``millpond ps`` lists it, a home's end ends it).
 ``apply`` starts one for a Notebook that has none (a changed annotation is read by the running one).
 ``delete`` removes the object, SIGTERMs the supervisor and waits until it ended the server and its
-kernels, then removes its folder (the token with it; the workspace stays).
+kernels (and removes a container left of it), then removes its folder (the token with it; the workspace stays).
 ``endpoint`` is what the proxy of ``millpond server`` reads: the port and Jupyter's token.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.manifest_envelope import not_found
-from millpond.notebooks import paths
+from millpond.notebooks import in_image, paths
 from millpond.notebooks.kinds import NOTEBOOK
 from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
@@ -120,6 +120,7 @@ def delete(settings: Settings, namespace: str, name: str) -> None:
     if resource is None or not store.delete(NOTEBOOK.kind, name, namespace):
         raise not_found(NOTEBOOK, name, namespace)
     stop(namespace, name)
+    in_image.sweep_owned(settings, resource.uid, namespace, name)  # a supervisor killed with -9 left its container
     shutil.rmtree(paths.folder(settings, resource.uid), ignore_errors=True)  # its token and logs, as a pod's go
 
 

@@ -10,7 +10,9 @@ tick (``TICK_S``) it reads the object and reconciles, as the notebook controller
 3. otherwise the server's requests are taken from the machine's ledger (the namespace's ResourceQuota
    applies, as to any pod; a GPU share's limits go in its environment, ``scheduling.share_env``); one
    that does not fit waits, ``PodScheduled`` False with the reason;
-4. the server starts (in multi-user mode inside the namespace's sandbox, ``runners.sandbox.wrap``);
+4. the server starts: in the Notebook's image when the runtime policy says so (``notebooks.in_image``:
+   decided, and the image pulled, in a thread before each start), else JupyterLab on this host (in
+   multi-user mode inside the namespace's sandbox, ``runners.sandbox.wrap``);
    ready once its API answers; one that exits is started again after a back-off that doubles from
    ``BACKOFF_S`` to ``MAX_BACKOFF_S`` (the kubelet's CrashLoopBackOff: 10 s to 5 min; shorter here, a
    notebook is interactive), reset once it served ``BACKOFF_RESET_S``;
@@ -36,7 +38,7 @@ import time
 from typing import Any
 
 from millpond.errors import UserError
-from millpond.notebooks import jupyter, paths
+from millpond.notebooks import in_image, jupyter, paths
 from millpond.notebooks.kinds import NOTEBOOK, STOP_ANNOTATION
 from millpond.notebooks.manifests import NotebookSpec, notebook_spec
 from millpond.notebooks.status import ServerState, notebook_status, now_iso
@@ -87,12 +89,18 @@ class NotebookSupervisor:
         self.started_mono = 0.0
         self.written: dict[str, Any] | None = None
         self.endpoint: dict[str, Any] | None = None
+        self.annotations: dict[str, str] = {}
+        self.placing = in_image.Placing()
+        self.container: in_image.ImageServer | None = None  # the server's container, while it runs in its image
+        self.ran_in = ""  # millpond.io/ran-in of its pod: the runtime, or "host: WHY"
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, lambda *_: self.stopping.set())
         self.store.record_process(NOTEBOOK.kind, self.name, self.namespace, self.identity)
+        if in_image.sweep_owned(self.settings, self.uid, self.namespace, self.name):  # a supervisor killed with -9
+            self._note("removed the container an earlier supervisor left")
         try:
             while not self.stopping.is_set() and paths.folder(self.settings, self.uid).is_dir():
                 resource = self.store.get(NOTEBOOK.kind, self.name, self.namespace)
@@ -109,6 +117,7 @@ class NotebookSupervisor:
 
     def step(self, resource: Resource) -> None:
         annotations = resource.manifest.get("metadata", {}).get("annotations") or {}
+        self.annotations = annotations
         if STOP_ANNOTATION in annotations:
             self._stop_server()
             self._release()
@@ -125,7 +134,7 @@ class NotebookSupervisor:
             return
         if self.process is None:
             if time.monotonic() >= self.next_start:
-                self._start(spec)
+                self._start(spec, in_image.container_of(resource.spec))
             return
         code = self.process.poll()
         if code is not None:
@@ -156,8 +165,11 @@ class NotebookSupervisor:
             self.ledger.release(self.grant.id)
             self.grant = None
 
-    def _start(self, spec: NotebookSpec) -> None:
-        if not jupyter.installed():
+    def _start(self, spec: NotebookSpec, container: in_image.NotebookContainer) -> None:
+        placed = self._placed(container)
+        if placed is None:
+            return
+        if placed.runtime is None and not jupyter.installed():
             self._waiting("CreateContainerError", jupyter.MISSING)
             return
         assert self.grant is not None
@@ -168,10 +180,19 @@ class NotebookSupervisor:
             (own / folder).mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.mark = next(iter(marked().values()))
-        env = jupyter.environment(self.settings, self.uid, self.namespace, self.name, spec, self.token,
-                                  self._gpu_env(spec, self.grant), self.mark, self.guard.env())
-        argv = jupyter.argv(self.namespace, self.name, self.port, workspace)
-        if isolation.required(self.settings):  # multi-user: the namespace's code never runs on the bare host
+        gpu_env = self._gpu_env(spec, self.grant)
+        cwd = workspace
+        if placed.runtime is not None:
+            env = in_image.image_env(spec.env, self.token, self.mark, gpu_env)
+            self.container = in_image.container_run(placed.runtime, container, workspace, self.namespace, self.name,
+                                                    self.port, env, self.guard.env())
+            started = self.container.started
+            argv, env, cwd = started.argv, {**started.env, **self.guard.env()}, started.folder
+        else:
+            env = jupyter.environment(self.settings, self.uid, self.namespace, self.name, spec, self.token,
+                                      gpu_env, self.mark, self.guard.env())
+            argv = jupyter.argv(self.namespace, self.name, self.port, workspace)
+        if placed.runtime is None and isolation.required(self.settings):  # multi-user: never on the bare host
             try:
                 argv = wrap(argv, [], workspace, env.get("PATH"), own=(own, workspace))
             except SandboxUnavailable as exc:
@@ -181,11 +202,12 @@ class NotebookSupervisor:
         try:
             with open(log, "ab") as out:
                 self.process = subprocess.Popen(
-                    argv, env=env, cwd=workspace, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True, close_fds=True,
                     preexec_fn=die_with_parent(),  # noqa: PLW1509 - prctl only, resolved before the fork
                 )
         except OSError as exc:
+            self._let_go_container()
             self._waiting("CreateContainerError", f"cannot start JupyterLab: {exc}")
             return
         self.guard.add(self.process.pid)
@@ -193,6 +215,35 @@ class NotebookSupervisor:
         self.started_mono = time.monotonic()
         self.state.running, self.state.ready, self.state.started_at = True, False, now_iso()
         self.state.waiting_reason = self.state.waiting_message = ""
+
+    def _placed(self, container: in_image.NotebookContainer) -> in_image.Placement | None:
+        """Where this start runs (``notebooks.in_image``), once decided; None while the decision (a pull) is made,
+        or when it failed (the notebook then waits with the kubelet's reason and tries again after a back-off)."""
+        outcome = self.placing.poll(self.settings, self.namespace, self.annotations, container,
+                                    paths.server_log(self.settings, self.uid))
+        if outcome is None:
+            self.state.running = self.state.ready = False
+            if self.state.waiting_reason not in in_image.PULL_REASONS:  # a pull's failure is shown until one works
+                self.state.waiting_reason = "ContainerCreating"
+                self.state.waiting_message = f'deciding where to run image "{container.image}" (pulling it if needed)'
+            return None
+        if not isinstance(outcome, in_image.Placement):
+            reason, message = in_image.failure(outcome)
+            if (reason, message) != (self.state.waiting_reason, self.state.waiting_message):  # said when it changes
+                self._note(f"{reason}: {message}")
+            self._waiting(reason, message)
+            if reason in in_image.PULL_REASONS:  # asked again soon: ImagePullBackOff while the pull's back-off lasts
+                self.next_start = time.monotonic() + in_image.PULL_RETRY_S
+            return None
+        for warning in outcome.warnings:
+            self._note(f"FailedToRetrieveImagePullSecret: {warning}")
+        if outcome.ran_in.split(":")[0] != self.ran_in.split(":")[0]:  # said once, not at each restart
+            self._note(f"runs in image {container.image} ({outcome.runtime.name})" if outcome.runtime is not None
+                       else f"image {container.image} is not used, JupyterLab runs on this host: {outcome.reason}")
+        self.ran_in = outcome.ran_in
+        if outcome.runtime is not None:
+            in_image.remember_runtime(self.settings, self.uid, outcome.runtime)
+        return outcome
 
     def _gpu_env(self, spec: NotebookSpec, grant: Grant) -> dict[str, str]:
         """``CUDA_VISIBLE_DEVICES`` of the granted GPUs; a share's limits too (as a model replica's and a job's)."""
@@ -209,9 +260,10 @@ class NotebookSupervisor:
     def _exited(self, code: int) -> None:
         """The server ended on its own: CrashLoopBackOff, then started again (its kernels ended with it)."""
         pid = self.process.pid if self.process is not None else 0
+        killed = self._let_go_container(code)
         self._stop_server()
         exit_code = 128 - code if code < 0 else code
-        self.state.last_exit = {"exitCode": exit_code, "reason": "Error" if exit_code else "Completed",
+        self.state.last_exit = {"exitCode": exit_code, "reason": killed or ("Error" if exit_code else "Completed"),
                                 "startedAt": self.state.started_at, "finishedAt": now_iso()}
         delay = min(BACKOFF_S * 2 ** self.failures, MAX_BACKOFF_S)
         self.failures += 1
@@ -230,7 +282,14 @@ class NotebookSupervisor:
         self.process = None
         stop_groups([(process, ticks)], STOP_GRACE_S, marks=[self.mark])
         self.guard.remove(process.pid)
+        self._let_go_container()
         self.state.running = self.state.ready = False
+
+    def _let_go_container(self, code: int = -signal.SIGTERM) -> str | None:
+        """Remove the server's container, if it ran in one (its client ended with ``code``; a client stopped by a
+        signal leaves its container); ``OOMKilled`` when the runtime killed it for its memory limit."""
+        server, self.container = self.container, None
+        return server.let_go(code, stopped=code < 0) if server is not None else None
 
     def _note(self, line: str) -> None:
         with open(paths.server_log(self.settings, self.uid), "ab") as out:
@@ -247,7 +306,7 @@ class NotebookSupervisor:
             "pid": self.process.pid if self.process is not None else None, "ticks": self.ticks,
             "started_at": self.state.started_at, "restarts": self.restarts,
             "container_state": status.get("containerState") or {}, "stopped": self.state.stopped,
-            "log": str(paths.server_log(self.settings, self.uid)),
+            "log": str(paths.server_log(self.settings, self.uid)), "ran_in": self.ran_in,
         }
         if endpoint != self.endpoint:
             target = paths.endpoint_file(self.settings, self.uid)

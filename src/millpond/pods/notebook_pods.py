@@ -5,7 +5,9 @@ notebook's (the template's first: name and image), owned by the StatefulSet ``NA
 Read from what the notebook's supervisor last wrote (``notebooks.objects.view``); a stopped notebook
 (``kubeflow-resource-stopped``: the StatefulSet scaled to 0) has no pod. Deleting the running pod
 stops the Jupyter server: its supervisor starts it again, as the StatefulSet makes the pod again.
-The server's log is Jupyter's own output (its lines carry Jupyter's own times, not a stamp each).
+The server's log is Jupyter's own output (its lines carry Jupyter's own times, not a stamp each). The pod
+carries ``millpond.io/ran-in``: the runtime its server ran in (``podman``, ``docker``), or ``host: WHY``
+(``notebooks.in_image``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from millpond.pods.records import (
     Waiting,
     pod_uid,
 )
+from millpond.runners.containers.policy import RAN_IN
 from millpond.store.resources import Resource, ResourceStore
 
 
@@ -83,4 +86,5 @@ def _pod(resource: Resource, shown: dict[str, Any]) -> PodView:
         name=f"{resource.name}-0", namespace=resource.namespace, uid=pod_uid(resource.uid, f"{resource.name}-0"),
         created_at=resource.created_at, containers=(container,),
         owner=OwnerRef("apps/v1", "StatefulSet", resource.name, owner_uid), labels=labels,
+        annotations={RAN_IN: str(shown["ran_in"])} if shown.get("ran_in") else {},
         started_at=_moment(shown.get("started_at")), restart_policy="Always")

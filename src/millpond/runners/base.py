@@ -95,6 +95,9 @@ class InImage:
     shm_bytes: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     sidecars: tuple[Sidecar, ...] = ()  # started before the process, each in its own image, removed after it
+    # (host port, container port) published on the loopback, on the runtime's own network instead of the host's
+    ports: tuple[tuple[int, int], ...] = ()
+    groups: tuple[int, ...] = ()  # supplementary groups of its process (a pod's fsGroup)
 
 
 @dataclass

@@ -74,7 +74,7 @@ def container_command(spec: ProcessSpec, extra_env: dict[str, str] | None = None
                     if p is not None],
         args_only=image.args_only,
         limits=ContainerLimits(image.memory_bytes, image.cpus, image.shm_bytes, gpus),
-        labels=labels,
+        labels=labels, ports=image.ports, groups=image.groups,
     )
     argv, environment = run_argv(image.runtime, run)
     folder = Path(tempfile.mkdtemp(prefix="millpond-conmon-"))

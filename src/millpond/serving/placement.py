@@ -35,11 +35,11 @@ from millpond.errors import TaskFailure
 from millpond.runners.base import Bind, InImage
 from millpond.runners.containers import runtimes, sweep
 from millpond.runners.containers.command import OWNER_LABEL
-from millpond.runners.containers.images import ImagePullError, dockerconfig_of
+from millpond.runners.containers.images import ImagePullError, pull_secrets
 from millpond.runners.containers.policy import Decision, ImageRequest, decide
 from millpond.serving import endpoints
 from millpond.serving.spec import PredictorSpec, no_command
-from millpond.store.secrets import ConfigStore, MissingConfig
+from millpond.store.secrets import ConfigStore
 
 MODEL_MOUNT = "/mnt/models"  # where KServe's storage initializer puts the model for the server
 IN_IMAGE_FILE = "containers"  # in the InferenceService's folder: the runtime its replicas ran in (for the sweep)
@@ -70,15 +70,7 @@ def request(spec: PredictorSpec, configs: ConfigStore) -> tuple[ImageRequest | N
     container = spec.container
     if spec.server != "command" or not container.image:
         return None, []
-    secrets, warnings = [], []
-    for name in spec.image_pull_secrets:
-        try:
-            data = configs.get("secret", name)
-        except MissingConfig:
-            warnings.append(f'Unable to retrieve some image pull secrets ({name}); attempting to pull the image '
-                            "may not succeed.")
-            continue
-        secrets.append(dockerconfig_of(data, f'imagePullSecrets: secret "{name}"'))
+    secrets, warnings = pull_secrets(spec.image_pull_secrets, configs)
     return ImageRequest(image=container.image, policy=spec.runtime_policy, pull_policy=container.image_pull_policy,
                         pull_secrets=tuple(secrets), args_only=not container.command), warnings
 
@@ -169,17 +161,7 @@ def sweep_owned(namespace: str, name: str) -> int:
     """Remove every container left of this InferenceService's replicas (a supervisor killed with -9 leaves its
     containers behind): a new supervisor calls it before its first container, a delete after the supervisor ended.
     Costs nothing when none of its replicas ever ran in a container. The number removed."""
-    marker = endpoints.folder(namespace, name) / IN_IMAGE_FILE
-    try:
-        used = marker.read_text().strip()
-    except OSError:
-        return 0
-    found = runtimes.find(used if used in runtimes.RUNTIMES else None)
-    if isinstance(found, str):
-        return 0
-    left = sweep.labelled(found, f"{OWNER_LABEL}={owner(namespace, name)}")
-    sweep.remove(found, *left)
-    return len(left)
+    return sweep.remove_owned(endpoints.folder(namespace, name) / IN_IMAGE_FILE, owner(namespace, name))
 
 
 def forget(namespace: str, name: str) -> None:

@@ -3,7 +3,8 @@
 What the host sandbox gives a task, the container gets too: its binds at their targets; its own
 folders (workspace, working folder, staged files) at the same paths, so every path the engine
 wrote into its command line and environment holds inside; its environment; the host network
-(DDP ranks and MPI find each other as on the host); ``--init`` so a signal reaches it; CPU and
+(DDP ranks and MPI find each other as on the host; a server with ``ports`` gets the runtime's own network,
+those ports published on the loopback); ``--init`` so a signal reaches it; CPU and
 memory limits enforced by the runtime; ``/dev/shm`` sized; GPUs the ledger granted as CDI devices.
 
 Environment values never appear on the command line (``ps`` shows it): each variable is named with
@@ -61,6 +62,10 @@ class ContainerRun:
     labels: dict[str, str] = field(default_factory=dict)
     name: str = field(default_factory=lambda: NAME_PREFIX + secrets.token_hex(6))
     detached: bool = False  # started in the background (a sidecar): ``run -d``, its output read with ``logs``
+    # (host port, container port): published on the loopback only, the container on the runtime's own network
+    # (a server that listens on a fixed port, a notebook image's 8888), not on the host's
+    ports: tuple[tuple[int, int], ...] = ()
+    groups: tuple[int, ...] = ()  # supplementary groups of its process (``--group-add``: a pod's fsGroup)
 
 
 # Variables a task is given whatever the host's environment holds (a host that sets them too would hide them).
@@ -104,9 +109,12 @@ def run_argv(runtime: ContainerRuntime, run: ContainerRun) -> tuple[list[str], d
     if run.limits.gpus:  # CDI devices appear inside as 0..N-1
         variables["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in range(len(run.limits.gpus)))
         variables["NVIDIA_VISIBLE_DEVICES"] = "all"
-    words = ["run", "--rm", "--name", run.name, "--init", "--network", "host", "--pull", "never",
+    network = [word for host, inside in run.ports for word in ("-p", f"127.0.0.1:{host}:{inside}")]
+    words = ["run", "--rm", "--name", run.name, "--init", *(network or ["--network", "host"]), "--pull", "never",
              "-d" if run.detached else "-i=false"]
     words += runtime.run_flags()
+    for group in run.groups:
+        words += ["--group-add", str(group)]
     for key, value in sorted(run.labels.items()):
         words += ["--label", f"{key}={value}"]
     if run.limits.memory_bytes:

@@ -30,6 +30,7 @@ from millpond.errors import TaskFailure
 from millpond.runners.containers import pulled
 from millpond.runners.containers.runtimes import ContainerRuntime
 from millpond.settings import load_settings
+from millpond.store.secrets import ConfigStore, MissingConfig
 
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 DEFAULT_PULL_TIMEOUT_S = 600.0
@@ -255,6 +256,22 @@ def ensure(
     BACKOFF.succeeded(key)
     pulled.add(load_settings().home, ref, runtime.name)
     return "pulled"
+
+
+def pull_secrets(names: Iterable[str], configs: ConfigStore) -> tuple[list[dict[str, object]], list[str]]:
+    """The registry config of each of a pod's ``imagePullSecrets`` (Secrets of ``configs``' namespace), and the
+    kubelet's warning for one that is not found: ``FailedToRetrieveImagePullSecret``, and the pull goes on
+    without it. TaskFailure naming a Secret that holds no registry config."""
+    found, warnings = [], []
+    for name in names:
+        try:
+            data = configs.get("secret", name)
+        except MissingConfig:
+            warnings.append(f"Unable to retrieve some image pull secrets ({name}); attempting to pull the image "
+                            "may not succeed.")
+            continue
+        found.append(dockerconfig_of(data, f'imagePullSecrets: secret "{name}"'))
+    return found, warnings
 
 
 def dockerconfig_of(data: Mapping[str, str], where: str) -> dict[str, object]:

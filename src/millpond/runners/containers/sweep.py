@@ -12,7 +12,9 @@ import datetime as dt
 import json
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
+from millpond.runners.containers import runtimes
 from millpond.runners.containers.command import ENGINE_LABEL, OWNER_LABEL
 from millpond.runners.containers.runtimes import ContainerRuntime
 
@@ -24,6 +26,22 @@ def remove(runtime: ContainerRuntime, *names: str) -> None:
     words = ["rm", "-f", "-t", "0", *names] if runtime.name == "podman" else ["rm", "-f", *names]
     subprocess.run(runtime.argv(*words), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=120)
+
+
+def remove_owned(marker: Path, owner: str) -> int:
+    """Remove every container labelled ``OWNER_LABEL=owner``, in the runtime named in ``marker`` (a file its
+    owner wrote once one of its processes ran in a container): what a supervisor killed with -9 left. Costs
+    nothing when the marker is absent (none of its processes ever ran in a container). The number removed."""
+    try:
+        used = marker.read_text().strip()
+    except OSError:
+        return 0
+    found = runtimes.find(used if used in runtimes.RUNTIMES else None)
+    if isinstance(found, str):
+        return 0
+    left = labelled(found, f"{OWNER_LABEL}={owner}")
+    remove(found, *left)
+    return len(left)
 
 
 def labelled(runtime: ContainerRuntime, label: str, running_only: bool = False) -> list[str]:
