@@ -8,8 +8,10 @@ container of ``spec.template.spec`` is the notebook's (its ``image`` and ``env``
 resources, through ``training.pod_template.resources``). A request no wait could satisfy on this
 machine (more CPUs, memory or GPUs than it has) is refused; one that does not fit now waits.
 
-Simplified: the image is recorded, not run (JupyterLab runs from millpond's own environment); volumes,
-sidecar containers and scheduling fields are accepted and recorded only (issue 33's later parts).
+Its ``volumes``, ``volumeMounts``, ``env[].valueFrom`` and ``envFrom`` are read by ``notebooks.volumes``
+(checked here, resolved when the server starts). Simplified: the image is recorded, not run (JupyterLab
+runs from millpond's own environment); sidecar containers and scheduling fields are accepted and
+recorded only.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from millpond.kind_handler import SchemaCheck
 from millpond.manifest_envelope import ManifestBody, check_metadata, is_document_of
 from millpond.names import label_problem
 from millpond.notebooks.kinds import GROUP, NOTEBOOK, schema_file
+from millpond.notebooks.volumes import MountPlan, read_mounts
 from millpond.scheduling.ledger import Ledger, Request
 from millpond.settings import Settings
 from millpond.training.pod_template import GPU, env_pairs, resources
@@ -30,12 +33,14 @@ from millpond.training.pod_template import GPU, env_pairs, resources
 
 @dataclass(frozen=True)
 class NotebookSpec:
-    """What runs for a Notebook: its container's name, image (recorded), environment and requests."""
+    """What runs for a Notebook: its container's name, image (recorded), environment, requests and mounts
+    (with the environment it takes from Secrets and ConfigMaps)."""
 
     container: str
     image: str
     env: tuple[tuple[str, str], ...]
     request: Request
+    mounts: MountPlan = MountPlan()
 
 
 @dataclass
@@ -57,9 +62,11 @@ def notebook_spec(spec: dict[str, Any]) -> NotebookSpec:
         raise UserError("spec.template.spec.containers: at least one container is required")
     container = containers[0]
     where: list[str | int] = ["spec", "template", "spec", "containers", 0]
+    plain = [item for item in container.get("env") or () if item.get("valueFrom") is None]  # the rest: mounts
     return NotebookSpec(container=str(container.get("name") or ""), image=str(container.get("image") or ""),
-                        env=env_pairs(container.get("env"), [*where, "env"]),
-                        request=resources(container.get("resources"), [*where, "resources"]))
+                        env=env_pairs(plain, [*where, "env"]),
+                        request=resources(container.get("resources"), [*where, "resources"]),
+                        mounts=read_mounts(pod, container, where))
 
 
 def check_document(doc: Any, source: str, number: int, validate: SchemaCheck, settings: Settings) -> NotebookManifest:
