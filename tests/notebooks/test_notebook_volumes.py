@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from millpond.datasets.mounts import fuse_available
-from millpond.notebooks import objects
+from millpond.notebooks import objects, paths
 from millpond.runners.sandbox import sandbox_problem
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
@@ -71,8 +71,14 @@ def wait_until(kubectl: Kubectl, name: str, test: Any, timeout: float = 180) -> 
         status = status_of(kubectl, name)
         if test(status):
             return status
-        assert time.monotonic() < deadline, f"notebook {name}: {status}"
+        assert time.monotonic() < deadline, f"notebook {name}: {status}\n{server_log(name)}"
         time.sleep(0.5)
+
+
+def server_log(name: str) -> str:
+    resource = ResourceStore(load_settings()).get("Notebook", name, "default")
+    log = paths.server_log(load_settings(), resource.uid) if resource else None
+    return log.read_text()[-3000:] if log and log.is_file() else ""
 
 
 def ready(status: dict[str, Any]) -> bool:
@@ -110,10 +116,10 @@ def test_the_workspace_dataset_and_secret_are_at_their_paths_and_the_workspace_o
     wait_until(kubectl, "lab", ready)
     channels = kernel(served, "lab")
     assert execute(channels, "import os; os.getcwd(), os.environ['HOME']") == "('/home/jovyan', '/home/jovyan')"
-    assert execute(channels, "open('/home/jovyan/notes.txt', 'w').write('kept'); sorted(os.listdir('/home/jovyan'))") \
-        == "['notes.txt']"
-    assert execute(channels, "open('/data/train.csv').read()") == "'1,2,3\\n'"
-    assert execute(channels, "try:\n    open('/data/new.txt', 'w')\nexcept OSError as e:\n    r = e.errno\nr") == "30"
+    assert execute(channels, "open('/home/jovyan/notes.txt', 'w').write('kept'); 'notes.txt' in os.listdir()") \
+        == "True"
+    assert execute(channels, "open('/data/digits/train.csv').read()") == "'1,2,3\\n'"
+    assert execute(channels, "try:\n    open('/data/digits/new.txt', 'w')\nexcept OSError as e:\n    r = e.errno\nr") == "30"
     assert execute(channels, "open('/etc/creds/password').read(), os.environ['PASSWORD'], os.environ['POD']") \
         == "('s3cr3t', 's3cr3t', 'lab-0')"
     assert (home / "volumes" / "default" / "ws-lab" / "notes.txt").read_text() == "kept"  # the PVC's folder

@@ -109,5 +109,6 @@ def prepare(settings: Settings, uid: str, namespace: str, token: str | None, mul
             _write_private(account / "ca.crt", Path(server.ca_file).read_text(encoding="utf-8"))
     if not multi_user:
         defaults.env["MILLPOND_HOME"] = str(settings.home)
-    defaults.binds.append(Bind(account, SA_MOUNT, read_only=True))
+    # at its real path: bubblewrap makes a mount point's missing parents, never through a symlink (/var/run -> /run)
+    defaults.binds.append(Bind(account, os.path.realpath(SA_MOUNT), read_only=True))
     return defaults

@@ -196,11 +196,11 @@ class NotebookSupervisor:
         binds = self.mounted.binds
         if self.mounted.workspace is not None:  # the server opens the volume at its path, as the image's HOME
             env["HOME"] = spec.mounts.home
-        argv = jupyter.argv(self.namespace, self.name, self.port,
-                            Path(spec.mounts.home) if self.mounted.workspace is not None else workspace)
+        seen = Path(spec.mounts.home) if self.mounted.workspace is not None else workspace  # the folder it opens
+        argv = jupyter.argv(self.namespace, self.name, self.port, seen)
         if binds or confined:  # multi-user: the namespace's code never runs on the bare host
             try:
-                argv = wrap(argv, [*binds, *found.binds], workspace, env.get("PATH"), own=(own, workspace))
+                argv = wrap(argv, [*binds, *found.binds], seen, env.get("PATH"), own=(own, workspace))
             except SandboxUnavailable as exc:
                 self.mounted.cleanup()
                 self._waiting("CreateContainerError", str(exc))
