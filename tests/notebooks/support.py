@@ -27,12 +27,14 @@ def request(url: str, method: str = "GET", body: Any = None, headers: dict[str, 
 
 
 def execute(ws_url: str, code: str, headers: dict[str, str] | None = None, timeout: float = 60,
-            origin: str | None = None) -> str:
+            origin: str | None = None, ca: str | None = None) -> str:
     """Run ``code`` in the kernel whose channels are at ``ws_url``; the ``text/plain`` of its execute_result.
-    ``origin``: the page's origin the handshake names (a browser's; websocket-client's own otherwise)."""
+    ``origin``: the page's origin the handshake names (a browser's; websocket-client's own otherwise);
+    ``ca``: the CA file a ``wss://`` server's certificate is checked against."""
     socket = websocket.create_connection(ws_url, timeout=timeout, header=[f"{k}: {v}" for k, v in
                                                                           (headers or {}).items()],
-                                         **({"origin": origin} if origin else {}))
+                                         **({"origin": origin} if origin else {}),
+                                         **({"sslopt": {"ca_certs": ca}} if ca else {}))
     try:
         msg_id = uuid.uuid4().hex
         socket.send(json.dumps({

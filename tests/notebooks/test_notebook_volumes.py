@@ -25,7 +25,8 @@ from tests.notebooks.support import execute, request
 from tests.server_support import Served, module_home
 
 MISSING = sandbox_problem() or fuse_available()
-pytestmark = [pytest.mark.timeout(600), pytest.mark.skipif(MISSING is not None, reason=f"needs bwrap and FUSE: {MISSING}")]
+pytestmark = [pytest.mark.timeout(600),
+              pytest.mark.skipif(MISSING is not None, reason=f"needs bwrap and FUSE: {MISSING}")]
 
 
 def notebook(name: str, volumes: list[dict[str, Any]], mounts: list[dict[str, Any]],
@@ -119,7 +120,8 @@ def test_the_workspace_dataset_and_secret_are_at_their_paths_and_the_workspace_o
     assert execute(channels, "open('/home/jovyan/notes.txt', 'w').write('kept'); 'notes.txt' in os.listdir()") \
         == "True"
     assert execute(channels, "open('/data/digits/train.csv').read()") == "'1,2,3\\n'"
-    assert execute(channels, "try:\n    open('/data/digits/new.txt', 'w')\nexcept OSError as e:\n    r = e.errno\nr") == "30"
+    read_only = "try:\n    open('/data/digits/new.txt', 'w')\nexcept OSError as e:\n    r = e.errno\nr"
+    assert execute(channels, read_only) == "30"  # EROFS: a ReadOnlyMany dataset
     assert execute(channels, "open('/etc/creds/password').read(), os.environ['PASSWORD'], os.environ['POD']") \
         == "('s3cr3t', 's3cr3t', 'lab-0')"
     assert (home / "volumes" / "default" / "ws-lab" / "notes.txt").read_text() == "kept"  # the PVC's folder
