@@ -46,7 +46,8 @@ def _missing() -> str | None:
     return None if problem is None else f"the dataflow needs FUSE and a mount namespace: {problem}"
 
 
-pytestmark = [pytest.mark.timeout(900), pytest.mark.s3, pytest.mark.skipif(_missing() is not None, reason=str(_missing()))]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.s3,
+              pytest.mark.skipif(_missing() is not None, reason=str(_missing()))]
 
 
 def _load(name: str) -> Any:
@@ -89,7 +90,8 @@ def test_seed_000_runs_cell_by_cell_in_a_millpond_notebook(served: Served, home:
         env.append({"name": "MILLPOND_GPU_FALLBACK", "value": "cpu"})
     kubectl.ok("apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "kubeflow.org/v1", "kind": "Notebook", "metadata": {"name": "fluid-demo"},
-        "spec": {"template": {"spec": {"containers": [{"name": "fluid-demo", "image": "jupyter-pytorch", "env": env}]}}}}))
+        "spec": {"template": {"spec": {"containers": [{"name": "fluid-demo", "image": "jupyter-pytorch",
+                                                       "env": env}]}}}}))
     kubectl.ok("wait", "--for=condition=Ready", "notebook/fluid-demo", "--timeout=180s")
     base = f"{served.url}/notebook/default/fluid-demo"
     status, text = request(f"{base}/api/contents/train.py", "PUT", {
