@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.manifest_envelope import not_found
-from millpond.notebooks import paths
+from millpond.notebooks import paths, service_account
 from millpond.notebooks.kinds import NOTEBOOK
 from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
@@ -120,6 +120,7 @@ def delete(settings: Settings, namespace: str, name: str) -> None:
     if resource is None or not store.delete(NOTEBOOK.kind, name, namespace):
         raise not_found(NOTEBOOK, name, namespace)
     stop(namespace, name)
+    service_account.revoke(settings, resource.uid)  # its ServiceAccount token (multi-user), as a pod's dies with it
     shutil.rmtree(paths.folder(settings, resource.uid), ignore_errors=True)  # its token and logs, as a pod's go
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.errors import UserError
-from millpond.notebooks import defaults, jupyter, paths
+from millpond.notebooks import defaults, jupyter, paths, service_account
 from millpond.notebooks.kinds import NOTEBOOK, STOP_ANNOTATION
 from millpond.notebooks.manifests import NotebookSpec, notebook_spec
 from millpond.notebooks.status import ServerState, notebook_status, now_iso
@@ -114,6 +114,7 @@ class NotebookSupervisor:
             self._stop_server()
             if paths.folder(self.settings, self.uid).is_dir():  # the home is still there (not removed under it)
                 self._release()
+                service_account.revoke(self.settings, self.uid)  # its credential dies with its server
                 paths.endpoint_file(self.settings, self.uid).unlink(missing_ok=True)
 
     def step(self, resource: Resource) -> None:
@@ -121,6 +122,7 @@ class NotebookSupervisor:
         if STOP_ANNOTATION in annotations:
             self._stop_server()
             self._release()
+            service_account.revoke(self.settings, self.uid)
             self.state = ServerState(stopped=True)
             self.failures, self.next_start = 0, 0.0
             return
@@ -189,7 +191,8 @@ class NotebookSupervisor:
         self.port = free_port()
         self.mark = next(iter(marked().values()))
         confined = isolation.required(self.settings)
-        found = defaults.prepare(self.settings, self.uid, self.namespace, None, confined)
+        credential = service_account.issue(self.settings, self.namespace, self.name, self.uid) if confined else None
+        found = defaults.prepare(self.settings, self.uid, self.namespace, credential, confined)
         env = jupyter.environment(self.settings, self.uid, self.namespace, self.name, spec, self.token,
                                   {**found.env, **self.mounted.env, **self._gpu_env(spec, self.grant)}, self.mark,
                                   self.guard.env())
