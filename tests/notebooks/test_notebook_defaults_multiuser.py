@@ -99,3 +99,56 @@ def test_the_notebook_acts_as_default_editor_of_its_namespace_only(callers: dict
     assert not any(user.name.startswith("system:") for user in IdentityStore(settings).users())
     assert alice.call(f"{API}/notebooks.kubeflow.org/lab?namespace={TEAM_A}", "DELETE").status == 200
     assert Caller(alice.server, token, "lab").call(f"/api/v1/namespaces/{TEAM_A}/pods").status == 401  # revoked
+
+
+def claim(name: str, namespace: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def notebook_status(caller: Caller, name: str, ready: bool | None = None, timeout: float = 180) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while True:
+        status = (caller.call(f"{API}/notebooks.kubeflow.org/{name}?namespace={TEAM_A}").body or {}).get("status") or {}
+        if (status.get("readyReplicas") == 1) == ready if ready is not None else status.get("conditions"):
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+
+
+def test_the_sandbox_shows_its_own_volumes_only_and_another_namespace_s_claim_is_not_found(
+        callers: dict[str, Caller], home: Path) -> None:
+    admin, alice, bob = callers["admin"], callers[ALICE.name], callers[BOB.name]
+    assert admin.apply(profile(TEAM_A, ALICE.name), profile(TEAM_B, BOB.name)).status == 200
+    assert bob.apply(claim("b-data", TEAM_B)).status == 200
+    assert alice.apply(claim("ws-lab2", TEAM_A)).status == 200
+    (home / "volumes" / TEAM_B / "b-data" / "secret.txt").write_text("team-b's")
+    volumes = [{"name": "ws", "persistentVolumeClaim": {"claimName": "ws-lab2"}}]
+    mounts = [{"name": "ws", "mountPath": "/home/jovyan"}]
+
+    def document(name: str, extra_volumes: list[dict[str, object]], extra_mounts: list[dict[str, object]]) -> dict:
+        return {"apiVersion": "kubeflow.org/v1", "kind": "Notebook", "metadata": {"name": name, "namespace": TEAM_A},
+                "spec": {"template": {"spec": {"volumes": [*volumes, *extra_volumes], "containers": [{
+                    "name": name, "image": "jupyter-scipy", "volumeMounts": [*mounts, *extra_mounts]}]}}}}
+
+    assert alice.apply(document("peek", [{"name": "b", "persistentVolumeClaim": {"claimName": "b-data"}}],
+                                [{"name": "b", "mountPath": "/data"}])).status == 200
+    status = notebook_status(alice, "peek")
+    scheduled = next(c for c in status["conditions"] if c["type"] == "PodScheduled")  # type: ignore[union-attr]
+    assert scheduled["message"] == '0/1 nodes are available: persistentvolumeclaim "b-data" not found', status
+    assert alice.call(f"{API}/notebooks.kubeflow.org/peek?namespace={TEAM_A}", "DELETE").status == 200
+
+    assert alice.apply(document("lab2", [], [])).status == 200
+    notebook_status(alice, "lab2", ready=True)
+    base = f"{alice.server.url}/notebook/{TEAM_A}/lab2"
+    as_alice = {"Authorization": f"Bearer {alice.token}"}
+    status_code, text = request(f"{base}/api/kernels", "POST", {"name": "python3"}, headers=as_alice)
+    assert status_code == 201, text
+    channels = base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
+    other = home / "volumes" / TEAM_B / "b-data"
+    probe = (f"import os; open('/home/jovyan/mine.txt', 'w').write('x'); "
+             f"os.path.exists({str(other)!r}), os.path.exists({str(home / 'secrets')!r}), "
+             f"sorted(os.listdir({str(home)!r}))")
+    assert execute(channels, probe, headers=as_alice) == "(False, False, ['notebooks'])"
+    assert (home / "volumes" / TEAM_A / "ws-lab2" / "mine.txt").read_text() == "x"
+    assert alice.call(f"{API}/notebooks.kubeflow.org/lab2?namespace={TEAM_A}", "DELETE").status == 200

@@ -203,7 +203,8 @@ class NotebookSupervisor:
         argv = jupyter.argv(self.namespace, self.name, self.port, seen)
         if binds or confined:  # multi-user: the namespace's code never runs on the bare host
             try:
-                argv = wrap(argv, [*binds, *found.binds], seen, env.get("PATH"), own=(own, workspace))
+                shown = (own,) if self.mounted.workspace is not None else (own, workspace)  # a volume: at its path only
+                argv = wrap(argv, [*binds, *found.binds], seen, env.get("PATH"), own=shown)
             except SandboxUnavailable as exc:
                 self.mounted.cleanup()
                 self._waiting("CreateContainerError", str(exc))
