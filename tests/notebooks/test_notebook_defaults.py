@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from millpond.notebooks import defaults, objects, paths
+from millpond.notebooks import defaults, paths
 from millpond.runners.listening import ServerAddress, record
 from millpond.runners.processes import ProcessIdentity
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.kube_support import Kubectl
-from tests.notebooks.support import execute
+from tests.notebooks.support import ending_notebooks, execute
 from tests.server_support import Served, module_home
 
 pytestmark = pytest.mark.timeout(600)
@@ -41,10 +41,7 @@ def served(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ser
     token_file.write_text(TOKEN + "\n")
     own = ProcessIdentity.own()  # what `millpond server --tls --token-file F` records as it starts
     record(ServerAddress(server.url, str(server.ca), True, str(token_file), own.pid, own.start, "now"))
-    yield server
-    for resource in ResourceStore(load_settings()).list("Notebook", None):
-        objects.delete(load_settings(), resource.namespace, resource.name)
-    server.stop()
+    yield from ending_notebooks(server)
 
 
 @pytest.fixture(scope="module")

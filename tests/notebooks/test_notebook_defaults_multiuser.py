@@ -5,7 +5,6 @@ and the ServiceAccount is no user ``millpond user list`` shows."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -13,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from millpond.notebooks import objects, paths
+from millpond.notebooks import paths
 from millpond.runners.isolation import isolation_problem
 from millpond.runners.listening import ServerAddress, record
 from millpond.runners.processes import ProcessIdentity
 from millpond.settings import load_settings
 from millpond.store.identities import IdentityStore
 from millpond.store.resources import ResourceStore
-from tests.notebooks.support import execute, request
+from tests.notebooks.support import ending_notebooks, execute, kernel_channels
 from tests.routes_multiuser.support import ALICE, API, BOB, TEAM_A, TEAM_B, Caller, MultiUserServer, team
 from tests.server_support import module_home
 
@@ -45,10 +44,8 @@ def callers(home: Path) -> Iterator[dict[str, Caller]]:
     own = ProcessIdentity.own()  # what `millpond server --multi-user` records as it starts
     record(ServerAddress(server.url, None, True, None, own.pid, own.start, "now"))
     found = team(server)
-    yield found
-    for resource in ResourceStore(load_settings()).list("Notebook", None):
-        objects.delete(load_settings(), resource.namespace, resource.name)
-    server.stop()
+    for _ in ending_notebooks(server):
+        yield found
 
 
 def profile(name: str, owner: str) -> dict[str, object]:
@@ -64,16 +61,9 @@ def test_the_notebook_acts_as_default_editor_of_its_namespace_only(callers: dict
                 "spec": {"template": {"spec": {"containers": [{"name": "lab", "image": "jupyter-scipy"}]}}}}
     applied = alice.apply(document)
     assert applied.status == 200, applied.text
-    deadline = time.monotonic() + 180
-    while (alice.call(f"{API}/notebooks.kubeflow.org/lab?namespace={TEAM_A}").body or {}).get(
-            "status", {}).get("readyReplicas") != 1:
-        assert time.monotonic() < deadline, alice.call(f"{API}/notebooks.kubeflow.org/lab?namespace={TEAM_A}").text
-        time.sleep(0.5)
-    base = f"{alice.server.url}/notebook/{TEAM_A}/lab"
+    notebook_status(alice, "lab", ready=True)
     as_alice = {"Authorization": f"Bearer {alice.token}"}
-    status, text = request(f"{base}/api/kernels", "POST", {"name": "python3"}, headers=as_alice)
-    assert status == 201, text
-    channels = base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
+    channels = kernel_channels(f"{alice.server.url}/notebook/{TEAM_A}/lab", as_alice)
 
     def run(code: str) -> str:
         return execute(channels, code, headers=as_alice, timeout=120)
@@ -140,11 +130,8 @@ def test_the_sandbox_shows_its_own_volumes_only_and_another_namespace_s_claim_is
 
     assert alice.apply(document("lab2", [], [])).status == 200
     notebook_status(alice, "lab2", ready=True)
-    base = f"{alice.server.url}/notebook/{TEAM_A}/lab2"
     as_alice = {"Authorization": f"Bearer {alice.token}"}
-    status_code, text = request(f"{base}/api/kernels", "POST", {"name": "python3"}, headers=as_alice)
-    assert status_code == 201, text
-    channels = base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
+    channels = kernel_channels(f"{alice.server.url}/notebook/{TEAM_A}/lab2", as_alice)
     other = home / "volumes" / TEAM_B / "b-data"
     probe = (f"import os; open('/home/jovyan/mine.txt', 'w').write('x'); "
              f"os.path.exists({str(other)!r}), os.path.exists({str(home / 'secrets')!r}), "

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from millpond.datasets.mounts import fuse_available
-from millpond.notebooks import objects, paths
+from millpond.notebooks import paths
 from millpond.runners.sandbox import sandbox_problem
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.kube_support import Kubectl, kubectl_for
-from tests.notebooks.support import execute, request
+from tests.notebooks.support import ending_notebooks, execute, kernel_channels
 from tests.server_support import Served, module_home
 
 MISSING = sandbox_problem() or fuse_available()
@@ -50,11 +50,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def served(home: Path) -> Iterator[Served]:
-    server = Served()
-    yield server
-    for resource in ResourceStore(load_settings()).list("Notebook", None):
-        objects.delete(load_settings(), resource.namespace, resource.name)
-    server.stop()
+    yield from ending_notebooks(Served())
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +83,7 @@ def ready(status: dict[str, Any]) -> bool:
 
 
 def kernel(served: Served, name: str) -> str:
-    base = f"{served.url}/notebook/default/{name}"
-    status, text = request(f"{base}/api/kernels", "POST", {"name": "python3"})
-    assert status == 201, text
-    return base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels"
+    return kernel_channels(f"{served.url}/notebook/default/{name}")
 
 
 WORKSPACE = ([{"name": "workspace", "persistentVolumeClaim": {"claimName": "ws-lab"}}],
@@ -106,11 +99,18 @@ def test_the_workspace_dataset_and_secret_are_at_their_paths_and_the_workspace_o
     kubectl.ok("apply", "-f", "-", stdin=json.dumps({
         "apiVersion": "data.fluid.io/v1alpha1", "kind": "Dataset", "metadata": {"name": "digits"},
         "spec": {"mounts": [{"mountPoint": f"local://{source}", "name": "digits"}]}}))  # ReadOnlyMany: read-only
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    kubectl.ok("apply", "-f", "-", stdin=json.dumps({
+        "apiVersion": "data.fluid.io/v1alpha1", "kind": "Dataset", "metadata": {"name": "scratch"},
+        "spec": {"accessModes": ["ReadWriteMany"], "mounts": [{"mountPoint": f"local://{scratch}", "name": "s"}]}}))
     kubectl.ok("create", "secret", "generic", "creds", "--from-literal=password=s3cr3t")
     volumes, mounts = WORKSPACE
     document = notebook("lab", [*volumes, {"name": "data", "persistentVolumeClaim": {"claimName": "digits"}},
+                                {"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}},
                                 {"name": "creds", "secret": {"secretName": "creds"}}],
-                        [*mounts, {"name": "data", "mountPath": "/data"}, {"name": "creds", "mountPath": "/etc/creds"}],
+                        [*mounts, {"name": "data", "mountPath": "/data"}, {"name": "scratch", "mountPath": "/scratch"},
+                         {"name": "creds", "mountPath": "/etc/creds"}],
                         [{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}},
                          {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
     kubectl.ok("apply", "-f", "-", stdin=document)
@@ -122,6 +122,11 @@ def test_the_workspace_dataset_and_secret_are_at_their_paths_and_the_workspace_o
     assert execute(channels, "open('/data/digits/train.csv').read()") == "'1,2,3\\n'"
     read_only = "try:\n    open('/data/digits/new.txt', 'w')\nexcept OSError as e:\n    r = e.errno\nr"
     assert execute(channels, read_only) == "30"  # EROFS: a ReadOnlyMany dataset
+    assert execute(channels, "open('/scratch/s/out.txt', 'w').write('rw')") == "2"  # a ReadWriteMany dataset
+    deadline = time.monotonic() + 30
+    while not (scratch / "out.txt").is_file():  # written through the dataset's mount to its storage
+        assert time.monotonic() < deadline, sorted(p.name for p in scratch.iterdir())
+        time.sleep(0.5)
     assert execute(channels, "open('/etc/creds/password').read(), os.environ['PASSWORD'], os.environ['POD']") \
         == "('s3cr3t', 's3cr3t', 'lab-0')"
     assert (home / "volumes" / "default" / "ws-lab" / "notes.txt").read_text() == "kept"  # the PVC's folder
@@ -172,3 +177,12 @@ def test_a_volume_that_cannot_exist_is_refused_at_apply(kubectl: Kubectl) -> Non
     assert refused.returncode != 0 and "a hostPath volume cannot exist here" in refused.stderr, refused.stderr
     refused = kubectl.run("apply", "-f", "-", stdin=notebook("bad", [], [{"name": "nope", "mountPath": "/x"}]))
     assert refused.returncode != 0 and "no such volume" in refused.stderr, refused.stderr
+    hostile = notebook("bad", [{"name": "c", "secret": {"secretName": "creds", "items": [
+        {"key": "password", "path": "../../escape"}]}}], [{"name": "c", "mountPath": "/etc/c"}])
+    refused = kubectl.run("apply", "-f", "-", stdin=hostile)
+    assert refused.returncode != 0 and "a relative path without '..'" in refused.stderr, refused.stderr
+    refused = kubectl.run("apply", "-f", "-", stdin=notebook("bad", [], [], [
+        {"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]))
+    assert refused.returncode != 0 and "only secretKeyRef, configMapKeyRef and fieldRef" in refused.stderr, \
+        refused.stderr
+    assert kubectl.run("get", "notebook", "bad").returncode != 0  # nothing stored

@@ -22,14 +22,11 @@ import nbformat
 import pytest
 
 from millpond.datasets.mounts import fuse_available
-from millpond.notebooks import objects
 from millpond.runners.sandbox import sandbox_problem
 from millpond.scheduling.machine import capacity
-from millpond.settings import load_settings
-from millpond.store.resources import ResourceStore
 from tests.kube_support import Kubectl, kubectl_for
 from tests.notebooks.kernel_channels import KernelChannels
-from tests.notebooks.support import request
+from tests.notebooks.support import ending_notebooks, kernel_channels, request
 from tests.server_support import Served
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fluid_mnist"
@@ -60,11 +57,7 @@ def _load(name: str) -> Any:
 
 @pytest.fixture
 def served(home: Path) -> Iterator[Served]:
-    server = Served()
-    yield server
-    for resource in ResourceStore(load_settings()).list("Notebook", None):
-        objects.delete(load_settings(), resource.namespace, resource.name)
-    server.stop()
+    yield from ending_notebooks(Served())
 
 
 def _arena(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -97,9 +90,7 @@ def test_seed_000_runs_cell_by_cell_in_a_millpond_notebook(served: Served, home:
     status, text = request(f"{base}/api/contents/train.py", "PUT", {
         "type": "file", "format": "text", "content": (EXAMPLE / "train.py").read_text()})
     assert status in (200, 201), text
-    status, text = request(f"{base}/api/kernels", "POST", {"name": "python3"})
-    assert status == 201, text
-    kernel = KernelChannels(base.replace("http://", "ws://") + f"/api/kernels/{json.loads(text)['id']}/channels")
+    kernel = KernelChannels(kernel_channels(base))
     notebook = nbformat.read(EXAMPLE / "seed_000.ipynb", as_version=4)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     started = time.monotonic()
