@@ -6,13 +6,14 @@ and the ServiceAccount is no user ``millpond user list`` shows."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from millpond.notebooks import paths
+from millpond.notebooks import objects, paths
 from millpond.runners.isolation import isolation_problem
 from millpond.runners.listening import ServerAddress, record
 from millpond.runners.processes import ProcessIdentity
@@ -87,6 +88,17 @@ def test_the_notebook_acts_as_default_editor_of_its_namespace_only(callers: dict
     whoami = Caller(alice.server, token, "lab").call(f"/api/v1/namespaces/{TEAM_B}/secrets")
     assert whoami.status == 403 and "system:serviceaccount:team-a:default-editor" in whoami.text, whoami.text
     assert not any(user.name.startswith("system:") for user in IdentityStore(settings).users())
+    # kill -9 of the supervisor: the server's reconcile starts another, whose token replaces (revokes) this one
+    [supervisor] = objects.supervisors(TEAM_A, "lab")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    token_file = paths.folder(settings, resource.uid) / "serviceaccount" / "token"
+    deadline = time.monotonic() + 120
+    while not token_file.is_file() or token_file.read_text() == token:
+        assert time.monotonic() < deadline, "no new supervisor issued a new token"
+        time.sleep(0.5)
+    assert Caller(alice.server, token, "lab").call(f"/api/v1/namespaces/{TEAM_A}/pods").status == 401
+    token = token_file.read_text()
+    assert Caller(alice.server, token, "lab").call(f"/api/v1/namespaces/{TEAM_A}/pods").status == 200
     assert alice.call(f"{API}/notebooks.kubeflow.org/lab?namespace={TEAM_A}", "DELETE").status == 200
     assert Caller(alice.server, token, "lab").call(f"/api/v1/namespaces/{TEAM_A}/pods").status == 401  # revoked
 
