@@ -108,9 +108,10 @@ def test_the_workspace_dataset_and_secret_are_at_their_paths_and_the_workspace_o
     volumes, mounts = WORKSPACE
     document = notebook("lab", [*volumes, {"name": "data", "persistentVolumeClaim": {"claimName": "digits"}},
                                 {"name": "scratch", "persistentVolumeClaim": {"claimName": "scratch"}},
-                                {"name": "creds", "secret": {"secretName": "creds"}}],
+                                {"name": "creds", "secret": {"secretName": "creds"}},
+                                {"name": "dshm", "emptyDir": {"medium": "Memory"}}],
                         [*mounts, {"name": "data", "mountPath": "/data"}, {"name": "scratch", "mountPath": "/scratch"},
-                         {"name": "creds", "mountPath": "/etc/creds"}],
+                         {"name": "creds", "mountPath": "/etc/creds"}, {"name": "dshm", "mountPath": "/dev/shm"}],
                         [{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}},
                          {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
     kubectl.ok("apply", "-f", "-", stdin=document)
@@ -130,6 +131,8 @@ def test_the_workspace_dataset_and_secret_are_at_their_paths_and_the_workspace_o
     assert execute(channels, "open('/etc/creds/password').read(), os.environ['PASSWORD'], os.environ['POD']") \
         == "('s3cr3t', 's3cr3t', 'lab-0')"
     assert (home / "volumes" / "default" / "ws-lab" / "notes.txt").read_text() == "kept"  # the PVC's folder
+    assert execute(channels, "import multiprocessing.shared_memory as m; b = m.SharedMemory(create=True, size=8); "
+                             "b.unlink(); b.size") == "8"  # an emptyDir of medium Memory at /dev/shm: shared memory
     assert "s3cr3t" not in json.dumps(status_of(kubectl, "lab")) + kubectl.ok("describe", "notebook", "lab")
 
     kubectl.ok("annotate", "notebook", "lab", "kubeflow-resource-stopped=now")

@@ -17,7 +17,9 @@ starts (``Resolver``), as the kubelet does, with the readers every other family 
 - ``env[].valueFrom`` (``secretKeyRef``, ``configMapKeyRef``, ``fieldRef`` of the pod's name and
   namespace) and ``envFrom`` become the server's (and its kernels') environment; one missing is
   ``CreateContainerConfigError`` with the kubelet's words;
-- an ``emptyDir`` is a fresh folder of the notebook's own, emptied at each start.
+- an ``emptyDir`` is a fresh folder of the notebook's own, emptied at each start; one of ``medium: Memory``
+  mounted at ``/dev/shm`` (what notebook images ask for shared memory) is the machine's ``/dev/shm``,
+  which the server already sees (simplified: another of that medium is a folder on disk).
 
 Every name is looked up in the notebook's own namespace (``ConfigStore.in_namespace``,
 ``volume_folders.find``): in multi-user mode another namespace's objects are never found.
@@ -52,6 +54,7 @@ from millpond.store.secrets import ConfigStore, MissingConfig, check_key
 HOME = "/home/jovyan"  # the Kubeflow images' home ($NB_USER's), where the Jupyter web app mounts the workspace
 VOLUME_KINDS = ("persistentVolumeClaim", "secret", "configMap", "emptyDir")
 FIELD_REFS = ("metadata.name", "metadata.namespace")
+SHM = "/dev/shm"
 
 
 class MountWaiting(Exception):
@@ -75,6 +78,7 @@ class Mount:
     read_only: bool
     optional: bool = False
     items: tuple[tuple[str, str], ...] = ()
+    memory: bool = False  # an emptyDir of medium Memory
 
 
 @dataclass(frozen=True)
@@ -158,8 +162,10 @@ def read_mounts(pod: dict[str, Any], container: dict[str, Any], where: list[str 
     """The notebook container's mounts and Secret/ConfigMap environment (``where``: the container's path)."""
     pod_where = where[:-2]
     volumes: dict[str, tuple[str, str, bool, bool, tuple[tuple[str, str], ...]]] = {}
+    volume_bodies: dict[str, dict[str, Any]] = {}
     for index, volume in enumerate(pod.get("volumes") or ()):
         volumes[str(volume.get("name"))] = _volume(volume, [*pod_where, "volumes", index])
+        volume_bodies[str(volume.get("name"))] = volume
     mounts: list[Mount] = []
     for index, mount in enumerate(container.get("volumeMounts") or ()):
         here = [*where, "volumeMounts", index]
@@ -176,8 +182,10 @@ def read_mounts(pod: dict[str, Any], container: dict[str, Any], where: list[str 
             raise UserError(f"{_path([*here, 'name'])}: Not found: {mount.get('name')!r} (no such volume in the "
                             "pod's volumes)")
         kind, source, read_only, optional, items = found
+        body = volume_bodies[str(mount["name"])].get("emptyDir") or {}
+        memory = kind == "emptyDir" and body.get("medium") == "Memory"
         mounts.append(Mount(str(mount["name"]), kind, source, os.path.normpath(raw),
-                            read_only or bool(mount.get("readOnly")), optional, items))
+                            read_only or bool(mount.get("readOnly")), optional, items, memory))
     return MountPlan(tuple(mounts), _env_sources(container, where), str(container.get("workingDir") or ""))
 
 
@@ -252,6 +260,8 @@ class Resolver:
             volumes_folder = self.own / "volumes"
             shutil.rmtree(volumes_folder, ignore_errors=True)  # what the last start wrote: written afresh
             for mount in plan.mounts:
+                if mount.memory and mount.target == SHM:
+                    continue  # the machine's shared memory, which the server sees already
                 folder, read_only = self._source(mount, volumes_folder, out)
                 out.binds.append(Bind(folder, mount.target, read_only))
         except BaseException:
