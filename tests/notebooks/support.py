@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import websocket
@@ -27,12 +28,14 @@ def request(url: str, method: str = "GET", body: Any = None, headers: dict[str, 
 
 
 def execute(ws_url: str, code: str, headers: dict[str, str] | None = None, timeout: float = 60,
-            origin: str | None = None) -> str:
+            origin: str | None = None, ca: str | None = None) -> str:
     """Run ``code`` in the kernel whose channels are at ``ws_url``; the ``text/plain`` of its execute_result.
-    ``origin``: the page's origin the handshake names (a browser's; websocket-client's own otherwise)."""
+    ``origin``: the page's origin the handshake names (a browser's; websocket-client's own otherwise);
+    ``ca``: the CA file a ``wss://`` server's certificate is checked against."""
     socket = websocket.create_connection(ws_url, timeout=timeout, header=[f"{k}: {v}" for k, v in
                                                                           (headers or {}).items()],
-                                         **({"origin": origin} if origin else {}))
+                                         **({"origin": origin} if origin else {}),
+                                         **({"sslopt": {"ca_certs": ca}} if ca else {}))
     try:
         msg_id = uuid.uuid4().hex
         socket.send(json.dumps({
@@ -90,3 +93,23 @@ def environ_value(pid: int, name: str) -> str | None:
             if key.decode() == name:
                 return value.decode()
     return None
+
+
+def kernel_channels(base: str, headers: dict[str, str] | None = None) -> str:
+    """Start a kernel through the notebook's REST API at ``base`` (``…/notebook/NS/NAME``): its channels' URL."""
+    status, text = request(f"{base}/api/kernels", "POST", {"name": "python3"}, headers=headers)
+    assert status == 201, text
+    return base.replace("http", "ws", 1) + f"/api/kernels/{json.loads(text)['id']}/channels"
+
+
+def ending_notebooks(server: Any) -> Iterator[Any]:
+    """A fixture's body: yield ``server``; then delete every Notebook of the home (ending its processes) and
+    stop the server."""
+    from millpond.notebooks import objects
+    from millpond.settings import load_settings
+    from millpond.store.resources import ResourceStore
+
+    yield server
+    for resource in ResourceStore(load_settings()).list("Notebook", None):
+        objects.delete(load_settings(), resource.namespace, resource.name)
+    server.stop()

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
@@ -20,14 +19,13 @@ from typing import TYPE_CHECKING
 
 from millpond.access.identity import Identity, user
 from millpond.errors import UserError
-from millpond.store.identities import IdentityStore, TokenRecord
+from millpond.store.identities import TOKEN_PREFIX, IdentityStore, TokenRecord, digest
 
 if TYPE_CHECKING:
     from argon2 import PasswordHasher
 
     from millpond.settings import Settings
 
-TOKEN_PREFIX = "mpt_"
 MIN_PASSWORD = 8
 MAX_PASSWORD = 1024
 DEFAULT_TOKEN_LIFETIME = dt.timedelta(days=90)
@@ -53,11 +51,6 @@ def check_password(password: str) -> str:
     if len(password) > MAX_PASSWORD:
         raise UserError(f"the password is too long: at most {MAX_PASSWORD} characters")
     return password
-
-
-def digest(secret: str) -> str:
-    """The SHA-256 digest (hex) a token or session cookie is kept and found by."""
-    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ line other users' ``ps`` shows); the proxy adds it to each request, so the brows
 
 Its runtime, data and config folders are the notebook's own (nothing of the OS user's Jupyter set-up
 is read, and two notebooks never share a kernel's connection files); the working folder is the
-notebook's workspace. The container's ``env``, the GPUs the ledger granted (``CUDA_VISIBLE_DEVICES``,
-and a share's limits)
+notebook's workspace. The container's ``env``, then ``extra``: the variables its Secrets and ConfigMaps give
+(``notebooks.volumes``), its defaults (``notebooks.defaults``), the GPUs the ledger granted
+(``CUDA_VISIBLE_DEVICES``, and a share's limits)
 and a mark of its own (``process_groups.MARK_VAR``, which every kernel and terminal it starts
 inherits, so stopping the notebook finds them wherever they went) complete its environment.
 """
@@ -54,7 +55,7 @@ def argv(namespace: str, name: str, port: int, workspace: Path) -> list[str]:
 
 
 def environment(settings: Settings, uid: str, namespace: str, name: str, spec: NotebookSpec, token: str,
-                gpu_env: dict[str, str], mark: str, guard: dict[str, str]) -> dict[str, str]:
+                extra: dict[str, str], mark: str, guard: dict[str, str]) -> dict[str, str]:
     """What the server and its kernels run with (see the module's docstring)."""
     own = paths.folder(settings, uid)
     env = {key: value for key, value in inherited_environment().items() if key != MARK_VAR}
@@ -68,7 +69,7 @@ def environment(settings: Settings, uid: str, namespace: str, name: str, spec: N
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', os.defpath)}",
         MARK_VAR: mark,
     })
-    env.update(gpu_env)
+    env.update(extra)  # the volumes' and defaults' variables, the granted GPUs
     return env
 
 

@@ -9,8 +9,9 @@ resources, through ``training.pod_template.resources``). A request no wait could
 machine (more CPUs, memory or GPUs than it has) is refused; one that does not fit now waits.
 
 The image runs when the runtime policy lets it (``notebooks.in_image``; its other fields are read
-there, at start). Simplified: volumes,
-sidecar containers and scheduling fields are accepted and recorded only (issue 33's later parts).
+there, at start). Its ``volumes``, ``volumeMounts``, ``env[].valueFrom`` and ``envFrom`` are read by
+``notebooks.volumes`` (checked here, resolved when the server starts). Simplified: sidecar containers
+and scheduling fields are accepted and recorded only.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from millpond.manifest_envelope import ManifestBody, check_metadata, is_document
 from millpond.names import label_problem
 from millpond.notebooks import in_image
 from millpond.notebooks.kinds import GROUP, NOTEBOOK, schema_file
+from millpond.notebooks.volumes import MountPlan, read_mounts
 from millpond.scheduling.ledger import Ledger, Request
 from millpond.settings import Settings
 from millpond.training.pod_template import GPU, env_pairs, resources
@@ -32,12 +34,14 @@ from millpond.training.pod_template import GPU, env_pairs, resources
 
 @dataclass(frozen=True)
 class NotebookSpec:
-    """What runs for a Notebook: its container's name, image, environment and requests."""
+    """What runs for a Notebook: its container's name, image, environment, requests and mounts (with the
+    environment it takes from Secrets and ConfigMaps)."""
 
     container: str
     image: str
     env: tuple[tuple[str, str], ...]
     request: Request
+    mounts: MountPlan = MountPlan()
 
 
 @dataclass
@@ -59,9 +63,11 @@ def notebook_spec(spec: dict[str, Any]) -> NotebookSpec:
         raise UserError("spec.template.spec.containers: at least one container is required")
     container = containers[0]
     where: list[str | int] = ["spec", "template", "spec", "containers", 0]
+    plain = [item for item in container.get("env") or () if item.get("valueFrom") is None]  # the rest: mounts
     return NotebookSpec(container=str(container.get("name") or ""), image=str(container.get("image") or ""),
-                        env=env_pairs(container.get("env"), [*where, "env"]),
-                        request=resources(container.get("resources"), [*where, "resources"]))
+                        env=env_pairs(plain, [*where, "env"]),
+                        request=resources(container.get("resources"), [*where, "resources"]),
+                        mounts=read_mounts(pod, container, where))
 
 
 def check_document(doc: Any, source: str, number: int, validate: SchemaCheck, settings: Settings) -> NotebookManifest:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.manifest_envelope import not_found
-from millpond.notebooks import in_image, paths
+from millpond.notebooks import in_image, paths, service_account
 from millpond.notebooks.kinds import NOTEBOOK
 from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
@@ -121,6 +121,7 @@ def delete(settings: Settings, namespace: str, name: str) -> None:
         raise not_found(NOTEBOOK, name, namespace)
     stop(namespace, name)
     in_image.sweep_owned(settings, resource.uid, namespace, name)  # a supervisor killed with -9 left its container
+    service_account.revoke(settings, resource.uid)  # its ServiceAccount token (multi-user), as a pod's dies with it
     shutil.rmtree(paths.folder(settings, resource.uid), ignore_errors=True)  # its token and logs, as a pod's go
 
 

@@ -10,9 +10,13 @@ tick (``TICK_S``) it reads the object and reconciles, as the notebook controller
 3. otherwise the server's requests are taken from the machine's ledger (the namespace's ResourceQuota
    applies, as to any pod; a GPU share's limits go in its environment, ``scheduling.share_env``); one
    that does not fit waits, ``PodScheduled`` False with the reason;
-4. the server starts: in the Notebook's image when the runtime policy says so (``notebooks.in_image``:
-   decided, and the image pulled, in a thread before each start), else JupyterLab on this host (in
-   multi-user mode inside the namespace's sandbox, ``runners.sandbox.wrap``);
+4. its volumes and its environment from Secrets/ConfigMaps are resolved (``notebooks.volumes``: a claim that
+   does not exist keeps it unscheduled, a Secret that does not exist keeps it ``ContainerCreating``, retried
+   every ``MOUNT_RETRY_S``); the server starts in the Notebook's image when the runtime policy says so
+   (``notebooks.in_image``: decided, and the image pulled, in a thread before each start; its volumes bound
+   at their paths), else JupyterLab on this host with its defaults written (``notebooks.defaults``:
+   kubeconfig, ServiceAccount files) — inside a sandbox (``runners.sandbox.wrap``) when it has volumes to
+   show at their paths, and always in multi-user mode, where the namespace's code never runs on the bare host;
    ready once its API answers; one that exits is started again after a back-off that doubles from
    ``BACKOFF_S`` to ``MAX_BACKOFF_S`` (the kubelet's CrashLoopBackOff: 10 s to 5 min; shorter here, a
    notebook is interactive), reset once it served ``BACKOFF_RESET_S``;
@@ -35,14 +39,17 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from millpond.errors import UserError
-from millpond.notebooks import in_image, jupyter, paths
+from millpond.notebooks import defaults, in_image, jupyter, paths, service_account
 from millpond.notebooks.kinds import NOTEBOOK, STOP_ANNOTATION
 from millpond.notebooks.manifests import NotebookSpec, notebook_spec
 from millpond.notebooks.status import ServerState, notebook_status, now_iso
+from millpond.notebooks.volumes import MountWaiting, Resolved, Resolver
 from millpond.runners import isolation
+from millpond.runners.base import Bind
 from millpond.runners.guardian import die_with_parent, guardian
 from millpond.runners.ports import free_port
 from millpond.runners.process_groups import marked, stop_groups
@@ -60,6 +67,7 @@ MAX_BACKOFF_S = 60.0
 BACKOFF_RESET_S = 600.0
 STOP_GRACE_S = 5.0
 START_TIMEOUT_S = 180.0  # a server whose API never answered by then is restarted
+MOUNT_RETRY_S = 2.0  # a missing Secret, ConfigMap or dataset mount is looked for again this often
 
 
 class NotebookSupervisor:
@@ -78,6 +86,8 @@ class NotebookSupervisor:
         self.identity = ProcessRecord(own.pid, own.start or "")
         self.process: subprocess.Popen[bytes] | None = None
         self.ticks: str | None = None
+        self.resolver = Resolver(settings, namespace, name, paths.folder(settings, uid))
+        self.mounted = Resolved()
         self.mark = ""
         self.port = 0
         self.grant: Grant | None = None
@@ -113,6 +123,7 @@ class NotebookSupervisor:
             self._stop_server()
             if paths.folder(self.settings, self.uid).is_dir():  # the home is still there (not removed under it)
                 self._release()
+                service_account.revoke(self.settings, self.uid)  # its credential dies with its server
                 paths.endpoint_file(self.settings, self.uid).unlink(missing_ok=True)
 
     def step(self, resource: Resource) -> None:
@@ -121,6 +132,7 @@ class NotebookSupervisor:
         if STOP_ANNOTATION in annotations:
             self._stop_server()
             self._release()
+            service_account.revoke(self.settings, self.uid)
             self.state = ServerState(stopped=True)
             self.failures, self.next_start = 0, 0.0
             return
@@ -130,8 +142,14 @@ class NotebookSupervisor:
         except UserError as exc:  # stored before a check that refuses it now
             self.state.unschedulable = f"its spec cannot run here: {exc}"
             return
-        if self.grant is None and not self._acquire(spec):
-            return
+        if self.grant is None:
+            try:
+                self.resolver.check_claims(spec.mounts)
+            except MountWaiting as exc:  # the scheduler's: no node has the claim
+                self.state.scheduled, self.state.unschedulable = False, f"0/1 nodes are available: {exc.message}"
+                return
+            if not self._acquire(spec):
+                return
         if self.process is None:
             if time.monotonic() >= self.next_start:
                 self._start(spec, in_image.container_of(resource.spec))
@@ -173,7 +191,12 @@ class NotebookSupervisor:
             self._waiting("CreateContainerError", jupyter.MISSING)
             return
         assert self.grant is not None
-        workspace = paths.workspace(self.settings, self.namespace, self.name)
+        try:
+            self.mounted = self.resolver.resolve(spec.mounts)
+        except MountWaiting as exc:  # the kubelet's FailedMount / CreateContainerConfigError: tried again soon
+            self._waiting(exc.reason, exc.message, MOUNT_RETRY_S)
+            return
+        workspace = self.mounted.workspace or paths.workspace(self.settings, self.namespace, self.name)
         workspace.mkdir(parents=True, exist_ok=True)
         own = paths.folder(self.settings, self.uid)
         for folder in ("runtime", "jupyter", "ipython"):
@@ -181,21 +204,34 @@ class NotebookSupervisor:
         self.port = free_port()
         self.mark = next(iter(marked().values()))
         gpu_env = self._gpu_env(spec, self.grant)
-        cwd = workspace
+        cwd = opened = workspace  # the server's working folder here, and the one it opens (in its sandbox)
+        confined = isolation.required(self.settings)
+        binds: list[Bind] = []
         if placed.runtime is not None:
-            env = in_image.image_env(spec.env, self.token, self.mark, gpu_env)
+            env = in_image.image_env(spec.env, self.token, self.mark, {**self.mounted.env, **gpu_env})
+            home = Path(spec.mounts.home) if self.mounted.workspace is not None else None
+            others = [bind for bind in self.mounted.binds if home is None or Path(bind.target) != home]
             self.container = in_image.container_run(placed.runtime, container, workspace, self.namespace, self.name,
-                                                    self.port, env, self.guard.env())
+                                                    self.port, env, self.guard.env(), binds=others)
             started = self.container.started
             argv, env, cwd = started.argv, {**started.env, **self.guard.env()}, started.folder
         else:
+            credential = service_account.issue(self.settings, self.namespace, self.name, self.uid) if confined \
+                else None
+            found = defaults.prepare(self.settings, self.uid, self.namespace, credential, confined)
             env = jupyter.environment(self.settings, self.uid, self.namespace, self.name, spec, self.token,
-                                      gpu_env, self.mark, self.guard.env())
-            argv = jupyter.argv(self.namespace, self.name, self.port, workspace)
-        if placed.runtime is None and isolation.required(self.settings):  # multi-user: never on the bare host
+                                      {**found.env, **self.mounted.env, **gpu_env}, self.mark, self.guard.env())
+            binds = [*self.mounted.binds, *found.binds]
+            if self.mounted.workspace is not None:  # the server opens the volume at its path, as the image's HOME
+                env["HOME"] = spec.mounts.home
+            opened = Path(spec.mounts.home) if self.mounted.workspace is not None else workspace  # the folder it opens
+            argv = jupyter.argv(self.namespace, self.name, self.port, opened)
+        if placed.runtime is None and (self.mounted.binds or confined):  # multi-user: never on the bare host
             try:
-                argv = wrap(argv, [], workspace, env.get("PATH"), own=(own, workspace))
+                shown = (own,) if self.mounted.workspace is not None else (own, workspace)  # a volume: at its path only
+                argv = wrap(argv, binds, opened, env.get("PATH"), own=shown)
             except SandboxUnavailable as exc:
+                self.mounted.cleanup()
                 self._waiting("CreateContainerError", str(exc))
                 return
         log = paths.server_log(self.settings, self.uid)
@@ -208,6 +244,7 @@ class NotebookSupervisor:
                 )
         except OSError as exc:
             self._let_go_container()
+            self.mounted.cleanup()
             self._waiting("CreateContainerError", f"cannot start JupyterLab: {exc}")
             return
         self.guard.add(self.process.pid)
@@ -252,10 +289,10 @@ class NotebookSupervisor:
             return share_env((gpu,), spec.request.shares[0], (self.ledger.capacity.memory_of(gpu),), mps_running())
         return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, grant.gpus))}
 
-    def _waiting(self, reason: str, message: str) -> None:
+    def _waiting(self, reason: str, message: str, retry_s: float = MAX_BACKOFF_S) -> None:
         self.state.running = self.state.ready = False
         self.state.waiting_reason, self.state.waiting_message = reason, message
-        self.next_start = time.monotonic() + MAX_BACKOFF_S
+        self.next_start = time.monotonic() + retry_s
 
     def _exited(self, code: int) -> None:
         """The server ended on its own: CrashLoopBackOff, then started again (its kernels ended with it)."""
@@ -281,6 +318,7 @@ class NotebookSupervisor:
         process, ticks = self.process, self.ticks
         self.process = None
         stop_groups([(process, ticks)], STOP_GRACE_S, marks=[self.mark])
+        self.mounted.cleanup()  # the dataset mounts it held (each ends with its last user)
         self.guard.remove(process.pid)
         self._let_go_container()
         self.state.running = self.state.ready = False

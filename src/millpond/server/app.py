@@ -46,6 +46,7 @@ from millpond.server.executor import RunExecutor
 from millpond.server.kube.app import KubeApi, KubeDispatch, is_kube_path
 from millpond.server.namespaces import namespace_checked
 from millpond.server.security import HostPolicy, RequestGuard
+from millpond.server.service_proxy import KfpServiceProxy
 from millpond.server.state import ServerState
 from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
@@ -86,6 +87,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.state.userid_header = access.userid_header  # the notebook proxy strips it
     app.state.kube = KubeApi(settings)
     app.add_middleware(KubeDispatch, kube=app.state.kube)  # /api, /apis/GROUP…: the Kubernetes API (inside the guard)
+    app.add_middleware(KfpServiceProxy)  # kfp.Client() through a kubeconfig: the API server's proxy to ml-pipeline
     # one Authenticator for the app: the guard asks it, and the login routes check passwords with its credentials
     app.state.authenticator = Authenticator(settings, access)
     app.add_middleware(RequestGuard, policy=HostPolicy.of(allowed_hosts), authenticator=app.state.authenticator,

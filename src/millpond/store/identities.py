@@ -8,6 +8,7 @@ sessions in the same transaction (SQLite enforces foreign keys only when asked, 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,14 @@ from millpond.store.keys import new_id, utcnow
 
 if TYPE_CHECKING:
     from millpond.settings import Settings
+
+TOKEN_PREFIX = "mpt_"  # an API token: this prefix and 256 random bits (access.credentials makes and checks them)
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"  # a ServiceAccount's identity (notebooks.service_account)
+
+
+def digest(secret: str) -> str:
+    """The SHA-256 digest (hex) a token or session cookie is kept and found by."""
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -68,8 +77,9 @@ class IdentityStore:
 
         from millpond.store.models import UserRow  # noqa: PLC0415
 
-        with self._sessions() as session:
-            rows = session.scalars(select(UserRow).order_by(UserRow.name)).all()
+        with self._sessions() as session:  # people only: a ServiceAccount's row holds its tokens, it is no user
+            rows = session.scalars(select(UserRow).where(~UserRow.name.startswith(SERVICE_ACCOUNT_PREFIX))
+                                   .order_by(UserRow.name)).all()
             return [UserRecord(row.name, row.password_hash, _aware(row.created_at)) for row in rows]
 
     def set_password(self, name: str, password_hash: str) -> None:
