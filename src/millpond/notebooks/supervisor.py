@@ -88,6 +88,7 @@ class NotebookSupervisor:
         self.ticks: str | None = None
         self.resolver = Resolver(settings, namespace, name, paths.folder(settings, uid))
         self.mounted = Resolved()
+        self.mounts_held = False  # resolved for a start still deciding where it runs (an image being pulled)
         self.mark = ""
         self.port = 0
         self.grant: Grant | None = None
@@ -184,17 +185,21 @@ class NotebookSupervisor:
             self.grant = None
 
     def _start(self, spec: NotebookSpec, container: in_image.NotebookContainer) -> None:
-        placed = self._placed(container)
-        if placed is None:
-            return
-        if placed.runtime is None and not jupyter.installed():
-            self._waiting("CreateContainerError", jupyter.MISSING)
-            return
         assert self.grant is not None
-        try:
-            self.mounted = self.resolver.resolve(spec.mounts)
-        except MountWaiting as exc:  # the kubelet's FailedMount / CreateContainerConfigError: tried again soon
-            self._waiting(exc.reason, exc.message, MOUNT_RETRY_S)
+        if not self.mounts_held:  # the volumes first, as the kubelet mounts them before it pulls the image
+            try:
+                self.mounted = self.resolver.resolve(spec.mounts)
+            except MountWaiting as exc:  # the kubelet's FailedMount / CreateContainerConfigError: tried again soon
+                self._waiting(exc.reason, exc.message, MOUNT_RETRY_S)
+                return
+            self.mounts_held = True
+        placed = self._placed(container)
+        if placed is None:  # the image is being decided (pulled): the mounts stay held for the next tick
+            return
+        self.mounts_held = False  # this start owns them now: a failure below or the server's stop gives them back
+        if placed.runtime is None and not jupyter.installed():
+            self.mounted.cleanup()
+            self._waiting("CreateContainerError", jupyter.MISSING)
             return
         workspace = self.mounted.workspace or paths.workspace(self.settings, self.namespace, self.name)
         workspace.mkdir(parents=True, exist_ok=True)
@@ -313,6 +318,9 @@ class NotebookSupervisor:
         self._note(self.state.waiting_message)
 
     def _stop_server(self) -> None:
+        if self.mounts_held:  # stopped (or ended) while its image was being decided
+            self.mounted.cleanup()
+            self.mounts_held = False
         if self.process is None:
             return
         process, ticks = self.process, self.ticks
