@@ -7,9 +7,11 @@ tick (``TICK_S``) it reads the object and reconciles, as the notebook controller
 1. the object is gone or replaced (another uid), or its folder (the home) was removed: stop the server, end;
 2. annotated ``kubeflow-resource-stopped``: stop the server and give back its grant (the controller
    scales the StatefulSet to 0); status with no conditions, ``readyReplicas`` 0;
-3. otherwise the server's requests are taken from the machine's ledger (the namespace's ResourceQuota
-   applies, as to any pod; a GPU share's limits go in its environment, ``scheduling.share_env``); one
-   that does not fit waits, ``PodScheduled`` False with the reason;
+3. a notebook labelled ``kueue.x-k8s.io/queue-name`` waits for its Kueue workload's admission first
+   (``notebooks.queueing``: ``PodScheduled`` False, ``SchedulingGated``, with Kueue's reason; evicted: its
+   server stopped and the workload requeued); then the server's requests are taken from the machine's
+   ledger (the namespace's ResourceQuota applies, as to any pod; a GPU share's limits go in its
+   environment, ``scheduling.share_env``); one that does not fit waits, ``PodScheduled`` False with the reason;
 4. the server starts (in multi-user mode inside the namespace's sandbox, ``runners.sandbox.wrap``);
    ready once its API answers; one that exits is started again after a back-off that doubles from
    ``BACKOFF_S`` to ``MAX_BACKOFF_S`` (the kubelet's CrashLoopBackOff: 10 s to 5 min; shorter here, a
@@ -39,6 +41,7 @@ from millpond.errors import UserError
 from millpond.notebooks import jupyter, paths
 from millpond.notebooks.kinds import NOTEBOOK, STOP_ANNOTATION
 from millpond.notebooks.manifests import NotebookSpec, notebook_spec
+from millpond.notebooks.queueing import NotebookQueue
 from millpond.notebooks.status import ServerState, notebook_status, now_iso
 from millpond.runners import isolation
 from millpond.runners.guardian import die_with_parent, guardian
@@ -79,6 +82,7 @@ class NotebookSupervisor:
         self.mark = ""
         self.port = 0
         self.grant: Grant | None = None
+        self.queue = NotebookQueue(settings, namespace, name)
         self.state = ServerState()
         self.since: dict[str, tuple[bool, str]] = {}
         self.restarts = 0
@@ -103,6 +107,7 @@ class NotebookSupervisor:
                 self.stopping.wait(TICK_S)
         finally:
             self._stop_server()
+            self.queue.finish("the notebook was deleted")
             if paths.folder(self.settings, self.uid).is_dir():  # the home is still there (not removed under it)
                 self._release()
                 paths.endpoint_file(self.settings, self.uid).unlink(missing_ok=True)
@@ -112,6 +117,7 @@ class NotebookSupervisor:
         if STOP_ANNOTATION in annotations:
             self._stop_server()
             self._release()
+            self.queue.finish("the notebook was stopped")
             self.state = ServerState(stopped=True)
             self.failures, self.next_start = 0, 0.0
             return
@@ -120,6 +126,8 @@ class NotebookSupervisor:
             spec = notebook_spec(resource.spec)
         except UserError as exc:  # stored before a check that refuses it now
             self.state.unschedulable = f"its spec cannot run here: {exc}"
+            return
+        if not self._admitted(resource, spec):
             return
         if self.grant is None and not self._acquire(spec):
             return
@@ -141,14 +149,29 @@ class NotebookSupervisor:
             self.failures = 0
 
     # ------------------------------------------------------------------ the server
+    def _admitted(self, resource: Resource, spec: NotebookSpec) -> bool:
+        """Kueue's admission of a queued notebook (True when it names no queue); evicted: its server stops."""
+        standing = self.queue.poll(resource.manifest, spec)
+        if standing is None or standing.admitted:
+            return True
+        if standing.evicted:
+            self._note(f"evicted by Kueue: {standing.message}; its server is stopped and it is requeued")
+            self._stop_server()
+            self._release()
+            self.queue.requeue()
+        self.state.scheduled, self.state.gated = False, True
+        self.state.unschedulable = f"Kueue: {standing.reason}: {standing.message}"
+        return False
+
     def _acquire(self, spec: NotebookSpec) -> bool:
         grant = self.ledger.try_acquire(spec.request, self.holder)
         if grant is None:
             why = self.ledger.impossible(spec.request, GPU) or self.ledger.why_waiting(spec.request, self.namespace)
-            self.state.scheduled, self.state.unschedulable = False, f"0/1 nodes are available: {why}"
+            self.state.scheduled, self.state.gated = False, False
+            self.state.unschedulable = f"0/1 nodes are available: {why}"
             return False
         self.grant = grant
-        self.state.scheduled, self.state.unschedulable = True, ""
+        self.state.scheduled, self.state.gated, self.state.unschedulable = True, False, ""
         return True
 
     def _release(self) -> None:
