@@ -56,6 +56,7 @@ from millpond.store.resources import ProcessRecord, Resource, ResourceStore
 from millpond.training.pod_template import GPU
 
 TICK_S = 0.5
+STARTING_TICK_S = 0.1  # while the server starts: readiness seen sooner (what a user waits for)
 BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 BACKOFF_RESET_S = 600.0
@@ -104,7 +105,7 @@ class NotebookSupervisor:
                     break
                 self.step(resource)
                 self._write()
-                self.stopping.wait(TICK_S)
+                self.stopping.wait(STARTING_TICK_S if self.process is not None and not self.state.ready else TICK_S)
         finally:
             self._stop_server()
             self.queue.finish("the notebook was deleted")

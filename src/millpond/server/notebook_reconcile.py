@@ -8,10 +8,15 @@ running while the server restarts, and the server does not stop them when it sto
 The same loop runs the culler (``notebooks.culler``) every ``IDLENESS_CHECK_PERIOD``: each Notebook's
 ``last-activity`` annotation kept, and an idle one stopped when ``ENABLE_CULLING`` is ``true`` (settings
 read from the environment once, when the application is made: ``millpond server``'s options set it).
+
+Before its first pass the thread imports ``jsonschema``, which every apply's schema check needs: its import
+builds a grammar (``rfc3987_syntax``, ~3 s on the CI machine), which the first ``kubectl apply`` of a fresh
+server otherwise waited for (``benchmarks/notebooks.py``, cold).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -31,6 +36,7 @@ def install(app: FastAPI, settings: Settings) -> None:
     culling = culler.CullingSettings.from_env()
 
     def loop() -> None:
+        importlib.import_module("jsonschema")  # warmed for the first apply (the module's docstring)
         next_reconcile = next_check = 0.0
         while not stopped.is_set():
             now = time.monotonic()
