@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -182,3 +184,16 @@ def test_the_settings_are_upstreams_minutes_with_fractions_and_bad_values_fall_b
     assert culler.idle_past("2026-01-02T03:03:00Z", culler.CullingSettings(True, 60, 1), NOW)
     assert not culler.idle_past("2026-01-02T03:03:10Z", culler.CullingSettings(True, 60, 1), NOW)
     assert not culler.idle_past("not a time", culler.CullingSettings(True, 60, 1), NOW)
+
+
+@pytest.mark.parametrize(("option", "value"), [("--cull-idle-time", "-1"), ("--cull-idle-time", "0"),
+                                                ("--idleness-check-period", "nan"),
+                                                ("--idleness-check-period", "inf")])
+def test_a_culling_option_that_is_no_positive_number_is_refused_in_one_line(tmp_path: Path, option: str,
+                                                                             value: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "millpond.cli.main", "server", "--port", "0", option, value],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "MILLPOND_HOME": str(tmp_path / "home")})
+    assert done.returncode == 2, done
+    assert done.stderr.strip().splitlines() == [f"error: {option} {float(value):g}: expected a positive number "
+                                                "of minutes"], done.stderr

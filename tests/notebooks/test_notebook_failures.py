@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from millpond.notebooks import objects
+from millpond.notebooks.kinds import LAST_ACTIVITY_ANNOTATION
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.kube_support import Kubectl, write_kubeconfig
@@ -30,12 +31,14 @@ MILLPOND = Path(sys.executable).parent / "millpond"
 
 
 class ServerProcess:
-    """``millpond server`` on ``port`` of the loopback, over ``home``."""
+    """``millpond server`` on ``port`` of the loopback, over ``home`` (its culler checking every 1.2 s, culling
+after 10 hours: the last-activity annotation is kept, nothing is culled)."""
 
     def __init__(self, home: Path, port: int) -> None:
         self.port, self.url = port, f"http://127.0.0.1:{port}"
         self.log = open(home.parent / f"server-{time.monotonic_ns()}.log", "wb")  # noqa: SIM115 - open while it runs
-        self.process = subprocess.Popen([str(MILLPOND), "server", "--port", str(port)],
+        self.process = subprocess.Popen([str(MILLPOND), "server", "--port", str(port), "--enable-culling",
+                                         "--cull-idle-time", "600", "--idleness-check-period", "0.02"],
                                         env={**os.environ, "MILLPOND_HOME": str(home)},
                                         stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -75,6 +78,11 @@ def test_kill_9_of_the_jupyter_server_and_of_millpond_server(home: Path, tmp_pat
     try:
         kubectl.ok("apply", "-f", "-", stdin=notebook("survivor"))
         wait_for(kubectl, "survivor", True)
+        deadline = time.monotonic() + 60  # the server's options reached its culler
+        while LAST_ACTIVITY_ANNOTATION not in (kubectl.json("get", "notebook", "survivor")["metadata"].get(
+                "annotations") or {}):
+            assert time.monotonic() < deadline
+            time.sleep(0.5)
         base = f"{server.url}/notebook/default/survivor"
 
         # kill -9 of the Jupyter server: whenever the notebook is shown Ready, what it names answers
