@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from millpond.core.view import timestamp as rfc3339
 from millpond.notebooks import objects
 from millpond.notebooks.kinds import LAST_ACTIVITY_ANNOTATION, NOTEBOOK, STOP_ANNOTATION, base_url
 from millpond.runners.ports import LOCAL_ADDR
@@ -86,12 +87,9 @@ class Activity:
     latest: dt.datetime | None  # the latest last_activity among them (None: no kernel, no terminal)
 
 
-def rfc3339(moment: dt.datetime) -> str:
-    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse_time(text: object) -> dt.datetime | None:
-    """Jupyter's ISO times (``...123456Z``) and the annotation's RFC3339; None for anything else."""
+    """Jupyter's ISO times (``...123456Z``: fractions, which ``core.view.parse_timestamp`` refuses) and the
+    annotation's RFC3339; None for anything else."""
     if not isinstance(text, str) or not text:
         return None
     try:
