@@ -33,7 +33,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from millpond.core.view import timestamp as rfc3339
 from millpond.notebooks import objects
 from millpond.notebooks.kinds import LAST_ACTIVITY_ANNOTATION, NOTEBOOK, STOP_ANNOTATION, base_url
 from millpond.runners.ports import LOCAL_ADDR
@@ -85,6 +84,12 @@ class Activity:
 
     busy: bool  # a kernel whose execution_state is not idle
     latest: dt.datetime | None  # the latest last_activity among them (None: no kernel, no terminal)
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    """Go's ``time.RFC3339`` in UTC, as upstream writes both annotations (``core.view.timestamp``'s format: that
+    layer is above this one)."""
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: object) -> dt.datetime | None:
