@@ -16,9 +16,9 @@ Measured in the same run, wall milliseconds on the client side:
 - **WebSocket round trip**, over the proxy and directly to the notebook's Jupyter (its loopback port and
   token, read from the home), alternating, ``--messages`` of each; p50 and p99, and the p50 the proxy adds
   (goal: ≤ 1 ms): a plain message echo (a keystroke sent to a terminal, ``["stdin", "a"]``, until its echo
-  ``["stdout", …]`` comes back; one terminal each way, so neither sees the other's echo), and a kernel's
-  ``execute_request`` of ``1+1`` until its ``execute_reply`` (~50 ms here, most of it inside Jupyter and
-  the kernel, on either path).
+  ``["stdout", …]`` comes back), and a kernel's ``execute_request`` of ``1+1`` until its ``execute_reply``
+  (~50 ms here, most of it inside Jupyter and the kernel, on either path). Each path has a terminal and a
+  kernel of its own: what one sends never arrives on the other.
 """
 
 from __future__ import annotations
@@ -250,16 +250,19 @@ def echo_trips(millpond: Millpond, name: str, messages: int) -> tuple[list[float
 
 
 def round_trips(millpond: Millpond, name: str, messages: int) -> tuple[list[float], list[float]]:
-    """execute 1+1 → execute_reply on one kernel, over the proxy and directly, alternating."""
+    """execute 1+1 → execute_reply, over the proxy and directly, alternating: a kernel each (a kernel's iopub
+    messages go to every socket open on it: one kernel would send each path the other's too)."""
     base = f"{millpond.url}/notebook/default/{name}"
-    status, text = http(f"{base}/api/kernels", "POST", {"name": "python3"})
-    assert status == 201, text
-    kernel = json.loads(text)["id"]
+    kernels = []
+    for _ in range(2):
+        status, text = http(f"{base}/api/kernels", "POST", {"name": "python3"})
+        assert status == 201, text
+        kernels.append(json.loads(text)["id"])
     port, token = millpond.direct(name)
-    proxied = websocket.create_connection(base.replace("http://", "ws://") + f"/api/kernels/{kernel}/channels",
+    proxied = websocket.create_connection(base.replace("http://", "ws://") + f"/api/kernels/{kernels[0]}/channels",
                                           timeout=60)
     direct = websocket.create_connection(
-        f"ws://127.0.0.1:{port}/notebook/default/{name}/api/kernels/{kernel}/channels", timeout=60,
+        f"ws://127.0.0.1:{port}/notebook/default/{name}/api/kernels/{kernels[1]}/channels", timeout=60,
         header=[f"Authorization: token {token}"])
     through, straight = [], []
     try:
