@@ -108,8 +108,8 @@ class NotebookSupervisor:
                 self.stopping.wait(STARTING_TICK_S if self.process is not None and not self.state.ready else TICK_S)
         finally:
             self._stop_server()
-            self.queue.finish("the notebook was deleted")
             if paths.folder(self.settings, self.uid).is_dir():  # the home is still there (not removed under it)
+                self.queue.finish("the notebook was deleted")
                 self._release()
                 paths.endpoint_file(self.settings, self.uid).unlink(missing_ok=True)
 
