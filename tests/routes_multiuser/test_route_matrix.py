@@ -127,6 +127,10 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
         method, "/notebook/{ns}/lab/api/status", (Attributes("get", TEAM_A, "kubeflow.org", "notebooks", name="lab"),),
         {} if method in ("POST", "PUT", "PATCH") else None)
        for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},
+    # its prefix without the trailing slash: redirected to it, for the same callers
+    **{(method, "/notebook/{namespace}/{name}"): _one(
+        method, "/notebook/{ns}/lab", (Attributes("get", TEAM_A, "kubeflow.org", "notebooks", name="lab"),))
+       for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},
     ("GET", "/ui-api/models"): _one("GET", "/ui-api/models", FILTERED),
     ("GET", "/ui-api/models/{namespace}/{name}"): _one("GET", "/ui-api/models/{ns}/model",
                                                        lambda o: _isvc("get", TEAM_A)),

@@ -16,7 +16,8 @@ WebSockets included (kernels' channels, terminals). What it forwards and what it
   WebSocket handshake answers the HTTP status a request would (401 without an identity, from the guard;
   403 without the right; 404, 503), with its JSON body (``security.deny_websocket``);
 - ``/notebook/NAMESPACE/NAME`` without its trailing slash is redirected to ``/notebook/NAMESPACE/NAME/``
-  (301 for GET and HEAD, 307 otherwise, the query kept), as Jupyter's base URL handler does.
+  (301 for GET and HEAD, 307 otherwise, the query kept), as Jupyter's base URL handler does, for the
+  callers the prefix lets in (403 for others).
 
 A notebook that is stopped, starting or gone answers 503 (404 when there is no such Notebook), in one
 line. Simplified: no buffering limits beyond the guard's request-body cap; ``Location`` headers that
@@ -221,7 +222,13 @@ async def proxy_websocket(websocket: WebSocket) -> None:
 
 
 async def add_slash(request: Request) -> Response:
-    """``/notebook/NAMESPACE/NAME`` → ``/notebook/NAMESPACE/NAME/`` (the module's docstring)."""
+    """``/notebook/NAMESPACE/NAME`` → ``/notebook/NAMESPACE/NAME/`` (the module's docstring), for whoever may reach
+    the notebook (the same check as the prefix's, as Istio's policy covers the whole path)."""
+    namespace, name = request.path_params["namespace"], request.path_params["name"]
+    try:
+        require(request, Attributes("get", namespace, GROUP, NOTEBOOK.plural, name=name))
+    except ForbiddenError as exc:
+        return error_response(403, str(exc))
     query = request.scope.get("query_string", b"").decode("latin-1")
     raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or request.url.path
     return RedirectResponse(raw + "/" + (f"?{query}" if query else ""),
