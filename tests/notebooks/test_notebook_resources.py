@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from millpond.notebooks import objects
+from millpond.notebooks.queueing import QueueLabels, queue_labels
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.kube_support import Kubectl, kubectl_for
@@ -204,3 +205,15 @@ def test_a_notebook_in_a_kueue_localqueue_is_admitted_like_any_workload_and_wait
     assert wait_unscheduled(kubectl, "q1")["reason"] == "SchedulingGated"
     for name in ("q1", "q2", "free"):
         kubectl.ok("delete", "notebook", name)
+
+
+def test_the_queue_is_read_from_the_metadata_else_from_the_pod_template() -> None:
+    def manifest(labels: dict[str, str], template: dict[str, str]) -> dict[str, Any]:
+        return {"metadata": {"name": "n", "labels": labels},
+                "spec": {"template": {"metadata": {"labels": template}, "spec": {"containers": [{}]}}}}
+
+    queue, priority = "kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"
+    assert queue_labels(manifest({}, {})) is None
+    assert queue_labels(manifest({queue: "a", priority: "high"}, {queue: "b"})) == QueueLabels("a", "high")
+    assert queue_labels(manifest({"other": "x"}, {queue: "b"})) == QueueLabels("b", "")
+    assert queue_labels({"metadata": {"labels": None}, "spec": {"template": None}}) is None
