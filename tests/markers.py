@@ -120,6 +120,16 @@ SLOW = [Slow(test, why) for test, why in (
     ("tests/notebooks/test_notebook_in_image.py::"
      "test_an_image_that_may_not_be_pulled_waits_or_runs_on_this_host_saying_why",
      "a host JupyterLab after a refused pull, then the image loaded: ~20 s serial"),
+    ("tests/notebooks/test_notebook_culling.py::"
+     "test_an_idle_notebook_is_culled_a_busy_one_is_not_and_the_culled_one_starts_again_with_its_workspace",
+     "waits out a 20 s idle time, a kernel busy for longer, three JupyterLabs: ~50 s serial"),
+    ("tests/notebooks/test_notebook_failures.py::test_kill_9_of_the_jupyter_server_and_of_millpond_server",
+     "two millpond server processes and two JupyterLabs: ~45 s serial"),
+    ("tests/notebooks/test_notebook_resources.py::"
+     "test_a_notebook_in_a_kueue_localqueue_is_admitted_like_any_workload_and_waits_with_kueues_reason",
+     "four JupyterLabs, one after another's stop: ~20 s serial"),
+    ("tests/notebooks/test_notebook_resources.py::test_a_notebook_past_its_namespaces_quota_waits_naming_the_quota",
+     "two JupyterLabs, one after the other's stop: ~10 s serial"),
     # tests/kuberay
     ("tests/kuberay/test_ray_waiting.py::test_a_cluster_that_may_not_run_yet_starts_nothing_and_says_why",
      "three supervisors' first admission cycles and ledger reads: 7-10 s serial"),

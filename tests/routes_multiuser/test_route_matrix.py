@@ -140,6 +140,10 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
        for method, verb, body in (("PATCH", "patch", {"stopped": True}), ("DELETE", "delete", None))},
     ("GET", "/ui-api/namespaces/{namespace}/pvcs"): _one(
         "GET", "/ui-api/namespaces/{ns}/pvcs", (Attributes("list", TEAM_A, "", "persistentvolumeclaims"),)),
+    # its prefix without the trailing slash: redirected to it, for the same callers
+    **{(method, "/notebook/{namespace}/{name}"): _one(
+        method, "/notebook/{ns}/lab", (Attributes("get", TEAM_A, "kubeflow.org", "notebooks", name="lab"),))
+       for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},
     ("GET", "/ui-api/models"): _one("GET", "/ui-api/models", FILTERED),
     ("GET", "/ui-api/models/{namespace}/{name}"): _one("GET", "/ui-api/models/{ns}/model",
                                                        lambda o: _isvc("get", TEAM_A)),

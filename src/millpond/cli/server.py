@@ -172,14 +172,25 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
               help="The header a trusted proxy names the user in (KFP's KUBEFLOW_USERID_HEADER).")
 @click.option("--userid-prefix", default=USERID_PREFIX, show_default=True,
               help="A prefix the proxy puts before the user name, dropped (KFP's KUBEFLOW_USERID_PREFIX).")
+@click.option("--enable-culling/--no-enable-culling", "enable_culling", default=None,
+              help="Stop Notebooks idle past --cull-idle-time, as Kubeflow's culler (default: $ENABLE_CULLING, "
+                   "else off).")
+@click.option("--cull-idle-time", type=float, metavar="MINUTES",
+              help="Minutes a Notebook's kernels stay idle before it is culled; fractions allowed "
+                   "(default: $CULL_IDLE_TIME, else 1440).")
+@click.option("--idleness-check-period", type=float, metavar="MINUTES",
+              help="Minutes between the culler's checks; fractions allowed (default: $IDLENESS_CHECK_PERIOD, else 1).")
 @runtime_option
 def server_command(host: str, port: int, token_file: Path | None, token: str | None,
                    allowed_hosts: tuple[str, ...], ray_address: str | None, tls: bool | None,
                    tls_cert: Path | None, tls_key: Path | None, multi_user: bool | None,
-                   trusted_proxies: tuple[str, ...], userid_header: str, userid_prefix: str) -> None:
+                   trusted_proxies: tuple[str, ...], userid_header: str, userid_prefix: str,
+                   enable_culling: bool | None, cull_idle_time: float | None,
+                   idleness_check_period: float | None) -> None:
     """Serve the Kubeflow Pipelines v2beta1 REST API (for kfp.Client) over this machine's runs."""
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port}: expected a port number from 0 to 65535")
+    _culling_environment(enable_culling, cull_idle_time, idleness_check_period)
     token = choose_token(token, token_file)
     access = choose_access(multi_user, token, trusted_proxies, userid_header, userid_prefix)
     if access.multi_user:  # the runs' workers, engines and tasks read it: tasks are isolated by namespace
@@ -208,6 +219,20 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
         _serve(sock, host, access, token_file, allowed_hosts, certificate)
     finally:
         sock.close()
+
+
+def _culling_environment(enabled: bool | None, idle_min: float | None, period_min: float | None) -> None:
+    """The culler's options as the environment variables Kubeflow's notebook controller reads (its settings are
+    read from there, ``notebooks.culler``)."""
+    for option, value in (("--cull-idle-time", idle_min), ("--idleness-check-period", period_min)):
+        if value is not None and not 0 < value < float("inf"):
+            raise UserError(f"{option} {value:g}: expected a positive number of minutes")
+    if enabled is not None:
+        os.environ["ENABLE_CULLING"] = "true" if enabled else "false"
+    if idle_min is not None:
+        os.environ["CULL_IDLE_TIME"] = repr(idle_min)
+    if period_min is not None:
+        os.environ["IDLENESS_CHECK_PERIOD"] = repr(period_min)
 
 
 def _warn_multi_user(host: str, secure: bool, token: str | None) -> None:

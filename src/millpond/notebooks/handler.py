@@ -67,11 +67,12 @@ class NotebookHandler(HandlerBase):
                       for source, number, doc in documents])
 
     def get(self, kind: KindName, name: str, namespace: str, context: KindContext) -> dict[str, Any]:
-        return objects.as_object(found(kind, name, namespace, False, ResourceStore(context.settings))[0])
+        return objects.as_object(found(kind, name, namespace, False, ResourceStore(context.settings))[0],
+                                 context.settings)
 
     def list_objects(self, kind: KindName, namespace: str, all_namespaces: bool,
                      context: KindContext) -> list[dict[str, Any]]:
-        return [objects.as_object(one) for one in
+        return [objects.as_object(one, context.settings) for one in
                 found(kind, None, namespace, all_namespaces, ResourceStore(context.settings))]
 
     def printer_columns(self, kind: KindName) -> tuple[str, ...]:

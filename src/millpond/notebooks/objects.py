@@ -23,7 +23,7 @@ from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
 from millpond.runners.detached import spawn_detached
 from millpond.runners.environment import detached_environment
-from millpond.runners.processes import start_ticks
+from millpond.runners.processes import is_running
 from millpond.settings import Settings
 from millpond.store.resources import Resource, ResourceStore
 
@@ -62,11 +62,13 @@ def start(settings: Settings, resource: Resource) -> bool:
     return True
 
 
-def observed(resource: Resource) -> dict[str, Any]:
-    """The status to show: as written, unless its supervisor is gone (then nothing runs for it)."""
+def observed(resource: Resource, settings: Settings | None = None) -> dict[str, Any]:
+    """The status to show: as written, unless its supervisor is gone (then nothing runs for it), or the server it
+    last called ready is gone (killed: until the supervisor's next tick notices, it is not shown ready)."""
     status = dict(resource.status)
     if supervisors(resource.namespace, resource.name, resource.uid):
-        return status
+        return status if settings is None or not status.get("readyReplicas") else _server_alive(settings, resource,
+                                                                                                  status)
     if resource.process is None and time.time() - resource.created_at.timestamp() < 10:
         return status  # its supervisor is starting
     return {**status, "readyReplicas": 0, "containerState": {"waiting": {
@@ -75,8 +77,22 @@ def observed(resource: Resource) -> dict[str, Any]:
                    "starts it again"}}}
 
 
-def as_object(resource: Resource) -> dict[str, Any]:
-    return resource.as_object(observed(resource))
+def _server_alive(settings: Settings, resource: Resource, status: dict[str, Any]) -> dict[str, Any]:
+    """``status`` when the server it calls ready still runs; else not ready (what reports running is alive)."""
+    shown = view(settings, resource.uid) or {}
+    pid = shown.get("pid")
+    if isinstance(pid, int) and same_process(pid, shown.get("ticks")):
+        return status
+    conditions = [{**condition, "status": "False", "reason": "ContainersNotReady"}
+                  if condition.get("type") in ("Ready", "ContainersReady") else condition
+                  for condition in status.get("conditions") or []]
+    return {**status, "conditions": conditions, "readyReplicas": 0, "containerState": {"terminated": {
+        "exitCode": 137, "reason": "ContainerStatusUnknown",
+        "message": f"the server (pid {pid}) is gone; its supervisor starts it again"}}}
+
+
+def as_object(resource: Resource, settings: Settings | None = None) -> dict[str, Any]:
+    return resource.as_object(observed(resource, settings))
 
 
 def view(settings: Settings, uid: str) -> dict[str, Any] | None:
@@ -104,8 +120,9 @@ def endpoint(settings: Settings, namespace: str, name: str) -> Endpoint | None:
 
 
 def same_process(pid: int, ticks: object) -> bool:
-    """Whether ``pid`` is still the process that started at ``ticks`` (not gone, not a reused pid)."""
-    return ticks is not None and start_ticks(pid) == ticks
+    """Whether ``pid`` is still the process that started at ``ticks`` and runs (not gone, not a reused pid, not a
+    zombie its supervisor has not reaped yet)."""
+    return isinstance(ticks, str) and is_running(pid, ticks)
 
 
 def stop(namespace: str, name: str) -> None:

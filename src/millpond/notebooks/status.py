@@ -22,7 +22,8 @@ class ServerState:
     """The notebook's server as its supervisor last saw it (the pod's phase, in the controller's words)."""
 
     scheduled: bool = False  # the ledger granted its requests
-    unschedulable: str = ""  # why it waits for the machine (or the namespace's quota)
+    unschedulable: str = ""  # why it waits for the machine (or the namespace's quota, or Kueue)
+    gated: bool = False  # it waits for Kueue's admission (reason SchedulingGated, not Unschedulable)
     running: bool = False
     ready: bool = False
     started_at: str = ""
@@ -60,7 +61,8 @@ def notebook_status(state: ServerState, since: dict[str, tuple[bool, str]]) -> d
     """The status to write; ``since`` keeps each condition's last transition across calls."""
     if state.stopped:
         return {"conditions": [], "readyReplicas": 0, "containerState": {}}
-    conditions = [_condition("PodScheduled", state.scheduled, since, "" if state.scheduled else "Unschedulable",
+    waiting = "SchedulingGated" if state.gated else "Unschedulable"
+    conditions = [_condition("PodScheduled", state.scheduled, since, "" if state.scheduled else waiting,
                              state.unschedulable)]
     if state.scheduled:
         not_ready = "" if state.ready else "ContainersNotReady"

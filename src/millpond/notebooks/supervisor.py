@@ -7,9 +7,11 @@ tick (``TICK_S``) it reads the object and reconciles, as the notebook controller
 1. the object is gone or replaced (another uid), or its folder (the home) was removed: stop the server, end;
 2. annotated ``kubeflow-resource-stopped``: stop the server and give back its grant (the controller
    scales the StatefulSet to 0); status with no conditions, ``readyReplicas`` 0;
-3. otherwise the server's requests are taken from the machine's ledger (the namespace's ResourceQuota
-   applies, as to any pod; a GPU share's limits go in its environment, ``scheduling.share_env``); one
-   that does not fit waits, ``PodScheduled`` False with the reason;
+3. a notebook labelled ``kueue.x-k8s.io/queue-name`` waits for its Kueue workload's admission first
+   (``notebooks.queueing``: ``PodScheduled`` False, ``SchedulingGated``, with Kueue's reason; evicted: its
+   server stopped and the workload requeued); then the server's requests are taken from the machine's
+   ledger (the namespace's ResourceQuota applies, as to any pod; a GPU share's limits go in its
+   environment, ``scheduling.share_env``); one that does not fit waits, ``PodScheduled`` False with the reason;
 4. its volumes and its environment from Secrets/ConfigMaps are resolved (``notebooks.volumes``: a claim that
    does not exist keeps it unscheduled, a Secret that does not exist keeps it ``ContainerCreating``, retried
    every ``MOUNT_RETRY_S``); the server starts in the Notebook's image when the runtime policy says so
@@ -46,6 +48,7 @@ from millpond.errors import UserError
 from millpond.notebooks import defaults, in_image, jupyter, paths, service_account
 from millpond.notebooks.kinds import NOTEBOOK, STOP_ANNOTATION
 from millpond.notebooks.manifests import NotebookSpec, notebook_spec
+from millpond.notebooks.queueing import NotebookQueue
 from millpond.notebooks.status import ServerState, notebook_status, now_iso
 from millpond.notebooks.volumes import MountWaiting, Resolved, Resolver
 from millpond.runners import isolation
@@ -62,6 +65,7 @@ from millpond.store.resources import ProcessRecord, Resource, ResourceStore
 from millpond.training.pod_template import GPU
 
 TICK_S = 0.5
+STARTING_TICK_S = 0.1  # while the server starts: readiness seen sooner (what a user waits for)
 BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 BACKOFF_RESET_S = 600.0
@@ -92,6 +96,7 @@ class NotebookSupervisor:
         self.mark = ""
         self.port = 0
         self.grant: Grant | None = None
+        self.queue = NotebookQueue(settings, namespace, name)
         self.state = ServerState()
         self.since: dict[str, tuple[bool, str]] = {}
         self.restarts = 0
@@ -119,10 +124,11 @@ class NotebookSupervisor:
                     break
                 self.step(resource)
                 self._write()
-                self.stopping.wait(TICK_S)
+                self.stopping.wait(STARTING_TICK_S if self.process is not None and not self.state.ready else TICK_S)
         finally:
             self._stop_server()
             if paths.folder(self.settings, self.uid).is_dir():  # the home is still there (not removed under it)
+                self.queue.finish("the notebook was deleted")
                 self._release()
                 service_account.revoke(self.settings, self.uid)  # its credential dies with its server
                 paths.endpoint_file(self.settings, self.uid).unlink(missing_ok=True)
@@ -134,6 +140,7 @@ class NotebookSupervisor:
             self._stop_server()
             self._release()
             service_account.revoke(self.settings, self.uid)
+            self.queue.finish("the notebook was stopped")
             self.state = ServerState(stopped=True)
             self.failures, self.next_start = 0, 0.0
             return
@@ -142,6 +149,8 @@ class NotebookSupervisor:
             spec = notebook_spec(resource.spec)
         except UserError as exc:  # stored before a check that refuses it now
             self.state.unschedulable = f"its spec cannot run here: {exc}"
+            return
+        if not self._admitted(resource, spec):
             return
         if self.grant is None:
             try:
@@ -169,14 +178,29 @@ class NotebookSupervisor:
             self.failures = 0
 
     # ------------------------------------------------------------------ the server
+    def _admitted(self, resource: Resource, spec: NotebookSpec) -> bool:
+        """Kueue's admission of a queued notebook (True when it names no queue); evicted: its server stops."""
+        standing = self.queue.poll(resource.manifest, spec)
+        if standing is None or standing.admitted:
+            return True
+        if standing.evicted:
+            self._note(f"evicted by Kueue: {standing.message}; its server is stopped and it is requeued")
+            self._stop_server()
+            self._release()
+            self.queue.requeue()
+        self.state.scheduled, self.state.gated = False, True
+        self.state.unschedulable = f"Kueue: {standing.reason}: {standing.message}"
+        return False
+
     def _acquire(self, spec: NotebookSpec) -> bool:
         grant = self.ledger.try_acquire(spec.request, self.holder)
         if grant is None:
             why = self.ledger.impossible(spec.request, GPU) or self.ledger.why_waiting(spec.request, self.namespace)
-            self.state.scheduled, self.state.unschedulable = False, f"0/1 nodes are available: {why}"
+            self.state.scheduled, self.state.gated = False, False
+            self.state.unschedulable = f"0/1 nodes are available: {why}"
             return False
         self.grant = grant
-        self.state.scheduled, self.state.unschedulable = True, ""
+        self.state.scheduled, self.state.gated, self.state.unschedulable = True, False, ""
         return True
 
     def _release(self) -> None:

@@ -12,7 +12,12 @@ WebSockets included (kernels' channels, terminals). What it forwards and what it
   so the browser never holds it and a notebook's code cannot replay the user's millpond identity;
 - in multi-user mode only a caller allowed ``get`` on ``notebooks`` (group ``kubeflow.org``) of the
   namespace gets through (the server's one Authorizer), as Kubeflow's Istio AuthorizationPolicy lets in
-  the namespace's contributors; a WebSocket was authenticated by the request guard first.
+  the namespace's contributors; a WebSocket was authenticated by the request guard first. A refused
+  WebSocket handshake answers the HTTP status a request would (401 without an identity, from the guard;
+  403 without the right; 404, 503), with its JSON body (``security.deny_websocket``);
+- ``/notebook/NAMESPACE/NAME`` without its trailing slash is redirected to ``/notebook/NAMESPACE/NAME/``
+  (301 for GET and HEAD, 307 otherwise, the query kept), as Jupyter's base URL handler does, for the
+  callers the prefix lets in (403 for others).
 
 A notebook that is stopped, starting or gone answers 503 (404 when there is no such Notebook), in one
 line. Simplified: no buffering limits beyond the guard's request-body cap; ``Location`` headers that
@@ -28,7 +33,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 from fastapi import FastAPI
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -40,6 +45,7 @@ from millpond.runners.ports import LOCAL_ADDR
 from millpond.server.access import SESSION_COOKIE, USERID_HEADER
 from millpond.server.callers import require
 from millpond.server.errors import error_response
+from millpond.server.security import deny_websocket
 from millpond.store.resources import ResourceStore
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
@@ -160,7 +166,8 @@ async def proxy_websocket(websocket: WebSocket) -> None:
     try:
         endpoint, path = _target(websocket)
     except Refused as exc:
-        await websocket.close(code=1008, reason=exc.message[:120])
+        await websocket.receive()  # websocket.connect
+        await deny_websocket(websocket.scope, websocket.send, exc.status, exc.message)
         return
     protocols = [p.strip() for p in websocket.headers.get("sec-websocket-protocol", "").split(",") if p.strip()]
     url = f"ws://{LOCAL_ADDR}:{endpoint.port}{path}"
@@ -168,8 +175,14 @@ async def proxy_websocket(websocket: WebSocket) -> None:
         upstream = await _session(websocket).ws_connect(
             url, headers=forwarded_headers(websocket, endpoint.token, WS_HEADERS), protocols=protocols,
             autoping=True, max_msg_size=0)
-    except (aiohttp.ClientError, aiohttp.WSServerHandshakeError) as exc:
-        await websocket.close(code=1011, reason=f"the notebook's server refused: {exc}"[:120])
+    except aiohttp.WSServerHandshakeError as exc:  # Jupyter's own answer (404: no such kernel), passed on
+        await websocket.receive()
+        await deny_websocket(websocket.scope, websocket.send, exc.status if 400 <= exc.status < 600 else 502,
+                             f"the notebook's server refused the WebSocket: {exc.message}")
+        return
+    except aiohttp.ClientError as exc:
+        await websocket.receive()
+        await deny_websocket(websocket.scope, websocket.send, 502, f"the notebook's server did not answer: {exc}")
         return
     await websocket.accept(subprotocol=upstream.protocol)
 
@@ -208,8 +221,23 @@ async def proxy_websocket(websocket: WebSocket) -> None:
             pass  # already closed by the browser
 
 
+async def add_slash(request: Request) -> Response:
+    """``/notebook/NAMESPACE/NAME`` → ``/notebook/NAMESPACE/NAME/`` (the module's docstring), for whoever may reach
+    the notebook (the same check as the prefix's, as Istio's policy covers the whole path)."""
+    namespace, name = request.path_params["namespace"], request.path_params["name"]
+    try:
+        require(request, Attributes("get", namespace, GROUP, NOTEBOOK.plural, name=name))
+    except ForbiddenError as exc:
+        return error_response(403, str(exc))
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    raw = request.scope.get("raw_path", b"").decode("latin-1").split("?", 1)[0] or request.url.path
+    return RedirectResponse(raw + "/" + (f"?{query}" if query else ""),
+                            status_code=301 if request.method in ("GET", "HEAD") else 307)
+
+
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-ROUTES = [Route(PATH, proxy_http, methods=METHODS), WebSocketRoute(PATH, proxy_websocket)]
+ROUTES = [Route(PATH, proxy_http, methods=METHODS), WebSocketRoute(PATH, proxy_websocket),
+          Route(PREFIX + "/{namespace}/{name}", add_slash, methods=METHODS)]
 
 
 def install(app: FastAPI) -> None:

@@ -233,7 +233,8 @@ class RequestGuard:
         """A WebSocket handshake (the notebook proxy's kernels and terminals) passes the same Host and identity
         checks as a request, and its Origin must be this server's (a browser opens a WebSocket to any site,
         with its cookies: cross-site WebSocket hijacking); refused, it is closed before it is accepted, which
-        the client sees as HTTP 403."""
+        the client sees as HTTP 403 — or, where the server speaks ASGI's WebSocket denial response (uvicorn
+        does), as the refusal's own status and JSON body: 401 without an identity, 403 for a foreign Origin."""
         headers: dict[str, str] = {}
         for key, value in scope["headers"]:
             headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
@@ -253,7 +254,19 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         await receive()  # websocket.connect
-        await send({"type": "websocket.close", "code": 1008, "reason": refused[1][:120]})
+        await deny_websocket(scope, send, *refused)
+
+
+async def deny_websocket(scope: Scope, send: Send, status: int, message: str) -> None:
+    """Refuse a WebSocket handshake with an HTTP status and millpond's JSON error (ASGI's denial response), or,
+    where the server cannot send one, close it before it is accepted (HTTP 403)."""
+    if "websocket.http.response" not in (scope.get("extensions") or {}):
+        await send({"type": "websocket.close", "code": 1008, "reason": message[:120]})
+        return
+    response = error_response(status, message)
+    await send({"type": "websocket.http.response.start", "status": status,
+                "headers": [(key, value) for key, value in response.raw_headers]})
+    await send({"type": "websocket.http.response.body", "body": bytes(response.body), "more_body": False})
 
 
 def _too_large(length: str | None, streamed: bool = False) -> tuple[int, str] | None:

@@ -218,6 +218,30 @@ class ResourceStore:
             session.delete(row)
             return True
 
+    def annotate(self, kind: str, name: str, namespace: str, changes: dict[str, str | None],
+                 uid: str | None = None) -> bool:
+        """Set (a value) or remove (None) annotations of one object in one transaction, as a controller's
+        metadata patch does; False when there is no such object (or another ``uid``: it was re-created)."""
+        with self._sessions.begin() as session:
+            row = self._row(session, kind, name, namespace, lock=True)
+            if row is None or (uid is not None and row.uid != uid):
+                return False
+            metadata = dict(row.manifest.get("metadata") or {})
+            annotations = dict(metadata.get("annotations") or {})
+            for key, value in changes.items():
+                if value is None:
+                    annotations.pop(key, None)
+                else:
+                    annotations[key] = value
+            if annotations == (metadata.get("annotations") or {}):
+                return True
+            if annotations:
+                metadata["annotations"] = annotations
+            else:
+                metadata.pop("annotations", None)
+            row.manifest, row.updated_at = {**row.manifest, "metadata": metadata}, utcnow()
+            return True
+
     def set_status(self, kind: str, name: str, status: dict[str, Any], namespace: str = "default") -> None:
         """Replace an object's status; an object deleted meanwhile stays deleted (nothing is written).
 
