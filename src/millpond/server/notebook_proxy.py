@@ -200,13 +200,16 @@ async def proxy_websocket(websocket: WebSocket) -> None:
             return
 
     async def jupyter_to_browser() -> None:
-        async for message in upstream:
-            if message.type == aiohttp.WSMsgType.TEXT:
-                await websocket.send_text(message.data)
-            elif message.type == aiohttp.WSMsgType.BINARY:
-                await websocket.send_bytes(message.data)
-            else:
-                return
+        try:
+            async for message in upstream:
+                if message.type == aiohttp.WSMsgType.TEXT:
+                    await websocket.send_text(message.data)
+                elif message.type == aiohttp.WSMsgType.BINARY:
+                    await websocket.send_bytes(message.data)
+                else:
+                    return
+        except (WebSocketDisconnect, OSError):  # the browser left while Jupyter spoke: nothing to pass on
+            return
 
     tasks = [asyncio.ensure_future(browser_to_jupyter()), asyncio.ensure_future(jupyter_to_browser())]
     try:
@@ -217,7 +220,7 @@ async def proxy_websocket(websocket: WebSocket) -> None:
         await upstream.close()
         try:
             await websocket.close()
-        except RuntimeError:
+        except (RuntimeError, WebSocketDisconnect, OSError):
             pass  # already closed by the browser
 
 
