@@ -10,6 +10,7 @@ and the ``sleep`` it started, by their host pids). The environment also holds th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -26,10 +27,28 @@ from millpond.runners import isolation
 from millpond.server.tls import Subjects, ensure_certificate
 from tests.conftest import CliResult, spawn_cli, task
 from tests.datasets_support import manifest
+from tests.kube_sdk_env import cache_root
 
 HERE = Path(__file__).parent
 PIPELINES = HERE / "pipelines.py"
-PROBE = HERE / "probe.py"
+
+
+def _visible_probe() -> Path:
+    """probe.py where a confined task can read it: a checkout under ``/tmp`` is hidden from tasks (their
+    ``/tmp`` is private), so the probe is copied to the tests' cache (under the user's home, which is not
+    covered), once per content."""
+    source = (HERE / "probe.py").read_bytes()
+    folder = cache_root() / "isolation"
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"probe-{hashlib.sha256(source).hexdigest()[:12]}.py"
+    if not target.exists():
+        partial = target.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_bytes(source)
+        os.replace(partial, target)
+    return target
+
+
+PROBE = _visible_probe()
 SERVER_SECRETS = {"MILLPOND_TOKEN": "server-api-token", "AWS_SECRET_ACCESS_KEY": "server-cloud-key",
                   "SERVER_DB_PASSWORD": "server-db-password"}
 

@@ -42,7 +42,7 @@ from typing import Any
 
 from millpond.datasets.config import load_config
 from millpond.datasets.shared_mounts import SharedMount, release, use
-from millpond.errors import UserError
+from millpond.errors import MillpondError, UserError
 from millpond.names import check_object_name
 from millpond.runners.base import Bind
 from millpond.settings import Settings
@@ -57,7 +57,7 @@ FIELD_REFS = ("metadata.name", "metadata.namespace")
 SHM = "/dev/shm"
 
 
-class MountWaiting(Exception):
+class MountWaiting(MillpondError):
     """The server cannot start yet: ``unscheduled`` (a missing claim: the scheduler's PodScheduled False),
     else the container waits with ``reason`` (ContainerCreating, CreateContainerConfigError)."""
 

@@ -38,7 +38,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from millpond.access.attributes import Attributes
-from millpond.errors import ForbiddenError
+from millpond.errors import ForbiddenError, MillpondError
 from millpond.notebooks import objects
 from millpond.notebooks.kinds import GROUP, NOTEBOOK, PREFIX, base_url
 from millpond.runners.ports import LOCAL_ADDR
@@ -56,7 +56,7 @@ WS_HEADERS = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-webso
 PATH = PREFIX + "/{namespace}/{name}/{rest:path}"
 
 
-class Refused(Exception):
+class Refused(MillpondError):
     """Why a request to a notebook is not forwarded: an HTTP status and one line."""
 
     def __init__(self, status: int, message: str) -> None:
