@@ -21,6 +21,7 @@ import websocket
 
 from millpond.notebooks import culler, objects, paths
 from millpond.notebooks.kinds import LAST_ACTIVITY_ANNOTATION, STOP_ANNOTATION
+from millpond.pods.records import parse_instant
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.kube_support import Kubectl, kubectl_for
@@ -105,7 +106,7 @@ def test_an_idle_notebook_is_culled_a_busy_one_is_not_and_the_culled_one_starts_
     channels = kernel_channels(busy)
     assert execute(channels, "1+1") == "2"
     first = wait_annotation(kubectl, "busy", LAST_ACTIVITY_ANNOTATION)
-    assert culler.parse_time(first) is not None and first.endswith("Z"), first  # RFC3339, as upstream writes
+    assert parse_instant(first) is not None and first.endswith("Z"), first  # RFC3339, as upstream writes
     socket = start_busy(channels, int(IDLE_S * 4))
     try:
         deadline = time.monotonic() + 60
@@ -116,7 +117,7 @@ def test_an_idle_notebook_is_culled_a_busy_one_is_not_and_the_culled_one_starts_
 
         # the idle one is culled: stopped through the controller's annotation, its last-activity removed
         stopped_at = wait_annotation(kubectl, "idle", STOP_ANNOTATION)
-        assert culler.parse_time(stopped_at) is not None, stopped_at
+        assert parse_instant(stopped_at) is not None, stopped_at
         shown = wait_for(kubectl, "idle", False)
         assert shown["status"]["readyReplicas"] == 0
         wait_annotation(kubectl, "idle", LAST_ACTIVITY_ANNOTATION, present=False)
@@ -130,7 +131,7 @@ def test_an_idle_notebook_is_culled_a_busy_one_is_not_and_the_culled_one_starts_
         assert kernel_states(busy) == ["busy"]
         shown_busy = annotations(kubectl, "busy")
         assert STOP_ANNOTATION not in shown_busy, shown_busy
-        assert culler.parse_time(shown_busy[LAST_ACTIVITY_ANNOTATION]) > culler.parse_time(first)  # type: ignore[operator]
+        assert parse_instant(shown_busy[LAST_ACTIVITY_ANNOTATION]) > parse_instant(first)  # type: ignore[operator]
         assert wait_for(kubectl, "busy", True)["status"]["readyReplicas"] == 1
     finally:
         socket.close()
@@ -143,7 +144,7 @@ def test_an_idle_notebook_is_culled_a_busy_one_is_not_and_the_culled_one_starts_
     assert status == 200 and json.loads(text)["content"] == "still here", text
     assert execute(kernel_channels(idle), "1+1") == "2"
     restarted = wait_annotation(kubectl, "idle", LAST_ACTIVITY_ANNOTATION)
-    assert culler.parse_time(restarted) > culler.parse_time(stopped_at)  # type: ignore[operator]
+    assert parse_instant(restarted) > parse_instant(stopped_at)  # type: ignore[operator]
     for name in ("idle", "busy"):
         kubectl.ok("delete", "notebook", name)
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from millpond.notebooks import objects
 from millpond.notebooks.kinds import LAST_ACTIVITY_ANNOTATION, NOTEBOOK, STOP_ANNOTATION, base_url
+from millpond.pods.records import parse_instant
 from millpond.runners.ports import LOCAL_ADDR
 from millpond.settings import Settings
 from millpond.store.resources import Resource, ResourceStore
@@ -92,22 +93,11 @@ def rfc3339(moment: dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_time(text: object) -> dt.datetime | None:
-    """Jupyter's ISO times (``...123456Z``: fractions, which ``core.view.parse_timestamp`` refuses) and the
-    annotation's RFC3339; None for anything else."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
-
 
 def activity_of(kernels: list[dict[str, Any]], terminals: list[dict[str, Any]]) -> Activity:
     """Reduce the API's answers (pure, for the tests of the rules)."""
     busy = any(kernel.get("execution_state") != IDLE for kernel in kernels)
-    moments = [parse_time(one.get("last_activity")) for one in [*kernels, *terminals]]
+    moments = [parse_instant(one.get("last_activity")) for one in [*kernels, *terminals]]
     known = [moment for moment in moments if moment is not None]
     return Activity(busy, max(known) if known else None)
 
@@ -126,7 +116,7 @@ def next_last_activity(current: str | None, activity: Activity | None, now: dt.d
 
 
 def idle_past(last_activity: str | None, culling: CullingSettings, now: dt.datetime) -> bool:
-    moment = parse_time(last_activity)
+    moment = parse_instant(last_activity)
     return moment is not None and (now - moment).total_seconds() > culling.idle_s
 
 

@@ -24,6 +24,7 @@ from millpond.pods.records import (
     Running,
     Terminated,
     Waiting,
+    parse_instant,
     pod_uid,
 )
 from millpond.training.batch.pods import JobPod, JobPods, job_folder, job_pods
@@ -53,14 +54,14 @@ def _pod(job: JobPods, pod: JobPod, ran: dict[str, str] | None = None) -> PodVie
         process=ProcessRef(pod.pid, pod.pid_start) if running and pod.pid is not None else None)
     return PodView(
         name=pod.name, namespace=job.namespace, uid=pod_uid(job.uid, pod.name, pod.restarts),
-        created_at=_moment(pod.created_at) or dt.datetime.now(dt.timezone.utc), containers=(container,),
+        created_at=parse_instant(pod.created_at) or dt.datetime.now(dt.timezone.utc), containers=(container,),
         owner=OwnerRef("batch/v1", "Job", job.job, job.uid), labels=job.pod_labels(pod),
-        annotations={**job.pod_annotations(pod), **(ran or {})}, started_at=_moment(pod.started_at),
+        annotations={**job.pod_annotations(pod), **(ran or {})}, started_at=parse_instant(pod.started_at),
         restart_policy="Never")
 
 
 def _state(pod: JobPod) -> ContainerState:
-    started, finished = _moment(pod.started_at), _moment(pod.finished_at)
+    started, finished = parse_instant(pod.started_at), parse_instant(pod.finished_at)
     if pod.phase == "Running" and started is not None:
         return Running(started)
     if pod.phase in ("Succeeded", "Failed"):
@@ -69,12 +70,3 @@ def _state(pod: JobPod) -> ContainerState:
         return Terminated(code, reason, started, finished, pod.message)
     return Waiting(pod.reason or "ContainerCreating", pod.message)
 
-
-def _moment(text: str | None) -> dt.datetime | None:
-    if not text:
-        return None
-    try:
-        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)

@@ -82,6 +82,18 @@ class Terminated:
 ContainerState = Waiting | Running | Terminated
 
 
+def parse_instant(text: object) -> dt.datetime | None:
+    """An ISO 8601 time as the families and Jupyter write them (``Z`` or an offset, fractions allowed; one with
+    no zone is UTC); None for no text or text that is not one."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+
+
 def terminated(code: int, started_at: dt.datetime | None, finished_at: dt.datetime | None,
                message: str = "") -> Terminated:
     """A process's end as the kubelet reports it: a negative return code (killed by signal N) is ``128 + N``;
