@@ -32,7 +32,7 @@ from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.containers_support import build_image, ensure_debian_image
 from tests.kube_support import Kubectl, kubectl_for
-from tests.notebooks.support import execute, request
+from tests.notebooks.support import ending_notebooks, execute, request
 from tests.server_support import Served, module_home
 
 pytestmark = pytest.mark.timeout(900)
@@ -74,11 +74,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def served(home: Path) -> Iterator[Served]:
-    server = Served()
-    yield server
-    for resource in ResourceStore(load_settings()).list("Notebook", None):
-        objects.delete(load_settings(), resource.namespace, resource.name)
-    server.stop()
+    yield from ending_notebooks(Served())
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from millpond.runners.process_groups import MARK_VAR
 from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.kube_support import Kubectl, kubectl_for
-from tests.notebooks.support import alive, environ_value, execute, marked_processes, request
+from tests.notebooks.support import alive, ending_notebooks, environ_value, execute, marked_processes, request
 from tests.server_support import Served, module_home
 
 pytestmark = pytest.mark.timeout(600)
@@ -46,11 +46,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def served(home: Path) -> Iterator[Served]:
-    server = Served()
-    yield server
-    for resource in ResourceStore(load_settings()).list("Notebook", None):
-        objects.delete(load_settings(), resource.namespace, resource.name)
-    server.stop()
+    yield from ending_notebooks(Served())
 
 
 @pytest.fixture(scope="module")
