@@ -164,8 +164,9 @@ def test_can_i_list_and_whoami(team: Team) -> None:
 def test_impersonation_needs_the_impersonate_verb(team: Team) -> None:
     """kubectl sends ``Impersonate-User`` on discovery too; with a cold discovery cache client-go cannot decode
     the refusal under its aggregated-discovery Accept and prints ``Forbidden: unknown`` (as against
-    kube-apiserver), so alice's cache is warmed first, as any earlier command of hers would have."""
+    kube-apiserver), so each user's cache is warmed first, as any earlier command of theirs would have."""
     team.kubectl("alice").ok("get", "configmaps", "-n", "team-a")
+    team.kubectl("bob").run("get", "configmaps", "-n", "team-a")  # bob's discovery; the list itself may be refused
     asked = team.kubectl("alice").run("get", "configmaps", "-n", "team-a", "--as", "bob")
     assert asked.stderr == ('Error from server (Forbidden): users "bob" is forbidden: '
                             f"{_forbidden('alice', 'impersonate', 'users')}\n")
