@@ -76,6 +76,15 @@ def index() -> FileResponse:
                         headers={"Cache-Control": "no-cache", "Content-Security-Policy": PAGE_CSP})
 
 
+FAVICON = _STATIC / "favicon.ico"
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon() -> FileResponse:
+    """The UI's icon (a 32x32 PNG inside an ICO), where browsers ask for it and where index.html links it."""
+    return FileResponse(FAVICON, media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"})
+
+
 @router.get("/ui/{name:path}", include_in_schema=False)
 def static_file(name: str) -> FileResponse:
     """A file of the UI: ``app.js`` and ``app.css``, and the ES modules it imports under ``lib/`` and ``pages/``.
