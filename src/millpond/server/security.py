@@ -116,7 +116,9 @@ def is_public(method: str, path: str) -> bool:
     """
     if method not in ("GET", "HEAD"):
         return False
-    return path in ("/", "/favicon.ico") or (path.startswith("/ui/") and UI_FILE_NAME.fullmatch(path[len("/ui/"):]) is not None)
+    if path in ("/", "/favicon.ico"):
+        return True
+    return path.startswith("/ui/") and UI_FILE_NAME.fullmatch(path[len("/ui/"):]) is not None
 
 
 # What a multi-user server serves without an identity besides the UI's page and files: the login route

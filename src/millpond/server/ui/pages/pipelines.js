@@ -58,14 +58,16 @@ export function pipelinesList(main) {
   });
 }
 
-// The version's graph before any run: the workflow's own steps for a kfp 1.x upload, the IR's top tasks otherwise.
+// The version's graph before any run: the workflow's own steps for a kfp 1.x upload, the IR's top tasks and
+// their output artifacts otherwise; drawn static (no state).
 function versionGraph(pipelineId, versionId) {
   const box = h("div", { className: "graph", id: "version-graph" }, h("span", { className: "muted" }, "loading…"));
   const note = h("span", { className: "muted", id: "version-graph-source" });
   getJSON(`/ui-api/pipelines/${encodeURIComponent(pipelineId)}/versions/${encodeURIComponent(versionId)}/graph`)
     .then((data) => {
       note.textContent = data.source === "workflow" ? " kfp v1: the Argo workflow's steps" : "";
-      box.replaceChildren(drawDag(data.nodes.filter((n) => !n.parent), null, () => {}, () => {}));
+      // static: no run, so no state (KFP's pipeline page draws what each node is, never "pending")
+      box.replaceChildren(drawDag(data.nodes.filter((n) => !n.parent), null, () => {}, () => {}, { static: true }));
     })
     .catch((err) => { box.className = "error"; box.textContent = `no graph: ${err.message}`; });
   return [h("h2", {}, "Graph", note), box];

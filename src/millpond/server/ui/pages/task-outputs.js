@@ -38,7 +38,8 @@ export function artifactPreviews(runId, node) {
   return cards.length ? [h("h2", {}, "Artifacts"), h("div", { id: "artifact-previews" }, cards)] : null;
 }
 
-function previewOf(runId, type, artifact) {
+// One artifact's preview (a table, charts, rendered Markdown, a sandboxed page, an image), or null: also the compare page's.
+export function previewOf(runId, type, artifact) {
   const meta = artifact.metadata || {};
   if (type === "system.Metrics") {
     const rows = Object.entries(meta).filter(([k]) => k !== "display_name");
