@@ -71,7 +71,7 @@ export function drawDag(nodes, selected, onSelect, onOpen, options) {
     s("rect", { width: NODE_W, height: NODE_H, rx: 8 }),
     s("circle", { cx: 14, cy: NODE_H / 2, r: 5 }),
     s("text", { x: 26, y: 19 }, clip(n.name, 24)),
-    s("text", { x: 26, y: 35, class: "sub" }, clip(subline(n, isStatic), 30))));
+    s("text", { x: 26, y: 35, class: "sub" }, clip(subline(n, isStatic), 34))));
   }
   return svg;
 }

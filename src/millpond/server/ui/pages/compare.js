@@ -8,7 +8,7 @@
 
 import { API, getJSON } from "../lib/api.js";
 import { h, stateBadge } from "../lib/dom.js";
-import { duration, v1Number, valueText } from "../lib/format.js";
+import { duration, text, v1Number, valueText } from "../lib/format.js";
 import { routeToken } from "../lib/polling.js";
 import { previewOf } from "./task-outputs.js";
 
@@ -52,7 +52,7 @@ function scalarsTable(runs, metrics) {
   return h("table", { id: "compare-scalars" },
     h("thead", {},
       h("tr", {}, h("th", {}, "Run"), columns.map((c) => h("th", { "data-run-id": c.run.run_id }, c.run.display_name || c.run.run_id))),
-      h("tr", {}, h("th", {}, "Task › artifact"), columns.map((c) => h("th", { className: "muted" }, `${c.task} › ${c.artifact}`)))),
+      h("tr", {}, h("th", {}, "Task › artifact"), columns.map((c) => h("th", { className: "muted" }, `${text(c.task)} › ${text(c.artifact)}`)))),
     h("tbody", {}, names.map((name) => h("tr", { className: "scalar-row", "data-metric": name }, h("th", {}, name),
       columns.map((c) => {
         const m = c.values.find((v) => v.name === name);
@@ -68,7 +68,7 @@ function artifactColumns(runs, graphs) {
       found.length ? found.map((a) => {
         const body = previewOf(run.run_id, a.type, a.artifact);
         return body ? h("div", { className: "preview", "data-artifact": a.key, "data-task": a.task, "data-type": a.type },
-          h("div", { className: "preview-title" }, `${a.task} › ${a.key}`, " ", h("span", { className: "muted" }, a.type)), body) : null;
+          h("div", { className: "preview-title" }, `${text(a.task)} › ${text(a.key)}`, " ", h("span", { className: "muted" }, a.type)), body) : null;
       }) : h("div", { className: "muted" }, "No artifacts to show."));
   }));
 }

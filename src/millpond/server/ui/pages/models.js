@@ -6,6 +6,7 @@
 
 import { getJSON, objectPath } from "../lib/api.js";
 import { h, setStatus } from "../lib/dom.js";
+import { text } from "../lib/format.js";
 import { inNamespace, scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
@@ -17,16 +18,16 @@ function readyBadge(ready) {
 }
 
 function trafficText(model) {
-  return (model.revisions || []).map((r) => `${r.name}: ${r.percent ?? "?"}%` + (model.served ? ` (${r.replicas.length} up)` : "")).join(", ");
+  return (model.revisions || []).map((r) => `${text(r.name)}: ${r.percent ?? "?"}%` + (model.served ? ` (${r.replicas.length} up)` : "")).join(", ");
 }
 
 function latencyText(m) {
   if (!m || m.p50_ms === null || m.p50_ms === undefined) return "";
-  return `${m.p50_ms} / ${m.p99_ms} ms`;
+  return `${text(m.p50_ms)} / ${text(m.p99_ms)} ms`;
 }
 
 function pairs(values) {
-  return Object.entries(values || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+  return Object.entries(values || {}).map(([k, v]) => `${k}=${text(v)}`).join(", ");
 }
 
 export function modelsList(main) {
