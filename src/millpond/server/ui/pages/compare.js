@@ -7,7 +7,7 @@
 // Simplified from KFP: ROC curves are drawn per run, not overlaid on one chart.
 
 import { API, getJSON } from "../lib/api.js";
-import { h, stateBadge } from "../lib/dom.js";
+import { fill, h, stateBadge } from "../lib/dom.js";
 import { duration, text, v1Number, valueText } from "../lib/format.js";
 import { routeToken } from "../lib/polling.js";
 import { previewOf } from "./task-outputs.js";
@@ -92,7 +92,7 @@ export async function compareRuns(main, ids) {
     const metricOf = (id, name) => (metrics.runs[id] || []).find((m) => m.name === name);
     const row = (label, cells, cls, extra) => h("tr", { className: cls, ...(extra || {}) }, h("th", {}, label), cells.map((c) => h("td", {}, c)));
     const differs = (p) => new Set(runs.map((r) => JSON.stringify(paramsOf(r)[p] ?? null))).size > 1;
-    box.replaceChildren(
+    fill(box,
       h("table", { id: "compare-table" },
         h("thead", {}, h("tr", {}, h("th", {}, ""), runs.map((r) => h("th", {},
           h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.display_name || r.run_id))))),
@@ -108,6 +108,6 @@ export async function compareRuns(main, ids) {
       h("h2", { className: "compare-section" }, "Scalar metrics"), scalarsTable(runs, metrics),
       h("h2", { className: "compare-section" }, "Artifacts"), artifactColumns(runs, graphs));
   } catch (err) {
-    if (token === routeToken) box.replaceChildren(h("div", { className: "error" }, `cannot compare: ${err.message}`));
+    if (token === routeToken) fill(box, h("div", { className: "error" }, `cannot compare: ${err.message}`));
   }
 }

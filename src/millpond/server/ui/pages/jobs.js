@@ -29,7 +29,7 @@ export function jobsList(main) {
       pageToken = page.next_page_token || "";
     } while (pageToken && rows.length < 2000);
     if (token !== routeToken) return;
-    body.replaceChildren(...rows.map((job) => {
+    fill(body, ...rows.map((job) => {
       const href = `#/jobs/${objectPath(job.namespace, job.name)}`;
       return h("tr", { className: "run-row job-row", "data-job": `${job.namespace}/${job.name}`, onclick: () => { location.hash = href; } },
         h("td", {}, h("a", { href }, job.name)), h("td", {}, job.namespace),
@@ -74,7 +74,7 @@ export function jobDetail(main, namespace, name) {
       job = await getJSON(`${JOBS}/${objectPath(namespace, name)}`);
     } catch (err) {
       if (token === routeToken) {
-        header.replaceChildren(h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", name),
+        fill(header, h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", name),
           h("div", { className: "error", id: "job-error" }, `${namespace}/${name}: ${err.message}`));
         stop();
       }
@@ -82,7 +82,7 @@ export function jobDetail(main, namespace, name) {
     }
     const found = await getJSON(`${JOBS}/${objectPath(namespace, name)}/events`);
     if (token !== routeToken) return;
-    header.replaceChildren(
+    fill(header,
       h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", job.name, " ", stateBadge(job.status)),
       h("div", { className: "kv" },
         h("div", {}, "Namespace"), h("div", {}, job.namespace),
@@ -94,11 +94,11 @@ export function jobDetail(main, namespace, name) {
         ...(job.waiting ? [h("div", {}, "Waiting"), h("div", { id: "job-waiting", className: "wrap" }, job.waiting)] : []),
         h("div", {}, "GPUs"), h("div", {}, `${text(job.allocatedGPUs)} allocated of ${text(job.requestGPUs)} requested`),
         h("div", {}, "UID"), h("div", {}, job.uuid)));
-    instances.replaceChildren(...(job.instances || []).map((i) => h("tr", { "data-instance": i.name },
+    fill(instances, ...(job.instances || []).map((i) => h("tr", { "data-instance": i.name },
       h("td", {}, i.name), h("td", {}, i.status), h("td", {}, i.age), h("td", {}, i.chief ? "yes" : ""),
       h("td", {}, String(i.requestGPUs)), h("td", {}, i.node))));
     if (!(job.instances || []).length) instances.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, "No instance started yet.")));
-    events.replaceChildren(...(found.events || []).map((e) => h("tr", {},
+    fill(events, ...(found.events || []).map((e) => h("tr", {},
       h("td", {}, e.type), h("td", {}, e.reason), h("td", {}, e.age), h("td", { className: "wrap" }, e.message))));
     const names = (job.instances || []).map((i) => i.name);
     if (chooser.options.length !== names.length) {

@@ -89,7 +89,7 @@ export function runDetail(main, runId) {
   function renderHeader(run) {
     nameExperiment(run);
     const archived = run.storage_state === "ARCHIVED";
-    header.replaceChildren(
+    fill(header,
       h("h1", {}, h("a", { href: archived ? "#/archive/runs" : "#/runs" }, archived ? "Archived runs" : "Runs"), " / ",
         run.display_name || run.run_id, " ", stateBadge(run.state),
         archived ? h("span", { className: "badge archived", id: "archived-badge" }, "archived") : null),
@@ -162,7 +162,7 @@ export function runDetail(main, runId) {
     const signature = JSON.stringify([view.scope, nodes.map((n) => [n.path, n.state, n.cached, n.deps])]);
     if (signature === view.drawn) return;  // unchanged: keep the drawing (and a double-click in progress)
     view.drawn = signature;
-    graph.replaceChildren(drawDag(nodes, view.selected, (node) => selectNode(node.path),
+    fill(graph, drawDag(nodes, view.selected, (node) => selectNode(node.path),
       (node) => { view.scope = node.path; renderGraph(); }));
   }
 
@@ -179,7 +179,7 @@ export function runDetail(main, runId) {
     const entries = ((node.outputs || {}).artifacts || {})[node.name] || [];
     const uris = (Array.isArray(entries) ? entries : [entries]).map((a) => (a && a.uri) || "").filter(Boolean);
     const producer = view.byPath.get(node.producer) || {};
-    side.replaceChildren(...[
+    fill(side, ...[
       h("h1", {}, node.name, " ", h("span", { className: "badge", id: "artifact-type" }, node.artifact_type || "artifact")),
       h("div", { className: "kv", id: "artifact-info" },
         h("div", {}, "Produced by"), h("div", {}, h("a", { id: "artifact-producer", onclick: () => selectNode(node.producer) },
@@ -226,6 +226,6 @@ export function runDetail(main, runId) {
       children.push(h("h2", {}, "Log"), logBox);
       if (!view.log) view.log = followLog(runId, node, logBox);
     }
-    side.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+    fill(side, ...children.flat().filter((c) => c !== null && c !== undefined));
   }
 }

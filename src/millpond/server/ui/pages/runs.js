@@ -3,7 +3,7 @@
 // artifacts' scalars; the page sorted by its leading metric from the Metrics header) and runs ticked to compare.
 
 import { API, getJSON } from "../lib/api.js";
-import { h, setStatus, stateBadge } from "../lib/dom.js";
+import { fill, h, setStatus, stateBadge } from "../lib/dom.js";
 import { experimentNames, loadExperimentNames, namesMissing } from "../lib/experiment-names.js";
 import { duration, fmtTime, metricsText } from "../lib/format.js";
 import { scoped } from "../lib/namespace.js";
@@ -24,7 +24,7 @@ async function loadRunMetrics(runIds, body) {
     } catch (err) { setStatus(err.message, true); return; }
   }
   for (const cell of body.querySelectorAll("td.metrics-cell")) {
-    if (runMetrics.has(cell.dataset.runId)) cell.replaceChildren(metricsText(runMetrics.get(cell.dataset.runId)));
+    if (runMetrics.has(cell.dataset.runId)) fill(cell, metricsText(runMetrics.get(cell.dataset.runId)));
   }
 }
 
@@ -140,7 +140,7 @@ export function runsList(main, experimentId, archived) {
     const arrow = (field) => (view.sort === field ? " ▲" : view.sort === `${field} desc` ? " ▼" : "");
     createdHeader.textContent = "Created" + arrow("created_at");
     nameHeader.textContent = "Name" + arrow("display_name");
-    body.replaceChildren(...runs.map((r) => h("tr", { className: "run-row", "data-run-id": r.run_id,
+    fill(body, ...runs.map((r) => h("tr", { className: "run-row", "data-run-id": r.run_id,
       onclick: () => { location.hash = `#/runs/${encodeURIComponent(r.run_id)}`; } },
       h("td", {}, tick(r.run_id)),
       h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.display_name || r.run_id)),
