@@ -117,10 +117,10 @@ class _Walk:
         template = self.workflow.template(task.template)
         if task.with_items is None and not task.with_param:
             first = len(self.out)
-            ends = self._step(template, path, task.name, deps)
+            last = self._step(template, path, task.name, deps)
             if task.when and first < len(self.out) and self.out[first]["path"] == path:
                 self.out[first]["condition"] = task.when  # as KFP v1's UI shows it: "Run when: ..."
-            return ends
+            return last
         prefix = f"{path}/iteration-"
         recorded = sorted(self.iterations.get(path, ()))
         if not recorded:  # before the run fans out (or a pipeline version): the loop is one node
