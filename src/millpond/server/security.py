@@ -109,14 +109,16 @@ UI_FILE_NAME = re.compile(r"(?:(?:lib|pages)/)?[A-Za-z0-9][A-Za-z0-9_-]*\.[a-z]+
 
 
 def is_public(method: str, path: str) -> bool:
-    """The web UI's page and its static files (no data in them) load without the token; nothing else does.
+    """The web UI's page, its icon and its static files (no data in them) load without the token; nothing else does.
 
     A module script is fetched without the token (the browser sends no Authorization header for it),
     so the files the page imports must be public as the page is.
     """
     if method not in ("GET", "HEAD"):
         return False
-    return path == "/" or (path.startswith("/ui/") and UI_FILE_NAME.fullmatch(path[len("/ui/"):]) is not None)
+    if path in ("/", "/favicon.ico"):
+        return True
+    return path.startswith("/ui/") and UI_FILE_NAME.fullmatch(path[len("/ui/"):]) is not None
 
 
 # What a multi-user server serves without an identity besides the UI's page and files: the login route

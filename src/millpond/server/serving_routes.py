@@ -32,11 +32,14 @@ asks ``get``.
 
 Every request is counted per InferenceService and revision on the server's ``/metrics``
 (``millpond_model_requests_total{namespace,name,revision,code}``,
-``millpond_model_request_duration_seconds``); the Models page reads the same figures.
+``millpond_model_request_duration_seconds``); the Models page reads the same figures, raised to the
+replicas' own counts where those are larger (``replica_counts``: calls straight to an InferenceService's
+own port bypass the gateway).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -49,6 +52,7 @@ from millpond import __version__
 from millpond.access.attributes import Attributes
 from millpond.errors import UserError
 from millpond.manifest_envelope import found
+from millpond.server.replica_counts import ServedCounts, merged, replica_counts
 from millpond.server.route_access import kind_scope, refusal, require_kind, shows
 from millpond.server.state import state_of
 from millpond.serving import lifecycle
@@ -260,8 +264,9 @@ def samples(base: str, namespace: str, name: str, row: list[float] | None) -> di
     return out
 
 
-def model_view(request: Request, resource: Any, row: list[float] | None = None) -> dict[str, Any]:
-    """One InferenceService as the Models page shows it."""
+def model_view(request: Request, resource: Any, row: list[float] | None = None,
+               served: ServedCounts | None = None) -> dict[str, Any]:
+    """One InferenceService as the Models page shows it (``served``: its replicas' own counts, ``replica_counts``)."""
     status = model_status(resource)
     front = gateway(request)
     target = front.lookup(resource.namespace, resource.name)
@@ -284,16 +289,21 @@ def model_view(request: Request, resource: Any, row: list[float] | None = None) 
         "storageUri": str((predictor.get(implementation) or {}).get("storageUri") or "")
         if isinstance(predictor.get(implementation), dict) else "",
         "revisions": revisions, "replicas": sum(len(r["replicas"]) for r in revisions),
-        "metrics": request.app.state.gateway_metrics.summary(resource.namespace, resource.name),
+        "metrics": merged(request.app.state.gateway_metrics.summary(resource.namespace, resource.name), served),
         "samples": samples(base, resource.namespace, resource.name, row),
         "created": resource.manifest.get("metadata", {}).get("creationTimestamp"),
     }
 
 
 @router.get("/ui-api/models")
-def ui_models(request: Request) -> dict[str, Any]:
-    """The Models page: every InferenceService with its readiness, URL, traffic, replicas, counts and latency."""
-    return {"models": [model_view(request, resource) for resource in stored(request)]}
+async def ui_models(request: Request) -> dict[str, Any]:
+    """The Models page: every InferenceService with its readiness, URL, traffic, replicas, counts and latency
+    (counts: the gateway's, or its replicas' where larger: calls straight to its own port count too)."""
+    resources = await asyncio.to_thread(stored, request)
+    front = gateway(request)
+    served = await asyncio.gather(*(replica_counts(front, front.lookup(r.namespace, r.name)) for r in resources))
+    return {"models": [model_view(request, resource, served=counts)
+                       for resource, counts in zip(resources, served, strict=True)]}
 
 
 @router.get("/ui-api/models/{namespace}/{name}")
@@ -303,7 +313,8 @@ async def ui_model(namespace: str, name: str, request: Request) -> dict[str, Any
     require_kind(request, ISVC, "get", namespace, name)
     resource = found(ISVC, name, namespace, False, ResourceStore(state_of(request).settings))[0]  # NotFoundError: 404
     row = await _sample_row(request, namespace, name)
-    view = model_view(request, resource, row)
+    served = await replica_counts(gateway(request), gateway(request).lookup(namespace, name))
+    view = model_view(request, resource, row, served)
     metadata = resource.manifest.get("metadata") or {}
     status = model_status(resource)
     view.update(conditions=status.get("conditions") or [], labels=metadata.get("labels") or {},

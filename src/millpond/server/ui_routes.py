@@ -7,10 +7,12 @@ task's place in the pipeline, its dependencies, its inputs and outputs) nor the 
 
 - ``GET /ui-api/runs/{run_id}/graph``: every task of the run's pipeline spec (sub-DAGs and
   loop iterations included) with its dependencies inside its DAG, merged with what the store
-  recorded for it (state, cache hit, inputs, outputs, error, times). A kfp 1.x run is drawn from
+  recorded for it (state, cache hit, inputs, outputs, error, times), each output artifact as a node
+  between its producer and its consumers, and a condition's expression (``ir_graph``). A kfp 1.x run is drawn from
   its Argo workflow instead (``workflow_graph``: the workflow's own steps, ``"source": "workflow"``).
 - ``GET /ui-api/runs/{run_id}/tasks/{task_id}/log?offset=N``: the task's log from byte ``N``,
   as ``millpond runs logs`` reads it; the UI follows it by asking again from the returned offset.
+- ``GET /favicon.ico``: the UI's icon.
 - ``GET /ui-api/queues``: every ClusterQueue as ``millpond queue list -o json`` shows it (quota and
   usage per flavor and resource as quantities, policies, the LocalQueues reaching it, the
   workloads holding quota and the pending ones with reason and position), for the Queues page.
@@ -45,15 +47,15 @@ from millpond.access import kfp
 from millpond.access.attributes import Attributes
 from millpond.scheduling.queues.views import current, queue_views
 from millpond.server.errors import ApiError
+from millpond.server.ir_graph import ir_nodes
 from millpond.server.kfp_access import check_run
 from millpond.server.route_access import allows, list_scope, shows
 from millpond.server.runs import run_view
 from millpond.server.security import UI_FILE_NAME
 from millpond.server.state import state_of
-from millpond.server.workflow_graph import parsed_workflow, task_node, workflow_nodes
+from millpond.server.workflow_graph import parsed_workflow, workflow_nodes
 from millpond.store.artifacts import filesystem, is_remote, remote_key
 from millpond.store.journal import FINAL_STATES
-from millpond.store.models import Task
 
 router = APIRouter()
 _STATIC = Path(__file__).parent / "ui"
@@ -74,6 +76,15 @@ PAGE_CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inl
 def index() -> FileResponse:
     return FileResponse(_STATIC / "index.html", media_type="text/html",
                         headers={"Cache-Control": "no-cache", "Content-Security-Policy": PAGE_CSP})
+
+
+FAVICON = _STATIC / "favicon.ico"
+
+
+@router.get("/favicon.ico", include_in_schema=False)
+def favicon() -> FileResponse:
+    """The UI's icon (a 32x32 PNG inside an ICO), where browsers ask for it and where index.html links it."""
+    return FileResponse(FAVICON, media_type="image/x-icon", headers={"Cache-Control": "max-age=86400"})
 
 
 @router.get("/ui/{name:path}", include_in_schema=False)
@@ -133,19 +144,6 @@ def run_graph(run_id: str, request: Request) -> dict[str, Any]:
         return {"run": view, "nodes": workflow_nodes(workflow, tasks, ended=final), "final": final,
                 "source": "workflow"}
     return {"run": view, "nodes": ir_nodes(run.pipeline_spec or {}, tasks), "final": final, "source": "ir"}
-
-
-def ir_nodes(spec: dict[str, Any], tasks: dict[str, Task]) -> list[dict[str, Any]]:
-    """Every task of an IR pipeline (sub-DAGs and recorded loop iterations) with its record, if any."""
-    nodes: list[dict[str, Any]] = []
-    _walk(spec.get("root") or {}, "", None, spec.get("components") or {}, tasks, nodes)
-    known = {node["path"] for node in nodes}
-    for path, task in tasks.items():  # recorded but not found in the spec: still show it
-        if path not in known:
-            parent = path.rsplit("/", 1)[0] if "/" in path else None
-            nodes.append(task_node(path, task.name, parent, [], task.kind, tasks))
-            known.add(path)
-    return nodes
 
 
 @router.get("/ui-api/runs/{run_id}/tasks/{task_id}/log", tags=["UI"])
@@ -214,43 +212,3 @@ def read_artifact(uri: str) -> bytes:
         raise too_big
     with open(path, "rb") as local:
         return local.read(MAX_PREVIEW_BYTES)
-
-
-def _walk(component: dict[str, Any], scope: str, parent: str | None, components: dict[str, Any],
-          tasks: dict[str, Task], nodes: list[dict[str, Any]]) -> None:
-    specs = (component.get("dag") or {}).get("tasks") or {}
-    for key, task_spec in specs.items():
-        path = f"{scope}/{key}" if scope else key
-        deps = sorted(_dependencies(task_spec) & set(specs))
-        child = components.get((task_spec.get("componentRef") or {}).get("name", "")) or {}
-        is_loop = "parameterIterator" in task_spec or "artifactIterator" in task_spec
-        if is_loop:
-            kind = "loop"
-        elif "dag" in child:
-            kind = "dag"
-        else:
-            kind = "importer" if "importer" in task_spec else "container"
-        name = (task_spec.get("taskInfo") or {}).get("name") or key
-        nodes.append(task_node(path, name, parent, [f"{scope}/{d}" if scope else d for d in deps], kind, tasks))
-        if is_loop:
-            prefix = f"{path}/iteration-"
-            iterations = sorted((p for p in tasks if p.startswith(prefix) and "/" not in p[len(prefix):]),
-                                key=lambda p: int(p[len(prefix):]) if p[len(prefix):].isdigit() else 0)
-            for iteration in iterations:
-                nodes.append(task_node(iteration, tasks[iteration].name, path, [], "iteration", tasks))
-                _walk(child, iteration, iteration, components, tasks, nodes)
-        elif "dag" in child:
-            _walk(child, path, path, components, tasks, nodes)
-
-
-def _dependencies(task_spec: dict[str, Any]) -> set[str]:
-    deps = set(task_spec.get("dependentTasks") or [])
-    for kind in ("parameters", "artifacts"):
-        for binding in ((task_spec.get("inputs") or {}).get(kind) or {}).values():
-            ref = (
-                binding.get("taskOutputParameter") or binding.get("taskOutputArtifact")
-                or binding.get("taskFinalStatus")
-            )
-            if isinstance(ref, dict) and ref.get("producerTask"):
-                deps.add(ref["producerTask"])
-    return deps

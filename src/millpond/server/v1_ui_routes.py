@@ -3,8 +3,9 @@
 - ``GET /ui-api/runs/{run_id}/tasks/{task_id}/v1-outputs``: the task's ``mlpipeline-ui-metadata``
   visualizations and ``mlpipeline-metrics`` metrics (``v1_outputs`` reads them, bounded; a
   ``source`` is read only when it is one of this run's own artifacts).
-- ``GET /ui-api/run-metrics?run_id=A&run_id=B``: the v1 metrics of up to 100 runs, for the
-  runs list's Metrics column and the compare view (as v1's runs list showed them).
+- ``GET /ui-api/run-metrics?run_id=A&run_id=B``: the metrics of up to 100 runs, for the runs
+  list's Metrics column and the compare view: kfp 1.x's ``mlpipeline-metrics`` (as v1's runs list
+  showed them), then the scalars of KFP v2 ``system.Metrics`` artifacts (``scalar_metrics``).
 - ``GET /ui-api/pipelines/{pipeline_id}/versions/{version_id}/graph``: the version's graph
   before any run: the workflow's own steps for a kfp 1.x upload, the IR's tasks otherwise.
 
@@ -26,10 +27,12 @@ from fastapi import APIRouter, Query, Request
 from millpond.access import kfp
 from millpond.errors import UserError
 from millpond.server.errors import ApiError
+from millpond.server.ir_graph import ir_nodes
 from millpond.server.kfp_access import check_run
 from millpond.server.pipelines import readable_version
+from millpond.server.scalar_metrics import scalar_metrics
 from millpond.server.state import state_of
-from millpond.server.ui_routes import ir_nodes, read_artifact
+from millpond.server.ui_routes import read_artifact
 from millpond.server.v1_outputs import (
     METADATA_ARTIFACT,
     METRICS_ARTIFACT,
@@ -76,7 +79,8 @@ def task_v1_outputs(run_id: str, task_id: str, request: Request) -> dict[str, An
 
 @router.get("/ui-api/run-metrics")
 def run_metrics(request: Request, run_id: list[str] = Query(default=[])) -> dict[str, Any]:
-    """Each run's v1 metrics, ``[{name, number_value, format, node}]`` (unreadable files left out)."""
+    """Each run's metrics, ``[{name, number_value, format, node}]``: kfp 1.x's (unreadable files left out),
+    then the scalars of its KFP v2 ``system.Metrics`` artifacts (``scalar_metrics``, with ``artifact``)."""
     if len(run_id) > MAX_RUNS:
         raise ApiError(400, f"at most {MAX_RUNS} run_id values a request")
     store = state_of(request).store
@@ -86,25 +90,33 @@ def run_metrics(request: Request, run_id: list[str] = Query(default=[])) -> dict
         check_run(request, store, run, kfp.READ_ARTIFACT)
     for rid, run in zip(dict.fromkeys(run_id), chosen, strict=True):
         found: list[dict[str, Any]] = []
+        scalars: list[dict[str, Any]] = []
         for task in store.list_tasks(run.id):
+            if task.state != "SUCCEEDED":
+                continue
+            scalars += scalar_metrics(task)
             uri = _artifact_uri(task, METRICS_ARTIFACT)
-            if uri and task.state == "SUCCEEDED":
+            if uri:
                 try:
                     found += [{**m.view(), "node": task.name} for m in _metrics_of(uri)]
                 except (ApiError, UserError):
                     continue
-        runs[rid] = found
+        runs[rid] = found + scalars
     return {"runs": runs}
 
 
 @router.get("/ui-api/pipelines/{pipeline_id}/versions/{version_id}/graph")
 def version_graph(pipeline_id: str, version_id: str, request: Request) -> dict[str, Any]:
-    """The version's static graph: the kfp 1.x workflow's steps, or the IR's tasks (no records)."""
+    """The version's static graph: the kfp 1.x workflow's steps, or the IR's tasks and artifacts (no records).
+
+    ``static``: there is no run, so the page draws no state (a node's ``state`` is only the
+    run graph's default, kept for the callers that read it).
+    """
     version = readable_version(request, pipeline_id, version_id)
     workflow = parsed_workflow(version.workflow) if version.workflow is not None else None
     if workflow is not None:
-        return {"nodes": workflow_nodes(workflow, {}), "source": "workflow"}
-    return {"nodes": ir_nodes(version.pipeline_spec or {}, {}), "source": "ir"}
+        return {"nodes": workflow_nodes(workflow, {}), "source": "workflow", "static": True}
+    return {"nodes": ir_nodes(version.pipeline_spec or {}, {}), "source": "ir", "static": True}
 
 
 def _artifact_uri(task: Task, name: str) -> str | None:

@@ -6,7 +6,8 @@ render tasks (``argo-items-T``) and the workflow's raw artifacts (``argo-artifac
 knows the workflow's steps, so the graph is drawn from the workflow: one node per DAG task or
 step under the names the workflow gives them, a looped task once per item (``echo(0:alpha)``,
 Argo's node names), a DAG template (a ``dsl.Condition``, a sub-graph) as a group node its tasks
-hang from, and the ``onExit`` step after everything. Each node carries the IR task path the
+hang from (a task's ``when`` as its ``condition``, which v1's UI showed as "Run when"), and the
+``onExit`` step after everything. Each node carries the IR task path the
 engine records it under (``ENTRY/T``, ``ENTRY/T/iteration-K/T``, ``exit-X``), so its record
 (state, inputs, outputs, log) is found by path. The graph is flat (every node's ``parent`` is
 None), as v1's runtime graph was: a task inside a DAG node depends on that node, a task after
@@ -115,7 +116,11 @@ class _Walk:
     def _task(self, task: ArgoTask, path: str, deps: list[str]) -> list[str]:
         template = self.workflow.template(task.template)
         if task.with_items is None and not task.with_param:
-            return self._step(template, path, task.name, deps)
+            first = len(self.out)
+            last = self._step(template, path, task.name, deps)
+            if task.when and first < len(self.out) and self.out[first]["path"] == path:
+                self.out[first]["condition"] = task.when  # as KFP v1's UI shows it: "Run when: ..."
+            return last
         prefix = f"{path}/iteration-"
         recorded = sorted(self.iterations.get(path, ()))
         if not recorded:  # before the run fans out (or a pipeline version): the loop is one node

@@ -5,8 +5,12 @@ The names are KServe's model server's where it has one (``kserve/metrics.py``):
 prometheus_client's default buckets as KServe's. KServe counts no requests; millpond adds
 ``millpond_model_server_requests_total{protocol, code}`` (protocol ``v1``, ``v2``, ``seldon`` or
 ``other``; ``code`` the HTTP status), which is how a gateway's round-robin or a canary split can be
-checked from the replicas' side, and ``millpond_model_server_request_seconds{protocol}``, the time
-from request to answer inside the process.
+checked from the replicas' side, ``millpond_model_server_request_seconds{protocol}``, the time
+from request to answer inside the process, and ``millpond_model_server_inferences_total{protocol,
+code}``, the inference requests alone (every POST: v1 ``:predict``, v2 ``/infer``, Seldon
+``predictions``; never a health probe or a metadata read), whichever way they came: through the
+server's gateway or straight to the InferenceService's own port. The Models page reads it
+(``server.replica_counts``) so its counts include the calls that bypass the gateway.
 
 Cost per request is kept tiny (measured with ``benchmarks/serving.py``, README): the labelled
 children are looked up once and kept, so a request costs one counter increment and two histogram
@@ -37,15 +41,24 @@ class ServerMetrics:
                                 "protocol and HTTP status.", ["protocol", "code"], registry=self.registry)
         self.latency = Histogram("millpond_model_server_request_seconds", "Time from request to answer in this "
                                  "model server, by protocol.", ["protocol"], registry=self.registry)
+        self.inferences = Counter("millpond_model_server_inferences", "Inference requests (POST) answered by this "
+                                  "model server, by protocol and HTTP status.", ["protocol", "code"],
+                                  registry=self.registry)
         self._counts: dict[tuple[str, int], Any] = {}
+        self._inference_counts: dict[tuple[str, int], Any] = {}
         self._latencies = {p: self.latency.labels(p) for p in ("v1", "v2", "seldon", "other")}
 
-    def count(self, protocol: str, code: int, seconds: float) -> None:
+    def count(self, protocol: str, code: int, seconds: float, inference: bool = False) -> None:
         child = self._counts.get((protocol, code))
         if child is None:
             child = self._counts[(protocol, code)] = self.requests.labels(protocol, str(code))
         child.inc()
         self._latencies[protocol].observe(seconds)
+        if inference:
+            counted = self._inference_counts.get((protocol, code))
+            if counted is None:
+                counted = self._inference_counts[(protocol, code)] = self.inferences.labels(protocol, str(code))
+            counted.inc()
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
@@ -118,4 +131,5 @@ class MetricsApp:
         try:
             await self.app(scope, receive, counted)
         finally:
-            self.metrics.count(protocol_of(path), status, time.perf_counter() - started)
+            self.metrics.count(protocol_of(path), status, time.perf_counter() - started,
+                               inference=scope["method"] == "POST")

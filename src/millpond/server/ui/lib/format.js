@@ -19,8 +19,16 @@ export function duration(start, end) {
   return `${Math.floor(min / 60)}h ${min % 60}m`;
 }
 
-// A parameter or output value: a string as itself, anything else as JSON.
+// Text for a field that may be missing: null and undefined (and NaN) are "", never "null" or "undefined".
+// h() already leaves out null and undefined children; this is for text built from values (templates, joins).
+export function text(value) {
+  if (value === null || value === undefined || (typeof value === "number" && Number.isNaN(value))) return "";
+  return String(value);
+}
+
+// A parameter or output value: a string as itself, a missing one as "", anything else as JSON.
 export function valueText(value) {
+  if (value === null || value === undefined) return "";
   return typeof value === "string" ? value : JSON.stringify(value, null, 1);
 }
 
@@ -36,13 +44,16 @@ export function fmtCount(value) {
   return value === null || value === undefined ? "n/a" : String(Math.round(Number(value) * 100) / 100);
 }
 
-// One kfp 1.x metric's value (mlpipeline-metrics): three decimals, or a percentage.
+// One metric's value (kfp 1.x mlpipeline-metrics, or a v2 Metrics artifact's scalar): three decimals, or a
+// percentage; "" when it has none.
 export function v1Number(metric) {
+  if (!metric || metric.number_value === null || metric.number_value === undefined) return "";
   const value = Number(metric.number_value);
+  if (Number.isNaN(value)) return text(metric.number_value);
   return metric.format === "PERCENTAGE" ? `${(value * 100).toFixed(3)}%` : value.toFixed(3);
 }
 
-// A run's kfp 1.x metrics on one line of the runs list: the first six.
+// A run's metrics (kfp 1.x, then v2 scalar metrics) on one line of the runs list: the first six.
 export function metricsText(metrics) {
   if (!metrics || !metrics.length) return "";
   return metrics.slice(0, 6).map((m) => `${m.name}: ${v1Number(m)}`).join(" · ") + (metrics.length > 6 ? " …" : "");

@@ -3,7 +3,7 @@
 // secret, not in localStorage nor anywhere else. The server's own words are shown on failure (a wrong password,
 // or too many failures: 429); a success loads the app afresh, on the page the address names.
 
-import { h } from "./dom.js";
+import { fill, h } from "./dom.js";
 import { nextRoute } from "./polling.js";
 
 // The server's message in a failed answer, else its status.
@@ -55,6 +55,6 @@ export function showLogin(message) {
     h("label", { for: "login-username" }, "Username"), h("div", {}, username),
     h("label", { for: "login-password" }, "Password"), h("div", {}, password)),
   h("p", {}, submit), note);
-  document.getElementById("main").replaceChildren(form);
+  fill(document.getElementById("main"), form);
   username.focus();
 }

@@ -1,7 +1,7 @@
 // Hash routes: the hash as path segments (with the links kfp.Client prints folded into ours), and
 // route(), which clears the page and hands it to the page the app registered for those segments.
 
-import { setStatus } from "./dom.js";
+import { fill, setStatus } from "./dom.js";
 import { nextRoute } from "./polling.js";
 
 let showPage = null;  // (parts, main) => draws the page: set once by the app (start)
@@ -20,7 +20,7 @@ export function route() {
   nextRoute();
   setStatus("");
   const main = document.getElementById("main");
-  main.replaceChildren();
+  fill(main);
   const parts = routeParts(location.hash);
   for (const a of document.querySelectorAll("header nav a")) {
     a.classList.toggle("active", a.dataset.nav === (parts[0] === "archive" ? "runs" : parts[0]));

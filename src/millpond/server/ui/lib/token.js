@@ -1,7 +1,7 @@
 // Token mode: the page loads without a token; the first 401 shows this form, and the token lives in
 // sessionStorage (this tab only).
 
-import { h } from "./dom.js";
+import { fill, h } from "./dom.js";
 import { nextRoute } from "./polling.js";
 import { route } from "./router.js";
 
@@ -37,6 +37,6 @@ function askForToken(message) {
   h("p", { className: "muted" }, message || "It was started with --token (or MILLPOND_TOKEN). The token is kept in this tab only (sessionStorage)."),
   h("div", { className: "toolbar" }, input, h("button", { type: "submit", id: "token-submit" }, "Continue")));
   if (message) sessionStorage.removeItem(TOKEN_KEY);
-  document.getElementById("main").replaceChildren(form);
+  fill(document.getElementById("main"), form);
   input.focus();
 }

@@ -3,7 +3,7 @@
 
 import { allPages, API, getJSON } from "../lib/api.js";
 import { scoped } from "../lib/namespace.js";
-import { h } from "../lib/dom.js";
+import { fill, h } from "../lib/dom.js";
 import { routeToken } from "../lib/polling.js";
 import { irOf, runFormFor } from "./run-form.js";
 
@@ -21,7 +21,7 @@ export async function cloneRun(main, runId) {
     const target = reference.pipeline_version_id ? { pipeline_version_reference: reference }
       : { pipeline_spec: run.pipeline_spec, ...(run.platform_spec ? { platform_spec: run.platform_spec } : {}) };
     const config = run.runtime_config || {};
-    box.replaceChildren(
+    fill(box,
       h("h1", {}, h("a", { href: "#/runs" }, "Runs"), " / ",
         h("a", { href: `#/runs/${encodeURIComponent(run.run_id)}` }, run.display_name || run.run_id), " / clone"),
       runFormFor({
@@ -37,6 +37,6 @@ export async function cloneRun(main, runId) {
         runtimeConfig: config.pipeline_root ? { pipeline_root: config.pipeline_root } : {},
       }));
   } catch (err) {
-    if (token === routeToken) box.replaceChildren(h("div", { className: "error" }, `cannot clone run ${runId}: ${err.message}`));
+    if (token === routeToken) fill(box, h("div", { className: "error" }, `cannot clone run ${runId}: ${err.message}`));
   }
 }

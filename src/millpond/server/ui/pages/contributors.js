@@ -60,7 +60,7 @@ function namespacePanel(namespace, found) {
     }
   };
   const draw = (list) => {
-    rows.replaceChildren(...list.sort((a, b) => a.user.localeCompare(b.user)).map((b) => h("tr",
+    fill(rows, ...list.sort((a, b) => a.user.localeCompare(b.user)).map((b) => h("tr",
       { className: "contributor", "data-user": b.user, "data-role": b.role },
       h("td", {}, b.user), h("td", { className: "role" }, ROLE_NAMES[b.role] || b.role),
       h("td", {}, b.role === "admin" ? "" : h("button", { type: "button", className: "remove-contributor",
@@ -118,7 +118,7 @@ export async function contributorsPage(main) {
     found = await namespaceBindings(namespaceChoices());
   } catch (err) {
     if (token === routeToken) {
-      body.replaceChildren(h("p", { className: "error", id: "contributors-error" }, `Contributors cannot be managed here: ${err.message}`));
+      fill(body, h("p", { className: "error", id: "contributors-error" }, `Contributors cannot be managed here: ${err.message}`));
     }
     return;
   }

@@ -2,7 +2,7 @@
 // operations (DataLoad, DataMigrate, DataProcess, DataBackup) with their phase and why one failed.
 
 import { getJSON } from "../lib/api.js";
-import { h } from "../lib/dom.js";
+import { fill, h } from "../lib/dom.js";
 import { namespacedList, scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
@@ -23,7 +23,7 @@ async function refreshOperations(body, token) {
   }
   if (token !== routeToken) return;
   const items = lists.flatMap((list) => list.items || []);
-  body.replaceChildren(...items.map((op) => {
+  fill(body, ...items.map((op) => {
     const status = op.status || {};
     const condition = (status.conditions || [])[0] || {};
     return h("tr", { "data-operation": op.metadata.name },
@@ -55,12 +55,12 @@ export function datasetsList(main) {
       items = (await getJSON(namespacedList("/apis/millpond/v1/datasets"))).items || [];
     } catch (err) {
       if (token === routeToken) {
-        body.replaceChildren(h("tr", {}, h("td", { colspan: 7, className: "muted" }, `Datasets are not available: ${err.message}`)));
+        fill(body, h("tr", {}, h("td", { colspan: 7, className: "muted" }, `Datasets are not available: ${err.message}`)));
       }
       return;
     }
     if (token !== routeToken) return;
-    body.replaceChildren(...items.map((d) => {
+    fill(body, ...items.map((d) => {
       const meta = d.metadata || {};
       const status = d.status || {};
       const cache = status.cacheStates || {};

@@ -1,7 +1,7 @@
 // #/experiments: every experiment, with its description, creation and last run; a row opens its runs.
 
 import { API, getJSON } from "../lib/api.js";
-import { h } from "../lib/dom.js";
+import { fill, h } from "../lib/dom.js";
 import { fmtTime } from "../lib/format.js";
 import { scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
@@ -23,7 +23,7 @@ export function experimentsList(main) {
       pageToken = page.next_page_token || "";
     } while (pageToken && rows.length < 2000);
     if (token !== routeToken) return;
-    body.replaceChildren(...rows.map((e) => h("tr", { className: "run-row", "data-experiment-id": e.experiment_id,
+    fill(body, ...rows.map((e) => h("tr", { className: "run-row", "data-experiment-id": e.experiment_id,
       onclick: () => { location.hash = `#/experiments/${encodeURIComponent(e.experiment_id)}`; } },
       h("td", {}, h("a", { href: `#/experiments/${encodeURIComponent(e.experiment_id)}` }, e.display_name)),
       h("td", { className: "wrap" }, e.description || ""),

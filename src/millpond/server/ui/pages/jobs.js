@@ -4,6 +4,7 @@
 
 import { getJSON, getText, objectPath } from "../lib/api.js";
 import { fill, h, setStatus, stateBadge } from "../lib/dom.js";
+import { text } from "../lib/format.js";
 import { namespacedList } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
@@ -28,14 +29,14 @@ export function jobsList(main) {
       pageToken = page.next_page_token || "";
     } while (pageToken && rows.length < 2000);
     if (token !== routeToken) return;
-    body.replaceChildren(...rows.map((job) => {
+    fill(body, ...rows.map((job) => {
       const href = `#/jobs/${objectPath(job.namespace, job.name)}`;
       return h("tr", { className: "run-row job-row", "data-job": `${job.namespace}/${job.name}`, onclick: () => { location.hash = href; } },
         h("td", {}, h("a", { href }, job.name)), h("td", {}, job.namespace),
         // a queued job's reason under its state: Kueue's users most ask why a job waits
         h("td", { className: "wrap" }, stateBadge(job.status), job.waiting ? h("div", { className: "muted waiting" }, job.waiting) : ""),
         h("td", {}, job.queue || ""), h("td", {}, String(job.trainer || "").toUpperCase()), h("td", {}, job.duration),
-        h("td", { className: "gpus" }, `${job.allocatedGPUs}/${job.requestGPUs}`), h("td", {}, String((job.instances || []).length)));
+        h("td", { className: "gpus" }, `${text(job.allocatedGPUs)}/${text(job.requestGPUs)}`), h("td", {}, String((job.instances || []).length)));
     }));
     if (!rows.length) body.append(h("tr", {}, h("td", { colspan: 8, className: "muted" }, "No training jobs. Submit one with arena submit pytorch.")));
   });
@@ -59,10 +60,10 @@ export function jobDetail(main, namespace, name) {
 
   async function refreshLog() {
     const token = routeToken;
-    const text = await getText(`${JOBS}/${objectPath(namespace, name)}/logs?tail=${JOB_LOG_LINES}&instance=${encodeURIComponent(view.instance)}`);
-    if (token !== routeToken || log.textContent === text) return;
+    const logText = await getText(`${JOBS}/${objectPath(namespace, name)}/logs?tail=${JOB_LOG_LINES}&instance=${encodeURIComponent(view.instance)}`);
+    if (token !== routeToken || log.textContent === logText) return;
     const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
-    log.textContent = text;
+    log.textContent = logText;
     if (atBottom) log.scrollTop = log.scrollHeight;
   }
 
@@ -73,7 +74,7 @@ export function jobDetail(main, namespace, name) {
       job = await getJSON(`${JOBS}/${objectPath(namespace, name)}`);
     } catch (err) {
       if (token === routeToken) {
-        header.replaceChildren(h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", name),
+        fill(header, h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", name),
           h("div", { className: "error", id: "job-error" }, `${namespace}/${name}: ${err.message}`));
         stop();
       }
@@ -81,7 +82,7 @@ export function jobDetail(main, namespace, name) {
     }
     const found = await getJSON(`${JOBS}/${objectPath(namespace, name)}/events`);
     if (token !== routeToken) return;
-    header.replaceChildren(
+    fill(header,
       h("h1", {}, h("a", { href: "#/jobs" }, "Training jobs"), " / ", job.name, " ", stateBadge(job.status)),
       h("div", { className: "kv" },
         h("div", {}, "Namespace"), h("div", {}, job.namespace),
@@ -91,13 +92,13 @@ export function jobDetail(main, namespace, name) {
         h("div", {}, "Queue"), h("div", {}, job.queue || "none (not managed by Kueue)"),
         h("div", {}, "User"), h("div", {}, job.user || ""),
         ...(job.waiting ? [h("div", {}, "Waiting"), h("div", { id: "job-waiting", className: "wrap" }, job.waiting)] : []),
-        h("div", {}, "GPUs"), h("div", {}, `${job.allocatedGPUs} allocated of ${job.requestGPUs} requested`),
+        h("div", {}, "GPUs"), h("div", {}, `${text(job.allocatedGPUs)} allocated of ${text(job.requestGPUs)} requested`),
         h("div", {}, "UID"), h("div", {}, job.uuid)));
-    instances.replaceChildren(...(job.instances || []).map((i) => h("tr", { "data-instance": i.name },
+    fill(instances, ...(job.instances || []).map((i) => h("tr", { "data-instance": i.name },
       h("td", {}, i.name), h("td", {}, i.status), h("td", {}, i.age), h("td", {}, i.chief ? "yes" : ""),
       h("td", {}, String(i.requestGPUs)), h("td", {}, i.node))));
     if (!(job.instances || []).length) instances.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, "No instance started yet.")));
-    events.replaceChildren(...(found.events || []).map((e) => h("tr", {},
+    fill(events, ...(found.events || []).map((e) => h("tr", {},
       h("td", {}, e.type), h("td", {}, e.reason), h("td", {}, e.age), h("td", { className: "wrap" }, e.message))));
     const names = (job.instances || []).map((i) => i.name);
     if (chooser.options.length !== names.length) {

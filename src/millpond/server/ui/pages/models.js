@@ -5,7 +5,8 @@
 // is set as text, never as HTML.
 
 import { getJSON, objectPath } from "../lib/api.js";
-import { h, setStatus } from "../lib/dom.js";
+import { fill, h, setStatus } from "../lib/dom.js";
+import { text } from "../lib/format.js";
 import { inNamespace, scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
@@ -17,16 +18,16 @@ function readyBadge(ready) {
 }
 
 function trafficText(model) {
-  return (model.revisions || []).map((r) => `${r.name}: ${r.percent ?? "?"}%` + (model.served ? ` (${r.replicas.length} up)` : "")).join(", ");
+  return (model.revisions || []).map((r) => `${text(r.name)}: ${r.percent ?? "?"}%` + (model.served ? ` (${r.replicas.length} up)` : "")).join(", ");
 }
 
 function latencyText(m) {
   if (!m || m.p50_ms === null || m.p50_ms === undefined) return "";
-  return `${m.p50_ms} / ${m.p99_ms} ms`;
+  return `${text(m.p50_ms)} / ${text(m.p99_ms)} ms`;
 }
 
 function pairs(values) {
-  return Object.entries(values || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+  return Object.entries(values || {}).map(([k, v]) => `${k}=${text(v)}`).join(", ");
 }
 
 export function modelsList(main) {
@@ -43,7 +44,7 @@ export function modelsList(main) {
     const answer = await getJSON(scoped("/ui-api/models"));
     if (token !== routeToken) return;
     const models = (answer.models || []).filter((m) => inNamespace(m.namespace));
-    body.replaceChildren(...models.map((m) => {
+    fill(body, ...models.map((m) => {
       const href = `#/models/${objectPath(m.namespace, m.name)}`;
       return h("tr", { className: "model-row", "data-model": `${m.namespace}/${m.name}` },
         h("td", {}, h("a", { href }, m.name)), h("td", {}, m.namespace),
@@ -82,14 +83,14 @@ export function modelDetail(main, namespace, name) {
       m = await getJSON(`/ui-api/models/${objectPath(namespace, name)}`);
     } catch (err) {
       if (token === routeToken) {
-        header.replaceChildren(h("h1", {}, h("a", { href: "#/models" }, "Models"), " / ", name),
+        fill(header, h("h1", {}, h("a", { href: "#/models" }, "Models"), " / ", name),
           h("div", { className: "error", id: "model-error" }, `${namespace}/${name}: ${err.message}`));
         stop();
       }
       return;
     }
     if (token !== routeToken) return;
-    header.replaceChildren(
+    fill(header,
       h("h1", {}, h("a", { href: "#/models" }, "Models"), " / ", m.name, " ", readyBadge(m.ready)),
       h("div", { className: "kv" },
         h("div", {}, "Namespace"), h("div", {}, m.namespace),
@@ -103,18 +104,18 @@ export function modelDetail(main, namespace, name) {
         h("div", {}, "Annotations"), h("div", { id: "model-annotations", className: "wrap" }, pairs(m.annotations)),
         ...(m.ready.message ? [h("div", {}, "Why"), h("div", { className: "wrap" }, m.ready.message)] : [])));
     const byRevision = m.metrics.byRevision || {};
-    revisions.replaceChildren(...(m.revisions || []).map((r) => h("tr", { "data-revision": r.name },
+    fill(revisions, ...(m.revisions || []).map((r) => h("tr", { "data-revision": r.name },
       h("td", {}, r.name), h("td", {}, `${r.percent ?? "?"}%`), h("td", { className: "wrap" }, (r.replicas || []).join(", ")),
       h("td", { className: "requests" }, String(byRevision[r.name] || 0)))));
     if (!(m.revisions || []).length) revisions.append(h("tr", {}, h("td", { colspan: 4, className: "muted" }, "No revision served yet.")));
-    codes.replaceChildren(...Object.entries(m.metrics.byCode || {}).sort().map(([code, n]) => h("tr", { "data-code": code },
+    fill(codes, ...Object.entries(m.metrics.byCode || {}).sort().map(([code, n]) => h("tr", { "data-code": code },
       h("td", {}, code), h("td", {}, String(n)))));
-    conditions.replaceChildren(...(m.conditions || []).map((c) => h("tr", {},
+    fill(conditions, ...(m.conditions || []).map((c) => h("tr", {},
       h("td", {}, c.type), h("td", {}, c.status), h("td", {}, c.reason || ""), h("td", { className: "wrap" }, c.message || ""))));
     const shown = JSON.stringify(m.samples);
     if (shown !== samplesShown) {  // redrawn only when they change: a selection to copy survives the polls
       samplesShown = shown;
-      samples.replaceChildren(...Object.entries(m.samples).sort().map(([protocol, command]) => h("div", { className: "sample", "data-protocol": protocol },
+      fill(samples, ...Object.entries(m.samples).sort().map(([protocol, command]) => h("div", { className: "sample", "data-protocol": protocol },
         h("div", { className: "preview-title" }, PROTOCOLS[protocol] || protocol),
         h("pre", { className: "log" }, command))));
     }

@@ -4,7 +4,7 @@
 import { allPages, api, API, getJSON } from "../lib/api.js";
 import { drawDag } from "../lib/dag.js";
 import { currentNamespace, scoped } from "../lib/namespace.js";
-import { h, setStatus } from "../lib/dom.js";
+import { fill, h, setStatus } from "../lib/dom.js";
 import { fmtTime } from "../lib/format.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 import { runForm } from "./run-form.js";
@@ -47,7 +47,7 @@ export function pipelinesList(main) {
     const rows = currentNamespace() ? (await Promise.all([allPages(scoped(url), "pipelines"), allPages(url, "pipelines")])).flat()
       : await allPages(url, "pipelines");
     if (token !== routeToken) return;
-    body.replaceChildren(...rows.map((p) => h("tr", { className: "run-row", "data-pipeline-id": p.pipeline_id,
+    fill(body, ...rows.map((p) => h("tr", { className: "run-row", "data-pipeline-id": p.pipeline_id,
       onclick: () => { location.hash = `#/pipelines/${encodeURIComponent(p.pipeline_id)}`; } },
       h("td", {}, h("a", { href: `#/pipelines/${encodeURIComponent(p.pipeline_id)}` }, p.display_name || p.name),
         p.namespace ? h("span", { className: "badge namespace", title: "private to this namespace" }, p.namespace) : null),
@@ -58,14 +58,16 @@ export function pipelinesList(main) {
   });
 }
 
-// The version's graph before any run: the workflow's own steps for a kfp 1.x upload, the IR's top tasks otherwise.
+// The version's graph before any run: the workflow's own steps for a kfp 1.x upload, the IR's top tasks and
+// their output artifacts otherwise; drawn static (no state).
 function versionGraph(pipelineId, versionId) {
   const box = h("div", { className: "graph", id: "version-graph" }, h("span", { className: "muted" }, "loading…"));
   const note = h("span", { className: "muted", id: "version-graph-source" });
   getJSON(`/ui-api/pipelines/${encodeURIComponent(pipelineId)}/versions/${encodeURIComponent(versionId)}/graph`)
     .then((data) => {
       note.textContent = data.source === "workflow" ? " kfp v1: the Argo workflow's steps" : "";
-      box.replaceChildren(drawDag(data.nodes.filter((n) => !n.parent), null, () => {}, () => {}));
+      // static: no run, so no state (KFP's pipeline page draws what each node is, never "pending")
+      fill(box, drawDag(data.nodes.filter((n) => !n.parent), null, () => {}, () => {}, { static: true }));
     })
     .catch((err) => { box.className = "error"; box.textContent = `no graph: ${err.message}`; });
   return [h("h2", {}, "Graph", note), box];
@@ -89,20 +91,20 @@ export async function pipelineDetail(main, pipelineId, versionId) {
       allPages(scoped(`${API}/experiments?sort_by=display_name`), "experiments"),
     ]);
     if (token !== routeToken) return;
-    header.replaceChildren(h("h1", {}, h("a", { href: "#/pipelines" }, "Pipelines"), " / ", pipeline.display_name || pipeline.name),
+    fill(header, h("h1", {}, h("a", { href: "#/pipelines" }, "Pipelines"), " / ", pipeline.display_name || pipeline.name),
       pipeline.description ? h("p", { className: "muted" }, pipeline.description) : null);
     const chosen = versions.find((v) => v.pipeline_version_id === versionId) || versions[0];
-    versionsBody.replaceChildren(...versions.map((v) => h("tr", {
+    fill(versionsBody, ...versions.map((v) => h("tr", {
       className: `run-row${chosen && v.pipeline_version_id === chosen.pipeline_version_id ? " chosen" : ""}`,
       "data-version-id": v.pipeline_version_id,
       onclick: () => { location.hash = `#/pipelines/${encodeURIComponent(pipelineId)}/${encodeURIComponent(v.pipeline_version_id)}`; } },
       h("td", {}, v.display_name || v.name), h("td", { className: "wrap" }, v.description || ""), h("td", {}, fmtTime(v.created_at)))));
-    if (!chosen) { formBox.replaceChildren(h("div", { className: "muted" }, "This pipeline has no versions.")); return; }
-    graphBox.replaceChildren(...versionGraph(pipelineId, chosen.pipeline_version_id));
+    if (!chosen) { fill(formBox, h("div", { className: "muted" }, "This pipeline has no versions.")); return; }
+    fill(graphBox, ...versionGraph(pipelineId, chosen.pipeline_version_id));
     const version = chosen.pipeline_spec ? chosen
       : await getJSON(`${API}/pipelines/${encodeURIComponent(pipelineId)}/versions/${encodeURIComponent(chosen.pipeline_version_id)}`);
     if (token !== routeToken) return;
-    formBox.replaceChildren(runForm(pipeline, version, experiments));
+    fill(formBox, runForm(pipeline, version, experiments));
   } catch (err) {
     setStatus(err.message, true);
   }

@@ -3,7 +3,7 @@
 // `millpond queue list -o json` prints). Names and reasons are set as text, never as HTML.
 
 import { getJSON } from "../lib/api.js";
-import { h } from "../lib/dom.js";
+import { fill, h } from "../lib/dom.js";
 import { inNamespace, scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
@@ -27,7 +27,7 @@ export function queuesList(main) {
     const answer = await getJSON(scoped("/ui-api/queues"));
     if (token !== routeToken) return;
     const queues = answer.queues || [];
-    body.replaceChildren(...queues.map((queue) => {
+    fill(body, ...queues.map((queue) => {
       const quota = (queue.quota || []).map((row) => h("div", { className: "quota" },
         `${row.flavor}: ${row.resource} ${row.used} / ${row.nominalQuota}`,
         row.borrowingLimit ? ` (borrow ≤ ${row.borrowingLimit})` : "", row.lendingLimit ? ` (lend ≤ ${row.lendingLimit})` : ""));
@@ -40,7 +40,7 @@ export function queuesList(main) {
     }));
     if (!queues.length) body.append(h("tr", {}, h("td", { colspan: 8, className: "muted" }, "No queues. Create one with millpond queue create.")));
     const waiting = queues.flatMap((queue) => (queue.pending || []).filter((w) => inNamespace(w.namespace)).map((w) => [queue.name, w]));
-    pending.replaceChildren(...waiting.map(([queue, w]) => h("tr", { className: "pending-row", "data-workload": `${w.namespace}/${w.name}` },
+    fill(pending, ...waiting.map(([queue, w]) => h("tr", { className: "pending-row", "data-workload": `${w.namespace}/${w.name}` },
       h("td", {}, queue), h("td", {}, w.position === null || w.position === undefined ? "" : String(w.position)),
       h("td", {}, w.workload), h("td", {}, String(w.priority)), h("td", {}, pairs(w.requests)), h("td", { className: "reason" }, w.reason || ""))));
     if (!waiting.length) pending.append(h("tr", {}, h("td", { colspan: 6, className: "muted" }, "No workload waits.")));

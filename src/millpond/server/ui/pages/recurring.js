@@ -1,7 +1,7 @@
 // #/recurring: recurring runs with their trigger, concurrency and catch-up; a button enables or disables one.
 
 import { allPages, api, API } from "../lib/api.js";
-import { h, setStatus } from "../lib/dom.js";
+import { fill, h, setStatus } from "../lib/dom.js";
 import { experimentNames, loadExperimentNames, namesMissing } from "../lib/experiment-names.js";
 import { fmtTime, triggerText } from "../lib/format.js";
 import { scoped } from "../lib/namespace.js";
@@ -20,7 +20,7 @@ export function recurringList(main) {
     if (token !== routeToken) return;
     if (namesMissing(rows)) await loadExperimentNames();
     if (token !== routeToken) return;
-    body.replaceChildren(...rows.map((r) => {
+    fill(body, ...rows.map((r) => {
       const enabled = r.status === "ENABLED";
       const toggle = h("button", { className: "toggle", onclick: async () => {
         toggle.disabled = true;

@@ -1,6 +1,7 @@
 // #/runs/ID: a run's header (state, pipeline, experiment, parameters), its actions (terminate, retry,
-// clone, archive / restore, delete), its DAG as a graph (sub-DAGs opened in place, with breadcrumbs) and
-// the selected task's inputs, outputs, previews and log, followed while the run runs.
+// clone, archive / restore, delete), its DAG as a graph (sub-DAGs opened in place, with breadcrumbs; output
+// artifacts as nodes; conditions with their expression) and the selected task's inputs, outputs,
+// previews and log, followed while the run runs, or the selected artifact's type, producer, URI and preview.
 
 import { api, API, getJSON } from "../lib/api.js";
 import { drawDag } from "../lib/dag.js";
@@ -88,12 +89,13 @@ export function runDetail(main, runId) {
   function renderHeader(run) {
     nameExperiment(run);
     const archived = run.storage_state === "ARCHIVED";
-    header.replaceChildren(
+    fill(header,
       h("h1", {}, h("a", { href: archived ? "#/archive/runs" : "#/runs" }, archived ? "Archived runs" : "Runs"), " / ",
         run.display_name || run.run_id, " ", stateBadge(run.state),
         archived ? h("span", { className: "badge archived", id: "archived-badge" }, "archived") : null),
       h("div", { className: "kv" },
         h("div", {}, "Run ID"), h("div", {}, run.run_id),
+        run.description ? [h("div", {}, "Description"), h("div", { className: "wrap", id: "run-description" }, run.description)] : null,
         h("div", {}, "Pipeline"), h("div", {}, run.pipeline_name || "",
           view.source === "workflow" ? [" ", h("span", { className: "badge", id: "v1-badge", title: "drawn from its Argo workflow" },
             "kfp v1")] : null),
@@ -160,11 +162,32 @@ export function runDetail(main, runId) {
     const signature = JSON.stringify([view.scope, nodes.map((n) => [n.path, n.state, n.cached, n.deps])]);
     if (signature === view.drawn) return;  // unchanged: keep the drawing (and a double-click in progress)
     view.drawn = signature;
-    graph.replaceChildren(drawDag(nodes, view.selected, (node) => {
-      view.selected = node.path;
-      for (const g of graph.querySelectorAll("g.node")) g.classList.toggle("selected", g.dataset.path === node.path);
-      renderTask(view.byPath.get(node.path) || node, true);
-    }, (node) => { view.scope = node.path; renderGraph(); }));
+    fill(graph, drawDag(nodes, view.selected, (node) => selectNode(node.path),
+      (node) => { view.scope = node.path; renderGraph(); }));
+  }
+
+  function selectNode(path) {
+    const node = view.byPath.get(path);
+    if (!node) return;
+    view.selected = path;
+    for (const g of graph.querySelectorAll("g.node")) g.classList.toggle("selected", g.dataset.path === path);
+    renderTask(node, true);
+  }
+
+  // An output artifact's panel (KFP's artifact node details): its type, producer, URI and preview.
+  function renderArtifact(node) {
+    const entries = ((node.outputs || {}).artifacts || {})[node.name] || [];
+    const uris = (Array.isArray(entries) ? entries : [entries]).map((a) => (a && a.uri) || "").filter(Boolean);
+    const producer = view.byPath.get(node.producer) || {};
+    fill(side, ...[
+      h("h1", {}, node.name, " ", h("span", { className: "badge", id: "artifact-type" }, node.artifact_type || "artifact")),
+      h("div", { className: "kv", id: "artifact-info" },
+        h("div", {}, "Produced by"), h("div", {}, h("a", { id: "artifact-producer", onclick: () => selectNode(node.producer) },
+          producer.name || node.producer)),
+        h("div", {}, "State"), h("div", {}, node.state === "LIVE" ? "recorded" : "not produced yet"),
+        h("div", {}, "URI"), h("div", { className: "value", id: "artifact-uri" }, uris.join("\n"))),
+      artifactPreviews(runId, { outputs: node.outputs, state: node.producer_state }),
+    ].flat().filter((c) => c !== null && c !== undefined));
   }
 
   function renderTask(node, fresh) {
@@ -173,12 +196,14 @@ export function runDetail(main, runId) {
       if (view.log) view.log.stop();
       view.log = null;
     }
+    if (node.kind === "artifact") { renderArtifact(node); return; }
     const logBox = view.log ? view.log.pre : h("pre", { className: "log", id: "task-log" });
     const children = [
       h("h1", {}, node.name, " ", stateBadge(node.state), node.cached ? h("span", { className: "badge cached" }, "cached") : null),
       h("div", { className: "kv" },
         h("div", {}, "Path"), h("div", {}, node.path),
         h("div", {}, "Kind"), h("div", {}, node.kind),
+        node.condition ? [h("div", {}, "Condition"), h("div", { id: "task-condition" }, `Run when: ${node.condition}`)] : null,
         node.component ? [h("div", {}, "Component"), h("div", {}, node.component)] : null,
         node.image ? [h("div", {}, "Image"), h("div", {}, node.image)] : null,
         node.ran_in ? [h("div", {}, "Ran in"), h("div", { id: "task-ran-in" },
@@ -201,6 +226,6 @@ export function runDetail(main, runId) {
       children.push(h("h2", {}, "Log"), logBox);
       if (!view.log) view.log = followLog(runId, node, logBox);
     }
-    side.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+    fill(side, ...children.flat().filter((c) => c !== null && c !== undefined));
   }
 }

@@ -1,15 +1,16 @@
 // #/runs, #/archive/runs, #/experiments/ID[/archive]: the runs list, with a state filter, sorting by
-// name or creation, paging, auto-refresh, kfp 1.x metrics of finished runs and runs ticked to compare.
+// name or creation, paging, auto-refresh, the metrics of finished runs (kfp 1.x's, and KFP v2 Metrics
+// artifacts' scalars; the page sorted by its leading metric from the Metrics header) and runs ticked to compare.
 
 import { API, getJSON } from "../lib/api.js";
-import { h, setStatus, stateBadge } from "../lib/dom.js";
+import { fill, h, setStatus, stateBadge } from "../lib/dom.js";
 import { experimentNames, loadExperimentNames, namesMissing } from "../lib/experiment-names.js";
 import { duration, fmtTime, metricsText } from "../lib/format.js";
 import { scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 import { FINAL, STATES } from "../lib/states.js";
 
-// kfp 1.x metrics (mlpipeline-metrics) of finished runs, asked once a run: they do not change after.
+// Metrics of finished runs (kfp 1.x mlpipeline-metrics, v2 Metrics scalars), asked once a run: they do not change after.
 const runMetrics = new Map();
 
 async function loadRunMetrics(runIds, body) {
@@ -23,12 +24,42 @@ async function loadRunMetrics(runIds, body) {
     } catch (err) { setStatus(err.message, true); return; }
   }
   for (const cell of body.querySelectorAll("td.metrics-cell")) {
-    if (runMetrics.has(cell.dataset.runId)) cell.replaceChildren(metricsText(runMetrics.get(cell.dataset.runId)));
+    if (runMetrics.has(cell.dataset.runId)) fill(cell, metricsText(runMetrics.get(cell.dataset.runId)));
   }
 }
 
+// The metric the Metrics column sorts by: the most prevalent first metric among the page's runs (KFP's runs
+// list heads its metric columns with the most prevalent metrics).
+function leadingMetric(runIds) {
+  const counts = new Map();
+  for (const id of runIds) {
+    const first = (runMetrics.get(id) || [])[0];
+    if (first) counts.set(first.name, (counts.get(first.name) || 0) + 1);
+  }
+  return [...counts.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).map(([name]) => name)[0] || null;
+}
+
+// A run's value of metric name (its first), or null.
+function metricValue(runId, name) {
+  const metric = (runMetrics.get(runId) || []).find((m) => m.name === name);
+  const value = metric ? Number(metric.number_value) : NaN;
+  return Number.isNaN(value) ? null : value;
+}
+
+// The page's rows ordered by a metric (runs without it last), the order KFP's API gives for sort_by
+// "metric:NAME"; here over the rows of the page shown (the KFP list API sorts by name or creation only).
+function sortRowsByMetric(body, name, descending) {
+  const rows = [...body.querySelectorAll("tr.run-row")];
+  const keyed = rows.map((row, index) => ({ row, index, value: metricValue(row.dataset.runId, name) }));
+  keyed.sort((a, b) => {
+    if (a.value === null || b.value === null) return (a.value === null) - (b.value === null) || a.index - b.index;
+    return (descending ? b.value - a.value : a.value - b.value) || a.index - b.index;
+  });
+  body.append(...keyed.map((k) => k.row));
+}
+
 export function runsList(main, experimentId, archived) {
-  const view = { state: "", sort: "created_at desc", pageSize: 20, tokens: [""], index: 0 };
+  const view = { state: "", sort: "created_at desc", pageSize: 20, tokens: [""], index: 0, metricSort: null };
   const title = h("h1", {}, `${archived ? "Archived runs" : "Runs"}${experimentId ? " of experiment" : ""}`);
   const base = experimentId ? `#/experiments/${encodeURIComponent(experimentId)}` : "#/runs";
   const tabs = h("div", { className: "tabs", id: "storage-tabs" },
@@ -46,6 +77,12 @@ export function runsList(main, experimentId, archived) {
   const nameHeader = h("th", { className: "sortable", id: "sort-name", onclick: () => {
     view.sort = view.sort === "display_name" ? "display_name desc" : "display_name"; restart();
   } });
+  // The Metrics column: off, then by its leading metric descending (best first for a score), then ascending.
+  const metricHeader = h("th", { className: "sortable", id: "sort-metric", title: "sort this page by its leading metric",
+    onclick: () => {
+      view.metricSort = view.metricSort === "desc" ? "asc" : view.metricSort === "asc" ? null : "desc";
+      arrangeMetrics();
+    } }, "Metrics");
   const prev = h("button", { id: "prev-page", onclick: () => { view.index -= 1; load(); } }, "‹ Previous");
   const next = h("button", { id: "next-page", onclick: () => { view.index += 1; load(); } }, "Next ›");
   const info = h("span", { id: "page-info" });
@@ -64,7 +101,7 @@ export function runsList(main, experimentId, archived) {
       experimentId ? h("a", { href: "#/runs" }, "all runs") : null),
     h("table", { id: "runs" },
       h("thead", {}, h("tr", {}, h("th", {}, ""), nameHeader, h("th", {}, "State"), h("th", {}, "Experiment"), createdHeader,
-        h("th", {}, "Duration"), h("th", {}, "Metrics"), h("th", {}, "Run ID"))),
+        h("th", {}, "Duration"), metricHeader, h("th", {}, "Run ID"))),
       body),
     h("div", { className: "pager" }, prev, next, info, compare),
   );
@@ -76,6 +113,15 @@ export function runsList(main, experimentId, archived) {
   }
 
   function restart() { view.tokens = [""]; view.index = 0; load(); }
+
+  // The Metrics header's arrow and the rows' order, after each load and each click.
+  function arrangeMetrics() {
+    const ids = [...body.querySelectorAll("tr.run-row")].map((row) => row.dataset.runId);
+    const name = view.metricSort ? leadingMetric(ids) : null;
+    metricHeader.dataset.metric = name || "";
+    metricHeader.textContent = name ? `Metrics (${name}${view.metricSort === "desc" ? " ▼" : " ▲"})` : "Metrics";
+    if (name) sortRowsByMetric(body, name, view.metricSort === "desc");
+  }
 
   async function load() {
     const token = routeToken;
@@ -94,7 +140,7 @@ export function runsList(main, experimentId, archived) {
     const arrow = (field) => (view.sort === field ? " ▲" : view.sort === `${field} desc` ? " ▼" : "");
     createdHeader.textContent = "Created" + arrow("created_at");
     nameHeader.textContent = "Name" + arrow("display_name");
-    body.replaceChildren(...runs.map((r) => h("tr", { className: "run-row", "data-run-id": r.run_id,
+    fill(body, ...runs.map((r) => h("tr", { className: "run-row", "data-run-id": r.run_id,
       onclick: () => { location.hash = `#/runs/${encodeURIComponent(r.run_id)}`; } },
       h("td", {}, tick(r.run_id)),
       h("td", {}, h("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.display_name || r.run_id)),
@@ -106,7 +152,9 @@ export function runsList(main, experimentId, archived) {
       h("td", { className: "metrics-cell", "data-run-id": r.run_id }, metricsText(runMetrics.get(r.run_id))),
       h("td", { className: "muted" }, r.run_id.slice(0, 8)))));
     if (!runs.length) body.append(h("tr", {}, h("td", { colspan: 8, className: "muted" }, archived ? "No archived runs." : "No runs.")));
-    loadRunMetrics(runs.filter((r) => FINAL.has(r.state)).map((r) => r.run_id), body);
+    await loadRunMetrics(runs.filter((r) => FINAL.has(r.state)).map((r) => r.run_id), body);
+    if (token !== routeToken) return;
+    arrangeMetrics();
     const first = view.index * view.pageSize;
     info.textContent = `${runs.length ? first + 1 : 0}–${first + runs.length} of ${page.total_size ?? "?"}`;
     prev.disabled = view.index === 0;

@@ -5,7 +5,7 @@
 
 import { getContent, getJSON } from "../lib/api.js";
 import { confusionMatrix, rocCurve } from "../lib/charts.js";
-import { h } from "../lib/dom.js";
+import { fill, h } from "../lib/dom.js";
 import { v1Number, valueText } from "../lib/format.js";
 import { renderMarkdown } from "../lib/markdown.js";
 import { FINAL } from "../lib/states.js";
@@ -38,7 +38,8 @@ export function artifactPreviews(runId, node) {
   return cards.length ? [h("h2", {}, "Artifacts"), h("div", { id: "artifact-previews" }, cards)] : null;
 }
 
-function previewOf(runId, type, artifact) {
+// One artifact's preview (a table, charts, rendered Markdown, a sandboxed page, an image), or null: also the compare page's.
+export function previewOf(runId, type, artifact) {
   const meta = artifact.metadata || {};
   if (type === "system.Metrics") {
     const rows = Object.entries(meta).filter(([k]) => k !== "display_name");
@@ -68,7 +69,7 @@ function fetched(url, kind, render) {
     try {
       const content = await getContent(url, kind);
       box.className = "";
-      box.replaceChildren(render(content));
+      fill(box, render(content));
     } catch (err) {
       box.className = "error";
       box.textContent = `no preview: ${err.message}`;
@@ -98,7 +99,7 @@ export function v1Outputs(runId, node) {
         cards.push(h("div", { className: "preview v1-output", "data-type": v.type },
           h("div", { className: "preview-title" }, v.type), v.error ? h("div", { className: "error v1-error" }, v.error) : v1Visualization(v)));
       }
-      box.replaceChildren(...(cards.length ? cards : [h("span", { className: "muted" }, "none")]));
+      fill(box, ...(cards.length ? cards : [h("span", { className: "muted" }, "none")]));
     })
     .catch((err) => { box.className = "error"; box.textContent = `no visualizations: ${err.message}`; });
   return [h("h2", {}, "Visualizations"), box];
