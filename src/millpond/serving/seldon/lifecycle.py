@@ -8,11 +8,12 @@ after a ``kill -9`` or a reboot (1. START_SUPERVISOR, as for an InferenceService
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from millpond.errors import UserError
+from millpond.errors import UnavailableError, UserError
 from millpond.runners import background
 from millpond.runners.background import BackgroundProcess, running
 from millpond.runners.detached import spawn_detached
@@ -101,3 +102,22 @@ class SeldonReconciler:
     def step(self, snapshot: SeldonSnapshot) -> list[Applied]:
         return [applied(self.name, SeldonTransition.START_SUPERVISOR, f"{namespace}/{name}")
                 for namespace, name in snapshot.unsupervised if start(self.store, name, namespace)]
+
+
+def wait_available(store: ResourceStore, name: str, namespace: str = "default", timeout_s: float = 60.0) -> str:
+    """The SeldonDeployment's ``status.address.url`` once ``state: Available``; UnavailableError with its
+    description when it failed (a predictor with traffic cannot run here, or its model cannot load) or timed out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resource = store.get(KIND, name, namespace)
+        if resource is None:
+            raise UnavailableError(f"SeldonDeployment {name} (namespace {namespace}) does not exist")
+        shown = seldon_status.observed(resource)
+        if shown.get("state") == seldon_status.AVAILABLE:
+            return str((shown.get("address") or {}).get("url") or "")
+        if shown.get("state") == seldon_status.FAILED and shown.get("description") != seldon_status.NOT_SERVED:
+            raise UnavailableError(f"SeldonDeployment {name} failed: {shown.get('description', '')}")
+        if time.monotonic() >= deadline:
+            raise UnavailableError(f"SeldonDeployment {name} is not Available after {timeout_s:g}s: "
+                                   f"{shown.get('state')}: {shown.get('description', '')}")
+        time.sleep(0.1)
