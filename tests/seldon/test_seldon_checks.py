@@ -81,8 +81,9 @@ def test_bad_deployments_are_one_error_line_and_nothing_stored(cli, tmp_path: Pa
     assert ResourceStore().list("SeldonDeployment", None) == []
 
 
-def test_a_graph_of_several_units_and_an_xgboost_server_are_accepted_not_served(cli, tmp_path: Path) -> None:
-    """Seldon's combiner and an A/B with an XGBOOST_SERVER candidate: stored, ``state: Failed`` where the traffic
+def test_a_graph_of_several_units_and_an_xgboost_server_are_accepted_not_served(cli, tmp_path: Path
+                                                                                ) -> None:
+    """Seldon's combiner and an A/B of an XGBOOST_SERVER and a TRITON_SERVER: stored, ``state: Failed`` where the traffic
     goes to what cannot run, and an info line each; ``millpond get sdep`` and ``describe`` show them."""
     combiner = {"name": "combined", "componentSpecs": [{"spec": {"containers": [
         {"name": n, "image": "seldonio/metadata-generic-node:1.14.0-dev"} for n in ("combiner", "model-1", "model-2")
@@ -90,7 +91,7 @@ def test_a_graph_of_several_units_and_an_xgboost_server_are_accepted_not_served(
         {"name": "model-1", "type": "MODEL"}, {"name": "model-2", "type": "MODEL"}]}}
     documents = [_sdep([combiner], name="graph"),
                  _sdep([_sklearn("baseline", 100, implementation="XGBOOST_SERVER"),
-                        _sklearn("candidate", 0, implementation="MLFLOW_SERVER")], name="ab")]
+                        _sklearn("candidate", 0, implementation="TRITON_SERVER")], name="ab")]
     path = tmp_path / "accepted.yaml"
     path.write_text(yaml.safe_dump_all(documents))
     result = cli("apply", "-f", path)

@@ -150,6 +150,41 @@ def test_method_parameter_and_traffic_between_predictors(cli, home: Path, server
     assert supervisors("ab") == []
 
 
+def test_mlflow_server_serves_an_mlflow_sklearn_model(cli, home: Path, server: Served,
+                                                     digits: tuple[Path, Any, Any], tmp_path: Path) -> None:
+    """MLFLOW_SERVER on a folder as ``mlflow.sklearn.save_model`` writes it (``MLmodel`` naming ``model.pkl``):
+    pyfunc's ``predict``, the classes; a folder of another flavor fails, naming it."""
+    import pickle
+
+    _, model, rows = digits
+    folder = tmp_path / "mlflow-model"
+    folder.mkdir()
+    (folder / "model.pkl").write_bytes(pickle.dumps(model))
+    (folder / "MLmodel").write_text(yaml.safe_dump({"flavors": {
+        "python_function": {"loader_module": "mlflow.sklearn", "model_path": "model.pkl", "python_version": "3.11"},
+        "sklearn": {"pickled_model": "model.pkl", "serialization_format": "pickle", "sklearn_version": "1.5.0"}}}))
+    (folder / "requirements.txt").write_text("scikit-learn\n")
+    path = tmp_path / "wines.yaml"
+    graph = {"name": "classifier", "implementation": "MLFLOW_SERVER", "modelUri": str(folder)}
+    path.write_text(yaml.safe_dump({"apiVersion": "machinelearning.seldon.io/v1alpha2", "kind": "SeldonDeployment",
+                                    "metadata": {"name": "wines"},
+                                    "spec": {"predictors": [{"name": "default", "graph": graph}]}}))
+    assert cli("apply", "-f", path).code == 0
+    wait_available(ResourceStore(), "wines", "default", 60)
+    code, answer = call(server.url, "POST", "/seldon/default/wines/api/v1.0/predictions",
+                        body={"data": {"ndarray": rows[:4].tolist()}})
+    assert code == 200 and answer["data"] == {"names": [], "ndarray": model.predict(rows[:4]).tolist()}
+    assert answer["meta"] == {"requestPath": {"classifier": "seldonio/mlflowserver:1.17.1"}}
+    assert cli("delete", "sdep", "wines").code == 0
+
+    (folder / "MLmodel").write_text(yaml.safe_dump({"flavors": {"keras": {"keras_version": "2"}}}))
+    path.write_text(path.read_text().replace("name: wines", "name: keras"))
+    assert cli("apply", "-f", path).code == 0
+    with pytest.raises(UnavailableError, match="an MLflow model of flavor.s. keras: millpond serves MLflow's sklearn"):
+        wait_available(ResourceStore(), "keras", "default", 30)
+    assert cli("delete", "sdep", "keras").code == 0
+
+
 def test_a_model_without_predict_proba_fails_in_its_status(cli, home: Path, tmp_path: Path) -> None:
     """A RidgeClassifier has no ``predict_proba``: Seldon's default method cannot load it; the status says
     Failed with the model server's reason, and the InferenceService's ``--method``-less server is untouched."""
@@ -194,3 +229,25 @@ def test_seed_003s_query_against_a_seldon_deployment(server: Served, tmp_path: P
     done = subprocess.run([sys.executable, "-m", "millpond.cli.main", "delete", "sdep", "mnist-classifier"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_bad_deployments_through_the_kubernetes_api_are_a_status_and_nothing_stored(kubectl: Kubectl,
+                                                                                     server: Served) -> None:
+    """kubectl's apply of traffic that does not sum to 100, and a POST of a graph too deep: a ``Status`` with
+    Kubernetes' reason and Seldon's message; nothing stored."""
+    refused = kubectl.run("apply", "-f", "-", stdin=_manifest(
+        "split", _sklearn("a", Path("/nowhere"), 70), _sklearn("b", Path("/nowhere"), 20)))
+    assert refused.returncode == 1 and "Traffic must sum to 100 for multiple predictors" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    deep: dict[str, Any] = {"name": "u12", "type": "MODEL"}
+    for level in range(11, 0, -1):
+        deep = {"name": f"u{level}", "type": "TRANSFORMER", "children": [deep]}
+    body = yaml.safe_load(_manifest("deep", {"name": "p", "graph": deep, "componentSpecs": [
+        {"spec": {"containers": [{"name": f"u{i}", "image": "x/y:1"} for i in range(1, 13)]}}]}))
+    code, status = call(server.url, "POST", "/apis/machinelearning.seldon.io/v1/namespaces/default/seldondeployments",
+                        body=body)
+    assert 400 <= code < 500 and status["kind"] == "Status" and status["status"] == "Failure"
+    assert status["reason"] in ("Invalid", "BadRequest") and "more than 11 units deep" in status["message"]
+    assert ResourceStore().list("SeldonDeployment", None) == []
+    missing = kubectl.run("get", "sdep", "split")
+    assert missing.returncode == 1 and 'seldondeployments.machinelearning.seldon.io "split" not found' in missing.stderr

@@ -19,7 +19,7 @@ import joblib
 import numpy as np
 
 from millpond.serving.models.base import InferenceInputError, ModelFailure, ModelLoadError, TensorSpec, datatype_of
-from millpond.serving.models.files import SKLEARN_EXTENSIONS, one_model_file
+from millpond.serving.models.files import SKLEARN_EXTENSIONS, mlflow_sklearn_file, one_model_file
 
 METHODS = ("predict", "predict_proba", "decision_function")
 
@@ -37,7 +37,7 @@ class SklearnModel:
         if method not in METHODS:
             raise ModelLoadError(f"method {method!r}: expected one of {', '.join(METHODS)}")
         self.method = method
-        path = one_model_file(model_dir, SKLEARN_EXTENSIONS, "scikit-learn")
+        path = mlflow_sklearn_file(model_dir) or one_model_file(model_dir, SKLEARN_EXTENSIONS, "scikit-learn")
         try:
             estimator = joblib.load(path)  # reads plain pickles too, as KServe loads every extension
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad model file

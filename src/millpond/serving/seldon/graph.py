@@ -8,13 +8,15 @@ unit. The traffic between predictors is split by their ``traffic`` percentages (
 
 millpond serves a predictor whose graph is one unit, with the supervisor and model server that serve an
 InferenceService: SKLEARN_SERVER by millpond's scikit-learn server answering as Seldon's sklearnserver does
-(``method`` parameter, ``predict_proba`` by default), a custom container as KServe's custom predictor is
-(its command on this host, or its image where the runtime policy lets it). Each predictor is turned into
-the equivalent KServe predictor (``kserve_predictor``) and read by ``serving.spec.predictor_spec``, so
-resources, env, images and storage URIs mean the same for both kinds. What cannot run here is accepted, as
-an InferenceService is, and :attr:`SeldonPredictor.unservable` says why (its status: ``state: Failed``):
-XGBOOST/MLFLOW/TRITON/HUGGINGFACE/TEMPO servers (their frameworks are not millpond's), and graphs of more
-than one unit (Seldon's executor, which walks a graph, is not run here: a simplification, said in the status).
+(``method`` parameter, ``predict_proba`` by default), MLFLOW_SERVER where the model is MLflow's sklearn
+flavor (``pyfunc``'s ``predict``: the class; another flavor fails to load, naming it), a custom container as
+KServe's custom predictor is (its command on this host, or its image where the runtime policy lets it).
+Each predictor is turned into the equivalent KServe predictor (``kserve_predictor``) and read by
+``serving.spec.predictor_spec``, so resources, env, images and storage URIs mean the same for both kinds.
+What cannot run here is accepted, as an InferenceService is, and :attr:`SeldonPredictor.unservable` says
+why (its status: ``state: Failed``): XGBOOST/TRITON/HUGGINGFACE/TEMPO servers (their frameworks are not
+millpond's), and graphs of more than one unit (Seldon's executor, which walks a graph, is not run here: a
+simplification, said in the status).
 
 What Seldon's admission webhook refuses is refused here with one line (``check_predictors``): no
 predictors, duplicate predictor names, a unit without a container or an implementation, an unknown
@@ -37,13 +39,14 @@ MAX_DEPTH = 11  # the root unit and the ten levels of children Seldon's installe
 SERVED = "SKLEARN_SERVER"
 REFUSED = {"TENSORFLOW_SERVER": "TENSORFLOW_SERVER: TensorFlow Serving is not run by millpond; serve the model "
                                 "with a custom container (componentSpecs) or as a KServe InferenceService"}
-NOT_RUN = {"XGBOOST_SERVER": "Seldon's xgboostserver (xgboost)", "MLFLOW_SERVER": "Seldon's mlflowserver (MLflow)",
+MLFLOW = "MLFLOW_SERVER"  # served where the model is MLflow's sklearn flavor (``models.files.mlflow_sklearn_file``)
+NOT_RUN = {"XGBOOST_SERVER": "Seldon's xgboostserver (xgboost)",
            "TRITON_SERVER": "NVIDIA Triton", "HUGGINGFACE_SERVER": "MLServer's huggingface runtime",
            "TEMPO_SERVER": "Tempo's MLServer runtime"}
 # Seldon's own implementations (types.go): built into its executor, not containers
 BUILT_IN = ("SIMPLE_MODEL", "SIMPLE_ROUTER", "RANDOM_ABTEST", "AVERAGE_COMBINER")
 UNKNOWN = "UNKNOWN_IMPLEMENTATION"
-KNOWN_IMPLEMENTATIONS = (SERVED, *REFUSED, *NOT_RUN, *BUILT_IN, UNKNOWN)
+KNOWN_IMPLEMENTATIONS = (SERVED, MLFLOW, *REFUSED, *NOT_RUN, *BUILT_IN, UNKNOWN)
 METHODS = ("predict_proba", "predict", "decision_function")  # Seldon's SKLearnServer ``method`` parameter
 DEFAULT_METHOD = "predict_proba"
 # the prepackaged servers' images (the operator's seldon-config ``predictor_servers``, protocol seldon)
@@ -114,7 +117,7 @@ def _check_unit(unit: dict[str, Any], containers: dict[str, Any], where: str) ->
         raise UserError(f"{where}.implementation: {REFUSED[implementation]}")
     if implementation not in KNOWN_IMPLEMENTATIONS:
         raise UserError(f"{where}.implementation: {implementation!r}: No entry in predictors map for "
-                        f"{implementation} (Seldon's servers: {', '.join([SERVED, *REFUSED, *NOT_RUN])})")
+                        f"{implementation} (Seldon's servers: {', '.join([SERVED, MLFLOW, *REFUSED, *NOT_RUN])})")
     if implementation not in BUILT_IN and not unit.get("modelUri") and implementation != "HUGGINGFACE_SERVER":
         raise UserError(f"{where}: {name!r}: Predictive unit modelUri required when using standalone servers")
 
@@ -211,7 +214,7 @@ def kserve_predictor(spec: dict[str, Any], predictor: dict[str, Any]) -> tuple[d
         body[shorthand] = {**({"storageUri": str(unit["modelUri"])} if unit.get("modelUri") else {}), **kept}
         if spec.get("protocol") in ("v2", "kfserving"):
             body[shorthand]["protocolVersion"] = "v2"
-        method = _method(unit, "graph") if implementation == SERVED else None
+        method = _method(unit, "graph") if implementation == SERVED else "predict" if implementation == MLFLOW else None
         image = str(container.get("image") or IMAGES.get(implementation, implementation.lower()))
     return body, method, image
 
@@ -225,7 +228,7 @@ def _unservable(units: list[dict[str, Any]], implementation: str) -> str | None:
         return f"{implementation}: a unit built into Seldon's executor, which is not run here"
     if implementation in NOT_RUN:
         return (f"{implementation} models need {NOT_RUN[implementation]}, which millpond does not run; millpond "
-                f"serves SKLEARN_SERVER units and custom containers")
+                f"serves SKLEARN_SERVER and MLFLOW_SERVER (sklearn flavor) units and custom containers")
     return None
 
 
