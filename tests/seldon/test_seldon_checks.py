@@ -81,10 +81,9 @@ def test_bad_deployments_are_one_error_line_and_nothing_stored(cli, tmp_path: Pa
     assert ResourceStore().list("SeldonDeployment", None) == []
 
 
-def test_a_graph_of_several_units_and_an_xgboost_server_are_accepted_not_served(cli, tmp_path: Path
-                                                                                ) -> None:
-    """Seldon's combiner and an A/B of an XGBOOST_SERVER and a TRITON_SERVER: stored, ``state: Failed`` where the traffic
-    goes to what cannot run, and an info line each; ``millpond get sdep`` and ``describe`` show them."""
+def test_a_graph_of_several_units_and_an_xgboost_server_are_accepted_not_served(cli, tmp_path: Path) -> None:
+    """Seldon's combiner, and an A/B of an XGBOOST_SERVER and a TRITON_SERVER: stored, ``state: Failed`` where
+    the traffic goes to what cannot run, an info line each; ``millpond get sdep`` shows them."""
     combiner = {"name": "combined", "componentSpecs": [{"spec": {"containers": [
         {"name": n, "image": "seldonio/metadata-generic-node:1.14.0-dev"} for n in ("combiner", "model-1", "model-2")
     ]}}], "graph": {"name": "combiner", "type": "COMBINER", "children": [
