@@ -12,8 +12,11 @@ split between predictors by their percentages; the status is Seldon's (``state: 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +28,7 @@ import pytest
 import yaml
 
 from millpond.errors import UnavailableError
-from millpond.serving import endpoints
+from millpond.serving import endpoints, lifecycle
 from millpond.serving.seldon.lifecycle import supervisors, wait_available
 from millpond.store.resources import ResourceStore
 from tests.conftest import _end_background_processes
@@ -57,6 +60,14 @@ def kubectl(server: Served, tmp_path_factory: pytest.TempPathFactory) -> Kubectl
 @pytest.fixture(scope="module")
 def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any]:
     return train_digits(tmp_path_factory.mktemp("digits"))
+
+
+def until(what: Any, why: str, timeout_s: float = 20) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (found := what()):
+        assert time.monotonic() < deadline, f"not within {timeout_s}s: {why}"
+        time.sleep(0.1)
+    return found
 
 
 def _sklearn(name: str, model_dir: Path, traffic: int | None = None, method: str | None = None) -> dict[str, Any]:
@@ -137,6 +148,18 @@ def test_method_parameter_and_traffic_between_predictors(cli, home: Path, server
     assert next(a for a in answers if a["data"]["names"] == [])["data"]["ndarray"] == model.predict(rows[:1]).tolist()
     shown = json.loads(cli("get", "sdep", "ab", "-o", "json").out)["status"]
     assert shown["replicas"] == 2 and set(shown["deploymentStatus"]) == {"ab-a-0-classifier", "ab-b-0-classifier"}
+
+    # its supervisor killed with -9: never Available without one; millpond server's reconciler starts one again
+    [supervisor] = supervisors("ab")
+    os.kill(supervisor.pid, signal.SIGKILL)
+    until(lambda: endpoints.read("default", "ab", "SeldonDeployment") is None, "the dead supervisor's endpoints")
+    shown = json.loads(cli("get", "sdep", "ab", "-o", "json").out)["status"]
+    assert shown["state"] == "Failed" and "no live supervisor serves it" in shown["description"]
+    assert "address" not in shown
+    assert lifecycle.reconcile(ResourceStore()) == ["default/ab"]
+    wait_available(ResourceStore(), "ab", "default", 60)
+    assert call(server.url, "POST", "/seldon/default/ab/api/v1.0/predictions",
+                body={"data": {"ndarray": rows[:1].tolist()}})[0] == 200
 
     path.write_text(_manifest("ab", _sklearn("a", model_dir, 50, "predict_proba"), _sklearn("b", model_dir, 50)))
     assert cli("apply", "-f", path).out.strip() == f"{SDEP}/ab configured"
