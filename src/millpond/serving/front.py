@@ -57,7 +57,7 @@ from yarl import URL
 from millpond.errors import UserError
 from millpond.hosts import loopback_only_problem
 from millpond.serving import endpoints
-from millpond.serving.endpoints import Endpoints, Revision
+from millpond.serving.endpoints import ISVC, Endpoints, Revision
 from millpond.serving.model_server import bind_listener
 from millpond.serving.protocols.common import error_body
 from millpond.serving.protocols.seldon import seldon_error
@@ -138,7 +138,7 @@ class Target:
     name: str
     endpoints: Endpoints
     split: _Split
-    kind: str = endpoints.ISVC
+    kind: str = ISVC
 
 
 class Router:
@@ -159,7 +159,7 @@ class Router:
             path = str(endpoints.folder(namespace, name, kind) / endpoints.FILE_NAME)
         return path
 
-    def lookup(self, namespace: str, name: str, kind: str = endpoints.ISVC) -> Target | None:
+    def lookup(self, namespace: str, name: str, kind: str = ISVC) -> Target | None:
         """The InferenceService's (or SeldonDeployment's: ``kind``) endpoints while its supervisor runs, else None;
         UserError for a bad name.
 
@@ -189,7 +189,7 @@ class Router:
             return None
         return Target(namespace, name, entry.found, entry.split, kind)
 
-    def ready(self, namespace: str, name: str, kind: str = endpoints.ISVC) -> bool:
+    def ready(self, namespace: str, name: str, kind: str = ISVC) -> bool:
         target = self.lookup(namespace, name, kind)
         return target is not None and target.endpoints.ready
 
@@ -297,7 +297,7 @@ async def _answer(upstream: aiohttp.ClientResponse, shape: ErrorShape) -> Respon
 class OwnPort:
     """An ASGI app answering every path for one InferenceService: its replicas speak all three protocols."""
 
-    def __init__(self, namespace: str, name: str, router: Router | None = None, kind: str = endpoints.ISVC) -> None:
+    def __init__(self, namespace: str, name: str, router: Router | None = None, kind: str = ISVC) -> None:
         endpoints.folder(namespace, name, kind)  # UserError now for a bad name, not on each request
         self.namespace, self.name, self.kind = namespace, name, kind
         self.router = router or Router()
@@ -344,7 +344,7 @@ class Handle:
         self._sock.close()
 
 
-def start(port: int, namespace: str, name: str, host: str = "127.0.0.1", kind: str = endpoints.ISVC) -> Handle:
+def start(port: int, namespace: str, name: str, host: str = "127.0.0.1", kind: str = ISVC) -> Handle:
     """Serve InferenceService ``namespace/name``'s own port (its ``status.url``) in a background thread.
 
     ``port`` 0 takes a free one (``Handle.port`` names it). MillpondError when the port cannot be

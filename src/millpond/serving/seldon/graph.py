@@ -96,9 +96,12 @@ def _units(node: dict[str, Any], depth: int, where: str) -> list[dict[str, Any]]
     return found
 
 
-def _containers(predictor: dict[str, Any]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+Found = dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
+
+
+def _containers(predictor: dict[str, Any]) -> Found:
     """Each container of the predictor's componentSpecs by name, with the componentSpec that holds it."""
-    out = {}
+    out: Found = {}
     for component in predictor.get("componentSpecs") or []:
         for container in ((component or {}).get("spec") or {}).get("containers") or []:
             out.setdefault(str(container.get("name")), (container, component))
