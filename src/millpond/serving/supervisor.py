@@ -458,8 +458,7 @@ class Supervisor:
 
     def _publish(self) -> None:
         """Rewrite the endpoints when the replicas that answer (or the traffic) changed; the status likewise."""
-        order = [name for name in (self.rolled_out, self.latest) if name in self.revisions]
-        order = list(dict.fromkeys(order))
+        order = self._served_order()
         shown = tuple(endpoints.Revision(name, self.percents.get(name, 0), self.revisions[name].ready_urls)
                       for name in order)
         replicas = [{"revision": r.revision, "index": r.index, "url": r.url, "restarts": r.restarts,
@@ -477,6 +476,11 @@ class Supervisor:
                 supervisor_ticks=self.me.start, updated=now_iso(), server=latest.spec.server,
                 extra={"replicas": replicas, "url": self.url}, kind=self.kind))
         self._write_status()
+
+    def _served_order(self) -> list[str]:
+        """The revisions the endpoints name, in order: the rolled-out one, then the latest."""
+        order = [name for name in (self.rolled_out, self.latest) if name in self.revisions]
+        return list(dict.fromkeys(order))
 
     @property
     def url(self) -> str:

@@ -71,6 +71,10 @@ class SeldonSupervisor(Supervisor):
             self._retire(name)
         self._adopt(resource)
 
+    def _served_order(self) -> list[str]:
+        """Every predictor's revision, in the predictors' order (each takes its share of the traffic)."""
+        return [name for name in (revision_of(self.name, p.name) for p in self.predictors) if name in self.revisions]
+
     def _route(self) -> None:
         self.percents = {revision_of(self.name, p.name): p.traffic for p in self.predictors}
 
