@@ -57,11 +57,11 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
         schema = schema_file(doc.get("apiVersion"))
         metadata = check_metadata(KIND, doc.get("metadata"), namespaced=True)
         label = f"{KIND} {metadata['name']}"
-        body = {"apiVersion": str(doc["apiVersion"]), "kind": KIND, "metadata": metadata,
-                "spec": doc.get("spec") or {}}
+        spec: dict[str, Any] = doc.get("spec") or {}
+        body = {"apiVersion": str(doc["apiVersion"]), "kind": KIND, "metadata": metadata, "spec": spec}
         try:
             validate(schema, doc)
-            check_predictors(body["spec"])
+            check_predictors(spec)
             predictors = read_predictors(body)
             for predictor in predictors:
                 too_many = count_refusal(predictor.spec)
@@ -71,4 +71,4 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
             raise UserError(f"{label}: {exc}") from None
     except UserError as exc:
         raise UserError(f"{where}: {exc}") from None
-    return SeldonManifest(body, predictors, _notes(predictors, body["spec"]))
+    return SeldonManifest(body, predictors, _notes(predictors, spec))
