@@ -2,14 +2,15 @@
 
 Only the address changed: ``AMBASSADOR_API_IP`` is ``millpond server``'s (the first argument, else
 ``$MILLPOND_SELDON_ADDRESS``, else the server's default ``127.0.0.1:8888``), whose gateway answers
-``/seldon/NAME/api/v0.1/predictions`` for every served InferenceService. Two things the 2019 script
-imported no longer install and are stood in for, in the set-up part only, with the same calls:
+``/seldon/NAME/api/v0.1/predictions`` for every served SeldonDeployment and InferenceService. Two
+things the 2019 script imported no longer install and are stood in for, in the set-up part only, with the same calls:
 ``tensorflow.examples.tutorials.mnist.input_data`` (gone from TensorFlow 2) reads MNIST-shaped
 digits (``examples/fluid_mnist/make_data.py``) with the same ``mnist.train.next_batch(1)``, and
 matplotlib's ``show`` draws the digit as text. The query itself, between ``tag::scriptGuts`` and
 ``end::scriptGuts``, is the seed's line for line.
 
-    python examples/seldon_query/serve_mnist.py          # serves mnist-classifier, prints the address
+    python examples/seldon_query/seldon_mnist.py         # a SeldonDeployment mnist-classifier (probabilities)
+    python examples/seldon_query/serve_mnist.py          # or an InferenceService (the class), as arena serves it
     python examples/seldon_query/query_endpoint.py 127.0.0.1:PORT
 """
 

@@ -5,7 +5,8 @@ Each package that owns kinds registers its names when its ``kinds`` module is im
 :class:`~millpond.kind_handler.KindHandler` once, when its ``handler`` module is: ``datasets``
 (Fluid's ``data.fluid.io`` kinds), ``training`` (Kubeflow's), ``scheduling.queues`` (Kueue's
 ``kueue.x-k8s.io`` queueing kinds), ``kuberay`` (KubeRay's ``ray.io`` kinds), ``serving`` (KServe's
-``serving.kserve.io`` InferenceService and serving runtimes), ``training.batch`` (Kubernetes' ``batch/v1``
+``serving.kserve.io`` InferenceService and serving runtimes), ``serving.seldon`` (Seldon Core's
+``machinelearning.seldon.io`` SeldonDeployment), ``training.batch`` (Kubernetes' ``batch/v1``
 Job), ``pods`` (``v1`` Pods: views of what runs) and ``core`` (Kubernetes' other built-in ``v1`` kinds,
 RBAC's, and Kubeflow's Profile). The handler module sits
 beside the family's ``kinds`` table (which its checks and objects import), so registering does not
@@ -38,7 +39,7 @@ __all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
 # registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
 # would call the others' kinds unknown.
 OWNERS = ("datasets", "training", "training.batch", "scheduling.queues", "kuberay", "pods", "core", "serving",
-          "notebooks")
+          "notebooks", "serving.seldon")
 
 
 class KindTable:

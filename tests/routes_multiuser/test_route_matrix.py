@@ -119,6 +119,9 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
         "POST", "/seldon/model/api/v0.1/predictions", lambda o: _isvc("get", "default"), SELDON),
     ("POST", "/seldon/{namespace}/{name}/api/v0.1/predictions"): _one(
         "POST", "/seldon/{ns}/model/api/v0.1/predictions", lambda o: _isvc("get", TEAM_A), SELDON),
+    # Seldon's v1.0 path: a SeldonDeployment of that name first (get on seldondeployments), else the InferenceService
+    ("POST", "/seldon/{namespace}/{name}/api/v1.0/predictions"): _one(
+        "POST", "/seldon/{ns}/model/api/v1.0/predictions", lambda o: _isvc("get", TEAM_A), SELDON),
     **{(method, "/serving/{namespace}/{name}/{path:path}"): _one(
         method, "/serving/{ns}/model/v2/models/model/infer", lambda o: _isvc("get", TEAM_A),
         INFER if method in ("POST", "PUT", "PATCH") else None) for method in METHODS},

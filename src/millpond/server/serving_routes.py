@@ -6,6 +6,9 @@ routed to each InferenceService's model processes (``serving.front``).
   gateway's own ``GET /v2`` (server metadata), ``/v2/health/live`` and ``/v2/health/ready``;
 - Seldon v0.1: ``POST /seldon/NAME/api/v0.1/predictions`` and ``/seldon/NAMESPACE/NAME/api/v0.1/predictions``
   (sent on to the replica's ``/api/v0.1/predictions``): seed 003's query script, with the server's address;
+  and Seldon's v1.0 ``POST /seldon/NAMESPACE/NAME/api/v1.0/predictions``. A SeldonDeployment of that name
+  answers them (``get`` on ``seldondeployments`` of ``machinelearning.seldon.io`` in multi-user mode), else the
+  InferenceService does;
 - ``/serving/NAMESPACE/NAME/PATH`` (any method): PATH as it is, for custom containers' own routes.
 
 NAME without a namespace is the InferenceService NAME of namespace ``default`` (on Kubernetes the
@@ -60,6 +63,7 @@ from millpond.serving import objects as serving_objects
 from millpond.serving.front import Router, error, shape_of
 from millpond.serving.protocols.common import error_body
 from millpond.serving.protocols.seldon import seldon_error
+from millpond.serving.seldon.kinds import SELDON_DEPLOYMENT as SDEP
 from millpond.store.resources import ResourceStore
 
 router = APIRouter(include_in_schema=False)
@@ -203,15 +207,39 @@ async def v2_infer(name: str, request: Request, version: str | None = None) -> R
     return await _route(request, DEFAULT_NAMESPACE, name, _v2_path(version, "/infer"), error_body)
 
 
-# --- Seldon v0.1 ---------------------------------------------------------------------------------------
+# --- Seldon v0.1 and v1.0 -------------------------------------------------------------------------------
+async def _seldon_route(request: Request, namespace: str, name: str, path: str) -> Response:
+    """A SeldonDeployment of that name is asked first (Seldon's own paths are its), else the InferenceService."""
+    store = ResourceStore(state_of(request).settings)
+    try:
+        target = gateway(request).lookup(namespace, name, SDEP.kind)
+        stored = target is not None or store.get(SDEP.kind, name, namespace) is not None
+    except UserError as exc:
+        return error(str(exc), 400, seldon_error)
+    if not stored:
+        return await _route(request, namespace, name, lambda m: path, seldon_error)
+    refused = refusal(request, Attributes("get", namespace, SDEP.group, SDEP.plural, name=name))
+    if refused is not None:
+        return error(refused, 403, seldon_error)
+    if target is None:
+        return error(f"SeldonDeployment {namespace}/{name} has no ready replica: it is not served now", 503,
+                     seldon_error)
+    return await gateway(request).forward(request, target, path, seldon_error)
+
+
 @router.post("/seldon/{name}/api/v0.1/predictions")
 async def seldon(name: str, request: Request) -> Response:
-    return await _route(request, DEFAULT_NAMESPACE, name, lambda m: "/api/v0.1/predictions", seldon_error)
+    return await _seldon_route(request, DEFAULT_NAMESPACE, name, "/api/v0.1/predictions")
 
 
 @router.post("/seldon/{namespace}/{name}/api/v0.1/predictions")
 async def seldon_namespaced(namespace: str, name: str, request: Request) -> Response:
-    return await _route(request, namespace, name, lambda m: "/api/v0.1/predictions", seldon_error)
+    return await _seldon_route(request, namespace, name, "/api/v0.1/predictions")
+
+
+@router.post("/seldon/{namespace}/{name}/api/v1.0/predictions")
+async def seldon_v1(namespace: str, name: str, request: Request) -> Response:
+    return await _seldon_route(request, namespace, name, "/api/v1.0/predictions")
 
 
 # --- any path of a custom container --------------------------------------------------------------------

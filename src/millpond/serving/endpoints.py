@@ -30,6 +30,10 @@ from millpond.settings import load_settings
 from millpond.store.paths import check_segment
 
 FILE_NAME = "endpoints.json"
+ISVC = "InferenceService"
+# where each kind's supervisors keep their files under the home: a SeldonDeployment may share an
+# InferenceService's name and namespace, so each kind has a folder of its own
+ROOTS = {ISVC: "serving", "SeldonDeployment": "seldon"}
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,7 @@ class Endpoints:
     updated: str  # ISO 8601, UTC
     server: str = "sklearn"  # sklearn, pytorch (millpond's model server) or command (a custom container)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    kind: str = ISVC  # what it serves: an InferenceService, or a SeldonDeployment (its predictors as revisions)
 
     @property
     def supervisor(self) -> ProcessIdentity:
@@ -71,32 +76,33 @@ class Endpoints:
         return any(revision.replicas and revision.percent > 0 for revision in self.revisions)
 
 
-def folder(namespace: str, name: str) -> Path:
-    """``$MILLPOND_HOME/serving/NAMESPACE/NAME``: the InferenceService's endpoints, logs and model copies."""
+def folder(namespace: str, name: str, kind: str = ISVC) -> Path:
+    """``$MILLPOND_HOME/serving/NAMESPACE/NAME``: the InferenceService's endpoints, logs and model copies
+    (a SeldonDeployment's: ``$MILLPOND_HOME/seldon/NAMESPACE/NAME``)."""
     check_segment(namespace, "namespace")
-    check_segment(name, "InferenceService")
-    return load_settings().home / "serving" / namespace / name
+    check_segment(name, kind)
+    return load_settings().home / ROOTS[kind] / namespace / name
 
 
-def replica_log(namespace: str, name: str, revision: str, replica: int) -> Path:
+def replica_log(namespace: str, name: str, revision: str, replica: int, kind: str = ISVC) -> Path:
     """The output of one replica of one revision (``arena serve logs`` reads it)."""
     check_segment(revision, "revision")
-    return folder(namespace, name) / "logs" / revision / f"replica-{int(replica)}.log"
+    return folder(namespace, name, kind) / "logs" / revision / f"replica-{int(replica)}.log"
 
 
 def write(endpoints: Endpoints) -> None:
     """Publish ``endpoints`` atomically: a reader sees the old file or the new one, never half of one."""
-    path = folder(endpoints.namespace, endpoints.name) / FILE_NAME
+    path = folder(endpoints.namespace, endpoints.name, endpoints.kind) / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{FILE_NAME}.{os.getpid()}.partial")
     partial.write_text(json.dumps(asdict(endpoints), sort_keys=True))
     os.replace(partial, path)
 
 
-def read_file(namespace: str, name: str) -> Endpoints | None:
+def read_file(namespace: str, name: str, kind: str = ISVC) -> Endpoints | None:
     """The file as written (None when there is none or it cannot be read), whether or not its writer lives."""
     try:
-        raw = json.loads((folder(namespace, name) / FILE_NAME).read_text())
+        raw = json.loads((folder(namespace, name, kind) / FILE_NAME).read_text())
         revisions = tuple(Revision(str(r["name"]), int(r["percent"]), tuple(str(u) for u in r["replicas"]))
                           for r in raw["revisions"])
         return Endpoints(
@@ -104,22 +110,23 @@ def read_file(namespace: str, name: str) -> Endpoints | None:
             model_name=str(raw["model_name"]), protocol=str(raw["protocol"]), port=int(raw["port"]),
             revisions=revisions, supervisor_pid=int(raw["supervisor_pid"]),
             supervisor_ticks=raw.get("supervisor_ticks"), updated=str(raw["updated"]),
-            server=str(raw.get("server") or "sklearn"), extra=dict(raw.get("extra") or {}))
+            server=str(raw.get("server") or "sklearn"), extra=dict(raw.get("extra") or {}),
+            kind=str(raw.get("kind") or ISVC))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def read(namespace: str, name: str) -> Endpoints | None:
+def read(namespace: str, name: str, kind: str = ISVC) -> Endpoints | None:
     """The endpoints of a served InferenceService: None when none were written or their supervisor is gone."""
-    found = read_file(namespace, name)
+    found = read_file(namespace, name, kind)
     if found is None or not found.supervisor.is_running():
         return None
     return found
 
 
-def clear(namespace: str, name: str) -> None:
+def clear(namespace: str, name: str, kind: str = ISVC) -> None:
     """Forget the endpoints (the supervisor stopped, or the InferenceService was deleted)."""
     try:
-        (folder(namespace, name) / FILE_NAME).unlink()
+        (folder(namespace, name, kind) / FILE_NAME).unlink()
     except FileNotFoundError:
         pass

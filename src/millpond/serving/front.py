@@ -57,7 +57,7 @@ from yarl import URL
 from millpond.errors import UserError
 from millpond.hosts import loopback_only_problem
 from millpond.serving import endpoints
-from millpond.serving.endpoints import Endpoints, Revision
+from millpond.serving.endpoints import ISVC, Endpoints, Revision
 from millpond.serving.model_server import bind_listener
 from millpond.serving.protocols.common import error_body
 from millpond.serving.protocols.seldon import seldon_error
@@ -84,7 +84,7 @@ ErrorShape = Callable[[str, int], dict[str, Any]]
 
 def shape_of(path: str) -> ErrorShape:
     """The error body of the protocol ``path`` belongs to: Seldon's status, else KServe's ``{"error"}``."""
-    return seldon_error if path.startswith("/seldon/") or "/api/v0.1/" in path else error_body
+    return seldon_error if path.startswith("/seldon/") or "/api/v0.1/" in path or "/api/v1.0/" in path else error_body
 
 
 def error(message: str, status: int, shape: ErrorShape) -> JSONResponse:
@@ -132,12 +132,13 @@ class _Entry:
 
 @dataclass(frozen=True)
 class Target:
-    """Where one InferenceService's requests go now."""
+    """Where one InferenceService's (or SeldonDeployment's: ``kind``) requests go now."""
 
     namespace: str
     name: str
     endpoints: Endpoints
     split: _Split
+    kind: str = ISVC
 
 
 class Router:
@@ -146,26 +147,27 @@ class Router:
     def __init__(self, observe: Observer | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.observe = observe
         self.max_body_bytes = max_body_bytes
-        self._entries: dict[tuple[str, str], _Entry] = {}
-        self._paths: dict[tuple[str, str], str] = {}
+        self._entries: dict[tuple[str, str, str], _Entry] = {}
+        self._paths: dict[tuple[str, str, str], str] = {}
         self._down: dict[str, float] = {}
         self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
 
     # --- where -----------------------------------------------------------------------------------
-    def _path(self, namespace: str, name: str) -> str:
-        path = self._paths.get((namespace, name))
+    def _path(self, namespace: str, name: str, kind: str) -> str:
+        path = self._paths.get((kind, namespace, name))
         if path is None:  # endpoints.folder checks both names (UserError: "..", "/", NUL, …)
-            path = str(endpoints.folder(namespace, name) / endpoints.FILE_NAME)
+            path = str(endpoints.folder(namespace, name, kind) / endpoints.FILE_NAME)
         return path
 
-    def lookup(self, namespace: str, name: str) -> Target | None:
-        """The InferenceService's endpoints while its supervisor runs, else None; UserError for a bad name.
+    def lookup(self, namespace: str, name: str, kind: str = ISVC) -> Target | None:
+        """The InferenceService's (or SeldonDeployment's: ``kind``) endpoints while its supervisor runs, else None;
+        UserError for a bad name.
 
-        Only InferenceServices that have an endpoints file are remembered: requests for any number
+        Only objects that have an endpoints file are remembered: requests for any number
         of names that do not exist leave nothing behind.
         """
-        where = (namespace, name)
-        path = self._path(namespace, name)
+        where = (kind, namespace, name)
+        path = self._path(namespace, name, kind)
         try:
             st = os.stat(path)
         except OSError:
@@ -177,7 +179,7 @@ class Router:
         now = time.monotonic()
         entry = self._entries.get(where)
         if entry is None or entry.key != key or now - entry.checked > LIVENESS_S:
-            found = endpoints.read(namespace, name)
+            found = endpoints.read(namespace, name, kind)
             revisions = found.revisions if found is not None else ()
             kept = entry is not None and entry.found is not None and entry.found.revisions == revisions
             # the same revisions and replicas: the split goes on where it was (a rewrite moves no traffic)
@@ -185,10 +187,10 @@ class Router:
             self._entries[where] = entry
         if entry.found is None:
             return None
-        return Target(namespace, name, entry.found, entry.split)
+        return Target(namespace, name, entry.found, entry.split, kind)
 
-    def ready(self, namespace: str, name: str) -> bool:
-        target = self.lookup(namespace, name)
+    def ready(self, namespace: str, name: str, kind: str = ISVC) -> bool:
+        target = self.lookup(namespace, name, kind)
         return target is not None and target.endpoints.ready
 
     # --- how -------------------------------------------------------------------------------------
@@ -222,7 +224,7 @@ class Router:
         suffix = quote(path, safe=_SAFE_PATH) + (f"?{query}" if query else "")
         now = time.monotonic()
         tries = [t for t in target.split.order() if self._down.get(t[1], 0.0) <= now]
-        where = f"InferenceService {target.namespace}/{target.name}"
+        where = f"{target.kind} {target.namespace}/{target.name}"
         if not tries:
             return self._done(target, "", error(f"{where} has no ready replica", 503, shape), started)
         session = self.session()
@@ -295,9 +297,9 @@ async def _answer(upstream: aiohttp.ClientResponse, shape: ErrorShape) -> Respon
 class OwnPort:
     """An ASGI app answering every path for one InferenceService: its replicas speak all three protocols."""
 
-    def __init__(self, namespace: str, name: str, router: Router | None = None) -> None:
-        endpoints.folder(namespace, name)  # UserError now for a bad name, not on each request
-        self.namespace, self.name = namespace, name
+    def __init__(self, namespace: str, name: str, router: Router | None = None, kind: str = ISVC) -> None:
+        endpoints.folder(namespace, name, kind)  # UserError now for a bad name, not on each request
+        self.namespace, self.name, self.kind = namespace, name, kind
         self.router = router or Router()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -316,12 +318,11 @@ class OwnPort:
         path = scope["path"]
         shape = shape_of(path)
         refused = loopback_only_problem(request.headers.get("host"), request.headers.get("origin"))
-        target = self.router.lookup(self.namespace, self.name) if refused is None else None
+        target = self.router.lookup(self.namespace, self.name, self.kind) if refused is None else None
         if refused is not None:  # a web page in the user's browser (DNS rebinding, another site) gets nothing
             response: Response = error(refused, 403, shape)
         elif target is None:
-            response = error(f"InferenceService {self.namespace}/{self.name} has no ready replica", 503,
-                                       shape)
+            response = error(f"{self.kind} {self.namespace}/{self.name} has no ready replica", 503, shape)
         else:
             response = await self.router.forward(request, target, path, shape)
         await response(scope, receive, send)
@@ -343,7 +344,7 @@ class Handle:
         self._sock.close()
 
 
-def start(port: int, namespace: str, name: str, host: str = "127.0.0.1") -> Handle:
+def start(port: int, namespace: str, name: str, host: str = "127.0.0.1", kind: str = ISVC) -> Handle:
     """Serve InferenceService ``namespace/name``'s own port (its ``status.url``) in a background thread.
 
     ``port`` 0 takes a free one (``Handle.port`` names it). MillpondError when the port cannot be
@@ -354,7 +355,7 @@ def start(port: int, namespace: str, name: str, host: str = "127.0.0.1") -> Hand
     """
     import uvicorn  # noqa: PLC0415 - uvicorn is loaded only by a serving front
 
-    app = OwnPort(namespace, name)
+    app = OwnPort(namespace, name, kind=kind)
     sock = bind_listener(host, port)
     bound = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))

@@ -29,6 +29,7 @@ from millpond.serving import endpoints, placement
 from millpond.serving.manifests import ServingManifest
 from millpond.serving.objects import predictor_of, set_status, status
 from millpond.serving.observed import NOT_SERVED, observed_status, ready_condition
+from millpond.serving.seldon.lifecycle import SeldonReconciler
 from millpond.serving.spec import predictor_spec
 from millpond.serving.supervisor import KIND, LOG_FILE
 from millpond.store.resources import Resource, ResourceStore
@@ -180,8 +181,11 @@ class ServingReconciler:
 
 
 def reconcile(store: ResourceStore | None = None) -> list[str]:
-    """Start a supervisor for every servable InferenceService that has none; ``NS/NAME`` of those started."""
-    return [done.subject for done in reconcile_pass(ServingReconciler(store or ResourceStore()))]
+    """Start a supervisor for every servable InferenceService (and SeldonDeployment) that has none; ``NS/NAME`` of
+    those started."""
+    store = store or ResourceStore()
+    passes = (*reconcile_pass(ServingReconciler(store)), *reconcile_pass(SeldonReconciler(store)))
+    return [done.subject for done in passes]
 
 
 def replica_logs(name: str, namespace: str = "default") -> list[Path]:

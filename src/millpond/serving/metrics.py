@@ -69,7 +69,7 @@ def protocol_of(path: str) -> str:
         return "v1"
     if path == "/v2" or path.startswith("/v2/"):
         return "v2"
-    if path.startswith(("/seldon/", "/api/v0.1/")):
+    if path.startswith(("/seldon/", "/api/v0.1/", "/api/v1.0/")):
         return "seldon"
     return "other"
 

@@ -95,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", required=True, choices=FORMATS, help="the model's framework")
     parser.add_argument("--module", help="pytorch state dict: its nn.Module class as MODULE:CLASS")
     parser.add_argument("--model-version", help="the version OIP metadata reports and /versions/V accepts")
+    parser.add_argument("--method", choices=("predict", "predict_proba", "decision_function"),
+                        help="sklearn: the estimator's method that answers (predict; Seldon's SKLEARN_SERVER: "
+                             "predict_proba)")
+    parser.add_argument("--seldon-unit", metavar="UNIT=IMAGE",
+                        help="answer Seldon's protocol as Seldon's prepackaged server for graph unit UNIT does")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080, help="0 picks a free port (named in the ready line)")
     parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="larger requests get 413")
@@ -131,13 +136,15 @@ def main(argv: list[str] | None = None) -> int:
         _parser().error(f"--max-body-bytes {args.max_body_bytes}: from 1024 to {MAX_BODY_LIMIT} (a body is held in "
                         "memory while it is parsed)")
     try:
-        model = load_model(args.name, args.model_dir, args.format, args.module, args.model_version)
+        model = load_model(args.name, args.model_dir, args.format, args.module, args.model_version, args.method)
         sock = bind_listener(args.host, args.port)
     except MillpondError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return exit_code_of(exc)
     metrics = ServerMetrics()
-    repo = ModelRepository({args.name: TimedModel(model, metrics)}, max_body_bytes=args.max_body_bytes)
+    unit = tuple(args.seldon_unit.split("=", 1)) if args.seldon_unit and "=" in args.seldon_unit else None
+    repo = ModelRepository({args.name: TimedModel(model, metrics)}, max_body_bytes=args.max_body_bytes,
+                           seldon_unit=(unit[0], unit[1]) if unit else None)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in host else host
 

@@ -82,13 +82,20 @@ STARTING_AT_ONCE = max(2, os.cpu_count() or 1)  # replicas started and not answe
 
 
 class Supervisor:
-    """One InferenceService's revisions and replicas, in its supervisor process."""
+    """One InferenceService's revisions and replicas, in its supervisor process.
+
+    ``kind`` is the stored kind it serves: a subclass serves another kind's objects with the same loop
+    (``serving.seldon.supervisor``: a SeldonDeployment's predictors as revisions with fixed traffic), overriding
+    how revisions are adopted, followed and routed, and how the status is written.
+    """
+
+    kind = endpoints.ISVC
 
     def __init__(self, store: ResourceStore, resource: Resource) -> None:
         self.store = store
         self.namespace, self.name, self.uid = resource.namespace, resource.name, resource.uid
         self.me = ProcessIdentity.own()
-        self.folder = endpoints.folder(self.namespace, self.name)
+        self.folder = endpoints.folder(self.namespace, self.name, self.kind)
         self.ledger = Ledger()
         self.stopping = threading.Event()
         self.revisions: dict[str, RevisionRun] = {}
@@ -122,9 +129,9 @@ class Supervisor:
                 now = time.monotonic()
                 if now >= next_read:
                     next_read = now + SPEC_POLL_S
-                    resource = self.store.get("InferenceService", self.name, self.namespace)
+                    resource = self.store.get(self.kind, self.name, self.namespace)
                     if resource is None or resource.uid != self.uid:
-                        print(f"{now_iso()} the InferenceService was deleted or re-created: stopping", flush=True)
+                        print(f"{now_iso()} the {self.kind} was deleted or re-created: stopping", flush=True)
                         self.stopping.set()
                         break
                     self.resource = resource
@@ -189,7 +196,7 @@ class Supervisor:
         body = {**resource.manifest, "spec": {**resource.spec, "predictor": predictor}}
         spec = predictor_spec(body)
         too_many = count_refusal(spec)  # stored before apply checked it: never start what cannot fit
-        replicas = [Replica(name, index, endpoints.replica_log(self.namespace, self.name, name, index))
+        replicas = [Replica(name, index, endpoints.replica_log(self.namespace, self.name, name, index, self.kind))
                     for index in range(spec.replicas if too_many is None else 0)]
         revision = RevisionRun(name, predictor, spec, replicas)
         if spec.unservable is not None or too_many is not None:
@@ -451,8 +458,7 @@ class Supervisor:
 
     def _publish(self) -> None:
         """Rewrite the endpoints when the replicas that answer (or the traffic) changed; the status likewise."""
-        order = [name for name in (self.rolled_out, self.latest) if name in self.revisions]
-        order = list(dict.fromkeys(order))
+        order = self._served_order()
         shown = tuple(endpoints.Revision(name, self.percents.get(name, 0), self.revisions[name].ready_urls)
                       for name in order)
         replicas = [{"revision": r.revision, "index": r.index, "url": r.url, "restarts": r.restarts,
@@ -468,8 +474,13 @@ class Supervisor:
                 name=self.name, namespace=self.namespace, uid=self.uid, model_name=self.name,
                 protocol=latest.spec.protocol, port=self.port, revisions=shown, supervisor_pid=self.me.pid,
                 supervisor_ticks=self.me.start, updated=now_iso(), server=latest.spec.server,
-                extra={"replicas": replicas, "url": self.url}))
+                extra={"replicas": replicas, "url": self.url}, kind=self.kind))
         self._write_status()
+
+    def _served_order(self) -> list[str]:
+        """The revisions the endpoints name, in order: the rolled-out one, then the latest."""
+        order = [name for name in (self.rolled_out, self.latest) if name in self.revisions]
+        return list(dict.fromkeys(order))
 
     @property
     def url(self) -> str:
@@ -519,18 +530,27 @@ class Supervisor:
             self.uid, self.counter, self.latest, self.rolled_out,
             {name: revision.predictor for name, revision in self.revisions.items()}, self.ready_revision))
 
+    def _write_stopped(self) -> None:
+        """The status of an object whose supervisor was stopped while it stays: nothing serves it now."""
+        objects.set_status(self.store, self.name, self.namespace, objects.status(
+            "Unknown", "Stopped", f"its supervisor was stopped ({self.stop_signal}); nothing serves it now",
+            active="Pending"))
+
+    def write_failed(self, why: str) -> None:
+        """The status of an object whose supervisor itself failed (the traceback is in its log)."""
+        objects.set_status(self.store, self.name, self.namespace, objects.status(
+            "False", "SupervisorFailed", why, active="FailedToLoad", transition="BlockedByFailedLoad"))
+
     def _stop_everything(self) -> None:
         for name in list(self.revisions):
             self._retire(name)
         self._end_retired()
-        current = self.store.get("InferenceService", self.name, self.namespace) if self.stop_signal else None
+        current = self.store.get(self.kind, self.name, self.namespace) if self.stop_signal else None
         if current is not None and current.uid == self.uid:  # stopped, not deleted: no longer served
-            objects.set_status(self.store, self.name, self.namespace, objects.status(
-                "Unknown", "Stopped", f"its supervisor was stopped ({self.stop_signal}); nothing serves it now",
-                active="Pending"))
-        found = endpoints.read_file(self.namespace, self.name)
+            self._write_stopped()
+        found = endpoints.read_file(self.namespace, self.name, self.kind)
         if found is None or (found.supervisor_pid, found.supervisor_ticks) == (self.me.pid, self.me.start):
-            endpoints.clear(self.namespace, self.name)  # never another supervisor's (a re-created object's)
+            endpoints.clear(self.namespace, self.name, self.kind)  # never another supervisor's (a re-created one's)
         if self.front is not None:
             self.front.stop()
 
@@ -543,40 +563,44 @@ def _start_front(supervisor: Supervisor, port: int) -> front.Handle:
     it before us): then a free one, and the status names the new URL.
     """
     try:
-        handle = front.start(port, supervisor.namespace, supervisor.name)
+        handle = front.start(port, supervisor.namespace, supervisor.name, kind=supervisor.kind)
     except UserError:
         raise
     except MillpondError:
-        handle = front.start(0, supervisor.namespace, supervisor.name)
+        handle = front.start(0, supervisor.namespace, supervisor.name, kind=supervisor.kind)
     supervisor.folder.mkdir(parents=True, exist_ok=True)
     (supervisor.folder / PORT_FILE).write_text(f"{handle.port}\n")
     return handle
 
 
-def lock_path(namespace: str, name: str, uid: str) -> Path:
+def lock_path(namespace: str, name: str, uid: str, kind: str = endpoints.ISVC) -> Path:
     """The lock one supervisor of this uid holds while it runs (released by the kernel however it ends)."""
-    return endpoints.folder(namespace, name) / f".supervisor-{uid}.lock"
+    return endpoints.folder(namespace, name, kind) / f".supervisor-{uid}.lock"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
+    return serve(Supervisor, KIND, argv if argv is not None else sys.argv[1:])
+
+
+def serve(factory: type[Supervisor], process_kind: str, args: list[str]) -> int:
+    """The supervisor process of ``factory.kind``'s object NAMESPACE NAME UID (``args``): one per uid."""
     if len(args) != 3:
-        sys.stderr.write("error: usage: python -m millpond.serving.supervisor NAMESPACE NAME UID\n")
+        sys.stderr.write(f"error: usage: python -m {factory.__module__} NAMESPACE NAME UID\n")
         return 2
     namespace, name, uid = args
     store = ResourceStore()
-    resource = store.get("InferenceService", name, namespace)
+    resource = store.get(factory.kind, name, namespace)
     if resource is None or resource.uid != uid:
         return 0
-    path = lock_path(namespace, name, uid)
+    path = lock_path(namespace, name, uid, factory.kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path))
     try:
         lock.acquire(timeout=0)
     except Timeout:
-        return 0  # another supervisor serves this InferenceService: one per uid
-    register(KIND, f"{namespace}/{name}", uid)
-    supervisor = Supervisor(store, resource)
+        return 0  # another supervisor serves this object: one per uid
+    register(process_kind, f"{namespace}/{name}", uid)
+    supervisor = factory(store, resource)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda num, _frame: supervisor.ask_stop(num))
     try:
@@ -584,10 +608,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure is the InferenceService's status, not a silent death
         traceback.print_exc()  # into supervisor.log
         why = f"its supervisor failed: {type(exc).__name__}: {exc}"
-        current = store.get("InferenceService", name, namespace)
+        current = store.get(factory.kind, name, namespace)
         if current is not None and current.uid == uid:
-            objects.set_status(store, name, namespace, objects.status(
-                "False", "SupervisorFailed", why, active="FailedToLoad", transition="BlockedByFailedLoad"))
+            supervisor.write_failed(why)
         return 1
     finally:
         lock.release()

@@ -19,24 +19,35 @@ import joblib
 import numpy as np
 
 from millpond.serving.models.base import InferenceInputError, ModelFailure, ModelLoadError, TensorSpec, datatype_of
-from millpond.serving.models.files import SKLEARN_EXTENSIONS, one_model_file
+from millpond.serving.models.files import SKLEARN_EXTENSIONS, mlflow_sklearn_file, one_model_file
+
+METHODS = ("predict", "predict_proba", "decision_function")
 
 
 class SklearnModel:
-    """A fitted estimator answering ``predict`` (KServe's sklearnserver does the same by default)."""
+    """A fitted estimator answering ``predict`` (KServe's sklearnserver does the same by default), or ``method``:
+    Seldon's SKLEARN_SERVER answers ``predict_proba`` by default, and its ``method`` parameter picks any of
+    ``METHODS`` (Seldon's ``SKLearnServer(method=...)``)."""
 
     platform = "sklearn"
 
-    def __init__(self, name: str, model_dir: Path, version: str | None = None) -> None:
+    def __init__(self, name: str, model_dir: Path, version: str | None = None, method: str = "predict") -> None:
         self.name = name
         self.version = version
-        path = one_model_file(model_dir, SKLEARN_EXTENSIONS, "scikit-learn")
+        if method not in METHODS:
+            raise ModelLoadError(f"method {method!r}: expected one of {', '.join(METHODS)}")
+        self.method = method
+        path = mlflow_sklearn_file(model_dir) or one_model_file(model_dir, SKLEARN_EXTENSIONS, "scikit-learn")
         try:
             estimator = joblib.load(path)  # reads plain pickles too, as KServe loads every extension
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is a bad model file
             raise ModelLoadError(f"cannot load {path}: {type(exc).__name__}: {exc}") from None
         if not callable(getattr(estimator, "predict", None)):
             raise ModelLoadError(f"{path} holds a {type(estimator).__name__}, which has no predict()")
+        if not callable(getattr(estimator, method, None)):
+            raise ModelLoadError(f"{path} holds a {type(estimator).__name__}, which has no {method}() (the method "
+                                 f"asked: Seldon's SKLEARN_SERVER calls predict_proba unless its 'method' parameter "
+                                 f"names another)")
         self._estimator = estimator
         features = getattr(estimator, "n_features_in_", None)
         shape = (-1, int(features)) if isinstance(features, (int, np.integer)) else (-1,)
@@ -44,6 +55,12 @@ class SklearnModel:
         classes = getattr(estimator, "classes_", None)
         out_type = datatype_of(np.asarray(classes).dtype) if classes is not None else "FP64"
         self.outputs: tuple[TensorSpec, ...] = (TensorSpec("output-0", out_type, (-1,)),)
+        if method == "predict_proba":
+            columns = (len(classes),) if classes is not None else (-1,)
+            self.outputs = (TensorSpec("output-0", "FP64", (-1, *columns)),)
+        elif method == "decision_function":
+            self.outputs = (TensorSpec("output-0", "FP64", (-1,)),)
+        self._answer = getattr(estimator, method)
         _check_answers(estimator, path, shape)
 
     def predict(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -51,7 +68,7 @@ class SklearnModel:
 
         (rows,) = inputs
         try:
-            return [np.asarray(self._estimator.predict(rows))]
+            return [np.asarray(self._answer(rows))]
         except NotFittedError as exc:  # a ValueError, but no fault of the request's
             raise ModelFailure(f"model {self.name!r} cannot predict: {exc}") from None
         except (ValueError, TypeError) as exc:  # sklearn's own input checks (NaN, strings, wrong width)

@@ -35,7 +35,7 @@ def protocols_app(repo: ModelRepository, on_ready: Callable[[], None] | None = N
     @app.exception_handler(HTTPException)
     async def unrouted(request: Request, exc: HTTPException) -> JSONResponse:
         """A path or method no protocol has (404, 405), answered in the shape of the protocol it aimed at."""
-        seldon = request.url.path.startswith(("/seldon/", "/api/v0.1/"))
+        seldon = request.url.path.startswith(("/seldon/", "/api/v0.1/", "/api/v1.0/"))
         message = f"{request.method} {request.url.path}: {exc.detail}"
         body = (seldon_error if seldon else error_body)(message, exc.status_code)
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)

@@ -31,6 +31,8 @@ class ModelRepository:
     max_body_bytes: int = MAX_BODY_BYTES
     server_name: str = "millpond"
     server_version: str = "0.1.0"
+    # (unit, image) when this server is a SeldonDeployment's prepackaged server: Seldon's answers name them
+    seldon_unit: tuple[str, str] | None = None
 
     def get(self, name: str) -> Model:
         model = self.models.get(name)
