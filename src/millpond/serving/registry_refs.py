@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from millpond.errors import NotFoundError, TaskFailure, UserError
 from millpond.serving.storage_uri import StorageUri, parse_storage_uri
 from millpond.settings import Settings, load_settings
-from millpond.store.model_registry import ARTIFACT, MODEL, VERSION, RegistryStore
+from millpond.store.model_registry import ARTIFACT, MODEL, VERSION, Entry, RegistryStore
 
 SCHEME = "model-registry"
 MODEL_ROOTS_ENV = "MILLPOND_MODEL_ROOTS"
@@ -79,36 +79,42 @@ def _namespace_of(address: str) -> str | None:
     return labels[1] if len(labels) >= 3 and labels[2] == "svc" else None
 
 
-def resolve(storage: StorageUri, namespace: str, store: RegistryStore | None = None) -> StorageUri:
-    """The ``storageUri`` a ``model-registry://`` reference stands for, in ``namespace``'s registry (unless the
+def resolve_artifact(uri: str, namespace: str, store: RegistryStore | None = None) -> Entry:
+    """The model artifact a ``model-registry://`` reference stands for, in ``namespace``'s registry (unless the
     reference names another); UnresolvedReference naming the missing model, version or artifact."""
-    ref = parse_ref(storage.uri)
+    ref = parse_ref(uri)
     where = ref.namespace or namespace
     store = store or RegistryStore(load_settings().database_url)
     try:
         model = store.find(MODEL, where, name=ref.model)
     except NotFoundError:
-        raise UnresolvedReference(f"{storage.uri}: no registered model {ref.model!r} in the model registry of "
+        raise UnresolvedReference(f"{uri}: no registered model {ref.model!r} in the model registry of "
                                   f"namespace {where}") from None
     if ref.version is None:
         latest = store.page(VERSION, where, parent_id=model.id, descending=True, limit=1).entries
         if not latest:
-            raise UnresolvedReference(f"{storage.uri}: registered model {ref.model!r} has no versions")
+            raise UnresolvedReference(f"{uri}: registered model {ref.model!r} has no versions")
         version = latest[0]
     else:
         try:
             version = store.find(VERSION, where, name=ref.version, parent_id=model.id)
         except NotFoundError:
-            raise UnresolvedReference(f"{storage.uri}: registered model {ref.model!r} has no version "
+            raise UnresolvedReference(f"{uri}: registered model {ref.model!r} has no version "
                                       f"{ref.version!r}") from None
     artifacts = store.page(ARTIFACT, where, parent_id=version.id, order_by="CREATE_TIME", descending=True,
                            limit=1).entries
     if not artifacts or artifacts[0].artifact_type != MODEL_ARTIFACT:
-        raise UnresolvedReference(f"{storage.uri}: version {version.name!r} of {ref.model!r} has no model artifact")
+        raise UnresolvedReference(f"{uri}: version {version.name!r} of {ref.model!r} has no model artifact")
     if not artifacts[0].uri:
-        raise UnresolvedReference(f"{storage.uri}: the model artifact of version {version.name!r} of {ref.model!r} "
+        raise UnresolvedReference(f"{uri}: the model artifact of version {version.name!r} of {ref.model!r} "
                                   "has no URI")
-    return parse_storage_uri(artifacts[0].uri, f"{storage.uri} (its model artifact's uri)")
+    return artifacts[0]
+
+
+def resolve(storage: StorageUri, namespace: str, store: RegistryStore | None = None) -> StorageUri:
+    """The ``storageUri`` a ``model-registry://`` reference stands for: its model artifact's URI, parsed."""
+    artifact = resolve_artifact(storage.uri, namespace, store)
+    return parse_storage_uri(artifact.uri, f"{storage.uri} (its model artifact's uri)")
 
 
 def model_roots(settings: Settings) -> tuple[Path, ...]:
