@@ -155,7 +155,8 @@ class RegistryStore:
         with self._sessions() as session:
             if kind != MODEL and draft.parent_id is not None:
                 self._row(session, _PARENT[kind], namespace, draft.parent_id)
-            self._check_unique(session, kind, namespace, draft.name, draft.external_id, draft.parent_id, None)
+            self._check_unique(session, kind, namespace, draft.name, draft.external_id, draft.parent_id, None,
+                               draft.artifact_type)
             row = _ROWS[kind](**values)
             session.add(row)
             try:
@@ -175,7 +176,8 @@ class RegistryStore:
                 row.external_id = changes.external_id
             if changes.parent_id is not None and kind == ARTIFACT and changes.parent_id != row.parent_id:
                 self._row(session, VERSION, namespace, changes.parent_id)
-                self._check_unique(session, kind, namespace, row.name, None, changes.parent_id, entry_id)
+                self._check_unique(session, kind, namespace, row.name, None, changes.parent_id, entry_id,
+                                   row.artifact_type)
                 row.parent_id = changes.parent_id
             if changes.state is not None:
                 row.state = changes.state
@@ -235,7 +237,9 @@ class RegistryStore:
         return row
 
     def _check_unique(self, session: Session, kind: str, namespace: str, name: str | None, external_id: str | None,
-                      parent_id: int | None, own_id: int | None) -> None:
+                      parent_id: int | None, own_id: int | None, artifact_type: str | None = None) -> None:
+        """ConflictError when the external id is another's, or the name is taken where names are unique: a model's
+        in the registry, a version's in its model, an artifact's in its version among those of its type."""
         from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         row_type: Any = _ROWS[kind]
@@ -250,6 +254,8 @@ class RegistryStore:
         if kind != MODEL:
             query = query.where(row_type.parent_id == parent_id) if parent_id is not None else query.where(
                 row_type.parent_id.is_(None))
+        if kind == ARTIFACT and artifact_type is not None:
+            query = query.where(row_type.artifact_type == artifact_type)
         taken = session.scalars(query).first()
         if taken is not None and taken != own_id:
             where = f" in {_PARENT[kind]} {parent_id}" if kind != MODEL and parent_id is not None else ""
