@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
 from millpond.errors import ConflictError, NotFoundError
 from millpond.store.db import session_factory
 from millpond.store.models import RegistryArtifactRow, RegistryModelRow, RegistryVersionRow
@@ -118,8 +121,6 @@ class RegistryStore:
              parent_id: int | None = None, artifact_type: str | None = None) -> Entry:
         """The one entity with this external id, or this name (within ``parent_id`` for versions and artifacts:
         names are unique only there); NotFoundError when none matches."""
-        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
         row_type: Any = _ROWS[kind]
         query = select(row_type).where(row_type.namespace == namespace)
         if external_id is not None:
@@ -141,8 +142,6 @@ class RegistryStore:
     def create(self, kind: str, namespace: str, draft: Draft) -> Entry:
         """The new entity; ConflictError when its name (within its parent) or external id is taken, NotFoundError
         when its parent is not there."""
-        from sqlalchemy.exc import IntegrityError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
         stamp = now_ms()
         values: dict[str, Any] = {
             "namespace": namespace, "name": draft.name, "external_id": draft.external_id,
@@ -167,8 +166,6 @@ class RegistryStore:
             return _entry(kind, row)
 
     def update(self, kind: str, namespace: str, entry_id: int, changes: Changes) -> Entry:
-        from sqlalchemy.exc import IntegrityError  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
         with self._sessions() as session:
             row: Any = self._row(session, kind, namespace, entry_id)
             if changes.external_id is not None and changes.external_id != row.external_id:
@@ -201,8 +198,6 @@ class RegistryStore:
              descending: bool = False, offset: int = 0, limit: int = 100, artifact_type: str | None = None,
              name: str | None = None, external_id: str | None = None) -> Page:
         """Entries ``offset`` to ``offset + limit`` of the list (of one parent's children when ``parent_id``)."""
-        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
         row_type: Any = _ROWS[kind]
         column = getattr(row_type, ORDER_COLUMNS[order_by])
         query = select(row_type).where(row_type.namespace == namespace)
@@ -221,8 +216,6 @@ class RegistryStore:
 
     def all(self, kind: str, namespace: str | None = None) -> list[Entry]:
         """Every entity of ``kind`` (of one namespace, or of all), by id: for the UI's page and filters."""
-        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
         row_type: Any = _ROWS[kind]
         query = select(row_type)
         if namespace is not None:
@@ -240,8 +233,6 @@ class RegistryStore:
                       parent_id: int | None, own_id: int | None, artifact_type: str | None = None) -> None:
         """ConflictError when the external id is another's, or the name is taken where names are unique: a model's
         in the registry, a version's in its model, an artifact's in its version among those of its type."""
-        from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
         row_type: Any = _ROWS[kind]
         if external_id is not None:
             taken = session.scalars(select(row_type.id).where(
