@@ -15,6 +15,7 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.serving.formats import SERVED_FORMATS
+from millpond.serving.from_run import shorthand_service
 from millpond.serving.registry_refs import SCHEME, UnresolvedReference, resolve_artifact
 from millpond.store.model_registry import RegistryStore
 
@@ -51,13 +52,4 @@ def inference_service(model: str, name: str, namespace: str, fmt: str, replicas:
     if not chosen:
         raise UserError(f"--model {model}: its model artifact's modelFormatName is {declared or 'empty'!r}: give "
                         f"--format ({' or '.join(SERVED_FORMATS)})")
-    if chosen not in SERVED_FORMATS:
-        raise UserError(f"--format {chosen!r}: millpond serves {' and '.join(SERVED_FORMATS)} models")
-    if replicas < 1:
-        raise UserError(f"--replicas {replicas}: at least 1")
-    predictor: dict[str, Any] = {chosen: {"storageUri": uri}}
-    if replicas != 1:
-        predictor["minReplicas"] = replicas
-    return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-            "metadata": {"name": name, "namespace": namespace, "annotations": {REGISTERED_ANNOTATION: model}},
-            "spec": {"predictor": predictor}}
+    return shorthand_service(name, namespace, chosen, uri, replicas, annotations={REGISTERED_ANNOTATION: model})
