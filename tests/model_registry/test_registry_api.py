@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,17 @@ def test_entities_properties_paging_and_search(server: Served, models_root: Path
         if not token:
             break
     assert seen == ["p4", "p3", "p2", "p1", "p0", "1"]
+    # filterQuery: the entity's own fields and its custom properties, AND/OR, IN, LIKE, typed access
+    for query, names in (
+        ("name LIKE 'p%' AND name != 'p0'", ["p1", "p2", "p3", "p4"]), ("name IN ('1', 'p3')", ["1", "p3"]),
+        ("author = 'bob' OR name = 'p4'", ["1", "p4"]),
+        ("(name = 'p1' OR name = 'p2') AND state = 'LIVE'", ["p1", "p2"]),
+        ("id > 0 AND name ILIKE 'P_'", ["p0", "p1", "p2", "p3", "p4"]), ("nothing = 1", [])):
+        page = _ok(server, "GET", f"/registered_models/{model['id']}/versions?filterQuery={urllib.parse.quote(query)}")
+        assert [v["name"] for v in page["items"]] == names, query
+    for query, count in (("team = 'vision'", 1), ("score.double_value >= 0.5 AND ok = false", 1),
+                         ("count.int_value = 9007199254740993", 1), ("`team` = 'other'", 0)):
+        assert _ok(server, "GET", f"/registered_models?filterQuery={urllib.parse.quote(query)}")["size"] == count, query
     # the v1 prefix (the PyPI client's) is the same registry
     status, same = call(server.url, "GET", f"/api/model_registry/v1/registered_models/{model['id']}")
     assert status == 200 and same == _ok(server, "GET", f"/registered_models/{model['id']}")
@@ -120,7 +132,10 @@ def test_bad_requests_are_refused_with_the_registrys_error_shape(server: Served,
                          ("/model_version?name=1", 400), ("/registered_models?orderBy=NAME", 400),
                          ("/registered_models?sortOrder=UP", 400), ("/registered_models?pageSize=0", 400),
                          ("/registered_models?nextPageToken=forged", 400), ("/artifacts?artifactType=x", 400),
-                         ("/registered_models?filterQuery=name%3D'x'", 400),
+                         ("/registered_models?filterQuery=name%20%3D", 400),
+                         ("/registered_models?filterQuery=name%20%3D%20'x'%20AND", 400),
+                         ("/registered_models?filterQuery=(name%20%3D%20'x'", 400),
+                         ("/registered_models?filterQuery=name%20~%20'x'", 400),
                          ("/registered_models/999999/versions", 404), ("/registered_models?namespace=Bad_NS", 400)):
         _refused(server, "GET", path, expect=expect)
     # a URI that climbs out of its root, or lies outside the folders a model may come from: 400, nothing stored

@@ -14,7 +14,7 @@ authorizer (``access.model_registry``). A model artifact's ``uri`` must pass
 ``serving.registry_refs.check_registered_uri`` (no ``..``, no local path outside the model roots).
 
 Not served (404): experiments, experiment runs, inference services, serving environments and serve
-models, which upstream keeps beside them; ``filterQuery`` is answered 400 (not supported yet).
+models, which upstream keeps beside them. ``filterQuery`` is read by ``registry_filter``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from millpond.errors import MillpondError, NotFoundError, UserError, http_status
 from millpond.names import check_namespace
 from millpond.server.callers import require
 from millpond.server.registry_bodies import MODEL_ARTIFACT, changes, draft, parse_id, render
+from millpond.server.registry_filter import parse_filter
 from millpond.serving.registry_refs import check_registered_uri
 from millpond.store.db import database_failure
 from millpond.store.model_registry import ARTIFACT, MODEL, ORDER_COLUMNS, VERSION, Changes, Entry, RegistryStore
@@ -45,6 +46,7 @@ PREFIXES = ("/api/model_registry/v1alpha3", "/api/model_registry/v1")
 NAMESPACE_HEADER = "X-Model-Registry-Namespace"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 100, 1000
+FILTERED_LIMIT = 100_000  # the entities a filterQuery reads at most
 _STATUS_TEXT = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
                 409: "Conflict", 412: "Precondition Failed", 422: "Unprocessable Entity", 500: "Internal Server Error",
                 503: "Service Unavailable"}
@@ -125,8 +127,7 @@ def _listed(request: Request, kind: str, *, parent_id: int | None = None, artifa
     """One page of ``kind`` in the request's registry, as the API's ``…List`` object."""
     namespace = _allowed(request, "list")
     query = request.query_params
-    if query.get("filterQuery"):
-        raise UserError("filterQuery: not supported by millpond's model registry yet (list, then filter)")
+    matches = parse_filter(query["filterQuery"]) if query.get("filterQuery") else None
     order_by = query.get("orderBy") or "ID"
     if order_by not in ORDER_COLUMNS:
         raise UserError(f"orderBy: {order_by!r} is not one of {', '.join(ORDER_COLUMNS)}")
@@ -136,11 +137,17 @@ def _listed(request: Request, kind: str, *, parent_id: int | None = None, artifa
     size, offset = _page_size(query.get("pageSize")), _offset(query.get("nextPageToken"))
     if parent_id is not None:  # the parent must be there: a list under a missing one is a 404, as upstream's
         _store(request).get(MODEL if kind == VERSION else VERSION, namespace, parent_id)
-    page = _store(request).page(kind, namespace, parent_id=parent_id, order_by=order_by,
-                                descending=sort_order == "DESC", offset=offset, limit=size,
-                                artifact_type=artifact_type, name=name, external_id=external_id)
-    return {"items": [render(entry) for entry in page.entries], "nextPageToken": _token(offset + size) if page.more
-            else "", "pageSize": size, "size": len(page.entries)}
+    listed: dict[str, Any] = {"parent_id": parent_id, "order_by": order_by, "descending": sort_order == "DESC",
+                              "artifact_type": artifact_type, "name": name, "external_id": external_id}
+    if matches is None:
+        page = _store(request).page(kind, namespace, offset=offset, limit=size, **listed)
+        items, more = [render(entry) for entry in page.entries], page.more
+    else:  # every entity of the list rendered and matched, then the page cut (registry_filter's simplification)
+        everything = _store(request).page(kind, namespace, offset=0, limit=FILTERED_LIMIT, **listed).entries
+        kept = [shown for shown in map(render, everything) if matches(shown)]
+        items, more = kept[offset:offset + size], len(kept) > offset + size
+    return {"items": items, "nextPageToken": _token(offset + size) if more else "", "pageSize": size,
+            "size": len(items)}
 
 
 def _artifact_type(request: Request) -> str | None:
