@@ -176,3 +176,14 @@ def test_fuzzed_bodies_never_answer_500(server: Served, body: Any, target: str, 
     assert status < 500, (status, answer)
     if status >= 400:
         assert isinstance(answer, dict) and answer.get("message"), answer
+
+
+_QUERY_PARTS = st.sampled_from(["name", "state", "`a b`", "x.int_value", "=", "!=", "<>", ">=", "LIKE", "IN", "AND",
+                                "OR", "(", ")", ",", "'p%'", '"q"', "1", "-2.5e3", "true", "'", "`", "~", "\\"])
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.lists(_QUERY_PARTS, max_size=12).map(" ".join) | st.text(max_size=40))
+def test_fuzzed_filter_queries_never_answer_500(server: Served, query: str) -> None:
+    status, answer = call(server.url, "GET", f"{API}/registered_models?filterQuery={urllib.parse.quote(query)}")
+    assert status in (200, 400), (status, answer)
