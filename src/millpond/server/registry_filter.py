@@ -74,8 +74,27 @@ def _lookup(entity: dict[str, Any], name: str) -> Any:
 
 
 def _like(pattern: str, value: str, ignore_case: bool) -> bool:
-    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL) is not None
+    """SQL's LIKE without a backtracking regex: the pieces between ``%`` have a fixed length (``_`` is one
+    character), so the first is matched at the start, the last at the end and the others leftmost between."""
+    flags = re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL
+
+    def piece(text: str) -> re.Pattern[str]:
+        return re.compile("".join("." if c == "_" else re.escape(c) for c in text), flags)
+
+    parts = pattern.split("%")
+    if len(parts) == 1:
+        return piece(pattern).fullmatch(value) is not None
+    first, *middle, last = parts
+    found = piece(first).match(value)
+    if found is None:
+        return False
+    at = found.end()
+    for part in middle:
+        found = piece(part).search(value, at)
+        if found is None:
+            return False
+        at = found.end()
+    return len(value) - at >= len(last) and piece(last).fullmatch(value, len(value) - len(last)) is not None
 
 
 def _compare(left: Any, op: str, right: Any) -> bool:
