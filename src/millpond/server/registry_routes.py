@@ -152,7 +152,7 @@ def _listed(request: Request, kind: str, *, parent_id: int | None = None, artifa
 
 def _artifact_type(request: Request) -> str | None:
     value = request.query_params.get("artifactType")
-    if value is not None and value not in ("model-artifact", "doc-artifact", "dataset-artifact", "metric",
+    if value and value not in ("model-artifact", "doc-artifact", "dataset-artifact", "metric",
                                            "parameter"):
         raise UserError(f"artifactType: {value!r} is not an artifact type")
     return value or None
