@@ -11,6 +11,8 @@ Revises: 0013
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -20,7 +22,7 @@ branch_labels = None
 depends_on = None
 
 
-def _common() -> list[sa.Column]:  # type: ignore[type-arg]
+def _common() -> list[sa.Column[Any]]:
     return [
         sa.Column("name", sa.String(255), nullable=True),
         sa.Column("external_id", sa.String(255), nullable=True),
@@ -33,7 +35,7 @@ def _common() -> list[sa.Column]:  # type: ignore[type-arg]
     ]
 
 
-def _named(columns: list[sa.Column]) -> list[sa.Column]:  # type: ignore[type-arg]
+def _named(columns: list[sa.Column[Any]]) -> list[sa.Column[Any]]:
     """The common columns with ``name`` required (models and versions always have one)."""
     return [sa.Column("name", sa.String(255), nullable=False) if c.name == "name" else c for c in columns]
 
