@@ -65,3 +65,25 @@ def test_register_get_list_and_archive(registry, server: Served, models_root: Pa
     status, listed = call(server.url, "GET", f"/api/model_registry/v1alpha3/registered_models/{model.id}/versions")
     assert status == 200 and [v["name"] for v in listed["items"]] == ["v1", "v2"]
     assert listed["items"][0]["state"] == "ARCHIVED" and listed["nextPageToken"] == "" and listed["size"] == 2
+
+
+def test_over_https_with_the_servers_ca_and_a_token(home: Path, models_root: Path) -> None:
+    """``millpond server --tls`` with a token: the client trusts the server's CA (``custom_ca``) and sends the
+    token as a bearer; a wrong token is refused (401) before anything is read."""
+    from model_registry import ModelRegistry
+    from mr_openapi.exceptions import UnauthorizedException
+
+    from tests.server_support import Served as Server
+
+    served = Server(token="registry-secret", tls=True)
+    try:
+        secure = ModelRegistry("https://127.0.0.1", served.port, author="bob", is_secure=True,
+                               custom_ca=str(served.ca), user_token="registry-secret")
+        secure.register_model("tls-model", f"file://{models_root}/tls", version="1", model_format_name="sklearn",
+                              model_format_version="1")
+        assert secure.get_model_artifact("tls-model", "1").uri == f"file://{models_root}/tls"
+        with pytest.raises(UnauthorizedException):
+            ModelRegistry("https://127.0.0.1", served.port, author="bob", is_secure=True, custom_ca=str(served.ca),
+                          user_token="wrong")
+    finally:
+        served.stop()
