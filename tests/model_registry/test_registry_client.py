@@ -73,9 +73,7 @@ def test_over_https_with_the_servers_ca_and_a_token(home: Path, models_root: Pat
     from model_registry import ModelRegistry
     from mr_openapi.exceptions import UnauthorizedException
 
-    from tests.server_support import Served as Server
-
-    served = Server(token="registry-secret", tls=True)
+    served = Served(token="registry-secret", tls=True)
     try:
         secure = ModelRegistry("https://127.0.0.1", served.port, author="bob", is_secure=True,
                                custom_ca=str(served.ca), user_token="registry-secret")
