@@ -39,6 +39,8 @@ def _text(value: Any, where: str) -> str:
         raise UserError(f"{where}: expected a string, got {type(value).__name__}")
     if len(value) > MAX_TEXT:
         raise UserError(f"{where}: longer than {MAX_TEXT} characters")
+    if "\x00" in value:  # PostgreSQL's text cannot hold it
+        raise UserError(f"{where}: contains a NUL character")
     return value
 
 
