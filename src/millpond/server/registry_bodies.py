@@ -87,6 +87,11 @@ def _name(value: Any, where: str) -> str:
     return text
 
 
+def searched(value: str | None, where: str) -> str | None:
+    """A name or external id to search by, checked as the stored ones are (None or empty: not searched)."""
+    return _name(value, where) if value else None
+
+
 def _base64(value: Any, where: str) -> str:
     text = _text(value, where)
     try:

@@ -36,7 +36,7 @@ from millpond.access.attributes import Attributes
 from millpond.errors import MillpondError, NotFoundError, UserError, http_status_of
 from millpond.names import check_namespace
 from millpond.server.callers import require
-from millpond.server.registry_bodies import MODEL_ARTIFACT, changes, draft, parse_id, render
+from millpond.server.registry_bodies import MODEL_ARTIFACT, changes, draft, parse_id, render, searched
 from millpond.server.registry_filter import parse_filter
 from millpond.serving.registry_refs import check_registered_uri
 from millpond.store.db import database_failure
@@ -191,7 +191,8 @@ def _patch(request: Request, kind: str, entry_id: str, body: Any, artifact_type:
 def _find(request: Request, kind: str, artifact_type: str | None = None) -> Entry:
     namespace = _allowed(request, "get")
     query = request.query_params
-    name, external_id, parent = query.get("name"), query.get("externalId"), query.get("parentResourceId")
+    name, external_id = searched(query.get("name"), "name"), searched(query.get("externalId"), "externalId")
+    parent = query.get("parentResourceId")
     if not name and not external_id:
         raise UserError("give name or externalId to search by")
     parent_id = parse_id(parent, "parentResourceId") if parent else None
@@ -227,8 +228,9 @@ def update_registered_model(request: Request, registeredmodelId: str,  # noqa: N
 @router.get("/registered_models/{registeredmodelId}/versions")
 def list_registered_model_versions(request: Request, registeredmodelId: str) -> dict[str, Any]:  # noqa: N803
     query = request.query_params
-    return _listed(request, VERSION, parent_id=parse_id(registeredmodelId, "id"), name=query.get("name") or None,
-                   external_id=query.get("externalId") or None)
+    return _listed(request, VERSION, parent_id=parse_id(registeredmodelId, "id"),
+                   name=searched(query.get("name"), "name"),
+                   external_id=searched(query.get("externalId"), "externalId"))
 
 
 @router.post("/registered_models/{registeredmodelId}/versions", status_code=201)
@@ -271,7 +273,8 @@ def update_model_version(request: Request, modelversionId: str,  # noqa: N803 - 
 def list_model_version_artifacts(request: Request, modelversionId: str) -> dict[str, Any]:  # noqa: N803
     query = request.query_params
     return _listed(request, ARTIFACT, parent_id=parse_id(modelversionId, "id"), artifact_type=_artifact_type(request),
-                   name=query.get("name") or None, external_id=query.get("externalId") or None)
+                   name=searched(query.get("name"), "name"),
+                   external_id=searched(query.get("externalId"), "externalId"))
 
 
 @router.post("/model_versions/{modelversionId}/artifacts")
