@@ -224,6 +224,7 @@ def changes(current: Entry, body: Any, check_uri: Callable[[str], Any] | None = 
     name = data.get("name")
     if name is not None and name != current.name:
         raise UserError(f"name: {current.kind} {current.id} is named {current.name!r}; a name cannot be changed")
+    states: tuple[str, ...]
     if current.kind == MODEL:
         fields, states = MODEL_FIELDS, LIVE_STATES
     elif current.kind == VERSION:

@@ -224,7 +224,7 @@ class RegistryStore:
             return [_entry(kind, row) for row in session.scalars(query.order_by(row_type.id))]
 
     def _row(self, session: Session, kind: str, namespace: str, entry_id: int) -> Any:
-        row = session.get(_ROWS[kind], entry_id)
+        row: Any = session.get(_ROWS[kind], entry_id)
         if row is None or row.namespace != namespace:
             raise NotFoundError(f"no {kind} with id {entry_id} in the model registry of namespace {namespace}")
         return row
