@@ -71,6 +71,13 @@ SLOW = [Slow(test, why) for test, why in (
      "the first run builds the seeds' stand-in images from Debian packages (~2.5 min), then ~8 s"),
     ("tests/kfp_v1/test_examples_in_images.py::test_seed003_runs_every_step_in_its_image",
      "waits for the seeds' stand-in images (built once, ~2.5 min), then ~5 s"),
+    # tests/model_registry (measured 2026-11-29 while three other helpers' work ran on the 2 cores)
+    ("tests/model_registry/test_registry_serving.py::test_a_registered_version_is_served_through_model_registry_uris",
+     "~130 s loaded: five model servers, two trainings, a failed fetch retried with back-off"),
+    ("tests/model_registry/test_registry_pipeline.py::test_a_pipeline_registers_its_model_with_its_lineage",
+     "~48 s loaded: a two-task pipeline whose task calls the registry"),
+    ("tests/model_registry/test_registry_multiuser.py::test_each_namespace_has_its_registry_and_rbac_decides",
+     "~75 s loaded: a multi-user server's team (four users, tokens, bindings through the CLI)"),
     # tests/kube
     ("tests/kube/test_kubectl_corpora.py::test_a_corpus_row_through_kubectl",
      "102 cases, ~90 s serial: every corpus row applied and deleted with the real kubectl"),

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from millpond.access import kfp
+from millpond.access import kfp, model_registry
 from millpond.access.attributes import Attributes
 from millpond.access.authorizer import Authorizer
 from millpond.access.identity import user
@@ -193,6 +193,43 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
     ("DELETE", f"{API}/{{kind}}/{{name}}"): _every_kind(lambda entry: Probe(
         "DELETE", f"{API}/{_spelt(entry)}/no-such?namespace={TEAM_A}", _kind(entry, "delete", "no-such"))),
 }
+
+
+# Kubeflow Model Registry's REST API under both prefixes: registeredmodels of modelregistry.kubeflow.org in the
+# registry's namespace (?namespace=), the verb the method means; ids that are not there answer 404 once allowed.
+_REGISTRY = (("GET", "/registered_models", "list"), ("POST", "/registered_models", "create"),
+             ("GET", "/registered_models/{registeredmodelId}", "get"),
+             ("PATCH", "/registered_models/{registeredmodelId}", "patch"),
+             ("GET", "/registered_models/{registeredmodelId}/versions", "list"),
+             ("POST", "/registered_models/{registeredmodelId}/versions", "create"),
+             ("GET", "/registered_model", "get"), ("GET", "/model_versions", "list"),
+             ("POST", "/model_versions", "create"), ("GET", "/model_versions/{modelversionId}", "get"),
+             ("PATCH", "/model_versions/{modelversionId}", "patch"),
+             ("GET", "/model_versions/{modelversionId}/artifacts", "list"),
+             ("POST", "/model_versions/{modelversionId}/artifacts", "create"),
+             ("GET", "/model_version", "get"), ("GET", "/model_artifacts", "list"),
+             ("POST", "/model_artifacts", "create"), ("GET", "/model_artifacts/{modelartifactId}", "get"),
+             ("PATCH", "/model_artifacts/{modelartifactId}", "patch"), ("GET", "/model_artifact", "get"),
+             ("GET", "/artifacts", "list"), ("POST", "/artifacts", "create"), ("GET", "/artifacts/{id}", "get"),
+             ("PATCH", "/artifacts/{id}", "patch"), ("GET", "/artifact", "get"))
+
+
+_SEARCHES = ("/registered_model", "/model_version", "/model_artifact", "/artifact")
+
+
+def _registry_probe(prefix: str, method: str, path: str, verb: str) -> Callable[[Objects], list[Probe]]:
+    concrete = path
+    for name in ("{registeredmodelId}", "{modelversionId}", "{modelartifactId}", "{id}"):
+        concrete = concrete.replace(name, "999")
+    query = "?name=x&parentResourceId=999&namespace=" if path in _SEARCHES else "?namespace="
+    needs = (Attributes(verb, TEAM_A, model_registry.GROUP, model_registry.RESOURCE),)
+    body = {} if method in ("POST", "PATCH") else None
+    return lambda _objects: [Probe(method, f"{prefix}{concrete}{query}{TEAM_A}", needs, body)]
+
+
+ROUTES.update({(method, f"{prefix}{path}"): _registry_probe(prefix, method, path, verb)
+               for prefix in ("/api/model_registry/v1alpha3", "/api/model_registry/v1")
+               for method, path, verb in _REGISTRY})
 
 
 # Routes whose decisions are tested elsewhere, with rules of their own (the Kubernetes API is a middleware in

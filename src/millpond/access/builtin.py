@@ -16,7 +16,8 @@ Kubeflow's (``kubeflow/manifests`` ``common/kubeflow-roles``): ``kubeflow-admin`
 ``kubeflow-view`` hold no rules of their own; each aggregates every ClusterRole labelled
 ``rbac.authorization.kubeflow.org/aggregate-to-kubeflow-{admin,edit,view}: "true"``, which each component
 ships: here ``kubeflow-kubernetes-*`` (the Kubernetes resources, as admin/edit/view above) and
-``kubeflow-pipelines-*`` (KFP's ``pipelines.kubeflow.org`` resources and verbs, ``access.kfp``). A user's
+``kubeflow-pipelines-*`` (KFP's ``pipelines.kubeflow.org`` resources and verbs, ``access.kfp``) and
+``kubeflow-model-registry-*`` (the model registry's ``registeredmodels``, ``access.model_registry``). A user's
 own ClusterRole with such a label joins the aggregate, as in Kubeflow.
 
 Simplification: a stored ClusterRole or ClusterRoleBinding with a built-in's name replaces it (the API
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from millpond.access import kfp
+from millpond.access import kfp, model_registry
 from millpond.access.identity import AUTHENTICATED, UNAUTHENTICATED
 from millpond.kinds import REGISTRY
 
@@ -125,6 +126,8 @@ def cluster_roles() -> list[dict[str, Any]]:
         _cluster_role("kubeflow-kubernetes-view", _rules("view"), {kubeflow(KUBEFLOW_VIEW): "true"}),
         _cluster_role("kubeflow-pipelines-edit", kfp.EDIT_RULES, {kubeflow(KUBEFLOW_EDIT): "true"}),
         _cluster_role("kubeflow-pipelines-view", kfp.VIEW_RULES, {kubeflow(KUBEFLOW_VIEW): "true"}),
+        _cluster_role("kubeflow-model-registry-edit", model_registry.EDIT_RULES, {kubeflow(KUBEFLOW_EDIT): "true"}),
+        _cluster_role("kubeflow-model-registry-view", model_registry.VIEW_RULES, {kubeflow(KUBEFLOW_VIEW): "true"}),
     ]
 
 

@@ -33,6 +33,7 @@ from millpond.server import (
     pipelines,
     queue_reclaim,
     recurring,
+    registry_routes,
     resource_routes,
     runs,
     serving_reconcile,
@@ -138,6 +139,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
     app.include_router(notebook_routes.router)  # /ui-api/notebooks, /ui-api/namespaces/NS/...: the Notebooks page
     app.include_router(pipelines.router, prefix=API)
+    registry_routes.install(app)  # /api/model_registry/v1alpha3 (and v1): Kubeflow Model Registry's REST API
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs
     app.include_router(jobs_routes.router, prefix=jobs_routes.PREFIX)  # before fluid's /{kind}, which would take /jobs
     app.include_router(resource_routes.router, prefix=resource_routes.PREFIX)  # every kind, secrets' names

@@ -144,16 +144,24 @@ def inference_service(artifact: ModelArtifact, name: str, namespace: str = "defa
     if not chosen:
         raise UserError(f"{artifact.task}.{artifact.output}: cannot tell the model's format (no framework in its "
                         f"metadata, no .joblib/.pkl/.pt file): give its format ({' or '.join(SERVED_FORMATS)})")
-    if chosen not in SERVED_FORMATS:
-        raise UserError(f"--format {chosen!r}: millpond serves {' and '.join(SERVED_FORMATS)} models")
-    if replicas < 1:
-        raise UserError(f"--replicas {replicas}: at least 1")
     if not artifact.uri:
         raise UserError(f"{artifact.task}.{artifact.output} of run {artifact.run_name} has no URI")
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace,
-                                "labels": {RUN_LABEL: artifact.run_id, **(labels or {})},
+    return shorthand_service(name, namespace, chosen, artifact.uri, replicas,
+                             labels={RUN_LABEL: artifact.run_id, **(labels or {})}, annotations=annotations)
+
+
+def shorthand_service(name: str, namespace: str, fmt: str, uri: str, replicas: int = 1,
+                      labels: dict[str, str] | None = None,
+                      annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """An InferenceService whose predictor is ``fmt``'s shorthand (``sklearn``, ``pytorch``) with ``uri`` as its
+    storageUri; UserError for a format millpond does not serve or fewer than one replica."""
+    if fmt not in SERVED_FORMATS:
+        raise UserError(f"--format {fmt!r}: millpond serves {' and '.join(SERVED_FORMATS)} models")
+    if replicas < 1:
+        raise UserError(f"--replicas {replicas}: at least 1")
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, **({"labels": labels} if labels else {}),
                                 **({"annotations": annotations} if annotations else {})}
-    predictor: dict[str, Any] = {chosen: {"storageUri": artifact.uri}}
+    predictor: dict[str, Any] = {fmt: {"storageUri": uri}}
     if replicas != 1:
         predictor["minReplicas"] = replicas
     return {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": metadata,

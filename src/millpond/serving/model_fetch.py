@@ -14,6 +14,9 @@ KServe copies the model into ``/mnt/models`` before the server starts. Here:
   are unpacked, as KServe's initializer unpacks them, within ``archives``' limits (a compression
   ratio, the share of the free disk the home may use, a member count); a download, and a prefix's
   objects, within the same budget;
+- ``model-registry://MODEL[/VERSION]`` is looked up in the namespace's model registry at each fetch
+  (``serving.registry_refs``) and its model artifact's URI fetched as above; a missing model, version or
+  artifact fails the fetch naming it (the service stays not Ready, and is tried again);
 - ``hf://`` is not fetched yet (it needs the Hugging Face hub client and a model server that reads it).
 
 A single file without its format's extension (a KFP Model artifact is a file named after its
@@ -41,11 +44,13 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 
 from millpond.datasets.shared_mounts import release, use
-from millpond.errors import MillpondError, TaskFailure
+from millpond.errors import MillpondError, TaskFailure, UserError
 from millpond.pods.run_namespaces import owner_namespace
 from millpond.runners.isolation import hidden_roots
 from millpond.serving import archives, endpoints
 from millpond.serving.models.files import PYTORCH_EXTENSIONS, SKLEARN_EXTENSIONS
+from millpond.serving.registry_refs import SCHEME as REGISTRY_SCHEME
+from millpond.serving.registry_refs import UnresolvedReference, resolve
 from millpond.serving.storage_uri import StorageUri
 from millpond.settings import load_settings
 from millpond.store import volume_folders
@@ -72,6 +77,13 @@ def fetch(storage: StorageUri, namespace: str, name: str, revision: str, held: E
     format's extension as the model server looks for it (:func:`served_name`).
     """
     scheme = storage.scheme
+    if scheme == REGISTRY_SCHEME:  # the registered version's model artifact, looked up at each fetch
+        try:
+            resolved = resolve(storage, namespace)
+        except (UnresolvedReference, UserError) as exc:
+            raise ModelLoadFailed(f"storageUri {exc}" if isinstance(exc, UnresolvedReference)
+                                  else f"storageUri {storage.uri}: {exc}") from None
+        return fetch(resolved, namespace, name, revision, held, fmt)
     if storage.unreadable:
         raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.unreadable}")
     if scheme == "file":

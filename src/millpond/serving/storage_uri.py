@@ -10,6 +10,10 @@ a training job's volumes). A run's Model artifact URI is ``PIPELINE_ROOT/PIPELIN
 (``pipelines.launcher``): an absolute path under a local root, or ``s3://``/``gs://``/``minio://``
 under a remote one; both are read as any other URI of that scheme.
 
+``model-registry://[REGISTRY/]MODEL[/VERSION]`` names a version registered in millpond's model registry
+(``serving.registry_refs``, as the model registry's KServe storage initializer reads it): resolved to that
+version's model artifact URI when the model is fetched, so a version registered later is served then.
+
 ``oci://`` (and ``oci+fetch://``) name a container image holding the model, ``hdfs://`` a Hadoop
 cluster, a relative path a folder inside the server's image: all are accepted as KServe accepts
 them, and :attr:`StorageUri.unreadable` says why millpond cannot fetch them here (the model's
@@ -30,6 +34,7 @@ READABLE = {
     "s3": "an S3 bucket", "minio": "a MinIO bucket (S3)", "gs": "a Google Cloud Storage bucket",
     "https": "an HTTPS download", "http": "an HTTP download", "hf": "a Hugging Face hub repository",
     "pvc": "a millpond dataset (a PVC)", "file": "a local path",
+    "model-registry": "a version registered in the model registry",
 }
 UNREADABLE = {
     "oci": "oci:// model images are pulled by a container runtime, which millpond does not use",
@@ -122,7 +127,8 @@ def parse_storage_uri(text: object, field: str = "storageUri") -> StorageUri:
     return StorageUri(text, scheme, authority, _clean("/" + path, field) if path.strip("/") else "")
 
 
-_AUTHORITY = {"s3": "bucket", "minio": "bucket", "gs": "bucket", "hf": "repository owner", "pvc": "dataset (PVC)"}
+_AUTHORITY = {"s3": "bucket", "minio": "bucket", "gs": "bucket", "hf": "repository owner", "pvc": "dataset (PVC)",
+              "model-registry": "registered model"}
 
 
 def _clean(path: str, field: str) -> str:

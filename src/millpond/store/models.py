@@ -418,3 +418,57 @@ class LoginSessionRow(Base):
     user: Mapped[str] = mapped_column(ForeignKey("users.name", ondelete="CASCADE"))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     expires_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True))
+
+
+
+class RegistryColumns:
+    """What every entity of the model registry has (0014): an integer id (the API's ids are digits), the
+    namespace of the registry holding it, an optional external id and description, a state, the type's own
+    fields as the API names them (``properties``), the user's MetadataValues, and times in epoch ms."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    namespace: Mapped[str] = mapped_column(String(253))
+    external_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    state: Mapped[str] = mapped_column(String(32))
+    properties: Mapped[dict[str, Any]] = mapped_column(JSON)
+    custom_properties: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_ms: Mapped[int] = mapped_column(BigInteger)
+    updated_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class RegistryModelRow(RegistryColumns, Base):
+    """A registered model of the model registry (Kubeflow Model Registry's ``RegisteredModel``): its name is
+    unique in its registry; ``properties`` holds owner, readme, license…"""
+
+    __tablename__ = "registry_models"
+    __table_args__ = (UniqueConstraint("namespace", "name", name="uq_registry_models_namespace_name"),
+                      UniqueConstraint("namespace", "external_id", name="uq_registry_models_namespace_external_id"))
+
+    name: Mapped[str] = mapped_column(String(255))
+
+
+class RegistryVersionRow(RegistryColumns, Base):
+    """A version of a registered model (``ModelVersion``): its name is unique within its model."""
+
+    __tablename__ = "registry_versions"
+    __table_args__ = (UniqueConstraint("parent_id", "name", name="uq_registry_versions_parent_name"),
+                      UniqueConstraint("namespace", "external_id", name="uq_registry_versions_namespace_external_id"))
+
+    parent_id: Mapped[int] = mapped_column(ForeignKey("registry_models.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+
+
+class RegistryArtifactRow(RegistryColumns, Base):
+    """An artifact of the model registry (``ModelArtifact``, ``DocArtifact``, ``DataSet``, ``Metric``,
+    ``Parameter``), attached to a model version or to none; ``uri`` is where its files are."""
+
+    __tablename__ = "registry_artifacts"
+    __table_args__ = (Index("ix_registry_artifacts_parent", "parent_id"),
+                      UniqueConstraint("namespace", "external_id", name="uq_registry_artifacts_namespace_external_id"))
+
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("registry_versions.id", ondelete="SET NULL"),
+                                                  nullable=True)
+    artifact_type: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    uri: Mapped[str | None] = mapped_column(Text, nullable=True)

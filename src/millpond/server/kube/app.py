@@ -53,8 +53,13 @@ _RESERVED_GROUPS = ("v1beta1", "v2beta1", "millpond")  # KFP's and millpond's ow
 _YAML = ("application/yaml", "application/x-yaml", "text/yaml")
 
 
+MODEL_REGISTRY_PREFIX = "/api/model_registry/"
+
+
 def is_kube_path(path: str) -> bool:
     """Whether a request's path is the Kubernetes API's (the rest is KFP's, the UI's, the gateway's)."""
+    if path.startswith(MODEL_REGISTRY_PREFIX):  # Kubeflow Model Registry's REST API (server.registry_routes)
+        return False
     if path in ("/version", "/api", "/apis", "/openapi/v2", "/openapi/v3") or path.startswith(
             ("/api/", "/openapi/v3/")):
         return True

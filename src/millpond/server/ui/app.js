@@ -19,6 +19,7 @@
 //   #/queues                Kueue's ClusterQueues, LocalQueues, quota, pending workloads  pages/queues.js
 //   #/models                KServe InferenceServices: readiness, traffic, requests         pages/models.js
 //   #/models/NAMESPACE/NAME one InferenceService: conditions, revisions, sample requests  pages/models.js
+//   #/registry              the model registry: registered models, versions, state, URI     pages/registry.js
 //   #/notebooks             Kubeflow Notebooks: status, resources; Connect, Stop/Start, Delete pages/notebooks.js
 //   #/notebooks/new         the spawner form (JWA's fields), errors beside their fields       pages/notebooks.js
 //   #/nodes                 this machine (or the Ray cluster's nodes) as live charts       pages/nodes.js
@@ -45,6 +46,7 @@ import { notebookForm, notebooksList } from "./pages/notebooks.js";
 import { pipelineDetail, pipelinesList } from "./pages/pipelines.js";
 import { queuesList } from "./pages/queues.js";
 import { recurringList } from "./pages/recurring.js";
+import { registryPage } from "./pages/registry.js";
 import { runDetail } from "./pages/run-detail.js";
 import { runsList } from "./pages/runs.js";
 
@@ -69,6 +71,7 @@ function showPage(parts, main) {
   if (first === "notebooks") return notebooksList(main);
   if (first === "models" && second && third) return modelDetail(main, second, third);
   if (first === "models") return modelsList(main);
+  if (first === "registry") return registryPage(main);
   return runsList(main, null);
 }
 
