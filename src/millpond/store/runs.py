@@ -23,6 +23,9 @@ from millpond.errors import NotFoundError, UserError
 from millpond.store.catalog import NameTaken
 from millpond.store.db import session_factory
 from millpond.store.keys import new_id, utcnow
+from millpond.store.lineage import ExecutionRecord, rows_of
+from millpond.store.lineage_reads import forget_runs
+from millpond.store.lineage_tables import LINEAGE_TABLES
 from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task
 from millpond.store.results import rows_changed
@@ -299,8 +302,9 @@ class RunStore:
         run_id: str | None = None,
         attempts: int | None = None,
         cache_entry: tuple[str, Mapping[str, Any]] | None = None,
+        lineage: ExecutionRecord | None = None,
     ) -> None:
-        """Record a task's end, its artifacts and its cache entry in one transaction."""
+        """Record a task's end, its artifacts, its cache entry and its lineage in one transaction."""
         values: dict[str, Any] = {
             "state": state, "error": error, "exit_code": exit_code, "outputs": outputs or {}, "finished_at": utcnow(),
         }
@@ -324,6 +328,14 @@ class RunStore:
             }
             upsert = self._dialect_insert(CacheEntry.__table__)
             statements.append((upsert.on_conflict_do_update(index_elements=["key"], set_=entry), [entry]))
+        for rows in rows_of(lineage, utcnow()) if lineage is not None else []:
+            insert_rows = self._dialect_insert(LINEAGE_TABLES[rows.table])
+            statements.append((
+                insert_rows.on_conflict_do_nothing(index_elements=["id"]) if rows.conflict == "ignore"
+                else insert_rows.on_conflict_do_update(
+                    index_elements=["id"], set_={c: insert_rows.excluded[c] for c in rows.update}),
+                rows.rows,
+            ))
         self._write(statements)
 
     def cache_get(self, key: str, max_age_s: float | None = None) -> tuple[dict[str, Any], str] | None:
@@ -393,10 +405,11 @@ class RunStore:
         self._has_rows.pop(run_id, None)
 
     def _delete_runs(self, which: Any) -> None:
-        """Delete the runs matching ``which`` with their tasks, artifact records and cache entries."""
+        """Delete the runs matching ``which`` with their tasks, artifact records, cache entries and lineage."""
         runs = select(Run.id).where(which)
         with self._sessions() as session:
             session.execute(delete(CacheEntry).where(CacheEntry.run_id.in_(runs)))
+            forget_runs(session, runs)
             session.execute(delete(Artifact).where(Artifact.run_id.in_(runs)))
             session.execute(delete(Task).where(Task.run_id.in_(runs)))
             session.execute(delete(Run).where(which))

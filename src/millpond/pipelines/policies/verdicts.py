@@ -22,7 +22,7 @@ class Done:
     ``how`` says what the engine records: ``reused`` (a resumed run's task that already
     succeeded: its row, ``reused_id``, stays as it was), ``ran`` (a built-in task: started and
     succeeded now), ``cached`` (a cache hit: marked cached; its artifacts belong to the task that
-    made them).
+    made them, ``reused_id``, which its lineage names as ``cached_execution_id``).
     """
 
     outputs: Outputs

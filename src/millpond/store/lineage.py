@@ -1,0 +1,246 @@
+"""Lineage: which execution read and wrote which artifact, in which run of which pipeline (migration 0014).
+
+The model is ML Metadata's, because both of KFP's lineage APIs map onto it: MLMD itself (artifacts with a type,
+URI, properties, custom properties and state; executions with a type, properties and state; contexts with a
+parent; events ``INPUT``/``OUTPUT`` with the input's or output's name as the path; attributions and
+associations tying artifacts and executions to contexts) and KFP master's native artifact service
+(``backend/api/v2beta1/artifact.proto``: an ``ArtifactTask`` is an event, with KFP's ``IOType`` and producer).
+
+Every id is decided here, before anything is written, so the engine's journals (the stdlib SQLite one and
+SQLAlchemy's) insert the same rows in the same transaction as the task's end, with no read first:
+
+- an execution's id is its task's id (KFP's native service has no executions apart from tasks);
+- an artifact's id is derived from its URI: a URI under a pipeline root names one artifact, so the output a
+  task wrote, the input a later task read and the output a cache hit reused are one row, as MLMD keeps them
+  (KFP's launcher finds an importer's artifact by URI the same way);
+- a context's from its type and name, an event's from what it links.
+
+KFP's own types and property names are used (``system.ContainerExecution``, ``system.Model``,
+``display_name``, ``task_name``, ``cache_fingerprint``, ``cached_execution_id``, contexts
+``system.PipelineRun`` named by the run id under ``system.Pipeline`` named by the pipeline).
+Simplified: a Metrics artifact stays one artifact with its scalars in ``metadata`` (KFP's native launcher
+writes one ``Metric`` artifact per scalar); a loop's iterations are not recorded as executions of their own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# --- KFP's and MLMD's vocabulary ----------------------------------------------------------------------------
+CONTAINER_EXECUTION, DAG_EXECUTION, IMPORTER_EXECUTION = (
+    "system.ContainerExecution", "system.DAGExecution", "system.ImporterExecution")
+PIPELINE_RUN, PIPELINE = "system.PipelineRun", "system.Pipeline"
+# Executions outside pipelines that read or write artifacts (a model server, a training job, a data operation).
+DEPLOYMENT_EXECUTION, TRAINING_EXECUTION = "millpond.Deployment", "millpond.TrainingJob"
+
+# KFP artifact.proto's Artifact.ArtifactType, by the IR's schema title (``system.Model`` -> ``Model``).
+ARTIFACT_TYPES = ("TYPE_UNSPECIFIED", "Artifact", "Model", "Dataset", "HTML", "Markdown", "Metric",
+                  "ClassificationMetric", "SlicedClassificationMetric")
+_TYPE_OF_SCHEMA = {"system.Artifact": "Artifact", "system.Model": "Model", "system.Dataset": "Dataset",
+                   "system.HTML": "HTML", "system.Markdown": "Markdown", "system.Metrics": "Metric",
+                   "system.ClassificationMetrics": "ClassificationMetric",
+                   "system.SlicedClassificationMetrics": "SlicedClassificationMetric"}
+# KFP artifact.proto's IOType (the order is the enum's numbers).
+IO_TYPES = ("UNSPECIFIED", "COMPONENT_DEFAULT_INPUT", "TASK_OUTPUT_INPUT", "COMPONENT_INPUT", "RUNTIME_VALUE_INPUT",
+            "COLLECTED_INPUTS", "ITERATOR_INPUT", "ITERATOR_INPUT_RAW", "ITERATOR_OUTPUT", "OUTPUT", "ONE_OF_OUTPUT",
+            "TASK_FINAL_STATUS_OUTPUT")
+# MLMD's Event.Type names; the native API's IOType says more about an input, MLMD's only INPUT or OUTPUT.
+INPUT, OUTPUT = "INPUT", "OUTPUT"
+# MLMD's Execution.State by the engine's task state.
+_EXECUTION_STATES = {"PENDING": "NEW", "RUNNING": "RUNNING", "SUCCEEDED": "COMPLETE", "FAILED": "FAILED",
+                     "CANCELED": "CANCELED", "SKIPPED": "CANCELED", "CACHED": "CACHED"}
+
+_NAMESPACE = uuid.UUID("6f1c3f55-1a43-4a8e-9a43-6d696c6c706f")  # any fixed UUID: ids are uuid5s under it
+
+
+def artifact_type_of(schema_title: str) -> str:
+    """KFP's ``ArtifactType`` name of an IR schema title; any other title (``google.VertexModel``...) is an
+    ``Artifact``, as KFP's native service types what it does not know."""
+    return _TYPE_OF_SCHEMA.get(schema_title, "Artifact")
+
+
+def artifact_id(uri: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, f"artifact\0{uri}"))
+
+
+def context_id(type_name: str, name: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, f"context\0{type_name}\0{name}"))
+
+
+def _link_id(*parts: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, "\0".join(parts)))
+
+
+# --- what the engine hands in -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ArtifactLink:
+    """One artifact an execution read or wrote, under the input's or output's name (MLMD's event path)."""
+
+    key: str
+    uri: str
+    schema_title: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    io_type: str = "OUTPUT"  # KFP's IOType
+    producer_task: str = ""  # the task that wrote it, for the native API's IOProducer
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """Where a run's executions belong: its id, namespace ("" in single-user mode) and pipeline's name."""
+
+    run_id: str
+    namespace: str
+    pipeline_name: str
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One execution ending (a task of a run, or a deployment, job or data operation when ``run`` is None)."""
+
+    execution_id: str
+    type_name: str
+    name: str
+    state: str  # the engine's state (SUCCEEDED...), kept as MLMD's
+    namespace: str
+    run: RunScope | None = None
+    inputs: tuple[ArtifactLink, ...] = ()
+    outputs: tuple[ArtifactLink, ...] = ()
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    custom_properties: Mapping[str, Any] = field(default_factory=dict)
+    produced_here: bool = True  # False for a cache hit: its outputs are the reused execution's artifacts
+
+
+Conflict = Literal["ignore", "update"]
+
+
+@dataclass(frozen=True)
+class TableRows:
+    """Rows for one lineage table; ``conflict`` says what an existing id gets (kept, or its columns replaced)."""
+
+    table: str
+    rows: list[dict[str, Any]]
+    conflict: Conflict
+    update: tuple[str, ...] = ()  # the columns an "update" replaces
+
+
+ARTIFACTS, EXECUTIONS, CONTEXTS, EVENTS = (
+    "lineage_artifacts", "lineage_executions", "lineage_contexts", "lineage_events")
+ATTRIBUTIONS, ASSOCIATIONS = "lineage_attributions", "lineage_associations"
+
+
+def rows_of(record: ExecutionRecord, now: dt.datetime) -> list[TableRows]:
+    """The rows recording ``record``: contexts, the execution, its artifacts, events and context links.
+
+    Order matters only for readers inside the transaction (none): every table is written in one commit.
+    """
+    tables: list[TableRows] = []
+    context_ids: list[str] = []
+    if record.run is not None:
+        run = record.run
+        pipeline = context_id(PIPELINE, run.pipeline_name)
+        run_context = context_id(PIPELINE_RUN, run.run_id)
+        context_ids = [run_context, pipeline]
+        tables.append(TableRows(CONTEXTS, [
+            {"id": pipeline, "type": PIPELINE, "name": run.pipeline_name, "namespace": run.namespace,
+             "parent_id": None, "properties": {}, "custom_properties": {}, "created_at": now},
+            {"id": run_context, "type": PIPELINE_RUN, "name": run.run_id, "namespace": run.namespace,
+             "parent_id": pipeline, "properties": {}, "custom_properties": {"pipeline_name": run.pipeline_name},
+             "created_at": now},
+        ], "ignore"))
+    run_id = record.run.run_id if record.run else None
+    tables.append(TableRows(EXECUTIONS, [{
+        "id": record.execution_id, "type": record.type_name, "name": record.name,
+        "state": _EXECUTION_STATES.get(record.state, "UNKNOWN"), "namespace": record.namespace, "run_id": run_id,
+        "properties": dict(record.properties), "custom_properties": dict(record.custom_properties),
+        "created_at": now, "updated_at": now,
+    }], "update", ("state", "properties", "custom_properties", "updated_at")))
+    produced = [link for link in record.outputs if record.produced_here]
+    reused = [link for link in record.outputs if not record.produced_here]
+    if produced:  # written now: its metadata is what the task wrote (a re-run replaces it)
+        replaced = ("type", "artifact_type", "name", "custom_properties", "state", "updated_at")
+        tables.append(TableRows(ARTIFACTS, [_artifact_row(link, record, run_id, now) for link in produced],
+                                "update", replaced))
+    if record.inputs or reused:  # known already, or else first seen here (an importer's, a pipeline input)
+        tables.append(TableRows(ARTIFACTS, [_artifact_row(link, record, None, now)
+                                            for link in (*record.inputs, *reused)], "ignore"))
+    events = [_event_row(link, record, INPUT, run_id, now) for link in record.inputs]
+    events += [_event_row(link, record, OUTPUT, run_id, now) for link in record.outputs]
+    if events:
+        tables.append(TableRows(EVENTS, events, "ignore"))
+    if context_ids:
+        tables.append(TableRows(ASSOCIATIONS, [
+            {"id": _link_id("association", c, record.execution_id), "context_id": c,
+             "execution_id": record.execution_id} for c in context_ids], "ignore"))
+        artifacts = {artifact_id(link.uri) for link in (*record.inputs, *record.outputs)}
+        if artifacts:
+            tables.append(TableRows(ATTRIBUTIONS, [
+                {"id": _link_id("attribution", c, a), "context_id": c, "artifact_id": a}
+                for c in context_ids for a in sorted(artifacts)], "ignore"))
+    return tables
+
+
+def _artifact_row(link: ArtifactLink, record: ExecutionRecord, run_id: str | None,
+                  now: dt.datetime) -> dict[str, Any]:
+    name = link.metadata.get("display_name") if isinstance(link.metadata.get("display_name"), str) else link.key
+    return {
+        "id": artifact_id(link.uri), "type": link.schema_title or "system.Artifact",
+        "artifact_type": artifact_type_of(link.schema_title), "name": name, "uri": link.uri,
+        "namespace": record.namespace, "state": "LIVE", "run_id": run_id,
+        "properties": {}, "custom_properties": {**link.metadata, "display_name": name},
+        "created_at": now, "updated_at": now,
+    }
+
+
+def _event_row(link: ArtifactLink, record: ExecutionRecord, kind: str, run_id: str | None,
+               now: dt.datetime) -> dict[str, Any]:
+    artifact = artifact_id(link.uri)
+    return {
+        "id": _link_id("event", record.execution_id, kind, link.key, artifact), "artifact_id": artifact,
+        "execution_id": record.execution_id, "type": kind, "path": link.key,
+        "io_type": link.io_type if kind == INPUT else "OUTPUT",
+        "producer_task": link.producer_task or (record.name if kind == OUTPUT else ""),
+        "run_id": run_id, "created_at": now,
+    }
+
+
+# --- a task's links, from its IR spec and its resolved inputs and outputs ------------------------------------
+def input_links(task_spec: Mapping[str, Any], artifacts: Mapping[str, Any]) -> tuple[ArtifactLink, ...]:
+    """The artifacts a task read, each with KFP's IOType from how its spec binds the input: an upstream task's
+    output (``TASK_OUTPUT_INPUT``, with that producer), the enclosing DAG's input (``COMPONENT_INPUT``), a loop's
+    item (``ITERATOR_INPUT``), a ``dsl.Collected`` list (``COLLECTED_INPUTS``)."""
+    bindings = (task_spec.get("inputs") or {}).get("artifacts") or {}
+    links = []
+    for key, items in artifacts.items():
+        binding = bindings.get(key) or {}
+        io_type, producer = "COMPONENT_INPUT", ""
+        if "taskOutputArtifact" in binding:
+            io_type, producer = "TASK_OUTPUT_INPUT", str(binding["taskOutputArtifact"].get("producerTask", ""))
+        elif key == task_spec.get("artifactIterator", {}).get("itemInput"):
+            io_type = "ITERATOR_INPUT"
+        listed = items if isinstance(items, list) else [items]
+        if len(listed) > 1:
+            io_type = "COLLECTED_INPUTS"
+        links += [_link(key, item, io_type, producer) for item in listed if _has_uri(item)]
+    return tuple(links)
+
+
+def output_links(artifacts: Mapping[str, Any], producer: str) -> tuple[ArtifactLink, ...]:
+    return tuple(_link(key, item, "OUTPUT", producer)
+                 for key, items in artifacts.items()
+                 for item in (items if isinstance(items, list) else [items]) if _has_uri(item))
+
+
+def _has_uri(item: Any) -> bool:
+    return isinstance(item, Mapping) and isinstance(item.get("uri"), str) and bool(item["uri"])
+
+
+def _link(key: str, item: Mapping[str, Any], io_type: str, producer: str) -> ArtifactLink:
+    schema = item.get("type") or {}
+    title = schema.get("schemaTitle", "") if isinstance(schema, Mapping) else str(schema)
+    metadata = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
+    return ArtifactLink(key, str(item["uri"]), str(title or "system.Artifact"), dict(metadata or {}), io_type,
+                        producer)
