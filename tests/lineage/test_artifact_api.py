@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from millpond.store.lineage_reads import LineageStore
+from millpond.store.lineage_store import LineageStore
 from tests.lineage.pipelines import fanout
 from tests.lineage.support import ROOT, compiled, filtered, get, links, ok
 from tests.server_support import Served, call, serving
@@ -36,7 +36,8 @@ def by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in result["tasks"]}
 
 
-def test_the_demo_model_traced_back_to_the_dataset_it_was_trained_on(cli: Callable[..., Any], server: Served) -> None:
+def test_the_demo_model_traced_back_to_the_dataset_it_was_trained_on(
+        cli: Callable[..., Any], server: Served, database: str, tmp_path: Path) -> None:
     result = run(cli, ROOT / "examples" / "digits_pipeline.py", "-p", "n_estimators=5")
     tasks = by_name(result)
     is_model = {"key": "type", "operation": "EQUALS", "string_value": "Model"}
@@ -74,6 +75,24 @@ def test_the_demo_model_traced_back_to_the_dataset_it_was_trained_on(cli: Callab
         ("train", "TASK_OUTPUT_INPUT", "train_data")]
     metrics = ok(server, f"/artifacts/{next(link for link in in_run if link['key'] == 'metrics')['artifact_id']}")
     assert metrics["type"] == "Metric" and 0 < metrics["metadata"]["accuracy"] <= 1
+
+    # an InferenceService serving the model is an execution that reads it: the lineage goes on to the service
+    service = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+               "metadata": {"name": "digits", "namespace": "default"},
+               "spec": {"predictor": {"sklearn": {"storageUri": f"file://{model['uri']}"}}}}
+    (tmp_path / "digits.yaml").write_text(json.dumps(service))
+    applied = cli("apply", "-f", tmp_path / "digits.yaml")
+    assert applied.code == 0, applied.err
+    try:
+        [served] = links(server, "COMPONENT_INPUT", artifact_ids=[model["artifact_id"]])
+        assert (served["key"], served["run_id"]) == ("model", "")
+        deployment = LineageStore(database).find_execution(served["task_id"])
+        assert (deployment.type, deployment.name, deployment.state) == ("millpond.Deployment", "default/digits",
+                                                                        "RUNNING")
+        assert cli("apply", "-f", tmp_path / "digits.yaml").code == 0  # unchanged: recorded once
+        assert links(server, "COMPONENT_INPUT", artifact_ids=[model["artifact_id"]]) == [served]
+    finally:
+        assert cli("delete", "inferenceservice", "digits").code == 0
 
 
 def tasks_by_id(result: dict[str, Any]) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from millpond.settings import load_settings
-from millpond.store.lineage_reads import LineageStore
+from millpond.store.lineage_store import LineageStore
 from tests.lineage.support import links, ok
 from tests.server_support import Served, serving
 

@@ -52,7 +52,7 @@ from millpond.server.state import ServerState
 from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
 from millpond.store.db import database_failure, session_factory
-from millpond.store.lineage_reads import LineageStore
+from millpond.store.lineage_store import LineageStore
 from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
 from millpond.store.training import JobStore

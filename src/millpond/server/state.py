@@ -13,7 +13,7 @@ from fastapi import Request
 from millpond.server.executor import RunExecutor
 from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
-from millpond.store.lineage_reads import LineageStore
+from millpond.store.lineage_store import LineageStore
 from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
 from millpond.store.training import JobStore

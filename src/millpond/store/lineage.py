@@ -71,7 +71,9 @@ def context_id(type_name: str, name: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"context\0{type_name}\0{name}"))
 
 
-def _link_id(*parts: str) -> str:
+def derived_id(*parts: str) -> str:
+    """The id of a record made of ``parts`` (an event, a link, an execution that is no task's): the same parts,
+    the same id, so recording it again changes nothing."""
     return str(uuid.uuid5(_NAMESPACE, "\0".join(parts)))
 
 
@@ -173,12 +175,12 @@ def rows_of(record: ExecutionRecord, now: dt.datetime) -> list[TableRows]:
         tables.append(TableRows(EVENTS, events, "ignore"))
     if context_ids:
         tables.append(TableRows(ASSOCIATIONS, [
-            {"id": _link_id("association", c, record.execution_id), "context_id": c,
+            {"id": derived_id("association", c, record.execution_id), "context_id": c,
              "execution_id": record.execution_id} for c in context_ids], "ignore"))
         artifacts = {artifact_id(link.uri) for link in (*record.inputs, *record.outputs)}
         if artifacts:
             tables.append(TableRows(ATTRIBUTIONS, [
-                {"id": _link_id("attribution", c, a), "context_id": c, "artifact_id": a}
+                {"id": derived_id("attribution", c, a), "context_id": c, "artifact_id": a}
                 for c in context_ids for a in sorted(artifacts)], "ignore"))
     return tables
 
@@ -199,7 +201,7 @@ def _event_row(link: ArtifactLink, record: ExecutionRecord, kind: str, run_id: s
                now: dt.datetime) -> dict[str, Any]:
     artifact = artifact_id(link.uri)
     return {
-        "id": _link_id("event", record.execution_id, kind, link.key, artifact), "artifact_id": artifact,
+        "id": derived_id("event", record.execution_id, kind, link.key, artifact), "artifact_id": artifact,
         "execution_id": record.execution_id, "type": kind, "path": link.key,
         "io_type": link.io_type if kind == INPUT else "OUTPUT",
         "producer_task": link.producer_task or (record.name if kind == OUTPUT else ""),

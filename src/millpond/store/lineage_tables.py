@@ -8,12 +8,18 @@ What each column holds is described in :mod:`millpond.store.lineage`, which buil
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, DateTime, Index, String, Text
+from sqlalchemy import JSON, DateTime, Index, String, Table, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
+from millpond.store.lineage import TableRows
 from millpond.store.models import Base
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects.postgresql import Insert as PostgresqlInsert
+    from sqlalchemy.dialects.sqlite import Insert as SqliteInsert
 
 
 class LineageContext(Base):
@@ -123,3 +129,30 @@ class LineageAssociation(Base):
 # The tables by name, as ``store.lineage.TableRows`` names them.
 LINEAGE_TABLES = {model.__tablename__: model.__table__ for model in (
     LineageContext, LineageExecution, LineageArtifact, LineageEvent, LineageAttribution, LineageAssociation)}
+
+
+Statement = tuple[Any, list[dict[str, Any]]]  # an executable and the rows it is executed with
+
+
+def dialect_insert(dialect: str, table: Table) -> PostgresqlInsert | SqliteInsert:
+    """INSERT with ON CONFLICT in the database's own dialect (SQLite's and PostgreSQL's both have it)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert  # noqa: PLC0415 — 180 ms, PostgreSQL only
+
+        return postgresql_insert(table)
+    from sqlalchemy.dialects.sqlite import insert as sqlite_insert  # noqa: PLC0415 — the SQLite dialect's DML, when used
+
+    return sqlite_insert(table)
+
+
+def lineage_statements(tables: list[TableRows], dialect_insert: Callable[[Table], Any]) -> list[Statement]:
+    """(statement, rows) for each table's rows: an INSERT whose existing ids are kept or updated, in the database's
+    own dialect (``dialect_insert``: SQLite's or PostgreSQL's ``insert``, both with ON CONFLICT)."""
+    statements = []
+    for rows in tables:
+        insert = dialect_insert(LINEAGE_TABLES[rows.table])
+        statement = (insert.on_conflict_do_nothing(index_elements=["id"]) if rows.conflict == "ignore" else
+                     insert.on_conflict_do_update(index_elements=["id"],
+                                                  set_={c: insert.excluded[c] for c in rows.update}))
+        statements.append((statement, rows.rows))
+    return statements

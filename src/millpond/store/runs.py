@@ -24,8 +24,8 @@ from millpond.store.catalog import NameTaken
 from millpond.store.db import session_factory
 from millpond.store.keys import new_id, utcnow
 from millpond.store.lineage import ExecutionRecord, rows_of
-from millpond.store.lineage_reads import forget_runs
-from millpond.store.lineage_tables import LINEAGE_TABLES
+from millpond.store.lineage_store import forget_runs
+from millpond.store.lineage_tables import dialect_insert, lineage_statements
 from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task
 from millpond.store.results import rows_changed
@@ -328,14 +328,8 @@ class RunStore:
             }
             upsert = self._dialect_insert(CacheEntry.__table__)
             statements.append((upsert.on_conflict_do_update(index_elements=["key"], set_=entry), [entry]))
-        for rows in rows_of(lineage, utcnow()) if lineage is not None else []:
-            insert_rows = self._dialect_insert(LINEAGE_TABLES[rows.table])
-            statements.append((
-                insert_rows.on_conflict_do_nothing(index_elements=["id"]) if rows.conflict == "ignore"
-                else insert_rows.on_conflict_do_update(
-                    index_elements=["id"], set_={c: insert_rows.excluded[c] for c in rows.update}),
-                rows.rows,
-            ))
+        if lineage is not None:
+            statements += lineage_statements(rows_of(lineage, utcnow()), self._dialect_insert)
         self._write(statements)
 
     def cache_get(self, key: str, max_age_s: float | None = None) -> tuple[dict[str, Any], str] | None:
@@ -354,13 +348,7 @@ class RunStore:
 
     def _dialect_insert(self, table: Table) -> PostgresqlInsert | SqliteInsert:
         """INSERT with ON CONFLICT in the database's own dialect (SQLite and PostgreSQL have it)."""
-        if self._engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as postgresql_insert  # noqa: PLC0415 — 180 ms, PostgreSQL only
-
-            return postgresql_insert(table)
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert  # noqa: PLC0415 — the SQLite dialect's DML, when used
-
-        return sqlite_insert(table)
+        return dialect_insert(self._engine.dialect.name, table)
 
     def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]:
         """(id, pid, pid_start) of the run's tasks not yet final: only the columns a cancel needs."""

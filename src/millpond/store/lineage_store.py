@@ -1,5 +1,6 @@
-"""Reading lineage (``store.lineage``'s tables): pages of artifacts and of artifact-task links, one artifact,
-and forgetting a deleted run's records.
+"""Lineage (``store.lineage``'s tables) outside the run engine: pages of artifacts and of artifact-task links, one
+artifact or execution, an execution that is no task's (a model deployment) recorded, and a deleted run's records
+forgotten.
 
 The fields a list filters and sorts by are KFP's names for them (``backend/src/apiserver/model/artifact.go``,
 ``artifact_task.go``: ``name``, ``type``, ``uri``, ``created_at``, ``namespace``; ``run_id``, ``task_id``,
@@ -15,6 +16,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from millpond.errors import NotFoundError
 from millpond.store.db import session_factory
+from millpond.store.keys import utcnow
+from millpond.store.lineage import ExecutionRecord, rows_of
 from millpond.store.lineage_tables import (
     LineageArtifact,
     LineageAssociation,
@@ -22,6 +25,8 @@ from millpond.store.lineage_tables import (
     LineageContext,
     LineageEvent,
     LineageExecution,
+    dialect_insert,
+    lineage_statements,
 )
 from millpond.store.listing import ListQuery, Page, one_page
 
@@ -40,6 +45,16 @@ class LineageStore:
 
     def __init__(self, database_url: str) -> None:
         self._sessions: sessionmaker[Session] = session_factory(database_url)
+
+    def record(self, execution: ExecutionRecord) -> None:
+        """Record one execution with its artifacts and events, in one transaction (the engine records its tasks'
+        through its journal, in the transaction of each task's end)."""
+        with self._sessions() as session:
+            dialect = session.get_bind().dialect.name
+            for statement, rows in lineage_statements(rows_of(execution, utcnow()),
+                                                      lambda table: dialect_insert(dialect, table)):
+                session.execute(statement, rows)
+            session.commit()
 
     def page_artifacts(self, query: ListQuery, namespace: str | None) -> Page[LineageArtifact]:
         """A page of artifacts, of one namespace (None: every namespace), oldest first as KFP lists them."""
