@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from millpond.store.lineage_store import LineageStore
-from tests.lineage.pipelines import fanout
+from tests.lineage.pipelines import fanout, fit_one
 from tests.lineage.support import ROOT, compiled, filtered, get, links, ok
 from tests.server_support import Served, call, serving
 
@@ -189,7 +189,65 @@ def test_bad_input_is_a_400_or_404_with_a_message(cli: Callable[..., Any], serve
         assert answered == status, (path, answered, body)
         assert isinstance(body, dict) and body["message"], (path, body)
     assert ok(server, f"/artifact_tasks?run_ids={unknown}")["artifact_tasks"] == []  # single-user: no run lookup
-    for path in ("/artifacts", "/artifacts:batchCreate", "/artifact_tasks", "/artifact_tasks:batchCreate"):
-        status, body = call(server.url, "POST", "/apis/v2beta1" + path, body={"artifact": {"name": "x"}})
-        assert status == 501 and "not served" in body["message"], (path, status, body)
+    task = result["tasks"][-1]
+    artifact = {"name": "x", "type": "Artifact", "namespace": "kubeflow"}
+    mine = {"run_id": result["run_id"], "task_id": task["id"]}
+    link = {**mine, "artifact_id": unknown, "producer": {}, "key": "k"}
+    creates = [
+        ("/artifacts", {"artifact": {"name": "x"}}, 400),  # no namespace, as KFP requires one
+        ("/artifacts", {"artifact": {**artifact, "type": "TYPE_UNSPECIFIED"}, "run_id": result["run_id"],
+                        "task_id": task["id"], "producer_key": "x"}, 400),
+        ("/artifacts", {"artifact": {**artifact, "type": "Metric"}, "run_id": result["run_id"], "task_id": task["id"],
+                        "producer_key": "x"}, 400),  # a Metric needs its number_value
+        ("/artifacts", {"artifact": artifact, **mine, "task_id": unknown, "producer_key": "x"}, 404),
+        ("/artifacts", {"artifact": artifact, "run_id": unknown, "task_id": task["id"], "producer_key": "x"}, 400),
+        ("/artifacts", {"artifact": artifact, "run_id": result["run_id"], "task_id": task["id"]}, 400),
+        ("/artifacts", {"artifact": {**artifact, "colour": "red"}}, 400),  # unknown fields are refused
+        ("/artifacts:batchCreate", {"artifacts": []}, 400),
+        ("/artifact_tasks", {}, 400),
+        ("/artifact_tasks", {"artifact_task": {**link, "type": "OUTPUT"}}, 404),
+        ("/artifact_tasks", {"artifact_task": link}, 400),  # no type
+        ("/artifact_tasks:batchCreate", {"artifact_tasks": []}, 400),
+    ]
+    for path, body, status in creates:
+        answered, answer = call(server.url, "POST", "/apis/v2beta1" + path, body=body)
+        assert answered == status, (path, body, answered, answer)
+        assert answer["message"], answer
     assert ok(server, "/artifacts")["total_size"] == 6  # nothing stored by any of it
+
+
+def test_artifacts_and_links_created_as_kfp_launcher_reports_them(
+        cli: Callable[..., Any], server: Served, tmp_path: Path) -> None:
+    result = run(cli, compiled(fit_one, tmp_path))
+    tasks = by_name(result)
+    report = {"artifact": {"name": "report", "type": "HTML", "uri": str(tmp_path / "report.html"),
+                           "namespace": "kubeflow", "description": "a page", "metadata": {"pages": 2}},
+              "run_id": result["run_id"], "task_id": tasks["fit"]["id"], "producer_key": "report"}
+    status, made = call(server.url, "POST", "/apis/v2beta1/artifacts", body=report)
+    assert status == 200, made
+    assert (made["type"], made["name"], made["namespace"], made["description"]) == ("HTML", "report", "", "a page")
+    assert made["metadata"]["pages"] == 2 and made["uri"] == str(tmp_path / "report.html")
+    assert ok(server, f"/artifacts/{made['artifact_id']}") == made
+    [link] = links(server, "OUTPUT", artifact_ids=[made["artifact_id"]])
+    assert (link["task_id"], link["key"], link["producer"]) == (tasks["fit"]["id"], "report", {"task_name": "fit"})
+    status, again = call(server.url, "POST", "/apis/v2beta1/artifacts", body=report)
+    assert status == 409 and made["artifact_id"] in again["message"]
+
+    read = {"artifact_id": made["artifact_id"], "run_id": result["run_id"], "task_id": tasks["make"]["id"],
+            "type": "COMPONENT_INPUT", "producer": {"task_name": "fit"}, "key": "extra"}
+    status, created = call(server.url, "POST", "/apis/v2beta1/artifact_tasks", body={"artifact_task": read})
+    assert status == 200, created
+    assert (created["type"], created["task_id"], created["key"]) == ("COMPONENT_INPUT", tasks["make"]["id"], "extra")
+    assert created in links(server, task_ids=[tasks["make"]["id"]])
+
+    metrics = {"artifacts": [
+        {"artifact": {"name": name, "type": 6, "number_value": value, "namespace": "kubeflow"},
+         "run_id": result["run_id"], "task_id": tasks["fit"]["id"], "producer_key": "metrics"}
+        for name, value in (("accuracy", 0.75), ("loss", 0.5))]}
+    status, body = call(server.url, "POST", "/apis/v2beta1/artifacts:batchCreate", body=metrics)
+    assert status == 200, body
+    assert [(a["name"], a["type"], a["number_value"]) for a in body["artifacts"]] == [
+        ("accuracy", "Metric", 0.75), ("loss", "Metric", 0.5)]
+    status, body = call(server.url, "POST", "/apis/v2beta1/artifact_tasks:batchCreate", body={"artifact_tasks": [
+        {**read, "artifact_id": a["artifact_id"], "key": a["name"]} for a in body["artifacts"]]})
+    assert status == 200 and len(body["artifact_tasks"]) == 2, body

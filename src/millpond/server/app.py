@@ -22,6 +22,7 @@ from millpond.access.authorizer import Authorizer
 from millpond.errors import MillpondError, http_status_of
 from millpond.server import (
     artifact_routes,
+    artifact_writes,
     experiments,
     jobs_routes,
     kfam_routes,
@@ -134,6 +135,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
     app.include_router(artifact_routes.router, prefix=API)  # KFP's native artifact service: lineage
+    app.include_router(artifact_writes.router, prefix=API)  # ... and its create calls
     app.include_router(login_routes.router)  # /ui-api/login, logout, whoami (multi-user)
     app.include_router(kfam_routes.router)  # /kfam/v1: Kubeflow's contributors API (KFAM)
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/

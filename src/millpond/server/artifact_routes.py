@@ -12,9 +12,7 @@ named, of each task's run, and in each artifact's namespace. Paged and filtered 
 (``server.listing``): a ``page_size`` over its maximum, a token or filter that is not one, a key the list has not
 or a value of the wrong type is a 400; an unknown id a 404.
 
-Not served: the ``POST`` calls (``CreateArtifact``, ``CreateArtifactTask`` and their ``:batchCreate``), which are
-KFP's driver and launcher reporting what a task did; millpond's engine records that itself. They answer 501
-(gRPC UNIMPLEMENTED), as a KFP server without the service would.
+The ``POST`` calls are ``server.artifact_writes``'s.
 """
 
 from __future__ import annotations
@@ -37,11 +35,14 @@ router = APIRouter(tags=["ArtifactService"])
 
 def artifact_view(artifact: LineageArtifact) -> dict[str, Any]:
     """KFP's ``Artifact``: its type is the ``ArtifactType`` name, its metadata the artifact's custom properties."""
+    properties = artifact.properties or {}
     view: dict[str, Any] = {
-        "artifact_id": artifact.id, "name": artifact.name, "description": "", "type": artifact.artifact_type,
-        "uri": artifact.uri, "metadata": dict(artifact.custom_properties or {}),
+        "artifact_id": artifact.id, "name": artifact.name, "description": properties.get("description", ""),
+        "type": artifact.artifact_type, "uri": artifact.uri, "metadata": dict(artifact.custom_properties or {}),
         "created_at": iso(artifact.created_at), "namespace": artifact.namespace,
     }
+    if isinstance(properties.get("number_value"), (int, float)):
+        view["number_value"] = properties["number_value"]
     return view
 
 
@@ -91,7 +92,7 @@ def list_artifact_tasks(
                             "artifact_ids) is required")
     if len(task_ids) + len(run_ids) + len(artifact_ids) > MAX_IN_VALUES:
         raise ApiError(400, f"Failed to list artifact tasks: more than {MAX_IN_VALUES} ids")
-    io_type = _io_type(type)
+    io_type = parse_io_type(type)
     _check_links(request, task_ids, run_ids, artifact_ids)
     page = server.lineage.page_artifact_tasks(query, task_ids=task_ids, run_ids=run_ids,
                                               artifact_ids=artifact_ids, io_type=io_type)
@@ -99,16 +100,7 @@ def list_artifact_tasks(
             "next_page_token": next_page_token(page)}
 
 
-@router.post("/artifacts")
-@router.post("/artifacts:batchCreate")
-@router.post("/artifact_tasks")
-@router.post("/artifact_tasks:batchCreate")
-def create_refused() -> dict[str, Any]:
-    raise ApiError(501, "creating artifacts and artifact tasks is not served: millpond's engine records the "
-                        "lineage of every task itself")
-
-
-def _io_type(text: str | None) -> str | None:
+def parse_io_type(text: str | None) -> str | None:
     """An ``IOType`` given by name or number (as grpc-gateway takes enums); UNSPECIFIED (or none) filters nothing."""
     if text is None or text in ("", "UNSPECIFIED", "0"):
         return None

@@ -57,6 +57,15 @@ _EXECUTION_STATES = {"PENDING": "NEW", "RUNNING": "RUNNING", "SUCCEEDED": "COMPL
 _NAMESPACE = uuid.UUID("6f1c3f55-1a43-4a8e-9a43-6d696c6c706f")  # any fixed UUID: ids are uuid5s under it
 
 
+_SCHEMA_OF_TYPE = {kfp_type: schema for schema, kfp_type in _TYPE_OF_SCHEMA.items()}
+OUTPUT_IO_TYPES = ("ITERATOR_OUTPUT", "OUTPUT", "ONE_OF_OUTPUT", "TASK_FINAL_STATUS_OUTPUT")  # MLMD's OUTPUT events
+
+
+def schema_of(artifact_type: str) -> str:
+    """The IR schema title of KFP's ``ArtifactType`` name (``Metric`` -> ``system.Metrics``)."""
+    return _SCHEMA_OF_TYPE.get(artifact_type, "system.Artifact")
+
+
 def artifact_type_of(schema_title: str) -> str:
     """KFP's ``ArtifactType`` name of an IR schema title; any other title (``google.VertexModel``...) is an
     ``Artifact``, as KFP's native service types what it does not know."""
@@ -246,3 +255,45 @@ def _link(key: str, item: Mapping[str, Any], io_type: str, producer: str) -> Art
     metadata = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
     return ArtifactLink(key, str(item["uri"]), str(title or "system.Artifact"), dict(metadata or {}), io_type,
                         producer)
+
+
+# --- what KFP's driver and launcher report through the API (CreateArtifact, CreateArtifactTask) ---------------
+@dataclass(frozen=True)
+class NewArtifact:
+    """An artifact a client creates, with the task that produced it (KFP's ``CreateArtifactRequest``)."""
+
+    artifact_id: str
+    name: str
+    artifact_type: str  # KFP's ArtifactType name
+    uri: str
+    namespace: str
+    description: str
+    metadata: Mapping[str, Any]
+    number_value: float | None
+    run_id: str
+    task_id: str
+    producer_task: str
+    producer_key: str
+
+
+def created_artifact_rows(new: NewArtifact, now: dt.datetime) -> list[TableRows]:
+    """The artifact and its OUTPUT link to the task that produced it (KFP: an artifact is created as an output)."""
+    properties: dict[str, Any] = {"description": new.description} if new.description else {}
+    if new.number_value is not None:
+        properties["number_value"] = new.number_value
+    artifact = {"id": new.artifact_id, "type": schema_of(new.artifact_type), "artifact_type": new.artifact_type,
+                "name": new.name, "uri": new.uri, "namespace": new.namespace, "state": "LIVE", "run_id": new.run_id,
+                "properties": properties, "custom_properties": {**new.metadata, "display_name": new.name},
+                "created_at": now, "updated_at": now}
+    return [TableRows(ARTIFACTS, [artifact], "ignore"),
+            link_rows(new.artifact_id, new.task_id, new.run_id, "OUTPUT", new.producer_key, new.producer_task, now)]
+
+
+def link_rows(artifact: str, task_id: str, run_id: str, io_type: str, key: str, producer_task: str,
+              now: dt.datetime) -> TableRows:
+    """One artifact-task link (an event) as a client reports it; reporting it again changes nothing."""
+    kind = OUTPUT if io_type in OUTPUT_IO_TYPES else INPUT
+    return TableRows(EVENTS, [{
+        "id": derived_id("event", task_id, kind, key, artifact), "artifact_id": artifact, "execution_id": task_id,
+        "type": kind, "path": key, "io_type": io_type, "producer_task": producer_task, "run_id": run_id,
+        "created_at": now}], "ignore")

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from millpond.errors import NotFoundError
 from millpond.store.db import session_factory
 from millpond.store.keys import utcnow
-from millpond.store.lineage import ExecutionRecord, rows_of
+from millpond.store.lineage import ExecutionRecord, TableRows, rows_of
 from millpond.store.lineage_tables import (
     LineageArtifact,
     LineageAssociation,
@@ -49,12 +49,27 @@ class LineageStore:
     def record(self, execution: ExecutionRecord) -> None:
         """Record one execution with its artifacts and events, in one transaction (the engine records its tasks'
         through its journal, in the transaction of each task's end)."""
+        self.write(rows_of(execution, utcnow()))
+
+    def write(self, tables: list[TableRows]) -> None:
+        """Insert lineage rows (``store.lineage`` built them) in one transaction."""
         with self._sessions() as session:
             dialect = session.get_bind().dialect.name
-            for statement, rows in lineage_statements(rows_of(execution, utcnow()),
-                                                      lambda table: dialect_insert(dialect, table)):
+            for statement, rows in lineage_statements(tables, lambda table: dialect_insert(dialect, table)):
                 session.execute(statement, rows)
             session.commit()
+
+    def existing_artifacts(self, artifact_ids: list[str]) -> set[str]:
+        """Which of these artifact ids are recorded."""
+        with self._sessions() as session:
+            return set(session.scalars(select(LineageArtifact.id).where(LineageArtifact.id.in_(artifact_ids))))
+
+    def find_event(self, event_id: str) -> LineageEvent:
+        with self._sessions() as session:
+            found = session.get(LineageEvent, event_id)
+        if found is None:
+            raise NotFoundError(f"no artifact task {event_id!r}")
+        return found
 
     def page_artifacts(self, query: ListQuery, namespace: str | None) -> Page[LineageArtifact]:
         """A page of artifacts, of one namespace (None: every namespace), oldest first as KFP lists them."""

@@ -403,6 +403,14 @@ class RunStore:
             session.execute(delete(Run).where(which))
             session.commit()
 
+    def find_task(self, task_id: str) -> Task:
+        """The task with exactly this id, of any run (KFP's ``GetTask``)."""
+        with self._sessions() as session:
+            task = session.get(Task, task_id)
+        if task is None:
+            raise NotFoundError(f"Failed to get task: task {task_id!r} not found")
+        return task
+
     def get_task(self, run_id: str, task_id: str) -> Task:
         with self._sessions() as session:
             task = session.get(Task, task_id)
