@@ -84,3 +84,14 @@ def test_artifacts_and_their_links_are_authorized_in_their_namespace(team: Team,
     assert team.call("alice", "GET", f"{API}/artifact_tasks?{both}")[0] == 403
     assert team.call("server", "GET", f"{API}/artifact_tasks?{both}")[0] == 200
     assert team.call("alice", "GET", f"{API}/artifact_tasks?run_ids=no-such-run")[0] == 404
+
+    # creating: ``update`` on the run is KFP's own service accounts' (no Kubeflow role grants it): administrators
+    report = {"artifact": {"name": "report", "type": "HTML", "namespace": "team-a"}, "run_id": runs["team-a"],
+              "task_id": link["task_id"], "producer_key": "report"}
+    answered, body = team.call("alice", "POST", f"{API}/artifacts", report)
+    assert answered == 403, body
+    assert team.call("bob", "POST", f"{API}/artifacts", report)[0] == 403
+    assert team.call("server", "POST", f"{API}/artifacts", {**report, "artifact": {
+        **report["artifact"], "namespace": "team-b"}})[0] == 400  # not the run's namespace
+    made = _ok(team.call("server", "POST", f"{API}/artifacts", report))
+    assert made["namespace"] == "team-a" and team.call("carol", "GET", f"{API}/artifacts/{made['artifact_id']}")[0] == 200
