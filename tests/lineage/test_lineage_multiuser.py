@@ -94,4 +94,5 @@ def test_artifacts_and_their_links_are_authorized_in_their_namespace(team: Team,
     assert team.call("server", "POST", f"{API}/artifacts", {**report, "artifact": {
         **report["artifact"], "namespace": "team-b"}})[0] == 400  # not the run's namespace
     made = _ok(team.call("server", "POST", f"{API}/artifacts", report))
-    assert made["namespace"] == "team-a" and team.call("carol", "GET", f"{API}/artifacts/{made['artifact_id']}")[0] == 200
+    assert made["namespace"] == "team-a"
+    assert team.call("carol", "GET", f"{API}/artifacts/{made['artifact_id']}")[0] == 200
