@@ -76,8 +76,9 @@ def artifact_id(uri: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, f"artifact\0{uri}"))
 
 
-def context_id(type_name: str, name: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"context\0{type_name}\0{name}"))
+def context_id(type_name: str, name: str, namespace: str = "") -> str:
+    """A context's id: a pipeline's name is unique within its namespace (a run's id everywhere)."""
+    return str(uuid.uuid5(_NAMESPACE, f"context\0{type_name}\0{namespace}\0{name}"))
 
 
 def derived_id(*parts: str) -> str:
@@ -152,7 +153,7 @@ def rows_of(record: ExecutionRecord, now: dt.datetime) -> list[TableRows]:
     context_ids: list[str] = []
     if record.run is not None:
         run = record.run
-        pipeline = context_id(PIPELINE, run.pipeline_name)
+        pipeline = context_id(PIPELINE, run.pipeline_name, run.namespace)
         run_context = context_id(PIPELINE_RUN, run.run_id)
         context_ids = [run_context, pipeline]
         tables.append(TableRows(CONTEXTS, [
