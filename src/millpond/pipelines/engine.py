@@ -470,6 +470,8 @@ class Engine:
         """Hand a container task every policy let through to a worker: its attempts, then its platform's cleanup."""
         node, request, platform = launch.node, launch.the_request(), launch.platform
         request.on_start = self.records.starter(node)
+        if platform is not None:
+            self.records.mounted(node, platform.datasets, self._pod_namespace(self.run))
 
         def work(grant: Grant) -> TaskOutcome:
             try:

@@ -21,8 +21,10 @@ from millpond.store.lineage import (
     CONTAINER_EXECUTION,
     DAG_EXECUTION,
     IMPORTER_EXECUTION,
+    ArtifactLink,
     ExecutionRecord,
     RunScope,
+    dataset_links,
     input_links,
     output_links,
 )
@@ -57,6 +59,7 @@ class TaskRecords:
         self.store = store
         self.lineage = lineage  # None: lineage is not recorded (MILLPOND_LINEAGE=0)
         self.inputs: dict[str, Mapping[str, Any]] = {}  # the resolved input artifacts of tasks in flight, by path
+        self.mounts: dict[str, tuple[ArtifactLink, ...]] = {}  # the datasets they mount, by path
         self.listener = listener
         self.run_id = run_id
         self.advance = advance
@@ -84,6 +87,11 @@ class TaskRecords:
         )
         node.state, node.kind = RUNNING, kind  # the walk's own state: started, not final
         self.listener.task_changed(node.path, node.display_name, state, None)
+
+    def mounted(self, node: Node, datasets: list[str], namespace: str) -> None:
+        """The Fluid datasets a task mounts (its platform's PVCs), inputs of its lineage."""
+        if self.lineage is not None and datasets:
+            self.mounts[node.path] = dataset_links(datasets, namespace)
 
     def record_task(self, launch: TaskLaunch, kind: str, image: str | None, log_path: Path | None) -> None:
         """A launched task's row, PENDING until its work begins (``policies.launch.TaskRows``)."""
@@ -185,7 +193,7 @@ class TaskRecords:
         """The lineage of a task ending: its execution with KFP's type and properties, the artifacts it read
         and (when it succeeded) wrote; a cache hit names the execution it reused (``cached_execution_id``) and
         its outputs are that execution's artifacts. A DAG's outputs are its tasks': it records none of its own."""
-        inputs = self.inputs.pop(node.path, {})
+        inputs, mounts = self.inputs.pop(node.path, {}), self.mounts.pop(node.path, ())
         if self.lineage is None or not node.record_id:
             return None
         kind = node.kind or "container"
@@ -201,6 +209,6 @@ class TaskRecords:
         return ExecutionRecord(
             execution_id=node.record_id, type_name=_EXECUTION_TYPES.get(kind, CONTAINER_EXECUTION),
             name=node.path, state="CACHED" if cached_from else state, namespace=self.lineage.namespace,
-            run=self.lineage, inputs=input_links(node.spec, inputs), outputs=produced,
+            run=self.lineage, inputs=(*input_links(node.spec, inputs), *mounts), outputs=produced,
             custom_properties=custom, produced_here=cached_from is None,
         )

@@ -72,8 +72,10 @@ def artifact_type_of(schema_title: str) -> str:
     return _TYPE_OF_SCHEMA.get(schema_title, "Artifact")
 
 
-def artifact_id(uri: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"artifact\0{uri}"))
+def artifact_id(uri: str, scope: str = "") -> str:
+    """An artifact's id: its URI's; ``scope`` for a URI that names different things in different namespaces
+    (``pvc://NAME``)."""
+    return str(uuid.uuid5(_NAMESPACE, f"artifact\0{scope}\0{uri}" if scope else f"artifact\0{uri}"))
 
 
 def context_id(type_name: str, name: str, namespace: str = "") -> str:
@@ -98,6 +100,11 @@ class ArtifactLink:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     io_type: str = "OUTPUT"  # KFP's IOType
     producer_task: str = ""  # the task that wrote it, for the native API's IOProducer
+    scope: str = ""  # what makes its URI unique when the URI alone does not (a PVC's namespace)
+
+    @property
+    def artifact_id(self) -> str:
+        return artifact_id(self.uri, self.scope)
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,7 @@ def rows_of(record: ExecutionRecord, now: dt.datetime) -> list[TableRows]:
         tables.append(TableRows(ASSOCIATIONS, [
             {"id": derived_id("association", c, record.execution_id), "context_id": c,
              "execution_id": record.execution_id} for c in context_ids], "ignore"))
-        artifacts = {artifact_id(link.uri) for link in (*record.inputs, *record.outputs)}
+        artifacts = {link.artifact_id for link in (*record.inputs, *record.outputs)}
         if artifacts:
             tables.append(TableRows(ATTRIBUTIONS, [
                 {"id": derived_id("attribution", c, a), "context_id": c, "artifact_id": a}
@@ -199,7 +206,7 @@ def _artifact_row(link: ArtifactLink, record: ExecutionRecord, run_id: str | Non
                   now: dt.datetime) -> dict[str, Any]:
     name = link.metadata.get("display_name") if isinstance(link.metadata.get("display_name"), str) else link.key
     return {
-        "id": artifact_id(link.uri), "type": link.schema_title or "system.Artifact",
+        "id": link.artifact_id, "type": link.schema_title or "system.Artifact",
         "artifact_type": artifact_type_of(link.schema_title), "name": name, "uri": link.uri,
         "namespace": record.namespace, "state": "LIVE", "run_id": run_id,
         "properties": {}, "custom_properties": {**link.metadata, "display_name": name},
@@ -209,7 +216,7 @@ def _artifact_row(link: ArtifactLink, record: ExecutionRecord, run_id: str | Non
 
 def _event_row(link: ArtifactLink, record: ExecutionRecord, kind: str, run_id: str | None,
                now: dt.datetime) -> dict[str, Any]:
-    artifact = artifact_id(link.uri)
+    artifact = link.artifact_id
     return {
         "id": derived_id("event", record.execution_id, kind, link.key, artifact), "artifact_id": artifact,
         "execution_id": record.execution_id, "type": kind, "path": link.key,
@@ -244,6 +251,14 @@ def output_links(artifacts: Mapping[str, Any], producer: str) -> tuple[ArtifactL
     return tuple(_link(key, item, "OUTPUT", producer)
                  for key, items in artifacts.items()
                  for item in (items if isinstance(items, list) else [items]) if _has_uri(item))
+
+
+def dataset_links(datasets: list[str], namespace: str) -> tuple[ArtifactLink, ...]:
+    """The Fluid datasets a task mounts (a kfp-kubernetes ``pvcMount`` of the PVC Fluid names after a dataset), as
+    ``system.Dataset`` artifacts ``pvc://NAME`` of the namespace: so a model's lineage reaches the dataset its
+    training task read. Keyed by the dataset's name; ``COMPONENT_INPUT``, as they come from outside the DAG."""
+    return tuple(ArtifactLink(name, f"pvc://{name}", "system.Dataset", {"namespace": namespace, "kind": "Dataset"},
+                              "COMPONENT_INPUT", scope=namespace) for name in dict.fromkeys(datasets))
 
 
 def _has_uri(item: Any) -> bool:
