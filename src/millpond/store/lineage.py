@@ -83,6 +83,16 @@ def context_id(type_name: str, name: str, namespace: str = "") -> str:
     return str(uuid.uuid5(_NAMESPACE, f"context\0{type_name}\0{namespace}\0{name}"))
 
 
+def mlmd_id(record_id: str) -> int:
+    """The int64 id ML Metadata gives the record ``record_id`` (an artifact, execution or context): 63 bits of its
+    UUID, so an MLMD endpoint answers ids that stay the same and that it can look up (the ``mlmd_id`` column)."""
+    try:
+        number = uuid.UUID(record_id).int
+    except ValueError:  # not a UUID (no id here is one, but a task id is the journal's)
+        number = uuid.uuid5(_NAMESPACE, record_id).int
+    return (number >> 65) or 1
+
+
 def derived_id(*parts: str) -> str:
     """The id of a record made of ``parts`` (an event, a link, an execution that is no task's): the same parts,
     the same id, so recording it again changes nothing."""
@@ -164,15 +174,14 @@ def rows_of(record: ExecutionRecord, now: dt.datetime) -> list[TableRows]:
         run_context = context_id(PIPELINE_RUN, run.run_id)
         context_ids = [run_context, pipeline]
         tables.append(TableRows(CONTEXTS, [
-            {"id": pipeline, "type": PIPELINE, "name": run.pipeline_name, "namespace": run.namespace,
-             "parent_id": None, "properties": {}, "custom_properties": {}, "created_at": now},
-            {"id": run_context, "type": PIPELINE_RUN, "name": run.run_id, "namespace": run.namespace,
-             "parent_id": pipeline, "properties": {}, "custom_properties": {"pipeline_name": run.pipeline_name},
-             "created_at": now},
+            _context_row(pipeline, PIPELINE, run.pipeline_name, run.namespace, None, {}, now),
+            _context_row(run_context, PIPELINE_RUN, run.run_id, run.namespace, pipeline,
+                         {"pipeline_name": run.pipeline_name}, now),
         ], "ignore"))
     run_id = record.run.run_id if record.run else None
     tables.append(TableRows(EXECUTIONS, [{
-        "id": record.execution_id, "type": record.type_name, "name": record.name,
+        "id": record.execution_id, "mlmd_id": mlmd_id(record.execution_id), "type": record.type_name,
+        "name": record.name,
         "state": _EXECUTION_STATES.get(record.state, "UNKNOWN"), "namespace": record.namespace, "run_id": run_id,
         "properties": dict(record.properties), "custom_properties": dict(record.custom_properties),
         "created_at": now, "updated_at": now,
@@ -202,11 +211,17 @@ def rows_of(record: ExecutionRecord, now: dt.datetime) -> list[TableRows]:
     return tables
 
 
+def _context_row(context: str, type_name: str, name: str, namespace: str, parent: str | None,
+                 custom: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    return {"id": context, "mlmd_id": mlmd_id(context), "type": type_name, "name": name, "namespace": namespace,
+            "parent_id": parent, "properties": {}, "custom_properties": custom, "created_at": now}
+
+
 def _artifact_row(link: ArtifactLink, record: ExecutionRecord, run_id: str | None,
                   now: dt.datetime) -> dict[str, Any]:
     name = link.metadata.get("display_name") if isinstance(link.metadata.get("display_name"), str) else link.key
     return {
-        "id": link.artifact_id, "type": link.schema_title or "system.Artifact",
+        "id": link.artifact_id, "mlmd_id": mlmd_id(link.artifact_id), "type": link.schema_title or "system.Artifact",
         "artifact_type": artifact_type_of(link.schema_title), "name": name, "uri": link.uri,
         "namespace": record.namespace, "state": "LIVE", "run_id": run_id,
         "properties": {}, "custom_properties": {**link.metadata, "display_name": name},
@@ -297,7 +312,8 @@ def created_artifact_rows(new: NewArtifact, now: dt.datetime) -> list[TableRows]
     properties: dict[str, Any] = {"description": new.description} if new.description else {}
     if new.number_value is not None:
         properties["number_value"] = new.number_value
-    artifact = {"id": new.artifact_id, "type": schema_of(new.artifact_type), "artifact_type": new.artifact_type,
+    artifact = {"id": new.artifact_id, "mlmd_id": mlmd_id(new.artifact_id),
+                "type": schema_of(new.artifact_type), "artifact_type": new.artifact_type,
                 "name": new.name, "uri": new.uri, "namespace": new.namespace, "state": "LIVE", "run_id": new.run_id,
                 "properties": properties, "custom_properties": {**new.metadata, "display_name": new.name},
                 "created_at": now, "updated_at": now}

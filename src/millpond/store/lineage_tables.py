@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import JSON, DateTime, Index, String, Table, Text
+from sqlalchemy import JSON, BigInteger, DateTime, Index, String, Table, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from millpond.store.lineage import TableRows
@@ -29,6 +29,7 @@ class LineageContext(Base):
     __tablename__ = "lineage_contexts"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    mlmd_id: Mapped[int] = mapped_column(BigInteger, index=True)  # ML Metadata's int64 id (lineage.mlmd_id)
     type: Mapped[str] = mapped_column(String(255))
     name: Mapped[str] = mapped_column(Text)
     namespace: Mapped[str] = mapped_column(String(253), default="")
@@ -45,6 +46,7 @@ class LineageExecution(Base):
     __table_args__ = (Index("ix_lineage_executions_run", "run_id"), Index("ix_lineage_executions_type", "type"))
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    mlmd_id: Mapped[int] = mapped_column(BigInteger, index=True)  # ML Metadata's int64 id (lineage.mlmd_id)
     type: Mapped[str] = mapped_column(String(255))
     name: Mapped[str] = mapped_column(Text)
     state: Mapped[str] = mapped_column(String(16))  # MLMD's: NEW RUNNING COMPLETE FAILED CACHED CANCELED
@@ -67,6 +69,7 @@ class LineageArtifact(Base):
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    mlmd_id: Mapped[int] = mapped_column(BigInteger, index=True)  # ML Metadata's int64 id (lineage.mlmd_id)
     type: Mapped[str] = mapped_column(String(255))
     artifact_type: Mapped[str] = mapped_column(String(64))  # KFP's ArtifactType name (Model, Dataset, Metric...)
     name: Mapped[str] = mapped_column(Text)

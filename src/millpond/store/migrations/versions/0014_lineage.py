@@ -24,6 +24,11 @@ def _id() -> sa.Column[str]:
     return sa.Column("id", sa.String(36), primary_key=True)
 
 
+def _mlmd_id() -> sa.Column[int]:
+    """ML Metadata's int64 id of the row (``store.lineage.mlmd_id``), for an MLMD endpoint to answer and look up."""
+    return sa.Column("mlmd_id", sa.BigInteger, nullable=False, index=True)
+
+
 def _json(name: str) -> sa.Column[object]:
     return sa.Column(name, sa.JSON, nullable=False)
 
@@ -34,12 +39,12 @@ def _time(name: str) -> sa.Column[object]:
 
 def upgrade() -> None:
     op.create_table(
-        "lineage_contexts", _id(), sa.Column("type", sa.String(255), nullable=False),
+        "lineage_contexts", _id(), _mlmd_id(), sa.Column("type", sa.String(255), nullable=False),
         sa.Column("name", sa.Text, nullable=False), sa.Column("namespace", sa.String(253), nullable=False),
         sa.Column("parent_id", sa.String(36)), _json("properties"), _json("custom_properties"), _time("created_at"),
     )
     op.create_table(
-        "lineage_executions", _id(), sa.Column("type", sa.String(255), nullable=False),
+        "lineage_executions", _id(), _mlmd_id(), sa.Column("type", sa.String(255), nullable=False),
         sa.Column("name", sa.Text, nullable=False), sa.Column("state", sa.String(16), nullable=False),
         sa.Column("namespace", sa.String(253), nullable=False), sa.Column("run_id", sa.String(36)),
         _json("properties"), _json("custom_properties"), _time("created_at"), _time("updated_at"),
@@ -47,7 +52,7 @@ def upgrade() -> None:
     op.create_index("ix_lineage_executions_run", "lineage_executions", ["run_id"])
     op.create_index("ix_lineage_executions_type", "lineage_executions", ["type"])
     op.create_table(
-        "lineage_artifacts", _id(), sa.Column("type", sa.String(255), nullable=False),
+        "lineage_artifacts", _id(), _mlmd_id(), sa.Column("type", sa.String(255), nullable=False),
         sa.Column("artifact_type", sa.String(64), nullable=False),
         sa.Column("name", sa.Text, nullable=False), sa.Column("uri", sa.Text, nullable=False),
         sa.Column("namespace", sa.String(253), nullable=False), sa.Column("state", sa.String(16), nullable=False),
