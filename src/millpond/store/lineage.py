@@ -15,6 +15,11 @@ SQLAlchemy's) insert the same rows in the same transaction as the task's end, wi
   (KFP's launcher finds an importer's artifact by URI the same way);
 - a context's from its type and name, an event's from what it links.
 
+For an MLMD endpoint: each artifact, execution and context has ``mlmd_id``, its int64 id (63 bits of its UUID,
+indexed); types are names here (MLMD's type ids can be numbered from the names in use); an event's ``type`` is
+MLMD's ``INPUT``/``OUTPUT`` and its ``path`` the one step ``key``; a context's parent is ``parent_id``;
+attributions and associations are rows of their own; properties are plain JSON values (MLMD's ``Value``).
+
 KFP's own types and property names are used (``system.ContainerExecution``, ``system.Model``,
 ``display_name``, ``task_name``, ``cache_fingerprint``, ``cached_execution_id``, contexts
 ``system.PipelineRun`` named by the run id under ``system.Pipeline`` named by the pipeline).
