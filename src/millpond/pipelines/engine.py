@@ -463,8 +463,7 @@ class Engine:
             self.store.update_task(node.record_id or "", cached=True, started_at=utcnow())
         else:
             self.store.update_task(node.record_id or "", started_at=utcnow())
-        cached_from = done.reused_id if done.how == "cached" else None
-        self.records.succeed(node, done.outputs, record_artifacts=done.how != "cached", cached_from=cached_from)
+        self.records.succeed(node, done.outputs, record_artifacts=done.how != "cached", cached_from=done.cached_from)
 
     def _launch(self, launch: TaskLaunch) -> None:
         """Hand a container task every policy let through to a worker: its attempts, then its platform's cleanup."""
