@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/task_overhead.py            # all of it (~3 min on 2 cores)
     .venv/bin/python benchmarks/task_overhead.py --quick    # millpond only, smaller loops
+    .venv/bin/python benchmarks/task_overhead.py --lineage  # what recording lineage costs the 50-task chain
 
 Pipelines, built with the kfp SDK and compiled with default settings (so both backends pay
 for the same ``pip install kfp`` prelude in the IR):
@@ -13,6 +14,9 @@ millpond runs as its CLI (``millpond run FILE.yaml --no-cache -o json``), in a f
 kfp.local runs as ``kfp.local.SubprocessRunner(use_venv=False)`` on the same YAML. Wall
 seconds are whole commands, as a user waits for them. The engine's peak memory is the
 engine process's own high-water mark (VmHWM), read while it runs.
+
+``--lineage`` runs the chain with lineage recording off (``MILLPOND_LINEAGE=0``) and on, alternately in the
+same home, and prints the medians and their ratio (the issue's bound: at most 1.05).
 """
 
 import argparse
@@ -101,9 +105,9 @@ def _watch(command: list[str], env: dict[str, str]) -> tuple[subprocess.Complete
     return subprocess.CompletedProcess(command, proc.returncode, out, err), seconds, peak_kb / 1024
 
 
-def run_millpond(package: Path, workdir: Path) -> Measure:
+def run_millpond(package: Path, workdir: Path, lineage: bool = True) -> Measure:
     home = workdir / f"home-{package.stem}"
-    env = {**os.environ, "MILLPOND_HOME": str(home)}
+    env = {**os.environ, "MILLPOND_HOME": str(home), "MILLPOND_LINEAGE": "1" if lineage else "0"}
     # A home is created once (its database and migrations, ~1 s); runs are measured in an existing one.
     subprocess.run([str(MILLPOND), "runs", "list"], env=env, capture_output=True, check=True)
     cpu_before = os.times()
@@ -163,10 +167,45 @@ def cold_start(package: Path, workdir: Path, tries: int = 5) -> tuple[float, flo
     return statistics.median(to_first), statistics.median(bare)
 
 
+def lineage_cost(pairs: int) -> int:
+    """The 50-task chain with lineage off and on, alternately (so both see the same machine), ``pairs`` times each."""
+    with tempfile.TemporaryDirectory(prefix="millpond-bench-") as tmp:
+        workdir = Path(tmp)
+        package = workdir / "chain-50.yaml"
+        compiler.Compiler().compile(chain_50, str(package))
+        measured: dict[bool, list[Measure]] = {False: [], True: []}
+        run_millpond(package, workdir)  # a first run warms the home, the venv and the page cache
+        for index in range(pairs):
+            for lineage in (False, True) if index % 2 == 0 else (True, False):
+                print(f"chain-50, lineage {'on' if lineage else 'off'} ({index + 1}/{pairs}) ...", file=sys.stderr,
+                      flush=True)
+                measure = run_millpond(package, workdir, lineage)
+                if measure.error:
+                    print(f"failed: {measure.error}", file=sys.stderr)
+                    return 1
+                measured[lineage].append(measure)
+    print(f"{'chain-50':<22}{'wall s':>9}{'run s/task':>12}{'step ms':>9}")
+    medians = {}
+    for lineage, label in ((False, "lineage off"), (True, "lineage on")):
+        runs = measured[lineage]
+        medians[lineage] = (statistics.median(m.seconds for m in runs), statistics.median(m.task_s or 0 for m in runs),
+                            statistics.median(m.step_ms or 0 for m in runs))
+        wall, per_task, step = medians[lineage]
+        print(f"{label:<22}{wall:>9.3f}{per_task:>12.4f}{step:>9.1f}")
+    print(f"ratio on/off: wall {medians[True][0] / medians[False][0]:.3f}, "
+          f"run s/task {medians[True][1] / medians[False][1]:.3f}, step {medians[True][2] / medians[False][2]:.3f} "
+          f"(medians of {pairs} runs each; bound: 1.05)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="millpond only, with a 200-item top loop")
+    parser.add_argument("--lineage", action="store_true", help="the 50-task chain with lineage recording off and on")
+    parser.add_argument("--pairs", type=int, default=7, help="with --lineage: runs of each")
     args = parser.parse_args()
+    if args.lineage:
+        return lineage_cost(args.pairs)
     rows: list[tuple[str, Measure, Measure | None]] = []
     with tempfile.TemporaryDirectory(prefix="millpond-bench-") as tmp:
         workdir = Path(tmp)

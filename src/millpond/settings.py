@@ -51,6 +51,9 @@ class Settings:
     # A team's server (``millpond server --multi-user`` exports MILLPOND_MULTI_USER=1 to all it starts): every
     # process of a namespace runs confined to its own folders (runners.isolation), or is refused
     multi_user: bool = False
+    # Whether runs record their lineage (executions, artifacts, events: store.lineage). On by default;
+    # MILLPOND_LINEAGE=0 turns it off, for benchmarks/task_overhead.py to measure what it costs
+    lineage: bool = True
 
     def is_shared(self, folder: Path) -> bool:
         """Whether ``folder`` is under one of ``shared_roots``: the same folder on every Ray node."""
@@ -185,4 +188,5 @@ def load_settings() -> Settings:
         shared_roots=tuple(p for p in os.environ.get("MILLPOND_SHARED_ROOTS", "").split(os.pathsep) if p),
         unpack_free_share=unpack_share, unpack_max_bytes=unpack_bytes, unpack_max_ratio=unpack_ratio,
         multi_user=multi_user,
+        lineage=os.environ.get("MILLPOND_LINEAGE", "1").strip().lower() not in ("0", "false", "off", "no"),
     )

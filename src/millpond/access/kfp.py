@@ -18,7 +18,9 @@ KUBEFLOW_GROUP = "kubeflow.org"  # viewers (and scheduledworkflows) are Kubeflow
 
 # KFP's RbacResourceType* (common/const.go). A pipeline version is authorized as its pipeline (resource
 # ``pipelines``, ``canAccessPipelineVersion``); ``pipelineversions`` is granted beside it by Kubeflow's roles.
-# Reading a run's artifacts is the verb ``readArtifact`` on ``runs``: KFP has no ``artifacts`` resource.
+# Reading a run's artifact files is the verb ``readArtifact`` on ``runs``; KFP master's native artifact service
+# (``server/artifact_server.go``: ``canAccessArtifacts``) authorizes its lineage records on ``artifacts`` (get,
+# list, create) in the artifact's namespace, which Kubeflow's view and edit roles here grant.
 PIPELINES, PIPELINE_VERSIONS = "pipelines", "pipelineversions"
 EXPERIMENTS, RUNS, JOBS = "experiments", "runs", "jobs"
 VIEWERS, VISUALIZATIONS, ARTIFACTS = "viewers", "visualizations", "artifacts"
@@ -34,6 +36,7 @@ READ_ARTIFACT, REPORT_METRICS, ENABLE, DISABLE = "readArtifact", "reportMetrics"
 _VIEW_RULES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [PIPELINES, PIPELINE_VERSIONS, EXPERIMENTS, JOBS], "verbs": [GET, LIST]},
     {"apiGroups": [GROUP], "resources": [RUNS], "verbs": [GET, LIST, READ_ARTIFACT]},
+    {"apiGroups": [GROUP], "resources": [ARTIFACTS], "verbs": [GET, LIST]},
     {"apiGroups": [KUBEFLOW_GROUP], "resources": [VIEWERS], "verbs": [CREATE, GET, DELETE]},
     {"apiGroups": [GROUP], "resources": [VISUALIZATIONS], "verbs": [CREATE]},
 ]
@@ -43,6 +46,7 @@ _EDIT_WRITES: list[dict[str, Any]] = [
     {"apiGroups": [GROUP], "resources": [RUNS],
      "verbs": [ARCHIVE, CREATE, DELETE, RETRY, TERMINATE, UNARCHIVE, REPORT_METRICS, READ_ARTIFACT]},
     {"apiGroups": [GROUP], "resources": [JOBS], "verbs": [CREATE, DELETE, DISABLE, ENABLE]},
+    {"apiGroups": [GROUP], "resources": [ARTIFACTS], "verbs": [CREATE]},
     {"apiGroups": [KUBEFLOW_GROUP], "resources": ["scheduledworkflows"], "verbs": ["*"]},
 ]
 EDIT_RULES: list[dict[str, Any]] = _VIEW_RULES + _EDIT_WRITES

@@ -66,6 +66,7 @@ from millpond.settings import Settings
 from millpond.store.journal import RunJournal
 from millpond.store.journal import RunRecord as Run
 from millpond.store.keys import new_id, utcnow
+from millpond.store.lineage import RunScope
 from millpond.store.secrets import ConfigStore
 
 __all__ = ["Engine", "Listener", "RunResult"]
@@ -175,7 +176,9 @@ class Engine:
             "pipeline_job_uuid": run.id,
             "pipeline_root": run.pipeline_root,
         }
-        self.records = TaskRecords(self.store, self.listener, run.id, self._advance)
+        lineage = RunScope(run.id, getattr(run, "namespace", "") or "", run.pipeline_name)
+        self.records = TaskRecords(self.store, self.listener, run.id, self._advance,
+                                   lineage if self.settings.lineage else None)
         if isinstance(self.budget, Budget):
             self.budget.namespace = self._namespace(run)
         self.admission = TaskAdmission(self.budget, self.records, self.cancel, self._holder)
@@ -460,12 +463,14 @@ class Engine:
             self.store.update_task(node.record_id or "", cached=True, started_at=utcnow())
         else:
             self.store.update_task(node.record_id or "", started_at=utcnow())
-        self.records.succeed(node, done.outputs, record_artifacts=done.how != "cached")
+        self.records.succeed(node, done.outputs, record_artifacts=done.how != "cached", cached_from=done.cached_from)
 
     def _launch(self, launch: TaskLaunch) -> None:
         """Hand a container task every policy let through to a worker: its attempts, then its platform's cleanup."""
         node, request, platform = launch.node, launch.the_request(), launch.platform
         request.on_start = self.records.starter(node)
+        if platform is not None:
+            self.records.mounted(node, platform.datasets, self._pod_namespace(self.run))
 
         def work(grant: Grant) -> TaskOutcome:
             try:

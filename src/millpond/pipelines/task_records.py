@@ -17,6 +17,20 @@ from millpond.pipelines.policies.launch import TaskLaunch
 from millpond.runners.processes import start_ticks
 from millpond.store.journal import RunJournal
 from millpond.store.keys import utcnow
+from millpond.store.lineage import (
+    CONTAINER_EXECUTION,
+    DAG_EXECUTION,
+    IMPORTER_EXECUTION,
+    ArtifactLink,
+    ExecutionRecord,
+    RunScope,
+    dataset_links,
+    input_links,
+    output_links,
+)
+
+_EXECUTION_TYPES = {"container": CONTAINER_EXECUTION, "importer": IMPORTER_EXECUTION, "dag": DAG_EXECUTION,
+                    "loop": DAG_EXECUTION}
 
 
 class Listener(Protocol):
@@ -40,8 +54,12 @@ class Silent:
 class TaskRecords:
     """The state changes of one run's tasks; ``failed`` lists the run's task failures, first first."""
 
-    def __init__(self, store: RunJournal, listener: Listener, run_id: str, advance: Callable[[Scope], None]) -> None:
+    def __init__(self, store: RunJournal, listener: Listener, run_id: str, advance: Callable[[Scope], None],
+                 lineage: RunScope | None = None) -> None:
         self.store = store
+        self.lineage = lineage  # None: lineage is not recorded (MILLPOND_LINEAGE=0)
+        self.inputs: dict[str, Mapping[str, Any]] = {}  # the resolved input artifacts of tasks in flight, by path
+        self.mounts: dict[str, tuple[ArtifactLink, ...]] = {}  # the datasets they mount, by path
         self.listener = listener
         self.run_id = run_id
         self.advance = advance
@@ -59,6 +77,9 @@ class TaskRecords:
         state: str = RUNNING,
     ) -> None:
         """Record the task's row: RUNNING (started now), or PENDING (waiting; ``starter`` marks its start)."""
+        if self.lineage is not None:
+            artifacts = inputs.get("artifacts")
+            self.inputs[node.path] = artifacts if isinstance(artifacts, Mapping) else {}
         node.record_id = self.store.start_task(
             run_id=self.run_id, path=node.path, name=node.display_name, kind=kind, component=node.component_name,
             parent_id=self.parent_record(node), image=image, inputs=inputs,
@@ -66,6 +87,11 @@ class TaskRecords:
         )
         node.state, node.kind = RUNNING, kind  # the walk's own state: started, not final
         self.listener.task_changed(node.path, node.display_name, state, None)
+
+    def mounted(self, node: Node, datasets: list[str], namespace: str) -> None:
+        """The Fluid datasets a task mounts (its platform's PVCs), inputs of its lineage."""
+        if self.lineage is not None and datasets:
+            self.mounts[node.path] = dataset_links(datasets, namespace)
 
     def record_task(self, launch: TaskLaunch, kind: str, image: str | None, log_path: Path | None) -> None:
         """A launched task's row, PENDING until its work begins (``policies.launch.TaskRows``)."""
@@ -107,7 +133,8 @@ class TaskRecords:
         node.scope.settle(node)
         self.failed.append(f"task {node.display_name!r} failed: {error}")
         if node.record_id:
-            self.store.finish_task(node.record_id, state=FAILED, error=error, exit_code=exit_code, attempts=attempts)
+            self.store.finish_task(node.record_id, state=FAILED, error=error, exit_code=exit_code, attempts=attempts,
+                                   lineage=self._execution(node, FAILED))
         self.listener.task_changed(node.path, node.display_name, FAILED, error)
         self.advance(node.scope)
 
@@ -117,13 +144,15 @@ class TaskRecords:
         node.scope.settle(node)
         node.error = f"task {failed.display_name!r} failed: {failed.error}" if failed else reason
         if node.record_id:
-            self.store.finish_task(node.record_id, state=FAILED, error=node.error)
+            self.store.finish_task(node.record_id, state=FAILED, error=node.error,
+                                   lineage=self._execution(node, FAILED))
         self.listener.task_changed(node.path, node.display_name, FAILED, None)
         self.advance(node.scope)
 
     def succeed(
         self, node: Node, outputs: Outputs, exit_code: int | None = None, attempts: int | None = None,
         record_artifacts: bool = True, cache_entry: tuple[str, Mapping[str, object]] | None = None,
+        cached_from: str | None = None,
     ) -> None:
         node.state = SUCCEEDED
         node.outputs = outputs
@@ -135,6 +164,7 @@ class TaskRecords:
             self.store.finish_task(
                 node.record_id, state=SUCCEEDED, outputs=outputs.to_json(), exit_code=exit_code,
                 artifacts=artifacts, run_id=self.run_id, attempts=attempts, cache_entry=cache_entry,
+                lineage=self._execution(node, SUCCEEDED, outputs.artifacts, cached_from),
             )
         self.listener.task_changed(node.path, node.display_name, SUCCEEDED, None)
         self.advance(node.scope)
@@ -153,5 +183,32 @@ class TaskRecords:
         node.state, node.error = CANCELED, reason
         node.scope.settle(node)
         if node.record_id:
-            self.store.finish_task(node.record_id, state=CANCELED, error=reason)
+            self.store.finish_task(node.record_id, state=CANCELED, error=reason,
+                                   lineage=self._execution(node, CANCELED))
         self.listener.task_changed(node.path, node.display_name, CANCELED, reason)
+
+    def _execution(
+        self, node: Node, state: str, outputs: Mapping[str, Any] | None = None, cached_from: str | None = None,
+    ) -> ExecutionRecord | None:
+        """The lineage of a task ending: its execution with KFP's type and properties, the artifacts it read
+        and (when it succeeded) wrote; a cache hit names the execution it reused (``cached_execution_id``) and
+        its outputs are that execution's artifacts. A DAG's outputs are its tasks': it records none of its own."""
+        inputs, mounts = self.inputs.pop(node.path, {}), self.mounts.pop(node.path, ())
+        if self.lineage is None or not node.record_id:
+            return None
+        kind = node.kind or "container"
+        custom: dict[str, Any] = {"display_name": node.display_name, "task_name": node.display_name,
+                                  "component_name": node.component_name, "run_id": self.lineage.run_id}
+        if node.cache_key:
+            custom["cache_fingerprint"] = node.cache_key
+        if cached_from:
+            custom["cached_execution_id"] = cached_from
+        if node.scope.record_id or (node.scope.owner is not None and node.scope.owner.record_id):
+            custom["parent_dag_id"] = self.parent_record(node)
+        produced = output_links(outputs, node.display_name) if outputs and kind not in ("dag", "loop") else ()
+        return ExecutionRecord(
+            execution_id=node.record_id, type_name=_EXECUTION_TYPES.get(kind, CONTAINER_EXECUTION),
+            name=node.path, state="CACHED" if cached_from else state, namespace=self.lineage.namespace,
+            run=self.lineage, inputs=(*input_links(node.spec, inputs), *mounts), outputs=produced,
+            custom_properties=custom, produced_here=cached_from is None,
+        )

@@ -21,6 +21,8 @@ from starlette.exceptions import HTTPException
 from millpond.access.authorizer import Authorizer
 from millpond.errors import MillpondError, http_status_of
 from millpond.server import (
+    artifact_routes,
+    artifact_writes,
     experiments,
     jobs_routes,
     kfam_routes,
@@ -52,6 +54,7 @@ from millpond.server.state import ServerState
 from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
 from millpond.store.db import database_failure, session_factory
+from millpond.store.lineage_store import LineageStore
 from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
 from millpond.store.training import JobStore
@@ -76,6 +79,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
         executor=RunExecutor(settings, run_store),
         recurring=RecurringRunStore(session_factory(settings.database_url)),
         jobs=JobStore(settings),
+        lineage=LineageStore(settings.database_url),
     )
     app.router.on_startup.append(app.state.millpond.executor.resume_in_flight)
     app.router.on_startup.append(lambda: resource_routes.check_operations(settings))  # dead ones: resumed or Failed
@@ -131,6 +135,8 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     notebook_proxy.install(app)  # /notebook/NAMESPACE/NAME/: Kubeflow Notebooks' servers, HTTP and WebSockets
     app.include_router(experiments.router, prefix=API)
     app.include_router(runs.router, prefix=API)
+    app.include_router(artifact_routes.router, prefix=API)  # KFP's native artifact service: lineage
+    app.include_router(artifact_writes.router, prefix=API)  # ... and its create calls
     app.include_router(login_routes.router)  # /ui-api/login, logout, whoami (multi-user)
     app.include_router(kfam_routes.router)  # /kfam/v1: Kubeflow's contributors API (KFAM)
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/

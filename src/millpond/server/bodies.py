@@ -61,3 +61,55 @@ class RunBody(_Body):
     run_details: dict[str, Any] | None = None
     recurring_run_id: str | None = None
     state_history: list[dict[str, Any]] | None = None
+
+
+# --- KFP master's artifact service (artifact.proto): what its driver and launcher send -----------------------
+Enum = str | int  # a proto enum as grpc-gateway takes it: its name or its number
+
+
+class ArtifactBody(_Body):
+    artifact_id: str | None = None
+    name: str | None = None
+    description: str | None = None
+    type: Enum | None = None
+    uri: str | None = None
+    metadata: dict[str, Any] | None = None
+    number_value: float | None = None
+    created_at: str | None = None
+    namespace: BodyNamespace = None
+
+
+class CreateArtifactBody(_Body):
+    artifact: ArtifactBody | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    producer_key: str | None = None
+    iteration_index: int | str | None = None  # an int64: JSON text, as grpc-gateway writes it, or a number
+    type: Enum | None = None  # in the proto's first version; ignored, as KFP's server ignores it
+
+
+class CreateArtifactsBulkBody(_Body):
+    artifacts: list[CreateArtifactBody] | None = None
+
+
+class IOProducerBody(_Body):
+    task_name: str | None = None
+    iteration: int | str | None = None
+
+
+class ArtifactTaskBody(_Body):
+    id: str | None = None
+    artifact_id: str | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    type: Enum | None = None
+    producer: IOProducerBody | None = None
+    key: str | None = None
+
+
+class CreateArtifactTaskBody(_Body):
+    artifact_task: ArtifactTaskBody | None = None
+
+
+class CreateArtifactTasksBulkBody(_Body):
+    artifact_tasks: list[ArtifactTaskBody] | None = None

@@ -13,6 +13,7 @@ from fastapi import Request
 from millpond.server.executor import RunExecutor
 from millpond.settings import Settings
 from millpond.store.catalog import PipelineStore
+from millpond.store.lineage_store import LineageStore
 from millpond.store.recurring import RecurringRunStore
 from millpond.store.runs import RunStore
 from millpond.store.training import JobStore
@@ -20,7 +21,7 @@ from millpond.store.training import JobStore
 
 @dataclass
 class ServerState:
-    """Settings, the stores (runs, tasks and experiments; pipelines; recurring runs; training jobs), and the
+    """Settings, the stores (runs, tasks and experiments; pipelines; recurring runs; training jobs; lineage), and the
     workers executing runs.
 
     Routes reach the database only through these stores' methods, never through raw sessions.
@@ -32,6 +33,7 @@ class ServerState:
     executor: RunExecutor
     recurring: RecurringRunStore
     jobs: JobStore
+    lineage: LineageStore
 
 
 def state_of(request: Request) -> ServerState:

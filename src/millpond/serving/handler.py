@@ -30,7 +30,7 @@ from millpond.kind_handler import (
 )
 from millpond.kinds import REGISTRY
 from millpond.manifest_envelope import found
-from millpond.serving import events, lifecycle, objects, placement
+from millpond.serving import events, lifecycle, lineage, objects, placement
 from millpond.serving.kinds import KINDS, OWNER, REFUSED_NAMES
 from millpond.serving.manifests import ServingManifest, is_serving_document
 from millpond.store.resources import Resource, ResourceStore
@@ -45,12 +45,15 @@ class _Plan:
     manifests: list[ServingManifest]
 
     def apply(self, batch: ApplyBatch) -> ApplyOutcome:
-        """Store them, then each InferenceService's supervisor is started (an unchanged one's only when none runs)."""
+        """Store them, record what they serve (``serving.lineage``), then each InferenceService's supervisor is
+        started (an unchanged one's only when none runs)."""
         store = ResourceStore(batch.context.settings)
         outcome = ApplyOutcome()
-        for manifest, action in objects.apply(self.manifests, store):
+        applied = objects.apply(self.manifests, store)
+        for manifest, action in applied:
             outcome.applied.append(Applied(manifest.info.names, manifest.name, manifest.namespace, action))
             outcome.notes.extend(Note(note, (f"{manifest.info.kind} {manifest.name}",)) for note in manifest.notes)
+        lineage.record_deployments((m for m, action in applied if action != "unchanged"), batch.context.settings)
         outcome.notes.extend(Note(note) for note in
                              objects.missing_notes(self.manifests, store, batch.context.settings.volumes_dir))
         lifecycle.start_applied(self.manifests, store)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from millpond.errors import NotFoundError, UserError
 from millpond.store.db import HEAD_REVISION, get_engine
 from millpond.store.keys import new_id, utcnow
+from millpond.store.lineage import ExecutionRecord, TableRows, rows_of
 from millpond.store.run_rows import FINAL_STATES, fresh_enough, task_start_fields
 from millpond.store.sqlite_wal import configure
 
@@ -57,6 +58,7 @@ class RunJournal(Protocol):
         self, task_id: str, *, state: str, outputs: dict[str, Any] | None = None, error: str | None = None,
         exit_code: int | None = None, artifacts: list[dict[str, Any]] | None = None, run_id: str | None = None,
         attempts: int | None = None, cache_entry: tuple[str, Mapping[str, Any]] | None = None,
+        lineage: ExecutionRecord | None = None,
     ) -> None: ...
     def cancel_tasks(self, task_ids: list[str], error: str) -> None: ...
     def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]: ...
@@ -175,6 +177,16 @@ def _record(cls: type[_R], row: sqlite3.Row, json_columns: tuple[str, ...]) -> _
             value = bool(value)
         values[key] = value
     return cls(**values)
+
+
+def _lineage_statement(rows: TableRows) -> tuple[str, list[tuple[Any, ...]]]:
+    """One lineage table's INSERT (``store.lineage`` decided the ids: an existing one is kept or updated)."""
+    columns = list(rows.rows[0])
+    on_conflict = ("DO NOTHING" if rows.conflict == "ignore"
+                   else "DO UPDATE SET " + ", ".join(f'"{c}" = excluded."{c}"' for c in rows.update))
+    sql = (f"INSERT INTO {rows.table} ({', '.join(f'{chr(34)}{c}{chr(34)}' for c in columns)}) "
+           f"VALUES ({', '.join('?' for _ in columns)}) ON CONFLICT(id) {on_conflict}")
+    return sql, [tuple(_stored(row[c]) for c in columns) for row in rows.rows]
 
 
 class SqliteJournal:
@@ -302,8 +314,9 @@ class SqliteJournal:
         self, task_id: str, *, state: str, outputs: dict[str, Any] | None = None, error: str | None = None,
         exit_code: int | None = None, artifacts: list[dict[str, Any]] | None = None, run_id: str | None = None,
         attempts: int | None = None, cache_entry: tuple[str, Mapping[str, Any]] | None = None,
+        lineage: ExecutionRecord | None = None,
     ) -> None:
-        """Record a task's end, its artifacts and its cache entry in one transaction."""
+        """Record a task's end, its artifacts, its cache entry and its lineage in one transaction."""
         fields: dict[str, Any] = {"state": state, "error": error, "exit_code": exit_code, "outputs": outputs or {},
                                   "finished_at": utcnow()}
         if attempts is not None:
@@ -328,6 +341,8 @@ class SqliteJournal:
                 "outputs = excluded.outputs, created_at = excluded.created_at",
                 [(key, run_id, task_id, json.dumps(cached), now)],
             ))
+        if lineage is not None:
+            statements += [_lineage_statement(rows) for rows in rows_of(lineage, utcnow()) if rows.rows]
         self._write(statements)
 
     def cancel_tasks(self, task_ids: list[str], error: str) -> None:

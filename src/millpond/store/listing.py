@@ -106,8 +106,10 @@ def filtered(query: AnySelect, predicates: tuple[Predicate, ...], columns: dict[
 
 
 def ordered(query: AnySelect, spec: ListQuery, columns: dict[str, Any], default: Any) -> AnySelect:
+    """``query`` sorted as asked, else by ``default`` (an ordering, or a tuple of them: a tie-breaker after the
+    first keeps pages apart when rows share a time)."""
     if spec.sort_key is None:
-        return query.order_by(default)
+        return query.order_by(*default) if isinstance(default, tuple) else query.order_by(default)
     if spec.sort_key not in columns:
         raise UserError(f"invalid sort_by {spec.sort_key!r}: expected FIELD or 'FIELD desc' "
                         f"(fields: {', '.join(sorted(columns))})")

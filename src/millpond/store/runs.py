@@ -23,6 +23,9 @@ from millpond.errors import NotFoundError, UserError
 from millpond.store.catalog import NameTaken
 from millpond.store.db import session_factory
 from millpond.store.keys import new_id, utcnow
+from millpond.store.lineage import ExecutionRecord, rows_of
+from millpond.store.lineage_store import forget_runs
+from millpond.store.lineage_tables import dialect_insert, lineage_statements
 from millpond.store.listing import ListQuery, Page, one_page
 from millpond.store.models import Artifact, CacheEntry, Experiment, Run, Task
 from millpond.store.results import rows_changed
@@ -299,8 +302,9 @@ class RunStore:
         run_id: str | None = None,
         attempts: int | None = None,
         cache_entry: tuple[str, Mapping[str, Any]] | None = None,
+        lineage: ExecutionRecord | None = None,
     ) -> None:
-        """Record a task's end, its artifacts and its cache entry in one transaction."""
+        """Record a task's end, its artifacts, its cache entry and its lineage in one transaction."""
         values: dict[str, Any] = {
             "state": state, "error": error, "exit_code": exit_code, "outputs": outputs or {}, "finished_at": utcnow(),
         }
@@ -324,6 +328,8 @@ class RunStore:
             }
             upsert = self._dialect_insert(CacheEntry.__table__)
             statements.append((upsert.on_conflict_do_update(index_elements=["key"], set_=entry), [entry]))
+        if lineage is not None:
+            statements += lineage_statements(rows_of(lineage, utcnow()), self._dialect_insert)
         self._write(statements)
 
     def cache_get(self, key: str, max_age_s: float | None = None) -> tuple[dict[str, Any], str] | None:
@@ -342,13 +348,7 @@ class RunStore:
 
     def _dialect_insert(self, table: Table) -> PostgresqlInsert | SqliteInsert:
         """INSERT with ON CONFLICT in the database's own dialect (SQLite and PostgreSQL have it)."""
-        if self._engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as postgresql_insert  # noqa: PLC0415 — 180 ms, PostgreSQL only
-
-            return postgresql_insert(table)
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert  # noqa: PLC0415 — the SQLite dialect's DML, when used
-
-        return sqlite_insert(table)
+        return dialect_insert(self._engine.dialect.name, table)
 
     def unfinished_tasks(self, run_id: str) -> list[tuple[str, int | None, str | None]]:
         """(id, pid, pid_start) of the run's tasks not yet final: only the columns a cancel needs."""
@@ -393,14 +393,23 @@ class RunStore:
         self._has_rows.pop(run_id, None)
 
     def _delete_runs(self, which: Any) -> None:
-        """Delete the runs matching ``which`` with their tasks, artifact records and cache entries."""
+        """Delete the runs matching ``which`` with their tasks, artifact records, cache entries and lineage."""
         runs = select(Run.id).where(which)
         with self._sessions() as session:
             session.execute(delete(CacheEntry).where(CacheEntry.run_id.in_(runs)))
+            forget_runs(session, runs)
             session.execute(delete(Artifact).where(Artifact.run_id.in_(runs)))
             session.execute(delete(Task).where(Task.run_id.in_(runs)))
             session.execute(delete(Run).where(which))
             session.commit()
+
+    def find_task(self, task_id: str) -> Task:
+        """The task with exactly this id, of any run (KFP's ``GetTask``)."""
+        with self._sessions() as session:
+            task = session.get(Task, task_id)
+        if task is None:
+            raise NotFoundError(f"Failed to get task: task {task_id!r} not found")
+        return task
 
     def get_task(self, run_id: str, task_id: str) -> Task:
         with self._sessions() as session:

@@ -39,4 +39,4 @@ def prepare(launch: TaskLaunch, run: RunContext) -> Verdict:
         return PROCEED
     outputs, source = hit
     log_path.write_text(f"[millpond] cache hit: reusing the outputs of task {source}\n")
-    return Done(outputs, how="cached")
+    return Done(outputs, how="cached", cached_from=source)

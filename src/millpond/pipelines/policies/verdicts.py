@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from millpond.pipelines.graph import Outputs
@@ -22,12 +22,14 @@ class Done:
     ``how`` says what the engine records: ``reused`` (a resumed run's task that already
     succeeded: its row, ``reused_id``, stays as it was), ``ran`` (a built-in task: started and
     succeeded now), ``cached`` (a cache hit: marked cached; its artifacts belong to the task that
-    made them).
+    made them, ``cached_from``, which its lineage names as ``cached_execution_id``; not compared: two hits on
+    the same outputs are the same verdict).
     """
 
     outputs: Outputs
     how: Literal["reused", "ran", "cached"]
     reused_id: str | None = None
+    cached_from: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

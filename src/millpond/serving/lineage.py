@@ -1,0 +1,45 @@
+"""A served model's lineage: an InferenceService reading a model is an execution with that model as its INPUT.
+
+So a model's lineage reaches from the dataset it was trained on to the services serving it, and
+``/apis/v2beta1/artifact_tasks?artifact_ids=MODEL`` names them beside the tasks that read it. The model is
+the predictor's ``storageUri`` as an artifact: the very artifact of the run that wrote it when the URI is that
+artifact's (``millpond serve --from-run``, ``deploy_model``: its URI as it is; ``file:///PATH`` is ``PATH``),
+else an artifact first seen here. One execution per service and model: applying the same again changes
+nothing, a new ``storageUri`` is a new execution. Simplified: it stays ``RUNNING`` (MLMD's state) after the
+service is deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from millpond.serving.manifests import ServingManifest
+from millpond.settings import Settings
+from millpond.store.lineage import DEPLOYMENT_EXECUTION, ArtifactLink, ExecutionRecord, derived_id
+from millpond.store.lineage_store import LineageStore
+
+
+def deployment(manifest: ServingManifest) -> ExecutionRecord | None:
+    """The execution of an InferenceService serving a model from a ``storageUri``; None for any other."""
+    predictor = manifest.predictor
+    storage = predictor.storage if predictor is not None else None
+    if predictor is None or storage is None:
+        return None
+    uri = storage.local_path if storage.scheme == "file" and storage.local_path else storage.uri
+    names = {"kind": manifest.info.kind, "namespace": manifest.namespace, "name": manifest.name}
+    return ExecutionRecord(
+        execution_id=derived_id("deployment", manifest.namespace, manifest.name, uri), type_name=DEPLOYMENT_EXECUTION,
+        name=f"{manifest.namespace}/{manifest.name}", state="RUNNING", namespace=manifest.namespace,
+        inputs=(ArtifactLink("model", uri, "system.Model", {}, "COMPONENT_INPUT"),),
+        properties=names, custom_properties={"display_name": manifest.name, "storage_uri": storage.uri},
+    )
+
+
+def record_deployments(manifests: Iterable[ServingManifest], settings: Settings) -> None:
+    """Record the executions of these (created or changed) InferenceServices, unless lineage is off."""
+    executions = [record for record in map(deployment, manifests) if record is not None]
+    if not executions or not settings.lineage:
+        return
+    store = LineageStore(settings.database_url)
+    for execution in executions:
+        store.record(execution)
