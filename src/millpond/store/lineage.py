@@ -1,4 +1,4 @@
-"""Lineage: which execution read and wrote which artifact, in which run of which pipeline (migration 0014).
+"""Lineage: which execution read and wrote which artifact, in which run of which pipeline (migration 0015).
 
 The model is ML Metadata's, because both of KFP's lineage APIs map onto it: MLMD itself (artifacts with a type,
 URI, properties, custom properties and state; executions with a type, properties and state; contexts with a

@@ -1,4 +1,4 @@
-"""The lineage tables (migration 0014) as SQLAlchemy models, for the readers (the API) and the SQLAlchemy journal.
+"""The lineage tables (migration 0015) as SQLAlchemy models, for the readers (the API) and the SQLAlchemy journal.
 
 What each column holds is described in :mod:`millpond.store.lineage`, which builds the rows. Ids are text
 (uuid5s decided by that module); ``type`` is MLMD's type name (``system.Model``, ``system.ContainerExecution``);

@@ -5,8 +5,8 @@ MLMD endpoint both read; see ``millpond.store.lineage``. Ids are text, decided b
 the engine inserts an event before or after the artifact it names within one transaction, and a run's deletion
 removes its rows explicitly (``store.lineage_reads.forget_runs``).
 
-Revision ID: 0014
-Revises: 0013
+Revision ID: 0015
+Revises: 0014
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
-down_revision = "0013"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 
