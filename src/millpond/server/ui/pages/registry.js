@@ -4,7 +4,7 @@
 // namespace's registry (multi-user) or default's. Names, URIs and properties are set as text, never as HTML.
 
 import { getJSON } from "../lib/api.js";
-import { h, setStatus } from "../lib/dom.js";
+import { fill, h, setStatus } from "../lib/dom.js";
 import { scoped } from "../lib/namespace.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
@@ -57,7 +57,7 @@ export function registryPage(main) {
       }
     }
     if (token !== routeToken) return;
-    body.replaceChildren(...rows.map(({ model, version, artifact }) => h("tr", {
+    fill(body, rows.map(({ model, version, artifact }) => h("tr", {
       className: "registry-row", "data-model": model.name, "data-version": version ? version.name : "" },
     h("td", {}, model.name, " ", model.state === "ARCHIVED" ? stateBadge(model.state) : ""),
     h("td", {}, model.owner || ""),
