@@ -31,9 +31,10 @@ class ServingEvent:
     at: dt.datetime
 
 
-def record(namespace: str, name: str, uid: str, kind: str, reason: str, message: str) -> None:
-    """Append one event (the supervisor is the only writer of its InferenceService's file)."""
-    path = endpoints.folder(namespace, name) / FILE_NAME
+def record(namespace: str, name: str, uid: str, kind: str, reason: str, message: str,
+           owner: str = endpoints.ISVC) -> None:
+    """Append one event (the supervisor is the only writer of its object's file; ``owner`` is that object's kind)."""
+    path = endpoints.folder(namespace, name, owner) / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps({"uid": uid, "type": kind, "reason": reason, "message": message[:1000],
                        "at": dt.datetime.now(dt.timezone.utc).isoformat()})
@@ -47,10 +48,10 @@ def record(namespace: str, name: str, uid: str, kind: str, reason: str, message:
     os.replace(partial, path)
 
 
-def read(namespace: str, name: str, uid: str) -> list[ServingEvent]:
+def read(namespace: str, name: str, uid: str, owner: str = endpoints.ISVC) -> list[ServingEvent]:
     """The events recorded for this uid, oldest first; none when there is no file (or a line is not ours)."""
     try:
-        lines = (endpoints.folder(namespace, name) / FILE_NAME).read_text(encoding="utf-8").splitlines()
+        lines = (endpoints.folder(namespace, name, owner) / FILE_NAME).read_text(encoding="utf-8").splitlines()
     except OSError:
         return []
     found = []

@@ -70,32 +70,34 @@ class ModelLoadFailed(TaskFailure):
 
 
 def fetch(storage: StorageUri, namespace: str, name: str, revision: str, held: ExitStack,
-          fmt: str | None = None) -> Path:
+          fmt: str | None = None, kind: str = endpoints.ISVC) -> Path:
     """The local folder holding ``storage``'s model for ``revision``; a mount it needs is released by ``held``.
 
     ``fmt`` (``sklearn``, ``pytorch``; None for a custom container) names a single file that lacks the
-    format's extension as the model server looks for it (:func:`served_name`).
+    format's extension as the model server looks for it (:func:`served_name`). ``kind`` is the serving
+    object's (an InferenceService's or a SeldonDeployment's: one may share the other's name).
     """
     scheme = storage.scheme
+    models = models_folder(namespace, name, kind)
     if scheme == REGISTRY_SCHEME:  # the registered version's model artifact, looked up at each fetch
         try:
             resolved = resolve(storage, namespace)
         except (UnresolvedReference, UserError) as exc:
             raise ModelLoadFailed(f"storageUri {exc}" if isinstance(exc, UnresolvedReference)
                                   else f"storageUri {storage.uri}: {exc}") from None
-        return fetch(resolved, namespace, name, revision, held, fmt)
+        return fetch(resolved, namespace, name, revision, held, fmt, kind)
     if storage.unreadable:
         raise ModelLoadFailed(f"storageUri {storage.uri}: {storage.unreadable}")
     if scheme == "file":
         _check_namespace(Path(storage.local_path or "/"), storage.uri, namespace)
-        return _local(Path(storage.local_path or "/"), storage.uri, namespace, name, revision, fmt)
+        return _local(Path(storage.local_path or "/"), storage.uri, models, revision, fmt)
     if scheme == "pvc":
-        return _local(_pvc_root(storage, namespace, name, held), storage.uri, namespace, name, revision, fmt,
-                      relative=storage.path)
+        return _local(_pvc_root(storage, namespace, f"{kind} {namespace}/{name}", held), storage.uri, models,
+                      revision, fmt, relative=storage.path)
     if scheme in ("s3", "minio", "gs"):
-        return _copied(storage, namespace, name, revision, partial(_copy_remote, fmt=fmt))
+        return _copied(storage, models, revision, partial(_copy_remote, fmt=fmt))
     if scheme in ("http", "https"):
-        return _copied(storage, namespace, name, revision, partial(_download, fmt=fmt))
+        return _copied(storage, models, revision, partial(_download, fmt=fmt))
     if scheme == "hf":
         raise ModelLoadFailed(f"storageUri {storage.uri}: hf:// models are not fetched yet (download the model and "
                               "give a file://, s3:// or pvc:// storageUri)")
@@ -128,13 +130,12 @@ def served_name(file_name: str, fmt: str | None) -> str:
     return f"model{extensions[0]}"
 
 
-def models_folder(namespace: str, name: str) -> Path:
-    """Where an InferenceService's fetched models are kept, one folder per revision."""
-    return endpoints.folder(namespace, name) / "models"
+def models_folder(namespace: str, name: str, kind: str = endpoints.ISVC) -> Path:
+    """Where an InferenceService's (or a SeldonDeployment's) fetched models are kept, one folder per revision."""
+    return endpoints.folder(namespace, name, kind) / "models"
 
 
-def _local(root: Path, uri: str, namespace: str, name: str, revision: str, fmt: str | None,
-           relative: str = "") -> Path:
+def _local(root: Path, uri: str, models: Path, revision: str, fmt: str | None, relative: str = "") -> Path:
     """A folder of this machine as it is; a single file linked into a folder of its own."""
     try:
         path = contained_path(root, relative, what="storageUri path") if relative else root
@@ -145,7 +146,7 @@ def _local(root: Path, uri: str, namespace: str, name: str, revision: str, fmt: 
     if not path.is_file():
         raise ModelLoadFailed(f"storageUri {uri}: {path} {_not_a_model(path)}")
     check_segment(revision, "revision")
-    target = models_folder(namespace, name) / revision
+    target = models / revision
     link = target / served_name(path.name, fmt)
     if link.is_symlink() and os.readlink(link) == str(path):
         return target
@@ -171,12 +172,12 @@ def _not_a_model(path: Path) -> str:
     return f"is {kind}, not a model file or folder" if kind else "is neither a regular file nor a folder"
 
 
-def _pvc_root(storage: StorageUri, namespace: str, name: str, held: ExitStack) -> Path:
+def _pvc_root(storage: StorageUri, namespace: str, holder: str, held: ExitStack) -> Path:
     """The dataset's shared mount (leased for the supervisor's lifetime), else the named local volume."""
     dataset = str(storage.dataset)
     if ResourceStore().get("Dataset", dataset, namespace) is not None:
         try:
-            shared = use(dataset, namespace, f"InferenceService {namespace}/{name}")
+            shared = use(dataset, namespace, holder)
         except MillpondError as exc:
             raise ModelLoadFailed(f"storageUri {storage.uri}: cannot mount dataset {dataset}: {exc}") from None
         held.callback(release, shared)
@@ -191,11 +192,10 @@ def _pvc_root(storage: StorageUri, namespace: str, name: str, held: ExitStack) -
     return volume
 
 
-def _copied(storage: StorageUri, namespace: str, name: str, revision: str,
-            copy: Callable[[StorageUri, Path], None]) -> Path:
+def _copied(storage: StorageUri, models: Path, revision: str, copy: Callable[[StorageUri, Path], None]) -> Path:
     """A complete copy of the revision's model (reused when one from the same URI is there), else a new one."""
     check_segment(revision, "revision")
-    target = models_folder(namespace, name) / revision
+    target = models / revision
     try:
         if (target / SOURCE_FILE).read_text() == storage.uri:
             return target

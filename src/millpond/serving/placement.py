@@ -56,8 +56,10 @@ class Placement:
     warnings: tuple[str, ...] = ()  # what the kubelet warns of and goes on without (a pull secret not found)
 
 
-def owner(namespace: str, name: str) -> str:
-    return f"InferenceService/{namespace}/{name}"
+def owner(namespace: str, name: str, kind: str = endpoints.ISVC) -> str:
+    """The owner label of an object's containers: ``KIND/NAMESPACE/NAME`` (a SeldonDeployment may share an
+    InferenceService's name, and its containers are not the InferenceService's)."""
+    return f"{kind}/{namespace}/{name}"
 
 
 def request(spec: PredictorSpec, configs: ConfigStore) -> tuple[ImageRequest | None, list[str]]:
@@ -75,7 +77,8 @@ def request(spec: PredictorSpec, configs: ConfigStore) -> tuple[ImageRequest | N
                         pull_secrets=tuple(secrets), args_only=not container.command), warnings
 
 
-def place(spec: PredictorSpec, configs: ConfigStore, log: IO[bytes] | None = None) -> Placement:
+def place(spec: PredictorSpec, configs: ConfigStore, log: IO[bytes] | None = None,
+          kind: str = endpoints.ISVC) -> Placement:
     """Decide where the revision runs, pulling its image first when it must be (the supervisor's thread calls it).
 
     Raises TaskFailure (an ``ImagePullError`` with Kubernetes' reason for a pull) when the policy insists on
@@ -87,7 +90,7 @@ def place(spec: PredictorSpec, configs: ConfigStore, log: IO[bytes] | None = Non
     decision: Decision = decide(asked, log)
     if decision.runtime is None:
         return Placement(None, decision.reason, tuple(warnings))
-    labels = {OWNER_LABEL: owner(spec.namespace, spec.name), ISVC_LABEL: spec.name}
+    labels = {OWNER_LABEL: owner(spec.namespace, spec.name, kind), ISVC_LABEL: spec.name}
     return Placement(InImage(decision.runtime, asked.image, args_only=asked.args_only,
                              memory_bytes=spec.container.memory_limit, cpus=spec.container.cpu_limit,
                              labels=labels), warnings=tuple(warnings))
@@ -150,18 +153,19 @@ def working_folder(argv: list[str], folder: str) -> list[str]:
     return words
 
 
-def remember_runtime(namespace: str, name: str, runtime: runtimes.ContainerRuntime) -> None:
+def remember_runtime(namespace: str, name: str, runtime: runtimes.ContainerRuntime,
+                     kind: str = endpoints.ISVC) -> None:
     """Note that replicas of this InferenceService ran in containers (so a delete knows to sweep them)."""
-    folder = endpoints.folder(namespace, name)
+    folder = endpoints.folder(namespace, name, kind)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / IN_IMAGE_FILE).write_text(runtime.name + "\n")
 
 
-def sweep_owned(namespace: str, name: str) -> int:
+def sweep_owned(namespace: str, name: str, kind: str = endpoints.ISVC) -> int:
     """Remove every container left of this InferenceService's replicas (a supervisor killed with -9 leaves its
     containers behind): a new supervisor calls it before its first container, a delete after the supervisor ended.
     Costs nothing when none of its replicas ever ran in a container. The number removed."""
-    return sweep.remove_owned(endpoints.folder(namespace, name) / IN_IMAGE_FILE, owner(namespace, name))
+    return sweep.remove_owned(endpoints.folder(namespace, name, kind) / IN_IMAGE_FILE, owner(namespace, name, kind))
 
 
 def forget(namespace: str, name: str) -> None:

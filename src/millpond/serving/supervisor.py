@@ -117,7 +117,7 @@ class Supervisor:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> None:
-        left = placement.sweep_owned(self.namespace, self.name)  # an earlier supervisor's, killed with -9
+        left = placement.sweep_owned(self.namespace, self.name, self.kind)  # an earlier supervisor's, killed with -9
         if left:
             print(f"{now_iso()} removed {left} container(s) an earlier supervisor left", flush=True)
         self.front = _start_front(self, self._pick_port())
@@ -265,7 +265,8 @@ class Supervisor:
         def run() -> None:
             try:
                 fmt = revision.spec.model_format if revision.spec.server != "command" else None
-                revision.fetched = fetch(storage, self.namespace, self.name, revision.name, revision.held, fmt)
+                revision.fetched = fetch(storage, self.namespace, self.name, revision.name, revision.held, fmt,
+                                         self.kind)
             except ModelLoadFailed as exc:
                 revision.fetched = str(exc)
             except Exception as exc:  # noqa: BLE001 - any failure of a fetch is the model not loading, retried
@@ -294,7 +295,7 @@ class Supervisor:
         def run() -> None:
             try:
                 revision.placed = placement.place(spec, ConfigStore(load_settings().home).in_namespace(spec.namespace),
-                                                 sys.stdout.buffer)
+                                                 sys.stdout.buffer, self.kind)
             except Exception as exc:  # noqa: BLE001 - any failure to decide is the revision's, said and retried
                 revision.placed = exc
 
@@ -325,12 +326,12 @@ class Supervisor:
             if settled.placement.image is None and settled.said:
                 replica.note(settled.said)
         if settled.placement.image is not None:
-            placement.remember_runtime(self.namespace, self.name, settled.placement.image.runtime)
+            placement.remember_runtime(self.namespace, self.name, settled.placement.image.runtime, self.kind)
         return True
 
     def _event(self, kind: str, reason: str, message: str) -> None:
         try:
-            events.record(self.namespace, self.name, self.uid, kind, reason, message)
+            events.record(self.namespace, self.name, self.uid, kind, reason, message, self.kind)
         except OSError as exc:  # an event is a courtesy: never the supervisor's end
             print(f"{now_iso()} cannot record an event: {exc}", flush=True)
 

@@ -72,7 +72,7 @@ def stop(name: str, namespace: str = "default") -> bool:
     background.end_all(found, STOP_WAIT_S)
     if endpoints.read(namespace, name, KIND) is None:
         endpoints.clear(namespace, name, KIND)
-    placement.sweep_owned(namespace, name)
+    placement.sweep_owned(namespace, name, KIND)
     return bool(found)
 
 
