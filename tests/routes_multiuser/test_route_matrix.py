@@ -101,6 +101,7 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
     # the UI's page and files, and the login routes: no identity needed
     ("GET", "/"): _one("GET", "/", PUBLIC),
     ("GET", "/ui/{name:path}"): _one("GET", "/ui/app.js", PUBLIC),
+    ("GET", "/favicon.ico"): _one("GET", "/favicon.ico", PUBLIC),
     ("POST", "/ui-api/login"): _one("POST", "/ui-api/login", PUBLIC, {"username": "x", "password": "y"}),
     ("POST", "/ui-api/logout"): _one("POST", "/ui-api/logout", PUBLIC, {}),
     ("GET", "/ui-api/whoami"): _one("GET", "/ui-api/whoami", PUBLIC),
