@@ -192,6 +192,12 @@ SLOW = [Slow(test, why) for test, why in (
     ("tests/server/test_server_recurring.py::test_a_deleted_pipeline_version_is_recorded_and_the_scheduler_goes_on",
      "13.5 s serial"),
     ("tests/server/test_server_recurring.py::test_a_recurring_run_of_the_old_json_layout_is_imported", "11.6 s serial"),
+    # tests/seldon (measured 2026-11-29, the machine lightly loaded)
+    ("tests/seldon/test_seldon_serving.py::test_seed_003s_query_against_a_seldon_deployment",
+     "28 s: trains seed 003's model, serves it, queries it as the seed does"),
+    ("tests/seldon/test_seldon_serving.py::test_method_parameter_and_traffic_between_predictors",
+     "21 s: two predictors started, a hundred requests split between them"),
+    ("tests/seldon/test_seldon_serving.py::test_mlflow_server_serves_an_mlflow_sklearn_model", "9 s"),
     # tests/serving
     ("tests/serving/test_serving_cli.py::test_deploy_component_in_a_pipeline_outputs_its_url", "14 s serial"),
     ("tests/serving/test_serving_cli.py::test_seed_003s_query_script_with_only_the_address_changed", "12.5 s serial"),
