@@ -274,3 +274,27 @@ def test_bad_deployments_through_the_kubernetes_api_are_a_status_and_nothing_sto
     assert ResourceStore().list("SeldonDeployment", None) == []
     missing = kubectl.run("get", "sdep", "split")
     assert missing.returncode == 1 and 'seldondeployments.machinelearning.seldon.io "split" not found' in missing.stderr
+
+
+def test_a_seldon_deployment_and_an_inference_service_of_one_name_are_two_objects(
+        kubectl: Kubectl, server: Served, home: Path, digits: tuple[Path, Any, Any]) -> None:
+    """As on Kubernetes, a SeldonDeployment and an InferenceService may share a name and a namespace: each keeps
+    its own model copy, events and processes, and deleting one leaves the other answering."""
+    model_dir, model, rows = digits
+    isvc = yaml.safe_dump({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+                           "metadata": {"name": "twin"},
+                           "spec": {"predictor": {"model": {"modelFormat": {"name": "sklearn"},
+                                                            "storageUri": f"file://{model_dir}"}}}})
+    kubectl.ok("apply", "-f", "-", stdin=isvc)
+    kubectl.ok("apply", "-f", "-", stdin=_manifest("twin", _sklearn("default", model_dir)))
+    lifecycle.wait_ready(ResourceStore(), "twin", "default", 60)
+    wait_available(ResourceStore(), "twin", "default", 60)
+    assert endpoints.folder("default", "twin") != endpoints.folder("default", "twin", "SeldonDeployment")
+    assert (home / "serving" / "default" / "twin").is_dir() and (home / "seldon" / "default" / "twin").is_dir()
+
+    kubectl.ok("delete", "sdep", "twin")
+    assert supervisors("twin") == []
+    code, answer = call(server.url, "POST", "/v1/models/twin:predict", body={"instances": rows[:2].tolist()})
+    assert (code, answer) == (200, {"predictions": model.predict(rows[:2]).tolist()})
+    assert lifecycle.supervisors("twin"), "the InferenceService's supervisor ended with the SeldonDeployment"
+    kubectl.ok("delete", "isvc", "twin")
