@@ -13,14 +13,13 @@ so the Job's schema is that JobSpec in the same envelope and with the same deriv
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from derive_fluid_schemas import ROOT, compact, envelope  # noqa: E402
+from derive_fluid_schemas import ROOT, compact, envelope, write_schema  # noqa: E402
 
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference"
 DEFAULT_OUT = ROOT / "src" / "millpond" / "training" / "batch" / "schemas"
@@ -41,10 +40,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON Schema goes")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    target = args.out / "job.v1.json"
-    target.write_text(json.dumps(job_schema(args.reference), separators=(",", ":"), sort_keys=True) + "\n",
-                      encoding="utf-8")
-    print(target)
+    write_schema(args.out / "job.v1.json", job_schema(args.reference))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,27 @@ def hand_written(kind: str, alluxio: dict[str, Any]) -> dict[str, Any]:
     return envelope({"type": "object", "properties": dict(sorted(properties.items())), "additionalProperties": False})
 
 
+def derive_versions(doc: str, reference: Path, out: Path, sources: Sequence[tuple[str, str]],
+                    patch: Callable[[dict[str, Any]], dict[str, Any]] = lambda schema: schema) -> None:
+    """The command line of a family's script (``--reference``, ``--out``): one ``KIND.VERSION.json`` per
+    ``(CRD file under the reference folder, version)`` in ``sources``, each through ``patch`` (the install's
+    validation patches a CRD leaves out)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--reference", type=Path, default=reference, help="the folder the CRD files are read from")
+    parser.add_argument("--out", type=Path, default=out, help="where the JSON Schemas go")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for file, version in sources:
+        kind, schema = crd_schema(args.reference / file, version)
+        write_schema(args.out / f"{kind.lower()}.{version}.json", patch(schema))
+
+
+def write_schema(target: Path, schema: dict[str, Any]) -> None:
+    """One compact JSON Schema file (sorted keys, no spaces: the committed form), and its path printed."""
+    target.write_text(json.dumps(schema, separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--crds", type=Path, default=DEFAULT_CRDS, help="folder of Fluid CRD YAMLs")
@@ -171,9 +193,7 @@ def main() -> None:
         stricter(kind, schema)
     args.out.mkdir(parents=True, exist_ok=True)
     for kind, schema in sorted(schemas.items()):
-        target = args.out / f"{kind.lower()}.json"
-        target.write_text(json.dumps(schema, separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
-        print(f"{target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+        write_schema(args.out / f"{kind.lower()}.json", schema)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,11 @@ under ``src/millpond/kuberay/schemas/`` as ``<kind>.v1.json``. Run it again when
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from derive_fluid_schemas import ROOT, crd_schema  # noqa: E402
+from derive_fluid_schemas import ROOT, derive_versions  # noqa: E402
 
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference"
 DEFAULT_OUT = ROOT / "src" / "millpond" / "kuberay" / "schemas"
@@ -29,16 +27,7 @@ SOURCES = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE, help="the shared reference folder")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON Schemas go")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    for file, version in SOURCES:
-        kind, schema = crd_schema(args.reference / file, version)
-        target = args.out / f"{kind.lower()}.{version}.json"
-        target.write_text(json.dumps(schema, separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
-        print(f"{target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+    derive_versions(__doc__, DEFAULT_REFERENCE, DEFAULT_OUT, SOURCES)
 
 
 if __name__ == "__main__":
