@@ -103,6 +103,12 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
         # the producer's card links to its execution's page
         left1.locator(f'a[data-execution-id="{runs["first"]["tasks"]["clean"]}"]').click()
         sync_api.expect(page.locator("#execution-title")).to_contain_text("clean", timeout=15_000)
+
+        # the run page's artifact node links to the artifact's page (found by its URI)
+        page.goto(f"{server.url}/#/runs/{runs['first']['run_id']}")
+        page.locator('#dag g.node[data-path="clean@cleaned"]').click(timeout=15_000)
+        page.locator("#artifact-lineage-links a").click(timeout=15_000)
+        sync_api.expect(page.locator("#artifact-title")).to_contain_text("cleaned", timeout=15_000)
         assert not errors, errors
 
 

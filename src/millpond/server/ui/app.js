@@ -22,6 +22,7 @@
 //   #/registry              the model registry: registered models, versions, state, URI     pages/registry.js
 //   #/artifacts             artifacts (KFP's Artifacts list): type, URI, run, producer     pages/artifacts.js
 //   #/artifacts/ID[/lineage]  an artifact: overview and metadata; its Lineage Explorer      pages/artifact-detail.js
+//   #/artifacts/by-uri/URI  the artifact of that URI (the run page's artifact nodes link) pages/artifact-detail.js
 //   #/executions            executions (KFP's Executions list): state, type, run          pages/executions.js
 //   #/executions/ID         an execution: declared and actual inputs and outputs           pages/execution-detail.js
 //   #/notebooks             Kubeflow Notebooks: status, resources; Connect, Stop/Start, Delete pages/notebooks.js
@@ -38,7 +39,7 @@ import { showLogin } from "./lib/login.js";
 import { currentNamespace, loadNamespaces } from "./lib/namespace.js";
 import { start } from "./lib/router.js";
 import { loadSession, session } from "./lib/session.js";
-import { artifactDetail } from "./pages/artifact-detail.js";
+import { artifactByUri, artifactDetail } from "./pages/artifact-detail.js";
 import { artifactsList } from "./pages/artifacts.js";
 import { cloneRun } from "./pages/clone.js";
 import { compareRuns } from "./pages/compare.js";
@@ -80,6 +81,7 @@ function showPage(parts, main) {
   if (first === "models" && second && third) return modelDetail(main, second, third);
   if (first === "models") return modelsList(main);
   if (first === "registry") return registryPage(main);
+  if (first === "artifacts" && second === "by-uri" && third) return artifactByUri(main, third);
   if (first === "artifacts" && second) return artifactDetail(main, second, third);
   if (first === "artifacts") return artifactsList(main);
   if (first === "executions" && second) return executionDetail(main, second);

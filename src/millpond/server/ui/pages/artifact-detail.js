@@ -1,13 +1,15 @@
+// #/artifacts/by-uri/URI (the run page's artifact nodes link here) finds the artifact of that URI and opens its page.
 // #/artifacts/ID and #/artifacts/ID/lineage: one artifact (KFP's ArtifactDetails), with two tabs: Overview (its id,
 // type, URI, namespace, description, the run and execution that produced it, the executions that used it, and its
 // metadata) and Lineage Explorer (lib/lineage-explorer.js). One read of /ui-api/lineage/artifacts/ID, which answers
 // the artifact and its neighbourhood; values are set as text, a missing one as "" (never null or undefined).
 
-import { getJSON } from "../lib/api.js";
+import { API, getJSON } from "../lib/api.js";
 import { fill, h, setStatus } from "../lib/dom.js";
 import { fmtTime, text } from "../lib/format.js";
 import { artifactHref, executionLink, LINEAGE, runLink } from "../lib/lineage.js";
 import { lineageExplorer } from "../lib/lineage-explorer.js";
+import { scoped } from "../lib/namespace.js";
 import { routeToken } from "../lib/polling.js";
 import { propertiesTable } from "./execution-detail.js";
 
@@ -55,4 +57,18 @@ export async function artifactDetail(main, artifactId, tab) {
   if (onLineage) lineageExplorer(body, data);
   else fill(body, overview(data));
   setStatus("");
+}
+
+// The artifact recorded for uri (in the namespace shown): its page, in place of this address; else say it is not.
+export async function artifactByUri(main, uri) {
+  const token = routeToken;
+  const filter = JSON.stringify({ predicates: [{ key: "uri", operation: "EQUALS", string_value: uri }] });
+  try {
+    const found = (await getJSON(scoped(`${API}/artifacts?page_size=1&filter=${encodeURIComponent(filter)}`))).artifacts || [];
+    if (token !== routeToken) return;
+    if (found.length) { location.replace(artifactHref(found[0].artifact_id)); return; }
+    fill(main, h("h1", {}, "Artifact"), h("p", { className: "muted", id: "artifact-error" }, `No artifact recorded for ${uri}.`));
+  } catch (err) {
+    if (token === routeToken) fill(main, h("h1", {}, "Artifact"), h("p", { className: "error", id: "artifact-error" }, err.message));
+  }
 }
