@@ -126,8 +126,7 @@ def _definitions(definitions: Any, values: Any) -> list[dict[str, Any]]:
     """Artifacts (name, schema title) then parameters (name, type, the value given or written, when known)."""
     if not isinstance(definitions, Mapping):
         return []
-    given = values.get("parameters") if isinstance(values, Mapping) else None
-    given = given if isinstance(given, Mapping) else {}
+    given = _mapping(_mapping(values).get("parameters"))
     found: list[dict[str, Any]] = []
     for name, spec in _mapping(definitions.get("artifacts")).items():
         schema = _mapping(_mapping(spec).get("artifactType"))

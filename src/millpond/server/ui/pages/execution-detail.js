@@ -28,17 +28,18 @@ function declaredTable(id, rows) {
       h("td", { className: "value wrap" }, "value" in d ? valueText(d.value) : "")))));
 }
 
-// The artifacts an execution read or wrote: name (the event's key), the artifact, type, URI, KFP's IOType.
+// The artifacts an execution read or wrote: name (the event's key), the artifact, type, URI, KFP's IOType, its id.
 export function linksTable(id, links) {
   if (!links.length) return h("div", { id, className: "muted" }, "none");
   return h("table", { id, className: "links" },
     h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Artifact"), h("th", {}, "Type"), h("th", {}, "URI"),
-      h("th", {}, "How"))),
+      h("th", {}, "How"), h("th", {}, "Artifact ID"))),
     h("tbody", {}, links.map((link) => h("tr", { className: "link-row", "data-key": link.key,
       "data-artifact-id": link.artifact.artifact_id },
     h("td", { className: "key" }, link.key), h("td", {}, artifactLink(link.artifact)), h("td", {}, text(link.artifact.type)),
     h("td", { className: "uri wrap" }, text(link.artifact.uri)),
-    h("td", { className: "muted" }, link.io_type + (link.producer_task && link.io_type !== "OUTPUT" ? ` from ${link.producer_task}` : ""))))));
+    h("td", { className: "muted" }, link.io_type + (link.producer_task && link.io_type !== "OUTPUT" ? ` from ${link.producer_task}` : "")),
+    h("td", { className: "muted", title: link.artifact.artifact_id }, link.artifact.artifact_id.slice(0, 8))))));
 }
 
 function kv(pairs) {
