@@ -89,11 +89,11 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
         sync_api.expect(right2.locator('.lineage-node[data-name="model"]')).to_have_count(1)
         assert explorer.locator('.lineage-column[data-depth="3"]').count() == 0
 
-        left2.locator('.lineage-node[data-name="raw"]').click()  # one step further left: who gathered the raw data
+        left2.locator('.lineage-node[data-name="raw"] button.expand').click()  # one step left: who gathered it
         left3 = explorer.locator('.lineage-column[data-side="left"][data-depth="3"]')
         sync_api.expect(left3.locator('.lineage-node[data-name="gather"]')).to_have_count(2, timeout=10_000)
         sync_api.expect(explorer.locator('.lineage-column[data-side="left"][data-depth="4"] .none')).to_be_visible()
-        right2.locator('.lineage-node[data-name="model"]').click()  # one step further right: who used the model
+        right2.locator('.lineage-node[data-name="model"] .sub').click()  # one step further right: who used the model
         right3 = explorer.locator('.lineage-column[data-side="right"][data-depth="3"]')
         right4 = explorer.locator('.lineage-column[data-side="right"][data-depth="4"]')
         sync_api.expect(right3.locator('.lineage-node[data-name="score"]')).to_have_count(2, timeout=10_000)

@@ -69,12 +69,13 @@ export function lineageExplorer(container, first) {
     }
     const a = entry.artifact;
     const done = view.expanded.has(`${side}:${a.artifact_id}`);
-    const arrow = side === "left" ? "◀ " : " ▶";
+    const more = done ? null : h("button", { className: "expand", title: side === "left" ? "show who produced it" : "show who used it",
+      onclick: (ev) => { ev.stopPropagation(); expand(side, depth, a.artifact_id); } }, side === "left" ? "◀" : "▶");
     return h("div", { className: `lineage-node artifact${done ? " expanded" : ""}`, "data-kind": "artifact",
-      "data-id": a.artifact_id, "data-name": a.name || "", title: done ? a.uri || "" : `${a.uri || ""}\nclick: expand`,
+      "data-id": a.artifact_id, "data-name": a.name || "", title: a.uri || "",
       onclick: () => expand(side, depth, a.artifact_id) },
-    h("div", {}, side === "left" && !done ? arrow : "", artifactLink(a, { onclick: (ev) => ev.stopPropagation() }),
-      side === "right" && !done ? arrow : ""),
+    h("div", {}, side === "left" ? more : null, " ", artifactLink(a, { onclick: (ev) => ev.stopPropagation() }), " ",
+      side === "right" ? more : null),
     h("div", { className: "sub" }, [entry.key, a.type].filter(Boolean).join(" · ")));
   }
 
