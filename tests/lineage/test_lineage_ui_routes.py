@@ -118,8 +118,8 @@ def test_bad_ids_and_bad_paging_are_4xx_never_500(server: Served) -> None:
         assert status == 404 and body["message"], (path, body)
     unknown_key = filtered({"key": "colour", "operation": "EQUALS", "string_value": "red"})
     bad_time = filtered({"key": "created_at", "operation": "GREATER_THAN", "string_value": "yesterday"})
-    for query in ("page_size=5000", "page_token=not-a-token", "filter=%7Bnot%20json", f"filter={unknown_key}",
-                  "sort_by=colour", "sort_by=name%20sideways", f"filter={bad_time}"):
+    for query in ("page_size=5000", "page_size=many", "page_token=not-a-token", "filter=%7Bnot%20json",
+                  f"filter={unknown_key}", "sort_by=colour", "sort_by=name%20sideways", f"filter={bad_time}"):
         status, body = get(server, f"/executions?{query}")
         assert status == 400 and body["message"], (query, body)
     assert ok(server, "/executions") == {"executions": [], "total_size": 0, "next_page_token": ""}
