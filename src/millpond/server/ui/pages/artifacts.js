@@ -8,6 +8,7 @@ import { fill, h, setStatus } from "../lib/dom.js";
 import { fmtTime } from "../lib/format.js";
 import { artifactLink, executionHref, runLink } from "../lib/lineage.js";
 import { scoped } from "../lib/namespace.js";
+import { pageQuery, pager, sortHeaders } from "../lib/paged-list.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 // KFP's ArtifactType names (artifact.proto), the Type filter's choices.
@@ -36,21 +37,19 @@ export function artifactsList(main) {
     h("option", { value: "" }, "all types"), TYPES.map((t) => h("option", { value: t }, t)));
   const sizeSelect = h("select", { id: "artifact-page-size", onchange: () => { view.pageSize = +sizeSelect.value; restart(); } },
     [20, 50, 100].map((n) => h("option", { value: n }, n)));
-  const headers = SORTABLE.map(([field, label]) => h("th", { className: "sortable", id: `sort-artifact-${field}`,
-    "data-label": label, onclick: () => { view.sort = view.sort === `${field} desc` ? field : `${field} desc`; restart(); } }, label));
+  const sorting = sortHeaders("artifact", SORTABLE, view, () => restart());
+  const headers = sorting.headers;
   const body = h("tbody");
-  const prev = h("button", { id: "artifact-prev-page", onclick: () => { view.index -= 1; load(); } }, "‹ Previous");
-  const next = h("button", { id: "artifact-next-page", onclick: () => { view.index += 1; load(); } }, "Next ›");
-  const info = h("span", { id: "artifact-page-info" });
+  const paging = pager("artifact", view, () => load());
   main.append(h("h1", {}, "Artifacts"),
     h("p", { className: "muted" }, "What every task wrote and read (its lineage): click one for its Lineage Explorer."),
     h("div", { className: "toolbar" }, h("label", {}, "Name"), nameInput, h("label", {}, "Type"), typeSelect,
       h("label", {}, "Per page"), sizeSelect),
     h("table", { id: "artifacts" },
-      h("thead", {}, h("tr", {}, headers[0], headers[1], headers[2], h("th", {}, "Run"), h("th", {}, "Produced by"), headers[3],
-        h("th", {}, "ID"))),
+      h("thead", {}, h("tr", {}, headers.get("name"), headers.get("type"), headers.get("uri"), h("th", {}, "Run"),
+        h("th", {}, "Produced by"), headers.get("created_at"), h("th", {}, "ID"))),
       body),
-    h("div", { className: "pager" }, prev, next, info));
+    paging.el);
 
   function restart() { view.tokens = [""]; view.index = 0; load(); }
 
@@ -59,17 +58,12 @@ export function artifactsList(main) {
     const predicates = [];
     if (view.name) predicates.push({ key: "name", operation: "IS_SUBSTRING", string_value: view.name });
     if (view.type) predicates.push({ key: "type", operation: "EQUALS", string_value: view.type });
-    const params = new URLSearchParams({ page_size: view.pageSize, sort_by: view.sort, page_token: view.tokens[view.index] || "" });
-    if (predicates.length) params.set("filter", JSON.stringify({ predicates }));
+    const params = pageQuery(view, predicates);
     const page = await getJSON(scoped(`${API}/artifacts?${params}`));
     const artifacts = page.artifacts || [];
     const made = await producers(artifacts);
     if (token !== routeToken) return;
-    view.tokens[view.index + 1] = page.next_page_token || "";
-    for (const th of headers) {
-      const field = th.id.replace("sort-artifact-", "");
-      th.textContent = th.dataset.label + (view.sort === field ? " ▲" : view.sort === `${field} desc` ? " ▼" : "");
-    }
+    sorting.arrows();
     fill(body, artifacts.map((a) => {
       const link = made.get(a.artifact_id);
       return h("tr", { className: "artifact-row", "data-artifact-id": a.artifact_id, "data-name": a.name || "" },
@@ -83,10 +77,7 @@ export function artifactsList(main) {
         h("td", { className: "muted" }, (a.artifact_id || "").slice(0, 8)));
     }));
     if (!artifacts.length) body.append(h("tr", {}, h("td", { colspan: 7, className: "muted", id: "no-artifacts" }, "No artifacts.")));
-    const first = view.index * view.pageSize;
-    info.textContent = `${artifacts.length ? first + 1 : 0}–${first + artifacts.length} of ${page.total_size ?? "?"}`;
-    prev.disabled = view.index === 0;
-    next.disabled = !page.next_page_token;
+    paging.shown(page, artifacts.length);
     setStatus(`updated ${new Date().toLocaleTimeString()}`);
   }
 

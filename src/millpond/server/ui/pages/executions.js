@@ -8,6 +8,7 @@ import { fill, h, setStatus } from "../lib/dom.js";
 import { fmtTime } from "../lib/format.js";
 import { EXECUTION_STATES, executionBadge, executionHref, executionLink, LINEAGE, runLink } from "../lib/lineage.js";
 import { scoped } from "../lib/namespace.js";
+import { pageQuery, pager, sortHeaders } from "../lib/paged-list.js";
 import { every, REFRESH_MS, routeToken } from "../lib/polling.js";
 
 const TYPES = ["system.ContainerExecution", "system.DAGExecution", "system.ImporterExecution", "millpond.Deployment",
@@ -30,20 +31,19 @@ export function executionsList(main) {
     h("option", { value: "" }, "all states"), EXECUTION_STATES.map((st) => h("option", { value: st }, st)));
   const typeSelect = h("select", { id: "execution-type-filter", onchange: () => { view.type = typeSelect.value; restart(); } },
     h("option", { value: "" }, "all types"), TYPES.map((t) => h("option", { value: t }, t)));
-  const headers = SORTABLE.map(([field, label]) => h("th", { className: "sortable", id: `sort-execution-${field}`,
-    "data-label": label, onclick: () => { view.sort = view.sort === `${field} desc` ? field : `${field} desc`; restart(); } }, label));
+  const sorting = sortHeaders("execution", SORTABLE, view, () => restart());
+  const headers = sorting.headers;
   const body = h("tbody");
-  const prev = h("button", { id: "execution-prev-page", onclick: () => { view.index -= 1; load(); } }, "‹ Previous");
-  const next = h("button", { id: "execution-next-page", onclick: () => { view.index += 1; load(); } }, "Next ›");
-  const info = h("span", { id: "execution-page-info" });
+  const paging = pager("execution", view, () => load());
   main.append(h("h1", {}, "Executions"),
     h("p", { className: "muted" }, "Each task of each run (and each deployment) with what it read and wrote: click one for its inputs and outputs."),
     h("div", { className: "toolbar" }, h("label", {}, "Name"), nameInput, h("label", {}, "State"), stateSelect,
       h("label", {}, "Type"), typeSelect),
     h("table", { id: "executions" },
-      h("thead", {}, h("tr", {}, headers[0], headers[1], headers[2], h("th", {}, "Run"), headers[3], h("th", {}, "ID"))),
+      h("thead", {}, h("tr", {}, headers.get("name"), headers.get("state"), headers.get("type"), h("th", {}, "Run"),
+        headers.get("created_at"), h("th", {}, "ID"))),
       body),
-    h("div", { className: "pager" }, prev, next, info));
+    paging.el);
 
   function restart() { view.tokens = [""]; view.index = 0; load(); }
 
@@ -53,16 +53,11 @@ export function executionsList(main) {
     if (view.name) predicates.push({ key: "name", operation: "IS_SUBSTRING", string_value: view.name });
     if (view.state) predicates.push({ key: "state", operation: "EQUALS", string_value: view.state });
     if (view.type) predicates.push({ key: "type", operation: "EQUALS", string_value: view.type });
-    const params = new URLSearchParams({ page_size: view.pageSize, sort_by: view.sort, page_token: view.tokens[view.index] || "" });
-    if (predicates.length) params.set("filter", JSON.stringify({ predicates }));
+    const params = pageQuery(view, predicates);
     const page = await getJSON(scoped(`${LINEAGE}/executions?${params}`));
     if (token !== routeToken) return;
     const executions = page.executions || [];
-    view.tokens[view.index + 1] = page.next_page_token || "";
-    for (const th of headers) {
-      const field = th.id.replace("sort-execution-", "");
-      th.textContent = th.dataset.label + (view.sort === field ? " ▲" : view.sort === `${field} desc` ? " ▼" : "");
-    }
+    sorting.arrows();
     fill(body, executions.map((x) => h("tr", { className: "execution-row", "data-execution-id": x.execution_id,
       "data-name": x.display_name || "", "data-run-id": x.run_id || "" },
     h("td", { className: "name" }, executionLink(x)),
@@ -72,10 +67,7 @@ export function executionsList(main) {
     h("td", { title: x.created_at || "" }, fmtTime(x.created_at)),
     h("td", { className: "muted" }, (x.execution_id || "").slice(0, 8)))));
     if (!executions.length) body.append(h("tr", {}, h("td", { colspan: 6, className: "muted", id: "no-executions" }, "No executions.")));
-    const first = view.index * view.pageSize;
-    info.textContent = `${executions.length ? first + 1 : 0}–${first + executions.length} of ${page.total_size ?? "?"}`;
-    prev.disabled = view.index === 0;
-    next.disabled = !page.next_page_token;
+    paging.shown(page, executions.length);
     setStatus(`updated ${new Date().toLocaleTimeString()}`);
   }
 
