@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,7 +49,7 @@ def _no_null(page: Any) -> None:
     assert not re.search(r"\b(null|undefined|NaN|\[object Object\])\b", shown), shown
 
 
-def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: dict[str, Any]) -> None:
+def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: dict[str, Any], tmp_path: Path) -> None:
     sync_api = _browser()
     with chromium_page() as (page, errors):
         page.goto(server.url + "/#/runs")
@@ -99,6 +100,7 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
         sync_api.expect(right3.locator('.lineage-node[data-name="score"]')).to_have_count(2, timeout=10_000)
         sync_api.expect(right4.locator('.lineage-node[data-name="metrics"]')).to_have_count(1)
         _no_null(page)
+        page.screenshot(path=str(tmp_path / "lineage-explorer.png"), full_page=True)
 
         # the producer's card links to its execution's page
         left1.locator(f'a[data-execution-id="{runs["first"]["tasks"]["clean"]}"]').click()
@@ -112,7 +114,7 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
         assert not errors, errors
 
 
-def test_executions_list_and_an_executions_page(server: Served, runs: dict[str, Any]) -> None:
+def test_executions_list_and_an_executions_page(server: Served, runs: dict[str, Any], tmp_path: Path) -> None:
     sync_api = _browser()
     first, second = runs["first"]["tasks"], runs["second"]["tasks"]
     with chromium_page() as (page, errors):
@@ -120,6 +122,7 @@ def test_executions_list_and_an_executions_page(server: Served, runs: dict[str, 
         page.select_option("#execution-type-filter", "system.ContainerExecution")
         rows = page.locator("tr.execution-row")
         sync_api.expect(rows).to_have_count(8, timeout=15_000)
+        page.screenshot(path=str(tmp_path / "executions.png"), full_page=True)
         for name in STEPS:  # the first run's COMPLETE, the second's CACHED, linking to the execution it reused
             done = page.locator(f'tr.execution-row[data-execution-id="{first[name]}"]')
             sync_api.expect(done.locator(".state")).to_have_attribute("data-state", "COMPLETE")
@@ -140,6 +143,7 @@ def test_executions_list_and_an_executions_page(server: Served, runs: dict[str, 
         sync_api.expect(page.locator('#declared-outputs tr[data-name="model"]')).to_contain_text("system.Model")
         sync_api.expect(page.locator('#execution-inputs tr[data-key="cleaned"]')).to_contain_text("TASK_OUTPUT_INPUT")
         sync_api.expect(page.locator('#execution-outputs tr[data-key="model"]')).to_contain_text("Model")
+        page.screenshot(path=str(tmp_path / "execution.png"), full_page=True)
         sync_api.expect(page.locator('#execution-properties [data-key="Run"] a')).to_have_attribute(
             "href", f"#/runs/{runs['first']['run_id']}")
         _no_null(page)
