@@ -18,6 +18,7 @@ def clean(raw: Input[Dataset], cleaned: Output[Dataset]) -> None:
     with open(raw.path) as given, open(cleaned.path, "w") as out:
         out.write(given.read().strip())
     cleaned.metadata["rows"] = 3
+    cleaned.metadata["note"] = '<img src=x onerror="window.pwned=1">'  # shown as text, never as HTML
 
 
 @dsl.component

@@ -2,7 +2,8 @@
 pipeline (gather → clean → train → score, each handing its artifact to the next) and a second run the cache answers:
 the Artifacts list (type, URI, run; filtered by name and type), an artifact's page and its Lineage Explorer (its
 producer and its consumer, expanded one step further each way), the Executions list (a cache hit CACHED, linking to
-the execution it reused) and an execution's page (inputs and outputs by name). No value prints null or undefined."""
+the execution it reused) and an execution's page (inputs and outputs by name). No value prints null or undefined;
+metadata that looks like HTML stays text."""
 
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
         sync_api.expect(page.locator("#artifact-title")).to_contain_text("cleaned", timeout=15_000)
         sync_api.expect(page.locator('#artifact-properties [data-key="Type"]')).to_have_text("Dataset")
         sync_api.expect(page.locator('#artifact-metadata tr[data-key="rows"]')).to_contain_text("3")
+        sync_api.expect(page.locator('#artifact-metadata tr[data-key="note"]')).to_contain_text("<img src=x")
+        assert page.locator("#main img").count() == 0 and page.evaluate("window.pwned") is None
         producer = page.locator(f'#artifact-producers a[data-execution-id="{runs["first"]["tasks"]["clean"]}"]')
         sync_api.expect(producer).to_have_text("clean")
         _no_null(page)
