@@ -78,6 +78,9 @@ SLOW = [Slow(test, why) for test, why in (
      "~48 s loaded: a two-task pipeline whose task calls the registry"),
     ("tests/model_registry/test_registry_multiuser.py::test_each_namespace_has_its_registry_and_rbac_decides",
      "~75 s loaded: a multi-user server's team (four users, tokens, bindings through the CLI)"),
+    # tests/lineage (measured 2026-11-29, serial, while other helpers' work ran on the 2 cores)
+    ("tests/lineage/test_lineage_ui_routes.py::test_another_namespaces_lineage_is_refused",
+     "~25 s serial: a multi-user team (four users, tokens, bindings through the CLI), a run in each namespace"),
     # tests/kube
     ("tests/kube/test_kubectl_corpora.py::test_a_corpus_row_through_kubectl",
      "102 cases, ~90 s serial: every corpus row applied and deleted with the real kubectl"),

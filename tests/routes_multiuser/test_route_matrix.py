@@ -25,6 +25,8 @@ from millpond.access.identity import user
 from millpond.kind_handler import KindName
 from millpond.kinds import REGISTRY
 from millpond.settings import load_settings
+from millpond.store.lineage import CONTAINER_EXECUTION, ArtifactLink, ExecutionRecord, RunScope
+from millpond.store.lineage_store import LineageStore
 from tests.routes_multiuser.conftest import StoredRun as Objects
 from tests.routes_multiuser.support import ALICE, API, BOB, CAROL, DANA, TEAM_A, Caller, MultiUserServer
 
@@ -74,6 +76,16 @@ def _one(method: str, path: str, needs: Callable[[Objects], tuple[Attributes, ..
     def probes(objects: Objects) -> list[Probe]:
         return [Probe(method, path.format(o=objects, ns=TEAM_A), needs(objects) if callable(needs) else needs, body)]
     return probes
+
+
+def _recorded_lineage(objects: Objects) -> tuple[str, str]:
+    """(execution id, artifact id) of the stored run's task and its output, recorded in its lineage (again: the same
+    rows) as the engine records a task's end."""
+    output = ArtifactLink("out", objects.uri, "system.Artifact")
+    LineageStore(load_settings().database_url).record(ExecutionRecord(
+        objects.task, CONTAINER_EXECUTION, "train", "SUCCEEDED", objects.namespace,
+        RunScope(objects.id, objects.namespace, "p"), outputs=(output,)))
+    return objects.task, output.artifact_id
 
 
 def _apply(objects: Objects) -> list[Probe]:
@@ -162,6 +174,16 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
         "GET", "/ui-api/runs/{o.id}/tasks/{o.task}/v1-outputs", lambda o: _run(kfp.READ_ARTIFACT, o)),
     ("GET", "/ui-api/run-metrics"): _one("GET", "/ui-api/run-metrics?run_id={o.id}",
                                          lambda o: _run(kfp.READ_ARTIFACT, o)),
+    # lineage's reads for the UI: as the artifact API, get/list on runs (and get on artifacts) in the namespace
+    ("GET", "/ui-api/lineage/executions"): _one(
+        "GET", "/ui-api/lineage/executions?namespace={ns}", (Attributes("list", TEAM_A, kfp.GROUP, kfp.RUNS),)),
+    ("GET", "/ui-api/lineage/executions/{execution_id}"): lambda o: [Probe(
+        "GET", f"/ui-api/lineage/executions/{_recorded_lineage(o)[0]}",
+        (Attributes("get", o.namespace, kfp.GROUP, kfp.RUNS),))],
+    ("GET", "/ui-api/lineage/artifacts/{artifact_id}"): lambda o: [Probe(
+        "GET", f"/ui-api/lineage/artifacts/{_recorded_lineage(o)[1]}",
+        (Attributes("get", o.namespace, kfp.GROUP, kfp.RUNS),
+         Attributes("get", o.namespace, kfp.GROUP, kfp.ARTIFACTS, name="out")))],
     # a shared pipeline's version (none stored: 404 for whoever is logged in)
     ("GET", "/ui-api/pipelines/{pipeline_id}/versions/{version_id}/graph"): _one(
         "GET", "/ui-api/pipelines/no-such/versions/no-such/graph", AUTHENTICATED),

@@ -26,6 +26,7 @@ from millpond.server import (
     experiments,
     jobs_routes,
     kfam_routes,
+    lineage_routes,
     login_routes,
     metrics,
     nodes_routes,
@@ -142,6 +143,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(ui_routes.router)  # the web UI at / and its helpers under /ui-api/
     app.include_router(v1_ui_routes.router)  # kfp 1.x: the version graph, v1 visualizations and metrics
     app.include_router(metrics.router)  # /metrics: Prometheus' text format (the token applies)
+    app.include_router(lineage_routes.router)  # /ui-api/lineage: the Executions and artifact pages' reads
     app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
     app.include_router(notebook_routes.router)  # /ui-api/notebooks, /ui-api/namespaces/NS/...: the Notebooks page
     app.include_router(pipelines.router, prefix=API)

@@ -9,6 +9,7 @@ The fields a list filters and sorts by are KFP's names for them (``backend/src/a
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import delete, or_, select
@@ -38,6 +39,11 @@ ARTIFACT_FIELDS = {"artifact_id": LineageArtifact.id, "id": LineageArtifact.id, 
 ARTIFACT_TASK_FIELDS = {"id": LineageEvent.id, "artifact_id": LineageEvent.artifact_id, "run_id": LineageEvent.run_id,
                         "task_id": LineageEvent.execution_id, "type": LineageEvent.io_type, "key": LineageEvent.path,
                         "producer_task_name": LineageEvent.producer_task, "created_at": LineageEvent.created_at}
+# The executions list of the UI (millpond's own route, ``server.lineage_routes``): MLMD's execution fields.
+EXECUTION_FIELDS = {"id": LineageExecution.id, "execution_id": LineageExecution.id, "name": LineageExecution.name,
+                    "type": LineageExecution.type, "state": LineageExecution.state,
+                    "created_at": LineageExecution.created_at, "updated_at": LineageExecution.updated_at,
+                    "namespace": LineageExecution.namespace, "run_id": LineageExecution.run_id}
 
 
 class LineageStore:
@@ -116,6 +122,46 @@ class LineageStore:
         with self._sessions() as session:
             return one_page(session, rows, query, ARTIFACT_TASK_FIELDS,
                             (LineageEvent.created_at.asc(), LineageEvent.id.asc()))
+
+    # --- what the UI's lineage pages read (server.lineage_reads) ------------------------------------------
+    def page_executions(self, query: ListQuery, namespace: str | None) -> Page[LineageExecution]:
+        """A page of executions, of one namespace (None: every namespace), newest first (KFP's executions list)."""
+        rows = select(LineageExecution)
+        if namespace is not None:
+            rows = rows.where(LineageExecution.namespace == namespace)
+        with self._sessions() as session:
+            return one_page(session, rows, query, EXECUTION_FIELDS,
+                            (LineageExecution.created_at.desc(), LineageExecution.id.asc()))
+
+    def events_of(self, *, execution_ids: Collection[str] = (), artifact_ids: Collection[str] = (),
+                  limit: int = 1000) -> list[LineageEvent]:
+        """The events of these executions or artifacts (either list may be empty), oldest first, at most
+        ``limit`` (a dataset every task of a thousand runs read is shown by its first thousand readers)."""
+        which: list[Any] = []
+        if execution_ids:
+            which.append(LineageEvent.execution_id.in_(sorted(execution_ids)))
+        if artifact_ids:
+            which.append(LineageEvent.artifact_id.in_(sorted(artifact_ids)))
+        if not which:
+            return []
+        with self._sessions() as session:
+            return list(session.scalars(select(LineageEvent).where(or_(*which))
+                                        .order_by(LineageEvent.created_at.asc(), LineageEvent.id.asc())
+                                        .limit(limit)))
+
+    def artifacts_by_id(self, artifact_ids: Collection[str]) -> dict[str, LineageArtifact]:
+        if not artifact_ids:
+            return {}
+        with self._sessions() as session:
+            rows = session.scalars(select(LineageArtifact).where(LineageArtifact.id.in_(sorted(artifact_ids))))
+            return {row.id: row for row in rows}
+
+    def executions_by_id(self, execution_ids: Collection[str]) -> dict[str, LineageExecution]:
+        if not execution_ids:
+            return {}
+        with self._sessions() as session:
+            rows = session.scalars(select(LineageExecution).where(LineageExecution.id.in_(sorted(execution_ids))))
+            return {row.id: row for row in rows}
 
 
 def forget_runs(session: Session, runs: Any) -> None:

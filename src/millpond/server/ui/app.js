@@ -20,6 +20,11 @@
 //   #/models                KServe InferenceServices: readiness, traffic, requests         pages/models.js
 //   #/models/NAMESPACE/NAME one InferenceService: conditions, revisions, sample requests  pages/models.js
 //   #/registry              the model registry: registered models, versions, state, URI     pages/registry.js
+//   #/artifacts             artifacts (KFP's Artifacts list): type, URI, run, producer     pages/artifacts.js
+//   #/artifacts/ID[/lineage]  an artifact: overview and metadata; its Lineage Explorer      pages/artifact-detail.js
+//   #/artifacts/by-uri/URI  the artifact of that URI (the run page's artifact nodes link) pages/artifact-detail.js
+//   #/executions            executions (KFP's Executions list): state, type, run          pages/executions.js
+//   #/executions/ID         an execution: declared and actual inputs and outputs           pages/execution-detail.js
 //   #/notebooks             Kubeflow Notebooks: status, resources; Connect, Stop/Start, Delete pages/notebooks.js
 //   #/notebooks/new         the spawner form (JWA's fields), errors beside their fields       pages/notebooks.js
 //   #/nodes                 this machine (or the Ray cluster's nodes) as live charts       pages/nodes.js
@@ -34,10 +39,14 @@ import { showLogin } from "./lib/login.js";
 import { currentNamespace, loadNamespaces } from "./lib/namespace.js";
 import { start } from "./lib/router.js";
 import { loadSession, session } from "./lib/session.js";
+import { artifactByUri, artifactDetail } from "./pages/artifact-detail.js";
+import { artifactsList } from "./pages/artifacts.js";
 import { cloneRun } from "./pages/clone.js";
 import { compareRuns } from "./pages/compare.js";
 import { contributorsPage } from "./pages/contributors.js";
 import { datasetsList } from "./pages/datasets.js";
+import { executionDetail } from "./pages/execution-detail.js";
+import { executionsList } from "./pages/executions.js";
 import { experimentsList } from "./pages/experiments.js";
 import { jobDetail, jobsList } from "./pages/jobs.js";
 import { modelDetail, modelsList } from "./pages/models.js";
@@ -72,6 +81,11 @@ function showPage(parts, main) {
   if (first === "models" && second && third) return modelDetail(main, second, third);
   if (first === "models") return modelsList(main);
   if (first === "registry") return registryPage(main);
+  if (first === "artifacts" && second === "by-uri" && third) return artifactByUri(main, third);
+  if (first === "artifacts" && second) return artifactDetail(main, second, third);
+  if (first === "artifacts") return artifactsList(main);
+  if (first === "executions" && second) return executionDetail(main, second);
+  if (first === "executions") return executionsList(main);
   return runsList(main, null);
 }
 

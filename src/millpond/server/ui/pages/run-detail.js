@@ -185,7 +185,9 @@ export function runDetail(main, runId) {
         h("div", {}, "Produced by"), h("div", {}, h("a", { id: "artifact-producer", onclick: () => selectNode(node.producer) },
           producer.name || node.producer)),
         h("div", {}, "State"), h("div", {}, node.state === "LIVE" ? "recorded" : "not produced yet"),
-        h("div", {}, "URI"), h("div", { className: "value", id: "artifact-uri" }, uris.join("\n"))),
+        h("div", {}, "URI"), h("div", { className: "value", id: "artifact-uri" }, uris.join("\n")),
+        uris.length ? [h("div", {}, "Lineage"), h("div", { id: "artifact-lineage-links" }, uris.map((uri) => h("a", {
+          href: `#/artifacts/by-uri/${encodeURIComponent(uri)}`, className: "artifact-lineage-link" }, "artifact page")))] : null),
       artifactPreviews(runId, { outputs: node.outputs, state: node.producer_state }),
     ].flat().filter((c) => c !== null && c !== undefined));
   }
