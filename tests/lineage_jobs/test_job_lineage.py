@@ -174,8 +174,9 @@ def test_a_dataload_reads_the_remote_storage_and_writes_the_dataset(
     levels = [{"mediumtype": "MEM", "path": str(tmp_path / "shm"), "quota": "64Mi"}]
     (tmp_path / "ds.yaml").write_text(manifest("warm", f"local://{source}", secret=False, levels=levels))
     assert cli("apply", "-f", tmp_path / "ds.yaml").code == 0
-    (tmp_path / "load.yaml").write_text("apiVersion: data.fluid.io/v1alpha1\nkind: DataLoad\nmetadata: {name: preload}\n"
-                                        "spec:\n  dataset: {name: warm, namespace: default}\n")
+    load = {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataLoad", "metadata": {"name": "preload"},
+            "spec": {"dataset": {"name": "warm", "namespace": "default"}}}
+    (tmp_path / "load.yaml").write_text(yaml.safe_dump(load))
     loaded = cli("apply", "--wait", "-f", tmp_path / "load.yaml")
     assert loaded.code == 0, loaded.err
     uid = cli("get", "dataload", "preload", "-o", "json").json()["metadata"]["uid"]
