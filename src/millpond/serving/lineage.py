@@ -21,8 +21,7 @@ from dataclasses import replace
 
 from millpond.serving.manifests import ServingManifest
 from millpond.settings import Settings
-from millpond.store.lineage import DEPLOYMENT_EXECUTION, ArtifactLink, ExecutionRecord, derived_id
-from millpond.store.lineage_jobs import volume_uri
+from millpond.store.lineage import DEPLOYMENT_EXECUTION, ArtifactLink, ExecutionRecord, dataset_links, derived_id
 from millpond.store.lineage_store import LineageStore
 
 
@@ -59,9 +58,7 @@ def from_volume(execution: ExecutionRecord, store: LineageStore) -> ExecutionRec
     if not model.uri.startswith("pvc://"):
         return execution
     claim = model.uri.removeprefix("pvc://").split("/", 1)[0]
-    volume = ArtifactLink("model", volume_uri(claim), "system.Dataset",
-                          {"namespace": execution.namespace, "kind": "Dataset"}, "COMPONENT_INPUT",
-                          scope=execution.namespace)
+    volume = replace(dataset_links([claim], execution.namespace)[0], key="model")  # the artifact a job wrote
     known = store.existing_artifacts([model.artifact_id, volume.artifact_id])
     if volume.artifact_id not in known or model.artifact_id in known:
         return execution
