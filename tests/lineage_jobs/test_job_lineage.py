@@ -20,12 +20,14 @@ import yaml
 from sqlalchemy import func, select
 
 from millpond.datasets.mounts import fuse_available, is_mounted
+from millpond.errors import NotFoundError
 from millpond.runners.sandbox import sandbox_problem
 from millpond.settings import load_settings
 from millpond.store.db import session_factory
 from millpond.store.lineage import artifact_id, derived_id
 from millpond.store.lineage_store import LineageStore
 from millpond.store.lineage_tables import LineageArtifact, LineageEvent, LineageExecution
+from millpond.store.resources import ResourceStore
 from millpond.training import lineage as training_lineage
 from tests.datasets_support import manifest
 from tests.lineage.support import filtered, links, ok
@@ -74,6 +76,19 @@ def count(model: Any, **where: Any) -> int:
         return int(session.scalar(query) or 0)
 
 
+def recorded(execution_id: str) -> LineageExecution:
+    """The execution, once recorded: its job's end is written first, its lineage a moment later."""
+    lineage = LineageStore(load_settings().database_url)
+
+    def found() -> LineageExecution | None:
+        try:
+            return lineage.find_execution(execution_id)
+        except NotFoundError:
+            return None
+
+    return until(found, 30, f"execution {execution_id} recorded")
+
+
 def apply(cli: Callable[..., Any], tmp_path: Path, name: str, *docs: dict[str, Any]) -> None:
     (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump_all(list(docs)))
     result = cli("apply", "-f", tmp_path / f"{name}.yaml")
@@ -109,6 +124,7 @@ def test_a_served_checkpoint_leads_back_through_the_job_to_its_dataset(
     job = job_finished(cli, "train")
     assert job["status"].get("succeeded") == 1, job["status"]
     assert (datasets["ckpt"] / "models" / "model.pt").read_text() == "DIGITS"
+    recorded(derived_id("millpond.TrainingJob", "Job", job["metadata"]["uid"]))  # before the service is applied
     service = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
                "metadata": {"name": "digits", "namespace": "default"},
                "spec": {"predictor": {"sklearn": {"storageUri": "pvc://ckpt/models/model.pt"}}}}
@@ -146,8 +162,7 @@ def test_a_failed_job_and_a_killed_supervisor_are_recorded_failed_once(
     assert arena(capsys, "submit", "pytorch", "--name", "broken", "--data", "mnist:/data", "--data", "ckpt:/ckpt",
                  "cat /data/train/hello.txt; exit 3").code == 0
     assert wait_status(capsys, "broken")["status"] == "FAILED"
-    lineage = LineageStore(load_settings().database_url)
-    broken = lineage.find_execution(derived_id("millpond.TrainingJob", "PyTorchJob", record("broken").uid))
+    broken = recorded(derived_id("millpond.TrainingJob", "PyTorchJob", record("broken").uid))
     assert (broken.state, broken.custom_properties["state"], broken.properties["kind"]) == (
         "FAILED", "FAILED", "PyTorchJob")
     events = count(LineageEvent, execution_id=broken.id)
@@ -159,7 +174,7 @@ def test_a_failed_job_and_a_killed_supervisor_are_recorded_failed_once(
     os.kill(job.supervisor_pid or 0, signal.SIGKILL)
     assert gone(job.supervisor_pid, job.supervisor_start)
     assert job_json(capsys, "orphan")["status"] == "FAILED"  # the reader that saw it dead ended it, and recorded it
-    orphan = lineage.find_execution(derived_id("millpond.TrainingJob", "PyTorchJob", job.uid))
+    orphan = recorded(derived_id("millpond.TrainingJob", "PyTorchJob", job.uid))
     assert (orphan.state, orphan.custom_properties["reason"]) == ("FAILED", "SupervisorDied")
     before = (count(LineageExecution), count(LineageArtifact), count(LineageEvent))
     assert training_lineage.job_ended(record("orphan"))  # the same end recorded again (a supervisor restarted)
@@ -181,7 +196,7 @@ def test_a_dataload_reads_the_remote_storage_and_writes_the_dataset(
     assert loaded.code == 0, loaded.err
     uid = cli("get", "dataload", "preload", "-o", "json").json()["metadata"]["uid"]
     lineage = LineageStore(load_settings().database_url)
-    execution = lineage.find_execution(derived_id("millpond.DataOperation", "DataLoad", uid))
+    execution = recorded(derived_id("millpond.DataOperation", "DataLoad", uid))
     assert (execution.type, execution.state, execution.properties["kind"]) == (
         "millpond.DataOperation", "COMPLETE", "DataLoad")
     with session_factory(load_settings().database_url)() as session:
@@ -209,4 +224,10 @@ def test_lineage_off_records_no_job_and_no_operation(cli: Callable[..., Any], ca
                                       "apiVersion: data.fluid.io/v1alpha1\nkind: DataLoad\nmetadata: {name: cold}\n"
                                       "spec:\n  dataset: {name: cold, namespace: default}\n")
     assert cli("apply", "--wait", "-f", tmp_path / "ds.yaml").code == 0
+    quiet = record("quiet")
+    assert gone(quiet.supervisor_pid, quiet.supervisor_start)  # each process ended past where it would record
+    for kind, name in (("Job", "quiet"), ("DataLoad", "cold")):
+        found = ResourceStore().get(kind, name, "default")
+        process = found.process if found is not None else None
+        assert process is None or gone(process.pid, process.start)
     assert (count(LineageExecution), count(LineageArtifact), count(LineageEvent)) == (0, 0, 0)
