@@ -2,7 +2,7 @@
 dataset's PVC and writing a checkpoint into another, an InferenceService served from that checkpoint's ``pvc://``
 URI, the lineage API walking from the service back to the dataset; an ``arena submit`` PyTorchJob that fails, one
 whose supervisor is killed (``kill -9``) and whose end is recorded again (no row twice); a DataLoad; and
-``MILLPOND_LINEAGE=0`` recording nothing."""
+``MILLPOND_LINEAGE=0`` recording nothing; a database refusing the lineage, the job's end standing."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from millpond.datasets.mounts import fuse_available, is_mounted
 from millpond.errors import NotFoundError
@@ -29,6 +29,7 @@ from millpond.store.lineage_store import LineageStore
 from millpond.store.lineage_tables import LineageArtifact, LineageEvent, LineageExecution
 from millpond.store.resources import ResourceStore
 from millpond.training import lineage as training_lineage
+from millpond.training.paths import supervisor_log
 from tests.datasets_support import manifest
 from tests.lineage.support import filtered, links, ok
 from tests.queues_support import until
@@ -231,3 +232,20 @@ def test_lineage_off_records_no_job_and_no_operation(cli: Callable[..., Any], ca
         process = found.process if found is not None else None
         assert process is None or gone(process.pid, process.start)
     assert (count(LineageExecution), count(LineageArtifact), count(LineageEvent)) == (0, 0, 0)
+
+
+def test_a_database_refusing_the_lineage_leaves_the_job_succeeded_and_says_so_once(capsys: Any, home: Path) -> None:
+    """The database refuses every execution (a trigger: a real refusal, not a stand-in): the job's end stands."""
+    count(LineageExecution)  # the home's database, migrated
+    with session_factory(load_settings().database_url)() as session:
+        session.execute(text("CREATE TRIGGER refuse BEFORE INSERT ON lineage_executions "
+                             "BEGIN SELECT RAISE(ABORT, 'lineage refused'); END"))
+        session.commit()
+    assert arena(capsys, "submit", "pytorch", "--name", "unrecorded", "echo trained").code == 0
+    assert wait_status(capsys, "unrecorded")["status"] == "SUCCEEDED"
+    job = record("unrecorded")
+    assert gone(job.supervisor_pid, job.supervisor_start)
+    log = supervisor_log(job.uid).read_text()
+    assert log.count("lineage of job default/unrecorded not recorded: IntegrityError") == 1, log
+    assert "Traceback" not in log and "lineage refused" in log
+    assert count(LineageExecution) == 0 and record("unrecorded").status == "SUCCEEDED"
