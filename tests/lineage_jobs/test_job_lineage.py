@@ -182,7 +182,7 @@ def test_a_failed_job_and_a_killed_supervisor_are_recorded_failed_once(
     assert (count(LineageExecution), count(LineageArtifact), count(LineageEvent)) == before == (2, 1, 2)
 
 
-def test_a_dataload_reads_the_remote_storage_and_writes_the_dataset(
+def test_data_operations_read_and_write_datasets_and_remote_storage(
         cli: Callable[..., Any], home: Path, tmp_path: Path) -> None:
     source = tmp_path / "remote"
     source.mkdir()
@@ -208,6 +208,28 @@ def test_a_dataload_reads_the_remote_storage_and_writes_the_dataset(
     assert (events["INPUT"].path, remote.uri.removeprefix("local://").rstrip("/")) == ("data", str(source))
     assert (dataset.id, dataset.type, events["OUTPUT"].path) == (
         artifact_id("pvc://warm", "default"), "system.Dataset", "warm")
+
+    # a DataMigrate reads the dataset and writes its target; a DataBackup reads it and writes its backupPath
+    out, backups = tmp_path / "out", tmp_path / "backups"
+    out.mkdir()
+    operations = [{"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataMigrate", "metadata": {"name": "export"},
+                   "spec": {"from": {"dataset": {"name": "warm", "namespace": "default", "path": "/"}},
+                            "to": {"externalStorage": {"uri": f"local://{out}/"}}}},
+                  {"apiVersion": "data.fluid.io/v1alpha1", "kind": "DataBackup", "metadata": {"name": "nightly"},
+                   "spec": {"dataset": "warm", "backupPath": f"local://{backups}"}}]
+    (tmp_path / "ops.yaml").write_text(yaml.safe_dump_all(operations))
+    done = cli("apply", "--wait", "-f", tmp_path / "ops.yaml")
+    assert done.code == 0, done.err
+    assert (out / "a.txt").read_text() == "a"
+    for kind, name, target in (("DataMigrate", "export", f"local://{out}/"), ("DataBackup", "nightly",
+                                                                              f"local://{backups}")):
+        uid = cli("get", kind.lower(), name, "-o", "json").json()["metadata"]["uid"]
+        operation = recorded(derived_id("millpond.DataOperation", kind, uid))
+        with session_factory(load_settings().database_url)() as session:
+            used = {event.type: event.artifact_id for event in session.scalars(
+                select(LineageEvent).where(LineageEvent.execution_id == operation.id))}
+        assert (operation.state, used["INPUT"]) == ("COMPLETE", artifact_id("pvc://warm", "default"))
+        assert lineage.find_artifact(used["OUTPUT"]).uri == target
 
 def test_lineage_off_records_no_job_and_no_operation(cli: Callable[..., Any], capsys: Any, home: Path,
                                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
