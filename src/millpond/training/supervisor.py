@@ -21,6 +21,8 @@ records itself (pid + start ticks) in the job's row, then:
    ``--running-timeout`` passed → FAILED; SIGTERM (``arena delete``) → instances stopped, FAILED;
 4. stops what is left, releases the mounts and the grant, finishes its workload, exits.
 
+Each end it writes (SUCCEEDED or FAILED) is then recorded in the lineage (``training.lineage``).
+
 A queued job whose workload Kueue evicts (preempted by a higher priority, its queue drained)
 has its instances stopped (SIGTERM, SIGKILL after the grace period), gives back its grant, goes
 back to its queue (reason ``Preempted``, an ``Evicted`` condition) and, admitted again, starts
