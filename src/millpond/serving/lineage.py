@@ -7,15 +7,21 @@ artifact's (``millpond serve --from-run``, ``deploy_model``: its URI as it is; `
 else an artifact first seen here. One execution per service and model: applying the same again changes
 nothing, a new ``storageUri`` is a new execution. Simplified: it stays ``RUNNING`` (MLMD's state) after the
 service is deleted.
+
+A model in a volume (``pvc://CLAIM/path/model.pt``) that no artifact names exactly (no pipeline wrote it) is read
+from the volume ``pvc://CLAIM`` a training job wrote (``store.lineage_jobs``): when that volume's artifact is
+recorded, the service's input is it (key ``model``), so a model a job left in a volume leads back through the job
+to the datasets it read. Decided when the service is applied: a job that writes the volume later links nothing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from millpond.serving.manifests import ServingManifest
 from millpond.settings import Settings
-from millpond.store.lineage import DEPLOYMENT_EXECUTION, ArtifactLink, ExecutionRecord, derived_id
+from millpond.store.lineage import DEPLOYMENT_EXECUTION, ArtifactLink, ExecutionRecord, dataset_links, derived_id
 from millpond.store.lineage_store import LineageStore
 
 
@@ -42,4 +48,19 @@ def record_deployments(manifests: Iterable[ServingManifest], settings: Settings)
         return
     store = LineageStore(settings.database_url)
     for execution in executions:
-        store.record(execution)
+        store.record(from_volume(execution, store))
+
+
+def from_volume(execution: ExecutionRecord, store: LineageStore) -> ExecutionRecord:
+    """``execution`` reading the volume ``pvc://CLAIM`` its ``pvc://CLAIM/path`` model lies in, when that volume is
+    recorded and no artifact is the model's URI itself; else as it is."""
+    model = execution.inputs[0]
+    if not model.uri.startswith("pvc://"):
+        return execution
+    claim = model.uri.removeprefix("pvc://").split("/", 1)[0]
+    volume = replace(dataset_links([claim], execution.namespace)[0], key="model")  # the artifact a job wrote
+    known = store.existing_artifacts([model.artifact_id, volume.artifact_id])
+    if volume.artifact_id not in known or model.artifact_id in known:
+        return execution
+    return replace(execution, inputs=(volume,), custom_properties={**execution.custom_properties,
+                                                                    "model_path": model.uri})

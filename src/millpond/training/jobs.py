@@ -33,6 +33,7 @@ from millpond.store.keys import utcnow
 from millpond.store.listing import ListQuery, Page
 from millpond.store.resources import ResourceStore
 from millpond.store.training import JobRecord, JobStore
+from millpond.training import lineage
 from millpond.training.images import remove_containers
 from millpond.training.instances import mark_of
 from millpond.training.launch import PLANNERS
@@ -138,7 +139,8 @@ def _spawn(store: JobStore, job: JobRecord) -> None:
             kind="training-job", served=f"{job.namespace}/{job.name}", uid=job.uid,
         )
     except OSError as exc:
-        store.set_status(job.uid, "FAILED", "JobFailed", f"cannot start its supervisor: {exc}")
+        if store.set_status(job.uid, "FAILED", "JobFailed", f"cannot start its supervisor: {exc}"):
+            lineage.job_ended(store.by_uid(job.uid))
         return
     if supervisor.start is not None:
         store.set_supervisor(job.uid, supervisor.pid, supervisor.start)
@@ -188,7 +190,8 @@ def step_job(store: JobStore, seen: JobSeen) -> tuple[JobRecord, Applied | None]
     job = seen.job
     subject = f"{job.namespace}/{job.name}"
     if seen.due is JobTransition.NEVER_STARTED:
-        store.set_status(job.uid, "FAILED", "JobFailed", "its supervisor never started", supervisor=(None, None))
+        if store.set_status(job.uid, "FAILED", "JobFailed", "its supervisor never started", supervisor=(None, None)):
+            lineage.job_ended(store.by_uid(job.uid))
         return store.by_uid(job.uid) or job, applied(JobsReconciler.name, seen.due, subject, uid=job.uid)
     if seen.due is not JobTransition.SUPERVISOR_DIED:
         return job, None
@@ -205,6 +208,7 @@ def step_job(store: JobStore, seen: JobSeen) -> tuple[JobRecord, Applied | None]
         for instance in store.instances(job.uid):
             if instance.status in ("Pending", "Running"):
                 store.update_instance(job.uid, instance.name, status="Failed", finished_at=utcnow())
+        lineage.job_ended(store.by_uid(job.uid))
         done = applied(JobsReconciler.name, seen.due, subject, why, uid=job.uid)
     return store.by_uid(job.uid) or fresh, done
 

@@ -21,6 +21,8 @@ records itself (pid + start ticks) in the job's row, then:
    ``--running-timeout`` passed → FAILED; SIGTERM (``arena delete``) → instances stopped, FAILED;
 4. stops what is left, releases the mounts and the grant, finishes its workload, exits.
 
+Each end it writes (SUCCEEDED or FAILED) is then recorded in the lineage (``training.lineage``).
+
 A queued job whose workload Kueue evicts (preempted by a higher priority, its queue drained)
 has its instances stopped (SIGTERM, SIGKILL after the grace period), gives back its grant, goes
 back to its queue (reason ``Preempted``, an ``Evicted`` condition) and, admitted again, starts
@@ -57,8 +59,8 @@ from millpond.scheduling.share_env import mps_running
 from millpond.settings import load_settings
 from millpond.store.keys import utcnow
 from millpond.store.resources import ResourceStore
-from millpond.store.training import InstanceRecord, JobRecord, JobStore
-from millpond.training import images
+from millpond.store.training import FINISHED, InstanceRecord, JobRecord, JobStore
+from millpond.training import images, lineage
 from millpond.training import instances as launching
 from millpond.training.kinds import job_kind
 from millpond.training.launch import free_port, plan, torchrun
@@ -104,7 +106,12 @@ class Supervisor:
     # ---------------------------------------------------------------- status
 
     def status(self, status: str, reason: str | None = None, message: str | None = None) -> bool:
-        return self.store.set_status(self.job.uid, status, reason, message, supervisor=self.me)
+        """Write ``status`` if the job is still this process's; the end it writes is recorded in the lineage
+        (``training.lineage``) after it is written, so neither a slow nor a failing record delays or changes it."""
+        written = self.store.set_status(self.job.uid, status, reason, message, supervisor=self.me)
+        if written and status in FINISHED:
+            lineage.job_ended(self.store.by_uid(self.job.uid))
+        return written
 
     def event(self, reason: str, message: str, kind: str = "Normal") -> None:
         self.store.add_event(self.job.uid, reason, message, kind)

@@ -204,6 +204,9 @@ def step_operation(store: ResourceStore, seen: OperationSeen) -> tuple[dict[str,
             why += "; its schedule no longer runs"
         if store.swap_process(fresh.kind, fresh.name, fresh.namespace, dead, None,
                               _failed(fresh.kind, fresh.status, why)):
+            from millpond.datasets.operations import lineage  # noqa: PLC0415 — the executors' modules, at an end only
+
+            lineage.operation_ended(store.get(fresh.kind, fresh.name, fresh.namespace))
             done = applied(OperationsReconciler.name, OperationTransition.FAIL, seen.subject, why, fresh.uid)
     now = store.get(seen.resource.kind, seen.resource.name, seen.resource.namespace)
     return (now.status if now else fresh.status) or {"phase": "Pending"}, done

@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from millpond.datasets.operations import copied, liveness
+from millpond.datasets.operations import copied, lineage, liveness
 from millpond.datasets.operations.executors import EXECUTORS
 from millpond.datasets.operations.lifeline import Lifeline
 from millpond.datasets.operations.processor import remove_running
@@ -166,7 +166,9 @@ def _finish(
                   completionTime=_now(), conditions=[condition])
     if infos:
         status["infos"] = infos
-    return _set(store, resource, status)
+    written = _set(store, resource, status)
+    lineage.operation_ended(store.get(resource.kind, resource.name, resource.namespace))  # after its end is written
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:

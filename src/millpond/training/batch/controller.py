@@ -58,7 +58,7 @@ from millpond.scheduling.queues.submission import os_user
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import Resource, ResourceStore
 from millpond.training import images, instances
-from millpond.training.batch import decisions, events, lifecycle
+from millpond.training.batch import decisions, events, lifecycle, lineage
 from millpond.training.batch import status as job_status
 from millpond.training.batch.kinds import KIND
 from millpond.training.batch.manifest import MIN_PARALLELISM, JobSettings, pod_spec, settings_of
@@ -116,6 +116,7 @@ class Controller:
                 self.stopping.wait(POLL_S)
             else:
                 return
+            lineage.job_ended(self.store.get(KIND, self.name, self.namespace), self.settings)  # its end is written
             self._after_end()
         finally:
             self._stop_all("")
@@ -429,6 +430,7 @@ class Controller:
         resource = self.store.get(KIND, self.name, self.namespace)
         if resource is not None and resource.uid == self.uid:
             self._write(settings_of(resource.manifest))
+            lineage.job_ended(self.store.get(KIND, self.name, self.namespace), self.settings)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from millpond.runners.reconcile import applied
 from millpond.settings import Settings
 from millpond.store.keys import utcnow
 from millpond.store.resources import ProcessRecord, Resource, ResourceStore
-from millpond.training.batch import events
+from millpond.training.batch import events, lineage
 from millpond.training.batch import status as job_status
 from millpond.training.batch.kinds import KIND
 from millpond.training.batch.manifest import settings_of
@@ -66,6 +66,7 @@ def start(store: ResourceStore, resource: Resource, settings: Settings, user: st
         why = f"cannot start its controller: {exc}"
         store.set_status(KIND, resource.name, {"conditions": [job_status.condition("Failed", "JobFailed", why)]},
                          resource.namespace)
+        lineage.job_ended(store.get(KIND, resource.name, resource.namespace), settings)
         return
     if process.start is not None:
         store.record_process(KIND, resource.name, resource.namespace, ProcessRecord(process.pid, process.start))
@@ -119,6 +120,7 @@ def observed(store: ResourceStore, resource: Resource) -> Resource | None:
     if store.swap_process(KIND, resource.name, resource.namespace, resource.process, None, status):
         write_pods(resource.uid, pods)
         events.record(resource.uid, reason, why + "; its pods were stopped", "Warning")
+        lineage.job_ended(store.get(KIND, resource.name, resource.namespace))
         applied(RECONCILER, transition, subject, why, uid=resource.uid)
     return store.get(KIND, resource.name, resource.namespace)
 
