@@ -33,6 +33,7 @@ FIXTURE_MARKERS = {
     "ray_cluster": "ray",
     "kuberay_home": "ray",  # tests/kuberay: RayClusters of their own, as local Ray nodes
     "kube_sdks": "sdk",  # tests/kube_sdk_env.py: the Kubeflow and KServe SDKs' side environment
+    "mlmd_client": "sdk",  # tests/mlmd_env.py: ML Metadata's own client in its side environment
     # tests/containers_support.py: Podman, the images it builds, a local registry
     "podman": "containers",
     "python_image": "containers",

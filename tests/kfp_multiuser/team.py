@@ -86,8 +86,9 @@ def cli(home: Path, *args: str, stdin: str = "") -> str:
     return done.stdout
 
 
-def start_team(home: Path) -> Team:
-    """Users, tokens and bindings made, then the server started in multi-user mode (waits for healthz)."""
+def start_team(home: Path, *server_args: str) -> Team:
+    """Users, tokens and bindings made, then the server started in multi-user mode (waits for healthz);
+    ``server_args``: more options for ``millpond server``."""
     tokens = {"server": SERVER_TOKEN}
     for member in MEMBERS:
         extra = ("--admin",) if member.role == "admin" else ()
@@ -101,7 +102,7 @@ def start_team(home: Path) -> Team:
         port = probe.getsockname()[1]
     log = open(home.parent / "server.log", "wb")  # noqa: SIM115 - the server's output while it runs
     process = subprocess.Popen(
-        [str(MILLPOND), "server", "--multi-user", "--port", str(port), "--token", SERVER_TOKEN],
+        [str(MILLPOND), "server", "--multi-user", "--port", str(port), "--token", SERVER_TOKEN, *server_args],
         env={**os.environ, "MILLPOND_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT)
     team = Team(home, f"http://127.0.0.1:{port}", process, tokens)
     deadline = time.monotonic() + 60
