@@ -11,7 +11,8 @@ Each call is one query of ``store.lineage_reads``, answered as ML Metadata's own
 - ``GetLineageSubgraph`` traces from the starting nodes its filter selects, ``max_num_hops`` (at most 100, the
   default) each way ``direction`` says, and answers as MLMD does: the nodes and contexts reached *dehydrated*
   (their ids: ``Get*ByID`` reads them), the events traversed, their attributions and associations, every type;
-  ``read_mask`` picks among those (MLMD fills no ``parent_contexts`` there, nor does this). Not served: ``ending_artifacts``/``ending_executions`` (INVALID_ARGUMENT).
+  ``read_mask`` picks among those (MLMD fills no ``parent_contexts`` there, nor does this). Not served:
+  ``ending_artifacts``/``ending_executions`` (INVALID_ARGUMENT).
 
 Writes (``Put*``) are refused with UNIMPLEMENTED and a message: lineage is recorded by the runs themselves (and
 KFP's artifact API), never by an MLMD client; so are the reads not listed above (by external id, the deprecated
