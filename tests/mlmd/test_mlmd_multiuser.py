@@ -63,7 +63,8 @@ def _artifacts(stub: Stub) -> list[mlmd.Artifact]:
 
 
 def _run_names(stub: Stub) -> set[str]:
-    return {c.name for c in stub.GetContextsByType(api.GetContextsByTypeRequest(type_name="system.PipelineRun")).contexts}
+    runs = stub.GetContextsByType(api.GetContextsByTypeRequest(type_name="system.PipelineRun"))
+    return {c.name for c in runs.contexts}
 
 
 def test_no_identity_no_answer(team: tuple[Team, str, dict[str, str]]) -> None:
