@@ -1,9 +1,9 @@
 """Generate ``src/millpond/mlmd/proto/`` (ML Metadata's messages and gRPC service) from the vendored .proto files.
 
 The sources are ML Metadata's own, unchanged, in ``third_party/ml-metadata/ml_metadata/proto/`` (its README names
-the commit). protoc runs from grpcio-tools (``pip install 'millpond[mlmd-codegen]'``: grpcio-tools 1.76, whose
-protoc (protobuf 6.31) writes code the protobuf 6.x runtime accepts: 1.80 and later write protobuf 7's); the files keep their upstream names
-(``ml_metadata/proto/metadata_store.proto``, package ``ml_metadata``), so the service is
+the commit). protoc runs from grpcio-tools (``pip install 'millpond[mlmd-codegen]'``): 1.76, whose protoc (protobuf
+6.31) writes code the protobuf 6.x runtime accepts (1.80 and later write protobuf 7's, which it refuses). The files
+keep their upstream names (``ml_metadata/proto/metadata_store.proto``, package ``ml_metadata``), so the service is
 ``ml_metadata.MetadataStoreService`` exactly as MLMD's clients call it. Only the import between the generated
 modules is rewritten, from ``ml_metadata.proto`` to ``millpond.mlmd.proto``, so the package stands alone beside
 a real ``ml_metadata`` install.

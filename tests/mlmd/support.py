@@ -89,12 +89,13 @@ def start_server(home: Path, *args: str) -> MlmdServer:
 
 
 class Stub:
-    """``MetadataStoreServiceStub`` whose every call sends ``authorization: Bearer TOKEN`` when given."""
+    """``MetadataStoreServiceStub`` whose every call sends ``authorization: Bearer TOKEN`` when given, and the
+    ``metadata`` given."""
 
-    def __init__(self, channel: grpc.Channel, token: str | None) -> None:
+    def __init__(self, channel: grpc.Channel, token: str | None, metadata: tuple[tuple[str, str], ...] = ()) -> None:
         self.channel = channel
         self._stub = service.MetadataStoreServiceStub(channel)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._metadata = ((("authorization", f"Bearer {token}"),) if token else ()) + metadata
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._stub, name)
