@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeAlias
 from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from millpond.errors import UserError
 from millpond.store.db import session_factory
 from millpond.store.lineage_tables import (
     LineageArtifact,
@@ -223,15 +224,23 @@ def _ordered(statement: Select[Any], model: Any, request: PageRequest) -> Select
 
 def _clause(model: Any, condition: Condition) -> ColumnElement[bool]:
     """One condition as SQL, its values typed as the column holds them (PostgreSQL compares like with like)."""
+    column: Any
+    values: list[Any]
     name = condition.field
     if name == "id":
         column, values = model.mlmd_id, [int(v) for v in condition.values]
     elif name in _TIME_FIELDS:
-        column = getattr(model, _TIME_FIELDS[name], model.created_at)
-        values = [dt.datetime.fromtimestamp(int(v) / 1000, dt.timezone.utc) for v in condition.values]
+        column, values = getattr(model, _TIME_FIELDS[name], model.created_at), [_moment(v) for v in condition.values]
     else:
         column, values = getattr(model, _TEXT_FIELDS[name]), [str(v) for v in condition.values]
     return _compare(column, condition.operator, values)
+
+
+def _moment(milliseconds: int | str) -> dt.datetime:
+    try:
+        return dt.datetime.fromtimestamp(int(milliseconds) / 1000, dt.timezone.utc)
+    except (ValueError, OverflowError, OSError):
+        raise UserError(f"invalid filter_query: {milliseconds} is no time in milliseconds since the epoch") from None
 
 
 def _compare(column: Any, op: Operator, values: list[Any]) -> ColumnElement[bool]:
