@@ -4,27 +4,12 @@ Model) run twice, the second run a cache hit, then ``millpond server --mlmd-port
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
 from tests.lineage.pipelines import fit_one
 from tests.lineage.support import compiled
-from tests.mlmd.support import MlmdServer, run_pipeline, start_server
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """The server, and the two runs (``millpond run -o json``): the first ran both tasks, the second hit the cache."""
-
-    server: MlmdServer
-    first: dict[str, Any]
-    second: dict[str, Any]
-
-    def task(self, run: dict[str, Any], name: str) -> dict[str, Any]:
-        [found] = [task for task in run["tasks"] if task["name"] == name]
-        return found
+from tests.mlmd.support import Recorded, run_pipeline, start_server
 
 
 @pytest.fixture(scope="package")

@@ -88,6 +88,19 @@ def start_server(home: Path, *args: str) -> MlmdServer:
     return served
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """The server, and the two runs (``millpond run -o json``): the first ran both tasks, the second hit the cache."""
+
+    server: MlmdServer
+    first: dict[str, Any]
+    second: dict[str, Any]
+
+    def task(self, run: dict[str, Any], name: str) -> dict[str, Any]:
+        [found] = [task for task in run["tasks"] if task["name"] == name]
+        return found
+
+
 class Stub:
     """``MetadataStoreServiceStub`` whose every call sends ``authorization: Bearer TOKEN`` when given, and the
     ``metadata`` given."""

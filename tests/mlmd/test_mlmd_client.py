@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.kube_sdk_env import SdkEnv
-from tests.mlmd.conftest import Recorded
+from tests.mlmd.support import Recorded
 from tests.mlmd_env import mlmd_client, run_client
 
 __all__ = ["mlmd_client"]  # the fixture, used by name below

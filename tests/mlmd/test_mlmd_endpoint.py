@@ -11,8 +11,7 @@ import grpc
 import pytest
 
 from millpond.store.lineage import mlmd_id
-from tests.mlmd.conftest import Recorded
-from tests.mlmd.support import Stub, api, free_port, millpond, mlmd, refused
+from tests.mlmd.support import Recorded, Stub, api, free_port, millpond, mlmd, refused
 
 ContainerExecution, PipelineRun, Pipeline = "system.ContainerExecution", "system.PipelineRun", "system.Pipeline"
 
