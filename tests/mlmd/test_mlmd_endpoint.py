@@ -82,7 +82,7 @@ def test_executions_artifacts_and_events_carry_kfps_properties(stub: Stub, recor
     assert (fit.type, mlmd.Execution.State.Name(fit.last_known_state)) == (ContainerExecution, "COMPLETE")
     custom = fit.custom_properties
     assert custom["display_name"].string_value == "fit" and custom["run_id"].string_value == recorded.first["run_id"]
-    assert custom["cache_fingerprint"].string_value and custom["parent_dag_id"].int_value > 0
+    assert custom["cache_fingerprint"].string_value and custom["component_name"].string_value
     assert fit.create_time_since_epoch > 0 and fit.last_update_time_since_epoch >= fit.create_time_since_epoch
 
     made, fitted = events(stub, make), events(stub, fit)
