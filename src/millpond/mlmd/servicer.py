@@ -14,10 +14,10 @@ Each call is one query of ``store.lineage_reads``, answered as ML Metadata's own
   ``read_mask`` picks among those (MLMD fills no ``parent_contexts`` there, nor does this). Not served:
   ``ending_artifacts``/``ending_executions`` (INVALID_ARGUMENT).
 
-Writes (``Put*``) are refused with UNIMPLEMENTED and a message: lineage is recorded by the runs themselves (and
-KFP's artifact API), never by an MLMD client; so are the reads not listed above (by external id, the deprecated
-``GetLineageGraph``). Bad input is INVALID_ARGUMENT with a message, never a crash; the caller is identified and
-limited to the namespaces it may read by ``mlmd.callers``.
+Writes (``Put*``) are refused, once the caller is identified, with UNIMPLEMENTED and a message: lineage is recorded
+by the runs themselves (and KFP's artifact API), never by an MLMD client; so are the reads not listed above (by
+external id, the deprecated ``GetLineageGraph``). Bad input is INVALID_ARGUMENT with a message, never a crash; the
+caller is identified and limited to the namespaces it may read by ``mlmd.callers``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ def served(method: Handler) -> Handler:
         except Unauthenticated as exc:
             code = grpc.StatusCode.UNAUTHENTICATED if exc.status == 401 else grpc.StatusCode.PERMISSION_DENIED
             message = str(exc)
+        except NotServed as exc:
+            code, message = grpc.StatusCode.UNIMPLEMENTED, str(exc)
         except NotFoundError as exc:
             code, message = grpc.StatusCode.NOT_FOUND, str(exc)
         except UserError as exc:
@@ -440,18 +442,24 @@ class _Tracer:
         return new
 
 
-def _refusal(name: str) -> Callable[[Any, Any, grpc.ServicerContext], Any]:
+class NotServed(Exception):
+    """A call this endpoint does not answer: UNIMPLEMENTED, with why."""
+
+
+def _refusal(name: str) -> Callable[..., Any]:
+    """The method of an RPC not served: the caller is identified first (so nothing is answered without an
+    identity, a refusal neither), then refused."""
     if name.startswith("Put"):
         message = (f"{name}: this ML Metadata endpoint is read-only: millpond records lineage itself as each "
                    "run's tasks end (and through KFP's artifact API, /apis/v2beta1/artifacts)")
     else:
         message = f"{name} is not served by millpond's ML Metadata endpoint (docs/guides/lineage.md lists what is)"
 
-    def refuse(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
+    def refuse(self: MetadataStore, request: Any, caller: Caller) -> Any:
+        raise NotServed(message)
 
     refuse.__name__ = name
-    return refuse
+    return served(refuse)
 
 
 def _refuse_the_rest() -> None:
