@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -49,8 +49,9 @@ def type_names(kind: Kind, in_use: Iterable[str]) -> list[str]:
     return list(dict.fromkeys((*KNOWN_TYPES[kind], *sorted(in_use))))
 
 
-def type_message(kind: Kind, name: str) -> mlmd.ArtifactType | mlmd.ExecutionType | mlmd.ContextType:
-    message = {"artifact": mlmd.ArtifactType, "execution": mlmd.ExecutionType, "context": mlmd.ContextType}[kind]
+def type_message(kind: Kind, name: str) -> Any:
+    """An ``ArtifactType``, ``ExecutionType`` or ``ContextType`` (as ``kind`` says) named ``name``."""
+    message: Any = {"artifact": mlmd.ArtifactType, "execution": mlmd.ExecutionType, "context": mlmd.ContextType}[kind]
     return message(id=type_id(kind, name), name=name)
 
 
@@ -103,7 +104,7 @@ def _custom(properties: Mapping[str, Any] | None) -> dict[str, Any]:
 def artifact(row: LineageArtifact) -> mlmd.Artifact:
     message = mlmd.Artifact(
         id=row.mlmd_id, type_id=type_id("artifact", row.type), type=row.type, uri=row.uri, name=row.name,
-        state=mlmd.Artifact.State.Value(row.state) if row.state in mlmd.Artifact.State.keys() else 0,
+        state=row.state if row.state in mlmd.Artifact.State.keys() else "UNKNOWN",
         create_time_since_epoch=milliseconds(row.created_at),
         last_update_time_since_epoch=milliseconds(row.updated_at))
     _fill(message.properties, row.properties)
@@ -115,7 +116,7 @@ def execution(row: LineageExecution) -> mlmd.Execution:
     state = row.state if row.state in mlmd.Execution.State.keys() else "UNKNOWN"
     message = mlmd.Execution(
         id=row.mlmd_id, type_id=type_id("execution", row.type), type=row.type, name=row.name,
-        last_known_state=mlmd.Execution.State.Value(state),
+        last_known_state=state,
         create_time_since_epoch=milliseconds(row.created_at),
         last_update_time_since_epoch=milliseconds(row.updated_at))
     _fill(message.properties, row.properties)
@@ -138,14 +139,15 @@ def context(row: LineageContext) -> mlmd.Context:
 
 def node(kind: Kind, row: Any) -> Any:
     """The message of a row of ``kind``."""
-    return {"artifact": artifact, "execution": execution, "context": context}[kind](row)
+    convert: dict[str, Callable[[Any], Any]] = {"artifact": artifact, "execution": execution, "context": context}
+    return convert[kind](row)
 
 
 def event(found: EventRow) -> mlmd.Event:
     """An event: its path is the one step KFP writes, the input's or output's name."""
     row = found.event
     message = mlmd.Event(artifact_id=found.artifact_mlmd_id, execution_id=found.execution_mlmd_id,
-                         type=mlmd.Event.Type.Value(row.type) if row.type in mlmd.Event.Type.keys() else 0,
+                         type=row.type if row.type in mlmd.Event.Type.keys() else "UNKNOWN",
                          milliseconds_since_epoch=milliseconds(row.created_at))
     message.path.steps.add(key=row.path)
     return message

@@ -80,7 +80,7 @@ def _ids(values: Collection[int], what: str) -> list[int]:
     return list(dict.fromkeys(values))
 
 
-class MetadataStore(service.MetadataStoreServiceServicer):  # type: ignore[misc]  # generated, not type-checked
+class MetadataStore(service.MetadataStoreServiceServicer):
     """The servicer: one method per RPC served (``served``), the rest refused (``_refuse_the_rest``)."""
 
     def __init__(self, reads: LineageReads, callers: Callers) -> None:
@@ -375,8 +375,9 @@ class MetadataStore(service.MetadataStoreServiceServicer):  # type: ignore[misc]
             graph.attributions.extend(convert.attribution(link) for link in attributions)
         if "associations" in paths:
             graph.associations.extend(convert.association(link) for link in associations)
-        for kind, field in (("artifact", "artifact_types"), ("execution", "execution_types"),
-                            ("context", "context_types")):
+        kinds: tuple[tuple[Kind, str], ...] = (("artifact", "artifact_types"), ("execution", "execution_types"),
+                                               ("context", "context_types"))
+        for kind, field in kinds:
             if field in paths:
                 getattr(graph, field).extend(convert.type_message(kind, name) for name in self._types(kind))
         return graph

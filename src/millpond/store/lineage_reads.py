@@ -14,7 +14,7 @@ import datetime as dt
 import operator
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from sqlalchemy import ColumnElement, Select, or_, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,12 +29,13 @@ from millpond.store.lineage_tables import (
     LineageEvent,
     LineageExecution,
 )
+from millpond.store.listing import AnySelect
 
 Kind = Literal["artifact", "execution", "context"]
 Node: TypeAlias = LineageArtifact | LineageExecution | LineageContext
 Operator = Literal["=", "!=", "<", "<=", ">", ">=", "IN", "NOT IN", "LIKE"]
 OrderField = Literal["id", "create_time", "update_time"]
-Direction = Literal["upstream", "downstream", "both"]
+SelectT = TypeVar("SelectT", bound=AnySelect)  # a SELECT of any columns, kept as it is through a filter
 
 _MODELS: dict[Kind, Any] = {"artifact": LineageArtifact, "execution": LineageExecution, "context": LineageContext}
 # MLMD's filter attributes -> columns, per kind ("id" is the MLMD id; times are MLMD's milliseconds since the epoch).
@@ -207,7 +208,7 @@ class LineageReads:
         return _scoped(statement, model, query.namespaces)
 
 
-def _scoped(statement: Select[Any], model: Any, namespaces: frozenset[str] | None) -> Select[Any]:
+def _scoped(statement: SelectT, model: Any, namespaces: frozenset[str] | None) -> SelectT:
     return statement if namespaces is None else statement.where(model.namespace.in_(sorted(namespaces)))
 
 
