@@ -188,6 +188,10 @@ def test_lists_page_with_list_operation_options(stub: Stub) -> None:
     models = stub.GetArtifacts(api.GetArtifactsRequest(options=mlmd.ListOperationOptions(
         filter_query="type = 'system.Model' AND state = LIVE")))
     assert [a.type for a in models.artifacts] == ["system.Model"]
+    [model] = models.artifacts  # a time filter holds for the millisecond the answer gave
+    same = stub.GetArtifacts(api.GetArtifactsRequest(options=mlmd.ListOperationOptions(
+        filter_query=f"create_time_since_epoch = {model.create_time_since_epoch} AND id = {model.id}")))
+    assert [a.id for a in same.artifacts] == [model.id]
     by_type = stub.GetExecutionsByType(api.GetExecutionsByTypeRequest(
         type_name=ContainerExecution, options=mlmd.ListOperationOptions(max_result_size=3)))
     assert len(by_type.executions) == 3 and by_type.next_page_token

@@ -16,7 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypeVar
 
-from sqlalchemy import ColumnElement, Select, or_, select
+from sqlalchemy import ColumnElement, Select, and_, not_, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from millpond.errors import UserError
@@ -231,10 +231,29 @@ def _clause(model: Any, condition: Condition) -> ColumnElement[bool]:
     if name == "id":
         column, values = model.mlmd_id, [int(v) for v in condition.values]
     elif name in _TIME_FIELDS:
-        column, values = getattr(model, _TIME_FIELDS[name], model.created_at), [_moment(v) for v in condition.values]
+        return _time_clause(getattr(model, _TIME_FIELDS[name], model.created_at), condition)
     else:
         column, values = getattr(model, _TEXT_FIELDS[name]), [str(v) for v in condition.values]
     return _compare(column, condition.operator, values)
+
+
+def _time_clause(column: Any, condition: Condition) -> ColumnElement[bool]:
+    """A condition on a time given in MLMD's milliseconds, compared at that precision: a row's time (kept to the
+    microsecond) is the millisecond it falls in, so ``= T`` holds for the time an answer gave as ``T``."""
+    millisecond = dt.timedelta(milliseconds=1)
+    starts = [_moment(v) for v in condition.values]
+    within = [and_(column >= start, column < start + millisecond) for start in starts]
+    op = condition.operator
+    if op in ("=", "IN"):
+        return or_(*within)
+    if op in ("!=", "NOT IN"):
+        return not_(or_(*within))
+    if op == "LIKE":
+        raise UserError("invalid filter_query: LIKE takes text, not a time")
+    start = starts[0]
+    bounds: dict[str, ColumnElement[bool]] = {"<": column < start, "<=": column < start + millisecond,
+                                              ">": column >= start + millisecond, ">=": column >= start}
+    return bounds[op]
 
 
 def _moment(milliseconds: int | str) -> dt.datetime:
