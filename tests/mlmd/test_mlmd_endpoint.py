@@ -64,6 +64,11 @@ def test_runs_are_contexts_under_their_pipeline(stub: Stub, recorded: Recorded) 
     assert (pipeline.type, pipeline.name) == (Pipeline, "lineage-fit")
     children = stub.GetChildrenContextsByContext(api.GetChildrenContextsByContextRequest(context_id=pipeline.id))
     assert {c.id for c in children.contexts} == {first.id, second.id}
+    parents = stub.GetParentContextsByContexts(api.GetParentContextsByContextsRequest(context_ids=[first.id, 99]))
+    assert {key: [c.id for c in value.parent_contexts] for key, value in parents.contexts.items()} == {
+        first.id: [pipeline.id]}
+    kids = stub.GetChildrenContextsByContexts(api.GetChildrenContextsByContextsRequest(context_ids=[pipeline.id]))
+    assert {c.id for c in kids.contexts[pipeline.id].children_contexts} == {first.id, second.id}
     by_type = stub.GetContextsByType(api.GetContextsByTypeRequest(type_name=PipelineRun)).contexts
     assert {c.id for c in by_type} == {first.id, second.id}
     assert [c.name for c in stub.GetContextsByID(api.GetContextsByIDRequest(context_ids=[second.id, 7])).contexts] \

@@ -5,16 +5,13 @@ bob edits team-b (``tests/kfp_multiuser/team.py``)."""
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import grpc
 import pytest
 import yaml
 
-from tests.kfp_multiuser.team import API, Team, start_team
+from tests.kfp_multiuser.team import Team, start_team
 from tests.lineage.pipelines import fit_one
 from tests.lineage.support import compiled
 from tests.mlmd.support import Stub, api, free_port, mlmd, refused
@@ -28,29 +25,9 @@ def team(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Team, str, 
         port = free_port()
         started = start_team(home, "--mlmd-port", str(port))
         spec = yaml.safe_load(compiled(fit_one, home.parent).read_text())
-        runs = {namespace: _run(started, namespace, spec) for namespace in ("team-a", "team-b")}
+        runs = {namespace: started.finished_run(namespace, spec) for namespace in ("team-a", "team-b")}
         yield started, f"127.0.0.1:{port}", runs
         started.stop()
-
-
-def _ok(answer: tuple[int, dict[str, Any]]) -> dict[str, Any]:
-    status, body = answer
-    assert status == 200, body
-    return body
-
-
-def _run(team: Team, namespace: str, spec: dict[str, Any]) -> str:
-    experiment = _ok(team.call("server", "POST", f"{API}/experiments",
-                               {"display_name": f"x-{uuid.uuid4().hex[:8]}", "namespace": namespace}))
-    run_id: str = _ok(team.call("server", "POST", f"{API}/runs", {
-        "display_name": "fit", "experiment_id": experiment["experiment_id"], "pipeline_spec": spec}))["run_id"]
-    deadline = time.monotonic() + 180
-    while (state := _ok(team.call("server", "GET", f"{API}/runs/{run_id}"))["state"]) not in (
-            "SUCCEEDED", "FAILED", "CANCELED"):
-        assert time.monotonic() < deadline, "the run did not finish"
-        time.sleep(0.2)
-    assert state == "SUCCEEDED"
-    return run_id
 
 
 def _stub(team: tuple[Team, str, dict[str, str]], who: str | None) -> Stub:

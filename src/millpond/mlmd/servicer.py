@@ -311,24 +311,26 @@ class MetadataStore(service.MetadataStoreServiceServicer):
                                      caller: Caller) -> api.GetChildrenContextsByContextResponse:
         return api.GetChildrenContextsByContextResponse(contexts=self._contexts(caller, child_of=request.context_id))
 
+    def _related(self, context_ids: Collection[int], caller: Caller, relation: str) -> dict[int, list[Any]]:
+        """Each context's parents (``relation`` ``parent_of``) or children (``child_of``), those that have any."""
+        related = {context_id: self._contexts(caller, **{relation: context_id})
+                   for context_id in _ids(context_ids, "context_ids")}
+        return {context_id: found for context_id, found in related.items() if found}
+
     @served
     def GetParentContextsByContexts(self, request: api.GetParentContextsByContextsRequest,
                                     caller: Caller) -> api.GetParentContextsByContextsResponse:
         response = api.GetParentContextsByContextsResponse()
-        for context_id in _ids(request.context_ids, "context_ids"):
-            parents = self._contexts(caller, parent_of=context_id)
-            if parents:
-                response.contexts[context_id].parent_contexts.extend(parents)
+        for context_id, parents in self._related(request.context_ids, caller, "parent_of").items():
+            response.contexts[context_id].parent_contexts.extend(parents)
         return response
 
     @served
     def GetChildrenContextsByContexts(self, request: api.GetChildrenContextsByContextsRequest,
                                       caller: Caller) -> api.GetChildrenContextsByContextsResponse:
         response = api.GetChildrenContextsByContextsResponse()
-        for context_id in _ids(request.context_ids, "context_ids"):
-            children = self._contexts(caller, child_of=context_id)
-            if children:
-                response.contexts[context_id].children_contexts.extend(children)
+        for context_id, children in self._related(request.context_ids, caller, "child_of").items():
+            response.contexts[context_id].children_contexts.extend(children)
         return response
 
     # --- lineage subgraph -----------------------------------------------------------------------------------
