@@ -4,14 +4,17 @@ it reused, the lineage subgraph from the model to its dataset, paging, refused w
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 import grpc
 import pytest
 
 from millpond.store.lineage import mlmd_id
-from tests.mlmd.support import Recorded, Stub, api, free_port, millpond, mlmd, refused
+from tests.mlmd.support import MILLPOND, Recorded, Stub, api, free_port, millpond, mlmd, refused
 
 ContainerExecution, PipelineRun, Pipeline = "system.ContainerExecution", "system.PipelineRun", "system.Pipeline"
 
@@ -258,3 +261,38 @@ def test_the_flag_is_checked_and_a_port_in_use_is_one_error_line(tmp_path: Path)
                         timeout=60)
     assert busy.returncode == 1 and "error:" in busy.stderr and "--mlmd-port" in busy.stderr, busy.stderr
     assert "Traceback" not in busy.stderr
+
+
+def test_over_tls_with_the_servers_token(tmp_path: Path) -> None:
+    """``--tls --token-file``: the endpoint serves TLS with the server's certificate (clients trust millpond's CA)
+    and, as the HTTP API, answers only who sends the server's token."""
+    home = tmp_path / "home"
+    token = tmp_path / "token"
+    token.write_text("mlmd-test-token-0123456789\n")
+    token.chmod(0o600)
+    port = free_port()
+    with open(tmp_path / "server.log", "wb") as log:
+        process = subprocess.Popen([str(MILLPOND), "server", "--port", str(free_port()), "--mlmd-port", str(port),
+                                    "--tls", "--token-file", str(token)],
+                                   env={**os.environ, "MILLPOND_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        authority = home / "tls" / "ca.crt"
+        deadline = time.monotonic() + 60
+        while not authority.exists():
+            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(0.1)
+        credentials = grpc.ssl_channel_credentials(root_certificates=authority.read_bytes())
+        channel = grpc.secure_channel(f"127.0.0.1:{port}", credentials)
+        grpc.channel_ready_future(channel).result(timeout=60)
+        error = refused(Stub(channel, None).GetArtifactTypes, api.GetArtifactTypesRequest())
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED and "token" in error.details()
+        assert refused(Stub(channel, "wrong").GetArtifactTypes, api.GetArtifactTypesRequest()).code() == \
+            grpc.StatusCode.UNAUTHENTICATED
+        types = Stub(channel, "mlmd-test-token-0123456789").GetArtifactTypes(api.GetArtifactTypesRequest())
+        assert "system.Model" in {t.name for t in types.artifact_types}
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as plain:  # no TLS: no answer
+            assert refused(Stub(plain, "mlmd-test-token-0123456789").GetArtifactTypes,
+                           api.GetArtifactTypesRequest()).code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        process.terminate()
+        process.wait(30)
