@@ -133,6 +133,10 @@ def test_a_cached_execution_points_at_the_execution_it_reused(stub: Stub, record
     assert stub.GetExecutionsByID(api.GetExecutionsByIDRequest(
         execution_ids=[int(reused.custom_properties["cached_execution_id"].string_value)])).executions == [original]
     # the cache hit's output is the first run's model itself
+    # a task's name is its run's; of the two runs' executions of that name, the newest is the one
+    named = stub.GetExecutionByTypeAndName(api.GetExecutionByTypeAndNameRequest(type_name=ContainerExecution,
+                                                                                execution_name=original.name))
+    assert original.name == reused.name and named.execution.id == reused.id
     output = ("OUTPUT", "model")
     assert events(stub, reused)[output].artifact_id == events(stub, original)[output].artifact_id
 
