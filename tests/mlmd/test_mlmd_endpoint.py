@@ -227,6 +227,8 @@ def test_bad_requests_are_invalid_arguments_and_the_server_keeps_serving(stub: S
     for request in (options(max_result_size=0), options(max_result_size=-5), options(next_page_token="not-a-token"),
                     options(filter_query="id = 1 OR id = 2"), options(filter_query="contexts_a.name = 'x'"),
                     options(filter_query="id = 'one'"), options(filter_query="(id = 1"),
+                    options(filter_query="(" * 4000 + "id = 1" + ")" * 4000), options(filter_query="id = 1 AND"),
+                    options(filter_query=f"id = {2**64}"), options(filter_query="name = 'unterminated"),
                     options(filter_query="name = 'x\x00'" + " AND name = 'y'" * 5000)):
         error = refused(stub.GetArtifacts, request)
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details(), request

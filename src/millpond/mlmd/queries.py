@@ -31,6 +31,7 @@ from millpond.store.lineage_reads import FIELDS, Condition, Kind, Operator, Orde
 
 DEFAULT_SIZE, MAX_SIZE = 20, 100  # MLMD's default and upper bound of max_result_size
 MAX_FILTER = 10_000  # characters: a filter longer than that is refused before it is parsed
+MAX_NESTING = 32  # parentheses in parentheses: deeper is refused (the parser recurses once a level)
 _ORDER: dict[int, OrderField] = {mlmd.ListOperationOptions.OrderByField.Field.Value("FIELD_UNSPECIFIED"): "id",
                                  mlmd.ListOperationOptions.OrderByField.Field.Value("CREATE_TIME"): "create_time",
                                  mlmd.ListOperationOptions.OrderByField.Field.Value("LAST_UPDATE_TIME"):
@@ -117,7 +118,7 @@ class _Parser:
     """``condition (AND condition)*``, a condition maybe in parentheses."""
 
     def __init__(self, kind: Kind, tokens: list[tuple[str, str]]) -> None:
-        self.kind, self.tokens, self.at = kind, tokens, 0
+        self.kind, self.tokens, self.at, self.depth = kind, tokens, 0, 0
 
     def conditions(self) -> tuple[Condition, ...]:
         found = self._conjunction()
@@ -135,8 +136,12 @@ class _Parser:
     def _term(self) -> list[Condition]:
         if self._peek() == ("punct", "("):
             self.at += 1
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise UserError(f"invalid filter_query: parentheses nested deeper than {MAX_NESTING}")
             found = self._conjunction()
             self._expect("punct", ")")
+            self.depth -= 1
             return found
         return [self._condition()]
 
