@@ -244,6 +244,15 @@ def test_bad_requests_are_invalid_arguments_and_the_server_keeps_serving(stub: S
     assert nothing.code() == grpc.StatusCode.NOT_FOUND  # MLMD: no node to start from
     assert refused(stub.GetArtifactsByID, api.GetArtifactsByIDRequest(artifact_ids=list(range(10_001)))).code() \
         == grpc.StatusCode.INVALID_ARGUMENT
+    # many ids at once (read a thousand at a time): the known ones come back, in order
+    known = sorted(a.id for a in stub.GetArtifacts(api.GetArtifactsRequest()).artifacts)
+    many = stub.GetArtifactsByID(api.GetArtifactsByIDRequest(artifact_ids=[*range(1, 4000), *known, *known]))
+    assert [a.id for a in many.artifacts] == known
+    executions_known = [e.id for e in stub.GetExecutions(api.GetExecutionsRequest()).executions]
+    by_many = stub.GetEventsByExecutionIDs(api.GetEventsByExecutionIDsRequest(
+        execution_ids=[*range(1, 2500), *executions_known]))
+    assert len(by_many.events) == len(stub.GetEventsByArtifactIDs(api.GetEventsByArtifactIDsRequest(
+        artifact_ids=known)).events) > 0
     # unknown ids: empty answers, as MLMD's
     assert len(stub.GetArtifactsByID(api.GetArtifactsByIDRequest(artifact_ids=[1, 2, -3])).artifacts) == 0
     assert len(stub.GetEventsByExecutionIDs(api.GetEventsByExecutionIDsRequest(execution_ids=[5])).events) == 0

@@ -123,12 +123,12 @@ class LineageReads:
 
     def by_ids(self, kind: Kind, mlmd_ids: Collection[int], namespaces: frozenset[str] | None) -> list[Any]:
         """The nodes of ``kind`` with these MLMD ids (unknown ids left out), by id."""
-        if not mlmd_ids:
-            return []
         model = _MODELS[kind]
-        statement = _scoped(select(model).where(model.mlmd_id.in_(list(mlmd_ids))), model, namespaces)
+        found: list[Any] = []
         with self._sessions() as session:
-            return list(session.scalars(statement.order_by(model.mlmd_id)))
+            for chunk in _chunks(mlmd_ids):
+                found += session.scalars(_scoped(select(model).where(model.mlmd_id.in_(chunk)), model, namespaces))
+        return sorted(found, key=lambda row: row.mlmd_id)
 
     def all(self, kind: Kind, query: NodeQuery, limit: int) -> list[Any]:
         """Up to ``limit`` nodes ``query`` selects, by id (a lineage subgraph's starting nodes)."""
@@ -152,35 +152,30 @@ class LineageReads:
                namespaces: frozenset[str] | None = None) -> list[EventRow]:
         """The events of these artifacts or executions (MLMD ids), oldest first; an event is its execution's
         namespace's."""
-        if not artifacts and not executions:
-            return []
         statement = (select(LineageEvent, LineageArtifact.mlmd_id, LineageExecution.mlmd_id)
                      .join(LineageArtifact, LineageArtifact.id == LineageEvent.artifact_id)
                      .join(LineageExecution, LineageExecution.id == LineageEvent.execution_id))
-        which: list[ColumnElement[bool]] = []
-        if artifacts:
-            which.append(LineageArtifact.mlmd_id.in_(list(artifacts)))
-        if executions:
-            which.append(LineageExecution.mlmd_id.in_(list(executions)))
-        statement = _scoped(statement.where(or_(*which)), LineageExecution, namespaces)
+        statement = _scoped(statement, LineageExecution, namespaces)
+        found: dict[str, EventRow] = {}
         with self._sessions() as session:
-            rows = session.execute(statement.order_by(LineageEvent.created_at, LineageEvent.id))
-            return [EventRow(event, artifact, execution) for event, artifact, execution in rows]
+            for column, ids in ((LineageArtifact.mlmd_id, artifacts), (LineageExecution.mlmd_id, executions)):
+                for chunk in _chunks(ids):
+                    for event, artifact, execution in session.execute(statement.where(column.in_(chunk))):
+                        found[event.id] = EventRow(event, artifact, execution)
+        return sorted(found.values(), key=lambda row: (_aware(row.event.created_at), row.event.id))
 
     def links(self, kind: Literal["artifact", "execution"], node_ids: Collection[int],
               namespaces: frozenset[str] | None) -> list[Link]:
         """The attributions (artifacts) or associations (executions) of these nodes (MLMD ids) to contexts."""
-        if not node_ids:
-            return []
         model = _MODELS[kind]
         table: Any = LineageAttribution if kind == "artifact" else LineageAssociation
         own = table.artifact_id if kind == "artifact" else table.execution_id
         statement = (select(LineageContext.mlmd_id, model.mlmd_id).select_from(table)
-                     .join(model, model.id == own).join(LineageContext, LineageContext.id == table.context_id)
-                     .where(model.mlmd_id.in_(list(node_ids))))
+                     .join(model, model.id == own).join(LineageContext, LineageContext.id == table.context_id))
         statement = _scoped(_scoped(statement, model, namespaces), LineageContext, namespaces)
         with self._sessions() as session:
-            return [Link(context, node) for context, node in session.execute(statement)]
+            return [Link(context, node) for chunk in _chunks(node_ids)
+                    for context, node in session.execute(statement.where(model.mlmd_id.in_(chunk)))]
 
     def _selected(self, kind: Kind, query: NodeQuery) -> Select[tuple[Any]]:
         model = _MODELS[kind]
@@ -206,6 +201,19 @@ class LineageReads:
             statement = statement.where(model.parent_id.in_(
                 select(LineageContext.id).where(LineageContext.mlmd_id == query.child_of)))
         return _scoped(statement, model, query.namespaces)
+
+
+CHUNK = 1000  # ids bound in one IN (...): SQLite and PostgreSQL bound the parameters of one statement
+
+
+def _chunks(ids: Collection[int]) -> list[list[int]]:
+    ordered = sorted(set(ids))
+    return [ordered[start:start + CHUNK] for start in range(0, len(ordered), CHUNK)]
+
+
+def _aware(moment: dt.datetime) -> dt.datetime:
+    """SQLite gives times back naive (they were written in UTC); PostgreSQL aware: one order for both."""
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
 
 
 def _scoped(statement: SelectT, model: Any, namespaces: frozenset[str] | None) -> SelectT:
