@@ -79,6 +79,17 @@ SLOW = [Slow(test, why) for test, why in (
      "~48 s loaded: a two-task pipeline whose task calls the registry"),
     ("tests/model_registry/test_registry_multiuser.py::test_each_namespace_has_its_registry_and_rbac_decides",
      "~75 s loaded: a multi-user server's team (four users, tokens, bindings through the CLI)"),
+    # tests/mlmd (measured 2026-11-29, serial, while other helpers' work ran on the 2 cores)
+    ("tests/mlmd/test_mlmd_multiuser.py::test_no_identity_no_answer",
+     "~32 s: the module's team server (four users, tokens, bindings through the CLI) and a run in two namespaces"),
+    ("tests/mlmd/test_mlmd_endpoint.py::test_types_are_kfps",
+     "~14 s when it is the first to ask for the package's fixture: two pipeline runs and a server"),
+    ("tests/mlmd/test_mlmd_postgres.py::test_filters_pages_and_lineage_on_postgresql",
+     "~12 s: a pipeline run and a server over a fresh PostgreSQL database"),
+    ("tests/mlmd/test_mlmd_endpoint.py::test_over_tls_with_the_servers_token",
+     "~6.5 s: a server of its own, its certificate made"),
+    ("tests/mlmd/test_mlmd_endpoint.py::test_the_flag_is_checked_and_a_port_in_use_is_one_error_line",
+     "~6 s: two server processes start and stop"),
     # tests/kube
     ("tests/kube/test_kubectl_corpora.py::test_a_corpus_row_through_kubectl",
      "102 cases, ~90 s serial: every corpus row applied and deleted with the real kubectl"),
