@@ -33,6 +33,7 @@ FIXTURE_MARKERS = {
     "ray_cluster": "ray",
     "kuberay_home": "ray",  # tests/kuberay: RayClusters of their own, as local Ray nodes
     "kube_sdks": "sdk",  # tests/kube_sdk_env.py: the Kubeflow and KServe SDKs' side environment
+    "mlmd_client": "sdk",  # tests/mlmd_env.py: ML Metadata's own client in its side environment
     # tests/containers_support.py: Podman, the images it builds, a local registry
     "podman": "containers",
     "python_image": "containers",
@@ -81,6 +82,17 @@ SLOW = [Slow(test, why) for test, why in (
     # tests/lineage (measured 2026-11-29, serial, while other helpers' work ran on the 2 cores)
     ("tests/lineage/test_lineage_ui_routes.py::test_another_namespaces_lineage_is_refused",
      "~25 s serial: a multi-user team (four users, tokens, bindings through the CLI), a run in each namespace"),
+    # tests/mlmd (measured 2026-11-29, serial, while other helpers' work ran on the 2 cores)
+    ("tests/mlmd/test_mlmd_multiuser.py::test_no_identity_no_answer",
+     "~32 s: the module's team server (four users, tokens, bindings through the CLI) and a run in two namespaces"),
+    ("tests/mlmd/test_mlmd_endpoint.py::test_types_are_kfps",
+     "~14 s when it is the first to ask for the package's fixture: two pipeline runs and a server"),
+    ("tests/mlmd/test_mlmd_postgres.py::test_filters_pages_and_lineage_on_postgresql",
+     "~12 s: a pipeline run and a server over a fresh PostgreSQL database"),
+    ("tests/mlmd/test_mlmd_endpoint.py::test_over_tls_with_the_servers_token",
+     "~6.5 s: a server of its own, its certificate made"),
+    ("tests/mlmd/test_mlmd_endpoint.py::test_the_flag_is_checked_and_a_port_in_use_is_one_error_line",
+     "~6 s: two server processes start and stop"),
     # tests/kube
     ("tests/kube/test_kubectl_corpora.py::test_a_corpus_row_through_kubectl",
      "102 cases, ~90 s serial: every corpus row applied and deleted with the real kubectl"),

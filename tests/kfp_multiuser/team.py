@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,25 @@ class Team:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"{}")
 
+    def finished_run(self, namespace: str, spec: dict[str, Any], timeout: float = 180) -> str:
+        """A run of ``spec`` (a pipeline spec) in a new experiment of ``namespace``, made by the server token's
+        administrator and waited for: its id once it SUCCEEDED."""
+        experiment = self._ok("POST", f"{API}/experiments", {"display_name": f"x-{uuid.uuid4().hex[:8]}",
+                                                            "namespace": namespace})
+        run_id: str = self._ok("POST", f"{API}/runs", {"display_name": "run", "pipeline_spec": spec,
+                                                      "experiment_id": experiment["experiment_id"]})["run_id"]
+        deadline = time.monotonic() + timeout
+        while (state := self._ok("GET", f"{API}/runs/{run_id}")["state"]) not in ("SUCCEEDED", "FAILED", "CANCELED"):
+            assert time.monotonic() < deadline, f"run {run_id} did not finish"
+            time.sleep(0.2)
+        assert state == "SUCCEEDED", run_id
+        return run_id
+
+    def _ok(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        status, answer = self.call("server", method, path, body)
+        assert status == 200, answer
+        return answer
+
     def stop(self) -> None:
         self.process.terminate()
         try:
@@ -86,8 +106,9 @@ def cli(home: Path, *args: str, stdin: str = "") -> str:
     return done.stdout
 
 
-def start_team(home: Path) -> Team:
-    """Users, tokens and bindings made, then the server started in multi-user mode (waits for healthz)."""
+def start_team(home: Path, *server_args: str) -> Team:
+    """Users, tokens and bindings made, then the server started in multi-user mode (waits for healthz);
+    ``server_args``: more options for ``millpond server``."""
     tokens = {"server": SERVER_TOKEN}
     for member in MEMBERS:
         extra = ("--admin",) if member.role == "admin" else ()
@@ -101,7 +122,7 @@ def start_team(home: Path) -> Team:
         port = probe.getsockname()[1]
     log = open(home.parent / "server.log", "wb")  # noqa: SIM115 - the server's output while it runs
     process = subprocess.Popen(
-        [str(MILLPOND), "server", "--multi-user", "--port", str(port), "--token", SERVER_TOKEN],
+        [str(MILLPOND), "server", "--multi-user", "--port", str(port), "--token", SERVER_TOKEN, *server_args],
         env={**os.environ, "MILLPOND_HOME": str(home)}, stdout=log, stderr=subprocess.STDOUT)
     team = Team(home, f"http://127.0.0.1:{port}", process, tokens)
     deadline = time.monotonic() + 60

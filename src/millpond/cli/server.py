@@ -180,16 +180,22 @@ def served_hosts(host: str, allowed: tuple[str, ...]) -> list[str]:
                    "(default: $CULL_IDLE_TIME, else 1440).")
 @click.option("--idleness-check-period", type=float, metavar="MINUTES",
               help="Minutes between the culler's checks; fractions allowed (default: $IDLENESS_CHECK_PERIOD, else 1).")
+@click.option("--mlmd-port", type=int, default=0, show_default=True, metavar="PORT",
+              help="Also serve ML Metadata's gRPC API (ml_metadata.MetadataStoreService, read-only: the runs' lineage) "
+                   "on this port of the same host (KFP's metadata-grpc-service: 8080); 0: not served.")
 @runtime_option
 def server_command(host: str, port: int, token_file: Path | None, token: str | None,
                    allowed_hosts: tuple[str, ...], ray_address: str | None, tls: bool | None,
                    tls_cert: Path | None, tls_key: Path | None, multi_user: bool | None,
                    trusted_proxies: tuple[str, ...], userid_header: str, userid_prefix: str,
                    enable_culling: bool | None, cull_idle_time: float | None,
-                   idleness_check_period: float | None) -> None:
+                   idleness_check_period: float | None, mlmd_port: int) -> None:
     """Serve the Kubeflow Pipelines v2beta1 REST API (for kfp.Client) over this machine's runs."""
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port}: expected a port number from 0 to 65535")
+    if not 0 <= mlmd_port <= 65535 or (mlmd_port and mlmd_port == port):
+        raise UserError(f"--mlmd-port {mlmd_port}: expected a port number from 1 to 65535 other than --port's "
+                        "(0: no ML Metadata endpoint)")
     _culling_environment(enable_culling, cull_idle_time, idleness_check_period)
     token = choose_token(token, token_file)
     access = choose_access(multi_user, token, trusted_proxies, userid_header, userid_prefix)
@@ -216,7 +222,7 @@ def server_command(host: str, port: int, token_file: Path | None, token: str | N
 
     sock = bind_listener(host.strip("[]"), port)  # MillpondError (exit 1) for a port in use, before anything starts
     try:
-        _serve(sock, host, access, token_file, allowed_hosts, certificate)
+        _serve(sock, host, access, token_file, allowed_hosts, certificate, mlmd_port)
     finally:
         sock.close()
 
@@ -274,8 +280,10 @@ def client_address(host: str, port: int, scheme: str) -> str:
 
 
 def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: Path | None,
-           allowed_hosts: tuple[str, ...], certificate: CertificateFiles | None) -> None:
-    """Start the application over the bound ``sock`` (HTTPS with ``certificate`` when given); serve until stopped."""
+           allowed_hosts: tuple[str, ...], certificate: CertificateFiles | None, mlmd_port: int = 0) -> None:
+    """Start the application over the bound ``sock`` (HTTPS with ``certificate`` when given), and ML Metadata's
+    gRPC endpoint on ``mlmd_port`` (when not 0) with the application's authenticator and authorizer; serve until
+    stopped."""
     import uvicorn
 
     from millpond.cli.processes import reconcile
@@ -288,7 +296,14 @@ def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: P
     port = sock.getsockname()[1]
     scheme = "https" if certificate else "http"
     token = access.token
-    app = create_app(load_settings(), token, served_hosts(host, allowed_hosts), access)
+    settings = load_settings()
+    app = create_app(settings, token, served_hosts(host, allowed_hosts), access)
+    metadata = None
+    if mlmd_port:  # bound before anything starts: a port in use is one error line, nothing left running
+        from millpond.mlmd import endpoint
+
+        metadata = endpoint.start(settings.database_url, app.state.authenticator, app.state.authorizer,
+                                  host, mlmd_port, certificate)
     for line in reconcile():  # what an earlier server's users left behind
         click.echo(line, err=True)
     url_host = f"[{host.strip('[]')}]" if ":" in host else host
@@ -300,9 +315,16 @@ def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: P
                          now_iso()))  # for ``millpond kubeconfig``
     trust = f" (clients trust {authority})" if authority else ""
     click.echo(f"millpond server: listening on {scheme}://{url_host}:{port}{trust}", err=True)
+    if metadata is not None:
+        click.echo(f"millpond server: ML Metadata (gRPC{', TLS' if certificate else ''}) on "
+                   f"{url_host}:{metadata.port}", err=True)
     # A watch (kubectl get -w) or a followed log never ends by itself: on SIGTERM the server waits that long for
     # requests in flight, then cancels them (uvicorn would otherwise wait for every open stream forever).
     config = uvicorn.Config(app, log_level="info", ssl_certfile=certificate.certificate if certificate else None,
                             ssl_keyfile=certificate.key if certificate else None,
                             timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
-    StoppingServer(config).run(sockets=[sock])
+    try:
+        StoppingServer(config).run(sockets=[sock])
+    finally:
+        if metadata is not None:
+            metadata.stop()
