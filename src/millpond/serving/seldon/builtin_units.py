@@ -39,7 +39,7 @@ def ab_test_route(unit: dict[str, Any]) -> int:
     parameters = unit.get("parameters") or []
     if len(parameters) == 1 and isinstance(parameters[0], dict) and parameters[0].get("name") == "ratioA":
         try:
-            ratio = float(parameters[0].get("value"))
+            ratio = float(str(parameters[0].get("value")))
         except (TypeError, ValueError):
             raise UserError(f"unit {unit.get('name')}: ratioA {parameters[0].get('value')!r} is not a number") from None
     return 0 if random.random() < ratio else 1
