@@ -13,10 +13,14 @@ flavor (``pyfunc``'s ``predict``: the class; another flavor fails to load, namin
 KServe's custom predictor is (its command on this host, or its image where the runtime policy lets it).
 Each predictor is turned into the equivalent KServe predictor (``kserve_predictor``) and read by
 ``serving.spec.predictor_spec``, so resources, env, images and storage URIs mean the same for both kinds.
-What cannot run here is accepted, as an InferenceService is, and :attr:`SeldonPredictor.unservable` says
-why (its status: ``state: Failed``): XGBOOST/TRITON/HUGGINGFACE/TEMPO servers (their frameworks are not
-millpond's), and graphs of more than one unit (Seldon's executor, which walks a graph, is not run here: a
-simplification, said in the status).
+A graph of more than one unit (or a built-in unit) is walked per request by millpond's executor
+(``serving.seldon.executor``, as Seldon's ``predictor_process.go``): the predictor's ``spec`` then runs the
+executor (``executor_predictor``: told the predictor in ``ENGINE_PREDICTOR``, as Seldon's operator tells its
+executor), and each unit that is no built-in is a :class:`GraphUnit`, served by its own revision
+(``unit_revision``) exactly as a one-unit predictor's root is. What cannot run here is accepted, as an
+InferenceService is, and :attr:`SeldonPredictor.unservable` says why (its status: ``state: Failed``):
+XGBOOST/TRITON/HUGGINGFACE/TEMPO servers (their frameworks are not millpond's), alone or as a unit of a graph
+(then named: ``unit NAME: …``).
 
 What Seldon's admission webhook refuses is refused here with one line (``check_predictors``): no
 predictors, duplicate predictor names, a unit without a container or an implementation, an unknown
