@@ -198,8 +198,14 @@ def test_combiner_over_a_custom_model_and_a_sklearn_server(cli, server: Served, 
     while _state("combined") == "Available":
         assert time.monotonic() < deadline, "still Available with a unit killed"
         time.sleep(0.05)
-    assert _state("combined") == "Creating"
-    wait_available(ResourceStore(), "combined", "default", 60)
+    down = (ResourceStore().get(KIND, "combined", "default") or pytest.fail("gone")).status
+    # Creating while it restarts (Failed, CrashLoopBackOff, between its exit and its restart): the unit named
+    assert down["state"] in ("Creating", "Failed") and "combined-default-model-a" in down["description"]
+    assert "address" not in down
+    deadline = time.monotonic() + 60
+    while _state("combined") != "Available":
+        assert time.monotonic() < deadline, "not Available again once the unit restarted"
+        time.sleep(0.1)
     code, answer = _predict(server, "combined", rows[:3].tolist())
     assert code == 200 and answer["data"]["ndarray"] == pytest.approx(expected)
     assert cli("delete", "sdep", "combined").code == 0 and supervisors("combined") == []

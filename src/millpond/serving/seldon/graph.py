@@ -316,13 +316,13 @@ def _graph_unit(body: dict[str, Any], predictor: dict[str, Any], unit: dict[str,
 
 
 def unit_images(predictor: dict[str, Any]) -> dict[str, str]:
-    """Each unit's image, as ``meta.requestPath`` names it (a built-in unit: its implementation)."""
+    """Each unit's image, as ``meta.requestPath`` names it ("" for a custom container without one, or a built-in)."""
     containers = _containers(predictor)
     images = {}
     for unit in _units(predictor.get("graph") or {}, 1, "graph"):
         implementation = str(unit.get("implementation") or UNKNOWN)
         container = containers.get(str(unit["name"]), ({}, None))[0]
-        images[str(unit["name"])] = str(container.get("image") or IMAGES.get(implementation, implementation))
+        images[str(unit["name"])] = str(container.get("image") or IMAGES.get(implementation, ""))
     return images
 
 
