@@ -37,17 +37,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import itertools
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.routing import Route
 
 from millpond.errors import UserError
 from millpond.serving import endpoints
@@ -240,26 +243,19 @@ def _with_path(message: dict[str, Any], path: dict[str, str], unit: str, image: 
 
 
 class ExecutorApp:
-    """The executor's HTTP side: ``POST …/predictions`` walks the graph; any other request is answered ready."""
+    """The executor's HTTP side: ``POST …/predictions`` walks the graph; ``/ready``, ``/live`` answer; else 404."""
 
     def __init__(self, executor: Executor) -> None:
         self.executor = executor
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await self.executor.aclose()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] != "http":
-            return
-        request = Request(scope, receive)
-        response = await self.answer(request)
-        await response(scope, receive, send)
+    def asgi(self) -> Starlette:
+        @contextlib.asynccontextmanager
+        async def lifespan(_: Starlette) -> AsyncIterator[None]:
+            yield
+            await self.executor.aclose()
+
+        methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+        return Starlette(routes=[Route("/{path:path}", self.answer, methods=methods)], lifespan=lifespan)
 
     async def answer(self, request: Request) -> Response:
         if not request.url.path.endswith("/predictions"):
@@ -310,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    app = ExecutorApp(Executor(deployment))
+    app = ExecutorApp(Executor(deployment)).asgi()
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
     return 0
 
