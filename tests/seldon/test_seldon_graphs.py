@@ -34,8 +34,9 @@ SDEP = "seldondeployment.machinelearning.seldon.io"
 KIND = "SeldonDeployment"
 SKLEARN_IMAGE = "seldonio/sklearnserver:1.17.1"
 
-# One program, four roles: ``model FACTOR`` (each row's sum times FACTOR, 1-D; a negative input is refused as
-# Seldon's wrapper refuses bad data), ``transformer FACTOR`` (every value times FACTOR), ``router THRESHOLD``
+# One program, five roles: ``model FACTOR`` (each row's sum times FACTOR, 1-D; a negative input is refused as
+# Seldon's wrapper refuses bad data), ``transformer FACTOR`` (every value times FACTOR), ``output FACTOR`` (a
+# 1-D answer's values times FACTOR, its meta kept, as Seldon's wrapper keeps it), ``router THRESHOLD``
 # (child 1 when the first feature of the first row is above THRESHOLD, else 0), ``combiner`` (the mean of its
 # children's answers, row by row). A third argument names a marker file: a restart then starts 3 s late.
 UNIT = r'''
@@ -64,6 +65,9 @@ class Unit(BaseHTTPRequestHandler):
         if role == "transformer" and self.path == "/transform-input":
             rows = message["data"]["ndarray"]
             return self.answer(200, {"data": {"names": [], "ndarray": [[v * arg for v in row] for row in rows]}})
+        if role == "output" and self.path == "/transform-output":
+            return self.answer(200, {"data": {"names": [], "ndarray": [v * arg for v in message["data"]["ndarray"]]},
+                                     "meta": message.get("meta", {})})
         if role == "router" and self.path == "/route":
             return self.answer(200, {"data": {"ndarray": [[1 if message["data"]["ndarray"][0][0] > arg else 0]]}})
         if role == "combiner" and self.path == "/aggregate":
@@ -131,28 +135,31 @@ def _state(name: str) -> str:
 
 
 def test_transformer_router_and_two_models(cli, server: Served, unit_program: Path, tmp_path: Path) -> None:
-    """TRANSFORMER (×2) → ROUTER (first feature above 5: child 1) → MODEL a (sum) | MODEL b (sum ×10): the answer,
+    """OUTPUT_TRANSFORMER (×0.5, after its child) → TRANSFORMER (×2) → ROUTER (first feature above 5: child 1) →
+    MODEL a (sum) | MODEL b (sum ×10): the answer,
     ``meta.routing`` and ``meta.requestPath`` as Seldon's executor builds them, through the gateway and the
     deployment's own address; a unit's 400 is the request's, in Seldon's shape; the status counts every unit."""
     predictor = {"name": "default", "componentSpecs": [{"spec": {"containers": [
         _container(unit_program, "transformer", "transformer", "2"), _container(unit_program, "router", "router", "5"),
-        _container(unit_program, "model-a", "model", "1"), _container(unit_program, "model-b", "model", "10")]}}],
-        "graph": {"name": "transformer", "type": "TRANSFORMER", "children": [
-            {"name": "router", "type": "ROUTER", "children": [
-                {"name": "model-a", "type": "MODEL"}, {"name": "model-b", "type": "MODEL"}]}]}}
+        _container(unit_program, "model-a", "model", "1"), _container(unit_program, "model-b", "model", "10"),
+        _container(unit_program, "output", "output", "0.5")]}}],
+        "graph": {"name": "output", "type": "OUTPUT_TRANSFORMER", "children": [
+            {"name": "transformer", "type": "TRANSFORMER", "children": [
+                {"name": "router", "type": "ROUTER", "children": [
+                    {"name": "model-a", "type": "MODEL"}, {"name": "model-b", "type": "MODEL"}]}]}]}}
     url = _apply(cli, tmp_path, "routed", predictor)
     shown = ResourceStore().get(KIND, "routed", "default")
     assert shown is not None and shown.status["state"] == "Available" and shown.status["address"]["url"] == url
 
-    code, answer = _predict(server, "routed", [[1, 2]])  # ×2 → [[2, 4]]: 2 ≤ 5, model a: 6
+    code, answer = _predict(server, "routed", [[1, 2]])  # ×2 → [[2, 4]]: 2 ≤ 5, model a: 6, ×0.5: 3
     assert code == 200, answer
-    assert answer["data"] == {"names": [], "ndarray": [6.0]}
-    assert answer["meta"]["routing"] == {"transformer": -1, "router": 0, "model-a": -1}
-    assert answer["meta"]["requestPath"] == {"transformer": "", "model-a": ""}
+    assert answer["data"] == {"names": [], "ndarray": [3.0]}
+    assert answer["meta"]["routing"] == {"output": -1, "transformer": -1, "router": 0, "model-a": -1}
+    assert answer["meta"]["requestPath"] == {"transformer": "", "model-a": "", "output": ""}
     code, answer = call(url.removesuffix("/api/v1.0/predictions"), "POST", "/api/v1.0/predictions",
-                        body={"data": {"ndarray": [[4, 1]]}})  # ×2 → [[8, 2]]: 8 > 5, model b: 100
+                        body={"data": {"ndarray": [[4, 1]]}})  # ×2 → [[8, 2]]: 8 > 5, model b: 100, ×0.5: 50
     assert (code, answer["data"]["ndarray"], answer["meta"]["routing"]) == (
-        200, [100.0], {"transformer": -1, "router": 1, "model-b": -1})
+        200, [50.0], {"output": -1, "transformer": -1, "router": 1, "model-b": -1})
 
     code, refused = _predict(server, "routed", [[-1, 1]])
     assert code == 400 and refused == {"status": {"code": 400, "info": "negative input",
@@ -163,8 +170,8 @@ def test_transformer_router_and_two_models(cli, server: Served, unit_program: Pa
     found = endpoints.read("default", "routed", KIND)
     assert found is not None
     assert {r.name: r.percent for r in found.revisions} == {
-        "routed-default": 100, "routed-default-transformer": 0, "routed-default-router": 0,
-        "routed-default-model-a": 0, "routed-default-model-b": 0}
+        "routed-default": 100, "routed-default-output": 0, "routed-default-transformer": 0,
+        "routed-default-router": 0, "routed-default-model-a": 0, "routed-default-model-b": 0}
     assert cli("delete", "sdep", "routed").code == 0 and supervisors("routed") == []
 
 
