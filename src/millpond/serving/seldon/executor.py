@@ -194,7 +194,8 @@ class Executor:
 
     def _replicas(self, unit: str) -> tuple[str, ...]:
         d = self.deployment
-        found = endpoints.read(d.namespace, d.name, KIND)
+        # the file as written, its supervisor's liveness unchecked: a confined executor sees its own /proc only
+        found = endpoints.read_file(d.namespace, d.name, KIND)
         wanted = unit_revision(d.name, d.predictor_name, unit)
         for revision in found.revisions if found is not None else ():
             if revision.name == wanted:

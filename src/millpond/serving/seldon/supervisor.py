@@ -23,11 +23,12 @@ from dataclasses import replace
 from typing import Any
 
 from millpond.runners.background import now_iso
+from millpond.runners.base import Bind
 from millpond.serving import endpoints
 from millpond.serving.replicas import Launch, Replica
 from millpond.serving.revisions import RevisionRun, status_of
 from millpond.serving.seldon import status as seldon_status
-from millpond.serving.seldon.graph import SeldonPredictor, predictors_key, read_predictors, unit_revision
+from millpond.serving.seldon.graph import EXECUTOR, SeldonPredictor, predictors_key, read_predictors, unit_revision
 from millpond.serving.seldon.kinds import KIND
 from millpond.serving.supervisor import Supervisor, serve
 from millpond.store.resources import Resource
@@ -104,6 +105,9 @@ class SeldonSupervisor(Supervisor):
         """The InferenceService's launch; a SKLEARN_SERVER's model server with Seldon's method and answers."""
         launch = super()._launch(revision, replica)
         unit, image, method = self.units[revision.name]
+        if image == EXECUTOR:  # it reads the units' replicas in the endpoints: shown read-only in a confinement
+            folder = endpoints.folder(self.namespace, self.name, KIND)
+            return replace(launch, binds=[*launch.binds, Bind(folder, str(folder), read_only=True)])
         if method is None or revision.spec.server == "command":
             return launch
         return replace(launch, argv=[*launch.argv, "--method", method, "--seldon-unit", f"{unit}={image}"])
