@@ -220,7 +220,8 @@ def test_combiner_over_a_custom_model_and_a_sklearn_server(cli, server: Served, 
 
 def test_built_in_units(cli, server: Served, unit_program: Path, tmp_path: Path) -> None:
     """AVERAGE_COMBINER over a MODEL and a RANDOM_ABTEST (``ratioA`` 0: always child 1), computed in the executor;
-    a graph of built-ins only (SIMPLE_ROUTER → SIMPLE_MODEL) runs no unit at all."""
+    a graph of built-ins only (SIMPLE_ROUTER → SIMPLE_MODEL) runs no unit at all; a unit's error answer that is
+    no SeldonMessage is put in Seldon's status shape."""
     predictor = {"name": "default", "componentSpecs": [{"spec": {"containers": [
         _container(unit_program, "model-a", "model", "1"), _container(unit_program, "model-b", "model", "10"),
         _container(unit_program, "model-c", "model", "100")]}}],
@@ -248,3 +249,14 @@ def test_built_in_units(cli, server: Served, unit_program: Path, tmp_path: Path)
     found = endpoints.read("default", "simple", KIND)
     assert found is not None and [r.name for r in found.revisions] == ["simple-default"]
     assert cli("delete", "sdep", "simple").code == 0
+
+    # a TRANSFORMER whose container serves no /transform-input: its 404 is the request's, in Seldon's shape
+    wrong = {"name": "default", "componentSpecs": [{"spec": {"containers": [
+        _container(unit_program, "wrong", "model", "1")]}}],
+        "graph": {"name": "wrong", "type": "TRANSFORMER", "children": [
+            {"name": "simple", "type": "MODEL", "implementation": "SIMPLE_MODEL"}]}}
+    _apply(cli, tmp_path, "wrong", wrong)
+    code, answer = _predict(server, "wrong", [[1.0]])
+    assert code == 404 and answer["status"]["code"] == 404 and answer["status"]["status"] == "FAILURE"
+    assert answer["status"]["info"].startswith("unit wrong answered HTTP 404")
+    assert cli("delete", "sdep", "wrong").code == 0
