@@ -213,6 +213,10 @@ SLOW = [Slow(test, why) for test, why in (
     ("tests/seldon/test_seldon_serving.py::test_method_parameter_and_traffic_between_predictors",
      "21 s: two predictors started, a hundred requests split between them"),
     ("tests/seldon/test_seldon_serving.py::test_mlflow_server_serves_an_mlflow_sklearn_model", "9 s"),
+    ("tests/seldon/test_seldon_graphs.py::test_transformer_router_and_two_models", "20 s: five processes"),
+    ("tests/seldon/test_seldon_graphs.py::test_combiner_over_a_custom_model_and_a_sklearn_server",
+     "22 s: a unit killed, restarted 3 s late"),
+    ("tests/seldon/test_seldon_graphs.py::test_built_in_units", "30 s: three deployments"),
     # tests/serving
     ("tests/serving/test_serving_cli.py::test_deploy_component_in_a_pipeline_outputs_its_url", "14 s serial"),
     ("tests/serving/test_serving_cli.py::test_seed_003s_query_script_with_only_the_address_changed", "12.5 s serial"),

@@ -3,7 +3,7 @@
 A graph deeper than Seldon's installed CRD describes, an implementation Seldon has no server for, traffic that
 does not sum to 100, TENSORFLOW_SERVER (not run here), a prepackaged unit without ``modelUri``, a unit with no
 container, duplicate predictor names, an unknown apiVersion; and what is accepted but not served here (an
-inference graph of several units, XGBOOST_SERVER) is stored with ``state: Failed`` saying why, plus an info line.
+XGBOOST_SERVER, alone or as a unit of a graph) is stored with ``state: Failed`` saying why, plus an info line.
 """
 
 from __future__ import annotations
@@ -82,12 +82,14 @@ def test_bad_deployments_are_one_error_line_and_nothing_stored(cli, tmp_path: Pa
 
 
 def test_a_graph_of_several_units_and_an_xgboost_server_are_accepted_not_served(cli, tmp_path: Path) -> None:
-    """Seldon's combiner, and an A/B of an XGBOOST_SERVER and a TRITON_SERVER: stored, ``state: Failed`` where
-    the traffic goes to what cannot run, an info line each; ``millpond get sdep`` shows them."""
+    """Seldon's combiner with an XGBOOST_SERVER unit (the status names the unit), and an A/B of an XGBOOST_SERVER
+    and a TRITON_SERVER: stored, ``state: Failed`` where the traffic goes to what cannot run, an info line each;
+    ``millpond get sdep`` shows them."""
     combiner = {"name": "combined", "componentSpecs": [{"spec": {"containers": [
-        {"name": n, "image": "seldonio/metadata-generic-node:1.14.0-dev"} for n in ("combiner", "model-1", "model-2")
+        {"name": n, "image": "seldonio/metadata-generic-node:1.14.0-dev"} for n in ("combiner", "model-1")
     ]}}], "graph": {"name": "combiner", "type": "COMBINER", "children": [
-        {"name": "model-1", "type": "MODEL"}, {"name": "model-2", "type": "MODEL"}]}}
+        {"name": "model-1", "type": "MODEL"},
+        {"name": "model-2", "type": "MODEL", "implementation": "XGBOOST_SERVER", "modelUri": "gs://models/xgb"}]}}
     documents = [_sdep([combiner], name="graph"),
                  _sdep([_sklearn("baseline", 100, implementation="XGBOOST_SERVER"),
                         _sklearn("candidate", 0, implementation="TRITON_SERVER")], name="ab")]
@@ -97,10 +99,10 @@ def test_a_graph_of_several_units_and_an_xgboost_server_are_accepted_not_served(
     assert result.code == 0, result.err
     assert result.out.splitlines() == ["seldondeployment.machinelearning.seldon.io/graph created",
                                        "seldondeployment.machinelearning.seldon.io/ab created"]
-    assert "an inference graph of 3 units (COMBINER combiner, MODEL model-1, MODEL model-2)" in result.err
+    assert "predictor combined: accepted, not served here: unit model-2: XGBOOST_SERVER models need" in result.err
     assert "XGBOOST_SERVER models need Seldon's xgboostserver (xgboost)" in result.err
     shown = json.loads(cli("get", "sdep", "graph", "-o", "json").out)
-    assert shown["status"]["state"] == "Failed" and "Seldon's executor" in shown["status"]["description"]
+    assert shown["status"]["state"] == "Failed" and "unit model-2: XGBOOST_SERVER" in shown["status"]["description"]
     assert shown["status"]["replicas"] == 1 and "address" not in shown["status"]
     assert {c["type"]: c["status"] for c in shown["status"]["conditions"]}["Ready"] == "False"
     table = cli("get", "seldondeployments").out.splitlines()

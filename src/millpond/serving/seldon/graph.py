@@ -13,10 +13,14 @@ flavor (``pyfunc``'s ``predict``: the class; another flavor fails to load, namin
 KServe's custom predictor is (its command on this host, or its image where the runtime policy lets it).
 Each predictor is turned into the equivalent KServe predictor (``kserve_predictor``) and read by
 ``serving.spec.predictor_spec``, so resources, env, images and storage URIs mean the same for both kinds.
-What cannot run here is accepted, as an InferenceService is, and :attr:`SeldonPredictor.unservable` says
-why (its status: ``state: Failed``): XGBOOST/TRITON/HUGGINGFACE/TEMPO servers (their frameworks are not
-millpond's), and graphs of more than one unit (Seldon's executor, which walks a graph, is not run here: a
-simplification, said in the status).
+A graph of more than one unit (or a built-in unit) is walked per request by millpond's executor
+(``serving.seldon.executor``, as Seldon's ``predictor_process.go``): the predictor's ``spec`` then runs the
+executor (``executor_predictor``: told the predictor in ``ENGINE_PREDICTOR``, as Seldon's operator tells its
+executor), and each unit that is no built-in is a :class:`GraphUnit`, served by its own revision
+(``unit_revision``) exactly as a one-unit predictor's root is. What cannot run here is accepted, as an
+InferenceService is, and :attr:`SeldonPredictor.unservable` says why (its status: ``state: Failed``):
+XGBOOST/TRITON/HUGGINGFACE/TEMPO servers (their frameworks are not millpond's), alone or as a unit of a graph
+(then named: ``unit NAME: …``).
 
 What Seldon's admission webhook refuses is refused here with one line (``check_predictors``): no
 predictors, duplicate predictor names, a unit without a container or an implementation, an unknown
@@ -28,7 +32,9 @@ refused too: the API server would prune what lies below.
 
 from __future__ import annotations
 
+import base64
 import json
+import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,6 +59,29 @@ DEFAULT_METHOD = "predict_proba"
 IMAGES = {"SKLEARN_SERVER": "seldonio/sklearnserver:1.17.1", "XGBOOST_SERVER": "seldonio/xgboostserver:1.17.1",
           "MLFLOW_SERVER": "seldonio/mlflowserver:1.17.1"}
 SELDON_HTTP_PORT = "PREDICTIVE_UNIT_HTTP_PORT"  # where Seldon's Python wrapper listens (9000 on Kubernetes)
+EXECUTOR = "seldon-container-engine"  # the executor's container, as Seldon's operator names it
+EXECUTOR_MODULE = "millpond.serving.seldon.executor"
+
+
+@dataclass(frozen=True)
+class GraphUnit:
+    """One unit of a graph the executor walks that runs as its own revision (``unit_revision``).
+
+    ``predictor`` the KServe-shaped predictor that serves it, ``spec`` as the supervisor starts it, ``method``
+    a SKLEARN/MLFLOW server's method (None for a custom container), ``image`` what ``meta.requestPath`` names.
+    """
+
+    name: str
+    implementation: str
+    predictor: dict[str, Any]
+    spec: PredictorSpec
+    method: str | None
+    image: str
+
+
+def unit_revision(deployment: str, predictor: str, unit: str) -> str:
+    """The revision serving one unit of a walked graph: ``NAME-PREDICTOR-UNIT`` (no traffic of its own)."""
+    return f"{deployment}-{predictor}-{unit}"
 
 
 @dataclass(frozen=True)
@@ -74,6 +103,8 @@ class SeldonPredictor:
     spec: PredictorSpec
     method: str | None
     unit_image: str
+    graph: dict[str, Any]
+    graph_units: tuple[GraphUnit, ...] = ()  # the units the executor calls; () when the root unit is served alone
 
     @property
     def unservable(self) -> str | None:
@@ -188,15 +219,16 @@ def _replicas(spec: dict[str, Any], predictor: dict[str, Any], component: dict[s
     return 1
 
 
-def kserve_predictor(spec: dict[str, Any], predictor: dict[str, Any]) -> tuple[dict[str, Any], str | None, str]:
-    """The KServe predictor that serves ``predictor``'s root unit, its SKLEARN method, and the unit's image.
+def kserve_predictor(spec: dict[str, Any], predictor: dict[str, Any],
+                     unit: dict[str, Any] | None = None) -> tuple[dict[str, Any], str | None, str]:
+    """The KServe predictor that serves ``unit`` (the root unless given), its SKLEARN method, and its image.
 
     A prepackaged unit becomes the shorthand of its framework with ``storageUri: modelUri`` (the container of
     the same name in componentSpecs lends its resources and env, as Seldon merges them); a custom unit
     becomes ``containers: [that container]`` with Seldon's wrapper variables (``PREDICTIVE_UNIT_HTTP_PORT``
     at the port millpond gives it, ``PREDICTIVE_UNIT_ID``) and ``STORAGE_URI`` from ``modelUri``.
     """
-    unit = predictor.get("graph") or {}
+    unit = unit if unit is not None else predictor.get("graph") or {}
     name = str(unit.get("name"))
     implementation = str(unit.get("implementation") or UNKNOWN)
     container, component = _containers(predictor).get(name, ({}, None))
@@ -222,13 +254,7 @@ def kserve_predictor(spec: dict[str, Any], predictor: dict[str, Any]) -> tuple[d
     return body, method, image
 
 
-def _unservable(units: list[dict[str, Any]], implementation: str) -> str | None:
-    if len(units) > 1:
-        kinds = ", ".join(f"{u.get('type') or 'MODEL'} {u['name']}" for u in units)
-        return (f"an inference graph of {len(units)} units ({kinds}): Seldon's executor, which walks a graph, is not "
-                "run here; millpond serves graphs of one unit")
-    if implementation in BUILT_IN:
-        return f"{implementation}: a unit built into Seldon's executor, which is not run here"
+def _unservable(implementation: str) -> str | None:
     if implementation in NOT_RUN:
         return (f"{implementation} models need {NOT_RUN[implementation]}, which millpond does not run; millpond "
                 f"serves SKLEARN_SERVER and MLFLOW_SERVER (sklearn flavor) units and custom containers")
@@ -245,23 +271,74 @@ def read_predictors(body: dict[str, Any]) -> list[SeldonPredictor]:
     single = len([p for p in predictors if not p.get("shadow")]) == 1
     out = []
     for index, predictor in enumerate(predictors):
-        units = _units(predictor.get("graph") or {}, 1, f"spec.predictors[{index}].graph")
+        where = f"spec.predictors[{index}]"
+        units = _units(predictor.get("graph") or {}, 1, f"{where}.graph")
         root = units[0]
         implementation = str(root.get("implementation") or UNKNOWN)
-        kserve, method, image = kserve_predictor(spec, predictor)
-        shaped = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
-                  "metadata": body.get("metadata") or {}, "spec": {"predictor": kserve}}
-        try:
-            served = predictor_spec(shaped)
-        except UserError as exc:
-            raise UserError(f"spec.predictors[{index}] (as served): {exc}") from None
-        why = _unservable(units, implementation)
+        traffic = 100 if single and not predictor.get("shadow") else int(predictor.get("traffic") or 0)
+        graph_units: tuple[GraphUnit, ...] = ()
+        if len(units) == 1 and implementation not in BUILT_IN:
+            kserve, method, image = kserve_predictor(spec, predictor)
+            served = _served(body, kserve, where)
+            why = _unservable(implementation)
+        else:  # Seldon's executor walks the graph; each unit that is no built-in runs as its own revision
+            graph_units = tuple(_graph_unit(body, predictor, unit, f"{where}.graph unit {unit['name']}")
+                                for unit in units if str(unit.get("implementation") or UNKNOWN) not in BUILT_IN)
+            kserve = executor_predictor(body, predictor)
+            served, method, image = _served(body, kserve, where), None, EXECUTOR
+            why = next((f"unit {u.name}: {u.spec.unservable}" for u in graph_units if u.spec.unservable), None)
         if why is not None:
             served = replace(served, unservable=why, failure_reason="InvalidPredictorSpec")
-        traffic = 100 if single and not predictor.get("shadow") else int(predictor.get("traffic") or 0)
         out.append(SeldonPredictor(str(predictor["name"]), traffic, bool(predictor.get("shadow")), str(root["name"]),
-                                   implementation, len(units), kserve, served, method, image))
+                                   implementation, len(units), kserve, served, method, image,
+                                   predictor.get("graph") or {}, graph_units))
     return out
+
+
+def _served(body: dict[str, Any], kserve: dict[str, Any], where: str) -> PredictorSpec:
+    """``kserve`` read as an InferenceService's predictor; UserError led by ``where`` for what it refuses."""
+    shaped = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+              "metadata": body.get("metadata") or {}, "spec": {"predictor": kserve}}
+    try:
+        return predictor_spec(shaped)
+    except UserError as exc:
+        raise UserError(f"{where} (as served): {exc}") from None
+
+
+def _graph_unit(body: dict[str, Any], predictor: dict[str, Any], unit: dict[str, Any], where: str) -> GraphUnit:
+    implementation = str(unit.get("implementation") or UNKNOWN)
+    kserve, method, image = kserve_predictor(body.get("spec") or {}, predictor, unit)
+    served = _served(body, kserve, where)
+    why = _unservable(implementation)
+    if why is not None:
+        served = replace(served, unservable=why, failure_reason="InvalidPredictorSpec")
+    return GraphUnit(str(unit["name"]), implementation, kserve, served, method, image)
+
+
+def unit_images(predictor: dict[str, Any]) -> dict[str, str]:
+    """Each unit's image, as ``meta.requestPath`` names it ("" for a custom container without one, or a built-in)."""
+    containers = _containers(predictor)
+    images = {}
+    for unit in _units(predictor.get("graph") or {}, 1, "graph"):
+        implementation = str(unit.get("implementation") or UNKNOWN)
+        container = containers.get(str(unit["name"]), ({}, None))[0]
+        images[str(unit["name"])] = str(container.get("image") or IMAGES.get(implementation, ""))
+    return images
+
+
+def executor_predictor(body: dict[str, Any], predictor: dict[str, Any]) -> dict[str, Any]:
+    """The predictor that runs Seldon's executor for ``predictor``: millpond's (``serving.seldon.executor``), told
+    the predictor as Seldon's operator tells its executor (``ENGINE_PREDICTOR``: the predictor's JSON, base64)."""
+    metadata = body.get("metadata") or {}
+    replicas = _replicas(body.get("spec") or {}, predictor, None)
+    engine = base64.b64encode(json.dumps(predictor, sort_keys=True).encode()).decode()
+    env = [{"name": "ENGINE_PREDICTOR", "value": engine},
+           {"name": "DEPLOYMENT_NAME", "value": str(metadata.get("name") or "")},
+           {"name": "DEPLOYMENT_NAMESPACE", "value": str(metadata.get("namespace") or "default")},
+           {"name": "PREDICTOR_ID", "value": str(predictor.get("name") or "")},
+           {"name": "ENGINE_SERVER_PORT", "value": "$(PORT)"}]
+    return {"minReplicas": replicas, "maxReplicas": replicas,
+            "containers": [{"name": EXECUTOR, "command": [sys.executable, "-m", EXECUTOR_MODULE], "env": env}]}
 
 
 def predictors_key(body: dict[str, Any]) -> str:

@@ -64,9 +64,11 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
             check_predictors(spec)
             predictors = read_predictors(body)
             for predictor in predictors:
-                too_many = count_refusal(predictor.spec)
-                if too_many is not None:
-                    raise UserError(f"predictor {predictor.name}: {too_many}")
+                units = [(f" unit {u.name}", u.spec) for u in predictor.graph_units]
+                for who, served in [("", predictor.spec), *units]:
+                    too_many = count_refusal(served)
+                    if too_many is not None:
+                        raise UserError(f"predictor {predictor.name}{who}: {too_many}")
         except UserError as exc:
             raise UserError(f"{label}: {exc}") from None
     except UserError as exc:

@@ -8,6 +8,12 @@ server with Seldon's ``method`` (``predict_proba`` unless the graph's parameters
 Seldon's protocol as Seldon's prepackaged server does (``--seldon-unit``). A change of the predictors
 restarts them all (Seldon's operator rolls its Deployments; a simplification: no overlap here). The status is
 Seldon's (``serving.seldon.status``): Available once every predictor with traffic has a replica that answers.
+
+A predictor whose graph the executor walks (``graph.GraphUnit``: more than one unit, or a built-in one) is a
+revision running millpond's executor (``serving.seldon.executor``), and each unit of its graph that is no
+built-in is a revision of its own, ``NAME-PREDICTOR-UNIT``, started as a one-unit predictor is, with no share of
+the traffic (only the executor calls it). Such a predictor is Available once its executor and every one of its
+units answer; a unit that fails to start (an unpullable image) fails the deployment, the revision naming it.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ from dataclasses import replace
 from typing import Any
 
 from millpond.runners.background import now_iso
+from millpond.runners.base import Bind
 from millpond.serving import endpoints
 from millpond.serving.replicas import Launch, Replica
 from millpond.serving.revisions import RevisionRun, status_of
 from millpond.serving.seldon import status as seldon_status
-from millpond.serving.seldon.graph import SeldonPredictor, predictors_key, read_predictors
+from millpond.serving.seldon.graph import EXECUTOR, SeldonPredictor, predictors_key, read_predictors, unit_revision
 from millpond.serving.seldon.kinds import KIND
 from millpond.serving.supervisor import Supervisor, serve
 from millpond.store.resources import Resource
@@ -43,9 +50,13 @@ class SeldonSupervisor(Supervisor):
         super().__init__(store, resource)
         self.predictors: list[SeldonPredictor] = []
         self.served_key = ""
+        # each revision's (unit, image, SKLEARN method): what its model server is told (method None: none)
+        self.units: dict[str, tuple[str, str, str | None]] = {}
+        self.unit_revisions: dict[str, list[str]] = {}  # a predictor's revision: its units' revisions
 
     def _adopt(self, resource: Resource) -> None:
         self.predictors = read_predictors(resource.manifest)
+        self.units, self.unit_revisions = {}, {}
         self.served_key = predictors_key(resource.manifest)
         for predictor in self.predictors:
             self._add_predictor(predictor)
@@ -53,10 +64,19 @@ class SeldonSupervisor(Supervisor):
 
     def _add_predictor(self, predictor: SeldonPredictor) -> None:
         name = revision_of(self.name, predictor.name)
-        spec = predictor.spec
+        self._add_revision(name, predictor.predictor, predictor.spec)
+        self.units[name] = (predictor.unit, predictor.unit_image, predictor.method)
+        self.unit_revisions[name] = []
+        for unit in predictor.graph_units:
+            served = unit_revision(self.name, predictor.name, unit.name)
+            self._add_revision(served, unit.predictor, unit.spec)
+            self.units[served] = (unit.name, unit.image, unit.method)
+            self.unit_revisions[name].append(served)
+
+    def _add_revision(self, name: str, predictor: dict[str, Any], spec: Any) -> None:
         replicas = [Replica(name, index, endpoints.replica_log(self.namespace, self.name, name, index, KIND))
                     for index in range(spec.replicas)]
-        revision = RevisionRun(name, predictor.predictor, spec, replicas)
+        revision = RevisionRun(name, predictor, spec, replicas)
         if spec.unservable is not None:
             revision.failure = (spec.failure_reason or "InvalidPredictorSpec", spec.unservable)
             revision.next_try = float("inf")
@@ -72,8 +92,11 @@ class SeldonSupervisor(Supervisor):
         self._adopt(resource)
 
     def _served_order(self) -> list[str]:
-        """Every predictor's revision, in the predictors' order (each takes its share of the traffic)."""
-        return [name for name in (revision_of(self.name, p.name) for p in self.predictors) if name in self.revisions]
+        """Every predictor's revision, in the predictors' order (each takes its share of the traffic), then the
+        revisions of their graphs' units (no share: the executor finds them in the endpoints)."""
+        order = [revision_of(self.name, p.name) for p in self.predictors]
+        order += [unit for name in order for unit in self.unit_revisions.get(name, [])]
+        return [name for name in order if name in self.revisions]
 
     def _route(self) -> None:
         self.percents = {revision_of(self.name, p.name): p.traffic for p in self.predictors}
@@ -81,14 +104,19 @@ class SeldonSupervisor(Supervisor):
     def _launch(self, revision: RevisionRun, replica: Replica) -> Launch:
         """The InferenceService's launch; a SKLEARN_SERVER's model server with Seldon's method and answers."""
         launch = super()._launch(revision, replica)
-        predictor = next(p for p in self.predictors if revision_of(self.name, p.name) == revision.name)
-        if predictor.method is None or revision.spec.server == "command":
+        unit, image, method = self.units[revision.name]
+        if image == EXECUTOR:  # it reads the units' replicas in the endpoints: shown read-only in a confinement
+            folder = endpoints.folder(self.namespace, self.name, KIND)
+            return replace(launch, binds=[*launch.binds, Bind(folder, str(folder), read_only=True)])
+        if method is None or revision.spec.server == "command":
             return launch
-        return replace(launch, argv=[*launch.argv, "--method", predictor.method,
-                                     "--seldon-unit", f"{predictor.unit}={predictor.unit_image}"])
+        return replace(launch, argv=[*launch.argv, "--method", method, "--seldon-unit", f"{unit}={image}"])
 
     def _write_status(self) -> None:
-        seen = status_of(self.revisions, self.percents, self.latest)
+        # the units of a predictor with traffic must answer too: counted as revisions with traffic
+        needed = {unit: 1 for name, percent in self.percents.items() if percent > 0
+                  for unit in self.unit_revisions.get(name, [])}
+        seen = status_of(self.revisions, {**self.percents, **needed}, self.latest)
         available = {p.name: len(self.revisions[revision_of(self.name, p.name)].ready_urls)
                      for p in self.predictors if revision_of(self.name, p.name) in self.revisions}
         state = {"True": seldon_status.AVAILABLE, "False": seldon_status.FAILED}.get(seen.ready,
