@@ -21,11 +21,12 @@ from millpond.access import kfp
 from millpond.access.attributes import Attributes
 from millpond.access.authorizer import Authorizer
 from millpond.access.identity import Identity
+from millpond.errors import MillpondError
 from millpond.server.access import Authenticator, Refusal
 from millpond.store.lineage_reads import Kind, LineageReads
 
 
-class Unauthenticated(Exception):
+class Unauthenticated(MillpondError):
     """No identity for the call: gRPC's UNAUTHENTICATED (``status`` 401) or PERMISSION_DENIED (403)."""
 
     def __init__(self, refusal: Refusal) -> None:

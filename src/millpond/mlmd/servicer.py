@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar
 
 import grpc
 
-from millpond.errors import NotFoundError, UserError
+from millpond.errors import MillpondError, NotFoundError, UserError
 from millpond.mlmd import convert
 from millpond.mlmd.callers import Caller, Callers, Unauthenticated
 from millpond.mlmd.proto import metadata_store_pb2 as mlmd
@@ -445,7 +445,7 @@ class _Tracer:
         return new
 
 
-class NotServed(Exception):
+class NotServed(MillpondError):
     """A call this endpoint does not answer: UNIMPLEMENTED, with why."""
 
 

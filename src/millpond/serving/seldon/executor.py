@@ -52,7 +52,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from millpond.errors import UserError
+from millpond.errors import MillpondError, UserError
 from millpond.serving import endpoints
 from millpond.serving.protocols.seldon import seldon_error
 from millpond.serving.protocols.tensors import MAX_BODY_BYTES, BodyTooLarge, read_body
@@ -68,7 +68,7 @@ CONNECT_TIMEOUT_S = 2.0
 ANSWER_TIMEOUT_S = 300.0
 
 
-class UnitFailed(Exception):
+class UnitFailed(MillpondError):
     """A unit's error answer (or none): the status and body the whole request answers with."""
 
     def __init__(self, status: int, body: dict[str, Any]) -> None:
