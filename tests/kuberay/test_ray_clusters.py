@@ -52,6 +52,11 @@ def _ready(status: dict[str, Any]) -> bool:
     return status.get("state") == "ready"
 
 
+def _failures(status: dict[str, Any]) -> list[str]:
+    """The messages of its ReplicaFailure conditions (none: an empty list)."""
+    return [c["message"] for c in status.get("conditions") or () if c["type"] == "ReplicaFailure"]
+
+
 def test_a_cluster_runs_a_task_on_its_worker_and_delete_ends_every_process(
         kuberay_home: Path, cli: Callable[..., Any]) -> None:
     manifest = write(kuberay_home.parent, "cluster.yaml", CLUSTER.format(name="tasks", workers=1))
@@ -94,6 +99,15 @@ def test_a_cluster_runs_a_task_on_its_worker_and_delete_ends_every_process(
                   for pod in pods) == sorted((node.name, "ray-head" if node.head else "ray-worker", "Running")
                                              for node in nodes)
     assert {pod["metadata"]["ownerReferences"][0]["kind"] for pod in pods} == {"RayCluster"}
+
+    # a worker that dies is started again: ReplicaFailure names it until every worker is ready again (KubeRay
+    # removes the condition at its first reconcile without an error)
+    worker = next(node for node in nodes if not node.head)
+    assert worker.pid is not None
+    os.kill(worker.pid, signal.SIGKILL)
+    failing = wait_for(cli, "raycluster", "tasks", lambda s: _failures(s) != [])
+    assert failing["conditions"][-1]["status"] == "True" and f"(pid {worker.pid})" in _failures(failing)[0]
+    wait_for(cli, "raycluster", "tasks", lambda s: _ready(s) and s["readyWorkerReplicas"] == 1 and not _failures(s))
 
     deleted = cli("delete", "raycluster", "tasks")
     assert deleted.code == 0, deleted.err

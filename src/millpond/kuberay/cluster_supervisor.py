@@ -265,6 +265,7 @@ class ClusterSupervisor:
         paths.remove_temp_root(self.settings, self.uid)  # no node left to write there
 
     def _reconcile_workers(self, cluster: ClusterSpec) -> None:
+        exited = False
         for group in cluster.workers:
             desired = 0 if group.suspended else group.replicas
             for (name, index), node in list(self.nodes.items()):
@@ -275,6 +276,7 @@ class ClusterSupervisor:
                     continue
                 node.check()
                 if node.exit_code is not None:
+                    exited = True
                     self.phase.failure = f"worker {node.name} (pid {node.pid}) {_exit_words(node.exit_code)}; restarted"
                     self._stop([(name, index)])
                     self._start(cluster, group, index, node.restarts + 1)
@@ -286,6 +288,11 @@ class ClusterSupervisor:
                     self.waiting.pop(waiting)
         known = {group.name for group in cluster.workers}
         self._stop([key for key, node in self.nodes.items() if not node.head and key[0] not in known])
+        # KubeRay removes ReplicaFailure at the first reconcile without an error: here, once every worker
+        # runs and is ready again after the restart it names
+        if self.phase.failure and not exited and not self.waiting and all(
+                node.running() and node.ready for node in self.nodes.values() if not node.head):
+            self.phase.failure = ""
 
     # ------------------------------------------------------------------ status
     def _enter(self, state: str, reason: str) -> None:
