@@ -38,8 +38,8 @@ __all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
 # The packages whose kinds the table must hold before it resolves a name (each one's ``kinds`` module
 # registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
 # would call the others' kinds unknown.
-OWNERS = ("datasets", "training", "training.batch", "scheduling.queues", "kuberay", "pods", "core", "serving",
-          "notebooks", "serving.seldon")
+OWNERS = ("datasets", "training", "training.batch", "training.jobset", "scheduling.queues", "kuberay", "pods", "core",
+          "serving", "notebooks", "serving.seldon")
 
 
 class KindTable:

@@ -24,6 +24,7 @@ Kubernetes accepts such a job too. In its image, the entrypoint runs.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -61,6 +62,7 @@ class Container:
     data_dirs: list[HostBinding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     image_spec: ContainerImage | None = None  # what running it in its image needs (None: no image given)
+    field_env: tuple[tuple[str, str], ...] = ()  # (name, fieldPath): the downward API's, resolved per pod
 
 
 def no_command(image: str) -> tuple[str, ...]:
@@ -111,10 +113,37 @@ def _share(merged: dict[str, Any], gpus: int, where: list[str | int]) -> tuple[G
     return (GpuShare(memory, cores),)
 
 
-def env_pairs(items: Any, where: list[str | int]) -> tuple[tuple[str, str], ...]:
-    """``env: [{name, value}]``; a ``valueFrom`` (Secret, ConfigMap, the pod's fields) is refused."""
+# The downward API's fields a container's env may name (``valueFrom.fieldRef.fieldPath``), as kube-apiserver's
+# validation lists them; ``metadata.labels['KEY']`` and ``metadata.annotations['KEY']`` name one entry.
+FIELD_PATHS = ("metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+               "status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs")
+FIELD_ENTRY = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
+
+
+def field_refs(items: Any, where: list[str | int]) -> tuple[tuple[str, str], ...]:
+    """``env: [{name, valueFrom: {fieldRef: {fieldPath}}}]``: (name, fieldPath) of each, checked as the API server
+    checks them; what resolves them is the pod's controller (a batch Job's, ``training.batch.downward``)."""
+    found = []
+    for index, item in enumerate(items or ()):
+        source = item.get("valueFrom")
+        if source is None or set(source) != {"fieldRef"}:
+            continue
+        path = str((source["fieldRef"] or {}).get("fieldPath") or "")
+        if path not in FIELD_PATHS and not FIELD_ENTRY.fullmatch(path):
+            raise UserError(f"{field_path([*where, index, 'valueFrom', 'fieldRef', 'fieldPath'])}: Unsupported value: "
+                            f"{show(path)}: supported values: {', '.join(FIELD_PATHS)}, metadata.labels['KEY'], "
+                            "metadata.annotations['KEY']")
+        found.append((str(item["name"]), path))
+    return tuple(found)
+
+
+def env_pairs(items: Any, where: list[str | int], downward: bool = False) -> tuple[tuple[str, str], ...]:
+    """``env: [{name, value}]``; a ``valueFrom`` (Secret, ConfigMap, the pod's fields) is refused, but for the pod's
+    fields when ``downward`` (``field_refs`` reads those)."""
     pairs = []
     for index, item in enumerate(items or ()):
+        if downward and set(item.get("valueFrom") or {}) == {"fieldRef"}:
+            continue
         if item.get("valueFrom") is not None:
             raise UserError(f"{field_path([*where, index, 'valueFrom'])}: a value from a Secret, ConfigMap or the "
                             "pod's fields cannot exist here; give the value")
@@ -224,9 +253,10 @@ def image_of(container: dict[str, Any], pod: dict[str, Any], where: list[str | i
 
 
 def read_pod(pod: dict[str, Any], preferred: str, where: list[str | int],
-             annotations: dict[str, Any] | None = None) -> Container:
+             annotations: dict[str, Any] | None = None, downward: bool = False) -> Container:
     """The training container of a pod spec (``where`` is the pod spec's path), as an instance runs it;
-    ``annotations``: the pod template's (its ``millpond.io/runtime``)."""
+    ``annotations``: the pod template's (its ``millpond.io/runtime``); ``downward``: env from the pod's fields
+    (``fieldRef``) is kept in ``field_env`` for the pod's controller to resolve, not refused."""
     index, container = pick_container(pod, preferred, where)
     cwhere = [*where, "containers", index]
     if container.get("envFrom"):
@@ -236,12 +266,14 @@ def read_pod(pod: dict[str, Any], preferred: str, where: list[str | int],
     argv = tuple(str(word) for word in (*(container.get("command") or ()), *(container.get("args") or ())))
     if not container.get("command"):
         argv = no_command(image)
-    out = Container(argv=argv, image=image, env=env_pairs(container.get("env"), [*cwhere, "env"]),
+    out = Container(argv=argv, image=image, env=env_pairs(container.get("env"), [*cwhere, "env"], downward),
                     resources=resources(container.get("resources"), [*cwhere, "resources"]),
                     working_dir=str(container.get("workingDir") or ""), has_command=bool(container.get("command")))
     if not container.get("command"):
         out.notes.append(f"{field_path(cwhere)}: no command (the image's entrypoint): its instances fail unless "
                          "they run in the image")
+    if downward:
+        out.field_env = field_refs(container.get("env"), [*cwhere, "env"])
     _mounts(container, pod, cwhere, out)
     out.image_spec = image_of(container, pod, cwhere, annotations)
     return out

@@ -53,16 +53,17 @@ from millpond.errors import MillpondError
 from millpond.runners.base import Bind
 from millpond.runners.containers.images import ImagePullError
 from millpond.runners.processes import own_identity
+from millpond.runners.sandbox import sandbox_problem
 from millpond.scheduling.ledger import Holder, Ledger
 from millpond.scheduling.queues.submission import os_user
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import Resource, ResourceStore
 from millpond.training import images, instances
-from millpond.training.batch import decisions, events, lifecycle, lineage
+from millpond.training.batch import decisions, dns, downward, events, lifecycle, lineage
 from millpond.training.batch import status as job_status
 from millpond.training.batch.kinds import KIND
 from millpond.training.batch.manifest import MIN_PARALLELISM, JobSettings, pod_spec, settings_of
-from millpond.training.batch.pods import JobPod, Phase, job_folder, now_iso, pod_log, pod_name, write_pods
+from millpond.training.batch.pods import JobPod, JobPods, Phase, job_folder, now_iso, pod_log, pod_name, write_pods
 from millpond.training.batch.queueing import JobWorkload
 from millpond.training.planned import Planned
 from millpond.training.pod_template import Container, read_pod
@@ -102,6 +103,7 @@ class Controller:
         self.binds: list[Bind] | None = None
         self.waiting_said = ""
         self.placed: images.RoleRuntime | None = None  # where its pods run (the template's image or the host): once
+        self.body: dict[str, Any] = {}  # the stored Job as last read (its pod template's labels, subdomain)
 
     # ------------------------------------------------------------------ the loop
 
@@ -127,7 +129,8 @@ class Controller:
         settings = settings_of(resource.manifest)
         template = resource.manifest["spec"].get("template") or {}
         container = read_pod(pod_spec(resource.manifest), "", ["spec", "template", "spec"],
-                             (template.get("metadata") or {}).get("annotations"))
+                             (template.get("metadata") or {}).get("annotations"), downward=True)
+        self.body = resource.manifest
         self._reap(settings)
         ended = self._end_due(settings)
         if ended is None:
@@ -234,6 +237,8 @@ class Controller:
         env = {**dict(container.env), "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
         if pod.index is not None:
             env["JOB_COMPLETION_INDEX"] = str(pod.index)
+        env.update(downward.environment(container.field_env, self._facts(pod)))
+        binds = [*binds, *self._hosts(pod, env)]
         role = self.placed or images.RoleRuntime(None)
         argv, cwd, in_image = container.argv, self._cwd(container), images.for_instance(role, pod.name)
         if role.in_image is not None and role.image is not None:
@@ -252,6 +257,32 @@ class Controller:
         self.live[pod.name] = Live(running, grant)
         self._update(pod.name, phase=Phase.RUNNING, pid=running.process.pid, pid_start=running.ticks,
                      started_at=now_iso(), reason="", message="")
+
+    def _facts(self, pod: JobPod) -> downward.PodFacts:
+        """The pod's metadata as its downward API reads it: the template's labels and annotations with the Job
+        controller's."""
+        template = (self.body.get("spec") or {}).get("template") or {}
+        metadata = template.get("metadata") or {}
+        pods = JobPods(self.namespace, self.name, self.uid, "", "", dict(metadata.get("labels") or {}),
+                       dict(metadata.get("annotations") or {}))
+        account = str((template.get("spec") or {}).get("serviceAccountName") or "default")
+        return downward.PodFacts(pod.name, self.namespace, f"{self.uid}-{pod.name}", pods.pod_labels(pod),
+                                 pods.pod_annotations(pod), account)
+
+    def _hosts(self, pod: JobPod, env: dict[str, str]) -> list[Bind]:
+        """An Indexed Job's pod is host ``JOB-INDEX`` (``HOSTNAME``); with a ``subdomain``, its peers' names
+        resolve through the subdomain's hosts file, seen as its /etc/hosts (``dns``)."""
+        if pod.index is None:
+            return []
+        env["HOSTNAME"] = f"{self.name}-{pod.index}"
+        subdomain = dns.subdomain_of(self.body)
+        if not subdomain:
+            return []
+        if sandbox_problem() is not None:
+            self._say("HostnamesNotResolvable", f"the pods' DNS names under {subdomain} do not resolve here: "
+                      f"{sandbox_problem()}", "Warning")
+            return []
+        return [Bind(dns.hosts_file(self.namespace, subdomain, self.settings), "/etc/hosts", read_only=True)]
 
     def _cwd(self, container: Container) -> Path:
         if container.working_dir:

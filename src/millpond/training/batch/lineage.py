@@ -33,7 +33,7 @@ def _ended(resource: Resource, settings: Settings) -> Ended:
     status: dict[str, Any] = resource.status or {}
     template = resource.manifest["spec"].get("template") or {}
     container = read_pod(pod_spec(resource.manifest), "", ["spec", "template", "spec"],
-                         (template.get("metadata") or {}).get("annotations"))
+                         (template.get("metadata") or {}).get("annotations"), downward=True)
     inputs, outputs = volume_links(volumes_of(container.data, resource.namespace, settings), resource.namespace)
     state = job_status.state(status)  # Complete or Failed
     reason = next((str(c.get("reason") or "") for c in status.get("conditions") or ()

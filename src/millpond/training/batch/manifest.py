@@ -124,6 +124,11 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck) ->
     return manifest
 
 
+def check_body(doc: dict[str, Any], validate: SchemaCheck) -> JobManifest:
+    """A Job body another family builds (a JobSet's), checked as an applied one, errors led by the field alone."""
+    return _check(doc, _named(doc.get("metadata")), validate)
+
+
 def _named(metadata: object) -> dict[str, Any]:
     """The metadata with a name: ``generateName`` plus five random characters when none is given."""
     if not isinstance(metadata, dict):
@@ -155,7 +160,7 @@ def _check(doc: dict[str, Any], metadata: dict[str, Any], validate: SchemaCheck)
     template = spec["template"]
     pod = dict(template.get("spec") or {})
     _check_pod(pod, template)
-    container = read_pod(pod, "", ["spec", "template", "spec"])
+    container = read_pod(pod, "", ["spec", "template", "spec"], downward=True)
     if container.resources.shares:
         raise UserError("spec.template.spec.containers: a GPU share (aliyun.com/gpu-mem) is scheduled for "
                         "training jobs and model servers; a Job's pod asks for whole GPUs (nvidia.com/gpu)")
