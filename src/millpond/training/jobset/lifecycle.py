@@ -22,9 +22,9 @@ from millpond.runners.processes import ProcessIdentity
 from millpond.runners.reconcile import applied
 from millpond.settings import Settings, load_settings
 from millpond.store.resources import ProcessRecord, Resource, ResourceStore
+from millpond.training.batch import events
 from millpond.training.batch import lifecycle as job_lifecycle
 from millpond.training.batch.kinds import KIND as JOB_KIND
-from millpond.training.batch import events
 from millpond.training.batch.pods import job_folder
 from millpond.training.jobset import status
 from millpond.training.jobset.jobs import JOBSET_UID

@@ -63,7 +63,7 @@ class ChildJob:
 
     def failure(self) -> tuple[str, str, str]:
         """(reason, message, time) of its Failed condition."""
-        found = next((c for c in self.status.get("conditions") or () if c.get("type") == "Failed"), {})
+        found: dict[str, Any] = next((c for c in self.status.get("conditions") or () if c.get("type") == "Failed"), {})
         return str(found.get("reason") or ""), str(found.get("message") or ""), str(found.get("lastTransitionTime"))
 
 

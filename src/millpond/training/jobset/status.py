@@ -44,8 +44,8 @@ def finished(current: Mapping[str, Any]) -> bool:
 def row(shown: Mapping[str, Any], now: dt.datetime) -> list[str]:
     """One JobSet's cells under ``COLUMNS``."""
     current = shown.get("status") or {}
-    completed_cell = next((c.get("status", "") for c in current.get("conditions") or () if c.get("type") == "Completed"),
-                          "")
+    conditions = current.get("conditions") or ()
+    completed_cell = next((c.get("status", "") for c in conditions if c.get("type") == "Completed"), "")
     created = dt.datetime.strptime(shown["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
         tzinfo=dt.timezone.utc)
     suspend = (shown.get("spec") or {}).get("suspend")
