@@ -169,7 +169,7 @@ def test_bad_input_is_refused_with_kubernetes_422_and_nothing_stored(kubectl: Ku
     body = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "bad"}, **change}
     done = kubectl.run("apply", "-f", "-", stdin=yaml.safe_dump(body))
     assert done.returncode == 1 and message in done.stderr and "Traceback" not in done.stderr
-    assert "(Invalid)" in done.stderr or "(BadRequest)" in done.stderr, done.stderr  # 422, or strict decoding
+    assert 'The JobSet "bad" is invalid' in done.stderr or "(BadRequest)" in done.stderr  # 422, or strict decoding
     assert ResourceStore().get("JobSet", "bad") is None
 
 
