@@ -16,7 +16,7 @@ Refused because one machine cannot do them: the ``alpha.jobset.sigs.k8s.io/exclu
 (one Job per topology domain: node pools, racks), a TPU (``google.com/tpu``, refused by the pod template's
 resources), Kueue's required topology (by the batch Job's check), more pods at once than the machine holds.
 Not built, refused naming the field: ``managedBy`` (MultiKueue), the RestartJob actions and in-place restart
-(feature gates off upstream by default), ``ttlSecondsAfterFinished`` is kept and acted on.
+(feature gates off upstream by default). ``ttlSecondsAfterFinished`` is kept, not acted on.
 """
 
 from __future__ import annotations
