@@ -96,7 +96,7 @@ def shown(resource: Resource) -> dict[str, Any]:
 
 class JobSetHandler(HandlerBase):
     owner = OWNER
-    apply_order = 36  # after Kueue's queues (10) and the batch Jobs (35)
+    apply_order = 38  # after Kueue's queues (10), the batch Jobs (35) and the quotas (37)
     kinds = (JOBSET,)
 
     def claims(self, doc: object) -> bool:
