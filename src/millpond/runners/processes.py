@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,3 +177,14 @@ class ProcessIdentity:
 
     def kill_group(self) -> bool:
         return kill_group(self.pid, self.start)
+
+    def stop(self, grace_s: float, poll_s: float = 0.05) -> None:
+        """SIGTERM, wait up to ``grace_s`` while it still runs, then SIGKILL its group: how a family stops
+        the supervisor of an object it deletes (the supervisor stops its own children on SIGTERM; the
+        group kill is for one that hangs). Nothing happens when the process is already gone."""
+        if not self.signal():
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and self.is_running():
+            time.sleep(poll_s)
+        self.kill_group()

@@ -16,7 +16,6 @@ import logging
 import os
 import re
 import shutil
-import time
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -324,12 +323,7 @@ def delete(name: str, namespace: str = "default", store: JobStore | None = None)
     job = store.get(name, namespace)
     if job is None:
         raise NotFoundError(f"no training job {name} in namespace {namespace} (arena list)")
-    supervisor = supervisor_of(job)
-    if supervisor.signal():
-        deadline = time.monotonic() + DELETE_WAIT_S
-        while time.monotonic() < deadline and supervisor.is_running():
-            time.sleep(0.1)
-        supervisor.kill_group()
+    supervisor_of(job).stop(DELETE_WAIT_S, poll_s=0.1)
     _remove(store, job)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import time
 from enum import Enum
 from typing import Any
 
@@ -138,10 +137,5 @@ def remove(store: ResourceStore, resource: Resource) -> None:
 def delete(store: ResourceStore, resource: Resource) -> None:
     """Stop the controller (it stops its pods and gives back its workload), then forget the Job."""
     if resource.process is not None:
-        controller = ProcessIdentity(resource.process.pid, resource.process.start)
-        if controller.signal():
-            deadline = time.monotonic() + DELETE_WAIT_S
-            while time.monotonic() < deadline and controller.is_running():
-                time.sleep(0.05)
-            controller.kill_group()
+        ProcessIdentity(resource.process.pid, resource.process.start).stop(DELETE_WAIT_S)
     remove(store, resource)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from enum import Enum
 
 from millpond.runners.detached import spawn_detached
@@ -95,12 +94,7 @@ def children(store: ResourceStore, namespace: str, uid: str) -> list[Resource]:
 def delete(store: ResourceStore, resource: Resource) -> None:
     """Stop the controller, delete the JobSet's Jobs (and their pods), then forget it."""
     if resource.process is not None:
-        controller = ProcessIdentity(resource.process.pid, resource.process.start)
-        if controller.signal():
-            deadline = time.monotonic() + DELETE_WAIT_S
-            while time.monotonic() < deadline and controller.is_running():
-                time.sleep(0.05)
-            controller.kill_group()
+        ProcessIdentity(resource.process.pid, resource.process.start).stop(DELETE_WAIT_S)
     for job in children(store, resource.namespace, resource.uid):
         job_lifecycle.delete(store, job)
     store.delete(KIND, resource.name, resource.namespace)
