@@ -33,7 +33,6 @@ from millpond.errors import UserError
 from millpond.katib import objects, paths, status, suggesting, trial_jobs, trials
 from millpond.katib.kinds import API_VERSION, EXPERIMENT, EXPERIMENT_LABEL, TRIAL
 from millpond.katib.manifests import configmap_reader
-from millpond.katib.suggestions.earlystopping import early_stopping_rules
 from millpond.katib.suggestions.records import Assignment, EarlyStoppingRule, TrialResult
 from millpond.katib.webhook import ExperimentSpec, check_spec
 from millpond.settings import Settings, load_settings
@@ -151,6 +150,8 @@ class ExperimentSupervisor:
     def _rules(self, spec: ExperimentSpec, owned: list[Resource]) -> tuple[EarlyStoppingRule, ...]:
         if spec.early_stopping is None:
             return ()
+        from millpond.katib.suggestions.earlystopping import early_stopping_rules  # noqa: PLC0415 - only when used
+
         metric = spec.objective.metric_name
         logs: dict[str, list[tuple[int, float]]] = {}
         for trial in owned:

@@ -30,7 +30,6 @@ from millpond.katib import conditions, templates
 from millpond.katib.metrics.api import collector_spec
 from millpond.katib.metrics.records import CollectorSpec
 from millpond.katib.suggestions.api import validate
-from millpond.katib.suggestions.earlystopping import validate_early_stopping
 from millpond.katib.suggestions.records import Algorithm, Objective, ParameterSpec
 from millpond.kinds import REGISTRY
 
@@ -232,6 +231,8 @@ def _algorithms(spec: Mapping[str, Any]) -> tuple[Algorithm, Algorithm | None]:
         raise UserError("spec.earlyStopping.algorithmName: must be specified")
     early = Algorithm(stopping["algorithmName"],
                       _settings(stopping, "spec.earlyStopping.algorithmSettings"))
+    from millpond.katib.suggestions.earlystopping import validate_early_stopping  # noqa: PLC0415 - only when used
+
     validate_early_stopping(early.name, early.settings)
     return chosen, early
 
