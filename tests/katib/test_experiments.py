@@ -103,6 +103,10 @@ def test_an_experiment_of_batch_job_trials_succeeds_with_its_optimal_trial(cli: 
         most_running = max(most_running, int(found["status"].get("trialsRunning") or 0)
                            + int(found["status"].get("trialsPending") or 0))
 
+    deadline = time.monotonic() + 30
+    while not condition(shown(cli, "experiment", "quad"), "Running") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert condition(shown(cli, "experiment", "quad"), "Running") and supervisors("default", "quad")  # live
     done = until_done(cli, "quad", watch=watch)
     status = done["status"]
     assert condition(done, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
@@ -122,6 +126,10 @@ def test_an_experiment_of_batch_job_trials_succeeds_with_its_optimal_trial(cli: 
     suggestion = shown(cli, "suggestion", "quad")
     assert suggestion["status"]["suggestionCount"] == 4
     assert cli("get", "jobs", "-o", "json").out.count('"kind": "Job"') == 0  # retain false: jobs deleted
+    deadline = time.monotonic() + 30
+    while supervisors("default", "quad") and time.monotonic() < deadline:  # finished: its supervisor leaves
+        time.sleep(0.1)
+    assert supervisors("default", "quad") == []
 
 
 def test_the_goal_ends_the_experiment_early(cli: Any, tmp_path: Path) -> None:
@@ -142,6 +150,10 @@ def test_failing_trials_end_it_failed_at_max_failed_trial_count(cli: Any, tmp_pa
     done = until_done(cli, "fails")
     assert condition(done, "Failed")["reason"] == "ExperimentFailed"
     assert done["status"]["trialsFailed"] == 2
+    for trial in json.loads(cli("get", "trials", "-o", "json").out)["items"]:  # each says why, from its Job
+        failed = condition(trial, "Failed")
+        assert failed is not None and failed["reason"] == "TrialFailed. Job reason: BackoffLimitExceeded", failed
+        assert failed["message"] == "Trial has failed. Job message: Job has reached the specified backoff limit"
 
 
 def test_a_metric_never_printed_makes_the_trial_metrics_unavailable(cli: Any, tmp_path: Path) -> None:
