@@ -41,15 +41,24 @@ def run(
         calls += 1
         if forget_each_call:
             forget(experiment)
-        reply = get_suggestions(SuggestionRequest(
-            experiment, parameters, objective, algorithm, tuple(done), min(per_call, trials - len(done)), state))
+        reply = get_suggestions(
+            SuggestionRequest(
+                experiment, parameters, objective, algorithm, tuple(done), min(per_call, trials - len(done)), state
+            )
+        )
         state = reply.state
         for suggestion in reply.suggestions:
             values = {a.name: a.value for a in suggestion.assignments}
             value = objective_fn(values)
-            done.append(TrialResult(
-                f"t{len(done)}", suggestion.assignments, "Failed" if value is None else "Succeeded", value,
-                labels=suggestion.labels))
+            done.append(
+                TrialResult(
+                    f"t{len(done)}",
+                    suggestion.assignments,
+                    "Failed" if value is None else "Succeeded",
+                    value,
+                    labels=suggestion.labels,
+                )
+            )
         if reply.exhausted:
             break
     return done, state

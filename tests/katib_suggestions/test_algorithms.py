@@ -23,7 +23,13 @@ CASES = [
     ("multivariate-tpe", (("n_startup_trials", "10"),), 40, 2, 0.05),
     ("cmaes", (), 60, 3, 0.01),
     ("sobol", (), 64, 4, 0.05),
-    ("bayesianoptimization", (("acq_optimizer", "sampling"), ("acq_func", "EI"), ("n_initial_points", "5")), 10, 1, 0.1),
+    (
+        "bayesianoptimization",
+        (("acq_optimizer", "sampling"), ("acq_func", "EI"), ("n_initial_points", "5")),
+        10,
+        1,
+        0.1,
+    ),
 ]
 
 
@@ -41,8 +47,12 @@ def test_finds_the_minimum_and_is_deterministic(name, settings, trials, per_call
 
 def test_maximize_finds_the_maximum():
     objective = Objective("maximize", None, "accuracy")
-    trials, _ = run(Algorithm("tpe", (("random_state", "1"), ("n_startup_trials", "8"))),
-                    lambda v: -quadratic(v), objective=objective, trials=40)
+    trials, _ = run(
+        Algorithm("tpe", (("random_state", "1"), ("n_startup_trials", "8"))),
+        lambda v: -quadratic(v),
+        objective=objective,
+        trials=40,
+    )
     assert max(t.objective_value for t in trials) > -0.05
 
 
@@ -60,7 +70,9 @@ def test_a_restart_mid_search_continues_as_if_none_happened(name):
 
 
 def _encode(trials):
-    return [[t.name, [[a.name, a.value] for a in t.assignments], t.state, t.objective_value, list(t.labels)] for t in trials]
+    return [
+        [t.name, [[a.name, a.value] for a in t.assignments], t.state, t.objective_value, list(t.labels)] for t in trials
+    ]
 
 
 @pytest.mark.parametrize("name", ["tpe", "cmaes", "multivariate-tpe"])
@@ -80,8 +92,15 @@ done, _ = run(Algorithm({name!r}, (("random_state", "5"),)), quadratic, trials=1
 print(json.dumps(points(done)))
 """
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{SRC.parent}"}
-    out = subprocess.run([sys.executable, "-c", script], input=json.dumps({"trials": _encode(half), "state": state}),
-                         capture_output=True, text=True, env=env, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        input=json.dumps({"trials": _encode(half), "state": state}),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=120,
+    )
     assert [tuple(p) for p in json.loads(out.stdout)] == points(whole)
     assert len(set(points(whole))) == 16
 
@@ -96,17 +115,25 @@ MIXED = (
 
 
 def mixed(values: dict[str, str]) -> float:
-    return ((float(values["x"]) - 0.3) ** 2 + (int(values["n"]) - 6) ** 2 / 10 + abs(int(values["layers"]) - 2)
-            + (0 if values["opt"] == "adam" else 1) + (0 if values["batch"] == "32" else 1))
+    return (
+        (float(values["x"]) - 0.3) ** 2
+        + (int(values["n"]) - 6) ** 2 / 10
+        + abs(int(values["layers"]) - 2)
+        + (0 if values["opt"] == "adam" else 1)
+        + (0 if values["batch"] == "32" else 1)
+    )
 
 
 def _legal(values: dict[str, str]) -> bool:
     x = float(values["x"])
     return (
-        -1 <= x <= 1 and abs(x * 10 - round(x * 10)) < 1e-9 and len(values["x"]) <= 5
+        -1 <= x <= 1
+        and abs(x * 10 - round(x * 10)) < 1e-9
+        and len(values["x"]) <= 5
         and values["n"] in {"0", "3", "6", "9", "12"}
         and values["layers"] in {"1", "2", "3", "4", "5"}
-        and values["opt"] in {"sgd", "adam", "rmsprop"} and values["batch"] in {"16", "32", "64"}
+        and values["opt"] in {"sgd", "adam", "rmsprop"}
+        and values["batch"] in {"16", "32", "64"}
     )
 
 
@@ -116,14 +143,21 @@ MIXED_CASES = [
     ("multivariate-tpe", (("n_startup_trials", "10"),), 50, 0.5),
     ("cmaes", (), 80, 1.5),
     ("sobol", (), 64, 1.5),
-    ("bayesianoptimization", (("base_estimator", "ET"), ("acq_optimizer", "sampling"), ("n_initial_points", "6")), 12, 2.5),
+    (
+        "bayesianoptimization",
+        (("base_estimator", "ET"), ("acq_optimizer", "sampling"), ("n_initial_points", "6")),
+        12,
+        2.5,
+    ),
     ("grid", (), 40, 0.5),
 ]
 
 
 @pytest.mark.parametrize(("name", "settings", "trials", "tolerance"), MIXED_CASES, ids=[c[0] for c in MIXED_CASES])
 def test_int_categorical_discrete_and_steps(name, settings, trials, tolerance):
-    done, _ = run(Algorithm(name, (*settings, ("random_state", "11"))), mixed, parameters=MIXED, trials=trials, per_call=2)
+    done, _ = run(
+        Algorithm(name, (*settings, ("random_state", "11"))), mixed, parameters=MIXED, trials=trials, per_call=2
+    )
     for trial in done:
         values = {a.name: a.value for a in trial.assignments}
         assert [a.name for a in trial.assignments] == [p.name for p in MIXED]
