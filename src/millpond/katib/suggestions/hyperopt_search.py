@@ -71,8 +71,8 @@ def _value(param: Param, raw: float) -> object:
 
 
 def suggest(search: Search, space: Any) -> SuggestionReply:
-    trials = _history(search, space)
     tpe = search.request.algorithm.name == "tpe"
+    trials = _history(search, space) if tpe else hyperopt.Trials()  # rand.suggest reads no history
     settings = search.settings
     options: dict[str, Any] = {}
     if tpe:
