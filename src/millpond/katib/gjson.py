@@ -50,7 +50,7 @@ class Step:
     paths: tuple[tuple[Step, ...], ...] = ()
 
 
-class _Refused(Exception):
+class _Refused(UserError):
     """Raised inside the parser; :func:`parse` turns it into one UserError line."""
 
 
