@@ -125,6 +125,9 @@ def test_an_experiment_of_batch_job_trials_succeeds_with_its_optimal_trial(cli: 
     assert done["spec"]["metricsCollectorSpec"]["collector"]["kind"] == "StdOut"
     suggestion = shown(cli, "suggestion", "quad")
     assert suggestion["status"]["suggestionCount"] == 4
+    ended = condition(suggestion, "Succeeded")  # resumePolicy Never: the Suggestion ends with its Experiment
+    assert ended is not None and ended["message"] == "Suggestion is succeeded, can't be restarted"
+    assert [one["type"] for one in done["status"]["conditions"]] == ["Created", "Running", "Succeeded"]
     assert cli("get", "jobs", "-o", "json").out.count('"kind": "Job"') == 0  # retain false: jobs deleted
     deadline = time.monotonic() + 30
     while supervisors("default", "quad") and time.monotonic() < deadline:  # finished: its supervisor leaves
@@ -198,8 +201,9 @@ def test_long_running_restarts_when_max_trial_count_is_raised(cli: Any, tmp_path
         assert time.monotonic() < deadline
         time.sleep(0.3)
     done = until_done(cli, "longrun")
-    assert [one["type"] for one in done["status"]["conditions"]][:2] == ["Created", "Running"]
-    assert any(one["type"] == "Restarting" for one in done["status"]["conditions"])
+    # Katib's order: a condition that changes moves last (Running False before Succeeded, the printer's column)
+    assert [one["type"] for one in done["status"]["conditions"]] == ["Created", "Restarting", "Running", "Succeeded"]
+    assert shown(cli, "suggestion", "longrun")["status"]["conditions"][-1]["type"] == "Running"  # LongRunning: kept
     never = experiment("never", runs=runs, max_trials=1, parallel=1)
     assert apply(cli, tmp_path, never).code == 0
     until_done(cli, "never")

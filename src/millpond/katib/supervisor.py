@@ -151,20 +151,23 @@ class ExperimentSupervisor:
             wanted = status.trials_to_add(spec, counts)
             if wanted:
                 self._add_trials(spec, raw, suggestion, owned, wanted)
+        if objects.finished(current):
+            suggesting.finish(self.store, suggestion, self.namespace, spec.resume_policy)
+        elif status.is_true(current, "Restarting"):
+            suggesting.restart(self.store, suggestion, self.namespace)
         self._write(experiment, current)
         active = int(counts.get("trialsRunning") or 0) + int(counts.get("trialsPending") or 0)
         return not objects.finished(current) or active > 0
 
     def _restarted(self, spec: ExperimentSpec, current: dict[str, Any]) -> dict[str, Any]:
         """A Succeeded Experiment that reached maxTrialCount, restartable, whose maxTrialCount is now higher than
-        its completed trials: Restarting (Succeeded False), as Katib's controller marks it."""
+        its completed trials: Restarting (Succeeded removed), as Katib's ``MarkExperimentStatusRestarting``."""
         if not (status.is_true(current, "Succeeded") and status.reason_of(current, "Succeeded")
                 == "ExperimentMaxTrialsReached" and spec.resume_policy in ("LongRunning", "FromVolume")):
             return current
         if spec.max_trial_count is not None and spec.max_trial_count <= int(current.get("trials") or 0):
             return current
-        restarted = status.with_condition(current, "Succeeded", "False", "ExperimentRestarting",
-                                          "Experiment is restarted")
+        restarted = status.without_conditions(current, "Succeeded", "Failed")
         restarted.pop("completionTime", None)
         return status.with_condition(restarted, "Restarting", "True", "ExperimentRestarting",
                                      "Experiment is restarted")
