@@ -232,3 +232,32 @@ def test_bad_input_is_one_line_naming_the_field_and_nothing_is_stored(cli: Any, 
     lines = [line for line in result.err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0], result.err
     assert ResourceStore().list("Experiment", None) == []
+
+
+def test_a_pytorchjob_trial_reads_its_metrics_from_the_master(cli: Any, tmp_path: Path) -> None:
+    """A PyTorchJob trial (Master + Worker): Katib's defaults pick the master's pod
+    (``training.kubeflow.org/job-role: master``) and the ``pytorch`` container; only the master prints the loss."""
+    runs = tmp_path / "runs"
+    script = ("import os,sys; x=float(sys.argv[1]); master=os.environ.get('RANK','0')=='0'; "
+              "master and open(os.environ['RUNS'],'a').write(sys.argv[2]+'\\n'); "
+              "print(f'loss={(x-2)**2:.6f}' if master else 'loss=1000000')")
+    container = {"name": "pytorch", "image": "python:3.12",
+                 "command": [PY, "-c", script, "${trialParameters.x}", "${trialParameters.trial}"],
+                 "env": [{"name": "RUNS", "value": str(runs)}]}
+    replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
+    doc = experiment("torch", runs=runs, max_trials=2, parallel=2)
+    template = doc["spec"]["trialTemplate"]
+    template.pop("primaryContainerName")
+    template["trialSpec"] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {
+        "pytorchReplicaSpecs": {"Master": replica, "Worker": replica}}}
+    assert apply(cli, tmp_path, doc).code == 0
+    done = until_done(cli, "torch", timeout=120)
+    assert condition(done, "Succeeded")["reason"] == "ExperimentMaxTrialsReached", done["status"]
+    assert done["spec"]["trialTemplate"]["primaryPodLabels"] == {"training.kubeflow.org/job-role": "master"}
+    assert done["status"]["trialsSucceeded"] == 2
+    best = done["status"]["currentOptimalTrial"]
+    [x] = [float(one["value"]) for one in best["parameterAssignments"] if one["name"] == "x"]
+    [loss] = [one for one in best["observation"]["metrics"] if one["name"] == "loss"]
+    assert float(loss["latest"]) == pytest.approx((x - 2) ** 2, abs=1e-5)  # the master's, never the worker's
+    trial = shown(cli, "trial", best["bestTrialName"])
+    assert trial["spec"]["runSpec"]["kind"] == "PyTorchJob" and trial["spec"]["primaryContainerName"] == "pytorch"
