@@ -9,9 +9,10 @@ example also gets its own file path (``/katib/mnist.log`` is one path for every 
 trial at a time (see docs/guides/katib.md). The corpus is read where tests/cli/test_manifest_corpora.py reads it.
 
 The loss rises with each step (``step * c``, ``c`` from the parameters; accuracy ``1 / (step * c)``): the
-metric strategy (min, or max for the File example's accuracy) then keeps each trial's first report, and under median-stop a trial's second report (2c) is always above the mean
-of a succeeded trial's first two (1.5c', c and c' within 21% of each other): every trial that reaches its
-second report once a trial has succeeded is early-stopped.
+metric strategy (min, or max for the File example's accuracy) then keeps each trial's first report; under
+median-stop a trial's second report (2c) is always above the mean of a succeeded trial's first two (1.5c',
+c and c' within 21% of each other): every trial that reaches its second report once a trial has succeeded
+is early-stopped.
 """
 
 from __future__ import annotations
