@@ -7,7 +7,8 @@ Each package that owns kinds registers its names when its ``kinds`` module is im
 ``kueue.x-k8s.io`` queueing kinds), ``kuberay`` (KubeRay's ``ray.io`` kinds), ``serving`` (KServe's
 ``serving.kserve.io`` InferenceService and serving runtimes), ``serving.seldon`` (Seldon Core's
 ``machinelearning.seldon.io`` SeldonDeployment), ``training.batch`` (Kubernetes' ``batch/v1``
-Job), ``pods`` (``v1`` Pods: views of what runs) and ``core`` (Kubernetes' other built-in ``v1`` kinds,
+Job), ``training.jobset`` (JobSet's ``jobset.x-k8s.io`` JobSet), ``katib`` (Katib's Experiment, Suggestion and
+Trial), ``pods`` (``v1`` Pods: views of what runs) and ``core`` (Kubernetes' other built-in ``v1`` kinds,
 RBAC's, and Kubeflow's Profile). The handler module sits
 beside the family's ``kinds`` table (which its checks and objects import), so registering does not
 make the table import what imports it; and a command that resolves a name loads only the light
@@ -39,7 +40,7 @@ __all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
 # registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
 # would call the others' kinds unknown.
 OWNERS = ("datasets", "training", "training.batch", "training.jobset", "scheduling.queues", "kuberay", "pods", "core",
-          "serving", "notebooks", "serving.seldon")
+          "serving", "notebooks", "serving.seldon", "katib")
 
 
 class KindTable:
