@@ -258,7 +258,8 @@ def _parameters(spec: Mapping[str, Any]) -> tuple[ParameterSpec, ...]:
             return None if value is None else str(value)
 
         read.append(ParameterSpec(one["name"], str(one.get("parameterType") or ""), text("min"), text("max"),
-                                  text("step"), tuple(str(value) for value in values)))
+                                  text("step"), tuple(str(value) for value in values),
+                                  text("distribution") or "uniform"))
     return tuple(read)
 
 

@@ -6,6 +6,11 @@ cmaes (goptuna's CMA-ES in Katib), sobol on a Sobol sequence (goptuna's in Katib
 on scikit-optimize, hyperband on Katib's own service. The libraries are imported when an experiment
 first uses them, so ``import millpond`` stays light; without them the experiment is refused with the
 extra to install.
+
+A parameter's ``feasibleSpace.distribution`` is read where Katib's services read it: random and tpe
+(hyperopt: logUniform, normal, logNormal) and multivariate-tpe (optuna: logUniform; normal and logNormal
+refused). grid, cmaes, sobol and hyperband search every number uniformly and bayesianoptimization every
+double log-uniformly, whatever its distribution, as Katib's goptuna, grid, hyperband and skopt services do.
 """
 
 from __future__ import annotations
@@ -119,6 +124,10 @@ def validate(
             )
     if name == "hyperband":
         _load("hyperband").check(dict(algorithm.settings), params, parallel_trial_count)
+    if name in ("random", "tpe"):
+        _load(name).domain(params)  # the distributions' rules: a log one needs min > 0
+    if name == "multivariate-tpe":
+        _load(name).distributions(params)  # optuna's: normal and logNormal refused
 
 
 def _space(request: SuggestionRequest, params: tuple[Param, ...], module: ModuleType) -> Any:

@@ -1,7 +1,12 @@
 """random and tpe with hyperopt, as Katib's hyperopt suggestion service builds its space and its calls.
 
 The space is Katib's: ``quniform`` for a stepped number, ``uniformint`` for an int, ``uniform`` for a
-double, ``choice`` over a discrete or categorical list. Each call rebuilds hyperopt's ``Trials`` from
+double, ``choice`` over a discrete or categorical list. A ``distribution`` other than uniform maps as in
+Katib's service: ``logUniform`` to ``loguniform(log min, log max)``, ``normal`` to ``normal(mu, sigma)``
+with ``mu`` the middle of [min, max] and ``sigma`` a sixth of its width, ``logNormal`` to ``lognormal``
+with the same ``mu`` and ``sigma`` of ``log min`` and ``log max``; their ``q`` forms when there is a
+step (an int's step is 1 when it has none, as Katib's). Katib passes a normal draw outside [min, max] on
+to the trial; here it is clipped to the bound, as every value is. Each call rebuilds hyperopt's ``Trials`` from
 the observations (hyperopt's suggest functions are pure functions of those documents and a seed) and
 draws one new point per seed, so two suggestions of one call differ and a restart changes nothing.
 Values are snapped onto ``min + k*step`` (hyperopt's ``quniform`` rounds to multiples of ``step``).
@@ -9,6 +14,7 @@ Values are snapped onto ``min + k*step`` (hyperopt's ``quniform`` rounds to mult
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import hyperopt
@@ -16,12 +22,32 @@ from hyperopt import hp
 
 from millpond.katib.suggestions.history import Search
 from millpond.katib.suggestions.records import Suggestion, SuggestionReply
-from millpond.katib.suggestions.space import Param, assignments_of, snap
+from millpond.katib.suggestions.space import Param, assignments_of, check_log_min, snap
+
+
+def _shaped(param: Param) -> Any:
+    """A logUniform, normal or logNormal number's expression (Katib's hyperopt service's mapping)."""
+    step = param.step if param.step is not None else (1.0 if param.type == "int" else None)
+    if param.distribution == "logUniform":
+        low, high = math.log(param.low), math.log(param.high)
+        if step is None:
+            return hp.loguniform(param.name, low, high)
+        return hp.qloguniform(param.name, low, high, step)
+    if param.distribution == "logNormal":
+        low, high = math.log(param.low), math.log(param.high)
+    else:
+        low, high = param.low, param.high
+    mu, sigma = (low + high) / 2, (high - low) / 6
+    if param.distribution == "logNormal":
+        return hp.lognormal(param.name, mu, sigma) if step is None else hp.qlognormal(param.name, mu, sigma, step)
+    return hp.normal(param.name, mu, sigma) if step is None else hp.qnormal(param.name, mu, sigma, step)
 
 
 def _expression(param: Param) -> Any:
     if param.type in ("discrete", "categorical"):
         return hp.choice(param.name, list(param.values))
+    if param.distribution != "uniform":
+        return _shaped(param)
     if param.step is not None:
         return hp.quniform(param.name, param.low, param.high, param.step)
     if param.type == "int":
@@ -31,6 +57,7 @@ def _expression(param: Param) -> Any:
 
 def domain(params: tuple[Param, ...]) -> Any:
     """hyperopt's Domain over the parameters (built once per experiment: see api's cache)."""
+    check_log_min(params, "hyperopt")
     return hyperopt.Domain(None, {p.name: _expression(p) for p in params}, pass_expr_memo_ctrl=None)
 
 

@@ -3,7 +3,9 @@
 Katib's service: ``TPESampler(multivariate=True, constant_liar=True, n_startup_trials, n_ei_candidates,
 seed)`` asked with fixed distributions. Here each call builds an in-memory study from the request:
 observations as COMPLETE trials, trials still running as RUNNING (so the constant liar keeps parallel
-suggestions apart), and a sampler seeded for this call.
+suggestions apart), and a sampler seeded for this call. ``logUniform`` is optuna's ``log=True``, as in
+Katib's service: its min raised to 1e-10 (a double) or 1 (an int), its step dropped; ``normal`` and
+``logNormal`` are refused, as Katib's service refuses them ("supports only UNIFORM and LOG_UNIFORM").
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from millpond.errors import UserError
 from millpond.katib.suggestions.history import Search
 from millpond.katib.suggestions.records import FINISHED_STATES, Suggestion, SuggestionReply
 from millpond.katib.suggestions.space import Param, assigned, assignments_of, snap
@@ -22,9 +25,20 @@ from millpond.katib.suggestions.space import Param, assigned, assignments_of, sn
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def _distribution(param: Param) -> BaseDistribution:
+def _distribution(param: Param, where: str) -> BaseDistribution:
     if not param.numeric:
         return CategoricalDistribution(list(param.values))
+    if param.distribution == "logUniform":
+        if param.high < (1 if param.type == "int" else 1e-10):
+            raise UserError(f"{where}.feasibleSpace.max: logUniform needs max > 0, got {param.high:g}")
+        if param.type == "int":
+            return IntDistribution(max(1, int(param.low)), int(param.high), log=True)
+        return FloatDistribution(max(1e-10, param.low), param.high, log=True)
+    if param.distribution != "uniform":
+        raise UserError(
+            f"{where}.feasibleSpace.distribution: {param.distribution} is not supported by multivariate-tpe "
+            f"(Katib's optuna service supports only uniform and logUniform for {param.type} parameters)"
+        )
     if param.type == "int":
         return IntDistribution(int(param.low), int(param.high), step=int(param.step or 1))
     if param.step is not None:
@@ -34,7 +48,7 @@ def _distribution(param: Param) -> BaseDistribution:
 
 
 def distributions(params: tuple[Param, ...]) -> dict[str, BaseDistribution]:
-    return {p.name: _distribution(p) for p in params}
+    return {p.name: _distribution(p, f"spec.parameters[{index}]") for index, p in enumerate(params)}
 
 
 def _typed(param: Param, value: str) -> Any:

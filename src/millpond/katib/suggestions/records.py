@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PARAMETER_TYPES = ("double", "int", "discrete", "categorical")
+# Katib's FeasibleSpace.distribution; "unknown" is accepted by its webhook and searched as uniform.
+DISTRIBUTIONS = ("uniform", "logUniform", "normal", "logNormal", "unknown")
 OBJECTIVE_TYPES = ("minimize", "maximize")
 # Trial states whose objective value an algorithm learns from (Katib's Trial.convert: Succeeded, EarlyStopped).
 OBSERVED_STATES = frozenset({"Succeeded", "EarlyStopped"})
@@ -19,7 +21,11 @@ FINISHED_STATES = frozenset({"Succeeded", "Failed", "EarlyStopped", "MetricsUnav
 
 @dataclass(frozen=True)
 class ParameterSpec:
-    """Katib's ParameterSpec: ``parameter_type`` is double, int, discrete or categorical."""
+    """Katib's ParameterSpec: ``parameter_type`` is double, int, discrete or categorical.
+
+    ``distribution`` is its ``feasibleSpace.distribution`` (one of :data:`DISTRIBUTIONS`); the algorithms
+    that read it are those of Katib that do (random, tpe, multivariate-tpe), the others search uniformly.
+    """
 
     name: str
     parameter_type: str
@@ -27,6 +33,7 @@ class ParameterSpec:
     max: str | None = None
     step: str | None = None
     values: tuple[str, ...] = ()
+    distribution: str = "uniform"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from millpond.errors import UserError
-from millpond.katib.suggestions.records import PARAMETER_TYPES, Assignment, ParameterSpec, TrialResult
+from millpond.katib.suggestions.records import (
+    DISTRIBUTIONS,
+    PARAMETER_TYPES,
+    Assignment,
+    ParameterSpec,
+    TrialResult,
+)
+
+LOG_DISTRIBUTIONS = frozenset({"logUniform", "logNormal"})
 
 
 @dataclass(frozen=True)
@@ -27,6 +35,7 @@ class Param:
     step: float | None = None
     values: tuple[str, ...] = ()
     decimals: int = 0  # digits after the point that min and step carry: stepped doubles are rounded to them
+    distribution: str = "uniform"  # Katib's, with "" and "unknown" read as uniform (its UNSPECIFIED)
 
     @property
     def numeric(self) -> bool:
@@ -65,6 +74,7 @@ def check_param(spec: ParameterSpec, where: str) -> Param:
     if spec.parameter_type not in PARAMETER_TYPES:
         raise UserError(f"{where}.parameterType: {spec.parameter_type!r} is not one of {', '.join(PARAMETER_TYPES)}")
     feasible = f"{where}.feasibleSpace"
+    distribution = _distribution(spec.distribution, f"{feasible}.distribution")
     if spec.parameter_type in ("discrete", "categorical"):
         if not spec.values:
             raise UserError(f"{feasible}.list: required (a {spec.parameter_type} parameter's values)")
@@ -86,7 +96,27 @@ def check_param(spec: ParameterSpec, where: str) -> Param:
             raise UserError(f"{feasible}.step: {spec.step} is not greater than zero")
         if step > high - low and high > low:
             raise UserError(f"{feasible}.step: {spec.step} is larger than max - min ({high - low:g})")
-    return Param(spec.name, spec.parameter_type, low, high, step, decimals=_decimals(spec.min, spec.step))
+    decimals = _decimals(spec.min, spec.step)
+    return Param(spec.name, spec.parameter_type, low, high, step, decimals=decimals, distribution=distribution)
+
+
+def _distribution(text: str, where: str) -> str:
+    """Katib's webhook accepts its four distributions and "unknown"; its services read "unknown" as uniform."""
+    if text in ("", "unknown"):
+        return "uniform"
+    if text not in DISTRIBUTIONS:
+        raise UserError(f"{where}: distribution {text!r} is not supported (one of {', '.join(DISTRIBUTIONS[:4])})")
+    return text
+
+
+def check_log_min(params: Sequence[Param], algorithm: str) -> None:
+    """A logUniform or logNormal number needs min > 0: Katib's hyperopt service takes ``log(min)``."""
+    for index, param in enumerate(params):
+        if param.numeric and param.distribution in LOG_DISTRIBUTIONS and param.low <= 0:
+            raise UserError(
+                f"spec.parameters[{index}].feasibleSpace.min: {param.distribution} needs min > 0 "
+                f"({algorithm} searches log(value)), got {param.low:g}"
+            )
 
 
 def check_params(parameters: Sequence[ParameterSpec]) -> tuple[Param, ...]:
