@@ -25,7 +25,10 @@ MIN = Objective("minimize", None, "loss")
 LOG_LR = ParameterSpec("lr", "double", "1e-5", "1e-1", distribution="logUniform")
 
 
-def drawn(name: str, parameter: ParameterSpec, count: int = 200, settings: tuple[tuple[str, str], ...] = ()) -> list[float]:
+Settings = tuple[tuple[str, str], ...]
+
+
+def drawn(name: str, parameter: ParameterSpec, count: int = 200, settings: Settings = ()) -> list[float]:
     """``count`` suggestions of one request for a single parameter (no history: the prior itself)."""
     request = SuggestionRequest(
         f"default/{name}-{parameter.distribution}", (parameter,), MIN,
@@ -36,7 +39,7 @@ def drawn(name: str, parameter: ParameterSpec, count: int = 200, settings: tuple
     return values
 
 
-def searched(name: str, parameter: ParameterSpec, trials: int, settings: tuple[tuple[str, str], ...]) -> list[float]:
+def searched(name: str, parameter: ParameterSpec, trials: int, settings: Settings) -> list[float]:
     """The values a model-based search tried on a flat objective (so it keeps drawing from its prior's shape)."""
     algorithm = Algorithm(name, (("random_state", "5"), *settings))
     done, _ = run(algorithm, lambda values: 1.0, parameters=(parameter,), trials=trials, per_call=2,
@@ -80,7 +83,8 @@ def test_bayesianoptimization_searches_a_double_log_uniform_whatever_its_distrib
 def test_goptuna_algorithms_search_uniformly_whatever_the_distribution(name):
     """Katib's goptuna service (cmaes, sobol) builds uniform distributions only: logUniform is accepted and not read."""
     params = (LOG_LR, ParameterSpec("m", "double", "0", "1", distribution="normal"))
-    request = SuggestionRequest(f"default/ignored-{name}", params, MIN, Algorithm(name, (("random_state", "3"),)), (), 40)
+    algorithm = Algorithm(name, (("random_state", "3"),))
+    request = SuggestionRequest(f"default/ignored-{name}", params, MIN, algorithm, (), 40)
     values = [float(s.assignments[0].value) for s in get_suggestions(request).suggestions]
     assert all(1e-5 <= value <= 1e-1 for value in values)
     assert statistics.median(values) > 0.02  # not pulled towards 1e-3
@@ -155,7 +159,8 @@ def test_optuna_raises_a_log_uniform_min_of_zero_as_katib_does():
     params = (ParameterSpec("x", "double", "0", "1", distribution="logUniform"),
               ParameterSpec("n", "int", "0", "100", distribution="logUniform"))
     validate(params, MIN, Algorithm("multivariate-tpe", ()), max_trial_count=None, parallel_trial_count=None)
-    request = SuggestionRequest("default/zero", params, MIN, Algorithm("multivariate-tpe", (("random_state", "2"),)), (), 30)
+    algorithm = Algorithm("multivariate-tpe", (("random_state", "2"),))
+    request = SuggestionRequest("default/zero", params, MIN, algorithm, (), 30)
     for suggestion in get_suggestions(request).suggestions:
         x, n = (float(a.value) for a in suggestion.assignments)
         assert 0 < x <= 1 and 1 <= n <= 100

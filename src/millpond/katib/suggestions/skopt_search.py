@@ -3,8 +3,9 @@
 Katib's defaults: ``base_estimator=GP``, ``n_initial_points=10``, ``acq_func=gp_hedge``,
 ``acq_optimizer=auto``; its space: ``Integer`` for an int, ``Real(..., "log-uniform")`` for a double,
 ``Categorical`` for a list, whatever the parameter's ``distribution`` (Katib's service reads none).
-A double whose min is not above zero is searched uniform here (Katib's service fails on it). Each call tells every observation to a fresh optimizer seeded for this call and
-asks ``count`` points (skopt's constant liar keeps them apart); a stepped value is snapped to its step.
+A double whose min is not above zero is searched uniform here (Katib's service fails on it). Each call
+tells every observation to a fresh optimizer seeded for this call and asks ``count`` points (skopt's
+constant liar keeps them apart); a stepped value is snapped to its step.
 """
 
 from __future__ import annotations
