@@ -39,7 +39,7 @@ __all__ = ["OWNERS", "REGISTRY", "KindName", "KindTable"]
 # registers the names, its ``handler`` module the handler): a dispatcher that loaded only one of them
 # would call the others' kinds unknown.
 OWNERS = ("datasets", "training", "training.batch", "scheduling.queues", "kuberay", "pods", "core", "serving",
-          "notebooks", "serving.seldon")
+          "notebooks", "serving.seldon", "katib")
 
 
 class KindTable:

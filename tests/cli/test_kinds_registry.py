@@ -79,8 +79,9 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 def test_every_registered_kind_resolves_to_its_familys_handler() -> None:
     kinds = list(REGISTRY)
     assert {entry.owner for entry in kinds} == set(OWNERS)
-    assert len(kinds) == 46  # 12 Fluid, 6 Kubeflow, 1 batch (Job), 5 Kueue, 2 KubeRay, 1 v1 Pod, 14 core (v1 with
-    # ResourceQuota, RBAC, Kubeflow's Profile), 3 KServe, 1 Seldon (SeldonDeployment), 1 Kubeflow Notebook
+    assert len(kinds) == 49  # 12 Fluid, 6 Kubeflow, 1 batch (Job), 5 Kueue, 2 KubeRay, 1 v1 Pod, 14 core (v1 with
+    # ResourceQuota, RBAC, Kubeflow's Profile), 3 KServe, 1 Seldon (SeldonDeployment), 1 Kubeflow Notebook,
+    # 3 Katib (Experiment, Suggestion, Trial)
     for entry in kinds:
         handler = REGISTRY.handler(entry)
         for member in ("claims", "check", "get", "list_objects", "printer_columns", "table", "delete", "status",

@@ -25,6 +25,7 @@ from millpond.server import (
     artifact_writes,
     experiments,
     jobs_routes,
+    katib_reconcile,
     katib_routes,
     kfam_routes,
     lineage_routes,
@@ -88,6 +89,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.router.on_startup.append(lambda: jobs_routes.check_jobs(settings))  # dead supervisors: their jobs FAILED
     serving_reconcile.install(app, settings)  # every servable InferenceService gets a supervisor, now and later
     notebook_reconcile.install(app, settings)  # every Notebook gets a supervisor, now and after a kill -9
+    katib_reconcile.install(app, settings)  # every unfinished Experiment gets a supervisor, now and after a kill -9
     queue_reclaim.install(app, settings)  # the quota of queued workloads whose holder died: handed on
     app.state.metrics_registry = metrics.registry_for(settings)
     app.state.authorizer = Authorizer(settings, access.multi_user)  # the one decision every surface asks

@@ -1,0 +1,1 @@
+"""Katib: hyperparameter tuning (Experiments, Suggestions, Trials) as kubeflow/katib does it."""

@@ -1,0 +1,1 @@
+"""Katib's metrics collectors: what a trial printed or wrote, read as Katib's observation logs."""

@@ -1,0 +1,244 @@
+"""``python -m millpond.katib.supervisor NAMESPACE NAME UID``: one Experiment's controller.
+
+Started detached by ``katib.objects.start``; one per uid (a lock on a file of its folder: a second one leaves
+at once). Each tick (``TICK_S``) it reads everything afresh from the store, as Katib's controllers reconcile:
+
+1. the Experiment is gone or re-created (another uid): end;
+2. each unfinished Trial takes a step (``katib.trials``): its job created, its metrics read, its conditions
+   set, early stopping applied; the new status written before its job is deleted;
+3. the Experiment's summary (``katib.status``): counts, lists, current optimal trial; a Succeeded Experiment
+   whose ``maxTrialCount`` was raised (resumePolicy LongRunning or FromVolume: the webhook refused it for
+   Never) is marked Restarting, then Running; then the condition that ends it, or Running;
+4. while it runs: new Trials up to ``parallelTrialCount`` active and ``maxTrialCount`` in all, from the
+   suggestions recorded in its Suggestion first, then from new ones (``katib.suggesting``: recorded before
+   any Trial is created, so a ``kill -9`` anywhere neither loses nor repeats one);
+5. the status written when it changed.
+
+Once the Experiment is finished and no Trial is active, the supervisor ends (an apply that raises
+``maxTrialCount`` starts another). Katib lets Trials that were running when the goal was reached finish;
+so does this. A failure of the controller itself is said in the Experiment's status and the supervisor ends
+(``millpond server`` starts another within ``katib_reconcile.RECONCILE_S``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import signal
+import sys
+import threading
+import traceback
+from typing import Any
+
+from millpond.errors import UserError
+from millpond.katib import objects, paths, status, suggesting, trial_jobs, trials
+from millpond.katib.kinds import API_VERSION, EXPERIMENT, EXPERIMENT_LABEL, TRIAL
+from millpond.katib.manifests import configmap_reader
+from millpond.katib.suggestions.records import Assignment, EarlyStoppingRule, TrialResult
+from millpond.katib.webhook import ExperimentSpec, check_spec
+from millpond.settings import Settings, load_settings
+from millpond.store import config_documents
+from millpond.store.resources import Resource, ResourceStore
+from millpond.store.secrets import ConfigStore
+
+TICK_S = 0.5
+
+
+def _assignments(trial: Resource) -> tuple[Assignment, ...]:
+    return tuple(Assignment(str(one["name"]), str(one["value"]))
+                 for one in trial.manifest.get("spec", {}).get("parameterAssignments") or [])
+
+
+class ExperimentSupervisor:
+    """The reconciler of one Experiment (see the module's docstring for its steps)."""
+
+    def __init__(self, settings: Settings, namespace: str, name: str, uid: str) -> None:
+        self.settings = settings
+        self.namespace, self.name, self.uid = namespace, name, uid
+        self.store = ResourceStore(settings)
+        self.stopping = threading.Event()
+        self.reader = configmap_reader(config_documents.WithPlanned(ConfigStore(settings.home), []))
+        self.swept = False
+
+    def run(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, lambda *_: self.stopping.set())
+        while not self.stopping.is_set():
+            experiment = self.store.get(EXPERIMENT.kind, self.name, self.namespace)
+            if experiment is None or experiment.uid != self.uid:
+                return
+            try:
+                if not self.step(experiment):
+                    return
+            except Exception as exc:  # said in the Experiment's status; another supervisor retries later
+                traceback.print_exc()
+                self._write(experiment, status.marked(experiment.status, "Failed", "ExperimentFailed",
+                                                      f"its controller failed: {type(exc).__name__}: {exc}"))
+                return
+            self.stopping.wait(TICK_S)
+
+    # ------------------------------------------------------------------ one tick
+    def step(self, experiment: Resource) -> bool:
+        """One reconcile; False when there is nothing left to do (finished, no trial active)."""
+        raw = experiment.manifest.get("spec") or {}
+        try:
+            spec = check_spec(raw, self.namespace, self.reader)
+        except UserError as exc:  # its ConfigMap template went away, say
+            self._write(experiment, status.marked(experiment.status, "Failed", "ExperimentFailed", str(exc)))
+            return False
+        current = dict(experiment.status)
+        if not current.get("conditions"):
+            current = status.marked({"startTime": status.now_iso()}, "Created", "ExperimentCreated",
+                                    "Experiment is created")
+        suggestion = suggesting.ensure(self.store, self.namespace, self.name, spec, raw)
+        owned = objects.owned_trials(self.store, self.namespace, self.name)
+        if not self.swept:
+            self._sweep(spec, owned)
+        rules = self._rules(spec, owned)
+        stepper = trials.TrialStep(self.settings, spec, self.uid)
+        for trial in owned:
+            if status.trial_state(trial.status) in status.FINISHED:
+                continue
+            stepped = stepper.run(trial, rules)
+            if stepped.status != trial.status:
+                self.store.set_status(TRIAL.kind, trial.name, stepped.status, self.namespace)
+                trial.status = stepped.status
+            if stepped.delete_job:
+                objects.delete_job(self.settings, trial)
+        counts, goal = status.summary(spec, [status.TrialView(one.name, one.manifest["spec"].get(
+            "parameterAssignments") or [], one.status) for one in owned])
+        current = {**current, **counts}
+        for key in [key for key in current if key.endswith("TrialList") and key not in counts]:
+            current.pop(key)  # a list that emptied
+        current = self._restarted(spec, current)
+        ended = status.ending(spec, counts, goal, suggesting.exhausted(suggestion)) \
+            if not objects.finished(current) else None
+        if ended is not None:
+            current = status.marked(current, *ended)
+            current["completionTime"] = status.now_iso()
+        elif not objects.finished(current):
+            current = status.with_condition(current, "Running", "True", "ExperimentRunning", "Experiment is running")
+            wanted = status.trials_to_add(spec, counts)
+            if wanted:
+                self._add_trials(spec, raw, suggestion, owned, wanted)
+        self._write(experiment, current)
+        active = int(counts.get("trialsRunning") or 0) + int(counts.get("trialsPending") or 0)
+        return not objects.finished(current) or active > 0
+
+    def _restarted(self, spec: ExperimentSpec, current: dict[str, Any]) -> dict[str, Any]:
+        """A Succeeded Experiment that reached maxTrialCount, restartable, whose maxTrialCount is now higher than
+        its completed trials: Restarting (Succeeded False), as Katib's controller marks it."""
+        if not (status.is_true(current, "Succeeded") and status.reason_of(current, "Succeeded")
+                == "ExperimentMaxTrialsReached" and spec.resume_policy in ("LongRunning", "FromVolume")):
+            return current
+        if spec.max_trial_count is not None and spec.max_trial_count <= int(current.get("trials") or 0):
+            return current
+        restarted = status.with_condition(current, "Succeeded", "False", "ExperimentRestarting",
+                                          "Experiment is restarted")
+        restarted.pop("completionTime", None)
+        return status.with_condition(restarted, "Restarting", "True", "ExperimentRestarting",
+                                     "Experiment is restarted")
+
+    def _sweep(self, spec: ExperimentSpec, owned: list[Resource]) -> None:
+        """Once per supervisor: the jobs of finished, unretained Trials that a killed supervisor left."""
+        self.swept = True
+        if spec.retain:
+            return
+        for trial in owned:
+            if status.trial_state(trial.status) in status.FINISHED:
+                objects.delete_job(self.settings, trial)
+
+    def _rules(self, spec: ExperimentSpec, owned: list[Resource]) -> tuple[EarlyStoppingRule, ...]:
+        if spec.early_stopping is None:
+            return ()
+        from millpond.katib.suggestions.earlystopping import early_stopping_rules  # noqa: PLC0415 - only when used
+
+        metric = spec.objective.metric_name
+        logs: dict[str, list[tuple[int, float]]] = {}
+        for trial in owned:
+            if status.trial_state(trial.status) not in status.FINISHED:
+                continue
+            values = [one.value for one in trials.load_logs(trials.observation_file(self.settings, self.uid,
+                                                                                     trial.name))
+                      if one.name == metric]
+            logs[trial.name] = [(step, float(value)) for step, value in enumerate(values, 1) if trials.is_number(value)]
+        return early_stopping_rules(spec.early_stopping.name, spec.early_stopping.settings, spec.objective,
+                                    self._results(spec, owned), logs)
+
+    def _results(self, spec: ExperimentSpec, owned: list[Resource]) -> tuple[TrialResult, ...]:
+        """Every trial so far as the suggestion library reads it."""
+        metric = spec.objective.metric_name
+        strategy = spec.strategies.get(metric, "latest")
+        results = []
+        for trial in owned:
+            value = status.objective_value(trial.status, metric, strategy)
+            metrics = tuple((str(one.get("name")), float(one["latest"]))
+                            for one in (trial.status.get("observation") or {}).get("metrics") or []
+                            if trials.is_number(str(one.get("latest"))))
+            labels = tuple(sorted((trial.manifest.get("spec", {}).get("labels") or {}).items()))
+            results.append(TrialResult(trial.name, _assignments(trial), status.trial_state(trial.status),
+                                       float(value) if trials.is_number(value) else None, metrics, labels))
+        return tuple(results)
+
+    def _add_trials(self, spec: ExperimentSpec, raw: dict[str, Any], suggestion: Resource,
+                    owned: list[Resource], wanted: int) -> None:
+        """Create ``wanted`` Trials: from recorded suggestions that have none first, then from new ones."""
+        have = {trial.name for trial in owned}
+        waiting = [one for one in suggesting.recorded(suggestion) if one.name not in have]
+        if len(waiting) < wanted and not suggesting.exhausted(suggestion):
+            if suggesting.request_more(self.store, suggestion, self.namespace, self.name, spec,
+                                       self._results(spec, owned), wanted - len(waiting)):
+                fresh = self.store.get(suggestion.kind, suggestion.name, self.namespace)
+                if fresh is not None:
+                    waiting = [one for one in suggesting.recorded(fresh) if one.name not in have]
+        for one in waiting[:wanted]:
+            self.store.create(self._trial_body(spec, raw, one))
+
+    def _trial_body(self, spec: ExperimentSpec, raw: dict[str, Any], one: suggesting.Recorded) -> dict[str, Any]:
+        """The Trial of one suggestion, as Katib's experiment controller makes it (``manifest.generator``)."""
+        values = {assignment.name: assignment.value for assignment in one.assignments}
+        template = raw.get("trialTemplate") or {}
+        return {
+            "apiVersion": API_VERSION, "kind": TRIAL.kind,
+            "metadata": {"name": one.name, "namespace": self.namespace, "labels": {EXPERIMENT_LABEL: self.name},
+                         "ownerReferences": [{"apiVersion": API_VERSION, "kind": EXPERIMENT.kind, "name": self.name,
+                                              "uid": self.uid, "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {
+                "objective": raw.get("objective"),
+                "parameterAssignments": [{"name": a.name, "value": a.value} for a in one.assignments],
+                "runSpec": trial_jobs.render(spec, self.name, one.name, self.namespace, values),
+                "metricsCollector": raw.get("metricsCollectorSpec"),
+                **({"earlyStopping": raw["earlyStopping"]} if raw.get("earlyStopping") else {}),
+                **({"primaryContainerName": spec.primary_container} if spec.primary_container else {}),
+                **({"primaryPodLabels": dict(spec.primary_pod_labels)} if spec.primary_pod_labels else {}),
+                "successCondition": spec.success_condition, "failureCondition": spec.failure_condition,
+                "retainRun": spec.retain,
+                **({"labels": dict(one.labels)} if one.labels else {}),
+                **({"trialParameters": template.get("trialParameters")} if template.get("trialParameters") else {}),
+            },
+        }
+
+    def _write(self, experiment: Resource, current: dict[str, Any]) -> None:
+        if current != experiment.status:
+            self.store.set_status(EXPERIMENT.kind, self.name, current, self.namespace)
+            experiment.status = current
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m millpond.katib.supervisor NAMESPACE NAME UID", file=sys.stderr)
+        return 2
+    namespace, name, uid = argv
+    settings = load_settings()
+    folder = paths.folder(settings, uid)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "supervisor.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return 0  # another supervisor of this uid runs
+        ExperimentSupervisor(settings, namespace, name, uid).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
