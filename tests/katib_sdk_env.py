@@ -21,8 +21,12 @@ import pytest
 from tests.kube_sdk_env import BUILD_TIMEOUT_S, COMPLETE, SdkEnv, cache_root, is_complete
 
 KATIB_VERSION = "0.19.0"
-REQUIREMENTS = (f"kubeflow-katib=={KATIB_VERSION}",)
-VENV_NAME = f"katib-sdk{KATIB_VERSION}-py{sys.version_info.major}.{sys.version_info.minor}"
+# kubernetes 36 and later validate each call's arguments with pydantic and refuse the SDK's model objects as a
+# body ("Input should be a valid dictionary", seen with 37.0.2): the Katib SDK asks only ``>= 27.2.0``, so a fresh
+# install today gets one it cannot create an Experiment with. 35 is what the Kubeflow SDK pins (``< 36``).
+KUBERNETES = "kubernetes<36"
+REQUIREMENTS = (f"kubeflow-katib=={KATIB_VERSION}", KUBERNETES)
+VENV_NAME = f"katib-sdk{KATIB_VERSION}-kubernetes35-py{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def build(root: Path) -> Path:

@@ -33,7 +33,8 @@ from typing import Any
 
 from millpond.datasets.schema_check import check_schema_file
 from millpond.errors import ConflictError, NotFoundError, TaskFailure, UserError
-from millpond.kind_handler import ApplyBatch, KindContext, KindName
+from millpond.katib.kinds import API_VERSION, EXPERIMENT
+from millpond.kind_handler import ApplyBatch, KindContext
 from millpond.kinds import REGISTRY
 from millpond.names import label_problem
 from millpond.runners.environment import RUN_ID_ENV, TASK_ID_ENV
@@ -45,7 +46,6 @@ from millpond.store.secrets import ConfigStore
 
 RUN_LABEL = "pipelines.kubeflow.org/run_id"  # as train_job and deploy_model label what they make
 TASK_LABEL = "pipelines.kubeflow.org/task_id"
-API_VERSION = "kubeflow.org/v1beta1"
 POLL_S = 0.5
 FINAL = ("Succeeded", "Failed")
 
@@ -83,16 +83,12 @@ def manifest(inputs: ExperimentInputs, run_id: str, task_id: str) -> dict[str, A
             "spec": inputs.experiment_spec}
 
 
-def _experiment_kind() -> KindName:
-    return REGISTRY.loaded()["Experiment"]
-
-
 def _context() -> KindContext:
     return KindContext(load_settings())
 
 
 def _get(name: str, namespace: str) -> dict[str, Any] | None:
-    entry = _experiment_kind()
+    entry = EXPERIMENT
     try:
         return REGISTRY.handler(entry).get(entry, name, namespace, _context())
     except NotFoundError:
@@ -110,7 +106,7 @@ def _apply(body: dict[str, Any]) -> None:
 
 
 def _delete(name: str, namespace: str) -> None:
-    entry = _experiment_kind()
+    entry = EXPERIMENT
     REGISTRY.handler(entry).delete(entry, name, namespace, _context())
     print(f"deleted experiment {namespace}/{name}", flush=True)
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from millpond.kind_handler import KindContext, KindName
+from millpond.katib.kinds import EXPERIMENT, TRIAL
+from millpond.kind_handler import KindContext
 from millpond.kinds import REGISTRY
 from millpond.server.katib_views import experiment_detail, experiment_row, is_trial_of
 from millpond.server.route_access import kind_scope, require_kind, shows
@@ -32,11 +33,6 @@ router = APIRouter(tags=["Katib"])
 PREFIX = "/ui-api/katib"
 
 
-def _kind(kind: str) -> KindName:
-    """Katib's kind ``kind`` (kubeflow.org/v1beta1) from the registry."""
-    return REGISTRY.loaded()[kind]
-
-
 def _context(request: Request) -> KindContext:
     return KindContext(state_of(request).settings)
 
@@ -44,7 +40,7 @@ def _context(request: Request) -> KindContext:
 @router.get(f"{PREFIX}/experiments")
 def list_experiments(request: Request, namespace: str = "default", all_namespaces: bool = False) -> dict[str, Any]:
     """The Experiments page: one line per experiment of the namespace (or of every namespace the caller sees)."""
-    experiment = _kind("Experiment")
+    experiment = EXPERIMENT
     handler = REGISTRY.handler(experiment)
     if all_namespaces:
         found = handler.list_objects(experiment, "", True, _context(request))
@@ -61,7 +57,7 @@ def list_experiments(request: Request, namespace: str = "default", all_namespace
 @router.get(f"{PREFIX}/experiments/{{namespace}}/{{name}}")
 def get_experiment(namespace: str, name: str, request: Request) -> dict[str, Any]:
     """One experiment: its line, its search space and its trials (404 as ``kubectl get`` says it)."""
-    experiment, trial = _kind("Experiment"), _kind("Trial")
+    experiment, trial = EXPERIMENT, TRIAL
     require_kind(request, experiment, "get", namespace, name)
     require_kind(request, trial, "list", namespace)
     context = _context(request)

@@ -18,8 +18,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # Katib's label on an experiment's trials
-TRIAL_LABEL = "katib.kubeflow.org/trial"  # and on a trial's pods (Katib's pod webhook puts it there)
+from millpond.katib.kinds import EXPERIMENT_LABEL
 
 Obj = Mapping[str, Any]
 
