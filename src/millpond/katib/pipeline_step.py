@@ -195,6 +195,19 @@ def _give_back_grant() -> None:
         print("gave back this task's resources: the trials ask for their own", flush=True)
 
 
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every float that is a whole number as an int. A KFP ``dict`` input travels as a protobuf
+    Struct, whose numbers are all doubles: ``maxTrialCount: 4`` arrives as 4.0, which Katib's webhook (Go's JSON
+    into an int32) refuses; the launcher's SDK turned them back into ints when it deserialized the spec."""
+    if isinstance(value, dict):
+        return {key: whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def step_inputs(**values: Any) -> ExperimentInputs:
     """``ExperimentInputs`` from the component's arguments (numbers as KFP hands them over: 2.0 for 2)."""
     spec = values.pop("experiment_spec", None)
@@ -215,7 +228,7 @@ def step_inputs(**values: Any) -> ExperimentInputs:
     problem = label_problem(namespace)
     if problem:
         raise UserError(f"experiment_namespace {namespace!r}: {problem}")
-    return ExperimentInputs(experiment_spec=spec, experiment_name=name, experiment_namespace=namespace,
+    return ExperimentInputs(experiment_spec=whole_numbers(spec), experiment_name=name, experiment_namespace=namespace,
                             experiment_timeout_minutes=timeout,
                             delete_finished_experiment=bool(values.pop("delete_finished_experiment", True)))
 

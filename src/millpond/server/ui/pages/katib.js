@@ -93,14 +93,16 @@ function scatter(param, trials, objective, bestName) {
   const { W, H, L, R, T, B } = PLOT;
   const points = trials.filter((t) => t.objective !== null && t.parameters[param.name] !== undefined);
   const axis = axisOf(param, points);
-  const [lo, hi] = niceRange(points.map((t) => t.objective));
+  const [low, high] = niceRange(points.map((t) => t.objective));
+  const pad = (high - low) * 0.06;  // the highest and lowest points clear of the frame
+  const [lo, hi] = [low - pad, high + pad];
   const x = (f) => L + f * (W - L - R);
   const y = (v) => T + (1 - (v - lo) / (hi - lo)) * (H - T - B);
   return s("svg", { class: "katib-scatter", "data-parameter": param.name, width: W, height: H, viewBox: `0 0 ${W} ${H}` },
     s("title", {}, `${objective.metric} against ${param.name}`),
     s("rect", { x: L, y: T, width: W - L - R, height: H - T - B, fill: "#fff", stroke: "#d0d7de" }),
     axis.ticks.map(([f, label]) => s("text", { x: x(f), y: H - B + 13, "text-anchor": "middle", "font-size": 10 }, label)),
-    [lo, (lo + hi) / 2, hi].map((v) => s("text", { x: L - 4, y: y(v) + 3, "text-anchor": "end", "font-size": 10 }, numberText(v))),
+    [low, (low + high) / 2, high].map((v) => s("text", { x: L - 4, y: y(v) + 3, "text-anchor": "end", "font-size": 10 }, numberText(v))),
     s("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", "font-size": 11, class: "katib-axis" }, param.name),
     s("text", { x: 10, y: (T + H - B) / 2, "text-anchor": "middle", "font-size": 11, transform: `rotate(-90 10 ${(T + H - B) / 2})` }, objective.metric),
     points.map((t) => s("circle", { class: t.name === bestName ? "katib-point best" : "katib-point", "data-trial": t.name,
