@@ -3,22 +3,20 @@
 ``kubeflow-katib`` 0.19.0 pins ``protobuf < 5`` (its DB-manager gRPC stubs), which neither millpond's own
 environment (protobuf 6) nor the Kubeflow SDKs' side environment (``tests/kube_sdk_env.py``) can take, so it
 gets a third one. Built and cached as that module builds its own (a temporary folder renamed into place once
-whole, a ``complete`` file written last), under a name that holds the version; scripts run through
-:func:`tests.kube_sdk_env.run_sdk` with the kubeconfig in ``KUBECONFIG``.
+whole, a ``complete`` file written last: ``kube_sdk_env.build``), under a name that holds the versions; scripts
+run through :func:`tests.kube_sdk_env.run_sdk` with the kubeconfig in ``KUBECONFIG``.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.kube_sdk_env import BUILD_TIMEOUT_S, COMPLETE, SdkEnv, cache_root, is_complete
+from tests import kube_sdk_env
+from tests.kube_sdk_env import SdkEnv, cache_root, is_complete
 
 KATIB_VERSION = "0.19.0"
 # kubernetes 36 and later validate each call's arguments with pydantic and refuse the SDK's model objects as a
@@ -31,35 +29,7 @@ VENV_NAME = f"katib-sdk{KATIB_VERSION}-kubernetes35-py{sys.version_info.major}.{
 
 def build(root: Path) -> Path:
     """The environment under ``root``, built now unless a complete one is there."""
-    final = root / VENV_NAME
-    if is_complete(final):
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(final, ignore_errors=True)  # not complete: a build killed after its rename, not trusted
-    for leftover in root.glob(f"{VENV_NAME}.building-*"):  # builds whose process is gone
-        pid = leftover.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(leftover, ignore_errors=True)
-    building = root / f"{VENV_NAME}.building-{os.getpid()}"
-    shutil.rmtree(building, ignore_errors=True)
-    log = root / f"{VENV_NAME}.log"
-    python = building / "bin" / "python"
-    argvs = [[sys.executable, "-m", "venv", str(building)],
-             [str(python), "-m", "pip", "install", "--disable-pip-version-check", *REQUIREMENTS]]
-    environ = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    with open(log, "w") as out:
-        for argv in argvs:
-            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S, env=environ)
-            if done.returncode != 0:
-                shutil.rmtree(building, ignore_errors=True)
-                pytest.fail(f"building the Katib SDK's environment failed ({' '.join(argv[-3:])}): see {log}")
-    (building / COMPLETE).write_text("\n".join(REQUIREMENTS) + "\n")
-    try:
-        building.rename(final)
-    except OSError:  # another session renamed its own build into place first
-        shutil.rmtree(building, ignore_errors=True)
-    assert is_complete(final), f"no complete Katib SDK environment at {final}"
-    return final
+    return kube_sdk_env.build(root, REQUIREMENTS, VENV_NAME)
 
 
 @pytest.fixture(scope="session")

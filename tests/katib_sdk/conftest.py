@@ -4,20 +4,16 @@ environment (``tests/katib_sdk_env.py``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.katib_sdk_env import katib_sdk  # noqa: F401 - the fixture, for this folder's tests
-from tests.kube_support import Kubectl
+from tests.kube_support import Kubectl, kubeconfig_of_server
 from tests.server_support import Served, module_home
 
 TOKEN = "katib-sdk-token"
-MILLPOND = Path(sys.executable).parent / "millpond"
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +31,4 @@ def served(home: Path) -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def kubectl(served: Served, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     """kubectl with the kubeconfig ``millpond kubeconfig`` writes for the server."""
-    folder = tmp_path_factory.mktemp("katib-kubectl")
-    token_file = folder / "token"
-    token_file.write_text(TOKEN + "\n")
-    config = folder / "kubeconfig"
-    written = subprocess.run([str(MILLPOND), "kubeconfig", "--server", served.url, "--token-file", str(token_file),
-                              "--file", str(config), "--use"], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "MILLPOND_HOME": str(home)})
-    assert written.returncode == 0, written.stderr
-    return Kubectl(config, folder / "cache")
+    return kubeconfig_of_server(served, home, tmp_path_factory.mktemp("katib-kubectl"), TOKEN)
