@@ -277,6 +277,12 @@ SLOW = [Slow(test, why) for test, why in (
     ("tests/runs/test_conformance_runner.py::test_a_corpus_with_expected_tsv_is_judged_by_its_rows", "31 s loaded"),
     ("tests/runs/test_history.py::test_two_concurrent_runs_on_one_home", "2 cases, 59 s loaded"),
     ("tests/runs/test_ir_validation.py::test_cli_refuses_before_the_run", "9 cases, 171 s loaded"),
+    ("tests/katib/test_upstream_examples.py::test_katib_examples_run_to_succeeded_with_an_optimal_trial",
+     "8 cases, ~150 s serial: Katib's examples, 12 trials each of host processes ~2.5 s long"),
+    ("tests/katib/test_experiments.py::test_a_killed_supervisor_resumes_without_losing_or_repeating_a_trial",
+     "~12 s serial: six 1.5 s trials around a kill -9"),
+    ("tests/katib/test_experiments.py::test_long_running_restarts_when_max_trial_count_is_raised",
+     "~12 s serial: two Experiments run to the end, one of them twice"),
 )]
 SLOW_TESTS = {entry.test: entry.why for entry in SLOW}
 

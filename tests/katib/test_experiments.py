@@ -103,6 +103,10 @@ def test_an_experiment_of_batch_job_trials_succeeds_with_its_optimal_trial(cli: 
         most_running = max(most_running, int(found["status"].get("trialsRunning") or 0)
                            + int(found["status"].get("trialsPending") or 0))
 
+    deadline = time.monotonic() + 30
+    while not condition(shown(cli, "experiment", "quad"), "Running") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert condition(shown(cli, "experiment", "quad"), "Running") and supervisors("default", "quad")  # live
     done = until_done(cli, "quad", watch=watch)
     status = done["status"]
     assert condition(done, "Succeeded")["reason"] == "ExperimentMaxTrialsReached"
@@ -121,7 +125,14 @@ def test_an_experiment_of_batch_job_trials_succeeds_with_its_optimal_trial(cli: 
     assert done["spec"]["metricsCollectorSpec"]["collector"]["kind"] == "StdOut"
     suggestion = shown(cli, "suggestion", "quad")
     assert suggestion["status"]["suggestionCount"] == 4
+    ended = condition(suggestion, "Succeeded")  # resumePolicy Never: the Suggestion ends with its Experiment
+    assert ended is not None and ended["message"] == "Suggestion is succeeded, can't be restarted"
+    assert [one["type"] for one in done["status"]["conditions"]] == ["Created", "Running", "Succeeded"]
     assert cli("get", "jobs", "-o", "json").out.count('"kind": "Job"') == 0  # retain false: jobs deleted
+    deadline = time.monotonic() + 30
+    while supervisors("default", "quad") and time.monotonic() < deadline:  # finished: its supervisor leaves
+        time.sleep(0.1)
+    assert supervisors("default", "quad") == []
 
 
 def test_the_goal_ends_the_experiment_early(cli: Any, tmp_path: Path) -> None:
@@ -142,6 +153,10 @@ def test_failing_trials_end_it_failed_at_max_failed_trial_count(cli: Any, tmp_pa
     done = until_done(cli, "fails")
     assert condition(done, "Failed")["reason"] == "ExperimentFailed"
     assert done["status"]["trialsFailed"] == 2
+    for trial in json.loads(cli("get", "trials", "-o", "json").out)["items"]:  # each says why, from its Job
+        failed = condition(trial, "Failed")
+        assert failed is not None and failed["reason"] == "TrialFailed. Job reason: BackoffLimitExceeded", failed
+        assert failed["message"] == "Trial has failed. Job message: Job has reached the specified backoff limit"
 
 
 def test_a_metric_never_printed_makes_the_trial_metrics_unavailable(cli: Any, tmp_path: Path) -> None:
@@ -186,8 +201,9 @@ def test_long_running_restarts_when_max_trial_count_is_raised(cli: Any, tmp_path
         assert time.monotonic() < deadline
         time.sleep(0.3)
     done = until_done(cli, "longrun")
-    assert [one["type"] for one in done["status"]["conditions"]][:2] == ["Created", "Running"]
-    assert any(one["type"] == "Restarting" for one in done["status"]["conditions"])
+    # Katib's order: a condition that changes moves last (Running False before Succeeded, the printer's column)
+    assert [one["type"] for one in done["status"]["conditions"]] == ["Created", "Restarting", "Running", "Succeeded"]
+    assert shown(cli, "suggestion", "longrun")["status"]["conditions"][-1]["type"] == "Running"  # LongRunning: kept
     never = experiment("never", runs=runs, max_trials=1, parallel=1)
     assert apply(cli, tmp_path, never).code == 0
     until_done(cli, "never")
@@ -216,3 +232,32 @@ def test_bad_input_is_one_line_naming_the_field_and_nothing_is_stored(cli: Any, 
     lines = [line for line in result.err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and field in lines[0], result.err
     assert ResourceStore().list("Experiment", None) == []
+
+
+def test_a_pytorchjob_trial_reads_its_metrics_from_the_master(cli: Any, tmp_path: Path) -> None:
+    """A PyTorchJob trial (Master + Worker): Katib's defaults pick the master's pod
+    (``training.kubeflow.org/job-role: master``) and the ``pytorch`` container; only the master prints the loss."""
+    runs = tmp_path / "runs"
+    script = ("import os,sys; x=float(sys.argv[1]); master=os.environ.get('RANK','0')=='0'; "
+              "master and open(os.environ['RUNS'],'a').write(sys.argv[2]+'\\n'); "
+              "print(f'loss={(x-2)**2:.6f}' if master else 'loss=1000000')")
+    container = {"name": "pytorch", "image": "python:3.12",
+                 "command": [PY, "-c", script, "${trialParameters.x}", "${trialParameters.trial}"],
+                 "env": [{"name": "RUNS", "value": str(runs)}]}
+    replica = {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}
+    doc = experiment("torch", runs=runs, max_trials=2, parallel=2)
+    template = doc["spec"]["trialTemplate"]
+    template.pop("primaryContainerName")
+    template["trialSpec"] = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {
+        "pytorchReplicaSpecs": {"Master": replica, "Worker": replica}}}
+    assert apply(cli, tmp_path, doc).code == 0
+    done = until_done(cli, "torch", timeout=120)
+    assert condition(done, "Succeeded")["reason"] == "ExperimentMaxTrialsReached", done["status"]
+    assert done["spec"]["trialTemplate"]["primaryPodLabels"] == {"training.kubeflow.org/job-role": "master"}
+    assert done["status"]["trialsSucceeded"] == 2
+    best = done["status"]["currentOptimalTrial"]
+    [x] = [float(one["value"]) for one in best["parameterAssignments"] if one["name"] == "x"]
+    [loss] = [one for one in best["observation"]["metrics"] if one["name"] == "loss"]
+    assert float(loss["latest"]) == pytest.approx((x - 2) ** 2, abs=1e-5)  # the master's, never the worker's
+    trial = shown(cli, "trial", best["bestTrialName"])
+    assert trial["spec"]["runSpec"]["kind"] == "PyTorchJob" and trial["spec"]["primaryContainerName"] == "pytorch"

@@ -50,8 +50,15 @@ class Step:
     paths: tuple[tuple[Step, ...], ...] = ()
 
 
-class _Refused(Exception):
+class _Refused(UserError):
     """Raised inside the parser; :func:`parse` turns it into one UserError line."""
+
+
+def _past_literal(text: str, index: int) -> int | None:
+    """The index after the JSON string or escaped character at ``index``; None when neither starts there."""
+    if text[index] == '"':
+        return _string_end(text, index)
+    return index + 2 if text[index] == "\\" else None
 
 
 def _closing(text: str, start: int, opening: str, closing: str) -> int:
@@ -59,11 +66,9 @@ def _closing(text: str, start: int, opening: str, closing: str) -> int:
     depth, index = 0, start
     while index < len(text):
         char = text[index]
-        if char == '"':
-            index = _string_end(text, index)
-            continue
-        if char == "\\":
-            index += 2
+        after = _past_literal(text, index)
+        if after is not None:
+            index = after
             continue
         if char == opening:
             depth += 1
@@ -165,11 +170,9 @@ def _parse_query(inner: str, depth: int) -> tuple[tuple[Step, ...], str | None, 
     index, found = 0, None
     while index < len(inner):
         char = inner[index]
-        if char == '"':
-            index = _string_end(inner, index)
-            continue
-        if char == "\\":
-            index += 2
+        after = _past_literal(inner, index)
+        if after is not None:
+            index = after
             continue
         if char in "([":
             index = _closing(inner, index, char, ")" if char == "(" else "]") + 1

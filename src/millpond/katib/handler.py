@@ -58,7 +58,7 @@ class KatibHandler(HandlerBase):
 
     def check(self, documents: Sequence[Document], batch: ApplyBatch) -> _Plan:
         store = ResourceStore(batch.context.settings)
-        return _Plan([check_document(doc, source, number, batch.validate, batch.secrets, store)
+        return _Plan([check_document(doc, source, number, batch, store)
                       for source, number, doc in documents])
 
     def get(self, kind: KindName, name: str, namespace: str, context: KindContext) -> dict[str, Any]:

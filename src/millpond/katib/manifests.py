@@ -14,9 +14,10 @@ from typing import Any
 
 from millpond.documents import plain_value
 from millpond.errors import UserError
-from millpond.katib import webhook
+from millpond.katib import trial_jobs, webhook
 from millpond.katib.kinds import API_VERSION, EXPERIMENT, GROUP, KINDS, SUGGESTION, TRIAL, schema_file
-from millpond.kind_handler import SchemaCheck, SecretLookup
+from millpond.kind_handler import ApplyBatch, SecretLookup
+from millpond.kinds import REGISTRY
 from millpond.manifest_envelope import ManifestBody, check_metadata, is_document_of
 from millpond.store.resources import ResourceStore
 
@@ -37,15 +38,35 @@ def configmap_reader(secrets: SecretLookup) -> webhook.ConfigMapReader:
 
     def read(namespace: str, name: str) -> Mapping[str, str] | None:
         try:
-            return secrets.in_namespace(namespace).get("ConfigMap", name)
+            return secrets.in_namespace(namespace).get("configmap", name)
         except UserError:
             return None
 
     return read
 
 
-def check_document(doc: Any, source: str, number: int, validate: SchemaCheck, secrets: SecretLookup,
-                   store: ResourceStore) -> ExperimentManifest:
+def sample_assignments(spec: webhook.ExperimentSpec) -> dict[str, str]:
+    """One point of the search space (each parameter's first value, or its min): what a dry-run trial is made of."""
+    return {one.name: one.values[0] if one.values else str(one.min if one.min is not None else "0")
+            for one in spec.parameters}
+
+
+def check_trial(spec: webhook.ExperimentSpec, raw: Mapping[str, Any], name: str, namespace: str,
+                reader: webhook.ConfigMapReader, batch: ApplyBatch) -> None:
+    """A trial of the template, rendered from one point of the space, checked as ``millpond apply`` checks its
+    kind (nothing stored): a trial no run could start (an FPGA, a TPU slice, a field its kind refuses) is refused
+    with the Experiment, not once per trial after it was accepted. Katib's webhook creates the trial's job in
+    dry-run mode for the same reason."""
+    trial = f"{name}-dryrun00"
+    job = trial_jobs.render(spec, name, trial, namespace, sample_assignments(spec),
+                            trial_jobs.template_text(raw, namespace, reader))
+    try:
+        REGISTRY.plan([(f"trial {trial}", 1, job)], batch)
+    except UserError as exc:
+        raise UserError(f"spec.trialTemplate: its trials cannot run here: {exc}") from None
+
+
+def check_document(doc: Any, source: str, number: int, batch: ApplyBatch, store: ResourceStore) -> ExperimentManifest:
     where = f"{source}: document {number}"
     doc = plain_value(doc, where)
     try:
@@ -57,14 +78,15 @@ def check_document(doc: Any, source: str, number: int, validate: SchemaCheck, se
         label = f"Experiment {metadata['name']}"
         try:
             webhook.check_name(metadata["name"])
-            validate(schema, {**doc, "metadata": metadata})
+            batch.validate(schema, {**doc, "metadata": metadata})
             raw = doc.get("spec")
             if not isinstance(raw, dict):
                 raise UserError("spec: must be specified")
             namespace = str(metadata.get("namespace") or "default")
-            reader = configmap_reader(secrets)
+            reader = configmap_reader(batch.secrets)
             spec = webhook.default_spec(raw, namespace, reader)
             read = webhook.check_spec(spec, namespace, reader)
+            check_trial(read, spec, metadata["name"], namespace, reader, batch)
             before = store.get(EXPERIMENT.kind, metadata["name"], namespace)
             if before is not None:
                 webhook.check_update(before.manifest.get("spec") or {}, spec, before.status)

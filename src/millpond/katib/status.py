@@ -7,9 +7,9 @@ trial the one whose objective value (after its metric strategy) is the least (mi
 goal reached → Succeeded ``ExperimentGoalReached``; failed trials (Failed and MetricsUnavailable) reaching
 ``maxFailedTrialCount`` → Failed ``ExperimentFailed``; completed trials reaching ``maxTrialCount`` → Succeeded
 ``ExperimentMaxTrialsReached``; the suggestion exhausted with no trial active → Succeeded
-``ExperimentSuggestionEndReached``; else Running. A condition is set in place when its type is there, else
-appended (the printer columns show the last one); Succeeded or Failed turn Running False, as Katib's
-``MarkExperimentStatus*`` do.
+``ExperimentSuggestionEndReached``; else Running. A condition that changes is removed and appended, as Katib's
+``setCondition`` does (the printer columns show the last one); Succeeded or Failed turn Running False first,
+as Katib's ``MarkExperimentStatus*`` do.
 """
 
 from __future__ import annotations
@@ -47,31 +47,34 @@ def reason_of(status: Mapping[str, Any], kind: str) -> str:
 
 
 def with_condition(status: Mapping[str, Any], kind: str, value: str, reason: str, message: str) -> dict[str, Any]:
-    """``status`` with condition ``kind`` set (in place when there, else appended); unchanged times when the
-    condition already says the same."""
+    """``status`` with condition ``kind`` set as Katib's ``setCondition`` sets it: unchanged when its status and
+    reason are the same; else removed and appended (the printer columns show the last condition), keeping its
+    ``lastTransitionTime`` when only the reason changed."""
     conditions = [dict(one) for one in status.get("conditions") or [] if isinstance(one, dict)]
+    current = next((one for one in conditions if one.get("type") == kind), None)
+    if current is not None and (current.get("status"), current.get("reason")) == (value, reason):
+        return {**status, "conditions": conditions}
     now = now_iso()
-    for one in conditions:
-        if one.get("type") == kind:
-            if (one.get("status"), one.get("reason"), one.get("message")) != (value, reason, message):
-                if one.get("status") != value:
-                    one["lastTransitionTime"] = now
-                one.update(status=value, reason=reason, message=message, lastUpdateTime=now)
-            break
-    else:
-        conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
-                           "lastUpdateTime": now, "lastTransitionTime": now})
-    return {**status, "conditions": conditions}
+    changed = {"type": kind, "status": value, "reason": reason, "message": message, "lastUpdateTime": now,
+               "lastTransitionTime": current.get("lastTransitionTime", now)
+               if current is not None and current.get("status") == value else now}
+    return {**status, "conditions": [one for one in conditions if one.get("type") != kind] + [changed]}
+
+
+def without_conditions(status: Mapping[str, Any], *kinds: str) -> dict[str, Any]:
+    return {**status, "conditions": [one for one in status.get("conditions") or []
+                                     if isinstance(one, dict) and one.get("type") not in kinds]}
 
 
 def marked(status: Mapping[str, Any], kind: str, reason: str, message: str) -> dict[str, Any]:
-    """Condition ``kind`` True; a final one (Succeeded, Failed…) turns Running False, keeping its reason."""
-    out = with_condition(status, kind, "True", reason, message)
+    """Condition ``kind`` True; a final one (Succeeded, Failed…) first turns Running False, keeping its reason,
+    as Katib's ``MarkExperimentStatusSucceeded`` and ``MarkTrialStatus…`` do (the final one is then the last)."""
+    out = dict(status)
     if kind not in ("Created", "Running", "Restarting"):
-        running = next((one for one in out["conditions"] if one.get("type") == "Running"), None)
+        running = next((one for one in out.get("conditions") or [] if one.get("type") == "Running"), None)
         if running is not None and running.get("status") == "True":
             out = with_condition(out, "Running", "False", str(running.get("reason")), str(running.get("message")))
-    return out
+    return with_condition(out, kind, "True", reason, message)
 
 
 def trial_state(status: Mapping[str, Any]) -> str:

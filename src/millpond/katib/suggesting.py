@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from millpond.katib.kinds import API_VERSION, EXPERIMENT_LABEL, SUGGESTION
-from millpond.katib.status import marked, now_iso
+from millpond.katib.status import is_true, marked, now_iso, with_condition
 from millpond.katib.suggestions.api import get_suggestions
 from millpond.katib.suggestions.records import Assignment, SuggestionRequest, TrialResult
 from millpond.katib.webhook import ExperimentSpec
 from millpond.store.resources import Resource, ResourceStore
 
 _ALPHABET = string.ascii_lowercase + string.digits
+END_REACHED = "SuggestionEndReached"
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,36 @@ def recorded(suggestion: Resource) -> list[Recorded]:
 
 
 def exhausted(suggestion: Resource) -> bool:
+    """The algorithm said its search space is used up (not: the Suggestion ended with its Experiment)."""
     return any(
-        one.get("type") == "Succeeded" and one.get("status") == "True"
+        one.get("type") == "Succeeded" and one.get("status") == "True" and one.get("reason") == END_REACHED
         for one in suggestion.status.get("conditions") or [])
+
+
+def finish(store: ResourceStore, suggestion: Resource, namespace: str, resume_policy: str) -> None:
+    """The Experiment finished: its Suggestion too, as Katib's ``cleanupSuggestionResources`` marks it
+    (resumePolicy Never or FromVolume; a LongRunning one keeps running, ready for a raised maxTrialCount)."""
+    if resume_policy not in ("Never", "FromVolume") or is_true(suggestion.status, "Succeeded"):
+        return
+    message = ("Suggestion is succeeded, can't be restarted" if resume_policy == "Never" else
+               "Suggestion is succeeded, suggestion volume is not deleted, can be restarted")
+    status = with_condition(suggestion.status, "Running", "False", "Suggestion is succeeded",
+                            "Suggestion is not running")
+    status = with_condition(status, "Succeeded", "True", "Experiment is succeeded", message)
+    store.set_status(SUGGESTION.kind, suggestion.name, status, namespace)
+    suggestion.status = status
+
+
+def restart(store: ResourceStore, suggestion: Resource, namespace: str) -> None:
+    """A restarted Experiment's Suggestion runs again (Katib's ``MarkSuggestionStatusRunning``: Succeeded
+    removed), unless its algorithm had used up the space."""
+    if exhausted(suggestion) or not is_true(suggestion.status, "Succeeded"):
+        return
+    conditions = [one for one in suggestion.status.get("conditions") or [] if one.get("type") != "Succeeded"]
+    status = with_condition({**suggestion.status, "conditions": conditions}, "Running", "True",
+                            "Suggestion is running", "Suggestion is running")
+    store.set_status(SUGGESTION.kind, suggestion.name, status, namespace)
+    suggestion.status = status
 
 
 def request_more(store: ResourceStore, suggestion: Resource, namespace: str, experiment: str,
@@ -98,7 +126,7 @@ def request_more(store: ResourceStore, suggestion: Resource, namespace: str, exp
     status = {**suggestion.status, "suggestions": known, "suggestionCount": len(known),
               "algorithmSettings": [{"name": key, "value": value} for key, value in reply.state]}
     if reply.exhausted:
-        status = marked(status, "Succeeded", "SuggestionEndReached", "Suggestion service has reached the end")
+        status = marked(status, "Succeeded", END_REACHED, "Suggestion service has reached the end")
     store.set_status(SUGGESTION.kind, experiment, status, namespace)
     manifest = dict(suggestion.manifest)
     manifest["spec"] = {**manifest.get("spec", {}), "requests": len(known)}

@@ -15,17 +15,23 @@ at once). Each tick (``TICK_S``) it reads everything afresh from the store, as K
 5. the status written when it changed.
 
 Once the Experiment is finished and no Trial is active, the supervisor ends (an apply that raises
-``maxTrialCount`` starts another). Katib lets Trials that were running when the goal was reached finish;
-so does this. A failure of the controller itself is said in the Experiment's status and the supervisor ends
-(``millpond server`` starts another within ``katib_reconcile.RECONCILE_S``).
+``maxTrialCount`` starts another). It leaves in an order that loses no such apply: it first drops its record
+among the background processes (an apply from then on starts another supervisor, which waits for this one's
+lock), then reads the Experiment once more and stays when its spec changed since its last step (an apply that
+came before saw it running and started none). Katib lets Trials that were running when the goal was reached finish;
+so does this. A spec that cannot run (a UserError: a trial it renders is refused) ends the Experiment Failed with the
+reason; any other fault of a tick is printed to the supervisor's log and the tick retried, waiting longer
+each time (up to ``RETRY_MAX_S``), as Katib's controllers requeue.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from typing import Any
 
@@ -35,12 +41,20 @@ from millpond.katib.kinds import API_VERSION, EXPERIMENT, EXPERIMENT_LABEL, TRIA
 from millpond.katib.manifests import configmap_reader
 from millpond.katib.suggestions.records import Assignment, EarlyStoppingRule, TrialResult
 from millpond.katib.webhook import ExperimentSpec, check_spec
+from millpond.runners import background
 from millpond.settings import Settings, load_settings
 from millpond.store import config_documents
 from millpond.store.resources import Resource, ResourceStore
 from millpond.store.secrets import ConfigStore
 
 TICK_S = 0.5
+RETRY_MAX_S = 30.0  # the longest wait before retrying a tick that failed
+LOCK_WAIT_S = 10.0  # how long a new supervisor waits for one that is leaving
+
+
+class CannotRun(UserError):
+    """The Experiment's template cannot make a Trial of a suggestion (Katib retries it for ever; millpond ends
+    the Experiment Failed with the reason)."""
 
 
 def _assignments(trial: Resource) -> tuple[Assignment, ...]:
@@ -62,19 +76,36 @@ class ExperimentSupervisor:
     def run(self) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, lambda *_: self.stopping.set())
+        failures = 0
         while not self.stopping.is_set():
             experiment = self.store.get(EXPERIMENT.kind, self.name, self.namespace)
             if experiment is None or experiment.uid != self.uid:
                 return
+            wait = TICK_S
             try:
-                if not self.step(experiment):
+                if not self.step(experiment) and self._may_leave(experiment):
                     return
-            except Exception as exc:  # said in the Experiment's status; another supervisor retries later
-                traceback.print_exc()
-                self._write(experiment, status.marked(experiment.status, "Failed", "ExperimentFailed",
-                                                      f"its controller failed: {type(exc).__name__}: {exc}"))
+                failures = 0
+            except CannotRun as exc:  # the spec cannot run (a trial it renders is refused): it says why, for good
+                self._write(experiment, status.marked(experiment.status, "Failed", "ExperimentFailed", str(exc)))
                 return
-            self.stopping.wait(TICK_S)
+            except Exception:  # noqa: BLE001 - a passing fault (the store busy): retried, as Katib requeues
+                traceback.print_exc()
+                failures += 1
+                wait = min(RETRY_MAX_S, TICK_S * 2 ** failures)
+            self.stopping.wait(wait)
+
+    def _may_leave(self, stepped: Resource) -> bool:
+        """Drop this supervisor's record, then: True unless the Experiment's spec changed since ``stepped`` (it
+        then registers again and stays; see the module's docstring)."""
+        mine = [one for one in objects.supervisors(self.namespace, self.name, self.uid) if one.pid == os.getpid()]
+        for one in mine:
+            background.forget(one)
+        fresh = self.store.get(EXPERIMENT.kind, self.name, self.namespace)
+        if fresh is None or fresh.uid != self.uid or fresh.manifest.get("spec") == stepped.manifest.get("spec"):
+            return True
+        background.register(objects.PROCESS_KIND, f"{self.namespace}/{self.name}", self.uid)
+        return False
 
     # ------------------------------------------------------------------ one tick
     def step(self, experiment: Resource) -> bool:
@@ -120,20 +151,23 @@ class ExperimentSupervisor:
             wanted = status.trials_to_add(spec, counts)
             if wanted:
                 self._add_trials(spec, raw, suggestion, owned, wanted)
+        if objects.finished(current):
+            suggesting.finish(self.store, suggestion, self.namespace, spec.resume_policy)
+        elif status.is_true(current, "Restarting"):
+            suggesting.restart(self.store, suggestion, self.namespace)
         self._write(experiment, current)
         active = int(counts.get("trialsRunning") or 0) + int(counts.get("trialsPending") or 0)
         return not objects.finished(current) or active > 0
 
     def _restarted(self, spec: ExperimentSpec, current: dict[str, Any]) -> dict[str, Any]:
         """A Succeeded Experiment that reached maxTrialCount, restartable, whose maxTrialCount is now higher than
-        its completed trials: Restarting (Succeeded False), as Katib's controller marks it."""
+        its completed trials: Restarting (Succeeded removed), as Katib's ``MarkExperimentStatusRestarting``."""
         if not (status.is_true(current, "Succeeded") and status.reason_of(current, "Succeeded")
                 == "ExperimentMaxTrialsReached" and spec.resume_policy in ("LongRunning", "FromVolume")):
             return current
         if spec.max_trial_count is not None and spec.max_trial_count <= int(current.get("trials") or 0):
             return current
-        restarted = status.with_condition(current, "Succeeded", "False", "ExperimentRestarting",
-                                          "Experiment is restarted")
+        restarted = status.without_conditions(current, "Succeeded", "Failed")
         restarted.pop("completionTime", None)
         return status.with_condition(restarted, "Restarting", "True", "ExperimentRestarting",
                                      "Experiment is restarted")
@@ -197,6 +231,11 @@ class ExperimentSupervisor:
         """The Trial of one suggestion, as Katib's experiment controller makes it (``manifest.generator``)."""
         values = {assignment.name: assignment.value for assignment in one.assignments}
         template = raw.get("trialTemplate") or {}
+        try:
+            run_spec = trial_jobs.render(spec, self.name, one.name, self.namespace, values,
+                                         trial_jobs.template_text(raw, self.namespace, self.reader))
+        except UserError as exc:
+            raise CannotRun(f"trial {one.name}: {exc}") from None
         return {
             "apiVersion": API_VERSION, "kind": TRIAL.kind,
             "metadata": {"name": one.name, "namespace": self.namespace, "labels": {EXPERIMENT_LABEL: self.name},
@@ -205,7 +244,7 @@ class ExperimentSupervisor:
             "spec": {
                 "objective": raw.get("objective"),
                 "parameterAssignments": [{"name": a.name, "value": a.value} for a in one.assignments],
-                "runSpec": trial_jobs.render(spec, self.name, one.name, self.namespace, values),
+                "runSpec": run_spec,
                 "metricsCollector": raw.get("metricsCollectorSpec"),
                 **({"earlyStopping": raw["earlyStopping"]} if raw.get("earlyStopping") else {}),
                 **({"primaryContainerName": spec.primary_container} if spec.primary_container else {}),
@@ -232,10 +271,15 @@ def main(argv: list[str]) -> int:
     folder = paths.folder(settings, uid)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "supervisor.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return 0  # another supervisor of this uid runs
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:  # another supervisor of this uid runs: it may be leaving (see _may_leave)
+                if time.monotonic() > deadline:
+                    return 0
+                time.sleep(0.1)
         ExperimentSupervisor(settings, namespace, name, uid).run()
     return 0
 

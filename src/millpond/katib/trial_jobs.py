@@ -32,13 +32,21 @@ def labels(experiment: str, trial: str) -> dict[str, str]:
     return {EXPERIMENT_LABEL: experiment, TRIAL_LABEL: trial}
 
 
+def template_text(experiment_spec: Mapping[str, Any], namespace: str,
+                  read_configmap: templates.ReadConfigMap) -> str | None:
+    """A ConfigMap template's YAML text (filled as text, as Katib fills it), None for an inline ``trialSpec``."""
+    if (experiment_spec.get("trialTemplate") or {}).get("configMap") is None:
+        return None
+    return templates.trial_template_text(experiment_spec, namespace, read_configmap)
+
+
 def render(spec: ExperimentSpec, experiment: str, trial: str, namespace: str,
-           assignments: Mapping[str, str]) -> dict[str, Any]:
-    """The Trial's job: the template with its trial parameters substituted, named and labelled for the Trial."""
-    api_version, kind = spec.trial_kind
-    meta = templates.TrialMeta(name=trial, namespace=namespace, kind=kind, api_version=api_version,
-                               labels=labels(experiment, trial), annotations={})
-    job = templates.render_trial(spec.trial_spec, spec.trial_parameters, assignments, meta)
+           assignments: Mapping[str, str], text: str | None = None) -> dict[str, Any]:
+    """The Trial's job: the template (``text``: its ConfigMap's YAML) with its trial parameters substituted, named
+    after the Trial and labelled for it (``${trialSpec.Labels[k]}`` reads the template's own labels, as Katib's)."""
+    meta = templates.trial_meta(spec.trial_spec, trial, namespace)
+    job = templates.render_trial(spec.trial_spec, spec.trial_parameters, assignments, meta, template_text=text)
+    job["metadata"]["labels"] = {**(job["metadata"].get("labels") or {}), **labels(experiment, trial)}
     _label_pod_templates(job, labels(experiment, trial))
     return job
 

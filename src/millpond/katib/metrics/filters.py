@@ -8,6 +8,7 @@ on a long log line. The first group is the metric's name, the second its value (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -34,8 +35,8 @@ def check(metrics_format: Sequence[str], path: str) -> None:
         try:
             _compiled(pattern)
         except re2.error as exc:
-            reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
-            raise UserError(f"{where}: invalid filter: {reason}") from None
+            reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise UserError(f"{where}: invalid filter: {json.dumps(reason, ensure_ascii=False)[1:-1]}") from None
         if _TWO_GROUPS.search(pattern) is None:
             raise UserError(f"{where}: two top subexpressions are required: the metric's name and its value")
 

@@ -59,6 +59,8 @@ def observation(logs: Sequence[MetricLog], strategies: Mapping[str, str]) -> dic
 
 def default_strategies(objective: Mapping[str, Any], path: str = "spec.objective") -> dict[str, str]:
     """The objective's ``metricStrategies`` with Katib's defaults filled in, keyed by metric name."""
+    if not isinstance(objective, Mapping):
+        raise UserError(f"{path}: must be an object")
     goal_type = objective.get("type")
     default = {"minimize": "min", "maximize": "max"}.get(goal_type if isinstance(goal_type, str) else "", "latest")
     given = objective.get("metricStrategies") or []
@@ -72,7 +74,10 @@ def default_strategies(objective: Mapping[str, Any], path: str = "spec.objective
         if value not in STRATEGIES:
             raise UserError(f"{path}.metricStrategies[{index}].value: {value!r} is not one of min, max, latest")
         strategies[entry["name"]] = value
-    names = [objective.get("objectiveMetricName"), *(objective.get("additionalMetricNames") or [])]
+    additional = objective.get("additionalMetricNames") or []
+    if not isinstance(additional, list):
+        raise UserError(f"{path}.additionalMetricNames: must be a list")
+    names = [objective.get("objectiveMetricName"), *additional]
     for name in names:
         if isinstance(name, str) and name not in strategies:
             strategies[name] = default

@@ -63,8 +63,9 @@ def _replay(search: Search, numeric: list[Param]) -> tuple[CMA, int]:
         if search.settings.get("restart_strategy") == "ipop" and cma.should_stop():
             # A converged search restarts from a point drawn from what it learnt, with twice the population.
             rng = np.random.default_rng(zlib.crc32(repr(told).encode()))
-            cma = CMA(mean=rng.uniform(0, 1, dim), sigma=sigma, bounds=bounds,
-                      population_size=cma.population_size * 2, seed=0)
+            cma = CMA(
+                mean=rng.uniform(0, 1, dim), sigma=sigma, bounds=bounds, population_size=cma.population_size * 2, seed=0
+            )
     return cma, generation
 
 

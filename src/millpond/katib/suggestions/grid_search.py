@@ -60,4 +60,3 @@ def suggest(search: Search) -> SuggestionReply:
     )
     exhausted = len(unvisited) <= len(chosen)
     return SuggestionReply(suggestions, search.state(len(suggestions)), exhausted=exhausted)
-

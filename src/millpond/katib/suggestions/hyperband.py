@@ -154,8 +154,10 @@ def suggest(search: Search) -> SuggestionReply:
         rng = np.random.default_rng(search.seed())
         resource = int(param.r)
         suggestions = [
-            Suggestion(_with_resource(assignments_of(search.params, _sample(search, rng)), param.resource_name, resource),
-                       labels=labels_of(param.current_i))
+            Suggestion(
+                _with_resource(assignments_of(search.params, _sample(search, rng)), param.resource_name, resource),
+                labels=labels_of(param.current_i),
+            )
             for _ in range(param.n)
         ]
     else:
@@ -168,10 +170,8 @@ def suggest(search: Search) -> SuggestionReply:
         if param.current_i > param.current_s:
             _next_bracket(param)
         resource = int(param.r * param.eta**param.current_i)
-        ranked = sorted(
-            (t for t in previous if t.state == "Succeeded" and t.objective_value is not None),
-            key=lambda t: t.objective_value if search.minimize else -t.objective_value,  # type: ignore[operator]
-        )
+        scored = [(t.objective_value, t) for t in previous if t.state == "Succeeded" and t.objective_value is not None]
+        ranked = [t for _, t in sorted(scored, key=lambda pair: pair[0] if search.minimize else -pair[0])]
         suggestions = [
             Suggestion(_with_resource(t.assignments, param.resource_name, resource), labels=labels_of(param.current_i))
             for t in ranked[:top]

@@ -45,8 +45,15 @@ def _history(search: Search, space: Any) -> Any:
         for param in search.params:
             value = observation.values[param.name]
             vals[param.name] = [param.values.index(value)] if not param.numeric else [float(value)]
-        miscs.append({"tid": tid, "cmd": space.cmd, "workdir": space.workdir,
-                      "idxs": {name: [tid] for name in vals}, "vals": vals})
+        miscs.append(
+            {
+                "tid": tid,
+                "cmd": space.cmd,
+                "workdir": space.workdir,
+                "idxs": {name: [tid] for name in vals},
+                "vals": vals,
+            }
+        )
         specs.append({"trial-name": observation.name})
         results.append({"loss": observation.loss, "status": hyperopt.STATUS_OK})
     docs = trials.new_trial_docs(tids=tids, specs=specs, results=results, miscs=miscs)
@@ -64,15 +71,19 @@ def _value(param: Param, raw: float) -> object:
 
 
 def suggest(search: Search, space: Any) -> SuggestionReply:
-    trials = _history(search, space)
     tpe = search.request.algorithm.name == "tpe"
+    trials = _history(search, space) if tpe else hyperopt.Trials()  # rand.suggest reads no history
     settings = search.settings
     options: dict[str, Any] = {}
     if tpe:
         # Katib starts modelling once as many trials as one request asks for have finished.
         options["n_startup_jobs"] = int(settings.get("n_startup_trials", search.count))  # type: ignore[call-overload]
-        for name, option in (("gamma", "gamma"), ("prior_weight", "prior_weight"),
-                             ("n_EI_candidates", "n_EI_candidates"), ("n_ei_candidates", "n_EI_candidates")):
+        for name, option in (
+            ("gamma", "gamma"),
+            ("prior_weight", "prior_weight"),
+            ("n_EI_candidates", "n_EI_candidates"),
+            ("n_ei_candidates", "n_EI_candidates"),
+        ):
             if name in settings:
                 options[option] = settings[name]
     suggestions = []

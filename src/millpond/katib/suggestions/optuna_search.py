@@ -54,7 +54,9 @@ def study(search: Search, space: dict[str, BaseDistribution]) -> optuna.Study:
     """An in-memory study of the request's trials, with this call's sampler."""
     settings = search.settings
     sampler = optuna.samplers.TPESampler(
-        multivariate=True, constant_liar=True, seed=search.seed(),
+        multivariate=True,
+        constant_liar=True,
+        seed=search.seed(),
         n_startup_trials=int(settings.get("n_startup_trials", 10)),  # type: ignore[call-overload]
         n_ei_candidates=int(settings.get("n_ei_candidates", 24)),  # type: ignore[call-overload]
     )

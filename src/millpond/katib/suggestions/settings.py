@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from millpond.errors import UserError
 from millpond.katib.suggestions.records import Algorithm
@@ -21,7 +22,7 @@ class Setting:
     """One setting: how its string parses, and the check Katib makes with the message it gives."""
 
     parse: Callable[[str], object]
-    ok: Callable[[object], bool] = lambda value: True
+    ok: Callable[[Any], bool] = lambda value: True
     message: str = ""
 
 
@@ -36,15 +37,15 @@ def _choice(*allowed: str, message: str) -> Setting:
     return Setting(str, lambda value: value in allowed, message)
 
 
-_RANDOM_STATE = Setting(int, lambda v: v >= 0, "random_state should be great or equal than zero")  # type: ignore[operator]
+_RANDOM_STATE = Setting(int, lambda v: v >= 0, "random_state should be great or equal than zero")
 
 
 def _nonneg(name: str) -> Setting:
-    return Setting(int, lambda v: v >= 0, f"{name} should be greate or equal than zero")  # type: ignore[operator]
+    return Setting(int, lambda v: v >= 0, f"{name} should be greate or equal than zero")
 
 
 def _positive(name: str, parse: Callable[[str], object] = int) -> Setting:
-    return Setting(parse, lambda v: v > 0, f"{name} should be great than zero")  # type: ignore[operator]
+    return Setting(parse, lambda v: v > 0, f"{name} should be great than zero")
 
 
 _CMAES_RESTARTS = ("ipop", "none", "None")
@@ -53,7 +54,7 @@ _HYPERBAND_STATE = ("s_max", "b_l", "r", "n", "current_s", "current_i", "evaluat
 SETTINGS: Mapping[str, Mapping[str, Setting]] = {
     "random": {"random_state": _RANDOM_STATE},
     "tpe": {
-        "gamma": Setting(_float, lambda v: 0 < v < 1, "gamma should be in the range of (0, 1)"),  # type: ignore[operator]
+        "gamma": Setting(_float, lambda v: 0 < v < 1, "gamma should be in the range of (0, 1)"),
         "prior_weight": _positive("prior_weight", _float),
         "n_EI_candidates": _positive("n_EI_candidates"),
         "n_ei_candidates": _positive("n_ei_candidates"),
@@ -70,7 +71,7 @@ SETTINGS: Mapping[str, Mapping[str, Setting]] = {
         "restart_strategy": Setting(
             str, lambda v: v in _CMAES_RESTARTS, "restart_strategy {value} is not supported in CMAES optimization"
         ),
-        "sigma": Setting(_float, lambda v: v > 0, "sigma should be greate than zero"),  # type: ignore[operator]
+        "sigma": Setting(_float, lambda v: v > 0, "sigma should be greate than zero"),
         "random_state": _RANDOM_STATE,
     },
     "sobol": {"random_state": _RANDOM_STATE},
@@ -79,10 +80,17 @@ SETTINGS: Mapping[str, Mapping[str, Setting]] = {
             "GP", "RF", "ET", "GBRT", message="base_estimator {value} is not supported in Bayesian optimization"
         ),
         "n_initial_points": Setting(
-            int, lambda v: v >= 0, "n_initial_points should be great or equal than zero"  # type: ignore[operator]
+            int,
+            lambda v: v >= 0,
+            "n_initial_points should be great or equal than zero",
         ),
         "acq_func": _choice(
-            "gp_hedge", "LCB", "EI", "PI", "EIps", "PIps",
+            "gp_hedge",
+            "LCB",
+            "EI",
+            "PI",
+            "EIps",
+            "PIps",
             message="acq_func {value} is not supported in Bayesian optimization",
         ),
         "acq_optimizer": _choice(
@@ -91,8 +99,8 @@ SETTINGS: Mapping[str, Mapping[str, Setting]] = {
         "random_state": _RANDOM_STATE,
     },
     "hyperband": {
-        "r_l": Setting(_float, lambda v: v > 0, "r_l must be a positive float number."),  # type: ignore[operator]
-        "eta": Setting(_float, lambda v: v > 1, "eta must be greater than one."),  # type: ignore[operator]
+        "r_l": Setting(_float, lambda v: v > 0, "r_l must be a positive float number."),
+        "eta": Setting(_float, lambda v: v > 1, "eta must be greater than one."),
         "resource_name": Setting(str),
         "random_state": _RANDOM_STATE,
         # What Katib's hyperband writes back into the settings between calls (its bracket bookkeeping).

@@ -52,8 +52,12 @@ def suggest(search: Search) -> SuggestionReply:
             optimizer.tell(xs, [o.loss for o in search.observations])
         points = optimizer.ask(n_points=search.count) if search.count else []
     suggestions = tuple(
-        Suggestion(assignments_of(search.params, {p.name: snap(p, v) if p.numeric else v
-                                                  for p, v in zip(search.params, point, strict=True)}))
+        Suggestion(
+            assignments_of(
+                search.params,
+                {p.name: snap(p, v) if p.numeric else v for p, v in zip(search.params, point, strict=True)},
+            )
+        )
         for point in points
     )
     return SuggestionReply(suggestions, search.state(len(suggestions)))

@@ -27,7 +27,7 @@ def _value(param: Param, u: float) -> object:
 def suggest(search: Search) -> SuggestionReply:
     random_state = search.settings.get("random_state")
     scrambled = random_state is not None
-    engine = qmc.Sobol(len(search.params), scramble=scrambled, seed=random_state if scrambled else None)  # type: ignore[arg-type]
+    engine = qmc.Sobol(len(search.params), scramble=scrambled, seed=random_state if scrambled else None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "balance properties" of sample sizes that are not powers of two
         skip = search.suggested + (0 if scrambled else 1)
@@ -35,7 +35,9 @@ def suggest(search: Search) -> SuggestionReply:
             engine.fast_forward(skip)
         points = engine.random(search.count) if search.count else []
     suggestions = tuple(
-        Suggestion(assignments_of(search.params, {p.name: _value(p, u) for p, u in zip(search.params, point, strict=True)}))
+        Suggestion(
+            assignments_of(search.params, {p.name: _value(p, u) for p, u in zip(search.params, point, strict=True)})
+        )
         for point in points
     )
     return SuggestionReply(suggestions, search.state(len(suggestions)))

@@ -63,9 +63,7 @@ def check_param(spec: ParameterSpec, where: str) -> Param:
     if not spec.name:
         raise UserError(f"{where}.name: required")
     if spec.parameter_type not in PARAMETER_TYPES:
-        raise UserError(
-            f"{where}.parameterType: {spec.parameter_type!r} is not one of {', '.join(PARAMETER_TYPES)}"
-        )
+        raise UserError(f"{where}.parameterType: {spec.parameter_type!r} is not one of {', '.join(PARAMETER_TYPES)}")
     feasible = f"{where}.feasibleSpace"
     if spec.parameter_type in ("discrete", "categorical"):
         if not spec.values:
