@@ -48,6 +48,7 @@ def _trial(name: str, created: str, lr: str, loss: dict[str, str] | None, *condi
     return {"metadata": meta,
             "spec": {"parameterAssignments": [{"name": "lr", "value": lr}, {"name": "optimizer", "value": "adam"}],
                      "primaryContainerName": "training-container",
+                     "primaryPodLabels": {"training.kubeflow.org/job-role": "master"},
                      "runSpec": {"apiVersion": "batch/v1", "kind": "Job"}},
             "status": {"conditions": list(conditions), "startTime": created,
                        **({"observation": {"metrics": metrics}} if metrics else {})}}
@@ -112,6 +113,7 @@ def test_the_detail_lists_only_the_experiments_trials_oldest_first_with_their_ob
     assert first["parameters"] == {"lr": "0.09", "optimizer": "adam"} and first["objective"] == 0.3
     assert first["metrics"] == {"loss": 0.3, "accuracy": 0.8}  # accuracy's strategy: latest
     assert first["condition"]["type"] == "Succeeded" and first["primaryContainer"] == "training-container"
+    assert first["primaryPodLabels"] == {"training.kubeflow.org/job-role": "master"}
     assert detail["trials"][2]["objective"] is None and detail["trials"][2]["condition"]["type"] == "Running"
     assert detail["parameters"] == [
         {"name": "lr", "type": "double", "min": 0.01, "max": 0.1, "list": []},

@@ -131,6 +131,7 @@ def trial_row(trial: Obj, objective: Obj) -> dict[str, Any]:
             "metrics": values, "started": str(status.get("startTime") or ""),
             "completed": str(status.get("completionTime") or ""),
             "kind": str(template.get("kind") or ""), "primaryContainer": str(spec.get("primaryContainerName") or ""),
+            "primaryPodLabels": {str(k): str(v) for k, v in (spec.get("primaryPodLabels") or {}).items()},
             "labels": dict(spec.get("labels") or {})}
 
 

@@ -119,14 +119,16 @@ function plots(exp) {
   return h("div", { className: "katib-plots" }, exp.parameters.map((p) => scatter(p, withValue, exp.objective, bestName)));
 }
 
-// --- a trial's log: its pods (Katib's trial label), the primary container's log ---
+// --- a trial's log: its primary pod (Katib's trial label), the primary container's log ---
 
 async function trialLog(namespace, trial) {
   const selector = encodeURIComponent(`${TRIAL_LABEL}=${trial.name}`);
   const pods = ((await getJSON(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods?labelSelector=${selector}`)).items || [])
     .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
   if (!pods.length) return `No pod of trial ${trial.name} (yet).`;
-  const pod = pods[0];
+  // the primary pod (Katib's primaryPodLabels: a PyTorchJob's master, a TrainJob's node 0), else the first
+  const primary = Object.entries(trial.primaryPodLabels || {});
+  const pod = pods.find((p) => primary.every(([k, v]) => (p.metadata.labels || {})[k] === v)) || pods[0];
   const containers = ((pod.spec || {}).containers || []).map((c) => c.name);
   const container = containers.includes(trial.primaryContainer) ? `&container=${encodeURIComponent(trial.primaryContainer)}` : "";
   return getText(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod.metadata.name)}/log?tailLines=${LOG_LINES}${container}`);
