@@ -6,7 +6,8 @@ It runs in its own side environment (``tests/katib_sdk_env.py``: the SDK pins pr
 - ``create_experiment`` of an Experiment built from the SDK's models (a batch Job trial printing
   ``loss=...`` from its parameter, a shifted quadratic least at x = 2), ``wait_for_experiment_condition``,
   ``get_optimal_hyperparameters``, ``list_experiments``, ``get_experiment_conditions``, ``list_trials``,
-  ``get_success_trial_details``, ``get_suggestion``, ``get_job_logs`` and ``delete_experiment``;
+  ``get_success_trial_details``, ``get_suggestion``, ``get_job_logs``, ``edit_experiment_budget`` (resumePolicy
+  LongRunning: one more trial) and ``delete_experiment``;
 - ``tune`` of a Python objective function and a search space (``katib.search``): an Experiment whose batch Job
   trials run the function's source (``bash -c`` writing it to a file, then ``python -u``; here on the host, so
   ``base_image`` is not used), and the best trial found.
@@ -27,6 +28,7 @@ from tests.kube_support import Kubectl
 CREATE = """\
     import json
     import sys
+    import time
 
     from kubeflow.katib import (KatibClient, V1beta1AlgorithmSetting, V1beta1AlgorithmSpec, V1beta1Experiment,
                                 V1beta1ExperimentSpec, V1beta1FeasibleSpace, V1beta1ObjectiveSpec,
@@ -44,7 +46,7 @@ CREATE = """\
             objective=V1beta1ObjectiveSpec(type="minimize", objective_metric_name="loss"),
             algorithm=V1beta1AlgorithmSpec(algorithm_name="random", algorithm_settings=[
                 V1beta1AlgorithmSetting(name="random_state", value="3")]),
-            max_trial_count=4, parallel_trial_count=2,
+            max_trial_count=4, parallel_trial_count=2, resume_policy="LongRunning",
             parameters=[V1beta1ParameterSpec(name="x", parameter_type="double",
                                              feasible_space=V1beta1FeasibleSpace(min="-4", max="6"))],
             trial_template=V1beta1TrialTemplate(
@@ -82,6 +84,14 @@ CREATE = """\
         "listed": [e.metadata.name for e in client.list_experiments()],
         "pods": [[p.metadata.name, p.metadata.labels.get("katib.kubeflow.org/experiment")] for p in pods],
         "logs": logs, "job_logs": job_logs}
+    # resumePolicy LongRunning: a raised budget (the SDK patches the whole Experiment) runs one more trial
+    client.edit_experiment_budget("quad", max_trial_count=5)
+    deadline = time.monotonic() + 120
+    while (resumed := client.get_experiment("quad")).status.trials_succeeded < 5 or \
+            not client.is_experiment_succeeded("quad"):
+        assert time.monotonic() < deadline, resumed.status
+        time.sleep(0.5)
+    seen["resumed"] = [resumed.spec.max_trial_count, resumed.status.trials, resumed.status.trials_succeeded]
     client.delete_experiment("quad")
     print(json.dumps({**seen, "left": [e.metadata.name for e in client.list_experiments()]}))
 """
@@ -151,6 +161,7 @@ def test_katib_client_creates_waits_for_reads_and_deletes_an_experiment(
     # get_job_logs asks for the log of Katib's StdOut collector sidecar (metrics-logger-and-collector), which the
     # trial's pods here do not have: a 400 naming it, as the API server answers for a container not in the pod
     assert "(400)" in seen["job_logs"] and "container metrics-logger-and-collector is not valid" in seen["job_logs"]
+    assert seen["resumed"] == [5, 5, 5]
     assert seen["left"] == []
 
 
