@@ -16,6 +16,7 @@ const EXPERIMENTS = "/ui-api/katib/experiments";
 const TRIAL_LABEL = "katib.kubeflow.org/trial";
 const LOG_LINES = 500;
 const FINAL = new Set(["Succeeded", "Failed"]);
+const TRIAL_FINAL = new Set(["Succeeded", "Failed", "Killed", "EarlyStopped", "MetricsUnavailable"]);
 // Katib's condition types on the badge colours the other pages use
 const BADGE = { Succeeded: "SUCCEEDED", Failed: "FAILED", Running: "RUNNING", Restarting: "RUNNING", Created: "PENDING",
   Pending: "PENDING", Killed: "CANCELED", EarlyStopped: "SKIPPED", MetricsUnavailable: "FAILED" };
@@ -125,7 +126,11 @@ async function trialLog(namespace, trial) {
   const selector = encodeURIComponent(`${TRIAL_LABEL}=${trial.name}`);
   const pods = ((await getJSON(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods?labelSelector=${selector}`)).items || [])
     .sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
-  if (!pods.length) return `No pod of trial ${trial.name} (yet).`;
+  if (!pods.length) {
+    return TRIAL_FINAL.has(trial.condition.type)
+      ? `No pod of trial ${trial.name}: its job was deleted when it ended (the trial template's retain is false).`
+      : `No pod of trial ${trial.name} yet.`;
+  }
   // the primary pod (Katib's primaryPodLabels: a PyTorchJob's master, a TrainJob's node 0), else the first
   const primary = Object.entries(trial.primaryPodLabels || {});
   const pod = pods.find((p) => primary.every(([k, v]) => (p.metadata.labels || {})[k] === v)) || pods[0];
