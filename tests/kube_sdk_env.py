@@ -69,27 +69,28 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove_stale_builds(root: Path) -> None:
+def _remove_stale_builds(root: Path, name: str) -> None:
     """Half-made folders of builds whose process is gone (killed): ``NAME.building-PID``."""
-    for leftover in root.glob(f"{VENV_NAME}.building-*"):
+    for leftover in root.glob(f"{name}.building-*"):
         pid = leftover.name.rsplit("-", 1)[-1]
         if not pid.isdigit() or not _pid_alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
 
 
-def build(root: Path, requirements: tuple[str, ...] = REQUIREMENTS) -> Path:
-    """The environment under ``root``, built now unless a complete one is there (``requirements``: what pip
-    installs; none, a bare venv without pip, for the tests of this build itself)."""
-    final = root / VENV_NAME
+def build(root: Path, requirements: tuple[str, ...] = REQUIREMENTS, name: str = VENV_NAME) -> Path:
+    """The environment ``name`` under ``root``, built now unless a complete one is there (``requirements``: what
+    pip installs; none, a bare venv without pip, for the tests of this build itself). Other side environments
+    (``tests/katib_sdk_env.py``) are built here under their own name."""
+    final = root / name
     if is_complete(final):
         return final
     root.mkdir(parents=True, exist_ok=True)
-    _remove_stale_builds(root)
+    _remove_stale_builds(root, name)
     if final.exists():  # an old layout or a build interrupted after its rename: not trusted
         shutil.rmtree(final)
-    building = root / f"{VENV_NAME}.building-{os.getpid()}"
+    building = root / f"{name}.building-{os.getpid()}"
     shutil.rmtree(building, ignore_errors=True)
-    log = root / f"{VENV_NAME}.log"
+    log = root / f"{name}.log"
     with open(log, "w") as out:
         steps = [[sys.executable, "-m", "venv", *([] if requirements else ["--without-pip"]), str(building)]]
         if requirements:

@@ -60,3 +60,17 @@ class Kubectl:
 def kubectl_for(served: Served, folder: Path) -> Kubectl:
     folder.mkdir(parents=True, exist_ok=True)
     return Kubectl(write_kubeconfig(folder / "kubeconfig", served.url), folder / "cache")
+
+
+def kubeconfig_of_server(served: Served, home: Path, folder: Path, token: str) -> Kubectl:
+    """kubectl with the kubeconfig ``millpond kubeconfig`` writes for ``served`` (its CA when over TLS, ``token``),
+    as a user's notebook reaches the server with the Kubeflow, KServe or Katib SDK."""
+    token_file = folder / "token"
+    token_file.write_text(token + "\n")
+    config = folder / "kubeconfig"
+    millpond = Path(sys.executable).parent / "millpond"
+    written = subprocess.run([str(millpond), "kubeconfig", "--server", served.url, "--token-file", str(token_file),
+                              "--file", str(config), "--use"], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "MILLPOND_HOME": str(home)})
+    assert written.returncode == 0, written.stderr
+    return Kubectl(config, folder / "cache")

@@ -34,6 +34,7 @@ FIXTURE_MARKERS = {
     "kuberay_home": "ray",  # tests/kuberay: RayClusters of their own, as local Ray nodes
     "kube_sdks": "sdk",  # tests/kube_sdk_env.py: the Kubeflow and KServe SDKs' side environment
     "mlmd_client": "sdk",  # tests/mlmd_env.py: ML Metadata's own client in its side environment
+    "katib_sdk": "sdk",  # tests/katib_sdk_env.py: the Katib SDK (kubeflow-katib, protobuf < 5) in its side environment
     # tests/containers_support.py: Podman, the images it builds, a local registry
     "podman": "containers",
     "python_image": "containers",

@@ -24,7 +24,7 @@ import pytest
 
 from millpond.serving import lifecycle
 from tests.kube_sdk_env import VENV_NAME, SdkEnv, build, is_complete, run_sdk
-from tests.kube_support import Kubectl
+from tests.kube_support import Kubectl, kubeconfig_of_server
 from tests.server_support import Served, module_home
 from tests.serving_support import train_digits
 
@@ -58,7 +58,6 @@ spec:
 """
 
 TOKEN = "sdk-clients-token"
-MILLPOND = Path(sys.executable).parent / "millpond"
 
 TRAIN = """\
     import json
@@ -179,15 +178,7 @@ def served(home: Path) -> Iterator[Served]:
 @pytest.fixture(scope="module")
 def kubectl(served: Served, home: Path, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
     """kubectl with the kubeconfig ``millpond kubeconfig`` writes for the server (its CA and token)."""
-    folder = tmp_path_factory.mktemp("sdk-kubectl")
-    token_file = folder / "token"
-    token_file.write_text(TOKEN + "\n")
-    config = folder / "kubeconfig"
-    written = subprocess.run([str(MILLPOND), "kubeconfig", "--server", served.url, "--token-file", str(token_file),
-                              "--file", str(config), "--use"], capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "MILLPOND_HOME": str(home)})
-    assert written.returncode == 0, written.stderr
-    return Kubectl(config, folder / "cache")
+    return kubeconfig_of_server(served, home, tmp_path_factory.mktemp("sdk-kubectl"), TOKEN)
 
 
 def test_trainer_client_trains_a_function_on_two_nodes_reads_its_logs_and_deletes_it(

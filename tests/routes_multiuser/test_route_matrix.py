@@ -160,6 +160,15 @@ ROUTES: dict[tuple[str, str], Callable[[Objects], list[Probe]]] = {
     **{(method, "/notebook/{namespace}/{name}"): _one(
         method, "/notebook/{ns}/lab", (Attributes("get", TEAM_A, "kubeflow.org", "notebooks", name="lab"),))
        for method in ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},
+    # the Katib pages: Katib's experiments and trials of kubeflow.org in the path's namespace
+    ("GET", "/ui-api/katib/experiments"): lambda o: [
+        Probe("GET", f"/ui-api/katib/experiments?namespace={TEAM_A}",
+              (Attributes("list", TEAM_A, "kubeflow.org", "experiments"),)),
+        Probe("GET", "/ui-api/katib/experiments?all_namespaces=true", FILTERED)],
+    ("GET", "/ui-api/katib/experiments/{namespace}/{name}"): _one(
+        "GET", "/ui-api/katib/experiments/{ns}/no-such",
+        (Attributes("get", TEAM_A, "kubeflow.org", "experiments", name="no-such"),
+         Attributes("list", TEAM_A, "kubeflow.org", "trials"))),
     ("GET", "/ui-api/models"): _one("GET", "/ui-api/models", FILTERED),
     ("GET", "/ui-api/models/{namespace}/{name}"): _one("GET", "/ui-api/models/{ns}/model",
                                                        lambda o: _isvc("get", TEAM_A)),

@@ -26,6 +26,7 @@ from millpond.server import (
     experiments,
     jobs_routes,
     katib_reconcile,
+    katib_routes,
     kfam_routes,
     lineage_routes,
     login_routes,
@@ -148,6 +149,7 @@ def create_app(settings: Settings, token: str | None = None, allowed_hosts: Iter
     app.include_router(lineage_routes.router)  # /ui-api/lineage: the Executions and artifact pages' reads
     app.include_router(nodes_routes.router)  # /ui-api/nodes: the Nodes page's figures
     app.include_router(notebook_routes.router)  # /ui-api/notebooks, /ui-api/namespaces/NS/...: the Notebooks page
+    app.include_router(katib_routes.router)  # /ui-api/katib: the Katib Experiments pages' reads
     app.include_router(pipelines.router, prefix=API)
     registry_routes.install(app)  # /api/model_registry/v1alpha3 (and v1): Kubeflow Model Registry's REST API
     recurring.install(app, API)  # /recurringruns, and the scheduler thread that starts their runs

@@ -323,17 +323,19 @@ async def _pod_log(request: Request, target: paths.ResourcePath, settings: Setti
         raise KubeError(400, f"invalid tailLines {query.get('tailLines')!r}") from None
     wanted = LogRequest(query.get("container") or None, tail, _truthy(query.get("follow")),
                         _truthy(query.get("timestamps")))
-    chunks = read_log(target.name, target.namespace, wanted, KindContext(settings, user))
 
-    def first() -> bytes:
+    def opened() -> tuple[Iterator[bytes], bytes]:
+        """The log's chunks and the first one; read_log checks the pod and container before it returns (a container
+        that is not the pod's: 400 BadRequest, as the API server answers), so it is called inside the try."""
         try:
-            return next(chunks, b"")
+            chunks = read_log(target.name, target.namespace, wanted, KindContext(settings, user))
+            return chunks, next(chunks, b"")
         except NotFoundError as exc:
             raise KubeError(404, str(exc)) from None
         except UserError as exc:
             raise KubeError(400, " ".join(str(exc).split())) from None
 
-    head = await run_in_threadpool(first)
+    chunks, head = await run_in_threadpool(opened)
 
     def rest() -> Iterator[bytes]:
         yield head

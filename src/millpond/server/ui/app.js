@@ -25,6 +25,9 @@
 //   #/artifacts/by-uri/URI  the artifact of that URI (the run page's artifact nodes link) pages/artifact-detail.js
 //   #/executions            executions (KFP's Executions list): state, type, run          pages/executions.js
 //   #/executions/ID         an execution: declared and actual inputs and outputs           pages/execution-detail.js
+//   #/katib                 Katib's Experiments: status, trial counts, best trial           pages/katib.js
+//   #/katib/NAMESPACE/NAME  an Experiment: parameters against the objective, trials, a trial's log
+//                           (Katib's #/katib/hp_monitor/NAMESPACE/NAME, which its SDK prints, too) pages/katib.js
 //   #/notebooks             Kubeflow Notebooks: status, resources; Connect, Stop/Start, Delete pages/notebooks.js
 //   #/notebooks/new         the spawner form (JWA's fields), errors beside their fields       pages/notebooks.js
 //   #/nodes                 this machine (or the Ray cluster's nodes) as live charts       pages/nodes.js
@@ -49,6 +52,7 @@ import { executionDetail } from "./pages/execution-detail.js";
 import { executionsList } from "./pages/executions.js";
 import { experimentsList } from "./pages/experiments.js";
 import { jobDetail, jobsList } from "./pages/jobs.js";
+import { katibDetail, katibList } from "./pages/katib.js";
 import { modelDetail, modelsList } from "./pages/models.js";
 import { nodesPage } from "./pages/nodes.js";
 import { notebookForm, notebooksList } from "./pages/notebooks.js";
@@ -75,6 +79,7 @@ function showPage(parts, main) {
   if (first === "jobs" && second && third) return jobDetail(main, second, third);
   if (first === "jobs") return jobsList(main);
   if (first === "queues") return queuesList(main);
+  if (first === "katib") return katibPage(parts.slice(second === "hp_monitor" ? 2 : 1), main);
   if (first === "nodes") return nodesPage(main);
   if (first === "notebooks" && second === "new") return notebookForm(main);
   if (first === "notebooks") return notebooksList(main);
@@ -87,6 +92,11 @@ function showPage(parts, main) {
   if (first === "executions" && second) return executionDetail(main, second);
   if (first === "executions") return executionsList(main);
   return runsList(main, null);
+}
+
+// #/katib[/NAMESPACE/NAME]: the experiments, or one of them.
+function katibPage([namespace, name], main) {
+  return namespace && name ? katibDetail(main, namespace, name) : katibList(main);
 }
 
 // A multi-user page when the user has no namespace yet: say how to get one (Manage contributors still opens).
