@@ -26,13 +26,11 @@ each time (up to ``RETRY_MAX_S``), as Katib's controllers requeue.
 
 from __future__ import annotations
 
-import fcntl
 import importlib
 import os
 import signal
 import sys
 import threading
-import time
 import traceback
 from typing import Any
 
@@ -42,7 +40,7 @@ from millpond.katib.kinds import API_VERSION, EXPERIMENT, EXPERIMENT_LABEL, TRIA
 from millpond.katib.manifests import configmap_reader
 from millpond.katib.suggestions.records import Assignment, EarlyStoppingRule, TrialResult
 from millpond.katib.webhook import ExperimentSpec, check_spec
-from millpond.runners import background
+from millpond.runners import background, object_supervisors
 from millpond.settings import Settings, load_settings
 from millpond.store import config_documents
 from millpond.store.resources import Resource, ResourceStore
@@ -282,19 +280,9 @@ def main(argv: list[str]) -> int:
         return 2
     namespace, name, uid = argv
     settings = load_settings()
-    folder = paths.folder(settings, uid)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "supervisor.lock", "w") as lock:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:  # another supervisor of this uid runs: it may be leaving (see _may_leave)
-                if time.monotonic() > deadline:
-                    return 0
-                time.sleep(0.1)
-        ExperimentSupervisor(settings, namespace, name, uid).run()
+    with object_supervisors.exclusive(paths.folder(settings, uid) / "supervisor.lock", LOCK_WAIT_S) as mine:
+        if mine:  # else another supervisor of this uid runs (it may be leaving: see _may_leave) and stays
+            ExperimentSupervisor(settings, namespace, name, uid).run()
     return 0
 
 
