@@ -20,10 +20,8 @@ from millpond.katib.kinds import EXPERIMENT, EXPERIMENT_LABEL, SUGGESTION, TRIAL
 from millpond.kind_handler import KindContext
 from millpond.kinds import REGISTRY
 from millpond.manifest_envelope import not_found
-from millpond.runners import background
-from millpond.runners.background import BackgroundProcess, running
-from millpond.runners.detached import spawn_detached
-from millpond.runners.environment import detached_environment
+from millpond.runners import background, object_supervisors
+from millpond.runners.background import BackgroundProcess
 from millpond.settings import Settings
 from millpond.store.resources import Resource, ResourceStore
 
@@ -32,9 +30,7 @@ STOP_WAIT_S = 10.0
 
 
 def supervisors(namespace: str, name: str, uid: str | None = None) -> list[BackgroundProcess]:
-    served = f"{namespace}/{name}"
-    return [record for record in running() if record.kind == PROCESS_KIND and record.object == served
-            and (uid is None or record.uid == uid)]
+    return object_supervisors.supervisors(PROCESS_KIND, namespace, name, uid)
 
 
 def finished(status: dict[str, Any]) -> bool:
@@ -45,18 +41,14 @@ def finished(status: dict[str, Any]) -> bool:
 
 def start(settings: Settings, resource: Resource) -> bool:
     """Start the Experiment's supervisor unless one runs for its uid; True if one was started."""
-    if supervisors(resource.namespace, resource.name, resource.uid):
-        return False
     try:
-        spawn_detached("millpond.katib.supervisor", [resource.namespace, resource.name, resource.uid],
-                       log=paths.supervisor_log(settings, resource.uid), env=detached_environment(),
-                       kind=PROCESS_KIND, served=f"{resource.namespace}/{resource.name}", uid=resource.uid)
+        return object_supervisors.start("millpond.katib.supervisor", PROCESS_KIND, resource.namespace, resource.name,
+                                        resource.uid, paths.supervisor_log(settings, resource.uid))
     except OSError as exc:  # said in its status, not raised
         ResourceStore(settings).set_status(EXPERIMENT.kind, resource.name, {**resource.status, "conditions": [{
             "type": "Failed", "status": "True", "reason": "ExperimentFailed",
             "message": f"cannot start its controller: {exc}"}]}, resource.namespace)
         return False
-    return True
 
 
 def stop(namespace: str, name: str) -> None:

@@ -26,12 +26,11 @@ each time (up to ``RETRY_MAX_S``), as Katib's controllers requeue.
 
 from __future__ import annotations
 
-import fcntl
+import importlib
 import os
 import signal
 import sys
 import threading
-import time
 import traceback
 from typing import Any
 
@@ -41,7 +40,7 @@ from millpond.katib.kinds import API_VERSION, EXPERIMENT, EXPERIMENT_LABEL, TRIA
 from millpond.katib.manifests import configmap_reader
 from millpond.katib.suggestions.records import Assignment, EarlyStoppingRule, TrialResult
 from millpond.katib.webhook import ExperimentSpec, check_spec
-from millpond.runners import background
+from millpond.runners import background, object_supervisors
 from millpond.settings import Settings, load_settings
 from millpond.store import config_documents
 from millpond.store.resources import Resource, ResourceStore
@@ -62,6 +61,13 @@ def _assignments(trial: Resource) -> tuple[Assignment, ...]:
                  for one in trial.manifest.get("spec", {}).get("parameterAssignments") or [])
 
 
+def _warm() -> None:
+    """Import ``jsonschema`` (every trial job's schema check needs it; its import takes seconds on a loaded
+    machine) while the first tick computes its suggestions, so the first Trial's job is not applied seconds
+    after the Trial was created."""
+    importlib.import_module("jsonschema")
+
+
 class ExperimentSupervisor:
     """The reconciler of one Experiment (see the module's docstring for its steps)."""
 
@@ -76,6 +82,7 @@ class ExperimentSupervisor:
     def run(self) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, lambda *_: self.stopping.set())
+        threading.Thread(target=_warm, daemon=True, name="warm").start()
         failures = 0
         while not self.stopping.is_set():
             experiment = self.store.get(EXPERIMENT.kind, self.name, self.namespace)
@@ -127,14 +134,8 @@ class ExperimentSupervisor:
         rules = self._rules(spec, owned)
         stepper = trials.TrialStep(self.settings, spec, self.uid)
         for trial in owned:
-            if status.trial_state(trial.status) in status.FINISHED:
-                continue
-            stepped = stepper.run(trial, rules)
-            if stepped.status != trial.status:
-                self.store.set_status(TRIAL.kind, trial.name, stepped.status, self.namespace)
-                trial.status = stepped.status
-            if stepped.delete_job:
-                objects.delete_job(self.settings, trial)
+            if status.trial_state(trial.status) not in status.FINISHED:
+                self._step_trial(stepper, trial, rules)
         counts, goal = status.summary(spec, [status.TrialView(one.name, one.manifest["spec"].get(
             "parameterAssignments") or [], one.status) for one in owned])
         current = {**current, **counts}
@@ -149,8 +150,9 @@ class ExperimentSupervisor:
         elif not objects.finished(current):
             current = status.with_condition(current, "Running", "True", "ExperimentRunning", "Experiment is running")
             wanted = status.trials_to_add(spec, counts)
-            if wanted:
-                self._add_trials(spec, raw, suggestion, owned, wanted)
+            if wanted:  # their jobs applied at once, as Katib's trial controller reacts to the Trial's creation
+                for trial in self._add_trials(spec, raw, suggestion, owned, wanted):
+                    self._step_trial(stepper, trial, rules)
         if objects.finished(current):
             suggesting.finish(self.store, suggestion, self.namespace, spec.resume_policy)
         elif status.is_true(current, "Restarting"):
@@ -158,6 +160,15 @@ class ExperimentSupervisor:
         self._write(experiment, current)
         active = int(counts.get("trialsRunning") or 0) + int(counts.get("trialsPending") or 0)
         return not objects.finished(current) or active > 0
+
+    def _step_trial(self, stepper: trials.TrialStep, trial: Resource, rules: tuple[EarlyStoppingRule, ...]) -> None:
+        """One unfinished Trial's step: its new status written, then its job deleted when the step says so."""
+        stepped = stepper.run(trial, rules)
+        if stepped.status != trial.status:
+            self.store.set_status(TRIAL.kind, trial.name, stepped.status, self.namespace)
+            trial.status = stepped.status
+        if stepped.delete_job:
+            objects.delete_job(self.settings, trial)
 
     def _restarted(self, spec: ExperimentSpec, current: dict[str, Any]) -> dict[str, Any]:
         """A Succeeded Experiment that reached maxTrialCount, restartable, whose maxTrialCount is now higher than
@@ -214,8 +225,9 @@ class ExperimentSupervisor:
         return tuple(results)
 
     def _add_trials(self, spec: ExperimentSpec, raw: dict[str, Any], suggestion: Resource,
-                    owned: list[Resource], wanted: int) -> None:
-        """Create ``wanted`` Trials: from recorded suggestions that have none first, then from new ones."""
+                    owned: list[Resource], wanted: int) -> list[Resource]:
+        """Create ``wanted`` Trials: from recorded suggestions that have none first, then from new ones; those
+        created."""
         have = {trial.name for trial in owned}
         waiting = [one for one in suggesting.recorded(suggestion) if one.name not in have]
         if len(waiting) < wanted and not suggesting.exhausted(suggestion):
@@ -224,8 +236,8 @@ class ExperimentSupervisor:
                 fresh = self.store.get(suggestion.kind, suggestion.name, self.namespace)
                 if fresh is not None:
                     waiting = [one for one in suggesting.recorded(fresh) if one.name not in have]
-        for one in waiting[:wanted]:
-            self.store.create(self._trial_body(spec, raw, one))
+        created = [self.store.create(self._trial_body(spec, raw, one)) for one in waiting[:wanted]]
+        return [trial for trial in created if trial is not None]
 
     def _trial_body(self, spec: ExperimentSpec, raw: dict[str, Any], one: suggesting.Recorded) -> dict[str, Any]:
         """The Trial of one suggestion, as Katib's experiment controller makes it (``manifest.generator``)."""
@@ -268,19 +280,9 @@ def main(argv: list[str]) -> int:
         return 2
     namespace, name, uid = argv
     settings = load_settings()
-    folder = paths.folder(settings, uid)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "supervisor.lock", "w") as lock:
-        deadline = time.monotonic() + LOCK_WAIT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:  # another supervisor of this uid runs: it may be leaving (see _may_leave)
-                if time.monotonic() > deadline:
-                    return 0
-                time.sleep(0.1)
-        ExperimentSupervisor(settings, namespace, name, uid).run()
+    with object_supervisors.exclusive(paths.folder(settings, uid) / "supervisor.lock", LOCK_WAIT_S) as mine:
+        if mine:  # else another supervisor of this uid runs (it may be leaving: see _may_leave) and stays
+            ExperimentSupervisor(settings, namespace, name, uid).run()
     return 0
 
 

@@ -19,10 +19,8 @@ from typing import Any
 from millpond.manifest_envelope import not_found
 from millpond.notebooks import in_image, paths, service_account
 from millpond.notebooks.kinds import NOTEBOOK
-from millpond.runners import background
-from millpond.runners.background import BackgroundProcess, running
-from millpond.runners.detached import spawn_detached
-from millpond.runners.environment import detached_environment
+from millpond.runners import background, object_supervisors
+from millpond.runners.background import BackgroundProcess
 from millpond.runners.processes import is_running
 from millpond.settings import Settings
 from millpond.store.resources import Resource, ResourceStore
@@ -40,26 +38,20 @@ class Endpoint:
 
 
 def supervisors(namespace: str, name: str, uid: str | None = None) -> list[BackgroundProcess]:
-    served = f"{namespace}/{name}"
-    return [record for record in running() if record.kind == PROCESS_KIND and record.object == served
-            and (uid is None or record.uid == uid)]
+    return object_supervisors.supervisors(PROCESS_KIND, namespace, name, uid)
 
 
 def start(settings: Settings, resource: Resource) -> bool:
     """Start the notebook's supervisor unless one runs for its uid; True if one was started."""
-    if supervisors(resource.namespace, resource.name, resource.uid):
-        return False
     try:
-        spawn_detached("millpond.notebooks.supervisor", [resource.namespace, resource.name, resource.uid],
-                       log=paths.supervisor_log(settings, resource.uid), env=detached_environment(),
-                       kind=PROCESS_KIND, served=f"{resource.namespace}/{resource.name}", uid=resource.uid)
+        return object_supervisors.start("millpond.notebooks.supervisor", PROCESS_KIND, resource.namespace,
+                                        resource.name, resource.uid, paths.supervisor_log(settings, resource.uid))
     except OSError as exc:  # said in its status, not raised
         ResourceStore(settings).set_status(NOTEBOOK.kind, resource.name, {
             "conditions": [], "readyReplicas": 0,
             "containerState": {"waiting": {"reason": "CreateContainerError",
                                            "message": f"cannot start its supervisor: {exc}"}}}, resource.namespace)
         return False
-    return True
 
 
 def observed(resource: Resource, settings: Settings | None = None) -> dict[str, Any]:

@@ -33,7 +33,6 @@ another supervisor.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -51,7 +50,7 @@ from millpond.notebooks.manifests import NotebookSpec, notebook_spec
 from millpond.notebooks.queueing import NotebookQueue
 from millpond.notebooks.status import ServerState, notebook_status, now_iso
 from millpond.notebooks.volumes import MountWaiting, Resolved, Resolver
-from millpond.runners import isolation
+from millpond.runners import isolation, object_supervisors
 from millpond.runners.base import Bind
 from millpond.runners.guardian import die_with_parent, guardian
 from millpond.runners.ports import free_port
@@ -392,14 +391,9 @@ def main(argv: list[str]) -> int:
         return 2
     namespace, name, uid = argv
     settings = load_settings()
-    folder = paths.folder(settings, uid)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "supervisor.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return 0  # another supervisor of this uid runs
-        NotebookSupervisor(settings, namespace, name, uid).run()
+    with object_supervisors.exclusive(paths.folder(settings, uid) / "supervisor.lock") as mine:
+        if mine:  # else another supervisor of this uid runs
+            NotebookSupervisor(settings, namespace, name, uid).run()
     return 0
 
 
