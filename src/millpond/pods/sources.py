@@ -12,7 +12,7 @@ import importlib
 
 from millpond.errors import NotFoundError
 from millpond.kind_handler import KindContext
-from millpond.pods import deletions
+from millpond.pods import deletions, sidecars
 from millpond.pods.records import PodSource, PodView
 
 SOURCES: tuple[str, ...] = (
@@ -31,9 +31,11 @@ def sources() -> list[PodSource]:
 
 
 def all_pods(namespace: str | None, context: KindContext) -> list[PodView]:
-    """The pods of ``namespace`` (every namespace: None), each source's in its order, deleted ones left out."""
+    """The pods of ``namespace`` (every namespace: None), each source's in its order, deleted ones left out,
+    with the sidecars their templates ask for (``sidecars``)."""
     gone = deletions.read(context.settings)
-    found = (deletions.shown(pod, gone) for source in sources() for pod in source.pods(namespace, context))
+    found = (deletions.shown(sidecars.injected(pod), gone) for source in sources()
+             for pod in source.pods(namespace, context))
     return [pod for pod in found if pod is not None]
 
 

@@ -25,7 +25,7 @@ suspended job's pods from existing) and Arena's ``rayjob`` drivers (a Ray job's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,7 @@ class _Template:
     command: tuple[str, ...]
     args: tuple[str, ...]
     labels: dict[str, str]
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 class TrainingPods:
@@ -120,8 +121,8 @@ def job_pod(job: JobRecord, spec: JobSpec, instance: InstanceRecord,
         created_at=instance.started_at or job.started_at or job.created_at, containers=(container,),
         owner=OwnerRef(KINDS[kind].api_versions()[0] if not spec.manifest else str(spec.manifest["apiVersion"]),
                        kind, job.name, job.uid),
-        labels=labels, annotations={**({COMPLETION_INDEX: str(instance.index)} if trainjob else {}),
-                                    **image_note},
+        labels=labels, annotations={**template.annotations,
+                                    **({COMPLETION_INDEX: str(instance.index)} if trainjob else {}), **image_note},
         started_at=instance.started_at, undeletable=_undeletable(name, spec, process is None and
                                                                   isinstance(state, Running)),
         restart_policy="OnFailure" if spec.retry else "Never")
@@ -194,9 +195,10 @@ def _template(kind: str, spec: JobSpec, role: str, replica: ReplicaSpec | None) 
     args = tuple(str(word) for word in chosen.get("args") or ())
     if kind == "TrainJob":  # the TrainJob's trainer overrides the runtime's node container
         command, args = argv, ()
-    labels = ((pod or {}).get("metadata") or {}).get("labels") or {}
+    metadata = (pod or {}).get("metadata") or {}
     return _Template(str(chosen.get("name") or default), str(chosen.get("image") or spec.image), command, args,
-                     {str(key): str(value) for key, value in labels.items()})
+                     {str(key): str(value) for key, value in (metadata.get("labels") or {}).items()},
+                     {str(key): str(value) for key, value in (metadata.get("annotations") or {}).items()})
 
 
 def _pod_template(kind: str, manifest: dict[str, Any], role: str) -> dict[str, Any] | None:

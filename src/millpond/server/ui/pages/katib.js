@@ -135,7 +135,9 @@ async function trialLog(namespace, trial) {
   const primary = Object.entries(trial.primaryPodLabels || {});
   const pod = pods.find((p) => primary.every(([k, v]) => (p.metadata.labels || {})[k] === v)) || pods[0];
   const containers = ((pod.spec || {}).containers || []).map((c) => c.name);
-  const container = containers.includes(trial.primaryContainer) ? `&container=${encodeURIComponent(trial.primaryContainer)}` : "";
+  // no primary named: the template's first (the metrics collector sidecar, when injected, comes after it)
+  const chosen = containers.includes(trial.primaryContainer) ? trial.primaryContainer : containers[0];
+  const container = chosen ? `&container=${encodeURIComponent(chosen)}` : "";
   return getText(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(pod.metadata.name)}/log?tailLines=${LOG_LINES}${container}`);
 }
 
