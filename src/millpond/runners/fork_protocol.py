@@ -1,0 +1,47 @@
+"""The line protocol of this machine's warm fork servers (``runners.forkserver``, ``runners.zygote``).
+
+A client connects to the server's Unix socket and sends one JSON request on one line; the
+server answers with JSON lines (the child's pid, later what became of it). Both servers are
+single-threaded and fork per request; this module is only how they talk, so neither holds a
+second copy of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+
+def encode_message(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def send_message(conn: socket.socket, message: dict[str, Any]) -> None:
+    """Send one line; a peer that is gone is no error (there is nobody left to tell)."""
+    try:
+        conn.sendall(encode_message(message))
+    except OSError:
+        pass
+
+
+def read_message(conn: socket.socket) -> dict[str, Any] | None:
+    """One whole line from the peer, or None when it closed first."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1 << 20)
+        if not chunk:
+            return None
+        data += chunk
+    message: dict[str, Any] = json.loads(data)
+    return message
+
+
+def drain(wake_read: int) -> None:
+    """Empty a non-blocking signal wake-up pipe (``signal.set_wakeup_fd``)."""
+    try:
+        while os.read(wake_read, 4096):
+            pass
+    except BlockingIOError:
+        pass
