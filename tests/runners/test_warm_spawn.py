@@ -67,7 +67,7 @@ def folder(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     work.mkdir()
     (work / "warm_probe.py").write_text(PROBE)
     monkeypatch.chdir(work)
-    monkeypatch.delenv(warm_spawn.WARM_VAR, raising=False)
+    monkeypatch.setenv(warm_spawn.WARM_VAR, "1")
     return work
 
 

@@ -2,7 +2,7 @@
 
 ``spawn_detached`` calls ``spawn_warm`` first; anything but a started process (no zygote yet,
 one that runs older code, one whose inherited context differs from the caller's, warm spawning
-turned off with ``MILLPOND_WARM_SPAWN=0``) is a ``WarmMiss`` and the caller starts the module
+not turned on with ``MILLPOND_WARM_SPAWN=1``) is a ``WarmMiss`` and the caller starts the module
 as it always did (``python -m``). The miss says whether a fresh zygote is wanted.
 
 What a forked child would inherit from the zygote rather than from the caller must be the same
@@ -33,7 +33,7 @@ from millpond.runners.processes import ProcessIdentity
 
 logger = logging.getLogger(__name__)
 
-WARM_VAR = "MILLPOND_WARM_SPAWN"  # "0": every detached module starts as python -m
+WARM_VAR = "MILLPOND_WARM_SPAWN"  # "1": detached modules start from the zygote; unset or "0": python -m (the default)
 PROCESS_KIND = "zygote"  # among the home's background processes (millpond ps)
 MODULE = "millpond.runners.zygote"
 REPLY_TIMEOUT_S = 10.0
@@ -45,7 +45,7 @@ _LIMITS = ("RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_FSIZ
 class WarmMiss(Enum):
     """Why a module was not started warm; the caller starts it with ``python -m``."""
 
-    OFF = "warm spawning is off (MILLPOND_WARM_SPAWN=0)"
+    OFF = "warm spawning is off (MILLPOND_WARM_SPAWN is not 1)"
     ABSENT = "no zygote answers: start one"
     STALE = "the zygote runs other code: it exits, start a fresh one"
     REFUSED = "the zygote's context differs from the caller's, or it failed to fork"
@@ -70,7 +70,7 @@ class ZygotePaths:
 
 
 def enabled() -> bool:
-    return os.environ.get(WARM_VAR, "1") != "0"
+    return os.environ.get(WARM_VAR, "0") == "1"
 
 
 def fingerprint(env: Mapping[str, str]) -> str:
