@@ -1,8 +1,9 @@
 """``python -m millpond.training.batch.controller NAMESPACE NAME UID``: the Job controller of one Job.
 
 Started by ``lifecycle.start`` in a session of its own when the Job is created; it records its pods in
-``pods.json`` and the Job's status in the store. One reconcile step every ``POLL_S``, as Kubernetes'
-Job controller syncs a Job (every input read afresh, so a re-applied ``parallelism``, ``suspend``,
+``pods.json`` and the Job's status in the store. One reconcile step at once, then every ``POLL_S`` and
+at once when a pod's process ends (so a finished pod is seen in milliseconds, not a poll later), as
+Kubernetes' Job controller syncs a Job (every input read afresh, so a re-applied ``parallelism``, ``suspend``,
 ``activeDeadlineSeconds``, ``backoffLimit`` or TTL takes effect at the next step):
 
 1. read the stored Job: deleted (or re-created: another uid) → every pod is stopped, exit;
@@ -51,6 +52,7 @@ from millpond.datasets.config import load_config
 from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
+from millpond.runners.containers import runtimes
 from millpond.runners.containers.images import ImagePullError
 from millpond.runners.processes import own_identity
 from millpond.runners.sandbox import sandbox_problem
@@ -71,6 +73,18 @@ from millpond.training.pod_template import Container, read_pod
 POLL_S = 0.25
 
 
+def _probe_runtimes(settings: Settings) -> threading.Thread | None:
+    """Which container runtime works (``podman version``, some 30 ms), asked in the background as the controller
+    starts so that it overlaps the first reads: the pods' placement then finds it cached. None under the host
+    policy, which asks no runtime."""
+    if settings.runtime == "host":
+        return None
+    preferred = settings.runtime if settings.runtime in runtimes.RUNTIMES else None
+    thread = threading.Thread(target=runtimes.find, args=(preferred,), daemon=True, name="probe-runtimes")
+    thread.start()
+    return thread
+
+
 @dataclass
 class Live:
     """A pod's process here and the ledger grant it holds."""
@@ -89,6 +103,8 @@ class Controller:
         self.ledger = Ledger(settings)
         self.me = own_identity()
         self.stopping = threading.Event()
+        self.wake = threading.Event()  # set by a pod's output closing (it ended) and by stop(): step now
+        self.probing = _probe_runtimes(settings)
         self.pods: list[JobPod] = []
         self.written: list[JobPod] | None = None  # the pods as last written to pods.json
         self.live: dict[str, Live] = {}
@@ -107,15 +123,21 @@ class Controller:
 
     # ------------------------------------------------------------------ the loop
 
+    def stop(self) -> None:
+        """Asked to stop (a signal): the loop ends at once, its pods stopped."""
+        self.stopping.set()
+        self.wake.set()
+
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
+                self.wake.clear()
                 resource = self.store.get(KIND, self.name, self.namespace)
                 if resource is None or resource.uid != self.uid:
                     return  # deleted: the finally below stops what runs
                 if self.step(resource):
                     break
-                self.stopping.wait(POLL_S)
+                self.wake.wait(POLL_S)
             else:
                 return
             lineage.job_ended(self.store.get(KIND, self.name, self.namespace), self.settings)  # its end is written
@@ -213,6 +235,8 @@ class Controller:
         policy insists on an image that cannot be had, else None."""
         if self.placed is not None or not any(pod.phase == Phase.PENDING for pod in self.pods):
             return None
+        if self.probing is not None:
+            self.probing.join()  # its answer is cached: the decision below does not probe again
         try:
             placed = images.decide_roles(
                 {"pod": container.image_spec}, namespace=self.namespace,
@@ -255,8 +279,18 @@ class Controller:
             self._update(pod.name, phase=Phase.FAILED, finished_at=now_iso(), reason="StartError", message=str(exc))
             return
         self.live[pod.name] = Live(running, grant)
+        threading.Thread(target=self._wake_after, args=(running,), daemon=True, name=f"ended-{pod.name}").start()
         self._update(pod.name, phase=Phase.RUNNING, pid=running.process.pid, pid_start=running.ticks,
                      started_at=now_iso(), reason="", message="")
+
+    def _wake_after(self, running: instances.Running) -> None:
+        """The next step at once when the pod's process ends: its output closes, then it exits (a process that
+        only closed its output is found running by that step, and the loop polls on)."""
+        running.pump.join()
+        deadline = time.monotonic() + POLL_S
+        while running.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        self.wake.set()
 
     def _facts(self, pod: JobPod) -> downward.PodFacts:
         """The pod's metadata as its downward API reads it: the template's labels and annotations with the Job
@@ -469,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     namespace, name, uid = args[:3]
     controller = Controller(load_settings(), namespace, name, uid, args[3] if len(args) > 3 else "")
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda _num, _frame: controller.stopping.set())
+        signal.signal(signum, lambda _num, _frame: controller.stop())
     try:
         controller.run()
     except Exception as exc:  # noqa: BLE001 - any failure ends the Job Failed with its cause, not "died"
