@@ -52,7 +52,6 @@ from millpond.datasets.config import load_config
 from millpond.datasets.shared_mounts import release, use
 from millpond.errors import MillpondError
 from millpond.runners.base import Bind
-from millpond.runners.containers import runtimes
 from millpond.runners.containers.images import ImagePullError
 from millpond.runners.processes import own_identity
 from millpond.runners.sandbox import sandbox_problem
@@ -71,18 +70,6 @@ from millpond.training.planned import Planned
 from millpond.training.pod_template import Container, read_pod
 
 POLL_S = 0.25
-
-
-def _probe_runtimes(settings: Settings) -> threading.Thread | None:
-    """Which container runtime works (``podman version``, some 30 ms), asked in the background as the controller
-    starts so that it overlaps the first reads: the pods' placement then finds it cached. None under the host
-    policy, which asks no runtime."""
-    if settings.runtime == "host":
-        return None
-    preferred = settings.runtime if settings.runtime in runtimes.RUNTIMES else None
-    thread = threading.Thread(target=runtimes.find, args=(preferred,), daemon=True, name="probe-runtimes")
-    thread.start()
-    return thread
 
 
 @dataclass
@@ -104,7 +91,6 @@ class Controller:
         self.me = own_identity()
         self.stopping = threading.Event()
         self.wake = threading.Event()  # set by a pod's output closing (it ended) and by stop(): step now
-        self.probing = _probe_runtimes(settings)
         self.pods: list[JobPod] = []
         self.written: list[JobPod] | None = None  # the pods as last written to pods.json
         self.live: dict[str, Live] = {}
@@ -235,8 +221,6 @@ class Controller:
         policy insists on an image that cannot be had, else None."""
         if self.placed is not None or not any(pod.phase == Phase.PENDING for pod in self.pods):
             return None
-        if self.probing is not None:
-            self.probing.join()  # its answer is cached: the decision below does not probe again
         try:
             placed = images.decide_roles(
                 {"pod": container.image_spec}, namespace=self.namespace,
