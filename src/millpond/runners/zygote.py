@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 from millpond.runners.fork_protocol import drain, read_message, send_message
 from millpond.runners.processes import start_ticks
 from millpond.runners.warm_spawn import fingerprint, process_context
+from millpond.store.db import prepare_orm
 
 IDLE_S = 600.0
 LOCK_WAIT_S = 10.0  # a stale zygote being replaced lets its lock go within this
@@ -133,6 +134,10 @@ def _preload() -> None:
             importlib.import_module(module)
         except Exception:  # noqa: BLE001 - a module that fails to import is imported (and fails) in its child
             logging.getLogger(__name__).debug("cannot preload %s", module, exc_info=True)
+    try:
+        prepare_orm()
+    except Exception:  # noqa: BLE001 - then each child configures them itself, as a cold start does
+        logging.getLogger(__name__).debug("cannot prepare the ORM", exc_info=True)
 
 
 def _take_lock(path: Path) -> int | None:

@@ -1,8 +1,9 @@
 """``python -m millpond.training.batch.controller NAMESPACE NAME UID``: the Job controller of one Job.
 
 Started by ``lifecycle.start`` in a session of its own when the Job is created; it records its pods in
-``pods.json`` and the Job's status in the store. One reconcile step every ``POLL_S``, as Kubernetes'
-Job controller syncs a Job (every input read afresh, so a re-applied ``parallelism``, ``suspend``,
+``pods.json`` and the Job's status in the store. One reconcile step at once, then every ``POLL_S`` and
+at once when a pod's process ends (so a finished pod is seen in milliseconds, not a poll later), as
+Kubernetes' Job controller syncs a Job (every input read afresh, so a re-applied ``parallelism``, ``suspend``,
 ``activeDeadlineSeconds``, ``backoffLimit`` or TTL takes effect at the next step):
 
 1. read the stored Job: deleted (or re-created: another uid) → every pod is stopped, exit;
@@ -89,6 +90,7 @@ class Controller:
         self.ledger = Ledger(settings)
         self.me = own_identity()
         self.stopping = threading.Event()
+        self.wake = threading.Event()  # set by a pod's output closing (it ended) and by stop(): step now
         self.pods: list[JobPod] = []
         self.written: list[JobPod] | None = None  # the pods as last written to pods.json
         self.live: dict[str, Live] = {}
@@ -107,15 +109,21 @@ class Controller:
 
     # ------------------------------------------------------------------ the loop
 
+    def stop(self) -> None:
+        """Asked to stop (a signal): the loop ends at once, its pods stopped."""
+        self.stopping.set()
+        self.wake.set()
+
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
+                self.wake.clear()
                 resource = self.store.get(KIND, self.name, self.namespace)
                 if resource is None or resource.uid != self.uid:
                     return  # deleted: the finally below stops what runs
                 if self.step(resource):
                     break
-                self.stopping.wait(POLL_S)
+                self.wake.wait(POLL_S)
             else:
                 return
             lineage.job_ended(self.store.get(KIND, self.name, self.namespace), self.settings)  # its end is written
@@ -255,8 +263,18 @@ class Controller:
             self._update(pod.name, phase=Phase.FAILED, finished_at=now_iso(), reason="StartError", message=str(exc))
             return
         self.live[pod.name] = Live(running, grant)
+        threading.Thread(target=self._wake_after, args=(running,), daemon=True, name=f"ended-{pod.name}").start()
         self._update(pod.name, phase=Phase.RUNNING, pid=running.process.pid, pid_start=running.ticks,
                      started_at=now_iso(), reason="", message="")
+
+    def _wake_after(self, running: instances.Running) -> None:
+        """The next step at once when the pod's process ends: its output closes, then it exits (a process that
+        only closed its output is found running by that step, and the loop polls on)."""
+        running.pump.join()
+        deadline = time.monotonic() + POLL_S
+        while running.process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        self.wake.set()
 
     def _facts(self, pod: JobPod) -> downward.PodFacts:
         """The pod's metadata as its downward API reads it: the template's labels and annotations with the Job
@@ -469,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     namespace, name, uid = args[:3]
     controller = Controller(load_settings(), namespace, name, uid, args[3] if len(args) > 3 else "")
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda _num, _frame: controller.stopping.set())
+        signal.signal(signum, lambda _num, _frame: controller.stop())
     try:
         controller.run()
     except Exception as exc:  # noqa: BLE001 - any failure ends the Job Failed with its cause, not "died"
