@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
+import signal
 import socket
+import sys
 from typing import Any
 
 
@@ -45,3 +48,22 @@ def drain(wake_read: int) -> None:
             pass
     except BlockingIOError:
         pass
+
+
+def serve_selector(listener: socket.socket) -> tuple[selectors.BaseSelector, int, int]:
+    """The single-threaded server's loop set-up: a selector over the listener (key data ``"accept"``) and a
+    non-blocking self-pipe that SIGCHLD writes to (``"child"``: reap what ended), with the pipe's read and
+    write ends (a forked child closes both). SIGTERM exits; SIGINT and SIGHUP are ignored: a Ctrl-C or
+    hang-up to the terminal's process group is the caller's to handle, not the server's."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(wake_read, selectors.EVENT_READ, "child")
+    return selector, wake_read, wake_write

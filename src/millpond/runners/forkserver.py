@@ -23,7 +23,6 @@ import gc
 import json
 import logging
 import os
-import selectors
 import signal
 import socket
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from millpond.deferred_import import defer_package_init
-from millpond.runners.fork_protocol import drain, read_message, send_message
+from millpond.runners.fork_protocol import drain, read_message, send_message, serve_selector
 
 PR_SET_PDEATHSIG = 1
 CLONE_NEWNS = 0x00020000
@@ -234,17 +233,7 @@ def serve(socket_path: str) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(socket_path)
     listener.listen(128)
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
-    os.set_blocking(wake_read, False)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    selector = selectors.DefaultSelector()
-    selector.register(listener, selectors.EVENT_READ, "accept")
-    selector.register(wake_read, selectors.EVENT_READ, "child")
+    selector, wake_read, wake_write = serve_selector(listener)
     waiting: dict[int, socket.socket] = {}
     print(json.dumps({"ready": True, "mounts": _probe_mounts()}), flush=True)
     try:

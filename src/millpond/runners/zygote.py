@@ -28,7 +28,6 @@ import logging
 import os
 import random
 import runpy
-import selectors
 import signal
 import socket
 import struct
@@ -39,7 +38,7 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from millpond.runners.fork_protocol import drain, read_message, send_message
+from millpond.runners.fork_protocol import drain, read_message, send_message, serve_selector
 from millpond.runners.processes import start_ticks
 from millpond.runners.warm_spawn import fingerprint, process_context
 from millpond.store.db import prepare_orm
@@ -222,17 +221,7 @@ class _Zygote:
             os.umask(old_umask)
         inode = os.stat(self.socket_path).st_ino
         listener.listen(128)
-        wake_read, wake_write = os.pipe()
-        os.set_blocking(wake_read, False)
-        os.set_blocking(wake_write, False)
-        signal.set_wakeup_fd(wake_write)
-        signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        selector = selectors.DefaultSelector()
-        selector.register(listener, selectors.EVENT_READ, "accept")
-        selector.register(wake_read, selectors.EVENT_READ, "child")
+        selector, wake_read, wake_write = serve_selector(listener)
         print(json.dumps({"ready": True, "pid": os.getpid(), "socket": self.socket_path}), flush=True)
         last = time.monotonic()
         try:
