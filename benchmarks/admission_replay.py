@@ -105,6 +105,12 @@ class Plan:
         return [(f"cq-0-{q}-cohort-{c}", f"cohort-{c}") for c in range(self.cohorts) for q in range(self.queues)]
 
     @property
+    def floor_s(self) -> float:
+        """No scheduler finishes sooner: a cohort's work over its quota, or the last creation plus its runtime."""
+        work = self.queues * sum(c.count * c.cpus * c.runtime_s for c in self.classes)
+        return max(work / (self.queues * self.nominal), max(c.count * c.interval_s + c.runtime_s for c in self.classes))
+
+    @property
     def total(self) -> int:
         return self.cohorts * self.queues * sum(c.count for c in self.classes)
 
@@ -288,6 +294,8 @@ def report(outcome: Outcome, scale: float) -> None:
           f"{statistics.median(cycles) * 1000:.0f} ms, max {cycles[-1] * 1000:.0f} ms, {sum(cycles):.1f} s in all; "
           f"peak use {outcome.peak_queue / 1000:g} cpus in a ClusterQueue (limit {limit}), "
           f"{outcome.peak_cohort / 1000:g} in a cohort (its nominal {cohort_nominal})")
+    print(f"floor: no scheduler could finish in under {plan.floor_s:.1f} s (a cohort's work over its quota, or the "
+          "last creation plus its runtime)")
     print("Kueue: minimalkueue on envtest, its rangespec.yaml (5 runs; with SchedulingEquivalenceHashing "
           "usage 55.9%, large 16.5 s)")
 
