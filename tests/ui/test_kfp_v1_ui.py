@@ -49,7 +49,7 @@ from millpond.store.runs import RunStore
 from tests.conftest import MILLPOND_BIN
 from tests.server.test_server_pipelines import _multipart, _request
 from tests.server_support import Served, module_home, serving
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 V1 = Path(__file__).parents[1] / "pipelines" / "kfp_v1"
 EXAMPLES = Path(__file__).parents[2] / "examples" / "kfp_v1"
@@ -365,7 +365,7 @@ def test_v1_graph_outputs_and_runs_list_in_chromium(server: Served, client: Any,
     assert client.wait_for_run_completion(v2.run_id, timeout=90, sleep_duration=0.2).state == "SUCCEEDED"
     with chromium_page(height=1400) as (page, errors):
         page.goto(f"{server.url}/#/runs/{v1.run_id}")
-        page.locator('#dag g.node[data-state="SUCCEEDED"]').nth(3).wait_for(timeout=15_000)
+        page.locator('#dag g.node[data-state="SUCCEEDED"]').nth(3).wait_for(timeout=UI_WAIT_MS)
         paths = {page.locator("#dag g.node").nth(i).get_attribute("data-path")
                  for i in range(page.locator("#dag g.node").count())}
         assert paths == {"ui-outputs/report", "ui-outputs/echo/iteration-0/echo", "ui-outputs/echo/iteration-1/echo",

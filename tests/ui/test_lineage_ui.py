@@ -16,7 +16,7 @@ import pytest
 
 from tests.lineage.chain import chain
 from tests.server_support import Served, module_home, serving
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 kfp = pytest.importorskip("kfp")
 STEPS = ("gather", "clean", "train", "score")
@@ -56,7 +56,7 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
         page.goto(server.url + "/#/runs")
         page.click("header nav a[data-nav=artifacts]")
         rows = page.locator("tr.artifact-row")
-        sync_api.expect(rows).to_have_count(4, timeout=15_000)  # raw, cleaned, model, metrics: once, cached or not
+        sync_api.expect(rows).to_have_count(4, timeout=UI_WAIT_MS)  # raw, cleaned, model, metrics: once, cached or not
         cleaned = page.locator('tr.artifact-row[data-name="cleaned"]')
         sync_api.expect(cleaned.locator(".type")).to_have_text("Dataset")
         assert cleaned.locator(".uri").inner_text().endswith("/cleaned")
@@ -73,7 +73,7 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
         page.click('tr.artifact-row[data-name="cleaned"] a.artifact-link')
 
         # the artifact's page: overview, its producer (and the cache hit that reused it) and its users
-        sync_api.expect(page.locator("#artifact-title")).to_contain_text("cleaned", timeout=15_000)
+        sync_api.expect(page.locator("#artifact-title")).to_contain_text("cleaned", timeout=UI_WAIT_MS)
         sync_api.expect(page.locator('#artifact-properties [data-key="Type"]')).to_have_text("Dataset")
         sync_api.expect(page.locator('#artifact-metadata tr[data-key="rows"]')).to_contain_text("3")
         sync_api.expect(page.locator('#artifact-metadata tr[data-key="note"]')).to_contain_text("<img src=x")
@@ -84,7 +84,8 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
 
         page.click("#tab-lineage")  # the Lineage Explorer: inputs | producer | the artifact | consumer | outputs
         explorer = page.locator("#lineage-explorer")
-        sync_api.expect(explorer.locator('[data-side="center"] [data-name="cleaned"]')).to_be_visible(timeout=15_000)
+        center = explorer.locator('[data-side="center"] [data-name="cleaned"]')
+        sync_api.expect(center).to_be_visible(timeout=UI_WAIT_MS)
         left1, left2 = (explorer.locator(f'.lineage-column[data-side="left"][data-depth="{d}"]') for d in (1, 2))
         right1, right2 = (explorer.locator(f'.lineage-column[data-side="right"][data-depth="{d}"]') for d in (1, 2))
         sync_api.expect(left1.locator('.lineage-node[data-name="clean"]')).to_have_count(2)  # the task, the cache hit
@@ -107,13 +108,13 @@ def test_artifacts_list_and_an_artifacts_lineage_explorer(server: Served, runs: 
 
         # the producer's card links to its execution's page
         left1.locator(f'a[data-execution-id="{runs["first"]["tasks"]["clean"]}"]').click()
-        sync_api.expect(page.locator("#execution-title")).to_contain_text("clean", timeout=15_000)
+        sync_api.expect(page.locator("#execution-title")).to_contain_text("clean", timeout=UI_WAIT_MS)
 
         # the run page's artifact node links to the artifact's page (found by its URI)
         page.goto(f"{server.url}/#/runs/{runs['first']['run_id']}")
-        page.locator('#dag g.node[data-path="clean@cleaned"]').click(timeout=15_000)
-        page.locator("#artifact-lineage-links a").click(timeout=15_000)
-        sync_api.expect(page.locator("#artifact-title")).to_contain_text("cleaned", timeout=15_000)
+        page.locator('#dag g.node[data-path="clean@cleaned"]').click(timeout=UI_WAIT_MS)
+        page.locator("#artifact-lineage-links a").click(timeout=UI_WAIT_MS)
+        sync_api.expect(page.locator("#artifact-title")).to_contain_text("cleaned", timeout=UI_WAIT_MS)
         assert not errors, errors
 
 
@@ -124,7 +125,7 @@ def test_executions_list_and_an_executions_page(server: Served, runs: dict[str, 
         page.goto(server.url + "/#/executions")
         page.select_option("#execution-type-filter", "system.ContainerExecution")
         rows = page.locator("tr.execution-row")
-        sync_api.expect(rows).to_have_count(8, timeout=15_000)
+        sync_api.expect(rows).to_have_count(8, timeout=UI_WAIT_MS)
         page.screenshot(path=str(tmp_path / "executions.png"), full_page=True)
         for name in STEPS:  # the first run's COMPLETE, the second's CACHED, linking to the execution it reused
             done = page.locator(f'tr.execution-row[data-execution-id="{first[name]}"]')
@@ -140,7 +141,7 @@ def test_executions_list_and_an_executions_page(server: Served, runs: dict[str, 
         page.locator(f'tr.execution-row[data-execution-id="{second["train"]}"] a.cached-from').click()
 
         # the reused execution's page: its declared and actual inputs and outputs, by name
-        sync_api.expect(page.locator("#execution-title")).to_contain_text("train", timeout=15_000)
+        sync_api.expect(page.locator("#execution-title")).to_contain_text("train", timeout=UI_WAIT_MS)
         assert page.url.endswith(f"#/executions/{first['train']}")
         sync_api.expect(page.locator('#declared-inputs tr[data-name="cleaned"]')).to_contain_text("system.Dataset")
         sync_api.expect(page.locator('#declared-outputs tr[data-name="model"]')).to_contain_text("system.Model")
@@ -151,14 +152,14 @@ def test_executions_list_and_an_executions_page(server: Served, runs: dict[str, 
             "href", f"#/runs/{runs['first']['run_id']}")
         _no_null(page)
         page.click('#execution-outputs tr[data-key="model"] a.artifact-link')  # on to the model's page
-        sync_api.expect(page.locator("#artifact-title")).to_contain_text("model", timeout=15_000)
+        sync_api.expect(page.locator("#artifact-title")).to_contain_text("model", timeout=UI_WAIT_MS)
         sync_api.expect(page.locator("#artifact-consumers a")).to_have_count(2)  # score, and its cache hit
 
         page.goto(server.url + f"/#/executions/{second['gather']}")  # parameters: declared with their value
-        sync_api.expect(page.locator('#declared-inputs tr[data-name="rows"]')).to_contain_text("3", timeout=15_000)
+        sync_api.expect(page.locator('#declared-inputs tr[data-name="rows"]')).to_contain_text("3", timeout=UI_WAIT_MS)
         sync_api.expect(page.locator("#execution-cached-from")).to_have_text(first["gather"])
         sync_api.expect(page.locator("#execution-inputs")).to_have_text("none")
         page.goto(server.url + "/#/executions/no-such")
-        sync_api.expect(page.locator("#execution-error")).to_contain_text("not found", timeout=15_000)
+        sync_api.expect(page.locator("#execution-error")).to_contain_text("not found", timeout=UI_WAIT_MS)
         _no_null(page)
         assert not errors, errors

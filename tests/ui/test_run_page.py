@@ -24,7 +24,7 @@ from kfp import dsl
 from millpond.server.ir_graph import condition_text
 from millpond.server.security import is_public
 from tests.server_support import Served, module_home, serving
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 
 @dsl.component
@@ -175,8 +175,8 @@ def test_run_page_version_page_runs_list_and_compare_in_chromium(server: Served,
         # the run: artifact pills between tasks, the condition's expression, an artifact's panel
         page.goto(f"{server.url}/#/runs/{runs[0]}")
         data = page.locator('#dag g.node.kind-artifact[data-path="make-data@data"]')
-        data.wait_for(timeout=15_000)
-        expect(data).to_have_class(re.compile(r"\blive\b"), timeout=15_000)
+        data.wait_for(timeout=UI_WAIT_MS)
+        expect(data).to_have_class(re.compile(r"\blive\b"), timeout=UI_WAIT_MS)
         assert data.get_attribute("data-artifact-type") == "system.Dataset"
         assert page.locator("#dag g.node.kind-artifact").count() == 3
         condition = page.locator("#dag g.node.condition")
@@ -197,7 +197,7 @@ def test_run_page_version_page_runs_list_and_compare_in_chromium(server: Served,
         # the version's static graph: tasks and artifacts, no state anywhere
         page.goto(f"{server.url}/#/pipelines/{pipeline.pipeline_id}")
         graph = page.locator("#version-graph g.node")
-        graph.nth(5).wait_for(timeout=15_000)
+        graph.nth(5).wait_for(timeout=UI_WAIT_MS)
         assert page.locator("#version-graph svg.static").count() == 1
         assert page.locator("#version-graph g.node[data-state]").count() == 0
         assert "pending" not in page.inner_text("#version-graph").lower()
@@ -208,7 +208,7 @@ def test_run_page_version_page_runs_list_and_compare_in_chromium(server: Served,
         page.goto(f"{server.url}/#/runs")
         for run_id, shown in zip(runs, ("accuracy: 0.800 · f1: 0.790", "accuracy: 0.950 · f1: 0.940"), strict=True):
             expect(page.locator(f'tr.run-row[data-run-id="{run_id}"] td.metrics-cell')).to_have_text(
-                shown, timeout=15_000)
+                shown, timeout=UI_WAIT_MS)
         order = ('() => [...document.querySelectorAll("tr.run-row")].map((r) => r.dataset.runId)'
                  f'.filter((id) => {json.dumps(runs)}.includes(id))')
         page.click("#sort-metric")

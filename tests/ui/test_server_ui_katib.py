@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.server_support import Served, call, module_home
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 pytestmark = pytest.mark.timeout(600)
 EXPERIMENTS = "/apis/kubeflow.org/v1beta1/namespaces/default/experiments"
@@ -76,7 +76,7 @@ def test_an_experiment_that_ran_shows_its_trials_plot_and_best_trials_log(server
     with chromium_page() as (page, errors):
         page.goto(server.url + "/#/katib")
         row = page.locator('tr.katib-row[data-experiment="default/quad"]')
-        row.wait_for(timeout=15_000)
+        row.wait_for(timeout=UI_WAIT_MS)
         row.locator('.state[data-state="Succeeded"]').wait_for(timeout=10_000)
         assert row.locator(".katib-succeeded").inner_text() == "4"
         assert row.locator(".katib-failed").inner_text() == "0"
@@ -87,7 +87,7 @@ def test_an_experiment_that_ran_shows_its_trials_plot_and_best_trials_log(server
         row.click()
         page.wait_for_url("**/#/katib/default/quad")
         table = page.locator("#katib-trials")
-        sync_api.expect(table.locator("tr.katib-trial-row")).to_have_count(4, timeout=15_000)
+        sync_api.expect(table.locator("tr.katib-trial-row")).to_have_count(4, timeout=UI_WAIT_MS)
         shown = {}
         for trial in trials:
             line = table.locator(f'tr.katib-trial-row[data-trial="{trial["name"]}"]')
@@ -116,15 +116,15 @@ def test_an_experiment_that_ran_shows_its_trials_plot_and_best_trials_log(server
         # the best trial's log, chosen at first; another trial's on a click of its row
         log = page.locator("#katib-trial-log")
         x = float(best["parameters"]["x"])
-        sync_api.expect(log).to_contain_text("loss=", timeout=15_000)
+        sync_api.expect(log).to_contain_text("loss=", timeout=UI_WAIT_MS)
         assert f"{best['objective']:.6f}" in log.inner_text()
         other = next(t for t in trials if t["name"] != best["name"])
         table.locator(f'tr[data-trial="{other["name"]}"]').click()
-        sync_api.expect(log).to_contain_text(f"loss={other['objective']:.6f}", timeout=15_000)
+        sync_api.expect(log).to_contain_text(f"loss={other['objective']:.6f}", timeout=UI_WAIT_MS)
         assert -4 <= x <= 6
         page.screenshot(path=str(tmp_path / "experiment.png"), full_page=True)
 
         # the address Katib's SDK prints opens the same page
         page.goto(server.url + "/#/katib/hp_monitor/default/quad")
-        sync_api.expect(page.locator("#katib-trials tr.katib-trial-row")).to_have_count(4, timeout=15_000)
+        sync_api.expect(page.locator("#katib-trials tr.katib-trial-row")).to_have_count(4, timeout=UI_WAIT_MS)
         assert not errors, errors

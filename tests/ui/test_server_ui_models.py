@@ -16,7 +16,7 @@ from millpond.serving import lifecycle
 from millpond.store.resources import ResourceStore
 from tests.server_support import serving
 from tests.serving_support import train_digits
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 HOSTILE = '<img src=x onerror="window.pwned=1">'
 
@@ -55,17 +55,17 @@ def test_models_page_lists_inference_services_with_live_counts(home: Path, tmp_p
                 page.goto(served.url + "/#/runs")
                 page.click("header nav a[data-nav=models]")
                 row = page.locator('tr.model-row[data-model="default/digits"]')
-                sync_api.expect(row.locator(".ready")).to_have_text("Ready", timeout=15_000)
+                sync_api.expect(row.locator(".ready")).to_have_text("Ready", timeout=UI_WAIT_MS)
                 sync_api.expect(row.locator(".url")).to_have_text(url)
                 sync_api.expect(row.locator(".traffic")).to_have_text("digits-predictor-00001: 100% (1 up)")
                 sync_api.expect(row.locator(".sample")).to_contain_text("/v1/models/digits:predict")
                 for _ in range(5):  # live: requests through the gateway appear at the next poll
                     _json(f"{served.url}/v1/models/digits:predict", {"instances": rows.tolist()})
-                sync_api.expect(row.locator(".requests")).to_have_text("6", timeout=15_000)  # + the sample's
+                sync_api.expect(row.locator(".requests")).to_have_text("6", timeout=UI_WAIT_MS)  # + the sample's
                 sync_api.expect(row.locator(".latency")).to_contain_text(" ms")
 
                 row.locator("a").click()
-                sync_api.expect(page.locator("#model-requests")).to_have_text("6", timeout=15_000)
+                sync_api.expect(page.locator("#model-requests")).to_have_text("6", timeout=UI_WAIT_MS)
                 sync_api.expect(page.locator('#model-revisions tr[data-revision="digits-predictor-00001"] .requests')
                                 ).to_have_text("6")
                 sync_api.expect(page.locator('#model-codes tr[data-code="200"]')).to_contain_text("6")

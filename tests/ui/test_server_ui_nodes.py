@@ -13,7 +13,7 @@ import pytest
 
 from millpond.scheduling.ledger import Holder, Ledger, Request
 from tests.server_support import serving
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 MIB = 1024 * 1024
 HOSTILE = 'x<img src=x onerror="window.pwned=1">'
@@ -46,9 +46,9 @@ def test_nodes_page_charts_allocated_and_used_live(home: Path, monkeypatch: pyte
                 page.goto(served.url + "/#/runs")
                 page.click("header nav a[data-nav=nodes]")
                 card = page.locator("section.node-card")
-                sync_api.expect(card).to_have_count(1, timeout=15_000)
+                sync_api.expect(card).to_have_count(1, timeout=UI_WAIT_MS)
                 gpus = card.locator('.chart-box[data-kind="gpu"]')
-                sync_api.expect(gpus.locator(".legend")).to_contain_text("capacity 2", timeout=15_000)
+                sync_api.expect(gpus.locator(".legend")).to_contain_text("capacity 2", timeout=UI_WAIT_MS)
                 sync_api.expect(gpus.locator(".legend")).to_contain_text("allocated 1")
                 sync_api.expect(gpus.locator(".legend")).to_contain_text("used n/a")  # no GPU metrics: unknown
                 sync_api.expect(card.locator(".holders")).to_contain_text(HOSTILE)  # as text
@@ -60,7 +60,7 @@ def test_nodes_page_charts_allocated_and_used_live(home: Path, monkeypatch: pyte
                 memory = card.locator('.chart-box[data-kind="memory"] .legend')
                 sync_api.expect(memory).to_contain_text("allocated 64.0 MiB")
                 ledger.release(grant.id)  # given back: the next poll shows it
-                sync_api.expect(gpus.locator(".legend")).to_contain_text("allocated 0", timeout=15_000)
+                sync_api.expect(gpus.locator(".legend")).to_contain_text("allocated 0", timeout=UI_WAIT_MS)
                 sync_api.expect(card.locator(".holders")).to_have_count(0)
                 assert page.evaluate("window.pwned") is None
                 assert not errors, errors

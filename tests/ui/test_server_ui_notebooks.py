@@ -16,7 +16,7 @@ from millpond.settings import load_settings
 from millpond.store.resources import ResourceStore
 from tests.datasets_support import manifest
 from tests.server_support import Served, call, module_home
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 pytestmark = pytest.mark.timeout(600)
 API = "/apis/millpond/v1"
@@ -121,7 +121,7 @@ def test_spawn_connect_stop_start_and_delete_a_notebook(server: Served) -> None:
         page.fill("#nb-datavol-mount-1", "/home/jovyan/datasets/ds")
         page.click("#nb-create")
         row = page.locator('tr.notebook-row[data-notebook="default/lab"]')
-        sync_api.expect(row).to_be_visible(timeout=15_000)
+        sync_api.expect(row).to_be_visible(timeout=UI_WAIT_MS)
         sync_api.expect(row.locator(".nb-cpu")).to_have_text("0.5")
         sync_api.expect(row.locator(".nb-memory")).to_have_text("1Gi")
         sync_api.expect(row.locator(".nb-gpus")).to_have_text("share: 4 GiB of one GPU, 50% of its compute")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.lineage.pipelines import fit_one
 from tests.server_support import module_home
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 from tests.ui_multiuser.test_ui_login import (
     PASSWORDS,
     TOKEN,
@@ -61,13 +61,13 @@ def test_a_user_sees_her_namespaces_lineage_only(server: MultiUserServer) -> Non
     assert len(mine["artifacts"]) == len(theirs["artifacts"]) == 2 and theirs["executions"]
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "alice", PASSWORDS["alice"])
-        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=15_000)
+        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=UI_WAIT_MS)
         page.click("header nav a[data-nav=artifacts]")
-        sync_api.expect(page.locator("tr.artifact-row")).to_have_count(2, timeout=15_000)
+        sync_api.expect(page.locator("tr.artifact-row")).to_have_count(2, timeout=UI_WAIT_MS)
         shown = {page.locator("tr.artifact-row").nth(i).get_attribute("data-artifact-id") for i in range(2)}
         assert shown == set(mine["artifacts"])
         page.click("header nav a[data-nav=executions]")
-        sync_api.expect(page.locator("tr.execution-row").first).to_be_visible(timeout=15_000)
+        sync_api.expect(page.locator("tr.execution-row").first).to_be_visible(timeout=UI_WAIT_MS)
         listed = page.locator("tr.execution-row")
         ids = {listed.nth(i).get_attribute("data-execution-id") for i in range(listed.count())}
         assert ids and not ids & set(theirs["executions"])
@@ -79,9 +79,9 @@ def test_a_user_sees_her_namespaces_lineage_only(server: MultiUserServer) -> Non
                      "/apis/v2beta1/artifacts?namespace=team-b"):
             assert page.evaluate(f"fetch('{path}').then((r) => r.status)") == 403, path
         page.goto(f"{server.url}/#/artifacts/{theirs['artifacts'][0]}/lineage")
-        sync_api.expect(page.locator("#artifact-error")).to_contain_text("team-b", timeout=15_000)
+        sync_api.expect(page.locator("#artifact-error")).to_contain_text("team-b", timeout=UI_WAIT_MS)
         assert page.locator("#artifact-title, #lineage-explorer").count() == 0
         page.goto(f"{server.url}/#/executions/{theirs['executions'][0]}")
-        sync_api.expect(page.locator("#execution-error")).to_contain_text("team-b", timeout=15_000)
+        sync_api.expect(page.locator("#execution-error")).to_contain_text("team-b", timeout=UI_WAIT_MS)
         assert page.locator("#execution-title").count() == 0
         assert not errors, errors

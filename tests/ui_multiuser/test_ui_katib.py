@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.server_support import module_home
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 from tests.ui_multiuser.test_ui_login import (
     PASSWORDS,
     MultiUserServer,
@@ -71,10 +71,10 @@ def test_a_user_sees_her_namespaces_experiments_and_their_trials_logs(server: Mu
     sync_api = _browser()
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "alice", PASSWORDS["alice"])
-        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=15_000)
+        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=UI_WAIT_MS)
         page.click("header nav a[data-nav=katib]")
         mine = page.locator('tr.katib-row[data-experiment="team-a/tune-a"]')
-        sync_api.expect(mine).to_be_visible(timeout=15_000)
+        sync_api.expect(mine).to_be_visible(timeout=UI_WAIT_MS)
         assert page.locator('tr.katib-row[data-experiment="team-b/tune-b"]').count() == 0
         refused = page.evaluate(f"fetch('{LIST}/team-b/tune-b').then((r) => r.status)")
         assert refused == 403
@@ -82,6 +82,6 @@ def test_a_user_sees_her_namespaces_experiments_and_their_trials_logs(server: Mu
         assert refused == 403
 
         mine.click()
-        sync_api.expect(page.locator("#katib-trials tr.katib-trial-row")).to_have_count(1, timeout=15_000)
-        sync_api.expect(page.locator("#katib-trial-log")).to_contain_text("team-a loss=", timeout=15_000)
+        sync_api.expect(page.locator("#katib-trials tr.katib-trial-row")).to_have_count(1, timeout=UI_WAIT_MS)
+        sync_api.expect(page.locator("#katib-trial-log")).to_contain_text("team-a loss=", timeout=UI_WAIT_MS)
         assert not errors, errors

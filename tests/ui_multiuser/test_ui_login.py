@@ -29,7 +29,7 @@ kfp = pytest.importorskip("kfp")
 from kfp import dsl
 
 from tests.server_support import call, module_home
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 
 MILLPOND = Path(sys.executable).parent / "millpond"
 TOKEN = "ui-multi-user-server-token"
@@ -163,7 +163,7 @@ def team_runs(server: MultiUserServer) -> dict[str, Any]:
 
 def _log_in(page: Any, url: str, name: str, password: str) -> None:
     page.goto(url + "/")
-    page.locator("#login-form").wait_for(timeout=15_000)
+    page.locator("#login-form").wait_for(timeout=UI_WAIT_MS)
     page.fill("#login-username", name)
     page.fill("#login-password", password)
     page.click("#login-submit")
@@ -186,7 +186,7 @@ def test_alice_sees_her_namespace_only_and_logs_out(server: MultiUserServer, tea
         asked: list[str] = []
         page.on("request", lambda request: asked.append(request.url))
         _log_in(page, server.url, "alice", PASSWORDS["alice"])
-        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=15_000)
+        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=UI_WAIT_MS)
         page.locator("#runs").wait_for(timeout=10_000)
 
         # the session is in an HttpOnly cookie: the browser holds it, no script can read it, nothing is stored
@@ -204,7 +204,7 @@ def test_alice_sees_her_namespace_only_and_logs_out(server: MultiUserServer, tea
         assert any("/apis/v2beta1/runs?" in url and "namespace=team-a" in url for url in asked), asked
         if team_runs["namespaced"]:
             runs = team_runs["runs"]
-            page.locator(f'tr.run-row[data-run-id="{runs["team-a"].run_id}"]').wait_for(timeout=15_000)
+            page.locator(f'tr.run-row[data-run-id="{runs["team-a"].run_id}"]').wait_for(timeout=UI_WAIT_MS)
             assert page.locator(f'tr.run-row[data-run-id="{runs["team-b"].run_id}"]').count() == 0
             page.click("header nav a[data-nav=experiments]")
             sync_api.expect(page.locator("#experiments")).to_contain_text("team-a experiment", timeout=10_000)
@@ -236,17 +236,17 @@ def test_a_session_that_ends_brings_back_the_login_page(server: MultiUserServer)
     sync_api = _browser()
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "bob", PASSWORDS["bob"])
-        page.locator("#runs").wait_for(timeout=15_000)
+        page.locator("#runs").wait_for(timeout=UI_WAIT_MS)
         ended = page.evaluate("fetch('/ui-api/logout', {method: 'POST', headers: {'Content-Type': 'application/json'},"
                               " body: '{}'}).then((r) => r.status)")
         assert ended == 200
         sync_api.expect(page.locator("#login-message")).to_have_text("Your session has ended: log in again.",
-                                                                     timeout=15_000)
+                                                                     timeout=UI_WAIT_MS)
         assert page.locator("#runs").count() == 0 and not page.locator("#account").is_visible()
         page.fill("#login-username", "bob")
         page.fill("#login-password", PASSWORDS["bob"])
         page.click("#login-submit")
-        sync_api.expect(page.locator("#user-name")).to_have_text("bob", timeout=15_000)
+        sync_api.expect(page.locator("#user-name")).to_have_text("bob", timeout=UI_WAIT_MS)
         assert page.locator("#namespace-select").input_value() == "team-b"
         assert not errors, errors
 
@@ -255,7 +255,7 @@ def test_an_administrator_picks_any_namespace_and_the_choice_is_remembered(serve
     sync_api = _browser()
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "root", PASSWORDS["root"])
-        sync_api.expect(page.locator("#user-name")).to_contain_text("root", timeout=15_000)
+        sync_api.expect(page.locator("#user-name")).to_contain_text("root", timeout=UI_WAIT_MS)
         page.locator('#namespace-select option[value="team-b"]').wait_for(state="attached", timeout=10_000)
         options = page.locator("#namespace-select option")
         names = [options.nth(i).get_attribute("value") for i in range(options.count())]
@@ -279,7 +279,7 @@ def test_alice_uploads_a_pipeline_and_starts_a_run_in_her_namespace(server: Mult
     sync_api = _browser()
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "alice", PASSWORDS["alice"])
-        page.locator("#user-name").wait_for(timeout=15_000)
+        page.locator("#user-name").wait_for(timeout=UI_WAIT_MS)
         page.click("header nav a[data-nav=pipelines]")
         page.set_input_files("#pipeline-file", str(package))
         page.fill("#pipeline-name", "alice's pipeline")
@@ -290,7 +290,7 @@ def test_alice_uploads_a_pipeline_and_starts_a_run_in_her_namespace(server: Mult
         page.wait_for_url("**/#/runs/*", timeout=10_000)
         run_id = page.url.rsplit("/", 1)[1]
         if team_runs["namespaced"]:  # the run is team-a's: she may open it (without namespaces it is nobody's)
-            sync_api.expect(page.locator("#dag g.node")).to_have_count(1, timeout=15_000)
+            sync_api.expect(page.locator("#dag g.node")).to_have_count(1, timeout=UI_WAIT_MS)
         assert not errors, errors
     _, run = server.call(f"/apis/v2beta1/runs/{run_id}")
     _, pipeline = server.call(f"/apis/v2beta1/pipelines/{run['pipeline_version_reference']['pipeline_id']}")
@@ -305,7 +305,7 @@ def test_a_user_without_a_namespace_is_told_how_to_get_one(server: MultiUserServ
     sync_api = _browser()
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "carol", PASSWORDS["carol"])
-        sync_api.expect(page.locator("#no-namespace")).to_contain_text("carol has no namespace", timeout=15_000)
+        sync_api.expect(page.locator("#no-namespace")).to_contain_text("carol has no namespace", timeout=UI_WAIT_MS)
         assert page.locator("#namespace-select").is_disabled()
         assert page.locator("#runs").count() == 0  # no list is asked for without a namespace
         assert not errors, errors
@@ -320,7 +320,7 @@ def test_alice_manages_the_contributors_of_team_a(server: MultiUserServer) -> No
     sync_api = _browser()
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "alice", PASSWORDS["alice"])
-        page.locator("#user-name").wait_for(timeout=15_000)
+        page.locator("#user-name").wait_for(timeout=UI_WAIT_MS)
         page.click("header nav a[data-nav=contributors]")
         panel = page.locator('section.namespace-contributors[data-namespace="team-a"]')
         panel.wait_for(timeout=10_000)
@@ -364,7 +364,7 @@ def test_alice_manages_the_contributors_of_team_a(server: MultiUserServer) -> No
         page.fill("#login-username", "root")
         page.fill("#login-password", PASSWORDS["root"])
         page.click("#login-submit")
-        page.locator("#user-name").wait_for(timeout=15_000)
+        page.locator("#user-name").wait_for(timeout=UI_WAIT_MS)
         page.click("header nav a[data-nav=contributors]")
         for namespace, owner in (("team-a", "alice"), ("team-b", "bob")):
             panel = page.locator(f'section.namespace-contributors[data-namespace="{namespace}"]')
@@ -393,7 +393,7 @@ def test_repeated_failures_show_the_throttle_message(server: MultiUserServer) ->
     sync_api = _browser()
     with chromium_page() as (page, errors):
         page.goto(server.url + "/")
-        page.locator("#login-form").wait_for(timeout=15_000)
+        page.locator("#login-form").wait_for(timeout=UI_WAIT_MS)
         for _ in range(5):
             page.fill("#login-username", "mallory")
             page.fill("#login-password", "guess")

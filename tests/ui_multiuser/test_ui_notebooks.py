@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.server_support import module_home
-from tests.ui.test_server_ui import _browser, chromium_page
+from tests.ui.test_server_ui import UI_WAIT_MS, _browser, chromium_page
 from tests.ui_multiuser.test_ui_login import (
     PASSWORDS,
     MultiUserServer,
@@ -53,9 +53,9 @@ def test_a_user_sees_the_notebooks_of_her_namespace_only(server: MultiUserServer
     sync_api = _browser()
     with chromium_page() as (page, errors):
         _log_in(page, server.url, "alice", PASSWORDS["alice"])
-        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=15_000)
+        sync_api.expect(page.locator("#user-name")).to_have_text("alice", timeout=UI_WAIT_MS)
         page.click("header nav a[data-nav=notebooks]")
-        sync_api.expect(page.locator('tr.notebook-row[data-notebook="team-a/alpha"]')).to_be_visible(timeout=15_000)
+        sync_api.expect(page.locator('tr.notebook-row[data-notebook="team-a/alpha"]')).to_be_visible(timeout=UI_WAIT_MS)
         assert page.locator('tr.notebook-row[data-notebook="team-b/beta"]').count() == 0
         assert page.locator("#notebooks-namespace").count() == 0  # the header's selector is the namespace
         refused = page.evaluate(f"fetch('{_notebooks('team-b')}').then((r) => r.status)")
@@ -70,7 +70,7 @@ def test_a_user_sees_the_notebooks_of_her_namespace_only(server: MultiUserServer
         page.fill("#nb-memory", "256Mi")
         page.select_option("#nb-workspace-kind", "none")
         page.click("#nb-create")
-        sync_api.expect(page.locator('tr.notebook-row[data-notebook="team-a/mine"]')).to_be_visible(timeout=15_000)
+        sync_api.expect(page.locator('tr.notebook-row[data-notebook="team-a/mine"]')).to_be_visible(timeout=UI_WAIT_MS)
         assert not errors, errors
     status, made = server.call("/apis/millpond/v1/notebooks.kubeflow.org/mine?namespace=team-a")
     assert status == 200, made
