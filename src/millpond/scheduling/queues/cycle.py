@@ -23,6 +23,7 @@ is never given twice whichever machines run them.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -117,8 +118,9 @@ def reclaim_dead(settings: Settings) -> int:
     one that does runs a whole cycle, as ``release`` does, so the freed quota is handed on at once.
     """
     states = [state.value for state in (WorkloadState.PENDING, WorkloadState.ADMITTED, WorkloadState.EVICTED)]
+    alive = functools.cache(holder_alive)  # many workloads share a holder (an engine, a server): /proc once each
     dead = sum(1 for record in WorkloadStore(settings).list(states=states)
-               if record.holder and not holder_alive(record.holder))
+               if record.holder and not alive(record.holder))
     if dead:
         run_cycle(settings)
     return dead
@@ -131,8 +133,9 @@ def run_cycle(settings: Settings, now: float | None = None) -> Decision:
     with store.locked() as locked:
         now = time.time() if now is None else now
         live = []
+        alive = functools.cache(holder_alive)  # one /proc read per distinct holder in this cycle, not per row
         for record in locked.active():
-            if record.holder and not holder_alive(record.holder):
+            if record.holder and not alive(record.holder):
                 locked.finish(record.id, f"its holder process {record.holder.partition(':')[0]} is gone")
             else:
                 live.append(record)
