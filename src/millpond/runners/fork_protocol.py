@@ -14,7 +14,9 @@ import selectors
 import signal
 import socket
 import sys
-from typing import Any
+import traceback
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 
 def encode_message(message: dict[str, Any]) -> bytes:
@@ -67,3 +69,25 @@ def serve_selector(listener: socket.socket) -> tuple[selectors.BaseSelector, int
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_read, selectors.EVENT_READ, "child")
     return selector, wake_read, wake_write
+
+
+def end_child(body: Callable[[], int]) -> NoReturn:
+    """All a forked child does: run ``body`` and leave with its exit code through ``os._exit``, whatever happens.
+
+    The child must never return into the server that forked it (it would serve the socket too) nor run the
+    server's atexit handlers: anything that escapes ``body`` is printed (exit 1), the output is flushed, and the
+    process ends here."""
+    code = 1
+    try:
+        code = body()
+    except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the server
+        try:
+            traceback.print_exc()
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)

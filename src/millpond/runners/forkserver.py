@@ -29,10 +29,10 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from millpond.deferred_import import defer_package_init
-from millpond.runners.fork_protocol import drain, read_message, send_message, serve_selector
+from millpond.runners.fork_protocol import drain, end_child, read_message, send_message, serve_selector
 
 PR_SET_PDEATHSIG = 1
 CLONE_NEWNS = 0x00020000
@@ -155,21 +155,8 @@ def _run_task(request: dict[str, Any]) -> int:
     return 0
 
 
-def _child(request: dict[str, Any]) -> None:
-    code = 1
-    try:
-        code = _run_task(request)
-    except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the server
-        try:
-            traceback.print_exc()
-        except BaseException:  # noqa: BLE001
-            pass
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+def _child(request: dict[str, Any]) -> NoReturn:
+    end_child(lambda: _run_task(request))
 
 
 # --- the server -----------------------------------------------------------------------

@@ -34,11 +34,10 @@ import struct
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from millpond.runners.fork_protocol import drain, read_message, send_message, serve_selector
+from millpond.runners.fork_protocol import drain, end_child, read_message, send_message, serve_selector
 from millpond.runners.processes import start_ticks
 from millpond.runners.warm_spawn import fingerprint, process_context
 from millpond.store.db import prepare_orm
@@ -96,29 +95,23 @@ def _exit_code(exc: SystemExit) -> int:
 
 def _child(request: dict[str, Any]) -> NoReturn:
     """Run the module as ``__main__`` and leave as the interpreter would: threads joined, atexit run."""
+    end_child(lambda: _run_module(request))
+
+
+def _run_module(request: dict[str, Any]) -> int:
+    """``python -m``'s run of the module in this fork, its exit code."""
+    _become(request)
     code = 1
     try:
-        _become(request)
-        try:
-            runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
-            code = 0
-        except SystemExit as exc:
-            code = _exit_code(exc)
-        except BaseException:  # noqa: BLE001 - an uncaught error: printed, exit 1, as python does
-            sys.excepthook(*sys.exc_info())
-        threading._shutdown()  # type: ignore[attr-defined]  # non-daemon threads, as at interpreter exit
-        atexit._run_exitfuncs()
-    except BaseException:  # noqa: BLE001 - whatever happens, the child must not return into the zygote
-        try:
-            traceback.print_exc()
-        except BaseException:  # noqa: BLE001
-            pass
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException:  # noqa: BLE001 - an uncaught error: printed, exit 1, as python does
+        sys.excepthook(*sys.exc_info())
+    threading._shutdown()  # type: ignore[attr-defined]  # non-daemon threads, as at interpreter exit
+    atexit._run_exitfuncs()
+    return code
 
 
 # --- the zygote -------------------------------------------------------------------------
