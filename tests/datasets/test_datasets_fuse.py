@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import errno
 import os
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -245,3 +248,109 @@ def test_a_readonly_mount_declines_flush_and_reads_a_shuffled_folder_ahead(
     assert index.entry("big.bin") is None  # another folder's file, never opened
     assert cli("dataset", "unmount", mountpoint).code == 0
 
+
+
+# -- warm reads stay out of Python; what the kernel caches expires with the metadata TTL -----------
+
+
+@contextlib.contextmanager
+def _fuse_requests(tmp_path: Path) -> Iterator[Callable[[Path], collections.Counter[str]]]:
+    """The kernel's FUSE requests, by opcode, per mount: its ``fuse`` tracepoints in a trace instance of our own.
+
+    Skips where tracefs cannot be had (not root, or a kernel without the tracepoints, before 6.13).
+    """
+    if os.geteuid() != 0:
+        pytest.skip("counting FUSE requests needs tracefs (root)")
+    tracefs = Path("/sys/kernel/tracing")
+    mounted_here = None
+    if not (tracefs / "instances").is_dir():
+        mounted_here = tmp_path / "tracefs"
+        mounted_here.mkdir()
+        if subprocess.run(["mount", "-t", "tracefs", "nodev", str(mounted_here)], capture_output=True).returncode:
+            pytest.skip("tracefs cannot be mounted here")
+        tracefs = mounted_here
+    instance = tracefs / "instances" / f"millpond-test-{os.getpid()}"
+    try:
+        instance.mkdir()
+        if not (instance / "events" / "fuse" / "fuse_request_send").is_dir():
+            pytest.skip("this kernel has no fuse tracepoints")
+        (instance / "events" / "fuse" / "fuse_request_send" / "enable").write_text("1")
+        (instance / "tracing_on").write_text("1")
+
+        def counted(mountpoint: Path) -> collections.Counter[str]:
+            connection = os.stat(mountpoint).st_dev
+            found: collections.Counter[str] = collections.Counter()
+            for line in (instance / "trace").read_text().splitlines():
+                match = re.search(r"fuse_request_send: connection (\d+) req \d+ opcode \d+ \(FUSE_(\w+)\)", line)
+                if match and int(match.group(1)) == connection:
+                    found[match.group(2)] += 1
+            (instance / "trace").write_text("")
+            return found
+
+        yield counted
+    finally:
+        if instance.is_dir():
+            (instance / "tracing_on").write_text("0")
+            instance.rmdir()
+        if mounted_here is not None:
+            subprocess.run(["umount", str(mounted_here)], check=False)
+
+
+def _drop_kernel_caches() -> None:
+    os.sync()
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+def test_a_listed_folder_is_read_with_one_round_trip_a_file(cli, home, tmp_path, s3_server, mountpoint) -> None:
+    ds = create_s3_dataset(cli, home, tmp_path, s3_server, FILES)
+    assert cli("dataset", "load", "ds").code == 0
+    assert cli("dataset", "mount", "ds", mountpoint).code == 0
+    folder = mountpoint / "mnist"
+    # The first open of the mount's life asks for OPEN and FLUSH once: declined, never again.
+    assert (mountpoint / "big.bin").read_bytes() == ds.files["big.bin"]
+    with _fuse_requests(tmp_path) as requests:
+        for kernel_caches in ("fresh mount", "dropped"):
+            if kernel_caches == "dropped":
+                _drop_kernel_caches()
+            requests(mountpoint)
+            names = sorted(os.listdir(folder))
+            listed = requests(mountpoint)
+            assert listed["READDIRPLUS"] >= 1 and listed["READDIR"] == 0, listed
+            for name in names:
+                assert os.stat(folder / name).st_size == len(ds.files[f"mnist/{name}"])
+                with open(folder / name, "rb") as f:
+                    assert f.read() == ds.files[f"mnist/{name}"]
+            read = requests(mountpoint)
+            # The listing gave the kernel every name and its attributes: no LOOKUP or GETATTR per
+            # file; a ReadOnly mount declined OPEN and FLUSH for good: one READ into Python a file
+            # (and the IOCTL of Python's isatty check, answered by libfuse in C).
+            for opcode in ("LOOKUP", "GETATTR", "OPEN", "FLUSH", "RELEASE"):
+                assert read[opcode] == 0, (kernel_caches, read)
+            assert read["READ"] == len(names), (kernel_caches, read)
+    assert cli("dataset", "unmount", mountpoint).code == 0
+
+
+def test_a_changed_ufs_is_seen_through_the_mount_once_the_metadata_ttl_passed(
+    cli, home, tmp_path, s3_server, mountpoint
+) -> None:
+    ttl = 2.0
+    ds = create_s3_dataset(cli, home, tmp_path, s3_server, {"d/a.txt": b"first", "d/b.txt": b"kept"},
+                           annotations={"data.millpond.io/metadata-ttl": f"{ttl:g}s"})
+    assert cli("dataset", "mount", "ds", mountpoint).code == 0
+    folder = mountpoint / "d"
+    assert sorted(os.listdir(folder)) == ["a.txt", "b.txt"]
+    assert (folder / "a.txt").read_bytes() == b"first"  # now in the kernel's page cache, and listed
+    changed = time.monotonic()
+    fs = s3_server.filesystem()
+    fs.pipe_file(f"{ds.bucket}/{ds.prefix}/d/a.txt", b"second, longer")
+    fs.pipe_file(f"{ds.bucket}/{ds.prefix}/d/c.txt", b"new")
+    # The documented bound: names, attributes and pages the kernel keeps live as long as the
+    # dataset's metadata TTL (and the mount's listing is that old at most), so once twice the TTL
+    # has passed since the change, every reader sees it.
+    time.sleep(max(0.0, changed + 2 * ttl + 0.5 - time.monotonic()))
+    assert sorted(os.listdir(folder)) == ["a.txt", "b.txt", "c.txt"]
+    assert os.stat(folder / "a.txt").st_size == len(b"second, longer")
+    assert (folder / "a.txt").read_bytes() == b"second, longer"
+    assert (folder / "c.txt").read_bytes() == b"new"
+    assert (folder / "b.txt").read_bytes() == b"kept"
+    assert cli("dataset", "unmount", mountpoint).code == 0

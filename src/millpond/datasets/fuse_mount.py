@@ -14,6 +14,7 @@ the UFS when closed (write-through), then cached.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import os
@@ -35,12 +36,44 @@ log = logging.getLogger("millpond.fuse")
 PINNED_READERS = 256
 HIT_REPORT_BYTES = 16 << 20  # a kept reader reports its cache hits this often, not only when closed
 MAX_READ = 1 << 20  # bytes per FUSE read request (the kernel default, 128 KiB, costs 8x the round trips)
+# libfuse 3's readdir flags (fuse.h): the kernel asked for READDIRPLUS; the filler's stat is complete.
+READDIR_PLUS = 1
+FILL_DIR_PLUS = 2
+CAP_READDIRPLUS_AUTO = 1 << 14  # fuse_common.h: READDIRPLUS only for a listing's first request
 
 
 def _operations_base() -> type:
     import mfusepy  # noqa: PLC0415 - FUSE only when mounting
 
     return mfusepy.Operations
+
+
+def _fuse_class() -> type:
+    """mfusepy's FUSE, its readdir answering READDIRPLUS with every entry's attributes.
+
+    Listing a folder then gives the kernel each name's inode and attributes, cached for the
+    metadata TTL like a LOOKUP's: a reader opening the folder's files one by one after the
+    listing (a training loop; the first epoch after the kernel dropped its caches) costs no
+    LOOKUP round trip into Python per file. mfusepy passes no attributes (flags 0), and
+    libfuse 3.14 sends a listing's attributes only when the entries carry offsets, so this
+    readdir fills them itself from ``listing`` (name, attributes), an offset per entry.
+    """
+    import mfusepy  # noqa: PLC0415 - FUSE only when mounting
+
+    class DatasetFUSE(mfusepy.FUSE):  # type: ignore[misc]  # mfusepy is imported late and untyped
+        def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
+            inner = "" if path is None else path.decode(self.encoding, self.errors)
+            plus = FILL_DIR_PLUS if flags & READDIR_PLUS else 0
+            st = mfusepy.c_stat()
+            entries = self.operations.listing(inner, fip.contents.fh, offset)
+            for position, (name, attrs) in enumerate(entries, start=offset + 1):
+                ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
+                mfusepy.set_st_attrs(st, attrs, use_ns=True)
+                if filler(buf, name.encode(self.encoding, self.errors), st, position, plus) != 0:
+                    break  # the kernel's buffer is full: it asks again from the next offset
+            return 0
+
+    return DatasetFUSE
 
 
 class _Upload:
@@ -77,6 +110,7 @@ def make_operations(cache: DatasetCache) -> Any:
             self.folders: set[str] = set()  # made by mkdir, not yet holding files (object stores have no folders)
             self.readers: OrderedDict[str, CachedFile] = OrderedDict()
             self.uploads: dict[str, _Upload] = {}  # files being written, by path: stat sees them before release
+            self.listings: dict[int, list[tuple[str, dict[str, Any]]]] = {}  # open folders' entries, by handle
 
         def _keep(self, handle: CachedFile | _Upload) -> int:
             with self._mutex:
@@ -93,9 +127,13 @@ def make_operations(cache: DatasetCache) -> Any:
             if conn is not None:
                 conn.max_readahead = MAX_READ
                 conn.max_write = MAX_READ  # libfuse derives the kernel's max_pages (read size too) from it
+                conn.want &= ~CAP_READDIRPLUS_AUTO  # every page of a listing carries its attributes
 
         def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-            inner = path.strip("/")
+            return self._attrs(path.strip("/"), fh)
+
+        def _attrs(self, inner: str, fh: int | None = None) -> dict[str, Any]:
+            """A path's attributes, for GETATTR and for each entry of a READDIRPLUS; ENOENT if none."""
             if inner in self.uploads and not fh:
                 fh = self.uploads[inner].handle
             try:
@@ -133,19 +171,55 @@ def make_operations(cache: DatasetCache) -> Any:
             ]
             return [".", "..", *names, *made]
 
+        def opendir(self, path: str) -> int:
+            with self._mutex:
+                number = self.next_handle
+                self.next_handle += 1
+            return number
+
+        def listing(self, path: str, fh: int, offset: int) -> list[tuple[str, dict[str, Any]]]:
+            """A folder's entries from ``offset`` on, with attributes: taken when a listing starts
+            (offset 0, as a rewinddir) and kept for its handle, so the kernel's next requests, a
+            page of entries each, continue the same listing."""
+            if offset == 0 or fh not in self.listings:
+                inner = path.strip("/")
+                entries = []
+                for name in self.readdir(path, fh):
+                    try:
+                        attrs = self._attrs(inner) if name in (".", "..") else self._attrs(
+                            f"{inner}/{name}" if inner else name)
+                    except fuse_error:
+                        continue  # gone since the names were listed
+                    entries.append((name, attrs))
+                with self._mutex:
+                    self.listings[fh] = entries
+            return self.listings[fh][offset:]
+
+        def releasedir(self, path: str, fh: int) -> int:
+            with self._mutex:
+                self.listings.pop(fh, None)
+            return 0
+
         def _reader(self, path: str) -> CachedFile:
-            """The pinned reader of a ReadOnly dataset's file, kept while it is among the recently read."""
+            """The pinned reader of a ReadOnly dataset's file, kept while it is among the recently read
+            and the file is as listed when it was opened: once the metadata TTL brings a new listing
+            with the file changed in the UFS, the kernel drops its pages and reads again, and is
+            answered from a reader of the new version (the old one would fail: not the listed size)."""
+            meta = cache.stat(path)
             with self._mutex:
                 reader = self.readers.get(path)
-                if reader is not None:
+                if reader is not None and reader.meta == meta:
                     self.readers.move_to_end(path)
                     return reader
             reader = cache.open(path)
             with self._mutex:
+                stale = self.readers.pop(path, None)
                 self.readers[path] = reader
                 while len(self.readers) > PINNED_READERS:
                     _, old = self.readers.popitem(last=False)
                     old.close()
+            if stale is not None:
+                stale.close()
             return reader
 
         def open(self, path: str, flags: int) -> int:
@@ -299,7 +373,6 @@ def make_operations(cache: DatasetCache) -> Any:
 
 def serve(name: str, mountpoint: str, namespace: str = "default") -> None:
     """Mount ``name`` at ``mountpoint`` and serve until unmounted (runs in the foreground)."""
-    import mfusepy  # noqa: PLC0415 - FUSE only when mounting
 
     cache = open_cache(name, namespace)
     cache.namespace()  # list the UFS before mounting: a bad mount fails here, visibly
@@ -307,7 +380,7 @@ def serve(name: str, mountpoint: str, namespace: str = "default") -> None:
     timeout = 3600.0 if ttl == float("inf") else max(1.0, min(ttl, 3600.0))
     operations = make_operations(cache)
     try:
-        mfusepy.FUSE(
+        _fuse_class()(
             operations, mountpoint, foreground=True, nothreads=False, ro=cache.config.read_only,
             fsname=f"millpond:{name}", subtype="millpond", kernel_cache=True,
             attr_timeout=timeout, entry_timeout=timeout, negative_timeout=min(timeout, 5.0),
