@@ -60,7 +60,7 @@ def _fuse_class() -> type:
     """
     import mfusepy  # noqa: PLC0415 - FUSE only when mounting
 
-    class DatasetFUSE(mfusepy.FUSE):  # type: ignore[misc]  # mfusepy is imported late and untyped
+    class DatasetFUSE(mfusepy.FUSE):
         def readdir_fuse_3(self, path: bytes | None, buf: Any, filler: Any, offset: int, fip: Any, flags: int) -> int:
             inner = "" if path is None else path.decode(self.encoding, self.errors)
             plus = FILL_DIR_PLUS if flags & READDIR_PLUS else 0
