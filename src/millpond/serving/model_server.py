@@ -26,6 +26,7 @@ ready line is printed.
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import socket
 import sys
@@ -175,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     # by SIGTERM" (or a KeyboardInterrupt traceback). Handlers that do nothing make it exit 0.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _stopped)
+    # What is alive now (the model, the frameworks, the app) lives as long as the process: out of the
+    # collector's sight, a full collection no longer walks its ~130,000 objects (80 ms here) in a request.
+    gc.collect()
+    gc.freeze()
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 
