@@ -28,7 +28,9 @@ concurrent clients (threads, one keep-alive connection each), for KServe v1 (``:
 ``instances``) and the Open Inference Protocol v2 (``/infer``, an FP32 tensor). Answers are checked
 against ``model.predict`` before timing, and again under concurrency (batched answers). The client
 is Python (http.client) on the same machine, so absolute figures include its cost; the ratio is
-what to read.
+what to read. The servers are measured in four turns each, taken in order (millpond, ..., kserve,
+millpond, ...), and each one's turns summed: on a shared machine a burst of load elsewhere then
+falls on every server rather than on whichever was being measured.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +59,7 @@ from sklearn.linear_model import LogisticRegression
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENV = Path.home() / ".cache" / "millpond" / "bench-kserve-venv"
 CLIENTS = 16
+ROUNDS = 4  # each server measured in this many turns, taken in order, of a quarter of the requests
 
 def _uv() -> bool:
     """uvloop and httptools are importable (the model server's defaults then)."""
@@ -190,16 +194,38 @@ def percentile(times: list[float], fraction: float) -> float:
     return ordered[max(0, int(len(ordered) * fraction) - 1)]
 
 
+@dataclass
+class Sample:
+    """What one server answered in one round: sequential latencies, then the 16 clients' requests."""
+
+    sequential: list[float] = field(default_factory=list)
+    concurrent: list[float] = field(default_factory=list)
+    elapsed: float = 0.0
+
+    def add(self, other: Sample) -> None:
+        self.sequential += other.sequential
+        self.concurrent += other.concurrent
+        self.elapsed += other.elapsed
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "p50_ms": statistics.median(self.sequential) * 1000,
+            "p99_ms": percentile(self.sequential, 0.99) * 1000,
+            "rps": len(self.concurrent) / self.elapsed,
+            "p99_16_ms": percentile(self.concurrent, 0.99) * 1000,
+        }
+
+
 def measure(port: int, protocol: str, path: str, payloads: list[bytes], expected: list[int],
-            requests: int) -> dict[str, float]:
+            requests: int) -> Sample:
+    sample = Sample()
     client = Client(port)
-    for i in range(100):  # warm up
+    for i in range(20):  # warm up
         client.post(path, payloads[i % len(payloads)])
-    times = []
     for i in range(requests):
         started = time.perf_counter()
         client.post(path, payloads[i % len(payloads)])
-        times.append(time.perf_counter() - started)
+        sample.sequential.append(time.perf_counter() - started)
     per_client = max(1, requests * 2 // CLIENTS)
     barrier = threading.Barrier(CLIENTS + 1)
     errors: list[BaseException] = []
@@ -227,15 +253,11 @@ def measure(port: int, protocol: str, path: str, payloads: list[bytes], expected
     started = time.perf_counter()
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - started
+    sample.elapsed = time.perf_counter() - started
     if errors:
         raise SystemExit(f"concurrent requests failed: {errors[0]}")
-    return {
-        "p50_ms": statistics.median(times) * 1000,
-        "p99_ms": percentile(times, 0.99) * 1000,
-        "rps": per_client * CLIENTS / elapsed,
-        "p99_16_ms": percentile([t for spent in concurrent for t in spent], 0.99) * 1000,
-    }
+    sample.concurrent = [t for spent in concurrent for t in spent]
+    return sample
 
 
 METRICS = (
@@ -318,11 +340,13 @@ def main() -> None:
               f"{args.requests} sequential requests, {CLIENTS} concurrent clients; {os.cpu_count()} CPUs; "
               f"uvloop and httptools {'installed' if _uv() else 'not installed'}")
         for run in range(args.runs):
-            results: dict[tuple[str, str], dict[str, float]] = {}
-            for protocol, (path, payloads) in bodies(rows).items():
-                for name in servers:
-                    results[(protocol, name)] = measure(ports[name], protocol, path, payloads, expected,
-                                                        args.requests)
+            samples = {(protocol, name): Sample() for protocol in ("v1", "v2") for name in servers}
+            for _ in range(ROUNDS):  # the servers take turns: a burst of load elsewhere falls on all of them
+                for protocol, (path, payloads) in bodies(rows).items():
+                    for name in servers:
+                        samples[(protocol, name)].add(measure(ports[name], protocol, path, payloads, expected,
+                                                              max(1, args.requests // ROUNDS)))
+            results = {key: sample.figures() for key, sample in samples.items()}
             print(f"\nrun {run + 1} of {args.runs} (load average {os.getloadavg()[0]:.1f})")
             runs.append(report(results, servers))
     finally:
