@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import signal
 import re
+import signal
 import subprocess
 import sys
 import threading
