@@ -23,10 +23,10 @@ class Digits:
     """The digits classifier as a served Model, counting the rows of each predict."""
 
     name = "digits"
-    version = None
+    version: str | None = None
     platform = "sklearn"
-    inputs = (TensorSpec("input-0", "FP64", (-1, 64)),)
-    outputs = (TensorSpec("output-0", "INT64", (-1,)),)
+    inputs: tuple[TensorSpec, ...] = (TensorSpec("input-0", "FP64", (-1, 64)),)
+    outputs: tuple[TensorSpec, ...] = (TensorSpec("output-0", "INT64", (-1,)),)
 
     def __init__(self, estimator: Any, wrong_length: bool = False) -> None:
         self.estimator = estimator
