@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -166,6 +168,81 @@ def test_keep_alive_requests_do_not_wait_for_delayed_acks(sklearn_server: Served
 
 
 ROW = [0.0] * 64
+
+
+def test_a_body_without_content_type_is_read_as_json_and_bad_ones_are_4xx(sklearn_server: Served) -> None:
+    """KServe's ModelServer answers 500 when Content-Type is missing; curl -d sends a form type, others none."""
+    tensor = {"name": "x", "shape": [1, 64], "datatype": "FP32", "data": ROW}
+    for path, body, header, status in [
+        ("/v1/models/digits:predict", json.dumps({"instances": [ROW]}), None, 200),
+        ("/v2/models/digits/infer", json.dumps({"inputs": [tensor]}), None, 200),
+        ("/v1/models/digits:predict", json.dumps({"instances": [ROW]}), "application/x-www-form-urlencoded", 200),
+        ("/v1/models/digits:predict", '{"instances": [[1, 2', None, 400),
+        ("/v2/models/digits/infer", "", None, 400),
+        ("/v1/models/digits:predict", json.dumps({"instances": [[1, 2, 3]]}), "text/plain", 400),
+    ]:
+        conn = http.client.HTTPConnection(sklearn_server.host, sklearn_server.port, timeout=10)
+        conn.putrequest("POST", path)
+        conn.putheader("Content-Length", str(len(body)))
+        if header:
+            conn.putheader("Content-Type", header)
+        conn.endheaders(body.encode())
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+        conn.close()
+        assert response.status == status, (path, body, answer)
+        assert ("predictions" in answer or "outputs" in answer) if status == 200 else set(answer) == {"error"}
+
+
+def test_concurrent_requests_are_batched_and_each_gets_its_own_answer(sklearn_server: Served, digits: Any) -> None:
+    """16 clients at once, v1 and v2, some sending bad requests: each answer is its own request's (batched
+    requests split back in order), a bad request fails alone, and fewer predicts ran than requests."""
+    _, model, rows = digits
+    expected = model.predict(rows).tolist()
+
+    def predicts() -> int:
+        conn = http.client.HTTPConnection(sklearn_server.host, sklearn_server.port, timeout=10)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        return int(float(re.search(r'request_predict_seconds_count\{model_name="digits"\} (\S+)', text)[1]))
+
+    before = predicts()
+    failures: list[str] = []
+    sent = [0]
+
+    def client(n: int) -> None:
+        conn = http.client.HTTPConnection(sklearn_server.host, sklearn_server.port, timeout=30)
+        for i in range(40):
+            at = (n * 7 + i) % len(rows)
+            if n % 2:
+                tensor = {"name": "x", "shape": [1, 64], "datatype": "FP64", "data": rows[at].tolist()}
+                path, body = "/v2/models/digits/infer", {"inputs": [tensor]}
+            else:
+                path, body = "/v1/models/digits:predict", {"instances": [rows[at].tolist()]}
+            bad = n % 4 == 0 and i % 5 == 0
+            if bad:
+                body = {"instances": [ROW[:10]]}
+            conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            answer = json.loads(response.read())
+            sent[0] += 0 if bad else 1
+            got = answer.get("predictions") or [o["data"][0] for o in answer.get("outputs", [])] or None
+            if bad and (response.status != 400 or "expected shape [-1, 64]" not in answer.get("error", "")):
+                failures.append(f"bad request answered {response.status} {answer}")
+            elif not bad and (response.status != 200 or got != [expected[at]]):
+                failures.append(f"row {at}: {response.status} {answer}, expected {expected[at]}")
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    ran = predicts() - before
+    assert 0 < ran <= sent[0]  # one predict per request at worst; batches make it fewer
+
 
 
 @pytest.mark.parametrize(
@@ -378,6 +455,8 @@ def test_pytorch_torchscript_and_state_dict(tmp_path: Path, digits: Any) -> None
         (["--format", "sklearn", "--touch", "model.joblib"], "cannot load"),
         (["--format", "sklearn", "--touch", "model.joblib", "--touch", "model.pkl"], "more than one model file"),
         (["--format", "onnx"], "invalid choice"),
+        (["--format", "sklearn", "--max-batch-size", "0"], "--max-batch-size 0: expected 1 to"),
+        (["--format", "sklearn", "--max-batch-wait-ms", "-1"], "--max-batch-wait-ms -1.0: expected 0 to"),
     ],
 )
 def test_a_model_that_cannot_load_exits_2_with_one_line(tmp_path: Path, args: list[str], says: str) -> None:

@@ -8,15 +8,20 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
 
 from millpond.serving.protocols.common import ModelRepository, error_body
+from millpond.serving.protocols.direct import InferenceRoutes
 from millpond.serving.protocols.seldon import seldon_error, seldon_router
 from millpond.serving.protocols.v1 import v1_router
 from millpond.serving.protocols.v2 import v2_router
 
 
-def protocols_app(repo: ModelRepository, on_ready: Callable[[], None] | None = None) -> FastAPI:
+def protocols_app(repo: ModelRepository, on_ready: Callable[[], None] | None = None) -> ASGIApp:
     """One app answering all three protocols for the models in ``repo`` (no docs pages: an inference port).
+
+    The FastAPI app has every route; ``direct.InferenceRoutes`` in front of it answers the inference
+    POSTs of v1 and v2 without FastAPI's routing (the same functions answer them).
 
     ``on_ready`` runs once the app has started, just before it serves its first request.
     """
@@ -40,7 +45,7 @@ def protocols_app(repo: ModelRepository, on_ready: Callable[[], None] | None = N
         body = (seldon_error if seldon else error_body)(message, exc.status_code)
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
-    return app
+    return InferenceRoutes(app, repo)
 
 
 __all__ = ["ModelRepository", "protocols_app", "seldon_router", "v1_router", "v2_router"]

@@ -14,9 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from starlette.responses import JSONResponse
 
 from millpond.errors import MillpondError, NotFoundError, http_status_of
+from millpond.serving.batching import MAX_BATCH, Batcher
 from millpond.serving.models import Model
 from millpond.serving.protocols.tensors import MAX_BODY_BYTES, BodyTooLarge
 
@@ -33,6 +35,17 @@ class ModelRepository:
     server_version: str = "0.1.0"
     # (unit, image) when this server is a SeldonDeployment's prepackaged server: Seldon's answers name them
     seldon_unit: tuple[str, str] | None = None
+    # adaptive batching (``serving.batching``): concurrent requests to a model share one predict
+    max_batch: int = MAX_BATCH
+    max_batch_wait: float = 0.0
+    _batchers: dict[str, Batcher] = field(default_factory=dict, repr=False)
+
+    async def predict(self, model: Model, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """``model.predict(inputs)``, joined with the other requests that reach ``model`` at the same time."""
+        batcher = self._batchers.get(model.name)
+        if batcher is None or batcher.model is not model:
+            batcher = self._batchers[model.name] = Batcher(model, self.max_batch, self.max_batch_wait)
+        return await batcher.predict(inputs)
 
     def get(self, name: str) -> Model:
         model = self.models.get(name)

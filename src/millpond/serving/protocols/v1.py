@@ -20,6 +20,26 @@ from millpond.serving.protocols.common import ModelRepository, answer_error, err
 from millpond.serving.protocols.tensors import read_json, require_object, rows_to_array, to_json
 
 
+async def answer_predict(repo: ModelRepository, name: str, request: Request) -> JSONResponse:
+    """``POST /v1/models/NAME:predict``: the predictions, or the error in v1's shape."""
+    try:
+        model = repo.get(name)
+        body = require_object(await read_json(request, repo.max_body_bytes, "request"), "request")
+        if "instances" in body:
+            rows = rows_to_array(body["instances"], "instances")
+        elif "inputs" in body:
+            rows = rows_to_array(body["inputs"], "inputs")
+        else:
+            raise UserError('request: expected "instances": a list of rows')
+        if len(model.inputs) != 1:
+            raise UserError(f"model {name!r} takes {len(model.inputs)} inputs: use the v2 protocol")
+        check_inputs(model, [rows])
+        (predictions, *_) = await repo.predict(model, [rows])
+        return JSONResponse({"predictions": to_json(predictions)})
+    except Exception as exc:  # noqa: BLE001 - every failure answers in v1's error shape
+        return answer_error(exc, error_body)
+
+
 def v1_router(repo: ModelRepository) -> APIRouter:
     router = APIRouter()
 
@@ -37,21 +57,6 @@ def v1_router(repo: ModelRepository) -> APIRouter:
 
     @router.post("/v1/models/{name}:predict")
     async def predict(name: str, request: Request) -> JSONResponse:
-        try:
-            model = repo.get(name)
-            body = require_object(await read_json(request, repo.max_body_bytes, "request"), "request")
-            if "instances" in body:
-                rows = rows_to_array(body["instances"], "instances")
-            elif "inputs" in body:
-                rows = rows_to_array(body["inputs"], "inputs")
-            else:
-                raise UserError('request: expected "instances": a list of rows')
-            if len(model.inputs) != 1:
-                raise UserError(f"model {name!r} takes {len(model.inputs)} inputs: use the v2 protocol")
-            check_inputs(model, [rows])
-            (predictions, *_) = model.predict([rows])
-            return JSONResponse({"predictions": to_json(predictions)})
-        except Exception as exc:  # noqa: BLE001 - every failure answers in v1's error shape
-            return answer_error(exc, error_body)
+        return await answer_predict(repo, name, request)
 
     return router

@@ -43,7 +43,7 @@ def _model(repo: ModelRepository, name: str, version: str | None) -> Model:
     return model
 
 
-def infer(model: Model, body: Any) -> dict[str, Any]:
+async def infer(repo: ModelRepository, model: Model, body: Any) -> dict[str, Any]:
     """One OIP inference request on ``model``: the response body (UserError for a bad request)."""
     request = require_object(body, "request")
     inputs = request.get("inputs")
@@ -63,7 +63,7 @@ def infer(model: Model, body: Any) -> dict[str, Any]:
         )
     wanted = _requested_outputs(request.get("outputs"), model)
     check_inputs(model, arrays)
-    results = model.predict(arrays)
+    results = await repo.predict(model, arrays)
     names = [spec.name for spec in model.outputs] + [f"output-{i}" for i in range(len(model.outputs), len(results))]
     outputs = [array_to_tensor(name, array) for name, array in zip(names, results, strict=False)]
     if wanted is not None:
@@ -91,6 +91,16 @@ def _requested_outputs(outputs: Any, model: Model) -> set[str] | None:
             f"request: model {model.name!r} has no output {unknown[0]!r} (it has {', '.join(sorted(known))})"
         )
     return names
+
+
+async def answer_infer(repo: ModelRepository, name: str, version: str | None, request: Request) -> JSONResponse:
+    """``POST /v2/models/NAME[/versions/V]/infer``: the outputs, or the error in the OIP's shape."""
+    try:
+        model = _model(repo, name, version)
+        body = await read_json(request, repo.max_body_bytes, "request")
+        return JSONResponse(await infer(repo, model, body))
+    except Exception as exc:  # noqa: BLE001 - every failure answers in the OIP's error shape
+        return answer_error(exc, error_body)
 
 
 def v2_router(repo: ModelRepository) -> APIRouter:
@@ -128,11 +138,6 @@ def v2_router(repo: ModelRepository) -> APIRouter:
     @router.post("/v2/models/{name}/infer")
     @router.post("/v2/models/{name}/versions/{version}/infer")
     async def model_infer(name: str, request: Request, version: str | None = None) -> JSONResponse:
-        try:
-            model = _model(repo, name, version)
-            body = await read_json(request, repo.max_body_bytes, "request")
-            return JSONResponse(infer(model, body))
-        except Exception as exc:  # noqa: BLE001 - every failure answers in the OIP's error shape
-            return answer_error(exc, error_body)
+        return await answer_infer(repo, name, version, request)
 
     return router
