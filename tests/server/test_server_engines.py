@@ -11,8 +11,6 @@ and cancels the run; a worker that cannot be started leaves its run FAILED sayin
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ kfp = pytest.importorskip("kfp")
 from kfp import dsl
 
 from millpond.errors import UserError
+from tests.queues_support import until
 from tests.server_support import Served, call
 
 AUTOGROUP = Path("/proc/self/autogroup")
@@ -40,16 +39,6 @@ def wait_for(path: str) -> str:
 @dsl.pipeline(name="waits")
 def waits(go: str) -> str:
     return wait_for(path=go).output
-
-
-def until(what: str, check: Callable[[], Any], limit_s: float = 120.0) -> Any:
-    deadline = time.monotonic() + limit_s
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def niceness(pid: int) -> int:
@@ -77,7 +66,7 @@ def test_a_run_s_engine_runs_below_the_server(home: Path, tmp_path: Path) -> Non
         client = kfp.Client(host=served.url)
         run_id = client.create_run_from_pipeline_func(waits, arguments={"go": str(go)}).run_id
         store = served.app.state.millpond.store
-        engine = until("the engine to record itself", lambda: store.find_run(run_id).engine_pid)
+        engine = until(lambda: store.find_run(run_id).engine_pid, 120, "the engine to record itself")
         assert niceness(engine) == max(10, os.nice(0))
         if AUTOGROUP.exists() and group_niceness(os.getpid()) == 0:  # a group of its own, lowered too
             assert group_niceness(engine) == 10
@@ -130,10 +119,10 @@ def test_a_terminate_right_after_create_cancels_the_run(home: Path, tmp_path: Pa
         client = kfp.Client(host=served.url)
         run_id = client.create_run_from_pipeline_func(waits, arguments={"go": str(tmp_path / "never")}).run_id
         client.terminate_run(run_id)
-        until("the run to end CANCELED", lambda: run_row(served, run_id)["state"] == "CANCELED")  # kfp's own
+        until(lambda: run_row(served, run_id)["state"] == "CANCELED", 120, "the run to end CANCELED")  # kfp's own
         # wait_for_run_completion does not count CANCELED as an end
         executor = served.app.state.millpond.executor
-        until("the worker to end", lambda: not executor.running(run_id), 60)
+        until(lambda: not executor.running(run_id), 60, "the worker to end")
     finally:
         served.stop()
 
@@ -152,7 +141,7 @@ def test_an_engine_that_cannot_start_fails_its_run(home: Path) -> None:
         logs.write_text("not a folder")
         client = kfp.Client(host=served.url)
         run_id = client.create_run_from_pipeline_func(waits, arguments={"go": "/nowhere"}).run_id
-        run = until("the run to fail", lambda: (row := run_row(served, run_id))["state"] == "FAILED" and row)
+        run = until(lambda: (row := run_row(served, run_id))["state"] == "FAILED" and row, 120, "the run to fail")
         assert run["error"]["message"].startswith("its engine could not be started: ")
         assert not served.app.state.millpond.executor.running(run_id)
     finally:
