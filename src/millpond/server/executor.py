@@ -6,6 +6,13 @@ The cancel is recorded (CANCELING) before the signal goes, so that neither a wor
 before its handlers were in place nor a server restart can bring the run back; the engine
 then stops its tasks and records CANCELED. A worker of ours that has not ended after
 ``TERMINATE_GRACE_S`` is killed (its guardian kills its tasks) and the run recorded CANCELED.
+
+A worker is started from a thread of its own, not in the request that asked: ``Popen`` returns
+only once the child has exec'd, which on a busy machine (every run it started computing on
+the same cores) took 0.5 s at the median and up to 6 s for ``POST /runs`` under 16 clients
+(issue 36). Until its worker is known the run is *launching*: a terminate waits for that (as
+it did for the request), and a worker that cannot be started records its run FAILED saying
+why, since no request is left to answer with the error.
 """
 
 from __future__ import annotations
@@ -18,11 +25,13 @@ import sys
 import threading
 import time
 
-from millpond.errors import NotFoundError
+from millpond.errors import NotFoundError, UserError
 from millpond.pipelines.cancellation import CANCELING, record_cancelled
 from millpond.runners.processes import is_alive, is_running, signal_process
+from millpond.server.worker import NICE_VAR
 from millpond.settings import Settings
 from millpond.store.journal import FINAL_STATES, RunJournal, open_journal
+from millpond.store.keys import utcnow
 from millpond.store.runs import EngineClaim, RunStore
 
 # A run just created (by ``millpond run``, or by a server whose worker is starting) is PENDING
@@ -30,13 +39,27 @@ from millpond.store.runs import EngineClaim, RunStore
 # until it is this old, then looks again.
 YOUNG_RUN_S = 10.0
 TERMINATE_GRACE_S = 30.0  # an engine stops its tasks within ~5 s (SIGTERM, then SIGKILL)
+LAUNCH_WAIT_S = 60.0  # how long a terminate or a stop waits for a worker being started to be known
+ENGINE_NICE = 10  # the workers' niceness unless MILLPOND_ENGINE_NICE says otherwise (worker.py says why)
+
+
+def engine_niceness() -> int:
+    """The niceness the server's run workers take: ``MILLPOND_ENGINE_NICE`` (0-19; 0 keeps the server's)."""
+    value = os.environ.get(NICE_VAR, "").strip()
+    if not value:
+        return ENGINE_NICE
+    if not value.isdigit() or int(value) > 19:
+        raise UserError(f"{NICE_VAR} must be a whole number from 0 to 19 (a niceness), not {value!r}")
+    return int(value)
 
 
 class RunExecutor:
     def __init__(self, settings: Settings, store: RunStore) -> None:
         self.settings = settings
         self.store = store
+        self.niceness = engine_niceness()
         self._workers: dict[str, subprocess.Popen[bytes]] = {}
+        self._launching: dict[str, threading.Event] = {}  # runs whose worker is being started
         self._lock = threading.Lock()
         self._journal: RunJournal | None = None
 
@@ -47,26 +70,58 @@ class RunExecutor:
         return self._journal
 
     def start(self, run_id: str, use_cache: bool = True, retry: bool = False) -> None:
+        """Start the run's worker from a thread that then reaps it; returns at once (see the module's note)."""
         args = [sys.executable, "-m", "millpond.server.worker", run_id]
         args += ([] if use_cache else ["--no-cache"]) + (["--retry"] if retry else [])
-        env = {**os.environ, "MILLPOND_HOME": str(self.settings.home)}
-        log = self.settings.logs_dir / f"engine-{run_id}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
-            process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C to the server is not one to its runs: they outlive a restart
-            )
+        launched = threading.Event()
         with self._lock:
-            self._workers[run_id] = process
-        threading.Thread(target=self._reap, args=(run_id, process), daemon=True, name=f"reap-{run_id[:8]}").start()
+            self._launching[run_id] = launched
+        threading.Thread(target=self._launch, args=(run_id, args, launched), daemon=True,
+                         name=f"run-{run_id[:8]}").start()
 
-    def _reap(self, run_id: str, process: subprocess.Popen[bytes]) -> None:
-        process.wait()
+    def _launch(self, run_id: str, args: list[str], launched: threading.Event) -> None:
+        """Start the worker, make it known (``launched``), wait for it to end and forget it."""
+        process = None
+        try:
+            env = {**os.environ, "MILLPOND_HOME": str(self.settings.home), NICE_VAR: str(self.niceness)}
+            log = self.settings.logs_dir / f"engine-{run_id}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "ab") as out:
+                process = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # a Ctrl-C to the server is not one to its runs: they outlive a restart
+                )
+        except OSError as exc:  # no process could be made (too many processes, no memory, the logs unwritable)
+            self._record_unstarted(run_id, exc)
+        finally:
+            with self._lock:
+                if process is not None:
+                    self._workers[run_id] = process
+                self._launching.pop(run_id, None)
+            launched.set()
+        if process is not None:
+            process.wait()
+            with self._lock:
+                if self._workers.get(run_id) is process:
+                    self._workers.pop(run_id, None)
+
+    def _record_unstarted(self, run_id: str, exc: OSError) -> None:
+        try:
+            self.store.update_run(run_id, state="FAILED", error=f"its engine could not be started: {exc}",
+                                  finished_at=utcnow())
+        except NotFoundError:
+            return  # deleted meanwhile
+
+    def _launched(self, run_id: str) -> None:
+        """Wait until a worker being started for ``run_id`` (if any) is known or has failed to start."""
         with self._lock:
-            self._workers.pop(run_id, None)
+            launching = self._launching.get(run_id)
+        if launching is not None:
+            launching.wait(LAUNCH_WAIT_S)
 
     def terminate(self, run_id: str, engine_pid: int | None, engine_start: str | None) -> bool:
         """Record the cancel and ask the run's engine to stop; False when no engine process is alive to ask."""
+        self._launched(run_id)
         with self._lock:
             worker = self._workers.get(run_id)
         ours = worker is not None and worker.poll() is None
@@ -148,11 +203,17 @@ class RunExecutor:
 
     def running(self, run_id: str) -> bool:
         with self._lock:
+            if run_id in self._launching:
+                return True
             worker = self._workers.get(run_id)
         return worker is not None and worker.poll() is None
 
     def stop_all(self) -> None:
         """Stop the workers in flight (their runs record CANCELED); a server restart leaves them running."""
+        with self._lock:
+            launching = list(self._launching.values())
+        for event in launching:
+            event.wait(LAUNCH_WAIT_S)
         with self._lock:
             workers = list(self._workers.values())
         for worker in workers:
