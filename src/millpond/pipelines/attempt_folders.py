@@ -48,13 +48,15 @@ class AttemptFolders:
         self._lock = threading.Lock()
         self._free: list[Path] = []
         self._made: list[Path] = []
+        self._named = 0  # folders named so far: a removed folder's name is never given again
 
     def take(self) -> Path:
         """An empty attempt folder with its skeleton, this attempt's alone until it is given back."""
         with self._lock:
             if self._free:
                 return self._free.pop()
-            folder = self.staging_dir / f"{self._prefix}{len(self._made)}"
+            folder = self.staging_dir / f"{self._prefix}{self._named}"
+            self._named += 1
             self._made.append(folder)
         for part in SKELETON:
             (folder / part).mkdir(parents=True)
