@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/task_overhead.py            # all of it (~3 min on 2 cores)
     .venv/bin/python benchmarks/task_overhead.py --quick    # millpond only, smaller loops
     .venv/bin/python benchmarks/task_overhead.py --lineage  # what recording lineage costs the 50-task chain
+    .venv/bin/python benchmarks/task_overhead.py --scale    # ms/task of chains of 50, 1,000 and 10,000 tasks
+    .venv/bin/python benchmarks/task_overhead.py --scale --sizes 50,1000 --runs 3 --quick  # a shorter one
 
 Pipelines, built with the kfp SDK and compiled with default settings (so both backends pay
 for the same ``pip install kfp`` prelude in the IR):
@@ -17,9 +19,18 @@ engine process's own high-water mark (VmHWM), read while it runs.
 
 ``--lineage`` runs the chain with lineage recording off (``MILLPOND_LINEAGE=0``) and on, alternately in the
 same home, and prints the medians and their ratio (the issue's bound: at most 1.05).
+
+``--scale`` asks whether the cost of a task stays flat as the chain grows: chains of 50, 1,000 and
+10,000 ``x + 1`` tasks (``--sizes``), each run ``--runs`` times by millpond in a fresh home, and the
+50-task chain by kfp.local (unless ``--quick``). For each it prints the median milliseconds per task,
+whole command (wall / tasks) and run only (first task start to last task end / tasks), with their
+spread, and the ratio to kfp.local's seconds per task at 50. The long chains' IR is the compiler's
+own 2-task chain with its second task repeated (what compiling the 10,000-task pipeline with the SDK
+makes, in seconds instead of many minutes), written as JSON.
 """
 
 import argparse
+import copy
 import datetime as dt
 import json
 import os
@@ -33,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List
 
+import yaml
 from kfp import compiler, dsl
 
 MILLPOND = Path(sys.executable).parent / "millpond"
@@ -59,6 +71,36 @@ def chain_50(start: int = 0) -> int:
     for _ in range(49):
         task = add_one(x=task.output)
     return task.output
+
+
+@dsl.pipeline(name="chain-2")
+def chain_2(start: int = 0) -> int:
+    return add_one(x=add_one(x=start).output).output
+
+
+def chain_package(tasks: int, path: Path) -> None:
+    """A compiled chain of ``tasks`` add_one tasks, as ``compiler.Compiler`` writes ``chain_50`` for 50 (same
+    components, executors and task records, named as it names them), without the SDK's cost per task."""
+    compiler.Compiler().compile(chain_2, str(path))
+    ir = yaml.safe_load(path.read_text())
+    ir["pipelineInfo"]["name"] = f"chain-{tasks}"
+    components, executors = ir["components"], ir["deploymentSpec"]["executors"]
+    dag = ir["root"]["dag"]
+    component, executor, second = (components.pop("comp-add-one-2"), executors.pop("exec-add-one-2"),
+                                   dag["tasks"].pop("add-one-2"))
+    previous = "add-one"
+    for index in range(2, tasks + 1):
+        name = f"add-one-{index}"
+        components[f"comp-{name}"] = {**copy.deepcopy(component), "executorLabel": f"exec-{name}"}
+        executors[f"exec-{name}"] = copy.deepcopy(executor)
+        task = copy.deepcopy(second)
+        task["componentRef"]["name"], task["taskInfo"]["name"] = f"comp-{name}", name
+        task["dependentTasks"] = [previous]
+        task["inputs"]["parameters"]["x"]["taskOutputParameter"]["producerTask"] = previous
+        dag["tasks"][name] = task
+        previous = name
+    dag["outputs"]["parameters"]["Output"]["valueFromParameter"]["producerSubtask"] = previous
+    path.write_text(json.dumps(ir))
 
 
 def fan_out(n: int) -> dsl.graph_component.GraphComponent:
@@ -198,14 +240,64 @@ def lineage_cost(pairs: int) -> int:
     return 0
 
 
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
+def scale(sizes: list[int], runs: int, with_peer: bool) -> int:
+    """Milliseconds per task of chains of ``sizes`` tasks, ``runs`` times each (a fresh home per size)."""
+    rows = []
+    peer_per_task: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="millpond-bench-") as tmp:
+        workdir = Path(tmp)
+        for size in sizes:
+            package = workdir / f"chain-{size}.json"
+            chain_package(size, package)
+            walls, run_only = [], []
+            for index in range(runs):
+                print(f"chain-{size} with millpond ({index + 1}/{runs}) ...", file=sys.stderr, flush=True)
+                measure = run_millpond(package, workdir)
+                if measure.error or measure.tasks != size:
+                    print(f"chain-{size} failed: {measure.error or f'{measure.tasks} tasks'}", file=sys.stderr)
+                    return 1
+                walls.append(measure.seconds * 1000 / size)
+                run_only.append((measure.task_s or 0) * 1000)
+            rows.append((size, walls, run_only))
+            if with_peer and size == 50:
+                for index in range(runs):
+                    print(f"chain-50 with kfp.local ({index + 1}/{runs}) ...", file=sys.stderr, flush=True)
+                    peer = run_kfp_local(package, 50)
+                    if peer.error:
+                        print(f"kfp.local failed: {peer.error}", file=sys.stderr)
+                        return 1
+                    peer_per_task.append(peer.seconds * 1000 / 50)
+    print(f"{'chain':<13}{'runs':>5}{'ms/task (wall)':>24}{'ms/task (run only)':>24}{'kfp.local ms/task':>22}"
+          f"{'ratio':>8}")
+    peer_ms = statistics.median(peer_per_task) if peer_per_task else None
+    for size, walls, run_only in rows:
+        peer_cell = _spread(peer_per_task) if peer_ms is not None and size == 50 else "-"
+        ratio = f"{peer_ms / statistics.median(walls):.1f}x" if peer_ms is not None and size == 50 else "-"
+        print(f"{f'chain-{size}':<13}{len(walls):>5}{_spread(walls):>24}{_spread(run_only):>24}{peer_cell:>22}"
+              f"{ratio:>8}")
+    print("median (min-max) of the runs; wall = the whole `millpond run` command / tasks (start-up, the IR's")
+    print("loading and the run's end included); run only = first task start to last task end / tasks;")
+    print("ratio = kfp.local's wall ms/task at 50 / millpond's (each whole command, as a user waits)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="millpond only, with a 200-item top loop")
     parser.add_argument("--lineage", action="store_true", help="the 50-task chain with lineage recording off and on")
     parser.add_argument("--pairs", type=int, default=7, help="with --lineage: runs of each")
+    parser.add_argument("--scale", action="store_true", help="ms/task of chains of 50, 1,000 and 10,000 tasks")
+    parser.add_argument("--sizes", default="50,1000,10000", help="with --scale: the chains' lengths")
+    parser.add_argument("--runs", type=int, default=3, help="with --scale: runs of each chain")
     args = parser.parse_args()
     if args.lineage:
         return lineage_cost(args.pairs)
+    if args.scale:
+        return scale([int(size) for size in args.sizes.split(",")], args.runs, with_peer=not args.quick)
     rows: list[tuple[str, Measure, Measure | None]] = []
     with tempfile.TemporaryDirectory(prefix="millpond-bench-") as tmp:
         workdir = Path(tmp)

@@ -92,3 +92,36 @@ def pooled_children() -> str:
 def pooled_timeout() -> None:
     task = nap(seconds=30)
     kubernetes.set_timeout(task, seconds=1)
+
+
+@dsl.component
+def litter() -> str:
+    import os
+
+    for folder in (".", os.environ["TMPDIR"]):
+        os.makedirs(os.path.join(folder, "nested", "deeper"))
+        with open(os.path.join(folder, "nested", "deeper", "left.txt"), "w") as left:
+            left.write("left behind")
+        with open(os.path.join(folder, "left.txt"), "w") as left:
+            left.write("left behind")
+    return os.getcwd()
+
+
+@dsl.component
+def look_around(after: str) -> dict:
+    import os
+    import sys
+
+    module_folder = os.path.dirname(sys.modules[look_around.__module__].__file__)  # this component's module
+    return {
+        "same_folder": os.getcwd() == after,
+        "cwd": sorted(os.listdir(".")),
+        "tmp": sorted(os.path.join(os.environ["TMPDIR"], n) for n in os.listdir(os.environ["TMPDIR"])),
+        "module_folder": module_folder,
+        "module_alone": sorted(n for n in os.listdir(module_folder) if n != "__pycache__"),
+    }
+
+
+@dsl.pipeline(name="pooled-reused-folder")
+def pooled_reused_folder() -> dict:
+    return look_around(after=litter().output).output

@@ -34,6 +34,26 @@ def test_malformed_yaml(cli, tmp_path: Path) -> None:
     _assert_rejected(cli, cli("run", bad), "bad.yaml:", "malformed YAML")
 
 
+def test_malformed_json(cli, tmp_path: Path) -> None:
+    """A JSON package goes through the stdlib parser; one it refuses is read again as YAML, which names the line."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"root": {"dag": [1, 2}}\n')
+    _assert_rejected(cli, cli("run", bad), "bad.json:1:", "malformed YAML")
+
+
+def test_a_json_package_runs_as_its_yaml_does(cli, tmp_path: Path) -> None:
+    from kfp import compiler
+
+    from tests.pipelines.typed_params import returns_int
+
+    for suffix in ("yaml", "json"):  # the compiler writes JSON for a .json package
+        compiler.Compiler().compile(returns_int, str(tmp_path / f"typed.{suffix}"))
+    yaml_run, json_run = (cli("run", tmp_path / f"typed.{suffix}", "-o", "json") for suffix in ("yaml", "json"))
+    assert (yaml_run.code, json_run.code) == (0, 0), json_run.err
+    assert json_run.json()["outputs"] == yaml_run.json()["outputs"]
+    assert json_run.json()["outputs"] == {"Output": 42}
+
+
 def test_yaml_that_is_not_a_pipeline(cli, tmp_path: Path) -> None:
     other = tmp_path / "deploy.yaml"
     other.write_text("apiVersion: apps/v1\nkind: Deployment\n")

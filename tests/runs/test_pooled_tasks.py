@@ -73,3 +73,16 @@ def test_a_deadline_stops_the_task(cli, mode: str) -> None:
     result = cli("run", POOLED, "--pipeline", "pooled-timeout", "-o", "json")
     assert result.code == 1
     assert "timed out after 1s" in task(result.json(), "nap")["error"]
+
+
+def test_the_next_task_finds_its_attempt_folder_empty(cli, home: Path, mode: str) -> None:
+    """Attempt folders are kept for the run and reused: what one task left in its work dir and TMPDIR is gone
+    when the next one starts there, its module lies alone in its folder, and the run's end removes them all."""
+    result = cli("run", POOLED, "--pipeline", "pooled-reused-folder", "-o", "json")
+    assert result.code == 0, result.err
+    seen = result.json()["outputs"]["Output"]
+    assert seen["same_folder"] is True  # one task at a time: the second reuses the first one's folder
+    assert seen["cwd"] == []
+    assert [path for path in seen["tmp"] if path != seen["module_folder"]] == []  # plain: kfp's mktemp -d is there
+    assert seen["module_alone"] == ["ephemeral_component.py"]
+    assert not list((home / "staging").iterdir())

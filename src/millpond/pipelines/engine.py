@@ -154,6 +154,7 @@ class Engine:
                 raise
             finally:
                 self.runner.close()
+                self.launcher.close()
                 self.admission.release_all()
                 self.admission.unqueue_all("the run ended")
         state, error = self._outcome(root)

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 import traceback
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable
@@ -24,6 +22,7 @@ from millpond.pipelines.argo.paths import FIELD as ARGO_PATHS
 from millpond.pipelines.argo.paths import SIDECARS_FIELD as ARGO_SIDECARS
 from millpond.pipelines.argo.paths import from_ir as argo_paths
 from millpond.pipelines.argo.placement import Placement
+from millpond.pipelines.attempt_folders import AttemptFolders
 from millpond.pipelines.outcomes import TaskOutcome
 from millpond.pipelines.placeholders import PlaceholderContext
 from millpond.pipelines.staging import OutputStaging, artifact_uris
@@ -143,6 +142,8 @@ class ContainerLauncher:
         # At most this many task processes at once; preparing and collecting outputs run outside it,
         # so the engine's share of a short task overlaps the next task's process.
         self.slots = slots
+        self._folders: dict[tuple[Path, str], AttemptFolders] = {}  # by (staging dir, run id): kept for the run
+        self._folders_lock = threading.Lock()
 
     def launch(self, request: TaskRequest, cancel: threading.Event) -> TaskOutcome:
         """Run one attempt of ``request``; one cancelled before it began touches nothing.
@@ -154,7 +155,8 @@ class ContainerLauncher:
         """
         if cancel.is_set():
             return TaskOutcome(succeeded=False, error="canceled before it started")
-        attempt_dir = request.staging_dir / f"{request.task_id}-{uuid.uuid4().hex[:8]}"
+        folders = self._attempt_folders(request)
+        attempt_dir = folders.take()
         try:
             return self._launch(request, attempt_dir, cancel)
         except MillpondError as exc:  # a task failure, bad content, or an unreachable object store: one line
@@ -165,15 +167,26 @@ class ContainerLauncher:
             reason = (str(exc).strip().splitlines() or [""])[0]
             return TaskOutcome(succeeded=False, error=f"{type(exc).__name__}: {reason}")
         finally:
-            shutil.rmtree(attempt_dir, ignore_errors=True)
+            folders.give_back(attempt_dir)
+
+    def close(self) -> None:
+        """Remove the attempt folders kept for the run's tasks (the run ended)."""
+        with self._folders_lock:
+            folders, self._folders = list(self._folders.values()), {}
+        for kept in folders:
+            kept.close()
+
+    def _attempt_folders(self, request: TaskRequest) -> AttemptFolders:
+        key = (request.staging_dir, request.run_id)
+        with self._folders_lock:
+            if key not in self._folders:
+                self._folders[key] = AttemptFolders(request.staging_dir, request.run_id)
+            return self._folders[key]
 
     def _launch(self, request: TaskRequest, attempt_dir: Path, cancel: threading.Event) -> TaskOutcome:
-        outputs_dir = attempt_dir / "outputs"
-        (outputs_dir / "parameters").mkdir(parents=True)
+        outputs_dir = attempt_dir / "outputs"  # the attempt folder's skeleton (attempt_folders.SKELETON)
         workdir = attempt_dir / "work"
-        workdir.mkdir()
         tmpdir = attempt_dir / "tmp"  # kfp's program does mktemp -d: keep that inside the attempt
-        tmpdir.mkdir()
         has_outputs = bool(_component(request).output_artifacts)
         executor_input = self._executor_input(request, outputs_dir)
         staging = OutputStaging(

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from millpond.errors import MillpondError, UserError
+from millpond.pipelines.attempt_folders import leftovers
 from millpond.pipelines.cancellation import kill_leftover_tasks
 from millpond.runners.processes import elsewhere, is_running, signal_process
 from millpond.settings import Settings
@@ -131,9 +132,8 @@ def delete_run(store: RunStore, settings: Settings, run_id: str, timeout: float 
     for path in [logs / run.id, logs / f"engine-{run.id}.log"]:
         if _remove(path):
             removed.append(str(path))
-    for task_id in task_ids:  # what an engine killed mid-task left in staging
-        for leftover in settings.staging_dir.glob(f"{task_id}-*"):
-            _remove(leftover)
+    for leftover in leftovers(settings.staging_dir, run.id, task_ids):  # what an engine killed mid-task left
+        _remove(leftover)
     return DeletedRun(run_id=run.id, removed=removed, kept=kept)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from millpond.errors import UserError
 from millpond.pipelines.arguments import bind_arguments
+from millpond.pipelines.attempt_folders import leftovers
 from millpond.pipelines.cancellation import CANCELED, CANCELING, record_cancelled
 from millpond.pipelines.cluster import check_cluster
 from millpond.pipelines.engine import Engine, Listener, RunResult
@@ -134,11 +135,11 @@ def resume_run(
             )
         if is_running(run.engine_pid, run.engine_start):
             raise UserError(f"run {run.id} is still running (engine process {run.engine_pid})")
-    for task in store.list_tasks(run.id):
-        if task.state == "RUNNING":
-            kill_group(task.pid, task.pid_start)
-            for leftover in settings.staging_dir.glob(f"{task.id}-*"):
-                shutil.rmtree(leftover, ignore_errors=True)
+    in_flight = [task for task in store.list_tasks(run.id) if task.state == "RUNNING"]
+    for task in in_flight:
+        kill_group(task.pid, task.pid_start)
+    for leftover in leftovers(settings.staging_dir, run.id, [task.id for task in in_flight]):
+        shutil.rmtree(leftover, ignore_errors=True)
     result = Engine(store, settings, listener=listener).execute(run, resume=True)
     return store.get_run(run.id), result
 
