@@ -116,6 +116,8 @@ def _current_node_id() -> str:
     try:
         import ray  # noqa: PLC0415 - Ray is optional: cluster mode only
 
+        if not ray.is_initialized():  # get_runtime_context() would start a local Ray instance
+            return ""
         return str(ray.get_runtime_context().get_node_id())
     except Exception:  # outside a Ray worker (the unit of this module run directly)
         return ""
