@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/ray_overhead.py            # 200-task fan-out, 50-task chain (~7 min on 2 cores)
     .venv/bin/python benchmarks/ray_overhead.py --quick    # 40-item fan-out, 10-task chain
     .venv/bin/python benchmarks/ray_overhead.py --json     # the measures as JSON on stdout
+    .venv/bin/python benchmarks/ray_overhead.py --only fan-out --backends local,ray-1,ray-3 --no-peer  # issue 36 (b)
 
 The same compiled pipelines as benchmarks/task_overhead.py (kfp SDK, default settings): a
 ParallelFor of ``x * x`` over N items with a Collected fan-in, and a chain of ``x + 1``.
@@ -82,6 +83,7 @@ class Measure:
         return self.seconds / self.tasks if self.tasks else None
 
 
+BACKENDS = ("local", "local-s3", "ray-1", "ray-3")
 REPEAT = 3  # each millpond measure is the median of this many runs (--repeat): a 2-core machine is noisy
 
 
@@ -184,7 +186,15 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print the measures as JSON")
     parser.add_argument("--no-peer", action="store_true", help="leave kfp.local out")
     parser.add_argument("--repeat", type=int, default=REPEAT, help="runs per millpond measure (the median is kept)")
+    parser.add_argument("--only", choices=("fan-out", "chain"), help="one pipeline instead of both")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help=f"which millpond backends, comma-separated (default: {','.join(BACKENDS)})")
     args = parser.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        print(f"error: --backends: unknown {', '.join(unknown)} (known: {', '.join(BACKENDS)})", file=sys.stderr)
+        return 2
     if rc.ray_binary() is None or weed_binary() is None:
         print("error: this benchmark needs ray and weed: bash scripts/setup.sh test", file=sys.stderr)
         return 2
@@ -196,6 +206,8 @@ def main() -> int:
         packages = {f"fan-out-{fan}": work / "fan.yaml", f"chain-{length}": work / "chain.yaml"}
         compiler.Compiler().compile(fan_out(fan), str(packages[f"fan-out-{fan}"]))
         compiler.Compiler().compile(chain(length), str(packages[f"chain-{length}"]))
+        if args.only:
+            packages = {name: path for name, path in packages.items() if name.startswith(args.only)}
         base_env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MILLPOND_"))}
         base_env["MILLPOND_MAX_PARALLEL"] = str(cpus)  # the local runner's parallelism: the clusters' CPUs
 
@@ -203,6 +215,8 @@ def main() -> int:
             print(text, file=sys.stderr, flush=True)
 
         for name, package in packages.items():
+            if "local" not in backends:
+                continue
             note(f"running {name} with millpond, local ...")
             measures.append(median_of("local", name, package, work / f"home-local-{name}", [], base_env,
                                       repeat=args.repeat))
@@ -215,12 +229,14 @@ def main() -> int:
         proc, server, grpc_ports = _start(weed, work / "seaweedfs")
         try:
             s3_env = {**base_env, **server.env()}
-            for name, package in packages.items():  # what the S3 root alone costs, without Ray
+            for name, package in packages.items() if "local-s3" in backends else ():  # the S3 root alone
                 note(f"running {name} with millpond, local with the S3 root ...")
                 measures.append(median_of("local-s3", name, package, work / f"home-local-s3-{name}", [], s3_env,
                                           server.create_bucket, args.repeat))
             for backend, start in (("ray-1", lambda: one_node_cluster(work / "ray-1", cpus)),
                                    ("ray-3", lambda: three_node_cluster(work / "ray-3"))):
+                if backend not in backends:
+                    continue
                 note(f"starting the {backend[-1]}-node Ray cluster ...")
                 began = time.monotonic()
                 cluster = start()

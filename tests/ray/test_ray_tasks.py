@@ -299,7 +299,11 @@ def test_secrets_config_maps_and_empty_dirs_reach_the_task_on_its_node_and_leave
     assert digest == hashlib.sha256("\n".join(expected).encode()).hexdigest()
     node = next(n for n in ray_cluster.nodes.values() if str(n.node_dir) == node_dir)
     assert node.name in ("b", "c")
-    # Nothing of the task is left on its node, and the value is in no log, output or record.
+    # Nothing of the task is left on its node (its copy goes just after the result is sent), and the
+    # value is in no log, output or record.
+    deadline = time.monotonic() + 30
+    while not set((node.node_dir / "tasks").iterdir()) <= before[node.name] and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert set((node.node_dir / "tasks").iterdir()) <= before[node.name]
     assert SECRET_VALUE not in proc.stdout + proc.stderr
     assert SECRET_VALUE not in _texts(home, *(n.node_dir for n in ray_cluster.nodes.values()))

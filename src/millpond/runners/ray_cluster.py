@@ -303,6 +303,7 @@ def run_on_cluster(
                 elif isinstance(item, bytes):
                     log.write(item)
                 elif isinstance(item, NodeFinished):
+                    log.write(item.log)
                     finished = item
     except ray_errors.TaskCancelledError:
         return ProcessResult(exit_code=-1, seconds=time.monotonic() - started, error="cancelled")
@@ -330,7 +331,7 @@ def run_on_cluster(
         error = "cancelled" if cancel.is_set() else f"{where} ended the task without saying how"
         return ProcessResult(exit_code=-1, seconds=time.monotonic() - started, error=error)
     try:
-        write(finished.files, workspace)  # none when the node could not even prepare the task
+        write(finished.files, workspace)  # what the process changed; none when the node could not prepare the task
     except (WorkspaceCopyError, OSError) as exc:
         return ProcessResult(
             exit_code=-1, seconds=finished.seconds, error=f"{where} sent back a workspace that cannot be written: {exc}"
