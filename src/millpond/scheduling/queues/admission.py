@@ -91,6 +91,8 @@ class _Cycle:
         self.pending: dict[str, str] = {}
         self.preemptor = Preemptor(self.held)
         self._resolved: dict[tuple[str, str], tuple[ClusterQueue | None, str]] = {}
+        # assignments per (ClusterQueue, requests, explain), with the tree version they were made at
+        self._assigned: dict[tuple[str, tuple[tuple[str, int], ...], bool], tuple[int, Assignment]] = {}
         for workload in snapshot.workloads:
             if workload.state in _HOLDING and workload.cluster_queue in self.tree.queues:
                 self.held.hold(workload)
@@ -138,7 +140,22 @@ class _Cycle:
     # --- flavor assignment ---------------------------------------------------------------
     def assign(self, workload: Workload, queue: ClusterQueue, explain: bool = True) -> Assignment:
         """Kueue's flavor assigner with ``flavorFungibility``: per resource group, flavors in order
-        (``explain``: with the reasons a user reads, for whatever does not fit)."""
+        (``explain``: with the reasons a user reads, for whatever does not fit).
+
+        An assignment depends only on the queue, the requests and the usage, so workloads asking
+        the same of the same queue share one while the usage does not change (``tree.version``):
+        Kueue's equivalence hashing, exact. A saturated cohort's backlog of a few shapes costs a
+        few assignments a cycle, not one per workload. The result is shared: callers only read it.
+        """
+        key = (queue.name, tuple(sorted(workload.requests.items())), explain)
+        cached = self._assigned.get(key)
+        if cached is not None and cached[0] == self.tree.version:
+            return cached[1]
+        result = self._assign(workload, queue, explain)
+        self._assigned[key] = (self.tree.version, result)
+        return result
+
+    def _assign(self, workload: Workload, queue: ClusterQueue, explain: bool) -> Assignment:
         result = Assignment()
         requested = {name for name, value in workload.requests.items() if value > 0}
         covered = {name for group in queue.resource_groups for name in group.covered}
