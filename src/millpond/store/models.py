@@ -393,6 +393,7 @@ class WorkloadGenerationRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     value: Mapped[int] = mapped_column(BigInteger)
+    epoch: Mapped[str] = mapped_column(String(36))  # random, set by the migration: this database, not another
 
 
 class UserRow(Base):

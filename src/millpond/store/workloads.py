@@ -41,6 +41,14 @@ _ADMISSION_LOCK_KEY = 0x6D696C6C6B756575  # "millkueu": the advisory lock of adm
 
 
 @dataclass(frozen=True)
+class Generation:
+    """Where the workloads of one database stand (migration 0016): rows stamped up to ``value`` are all visible."""
+
+    epoch: str  # random per database: a database re-created behind the same URL is another one
+    value: int
+
+
+@dataclass(frozen=True)
 class WorkloadRecord:
     id: str
     kind: str
@@ -110,14 +118,15 @@ class LockedWorkloads:
             self.stamp = _stamp(self._session)
         return self.stamp
 
-    def generation(self) -> int:
+    def generation(self) -> Generation:
         """The workload generation: every row stamped up to it is committed and visible to this transaction."""
         from sqlalchemy import select  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         from millpond.store.models import WorkloadGenerationRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         table = WorkloadGenerationRow.__table__
-        return int(self._session.connection().execute(select(table.c.value).where(table.c.id == 1)).scalar_one())
+        row = self._session.connection().execute(select(table.c.epoch, table.c.value).where(table.c.id == 1)).one()
+        return Generation(row.epoch, int(row.value))
 
     def changed_since(self, generation: int) -> list[WorkloadRecord]:
         """The rows written after ``generation``, FINISHED ones included (a reader that keeps rows drops those)."""

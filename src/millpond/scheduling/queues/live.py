@@ -41,6 +41,7 @@ class LiveWorkloads:
     """The workloads not FINISHED as of ``generation``: the stored record and the model's, by id."""
 
     generation: int = -1  # -1: nothing read yet
+    epoch: str = ""  # the database's (``Generation.epoch``)
     # held for a whole cycle (refresh, decide, write, commit, written): a process's cycles take turns anyway
     lock: threading.Lock = field(default_factory=threading.Lock)
     records: dict[str, WorkloadRecord] = field(default_factory=dict)
@@ -48,16 +49,16 @@ class LiveWorkloads:
 
     def refresh(self, locked: LockedWorkloads) -> None:
         """Up to date with the store, under the admission lock: the rows stamped since, or all on a first read."""
-        generation = locked.generation()  # first: a row stamped after it is read now or at the next refresh
-        if generation == self.generation:
+        now = locked.generation()  # first: a row stamped after it is read now or at the next refresh
+        if (now.epoch, now.value) == (self.epoch, self.generation):
             return
-        if self.generation < 0 or generation < self.generation:  # first read, or another database behind one URL
+        if now.epoch != self.epoch or now.value < self.generation:  # a first read, or another database
             self.records.clear()
             self.models.clear()
             self._put(locked.active())
         else:
             self._put(locked.changed_since(self.generation))
-        self.generation = generation
+        self.epoch, self.generation = now.epoch, now.value
 
     def drop(self, workload_id: str) -> None:
         self.records.pop(workload_id, None)
