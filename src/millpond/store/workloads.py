@@ -16,6 +16,7 @@ turns records into ``queues.model.Workload``). States are the model's values: ``
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -91,14 +92,9 @@ def _stamp(session: Session) -> int:
     a reader that sees generation ``G`` sees every row stamped ``G`` or less: what lets a process
     keep the live rows and read only those stamped since (``LockedWorkloads.changed_since``).
     """
-    from sqlalchemy import select, update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
-    from millpond.store.models import WorkloadGenerationRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
-
-    table = WorkloadGenerationRow.__table__
-    connection = session.connection()
-    connection.execute(update(table).where(table.c.id == 1).values(value=table.c.value + 1))
-    return int(connection.execute(select(table.c.value).where(table.c.id == 1)).scalar_one())
+    connection = session.connection()  # plain SQL, the same on SQLite and PostgreSQL: no statement to build
+    connection.exec_driver_sql("UPDATE workload_generation SET value = value + 1 WHERE id = 1")
+    return int(connection.exec_driver_sql("SELECT value FROM workload_generation WHERE id = 1").scalar_one())
 
 
 class LockedWorkloads:
@@ -171,10 +167,12 @@ class LockedWorkloads:
         return _finish(self._session, workload_id, reason, self._stamp())
 
     def write(self, admitted: Iterable[tuple[str, str, Mapping[str, str]]], evicted: Iterable[tuple[str, str]],
-              waiting: Iterable[tuple[str, str, int]], at: float, known: Mapping[str, WorkloadRecord]) -> None:
+              waiting: Iterable[tuple[str, str, int]], at: float,
+              known: Mapping[str, tuple[str, int | None]]) -> None:
         """One cycle's decisions in three statements (executemany), each row still a compare-and-set:
         ``admitted`` (id, ClusterQueue, flavors) were PENDING, ``evicted`` (id, reason) ADMITTED,
-        ``waiting`` (id, reason, position) PENDING; a waiting row ``known`` to say that already is skipped."""
+        ``waiting`` (id, reason, position) PENDING; a waiting row ``known`` (id -> stored reason and
+        position) to say that already is skipped."""
         from sqlalchemy import bindparam, update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
         from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
@@ -185,7 +183,7 @@ class LockedWorkloads:
         admissions = [{"key": key, "cq": queue, "fl": dict(flavors)} for key, queue, flavors in admitted]
         evictions = [{"key": key, "why": reason} for key, reason in evicted]
         changes = [{"key": key, "why": reason, "at": position} for key, reason, position in waiting
-                   if key not in known or (known[key].reason, known[key].position) != (reason, position)]
+                   if known.get(key) != (reason, position)]
         if not (admissions or evictions or changes):
             return  # nothing written, no generation taken: the other processes' kept rows stay valid
         version = self._stamp()
@@ -202,16 +200,23 @@ class LockedWorkloads:
 
 
 def _finish(session: Session, workload_id: str, reason: str, version: int) -> bool:
-    from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+    now = time.time()
+    result = session.connection().execute(_finish_statement(), {
+        "key": workload_id, "why": reason, "at": now, "stamp": version})
+    return bool(rows_changed(result))
+
+
+@functools.cache
+def _finish_statement() -> Any:
+    """The finish UPDATE, built once (Core, not an ORM update: a third of the time; every release runs one)."""
+    from sqlalchemy import bindparam, update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
     from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-    now = time.time()
-    table = WorkloadRow.__table__  # Core, not an ORM update: a third of the time (each release runs one)
-    result = session.connection().execute(update(table).where(table.c.id == workload_id, table.c.state != FINISHED)
-                                          .values(state=FINISHED, reason=reason, position=None, finished_at=now,
-                                                  updated_at=now, version=version))
-    return bool(rows_changed(result))
+    table = WorkloadRow.__table__
+    return update(table).where(table.c.id == bindparam("key"), table.c.state != FINISHED).values(
+        state=FINISHED, reason=bindparam("why"), position=None, finished_at=bindparam("at"),
+        updated_at=bindparam("at"), version=bindparam("stamp"))
 
 
 class WorkloadStore:
@@ -242,8 +247,8 @@ class WorkloadStore:
                                 holder=holder)
         with self._sessions.begin() as session:  # Core, not session.add: a third of the time (one per workload)
             record = dataclasses.replace(record, version=_stamp(session))
-            session.connection().execute(insert(WorkloadRow.__table__).values(
-                {**dataclasses.asdict(record), "updated_at": now}))
+            values = {**dataclasses.asdict(record), "updated_at": now}
+            session.connection().execute(insert(WorkloadRow.__table__), values)
         return record
 
     def get(self, workload_id: str) -> WorkloadRecord | None:

@@ -124,10 +124,10 @@ def run_cycle(settings: Settings, now: float | None = None) -> Decision:
             live.refresh(locked)
             read_at = live.generation
             alive = functools.cache(holder_alive)  # one /proc read per distinct holder in this cycle, not per row
-            gone = [record for record in live.records.values() if record.holder and not alive(record.holder)]
-            for record in gone:
-                locked.finish(record.id, f"its holder process {record.holder.partition(':')[0]} is gone")
-            dead = {record.id for record in gone}
+            gone = [w for w in live.models.values() if w.holder and not alive(w.holder)]
+            for workload in gone:
+                locked.finish(workload.id, f"its holder process {workload.holder.partition(':')[0]} is gone")
+            dead = {workload.id for workload in gone}
             snapshot = Snapshot(cluster_queues=objects.cluster_queues, local_queues=objects.local_queues,
                                 cohorts=objects.cohorts, flavors=objects.flavors,
                                 workloads=tuple(w for key, w in live.models.items() if key not in dead))
@@ -135,7 +135,7 @@ def run_cycle(settings: Settings, now: float | None = None) -> Decision:
             admitted = [(a.workload_id, a.cluster_queue, a.flavors) for a in decision.admitted]
             evicted = [(e.workload_id, e.reason) for e in decision.evicted]
             waiting = [(p.workload_id, p.reason, p.position) for p in decision.pending]
-            locked.write(admitted=admitted, evicted=evicted, waiting=waiting, at=now, known=live.records)
+            locked.write(admitted=admitted, evicted=evicted, waiting=waiting, at=now, known=live.shown)
         live.written(locked.stamp, read_at, admitted, evicted, waiting, dead, now)
     return decision
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from millpond.scheduling.queues.model import Workload, WorkloadKind, WorkloadState
-from millpond.store.workloads import ADMITTED, EVICTED, FINISHED, LockedWorkloads, WorkloadRecord
+from millpond.store.workloads import FINISHED, LockedWorkloads, WorkloadRecord
 
 
 def workload_of(record: WorkloadRecord) -> Workload:
@@ -38,14 +38,16 @@ def workload_of(record: WorkloadRecord) -> Workload:
 
 @dataclass
 class LiveWorkloads:
-    """The workloads not FINISHED as of ``generation``: the stored record and the model's, by id."""
+    """The workloads not FINISHED as of ``generation``, as the model's records, and the reason and
+    position each one's row shows (kept apart: a cycle rewrites those of thousands of waiting rows,
+    and deciding never reads them)."""
 
     generation: int = -1  # -1: nothing read yet
     epoch: str = ""  # the database's (``Generation.epoch``)
+    models: dict[str, Workload] = field(default_factory=dict)
+    shown: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # id -> (reason, position) as stored
     # held for a whole cycle (refresh, decide, write, commit, written): a process's cycles take turns anyway
     lock: threading.Lock = field(default_factory=threading.Lock)
-    records: dict[str, WorkloadRecord] = field(default_factory=dict)
-    models: dict[str, Workload] = field(default_factory=dict)
 
     def refresh(self, locked: LockedWorkloads) -> None:
         """Up to date with the store, under the admission lock: the rows stamped since, or all on a first read."""
@@ -53,24 +55,24 @@ class LiveWorkloads:
         if (now.epoch, now.value) == (self.epoch, self.generation):
             return
         if now.epoch != self.epoch or now.value < self.generation:  # a first read, or another database
-            self.records.clear()
             self.models.clear()
+            self.shown.clear()
             self._put(locked.active())
         else:
             self._put(locked.changed_since(self.generation))
         self.epoch, self.generation = now.epoch, now.value
 
     def drop(self, workload_id: str) -> None:
-        self.records.pop(workload_id, None)
         self.models.pop(workload_id, None)
+        self.shown.pop(workload_id, None)
 
     def _put(self, records: Iterable[WorkloadRecord]) -> None:
         for record in records:
             if record.state == FINISHED:
                 self.drop(record.id)
             else:
-                self.records[record.id] = record
                 self.models[record.id] = workload_of(record)
+                self.shown[record.id] = (record.reason, record.position)
 
     def written(self, stamp: int | None, read_at: int, admitted: Iterable[tuple[str, str, Mapping[str, str]]],
                 evicted: Iterable[tuple[str, str]], waiting: Iterable[tuple[str, str, int]],
@@ -83,20 +85,16 @@ class LiveWorkloads:
         for key in finished:
             self.drop(key)
         for key, queue, flavors in admitted:
-            self._replace(key, stamp, state=ADMITTED, cluster_queue=queue, flavors=dict(flavors), admitted_at=at,
-                          reason="", position=None)
+            self.models[key] = dataclasses.replace(self.models[key], state=WorkloadState.ADMITTED, cluster_queue=queue,
+                                                   flavors=dict(flavors), admitted_at=at, reason="", position=None)
+            self.shown[key] = ("", None)
         for key, reason in evicted:
-            self._replace(key, stamp, state=EVICTED, reason=reason)
+            self.models[key] = dataclasses.replace(self.models[key], state=WorkloadState.EVICTED, reason=reason)
+            self.shown[key] = (reason, self.shown[key][1])
         for key, reason, position in waiting:
-            record = self.records.get(key)
-            if record is not None and (record.reason, record.position) != (reason, position):
-                self._replace(key, stamp, reason=reason, position=position)
+            if key in self.shown:
+                self.shown[key] = (reason, position)
         self.generation = stamp
-
-    def _replace(self, key: str, stamp: int, **values: object) -> None:
-        record = dataclasses.replace(self.records[key], version=stamp, **values)  # type: ignore[arg-type]
-        self.records[key] = record
-        self.models[key] = workload_of(record)
 
 
 _KEPT: dict[str, LiveWorkloads] = {}
