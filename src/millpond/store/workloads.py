@@ -208,7 +208,7 @@ def _finish(session: Session, workload_id: str, reason: str, version: int) -> bo
 
 @functools.cache
 def _finish_statement() -> Any:
-    """The finish UPDATE, built once (Core, not an ORM update: a third of the time; every release runs one)."""
+    """The finish UPDATE, built once (Core, not an ORM-enabled update; every release runs one)."""
     from sqlalchemy import bindparam, update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
     from millpond.store.models import WorkloadRow  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
@@ -245,7 +245,7 @@ class WorkloadStore:
                                 pod_count=pod_count, created=now if created is None else created, state=PENDING,
                                 cluster_queue=None, flavors={}, reason="waiting for the first admission cycle",
                                 holder=holder)
-        with self._sessions.begin() as session:  # Core, not session.add: a third of the time (one per workload)
+        with self._sessions.begin() as session:  # Core, not session.add: no identity map to fill
             record = dataclasses.replace(record, version=_stamp(session))
             values = {**dataclasses.asdict(record), "updated_at": now}
             session.connection().execute(insert(WorkloadRow.__table__), values)
