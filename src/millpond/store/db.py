@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
-HEAD_REVISION = "0015"
+HEAD_REVISION = "0016"
 _MIGRATION_LOCK_KEY = 0x6D696C6C706F6E64  # "millpond": the advisory lock every migrating process takes
 _PASSWORD = re.compile(r"(?P<head>://[^/@:]*):[^@/]*@")
 _ENGINES: dict[str, "Engine"] = {}

@@ -359,6 +359,7 @@ class WorkloadRow(Base):
     __table_args__ = (
         Index("ix_workloads_state", "state"),
         Index("ix_workloads_namespace_queue", "namespace", "queue"),
+        Index("ix_workloads_version", "version"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -382,6 +383,17 @@ class WorkloadRow(Base):
     admitted_at: Mapped[float] = mapped_column(Float, default=0.0)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[float] = mapped_column(Float)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)  # 0016: the workload_generation of its last write
+
+
+class WorkloadGenerationRow(Base):
+    """The workloads' change counter (0016): one row, taken (+1) by every transaction that writes workloads."""
+
+    __tablename__ = "workload_generation"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    value: Mapped[int] = mapped_column(BigInteger)
+    epoch: Mapped[str] = mapped_column(String(36))  # random, set by the migration: this database, not another
 
 
 class UserRow(Base):

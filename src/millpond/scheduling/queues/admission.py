@@ -91,6 +91,10 @@ class _Cycle:
         self.pending: dict[str, str] = {}
         self.preemptor = Preemptor(self.held)
         self._resolved: dict[tuple[str, str], tuple[ClusterQueue | None, str]] = {}
+        # assignments per (ClusterQueue, requests, explain), with the tree version they were made at
+        self._assigned: dict[tuple[str, tuple[tuple[str, int], ...], bool], tuple[int, Assignment]] = {}
+        # preemptions that found no victims per (ClusterQueue, requests, priority): (tree version after, reason)
+        self._unpreemptable: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, str]] = {}
         for workload in snapshot.workloads:
             if workload.state in _HOLDING and workload.cluster_queue in self.tree.queues:
                 self.held.hold(workload)
@@ -138,7 +142,22 @@ class _Cycle:
     # --- flavor assignment ---------------------------------------------------------------
     def assign(self, workload: Workload, queue: ClusterQueue, explain: bool = True) -> Assignment:
         """Kueue's flavor assigner with ``flavorFungibility``: per resource group, flavors in order
-        (``explain``: with the reasons a user reads, for whatever does not fit)."""
+        (``explain``: with the reasons a user reads, for whatever does not fit).
+
+        An assignment depends only on the queue, the requests and the usage, so workloads asking
+        the same of the same queue share one while the usage does not change (``tree.version``):
+        Kueue's equivalence hashing, exact. A saturated cohort's backlog of a few shapes costs a
+        few assignments a cycle, not one per workload. The result is shared: callers only read it.
+        """
+        key = (queue.name, tuple(sorted(workload.requests.items())), explain)
+        cached = self._assigned.get(key)
+        if cached is not None and cached[0] == self.tree.version:
+            return cached[1]
+        result = self._assign(workload, queue, explain)
+        self._assigned[key] = (self.tree.version, result)
+        return result
+
+    def _assign(self, workload: Workload, queue: ClusterQueue, explain: bool) -> Assignment:
         result = Assignment()
         requested = {name for name, value in workload.requests.items() if value > 0}
         covered = {name for group in queue.resource_groups for name in group.covered}
@@ -263,6 +282,14 @@ class _Cycle:
     def step(self, queue: ClusterQueue, queues: dict[str, deque[Workload]]) -> None:
         items = queues[queue.name]
         workload = items.popleft()
+        equivalent = (queue.name, tuple(sorted(workload.requests.items())), workload.priority)
+        known = self._unpreemptable.get(equivalent)
+        if known is not None and known[0] == self.tree.version:
+            # the same asked of the same queue at the same priority, nothing changed since that one's preemption
+            # found no victims: neither does this one's, which comes after it (Kueue's equivalence hashing)
+            self.pending[workload.id] = known[1]
+            self._blocked(workload, queue, items, queues)
+            return
         assignment = self.assign(workload, queue)
         blocks = False
         if assignment.mode == FIT:
@@ -271,9 +298,20 @@ class _Cycle:
             self.pending[workload.id] = "; ".join(assignment.reasons)
             blocks = not assignment.never
         else:
+            claimed = len(self.preemptor.claimed)
             self.pending[workload.id] = self.preemptor.preempt(workload, queue, assignment)
+            if len(self.preemptor.claimed) == claimed:  # no victims found
+                self._unpreemptable[equivalent] = (self.tree.version, self.pending[workload.id])
             blocks = True
-        if blocks and queue.queueing_strategy is QueueingStrategy.STRICT_FIFO:
+        if blocks:
+            self._blocked(workload, queue, items, queues)
+        elif not items:
+            del queues[queue.name]
+
+    def _blocked(self, workload: Workload, queue: ClusterQueue, items: deque[Workload],
+                 queues: dict[str, deque[Workload]]) -> None:
+        """``workload`` waits for quota: under StrictFIFO the ones behind it wait for it."""
+        if queue.queueing_strategy is QueueingStrategy.STRICT_FIFO:
             for behind in items:
                 self.pending[behind.id] = (f"waits behind {who(workload)} at the head of StrictFIFO ClusterQueue "
                                            f"{queue.name}, which does not fit: {self.pending[workload.id]}")

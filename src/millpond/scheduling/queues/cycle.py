@@ -31,19 +31,19 @@ from collections.abc import Callable, Mapping
 from millpond.errors import MillpondError, UserError
 from millpond.runners.processes import engine_mark, is_running, own_identity
 from millpond.scheduling.queues.admission import PODS, decide
+from millpond.scheduling.queues.live import kept
+from millpond.scheduling.queues.live import workload_of as workload_of  # where views and the job queueing take it
 from millpond.scheduling.queues.model import (
     Admission,
     Decision,
     Snapshot,
-    Workload,
-    WorkloadKind,
     WorkloadState,
 )
 from millpond.scheduling.queues.objects import stored_objects
 from millpond.scheduling.queues.specs import QueueObjects
 from millpond.settings import Settings
 from millpond.store.resources import ResourceStore
-from millpond.store.workloads import LockedWorkloads, WorkloadRecord, WorkloadStore
+from millpond.store.workloads import WorkloadRecord, WorkloadStore
 
 CYCLE_INTERVAL = 0.5  # seconds between the cycles a waiter runs
 POLL_INTERVAL = 0.1  # seconds between its reads of its own row (another process's cycle may admit it)
@@ -61,17 +61,6 @@ def holder_alive(holder: str) -> bool:
     if not pid.isdigit() or not ticks:
         return True  # not a process mark: nothing to judge by
     return is_running(int(pid), ticks)
-
-
-def workload_of(record: WorkloadRecord) -> Workload:
-    """A stored row as the model's record."""
-    return Workload(
-        id=record.id, kind=WorkloadKind(record.kind), name=record.name, namespace=record.namespace,
-        user=record.user, queue=record.queue, requests=dict(record.requests), priority=record.priority,
-        priority_class=record.priority_class, pod_count=record.pod_count, created=record.created,
-        state=WorkloadState(record.state), cluster_queue=record.cluster_queue, flavors=dict(record.flavors),
-        reason=record.reason, requeues=record.requeues, holder=record.holder, admitted_at=record.admitted_at,
-        position=record.position)
 
 
 def load_objects(settings: Settings) -> QueueObjects:
@@ -102,12 +91,6 @@ def submit(settings: Settings, *, kind: str, name: str, namespace: str, user: st
         priority_class=priority_class, pod_count=pod_count, holder=own_holder() if holder is None else holder)
 
 
-def _write(locked: LockedWorkloads, decision: Decision, known: dict[str, WorkloadRecord], now: float) -> None:
-    locked.write(admitted=[(a.workload_id, a.cluster_queue, a.flavors) for a in decision.admitted],
-                 evicted=[(e.workload_id, e.reason) for e in decision.evicted],
-                 waiting=[(p.workload_id, p.reason, p.position) for p in decision.pending], at=now, known=known)
-
-
 def reclaim_dead(settings: Settings) -> int:
     """Finish the workloads whose holder process is gone, and let the next ones in; how many were found.
 
@@ -127,23 +110,33 @@ def reclaim_dead(settings: Settings) -> int:
 
 
 def run_cycle(settings: Settings, now: float | None = None) -> Decision:
-    """One admission cycle: load, lock, reclaim dead holders, decide, write. Returns what was decided."""
+    """One admission cycle: load, lock, reclaim dead holders, decide, write. Returns what was decided.
+
+    The live workloads come from this process's copy (``queues.live``), brought up to date under
+    the lock from the rows written since its last cycle, whoever wrote them.
+    """
     objects = load_objects(settings)
     store = WorkloadStore(settings)
-    with store.locked() as locked:
-        now = time.time() if now is None else now
-        live = []
-        alive = functools.cache(holder_alive)  # one /proc read per distinct holder in this cycle, not per row
-        for record in locked.active():
-            if record.holder and not alive(record.holder):
-                locked.finish(record.id, f"its holder process {record.holder.partition(':')[0]} is gone")
-            else:
-                live.append(record)
-        snapshot = Snapshot(cluster_queues=objects.cluster_queues, local_queues=objects.local_queues,
-                            cohorts=objects.cohorts, flavors=objects.flavors,
-                            workloads=tuple(workload_of(record) for record in live))
-        decision = decide(snapshot, now)
-        _write(locked, decision, {record.id: record for record in live}, now)
+    live = kept(settings.database_url)
+    with live.lock:
+        with store.locked() as locked:
+            now = time.time() if now is None else now
+            live.refresh(locked)
+            read_at = live.generation
+            alive = functools.cache(holder_alive)  # one /proc read per distinct holder in this cycle, not per row
+            gone = [w for w in live.models.values() if w.holder and not alive(w.holder)]
+            for workload in gone:
+                locked.finish(workload.id, f"its holder process {workload.holder.partition(':')[0]} is gone")
+            dead = {workload.id for workload in gone}
+            snapshot = Snapshot(cluster_queues=objects.cluster_queues, local_queues=objects.local_queues,
+                                cohorts=objects.cohorts, flavors=objects.flavors,
+                                workloads=tuple(w for key, w in live.models.items() if key not in dead))
+            decision = decide(snapshot, now)
+            admitted = [(a.workload_id, a.cluster_queue, a.flavors) for a in decision.admitted]
+            evicted = [(e.workload_id, e.reason) for e in decision.evicted]
+            waiting = [(p.workload_id, p.reason, p.position) for p in decision.pending]
+            locked.write(admitted=admitted, evicted=evicted, waiting=waiting, at=now, known=live.shown)
+        live.written(locked.stamp, read_at, admitted, evicted, waiting, dead, now)
     return decision
 
 
