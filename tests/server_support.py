@@ -31,6 +31,7 @@ class Served:
 
         from millpond.server import tls as certificates
         from millpond.server.app import create_app
+        from millpond.server.stopping import API_HTTP, API_LOOP
 
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
@@ -40,7 +41,7 @@ class Served:
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.app = create_app(load_settings(), token, access=access)
         self.server = uvicorn.Server(uvicorn.Config(
-            self.app, host="127.0.0.1", port=self.port, log_level="warning",
+            self.app, host="127.0.0.1", port=self.port, log_level="warning", loop=API_LOOP, http=API_HTTP,
             ssl_certfile=files.certificate if files else None, ssl_keyfile=files.key if files else None))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

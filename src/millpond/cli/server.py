@@ -291,7 +291,7 @@ def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: P
     from millpond.runners.processes import ProcessIdentity
     from millpond.server.app import create_app
     from millpond.server.listening import ServerAddress, record
-    from millpond.server.stopping import StoppingServer
+    from millpond.server.stopping import API_HTTP, API_LOOP, StoppingServer
 
     port = sock.getsockname()[1]
     scheme = "https" if certificate else "http"
@@ -320,10 +320,8 @@ def _serve(sock: socket.socket, host: str, access: AccessSettings, token_file: P
                    f"{url_host}:{metadata.port}", err=True)
     # A watch (kubectl get -w) or a followed log never ends by itself: on SIGTERM the server waits that long for
     # requests in flight, then cancels them (uvicorn would otherwise wait for every open stream forever).
-    # asyncio and h11, named: uvloop and httptools are installed for model servers, and uvicorn's "auto" would
-    # take them here too; the API's behaviour (watches, bad requests, the graceful stop) is tested on these.
     config = uvicorn.Config(app, log_level="info", ssl_certfile=certificate.certificate if certificate else None,
-                            ssl_keyfile=certificate.key if certificate else None, loop="asyncio", http="h11",
+                            ssl_keyfile=certificate.key if certificate else None, loop=API_LOOP, http=API_HTTP,
                             timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS)
     try:
         StoppingServer(config).run(sockets=[sock])

@@ -9,10 +9,17 @@ graceful wait (``cli.server`` also bounds that wait, for a followed log).
 from __future__ import annotations
 
 from types import FrameType
+from typing import Final
 
 import uvicorn
 
 from millpond.server.kube.watch import OPEN_WATCHES
+
+# The event loop and HTTP parser the API is served with, named: uvloop and httptools are installed for model
+# servers, and uvicorn's "auto" would take them here too. The API's answers are tested on these (httptools,
+# for one, answers an over-long request line with its own plain-text 400, not the API's JSON error).
+API_LOOP: Final = "asyncio"
+API_HTTP: Final = "h11"
 
 
 class StoppingServer(uvicorn.Server):
