@@ -95,7 +95,7 @@ def test_a_niceness_that_is_none_is_refused_at_start(home: Path, monkeypatch: py
     from millpond.settings import load_settings
     from millpond.store.runs import RunStore
 
-    for bad in ("-5", "20", "ten", "1.5"):
+    for bad in ("-5", "20", "ten", "1.5", "²"):  # "²": isdigit() takes it, int() does not
         monkeypatch.setenv("MILLPOND_ENGINE_NICE", bad)
         with pytest.raises(UserError, match="MILLPOND_ENGINE_NICE must be a whole number from 0 to 19"):
             RunExecutor(load_settings(), RunStore(load_settings().database_url))

@@ -48,7 +48,7 @@ def engine_niceness() -> int:
     value = os.environ.get(NICE_VAR, "").strip()
     if not value:
         return ENGINE_NICE
-    if not value.isdigit() or int(value) > 19:
+    if not (value.isascii() and value.isdigit()) or int(value) > 19:  # int() refuses '²', which isdigit() takes
         raise UserError(f"{NICE_VAR} must be a whole number from 0 to 19 (a niceness), not {value!r}")
     return int(value)
 
