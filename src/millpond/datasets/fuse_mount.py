@@ -373,7 +373,6 @@ def make_operations(cache: DatasetCache) -> Any:
 
 def serve(name: str, mountpoint: str, namespace: str = "default") -> None:
     """Mount ``name`` at ``mountpoint`` and serve until unmounted (runs in the foreground)."""
-
     cache = open_cache(name, namespace)
     cache.namespace()  # list the UFS before mounting: a bad mount fails here, visibly
     ttl = cache.config.metadata_ttl_s
