@@ -140,6 +140,8 @@ def test_an_mpijob_launcher_runs_mpirun_in_its_image_and_both_ranks_run_there(
     info = wait_status(capsys, "pi")
     uid = record("pi").uid
     assert info["status"] == "SUCCEEDED", _log(uid, "pi-launcher-0", home)
+    launcher_log = _log(uid, "pi-launcher-0", home)  # every rank's tagged lines, untagged; and each in its worker's
+    assert "rank 0 of 2 in mpi-image" in launcher_log and "rank 1 of 2 in mpi-image" in launcher_log, launcher_log
     assert "rank 0 of 2 in mpi-image" in _log(uid, "pi-worker-0", home)
     assert "rank 1 of 2 in mpi-image" in _log(uid, "pi-worker-1", home)
 

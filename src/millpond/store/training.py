@@ -199,12 +199,16 @@ class JobStore:
         self._update_job(uid, attempt=attempt, gpus=list(gpus))
 
     def set_status(self, uid: str, status: str, reason: str | None = None, message: str | None = None,
-                   supervisor: tuple[int | None, str | None] | None = None) -> bool:
+                   supervisor: tuple[int | None, str | None] | None = None,
+                   event: tuple[str, str] | None = None) -> bool:
         """Write ``status`` unless the job already finished (or, with ``supervisor``, is no longer that
-        process's): True if it was written. The first RUNNING stamps the start, a finished status the end."""
+        process's): True if it was written. The first RUNNING stamps the start, a finished status the end.
+
+        ``event`` (message, type) is recorded under ``reason`` in the same transaction, only when the status is
+        written: whoever reads the end (``arena get -e`` right after ``arena wait``) reads its event too."""
         from sqlalchemy import func, update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
 
-        from millpond.store.models import TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)
+        from millpond.store.models import TrainingEvent, TrainingJob  # noqa: PLC0415 - SQLAlchemy on first use
 
         values: dict[str, Any] = {"status": status, "reason": reason, "message": message}
         now = utcnow()
@@ -217,7 +221,10 @@ class JobStore:
             query = query.where(TrainingJob.supervisor_pid == supervisor[0],
                                 TrainingJob.supervisor_start == supervisor[1])
         with self._sessions.begin() as session:
-            return rows_changed(session.execute(query.values(**values))) == 1
+            written = rows_changed(session.execute(query.values(**values))) == 1
+            if written and event is not None:
+                session.add(TrainingEvent(job_uid=uid, at=now, type=event[1], reason=reason or "", message=event[0]))
+            return written
 
     def _update_job(self, uid: str, **values: Any) -> None:
         from sqlalchemy import update  # noqa: PLC0415 - SQLAlchemy on first use (~0.6 s)

@@ -45,6 +45,9 @@ __all__ = ["Running", "end", "end_group", "mark_of", "stamp_now", "start", "stop
 
 RANK_TAG = re.compile(rb"^\[\d+,(\d+)\]<(?:stdout|stderr|stddiag)>:")  # Open MPI 4's --tag-output
 STOP_GRACE_S = 5.0  # SIGTERM, then this long, then SIGKILL (a pod's grace period, shortened)
+# Once an instance and all it started are gone its log pipe is at EOF: the copy is waited for this long (a loaded
+# machine), so the job's end is written after its last lines, which `arena logs` right after `arena wait` shows.
+LOG_DRAIN_S = 15.0
 
 
 class InstanceProcess(Protocol):
@@ -172,4 +175,4 @@ def stop(running: list[Running]) -> None:
         assert item.in_image is not None and item.container is not None
         sweep.remove(item.in_image.runtime, item.container.name)
     for item in running:
-        item.pump.join(timeout=2)
+        item.pump.join(timeout=LOG_DRAIN_S)

@@ -51,7 +51,7 @@ from millpond.runners.base import DatasetBind, ProcessResult, ProcessSpec
 from millpond.runners.environment import inherited_environment
 from millpond.runners.ray_cluster import RayResources, cluster_nodes, connect, run_on_cluster, unmet
 from millpond.scheduling import pod_room
-from millpond.training.instances import Running, stamp_now
+from millpond.training.instances import LOG_DRAIN_S, Running, stamp_now
 from millpond.training.planned import Planned
 from millpond.training.spec import JobSpec, Trainer
 
@@ -369,7 +369,7 @@ class Placement:
         for item in running:
             if item.waiter is not None:
                 item.waiter.join(max(0.0, deadline - time.monotonic()))
-            item.pump.join(timeout=2)
+            item.pump.join(timeout=LOG_DRAIN_S)
 
     def shapes_index(self, item: Running) -> int:
         """The bundle of a started instance (they start in the planner's order, one bundle each)."""

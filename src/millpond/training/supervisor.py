@@ -108,7 +108,15 @@ class Supervisor:
     def status(self, status: str, reason: str | None = None, message: str | None = None) -> bool:
         """Write ``status`` if the job is still this process's; the end it writes is recorded in the lineage
         (``training.lineage``) after it is written, so neither a slow nor a failing record delays or changes it."""
-        written = self.store.set_status(self.job.uid, status, reason, message, supervisor=self.me)
+        return self._write(status, reason, message, None)
+
+    def finish(self, status: str, reason: str, message: str, said: str | None = None, kind: str = "Warning") -> None:
+        """End the job with ``status`` and, in the same write, its event (``said``, else ``message``): a client
+        that sees the end never misses the event that explains it."""
+        self._write(status, reason, message, (message if said is None else said, kind))
+
+    def _write(self, status: str, reason: str | None, message: str | None, event: tuple[str, str] | None) -> bool:
+        written = self.store.set_status(self.job.uid, status, reason, message, supervisor=self.me, event=event)
         if written and status in FINISHED:
             lineage.job_ended(self.store.by_uid(self.job.uid))
         return written
@@ -159,11 +167,9 @@ class Supervisor:
                 binds = self._binds(held)
                 self._attempts(grant, binds)
         except ImagePullError as exc:  # the policy insists on the image: the pod's ErrImagePull, as its job's end
-            if self.status("FAILED", exc.reason, str(exc)):
-                self.event(exc.reason, str(exc), "Warning")
+            self.finish("FAILED", exc.reason, str(exc))
         except MillpondError as exc:
-            if self.status("FAILED", "JobFailed", str(exc)):
-                self.event("JobFailed", str(exc), "Warning")
+            self.finish("FAILED", "JobFailed", str(exc))
         finally:
             ledger.release(grant.id)
 
@@ -247,8 +253,7 @@ class Supervisor:
             finally:
                 self.placement.remove()
         except MillpondError as exc:
-            if self.status("FAILED", "JobFailed", str(exc)):
-                self.event("JobFailed", str(exc), "Warning")
+            self.finish("FAILED", "JobFailed", str(exc))
 
     def _queue(self, ledger: Allocator, wanted: Request) -> Granted | None:
         """Wait QUEUING until every dataset it mounts exists and the ledger grants the whole job;
@@ -323,13 +328,12 @@ class Supervisor:
             if outcome is EVICTED:
                 return
             if outcome is None:
-                if self.status("SUCCEEDED", "JobSucceeded", f"{self.job.name} succeeded"):
-                    self.event("JobSucceeded", f"all {self.spec.instance_count} instances exited 0")
+                self.finish("SUCCEEDED", "JobSucceeded", f"{self.job.name} succeeded",
+                            f"all {self.spec.instance_count} instances exited 0", "Normal")
                 return
             final = self.stopping.is_set() or failures >= self.spec.retry
             if final:
-                if self.status("FAILED", "JobFailed", outcome):
-                    self.event("JobFailed", outcome + self.failure_note, "Warning")
+                self.finish("FAILED", "JobFailed", outcome, outcome + self.failure_note)
                 return
             failures += 1
             self.event("Restarting", f"{outcome}{self.failure_note}; restarting (retry {failures} of "
@@ -440,8 +444,7 @@ class Supervisor:
             time.sleep(POLL_S)
 
     def _end_stopped(self) -> None:
-        if self.status("FAILED", "JobStopped", self.stop_reason):
-            self.event("JobStopped", self.stop_reason, "Warning")
+        self.finish("FAILED", "JobStopped", self.stop_reason)
 
 
 def main(argv: list[str] | None = None) -> int:

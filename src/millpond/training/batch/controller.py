@@ -162,7 +162,7 @@ class Controller:
                 continue
             code = 128 - code if code < 0 else code  # killed by signal N: the container's exit code is 128 + N
             instances.end(live.running)
-            live.running.pump.join(timeout=2)
+            live.running.pump.join(timeout=instances.LOG_DRAIN_S)
             self.ledger.release(live.grant)
             del self.live[name]
             pod = self._pod(name)
