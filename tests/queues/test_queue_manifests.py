@@ -23,6 +23,7 @@ from millpond.scheduling.queues.kinds import KINDS, REFUSED
 from millpond.scheduling.queues.manifests import is_queue_document
 from millpond.scheduling.queues.model import QueueingStrategy
 from millpond.store.resources import ResourceStore
+from tests.conftest import spawn_cli
 from tests.fuzz_support import fuzz_settings, mutated, mutated_text
 
 CORPUS = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "k8s-manifests"
@@ -319,3 +320,31 @@ def test_a_mutated_manifest_at_millpond_apply_is_applied_or_one_error_line_with_
         assert _stored() == before
     else:
         assert result.code == 0, result.err
+
+
+@ON_BOTH_DATABASES
+def test_admission_reads_the_objects_again_whenever_any_process_changed_one(cli, home: Path, tmp_path: Path) -> None:
+    """``cycle.load_objects`` keeps what it parsed while the objects' stamps stay: a change, a delete and a
+    re-create by another ``millpond`` process are each seen by the next read; no change, the same records."""
+    from millpond.scheduling.queues.cycle import load_objects
+    from millpond.settings import load_settings
+
+    settings = load_settings()
+    assert cli("apply", "-f", write(tmp_path, flavor(), cluster_queue(), local_queue())).code == 0
+    first = load_objects(settings)
+    assert load_objects(settings) is first  # nothing changed: nothing parsed again
+    assert first.cluster_queues["alice"].queueing_strategy is QueueingStrategy.STRICT_FIFO
+
+    def elsewhere(*args: str) -> None:  # another process, as a second terminal or the server would be
+        process = spawn_cli(home, *args)
+        _out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+
+    elsewhere("apply", "-f", str(write(tmp_path, cluster_queue(queueingStrategy="BestEffortFIFO"))))
+    changed = load_objects(settings)
+    assert changed.cluster_queues["alice"].queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO
+    elsewhere("delete", "localqueue", "alice", "-n", "project-a")
+    assert ("project-a", "alice") not in load_objects(settings).local_queues
+    elsewhere("apply", "-f", str(write(tmp_path, local_queue(namespace="project-b"))))
+    assert set(load_objects(settings).local_queues) == {("project-b", "alice")}
+    assert load_objects(settings).cluster_queues["alice"].queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO

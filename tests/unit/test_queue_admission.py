@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ from millpond.scheduling.queues.model import (
     WorkloadState,
 )
 from millpond.scheduling.queues.preemption import may_preempt
+from millpond.scheduling.queues.quota import QuotaTree
 from millpond.scheduling.queues.specs import objects_from_specs
 
 ALL = LabelSelector()  # namespaceSelector: {} admits every namespace
@@ -484,3 +486,16 @@ def test_fuzzed_specs_convert_or_raise_one_user_error(kind, spec, value):
         objects_from_specs([{"kind": kind, "metadata": {"name": "x"}, "spec": spec, "value": value}])
     except UserError as exc:
         assert str(exc) and "\n" not in str(exc)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_property_the_caches_decide_exactly_as_no_caches_do(snapshot):
+    """Assignments, "held by" texts and failed preemptions are kept per cohort tree while its usage is unchanged
+    (Kueue's equivalence hashing): a cycle whose every version check misses decides the same, reasons included."""
+    cached = decide(snapshot, NOW)
+    fresh = itertools.count(1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(QuotaTree, "version_of", lambda self, queue: -next(fresh))  # never what was stored
+        uncached = decide(snapshot, NOW)
+    assert cached == uncached

@@ -85,15 +85,15 @@ class _Cycle:
         self.held = Holdings(QuotaTree(snapshot.cluster_queues, snapshot.cohorts))
         self.tree = self.held.tree  # the usage the flavor assigner reads, as admissions and evictions change it
         self.potential = QuotaTree(snapshot.cluster_queues, snapshot.cohorts)  # nothing used: what could ever fit
-        # "held by" texts per (flavor resource, cohort tree), with the tree version they were made at
+        # "held by" texts per (flavor resource, cohort tree), with the tree's version they were made at
         self._held_by: dict[tuple[FlavorResource, tuple[bool, str]], tuple[int, str]] = {}
         self.admitted: list[Admission] = []
         self.pending: dict[str, str] = {}
         self.preemptor = Preemptor(self.held)
         self._resolved: dict[tuple[str, str], tuple[ClusterQueue | None, str]] = {}
-        # assignments per (ClusterQueue, requests, explain), with the tree version they were made at
+        # assignments per (ClusterQueue, requests, explain), with the version of its tree they were made at
         self._assigned: dict[tuple[str, tuple[tuple[str, int], ...], bool], tuple[int, Assignment]] = {}
-        # preemptions that found no victims per (ClusterQueue, requests, priority): (tree version after, reason)
+        # preemptions that found no victims per (ClusterQueue, requests, priority): (its tree's version after, reason)
         self._unpreemptable: dict[tuple[str, tuple[tuple[str, int], ...], int], tuple[int, str]] = {}
         for workload in snapshot.workloads:
             if workload.state in _HOLDING and workload.cluster_queue in self.tree.queues:
@@ -145,16 +145,17 @@ class _Cycle:
         (``explain``: with the reasons a user reads, for whatever does not fit).
 
         An assignment depends only on the queue, the requests and the usage, so workloads asking
-        the same of the same queue share one while the usage does not change (``tree.version``):
+        the same of the same queue share one while the usage of its tree does not change (``tree.version_of``):
         Kueue's equivalence hashing, exact. A saturated cohort's backlog of a few shapes costs a
         few assignments a cycle, not one per workload. The result is shared: callers only read it.
         """
         key = (queue.name, tuple(sorted(workload.requests.items())), explain)
         cached = self._assigned.get(key)
-        if cached is not None and cached[0] == self.tree.version:
+        version = self.tree.version_of(queue.name)
+        if cached is not None and cached[0] == version:
             return cached[1]
         result = self._assign(workload, queue, explain)
-        self._assigned[key] = (self.tree.version, result)
+        self._assigned[key] = (version, result)
         return result
 
     def _assign(self, workload: Workload, queue: ClusterQueue, explain: bool) -> Assignment:
@@ -231,7 +232,8 @@ class _Cycle:
         """The biggest holders of ``key`` in ``queue``'s cohort tree (kept while usage does not change)."""
         root = self.tree.roots[queue.name]
         cached = self._held_by.get((key, root))
-        if cached is not None and cached[0] == self.tree.version:
+        version = self.tree.version_of(queue.name)
+        if cached is not None and cached[0] == version:
             return cached[1]
         name = key[1]
         holders = sorted((w for w in self.held.by_key.get(key, {}).values()
@@ -241,7 +243,7 @@ class _Cycle:
                          f"{', stopping' if w.id in self.held.evicted else ''})" for w in holders[:3]) or "nobody"
         if len(holders) > 3:
             text += f" and {len(holders) - 3} more"
-        self._held_by[(key, root)] = (self.tree.version, text)
+        self._held_by[(key, root)] = (version, text)
         return text
 
     # --- the cycle -----------------------------------------------------------------------
@@ -284,7 +286,7 @@ class _Cycle:
         workload = items.popleft()
         equivalent = (queue.name, tuple(sorted(workload.requests.items())), workload.priority)
         known = self._unpreemptable.get(equivalent)
-        if known is not None and known[0] == self.tree.version:
+        if known is not None and known[0] == self.tree.version_of(queue.name):
             # the same asked of the same queue at the same priority, nothing changed since that one's preemption
             # found no victims: neither does this one's, which comes after it (Kueue's equivalence hashing)
             self.pending[workload.id] = known[1]
@@ -301,7 +303,7 @@ class _Cycle:
             claimed = len(self.preemptor.claimed)
             self.pending[workload.id] = self.preemptor.preempt(workload, queue, assignment)
             if len(self.preemptor.claimed) == claimed:  # no victims found
-                self._unpreemptable[equivalent] = (self.tree.version, self.pending[workload.id])
+                self._unpreemptable[equivalent] = (self.tree.version_of(queue.name), self.pending[workload.id])
             blocks = True
         if blocks:
             self._blocked(workload, queue, items, queues)

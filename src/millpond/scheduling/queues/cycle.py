@@ -40,7 +40,7 @@ from millpond.scheduling.queues.model import (
     WorkloadState,
 )
 from millpond.scheduling.queues.objects import stored_objects
-from millpond.scheduling.queues.specs import QueueObjects
+from millpond.scheduling.queues.specs import KINDS, QueueObjects
 from millpond.settings import Settings
 from millpond.store.resources import ResourceStore
 from millpond.store.workloads import WorkloadRecord, WorkloadStore
@@ -63,9 +63,26 @@ def holder_alive(holder: str) -> bool:
     return is_running(int(pid), ticks)
 
 
+# Per database: the stamps of the Kueue objects last read (``ResourceStore.stamps``) and what they were read as.
+# The records are frozen and nobody changes the maps, so every cycle of this process may share them.
+_OBJECTS: dict[str, tuple[tuple[object, ...], QueueObjects]] = {}
+
+
 def load_objects(settings: Settings) -> QueueObjects:
-    """The Kueue objects applied in this home (cluster-scoped ones are stored under ``default``)."""
-    return stored_objects(ResourceStore(settings))
+    """The Kueue objects applied in this home (cluster-scoped ones are stored under ``default``).
+
+    Read and parsed again only when one was created, changed or deleted since this process last read them
+    (whichever process wrote it): a cycle of a busy queue reads their stamps only (~1 ms, not ~18 ms for 70
+    objects). A change that lands while a cycle runs is seen by the next, as it would be without the cache.
+    """
+    store = ResourceStore(settings)
+    stamps = store.stamps(KINDS)
+    kept_objects = _OBJECTS.get(settings.database_url)
+    if kept_objects is not None and kept_objects[0] == stamps:
+        return kept_objects[1]
+    objects = stored_objects(store)
+    _OBJECTS[settings.database_url] = (stamps, objects)
+    return objects
 
 
 def priority_of(objects: QueueObjects, priority_class: str | None) -> int:

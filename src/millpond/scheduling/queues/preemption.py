@@ -43,13 +43,13 @@ class Preemptor:
     def __init__(self, cycle: Holdings) -> None:
         self.cycle = cycle
         self.claimed: set[str] = set()
-        # Attempts that found no victims, per ClusterQueue, at one tree version: a later workload of the
+        # Attempts that found no victims, per ClusterQueue, at one version of its tree: a later workload of the
         # same queue (lower in its order: no higher priority, not older) asking no less fails too.
         self._failed: dict[str, tuple[int, list[tuple[Workload, dict[FlavorResource, int]]]]] = {}
 
     def _known_to_fail(self, workload: Workload, queue: ClusterQueue, wanted: dict[FlavorResource, int]) -> bool:
         version, failures = self._failed.get(queue.name, (-1, []))
-        if version != self.cycle.tree.version:
+        if version != self.cycle.tree.version_of(queue.name):
             return False
         return any((earlier.priority, -earlier.created) >= (workload.priority, -workload.created)
                    and asked.keys() == wanted.keys() and all(asked[key] <= wanted[key] for key in asked)
@@ -57,11 +57,12 @@ class Preemptor:
 
     def _remember_failure(self, workload: Workload, queue: ClusterQueue, wanted: dict[FlavorResource, int]) -> None:
         version, failures = self._failed.get(queue.name, (-1, []))
-        if version != self.cycle.tree.version:
+        now = self.cycle.tree.version_of(queue.name)
+        if version != now:
             failures = []
         if len(failures) < 8:  # the first ones, higher in the queue's order, cover the most
             failures.append((workload, wanted))
-        self._failed[queue.name] = (self.cycle.tree.version, failures)
+        self._failed[queue.name] = (now, failures)
 
     def preempt(self, workload: Workload, queue: ClusterQueue, assignment: Assignment) -> str:
         """Evict the minimal set that lets ``workload`` in, or say why none does; the pending reason."""

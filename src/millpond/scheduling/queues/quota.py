@@ -72,7 +72,6 @@ class QuotaTree:
         self.cohorts: dict[str, Node] = {}
         self.queues: dict[str, Node] = {}
         self.broken: set[str] = set()
-        self.version = 0  # bumped by every change of usage: what was computed at one version holds until the next
         for name, cohort in cohorts.items():
             self.cohorts[name] = Node(name, False, _quotas(cohort.resource_groups))
         for queue in cluster_queues.values():
@@ -93,6 +92,10 @@ class QuotaTree:
                 self._sum_subtree(node)
         # the tree each queue is in: (is its root a queue, the root's name)
         self.roots = {name: (node.root().is_queue, node.root().name) for name, node in self.queues.items()}
+        # per tree, bumped by every change of usage in it: nothing in one tree lends to, borrows from or preempts
+        # in another, so what was computed for a queue holds while its tree's version stays (a busy cohort does
+        # not void what was found for the others)
+        self.tree_versions = dict.fromkeys(self.roots.values(), 0)
 
     @staticmethod
     def _attach(child: Node, parent: Node) -> None:
@@ -148,7 +151,7 @@ class QuotaTree:
     # --- usage -------------------------------------------------------------------------------
     def add(self, queue: str, key: FlavorResource, amount: int) -> None:
         """Count ``amount`` (negative: release) on ``queue`` and what of it reaches each ancestor."""
-        self.version += 1
+        self.tree_versions[self.roots[queue]] += 1
         node: Node | None = self.queues[queue]
         while node is not None and amount:
             guaranteed = node.guaranteed(key)
@@ -156,6 +159,10 @@ class QuotaTree:
             node.usage[key] = before + amount
             amount = max(0, before + amount - guaranteed) - max(0, before - guaranteed)
             node = node.parent
+
+    def version_of(self, queue: str) -> int:
+        """The version of the usage of ``queue``'s tree: all that its admission and preemption read."""
+        return self.tree_versions[self.roots[queue]]
 
     def available(self, queue: str, key: FlavorResource) -> int:
         """What ``queue`` may still take of ``key``: its own free quota and what its cohort may lend it."""
